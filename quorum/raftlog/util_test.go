@@ -1,0 +1,10 @@
+package raftlog
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+)
+
+func crc32c(b []byte) uint32 { return crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)) }
+
+func varint(b []byte) (int64, int) { return binary.Varint(b) }
