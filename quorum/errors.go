@@ -1,0 +1,36 @@
+package quorum
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Errors returned by the core. Compare with errors.Is.
+var (
+	// ErrNotLeader: Propose on a node that is not the leader (or is resigning).
+	ErrNotLeader = errors.New("quorum: not leader")
+	// ErrBatchTooLarge: a proposal larger than Config.MaxBatchBytes.
+	ErrBatchTooLarge = errors.New("quorum: record batch too large")
+	// ErrInvalidConfig: Config.Validate rejected the configuration.
+	ErrInvalidConfig = errors.New("quorum: invalid config")
+	// ErrTruncateBelowHighWatermark: the leader asked this node to truncate committed data.
+	// Fatal: the node must stop rather than lose committed records.
+	ErrTruncateBelowHighWatermark = errors.New("quorum: truncation below high watermark")
+	// ErrInconsistentLeader: two leaders were seen for one epoch. Fatal.
+	ErrInconsistentLeader = errors.New("quorum: two leaders in one epoch")
+	// ErrInvalidResponse: a peer answered INVALID_REQUEST, i.e. this node sent a malformed
+	// request. Fatal, as in Kafka: it is a bug.
+	ErrInvalidResponse = errors.New("quorum: peer reported an invalid request")
+	// ErrRequestFailed is what a driver may use as Message.Err for a failed outbound request.
+	ErrRequestFailed = errors.New("quorum: request failed")
+)
+
+// errName is the Kafka name of an error code, for transcripts.
+func errName(code int16) string {
+	if e := kerr.TypedErrorForCode(code); e != nil && (e.Code == code) {
+		return e.Message
+	}
+	return strconv.Itoa(int(code))
+}
