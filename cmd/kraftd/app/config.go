@@ -1,0 +1,301 @@
+package app
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"go.uber.org/zap"
+)
+
+// Mode selects which metadata system the node runs.
+type Mode string
+
+const (
+	// ModeKRaft is the log-replicated metadata quorum (KIP-500, KIP-595).
+	ModeKRaft Mode = "kraft"
+	// ModeZKLegacy emulates the ZooKeeper-era controller that pushes
+	// LeaderAndIsr/UpdateMetadata to brokers.
+	ModeZKLegacy Mode = "zk-legacy"
+)
+
+// Role is one entry of process.roles.
+type Role string
+
+const (
+	RoleBroker     Role = "broker"
+	RoleController Role = "controller"
+)
+
+// DefaultMetadataVersion is the metadata.version kraftd formats and runs
+// with. 3.6-IV2 (feature level 14) predates directory assignment (3.7-IV2),
+// so no log-dir plumbing is needed in registrations and partition records.
+const DefaultMetadataVersion = "3.6-IV2"
+
+// Endpoint is one entry of listeners / advertised.listeners:
+// NAME://host:port. An empty host means all interfaces in Kafka; kraftd
+// keeps it as given.
+type Endpoint struct {
+	Name string
+	Host string
+	Port int
+}
+
+// String renders the endpoint back into listeners syntax.
+func (e Endpoint) String() string {
+	return e.Name + "://" + joinHostPort(e.Host, e.Port)
+}
+
+// Addr is the host:port the endpoint binds or advertises.
+func (e Endpoint) Addr() string { return joinHostPort(e.Host, e.Port) }
+
+// Voter is one entry of controller.quorum.voters: id@host:port.
+type Voter struct {
+	ID   int32
+	Host string
+	Port int
+}
+
+// String renders the voter back into controller.quorum.voters syntax.
+func (v Voter) String() string {
+	return fmt.Sprintf("%d@%s", v.ID, joinHostPort(v.Host, v.Port))
+}
+
+// Config is everything a kraftd node needs, named after Kafka's
+// server.properties keys (see Keys for the key -> field table with the
+// defaults). Build one with DefaultConfig and Set, or LoadConfig; check it
+// with Validate. Durations carry their unit last, like Kafka's key names.
+//
+// Config never reads flags, files or the environment itself: main does that,
+// so that interop tests can build a Config in code.
+type Config struct {
+	// Mode is kraft (default) or zk-legacy. kraftd extension: "mode".
+	Mode Mode
+	// NodeID identifies the node in the quorum and cluster (node.id).
+	// Required; -1 means unset.
+	NodeID int32
+	// ProcessRoles is broker, controller or both (process.roles).
+	ProcessRoles []Role
+	// Listeners are the endpoints to bind (listeners).
+	Listeners []Endpoint
+	// AdvertisedListeners are the endpoints published to others
+	// (advertised.listeners). Empty means: listeners minus the controller
+	// listeners for a broker, as in Kafka.
+	AdvertisedListeners []Endpoint
+	// ListenerSecurityProtocolMap maps listener name to security protocol
+	// (listener.security.protocol.map). kraftd speaks only PLAINTEXT.
+	ListenerSecurityProtocolMap map[string]string
+	// ControllerListenerNames names the listeners controllers serve on
+	// (controller.listener.names); the first is the one peers dial.
+	ControllerListenerNames []string
+	// InterBrokerListenerName is the listener brokers use among themselves
+	// (inter.broker.listener.name).
+	InterBrokerListenerName string
+	// QuorumVoters is the static voter set (controller.quorum.voters).
+	QuorumVoters []Voter
+	// QuorumBootstrapServers are host:port controllers to discover a
+	// dynamic quorum from (controller.quorum.bootstrap.servers, KIP-853).
+	QuorumBootstrapServers []string
+
+	// QuorumElectionTimeoutMs: controller.quorum.election.timeout.ms.
+	QuorumElectionTimeoutMs int32
+	// QuorumFetchTimeoutMs: controller.quorum.fetch.timeout.ms.
+	QuorumFetchTimeoutMs int32
+	// QuorumElectionBackoffMaxMs: controller.quorum.election.backoff.max.ms.
+	QuorumElectionBackoffMaxMs int32
+	// QuorumAppendLingerMs: controller.quorum.append.linger.ms.
+	QuorumAppendLingerMs int32
+	// QuorumRequestTimeoutMs: controller.quorum.request.timeout.ms.
+	QuorumRequestTimeoutMs int32
+	// QuorumRetryBackoffMs: controller.quorum.retry.backoff.ms.
+	QuorumRetryBackoffMs int32
+	// BrokerHeartbeatIntervalMs: broker.heartbeat.interval.ms.
+	BrokerHeartbeatIntervalMs int32
+	// BrokerSessionTimeoutMs: broker.session.timeout.ms.
+	BrokerSessionTimeoutMs int32
+	// InitialBrokerRegistrationTimeoutMs: initial.broker.registration.timeout.ms.
+	InitialBrokerRegistrationTimeoutMs int64
+	// MetadataLogSegmentBytes: metadata.log.segment.bytes.
+	MetadataLogSegmentBytes int64
+	// MetadataLogSegmentMs: metadata.log.segment.ms.
+	MetadataLogSegmentMs int64
+	// MetadataMaxRetentionBytes: metadata.max.retention.bytes.
+	MetadataMaxRetentionBytes int64
+	// MetadataMaxRetentionMs: metadata.max.retention.ms.
+	MetadataMaxRetentionMs int64
+	// MetadataLogMaxRecordBytesBetweenSnapshots:
+	// metadata.log.max.record.bytes.between.snapshots.
+	MetadataLogMaxRecordBytesBetweenSnapshots int64
+	// MetadataLogMaxSnapshotIntervalMs: metadata.log.max.snapshot.interval.ms.
+	MetadataLogMaxSnapshotIntervalMs int64
+	// MetadataMaxIdleIntervalMs: metadata.max.idle.interval.ms.
+	MetadataMaxIdleIntervalMs int32
+
+	// LogDirs are the data directories (log.dirs). When empty, LogDir is used.
+	LogDirs []string
+	// LogDir is the single data directory used when LogDirs is empty (log.dir).
+	LogDir string
+	// MetadataLogDir holds __cluster_metadata-0 (metadata.log.dir); empty
+	// means the first log directory.
+	MetadataLogDir string
+
+	// SocketRequestMaxBytes: socket.request.max.bytes.
+	SocketRequestMaxBytes int32
+	// MaxConnections: max.connections.
+	MaxConnections int32
+	// ConnectionsMaxIdleMs: connections.max.idle.ms.
+	ConnectionsMaxIdleMs int64
+	// NumPartitions: num.partitions.
+	NumPartitions int32
+	// DefaultReplicationFactor: default.replication.factor.
+	DefaultReplicationFactor int16
+	// AutoCreateTopicsEnable is auto.create.topics.enable. Kafka defaults
+	// it to true; kraftd defaults it to false so that a typo in a topic name
+	// is an error rather than a new topic. Set it to true to match Kafka.
+	AutoCreateTopicsEnable bool
+	// BrokerRack: broker.rack.
+	BrokerRack string
+
+	// ClusterID is the cluster id to format unformatted directories with
+	// and to check formatted ones against. kraftd extension: "cluster.id".
+	ClusterID string
+
+	// ZooKeeperConnect: zookeeper.connect (zk-legacy mode).
+	ZooKeeperConnect string
+	// ZooKeeperSessionTimeoutMs: zookeeper.session.timeout.ms.
+	ZooKeeperSessionTimeoutMs int32
+	// ZooKeeperMaxInFlightRequests: zookeeper.max.in.flight.requests.
+	ZooKeeperMaxInFlightRequests int32
+
+	// MetricsListener is host:port for the Prometheus endpoint; empty
+	// disables it. kraftd extension: "metrics.listener".
+	MetricsListener string
+
+	// Logger receives all logs; nil means zap.NewNop().
+	Logger *zap.Logger
+	// Out receives the human-oriented lines Kafka prints on stdout (for
+	// example "Formatting metadata directory ..."); nil discards them.
+	Out io.Writer
+	// Rand is the entropy source for generated ids; nil means crypto/rand.
+	Rand io.Reader
+
+	// explicit records which keys were set, for defaults that depend on
+	// whether the user said something (the security protocol map).
+	explicit map[string]bool
+}
+
+// DefaultConfig returns a Config holding Kafka's default for every key.
+func DefaultConfig() Config {
+	var c Config
+	for _, k := range keys {
+		if err := k.set(&c, k.Default); err != nil {
+			panic(fmt.Sprintf("app: default of %s does not parse: %v", k.Name, err))
+		}
+	}
+	c.explicit = nil
+	return c
+}
+
+// Set assigns one server.properties key. The error names the key, e.g.
+// `config: unknown key "foo.bar"` or `config: node.id: "x" is not an integer`.
+func (c *Config) Set(key, value string) error {
+	k, ok := keyIndex[key]
+	if !ok {
+		return fmt.Errorf("%w %q", ErrUnknownKey, key)
+	}
+	if err := k.set(c, strings.TrimSpace(value)); err != nil {
+		return err
+	}
+	if c.explicit == nil {
+		c.explicit = make(map[string]bool)
+	}
+	c.explicit[key] = true
+	return nil
+}
+
+// Setting is one key=value to apply, e.g. from a flag or --override.
+type Setting struct {
+	Key   string
+	Value string
+}
+
+// LoadConfig starts from DefaultConfig and applies the layers in order, so a
+// later layer wins: main passes (config file, flags, overrides). It does not
+// validate; call Validate once the caller has added Logger and friends.
+func LoadConfig(layers ...[]Setting) (Config, error) {
+	c := DefaultConfig()
+	for _, layer := range layers {
+		for _, s := range layer {
+			if err := c.Set(s.Key, s.Value); err != nil {
+				return Config{}, err
+			}
+		}
+	}
+	return c, nil
+}
+
+// ReadPropertiesFile parses a server.properties file into settings.
+func ReadPropertiesFile(path string) ([]Setting, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	props, err := ParseProperties(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	out := make([]Setting, len(props))
+	for i, p := range props {
+		out[i] = Setting{Key: p.Key, Value: p.Value}
+	}
+	return out, nil
+}
+
+// HasRole reports whether process.roles contains r.
+func (c *Config) HasRole(r Role) bool {
+	for _, have := range c.ProcessRoles {
+		if have == r {
+			return true
+		}
+	}
+	return false
+}
+
+// AllLogDirs returns every directory that must hold meta.properties: the
+// data directories plus the metadata directory, without duplicates.
+func (c *Config) AllLogDirs() []string {
+	dirs := c.LogDirs
+	if len(dirs) == 0 && c.LogDir != "" {
+		dirs = []string{c.LogDir}
+	}
+	out := append([]string(nil), dirs...)
+	if md := c.metadataDir(); md != "" && !contains(out, md) {
+		out = append(out, md)
+	}
+	return out
+}
+
+// metadataDir is metadata.log.dir, or the first data directory.
+func (c *Config) metadataDir() string {
+	if c.MetadataLogDir != "" {
+		return c.MetadataLogDir
+	}
+	if len(c.LogDirs) > 0 {
+		return c.LogDirs[0]
+	}
+	return c.LogDir
+}
+
+// MetadataDir is the directory holding __cluster_metadata-0.
+func (c *Config) MetadataDir() string { return c.metadataDir() }
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,28 @@
+// Package app wires a kraftd node together: it turns a Config (named after
+// Kafka's server.properties keys) into running roles, in order, and stops
+// them in reverse order.
+//
+// It is the one package that may import every other project package, and
+// it is importable by the interop tests, so it never reads flags, os.Args or
+// the environment: cmd/kraftd parses those and hands over a Config.
+//
+// What lives here:
+//
+//   - config.go, keys.go, validate.go: Config, the key table (name,
+//     default, meaning) that also drives --help and the README, and the
+//     cross-key checks with Kafka's wording.
+//   - properties.go: Java .properties reading and writing, so that
+//     server.properties files and meta.properties are byte-compatible.
+//   - uuid.go: Kafka's base64 Uuid (cluster.id, directory.id).
+//   - storage.go: meta.properties and `kraftd storage format`, matching
+//     kafka-storage.sh; PrepareStorage formats empty directories on start
+//     when the cluster id is known.
+//   - app.go: App lifecycle.
+//
+// Goroutines: App starts none of its own. The protocol.Server it owns runs
+// the accept and per-connection goroutines and stops them in Shutdown/Close;
+// roles added later (quorum driver, controller loop, broker lifecycle) are
+// started by Start and stopped by Stop in reverse start order. The signal
+// wait lives in main, which calls Stop when SIGINT or SIGTERM arrives:
+// signal.NotifyContext owns that wait.
+package app

@@ -1,0 +1,308 @@
+package app
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// Key describes one configuration key kraftd accepts: its server.properties
+// name, its default in text form, and what it means. The table drives
+// DefaultConfig, Set, the --help text and the README reference, so the three
+// cannot drift apart.
+type Key struct {
+	Name    string
+	Default string
+	Doc     string
+	set     func(c *Config, v string) error
+}
+
+// Flag is the command-line flag for the key: dots become dashes.
+func (k Key) Flag() string { return strings.ReplaceAll(k.Name, ".", "-") }
+
+// Keys returns the table of known keys in documentation order.
+func Keys() []Key { return append([]Key(nil), keys...) }
+
+var keys = []Key{
+	{"mode", "kraft", "kraftd extension: kraft or zk-legacy.", setMode},
+	{"node.id", "-1", "Node id; required.", int32Field("node.id", func(c *Config) *int32 { return &c.NodeID })},
+	{"process.roles", "", "Comma-separated roles: broker, controller or both.", setRoles},
+	{"listeners", "PLAINTEXT://:9092", "Comma-separated NAME://host:port endpoints to bind.", endpointsField("listeners", func(c *Config) *[]Endpoint { return &c.Listeners })},
+	{"advertised.listeners", "", "Endpoints published to clients and peers; empty means listeners without the controller listeners.", endpointsField("advertised.listeners", func(c *Config) *[]Endpoint { return &c.AdvertisedListeners })},
+	{"listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", "NAME:PROTOCOL pairs. Unless set explicitly, controller listeners map to PLAINTEXT. kraftd serves PLAINTEXT only.", setSecurityMap},
+	{"controller.listener.names", "", "Comma-separated listener names used by the controller; the first is the one peers dial.", listField(func(c *Config) *[]string { return &c.ControllerListenerNames })},
+	{"inter.broker.listener.name", "PLAINTEXT", "Listener brokers use to reach each other.", stringField(func(c *Config) *string { return &c.InterBrokerListenerName })},
+	{"controller.quorum.voters", "", "Static quorum: comma-separated id@host:port.", setVoters},
+	{"controller.quorum.bootstrap.servers", "", "Dynamic quorum (KIP-853): comma-separated host:port of controllers.", setBootstrapServers},
+	{"controller.quorum.election.timeout.ms", "1000", "Time without a leader before a voter starts an election (plus up to the same again of jitter).", int32Field("controller.quorum.election.timeout.ms", func(c *Config) *int32 { return &c.QuorumElectionTimeoutMs })},
+	{"controller.quorum.fetch.timeout.ms", "2000", "Time without a successful fetch before a follower starts an election.", int32Field("controller.quorum.fetch.timeout.ms", func(c *Config) *int32 { return &c.QuorumFetchTimeoutMs })},
+	{"controller.quorum.election.backoff.max.ms", "1000", "Maximum backoff before a new election after a failed one.", int32Field("controller.quorum.election.backoff.max.ms", func(c *Config) *int32 { return &c.QuorumElectionBackoffMaxMs })},
+	{"controller.quorum.append.linger.ms", "25", "How long the leader batches appends before flushing.", int32Field("controller.quorum.append.linger.ms", func(c *Config) *int32 { return &c.QuorumAppendLingerMs })},
+	{"controller.quorum.request.timeout.ms", "2000", "Timeout of quorum RPCs.", int32Field("controller.quorum.request.timeout.ms", func(c *Config) *int32 { return &c.QuorumRequestTimeoutMs })},
+	{"controller.quorum.retry.backoff.ms", "20", "Backoff before retrying a failed quorum RPC.", int32Field("controller.quorum.retry.backoff.ms", func(c *Config) *int32 { return &c.QuorumRetryBackoffMs })},
+	{"broker.heartbeat.interval.ms", "2000", "Interval between broker heartbeats to the controller.", int32Field("broker.heartbeat.interval.ms", func(c *Config) *int32 { return &c.BrokerHeartbeatIntervalMs })},
+	{"broker.session.timeout.ms", "9000", "Time without a heartbeat after which the controller fences a broker.", int32Field("broker.session.timeout.ms", func(c *Config) *int32 { return &c.BrokerSessionTimeoutMs })},
+	{"initial.broker.registration.timeout.ms", "60000", "How long a broker waits for its first registration to succeed.", int64Field("initial.broker.registration.timeout.ms", func(c *Config) *int64 { return &c.InitialBrokerRegistrationTimeoutMs })},
+	{"log.dirs", "", "Comma-separated data directories; overrides log.dir.", listField(func(c *Config) *[]string { return &c.LogDirs })},
+	{"log.dir", "./kraftd-data", "Data directory when log.dirs is unset (Kafka: /tmp/kafka-logs).", stringField(func(c *Config) *string { return &c.LogDir })},
+	{"metadata.log.dir", "", "Directory of __cluster_metadata-0; empty means the first data directory.", stringField(func(c *Config) *string { return &c.MetadataLogDir })},
+	{"metadata.log.segment.bytes", "1073741824", "Maximum size of one metadata log segment.", int64Field("metadata.log.segment.bytes", func(c *Config) *int64 { return &c.MetadataLogSegmentBytes })},
+	{"metadata.log.segment.ms", "604800000", "Maximum age of the active metadata log segment before it rolls.", int64Field("metadata.log.segment.ms", func(c *Config) *int64 { return &c.MetadataLogSegmentMs })},
+	{"metadata.max.retention.bytes", "104857600", "Metadata log bytes kept beyond the latest snapshot.", int64Field("metadata.max.retention.bytes", func(c *Config) *int64 { return &c.MetadataMaxRetentionBytes })},
+	{"metadata.max.retention.ms", "604800000", "Age after which metadata log segments and snapshots older than the latest snapshot are deleted.", int64Field("metadata.max.retention.ms", func(c *Config) *int64 { return &c.MetadataMaxRetentionMs })},
+	{"metadata.log.max.record.bytes.between.snapshots", "20971520", "Bytes of new metadata after which a snapshot is taken.", int64Field("metadata.log.max.record.bytes.between.snapshots", func(c *Config) *int64 { return &c.MetadataLogMaxRecordBytesBetweenSnapshots })},
+	{"metadata.log.max.snapshot.interval.ms", "3600000", "Time after which a snapshot is taken if anything changed; 0 disables.", int64Field("metadata.log.max.snapshot.interval.ms", func(c *Config) *int64 { return &c.MetadataLogMaxSnapshotIntervalMs })},
+	{"metadata.max.idle.interval.ms", "500", "The active controller appends a NoOpRecord after this long without writes; 0 disables.", int32Field("metadata.max.idle.interval.ms", func(c *Config) *int32 { return &c.MetadataMaxIdleIntervalMs })},
+	{"socket.request.max.bytes", "104857600", "Largest request frame accepted.", int32Field("socket.request.max.bytes", func(c *Config) *int32 { return &c.SocketRequestMaxBytes })},
+	{"max.connections", "2147483647", "Maximum concurrent connections per node.", int32Field("max.connections", func(c *Config) *int32 { return &c.MaxConnections })},
+	{"connections.max.idle.ms", "600000", "Idle connections are closed after this long.", int64Field("connections.max.idle.ms", func(c *Config) *int64 { return &c.ConnectionsMaxIdleMs })},
+	{"num.partitions", "1", "Default partition count of new topics.", int32Field("num.partitions", func(c *Config) *int32 { return &c.NumPartitions })},
+	{"default.replication.factor", "1", "Default replication factor of new topics.", int16Field("default.replication.factor", func(c *Config) *int16 { return &c.DefaultReplicationFactor })},
+	{"auto.create.topics.enable", "false", "Create unknown topics on Metadata requests (Kafka's default is true; kraftd's is false).", boolField("auto.create.topics.enable", func(c *Config) *bool { return &c.AutoCreateTopicsEnable })},
+	{"broker.rack", "", "Rack of this broker, reported in Metadata.", stringField(func(c *Config) *string { return &c.BrokerRack })},
+	{"cluster.id", "", "kraftd extension: cluster id to format empty directories with and to check formatted ones against.", setClusterID},
+	{"zookeeper.connect", "", "zk-legacy mode: ZooKeeper connect string host:port[,host:port][/chroot].", stringField(func(c *Config) *string { return &c.ZooKeeperConnect })},
+	{"zookeeper.session.timeout.ms", "18000", "zk-legacy mode: ZooKeeper session timeout.", int32Field("zookeeper.session.timeout.ms", func(c *Config) *int32 { return &c.ZooKeeperSessionTimeoutMs })},
+	{"zookeeper.max.in.flight.requests", "10", "zk-legacy mode: maximum unacknowledged ZooKeeper requests.", int32Field("zookeeper.max.in.flight.requests", func(c *Config) *int32 { return &c.ZooKeeperMaxInFlightRequests })},
+	{"metrics.listener", "", "kraftd extension: host:port of the Prometheus /metrics endpoint; empty disables it.", stringField(func(c *Config) *string { return &c.MetricsListener })},
+}
+
+var keyIndex = func() map[string]Key {
+	m := make(map[string]Key, len(keys))
+	for _, k := range keys {
+		m[k.Name] = k
+	}
+	return m
+}()
+
+// ValueError is a value that does not parse for its key. It matches
+// ErrBadValue with errors.Is and reads `config: node.id: "x" is not an integer`.
+type ValueError struct {
+	Key    string
+	Value  string
+	Reason string
+}
+
+func (e *ValueError) Error() string {
+	return fmt.Sprintf("config: %s: %q %s", e.Key, e.Value, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrBadValue) true.
+func (e *ValueError) Is(target error) bool { return target == ErrBadValue }
+
+func badValue(key, value, reason string) error {
+	return &ValueError{Key: key, Value: value, Reason: reason}
+}
+
+func stringField(field func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error { *field(c) = v; return nil }
+}
+
+func listField(field func(*Config) *[]string) func(*Config, string) error {
+	return func(c *Config, v string) error { *field(c) = splitList(v); return nil }
+}
+
+func int16Field(key string, field func(*Config) *int16) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 16)
+		if err != nil {
+			return badValue(key, v, "is not a 16-bit integer")
+		}
+		*field(c) = int16(n)
+		return nil
+	}
+}
+
+func int32Field(key string, field func(*Config) *int32) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			return badValue(key, v, "is not an integer")
+		}
+		*field(c) = int32(n)
+		return nil
+	}
+}
+
+func int64Field(key string, field func(*Config) *int64) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return badValue(key, v, "is not a long integer")
+		}
+		*field(c) = n
+		return nil
+	}
+}
+
+func boolField(key string, field func(*Config) *bool) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		// Java's ConfigDef accepts only true/false, case-insensitively.
+		switch strings.ToLower(v) {
+		case "true":
+			*field(c) = true
+		case "false":
+			*field(c) = false
+		default:
+			return badValue(key, v, "is not a boolean (true or false)")
+		}
+		return nil
+	}
+}
+
+func endpointsField(key string, field func(*Config) *[]Endpoint) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		eps, err := ParseEndpoints(v)
+		if err != nil {
+			return badValue(key, v, err.Error())
+		}
+		*field(c) = eps
+		return nil
+	}
+}
+
+func setMode(c *Config, v string) error {
+	switch Mode(v) {
+	case ModeKRaft, ModeZKLegacy:
+		c.Mode = Mode(v)
+		return nil
+	}
+	return badValue("mode", v, "is not one of kraft, zk-legacy")
+}
+
+func setRoles(c *Config, v string) error {
+	var roles []Role
+	for _, r := range splitList(v) {
+		role := Role(strings.ToLower(r))
+		if role != RoleBroker && role != RoleController {
+			return badValue("process.roles", v, "contains "+strconvQuote(r)+"; roles are broker and controller")
+		}
+		for _, have := range roles {
+			if have == role {
+				return badValue("process.roles", v, "contains "+strconvQuote(r)+" twice")
+			}
+		}
+		roles = append(roles, role)
+	}
+	c.ProcessRoles = roles
+	return nil
+}
+
+func setSecurityMap(c *Config, v string) error {
+	m := make(map[string]string)
+	for _, pair := range splitList(v) {
+		name, proto, ok := strings.Cut(pair, ":")
+		name, proto = strings.TrimSpace(name), strings.TrimSpace(proto)
+		if !ok || name == "" || proto == "" {
+			return badValue("listener.security.protocol.map", v, "has an entry that is not NAME:PROTOCOL")
+		}
+		m[strings.ToUpper(name)] = strings.ToUpper(proto)
+	}
+	c.ListenerSecurityProtocolMap = m
+	return nil
+}
+
+func setVoters(c *Config, v string) error {
+	voters, err := ParseVoters(v)
+	if err != nil {
+		return badValue("controller.quorum.voters", v, err.Error())
+	}
+	c.QuorumVoters = voters
+	return nil
+}
+
+func setBootstrapServers(c *Config, v string) error {
+	servers := splitList(v)
+	for _, s := range servers {
+		if _, _, err := splitHostPort(s); err != nil {
+			return badValue("controller.quorum.bootstrap.servers", v, err.Error())
+		}
+	}
+	c.QuorumBootstrapServers = servers
+	return nil
+}
+
+func setClusterID(c *Config, v string) error {
+	if v != "" {
+		if _, err := ParseUUID(v); err != nil {
+			return badValue("cluster.id", v, "is not a base64-encoded 16-byte UUID (generate one with `kraftd storage random-uuid`)")
+		}
+	}
+	c.ClusterID = v
+	return nil
+}
+
+// ParseEndpoints parses listeners syntax: NAME://host:port, comma-separated.
+// Names are upper-cased, as Kafka does.
+func ParseEndpoints(s string) ([]Endpoint, error) {
+	var out []Endpoint
+	for _, item := range splitList(s) {
+		name, addr, ok := strings.Cut(item, "://")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("has an entry %q that is not NAME://host:port", item)
+		}
+		host, port, err := splitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Endpoint{Name: strings.ToUpper(name), Host: host, Port: port})
+	}
+	return out, nil
+}
+
+// ParseVoters parses controller.quorum.voters syntax: id@host:port, comma-separated.
+func ParseVoters(s string) ([]Voter, error) {
+	var out []Voter
+	for _, item := range splitList(s) {
+		idText, addr, ok := strings.Cut(item, "@")
+		if !ok {
+			return nil, fmt.Errorf("has an entry %q that is not id@host:port", item)
+		}
+		id, err := strconv.ParseInt(idText, 10, 32)
+		if err != nil || id < 0 {
+			return nil, fmt.Errorf("has an entry %q whose id is not a non-negative integer", item)
+		}
+		host, port, err := splitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range out {
+			if v.ID == int32(id) {
+				return nil, fmt.Errorf("lists voter %d twice", id)
+			}
+		}
+		out = append(out, Voter{ID: int32(id), Host: host, Port: port})
+	}
+	return out, nil
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("has an address %q that is not host:port", addr)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("has an address %q with an invalid port", addr)
+	}
+	return host, port, nil
+}
+
+func joinHostPort(host string, port int) string {
+	return net.JoinHostPort(host, strconv.Itoa(port))
+}
+
+// splitList splits a comma-separated value, trimming blanks and dropping
+// empty items, like Kafka's ConfigDef LIST type.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+func strconvQuote(s string) string { return strconv.Quote(s) }
