@@ -1,0 +1,50 @@
+// Package protocol is kraftd's Kafka wire layer: a server that speaks the
+// Kafka binary protocol on named listeners, and a pipelined client for
+// talking to Kafka-protocol peers. It imports no other kraftd package.
+//
+// # Framing
+//
+// Every message is an int32 big-endian size followed by that many bytes.
+// A request starts with header v1 (key, version, correlation id, nullable
+// int16-length client id) or, when the request version is flexible, header
+// v2 (v1 plus a tag section). A response starts with header v0 (the
+// correlation id) or, for flexible responses, v1 (plus an empty tag
+// section), EXCEPT ApiVersions, whose response header is always v0 so that
+// a client can read the answer to a version the server does not know
+// (KIP-511).
+//
+// # What closes a server connection
+//
+// As in Kafka's SocketServer, the connection is closed without a response
+// (and one log line says why) for: a size prefix that is zero, negative or
+// above MaxRequestBytes; a header that does not parse; a key unknown to
+// kmsg or not registered on the listener; a version outside the registered
+// range (for any API but ApiVersions); a body kmsg cannot decode; a
+// Handler error or panic; no complete request within IdleTimeout; a peer
+// that does not read our responses for IdleTimeout. Trailing bytes after a
+// well-formed body are tolerated, as both kmsg and Kafka tolerate them.
+// ApiVersions at an unsupported version is answered with a v0 body
+// carrying UNSUPPORTED_VERSION and ApiVersions' own range, and the
+// connection stays open.
+//
+// # Goroutine map
+//
+//	Server
+//	  acceptLoop         one per listener; stops when the listener closes
+//	  conn.serve         one per connection: reads a frame, decodes it, runs
+//	                     the Handler, encodes the response; strictly one
+//	                     request at a time, so responses are in order
+//	  conn.writeLoop     one per connection: batches queued responses into
+//	                     few writes; the queue is bounded in count and bytes
+//	Client
+//	  runDial            one per dial in progress (backoff, dial, ApiVersions)
+//	  clientConn.write   one per connection: assigns correlation ids, batches
+//	  clientConn.read    one per connection: matches responses by correlation id
+//
+// Server.Close and Client.Close stop all of them and wait.
+//
+// # Client version convention
+//
+// Client.Request negotiates when req.GetVersion() < 0 (min of kmsg's max
+// and the peer's max) and pins otherwise; see Client.Request.
+package protocol
