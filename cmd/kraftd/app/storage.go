@@ -182,8 +182,8 @@ func Format(cfg *Config, opts FormatOptions) error {
 		return err
 	}
 	if len(st.formatted) > 0 && !opts.IgnoreFormatted {
-		return fmt.Errorf("%w: log directory %s is already formatted; use --ignore-formatted to ignore "+
-			"this directory and format the others", ErrAlreadyFormatted, st.formatted[0])
+		return fmt.Errorf("%w: %s; use --ignore-formatted to ignore this directory and format the others",
+			ErrAlreadyFormatted, st.formatted[0])
 	}
 	if len(st.empty) == 0 {
 		fprintf(opts.Out, "All of the log directories are already formatted.\n")

@@ -1,0 +1,184 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/kraftd/kraftd/protocol"
+)
+
+// Component is a role part that App starts and stops in order: the quorum
+// driver, the controller, the broker lifecycle. Start must return once the
+// component is ready to serve the handlers it registered; Stop must stop
+// every goroutine the component started before returning.
+type Component interface {
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+}
+
+type lifecycle int
+
+const (
+	lifecycleNew lifecycle = iota
+	lifecycleStarted
+	lifecycleStopped
+)
+
+// App is one kraftd node.
+//
+// Start order: storage (format or verify meta.properties), components in the
+// order they were added, then the protocol server, so that no request is
+// accepted before the code answering it runs. Stop goes in reverse: the
+// server drains first, then components from last to first.
+//
+// INVARIANTS: registries has exactly one entry per configured listener and
+// never changes after New; state only moves forward (new -> started ->
+// stopped).
+type App struct {
+	cfg        Config
+	log        *zap.Logger
+	registries map[string]*protocol.Registry
+	server     *protocol.Server
+
+	mu         sync.Mutex
+	state      lifecycle
+	clusterID  string
+	components []namedComponent
+	started    int // how many components Start has started
+}
+
+type namedComponent struct {
+	name string
+	c    Component
+}
+
+// New validates cfg and prepares one protocol.Registry per listener (each
+// already answers ApiVersions). Roles register their handlers through
+// Registry before Start. Nothing touches the disk or the network yet.
+func New(cfg Config) (*App, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	a := &App{
+		cfg:        cfg,
+		log:        cfg.Logger.Named("app").With(zap.Int32("node", cfg.NodeID)),
+		registries: make(map[string]*protocol.Registry, len(cfg.Listeners)),
+	}
+	listeners := make([]protocol.ListenerConfig, 0, len(cfg.Listeners))
+	for _, l := range cfg.Listeners {
+		reg := protocol.NewRegistry()
+		a.registries[l.Name] = reg
+		listeners = append(listeners, protocol.ListenerConfig{Name: l.Name, Addr: l.Addr(), Registry: reg})
+	}
+	srv, err := protocol.NewServer(protocol.ServerConfig{
+		Listeners:       listeners,
+		MaxRequestBytes: cfg.SocketRequestMaxBytes,
+		MaxConnections:  int(cfg.MaxConnections),
+		IdleTimeout:     time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,
+		Logger:          cfg.Logger.Named("protocol"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
+	a.server = srv
+	return a, nil
+}
+
+// Config returns the validated configuration.
+func (a *App) Config() Config { return a.cfg }
+
+// Registry returns the API registry of a listener (e.g. "CONTROLLER",
+// "PLAINTEXT"), or nil for an unknown listener name.
+func (a *App) Registry(listener string) *protocol.Registry { return a.registries[listener] }
+
+// Server returns the protocol server, for fault-injection hooks in tests.
+func (a *App) Server() *protocol.Server { return a.server }
+
+// AddComponent appends a component to the start order. It must be called
+// before Start.
+func (a *App) AddComponent(name string, c Component) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.state != lifecycleNew {
+		return fmt.Errorf("%w: AddComponent(%s) after Start", ErrAppState, name)
+	}
+	a.components = append(a.components, namedComponent{name: name, c: c})
+	return nil
+}
+
+// ClusterID is the cluster id found or written by Start ("" before Start).
+func (a *App) ClusterID() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.clusterID
+}
+
+// Addr returns the bound address of a listener once started, which is how
+// callers learn an ephemeral port (listeners with port 0).
+func (a *App) Addr(listener string) net.Addr { return a.server.Addr(listener) }
+
+// Start prepares storage, starts the components and then the listeners. On
+// failure everything already started is stopped again before returning.
+func (a *App) Start(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.state != lifecycleNew {
+		return fmt.Errorf("%w: Start called twice or after Stop", ErrAppState)
+	}
+	a.state = lifecycleStarted
+	clusterID, err := PrepareStorage(&a.cfg)
+	if err != nil {
+		return err
+	}
+	a.clusterID = clusterID
+	for _, nc := range a.components {
+		if err := nc.c.Start(ctx); err != nil {
+			return errors.Join(fmt.Errorf("app: starting %s: %w", nc.name, err), a.stopComponents(ctx))
+		}
+		a.started++
+	}
+	if err := a.server.Start(); err != nil {
+		return errors.Join(fmt.Errorf("app: %w", err), a.stopComponents(ctx))
+	}
+	a.log.Info("kraftd started", zap.String("cluster_id", clusterID), zap.String("mode", string(a.cfg.Mode)),
+		zap.Any("roles", a.cfg.ProcessRoles))
+	return nil
+}
+
+// Stop drains the listeners (in-flight requests finish until ctx expires,
+// then connections are cut) and stops components in reverse order. It is
+// safe to call more than once and before Start.
+func (a *App) Stop(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.state == lifecycleStopped {
+		return nil
+	}
+	a.state = lifecycleStopped
+	var errs []error
+	// Shutdown falls back to closing every connection when ctx expires.
+	if err := a.server.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("app: shutting down listeners: %w", err))
+	}
+	errs = append(errs, a.stopComponents(ctx))
+	a.log.Info("kraftd stopped")
+	return errors.Join(errs...)
+}
+
+// stopComponents stops the started components, last first. Callers hold mu.
+func (a *App) stopComponents(ctx context.Context) error {
+	var errs []error
+	for ; a.started > 0; a.started-- {
+		nc := a.components[a.started-1]
+		if err := nc.c.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("app: stopping %s: %w", nc.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
