@@ -68,6 +68,8 @@ func Decode(b []byte) (Record, error) {
 // does: {"type":"TOPIC_RECORD","version":0,"data":{...}}, where data follows
 // Kafka's generated JSON converter for that version (see json.go). Like the
 // converter, it fails when the record could not be encoded at its version.
+// Call it directly for Kafka's exact text: encoding/json re-escapes <, > and
+// & in a Marshaler's output.
 func (r Record) MarshalJSON() ([]byte, error) {
 	if r.Message == nil {
 		return nil, ErrNilMessage

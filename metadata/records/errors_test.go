@@ -1,0 +1,138 @@
+package records
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestDecodeErrors(t *testing.T) {
+	topic, err := Record{0, &TopicRecord{Name: "foo", TopicID: topicA}}.AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		in   []byte
+		want error
+	}{
+		{"empty", nil, ErrTruncated},
+		{"frame version 0", []byte{0, 2, 0, 0}, ErrFrameVersion},
+		{"frame version 2", []byte{2, 2, 0, 0}, ErrFrameVersion},
+		{"unknown type 6 (retired)", []byte{1, 6, 0, 0}, ErrUnknownType},
+		{"unknown type 100", []byte{1, 100, 0, 0}, ErrUnknownType},
+		{"type beyond int16", []byte{1, 0x80, 0x80, 0x02, 0, 0}, ErrUnknownType},
+		{"unsupported version", []byte{1, 2, 1, 4, 'f', 'o', 'o'}, ErrUnsupportedVersion},
+		{"PartitionRecord v3", []byte{1, 3, 3}, ErrUnsupportedVersion},
+		{"trailing bytes", append(append([]byte{}, topic...), 0), ErrTrailingBytes},
+		{"truncated body", topic[:len(topic)-3], ErrTruncated},
+		{"missing tag section", topic[:len(topic)-1], ErrTruncated},
+		{"varint too long", []byte{1, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, ErrMalformed},
+		{"null non-nullable string", []byte{1, 2, 0, 0}, ErrMalformed},
+		{"array longer than input", unhex(t, "01 03 00 00000000", hexTopicA, "ffffffff0f"), ErrTruncated},
+		{"known tag with extra bytes", []byte{1, 17, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0,
+			1, 0, 2, 1, 1}, ErrMalformed},
+		{"known tag too short", []byte{1, 17, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0,
+			1, 0, 0}, ErrTruncated},
+		{"tag size beyond input", []byte{1, 17, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0,
+			1, 0, 5, 1}, ErrTruncated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Decode(tt.in)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Decode(%x) = %v, want %v", tt.in, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecodeSkipsUnknownTags(t *testing.T) {
+	// TopicRecord v0 followed by one unknown tag (tag 9, 2 bytes) and a
+	// BrokerRegistrationChangeRecord v0 carrying tag 1, which only exists
+	// from version 1 and is therefore unknown at version 0.
+	topic := unhex(t, "01 02 00", "04 666f6f", hexTopicA, "01 09 02 abcd")
+	got, err := Decode(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := got.Message.(*TopicRecord); m.Name != "foo" || m.TopicID != topicA {
+		t.Fatalf("got %+v", m)
+	}
+	brc := unhex(t, "01 11 00", "00000001 0000000000000002", "02 00 01 01 01 01 01")
+	got, err = Decode(brc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := got.Message.(*BrokerRegistrationChangeRecord); m.Fenced != 1 || m.InControlledShutdown != 0 {
+		t.Fatalf("got %+v", m)
+	}
+}
+
+func TestEncodeErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		rec  Record
+		want error
+	}{
+		{"nil message", Record{}, ErrNilMessage},
+		{"version too high", Record{1, &TopicRecord{}}, ErrUnsupportedVersion},
+		{"negative version", Record{-1, &TopicRecord{}}, ErrUnsupportedVersion},
+		{"RegisterBroker v0 InControlledShutdown", Record{0, &RegisterBrokerRecord{InControlledShutdown: true}}, ErrFieldNotInVersion},
+		{"RegisterBroker v1 IsMigratingZkBroker", Record{1, &RegisterBrokerRecord{IsMigratingZkBroker: true}}, ErrFieldNotInVersion},
+		{"RegisterBroker v2 LogDirs", Record{2, &RegisterBrokerRecord{LogDirs: []UUID{dirA}}}, ErrFieldNotInVersion},
+		{"Partition v0 Directories", Record{0, &PartitionRecord{Directories: []UUID{dirA}}}, ErrFieldNotInVersion},
+		{"Partition v1 ELR", Record{1, &PartitionRecord{EligibleLeaderReplicas: []int32{}}}, ErrFieldNotInVersion},
+		{"Partition v1 LastKnownELR", Record{1, &PartitionRecord{LastKnownELR: []int32{1}}}, ErrFieldNotInVersion},
+		{"PartitionChange v0 Directories", Record{0, &PartitionChangeRecord{Directories: []UUID{}}}, ErrFieldNotInVersion},
+		{"PartitionChange v1 ELR", Record{1, &PartitionChangeRecord{EligibleLeaderReplicas: []int32{1}}}, ErrFieldNotInVersion},
+		{"PartitionChange v1 LastKnownELR", Record{1, &PartitionChangeRecord{LastKnownELR: []int32{1}}}, ErrFieldNotInVersion},
+		{"BrokerRegChange v0 InControlledShutdown", Record{0, &BrokerRegistrationChangeRecord{InControlledShutdown: 1}}, ErrFieldNotInVersion},
+		{"BrokerRegChange v1 LogDirs", Record{1, &BrokerRegistrationChangeRecord{LogDirs: []UUID{dirA}}}, ErrFieldNotInVersion},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			prefix := []byte{0xaa}
+			out, err := tt.rec.AppendTo(prefix)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("err = %v, want %v", err, tt.want)
+			}
+			if len(out) != 1 || out[0] != 0xaa {
+				t.Fatalf("failed encode left bytes behind: %x", out)
+			}
+			if _, err := tt.rec.MarshalJSON(); !errors.Is(err, tt.want) {
+				t.Fatalf("MarshalJSON err = %v, want %v", err, tt.want)
+			}
+		})
+	}
+	// The default for an absent field is fine: an empty (non-nil) LogDirs is
+	// the default of a non-nullable array and may be encoded at any version.
+	if _, err := (Record{0, &RegisterBrokerRecord{LogDirs: []UUID{}}}).AppendTo(nil); err != nil {
+		t.Fatalf("empty LogDirs at v0: %v", err)
+	}
+}
+
+func TestControlValueErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		t    ControlType
+		in   []byte
+		want error
+	}{
+		{"commit is not a KRaft value", ControlCommit, []byte{0, 0, 0, 0, 0, 0}, ErrUnknownType},
+		{"unknown type", ControlType(42), nil, ErrUnknownType},
+		{"LeaderChange v2", ControlLeaderChange, unhex(t, "0002 00000001 01 01 00"), ErrUnsupportedVersion},
+		{"LeaderChange negative version", ControlLeaderChange, unhex(t, "ffff 00000001 01 01 00"), ErrUnsupportedVersion},
+		{"LeaderChange truncated", ControlLeaderChange, unhex(t, "0000 000000"), ErrTruncated},
+		{"SnapshotHeader trailing", ControlSnapshotHeader, unhex(t, "0000 0000000000000001 00 00"), ErrTrailingBytes},
+		{"SnapshotFooter empty", ControlSnapshotFooter, nil, ErrTruncated},
+		{"KRaftVersion truncated", ControlKRaftVersion, unhex(t, "0000 00"), ErrTruncated},
+		{"Voters huge array", ControlKRaftVoters, unhex(t, "0000 ffffffff0f"), ErrTruncated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := DecodeControlValue(tt.t, tt.in); !errors.Is(err, tt.want) {
+				t.Fatalf("err = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
