@@ -102,6 +102,25 @@ func (w *tagWriter) appendTo(b []byte) []byte {
 	return b
 }
 
+// checkStrings rejects any string over Kafka's length limit; msg names the
+// message in the error.
+func checkStrings(msg string, ss ...string) error {
+	for _, s := range ss {
+		if len(s) > maxStringLen {
+			return fmt.Errorf("%w: %s has a string of %d bytes (max %d)", ErrStringTooLong, msg, len(s), maxStringLen)
+		}
+	}
+	return nil
+}
+
+// deref returns *s, or "" for nil, for length checks of nullable strings.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
 // notInVersion builds the error for a non-default field that the version
 // being encoded cannot carry.
 func notInVersion(msg, field string, version int16) error {

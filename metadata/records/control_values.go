@@ -31,7 +31,8 @@ const leaderChangeMaxVersion = 1
 // ControlType returns ControlLeaderChange.
 func (*LeaderChangeMessage) ControlType() ControlType { return ControlLeaderChange }
 
-// AppendTo appends the body at schema version m.Version (clamped to 0-1).
+// AppendTo appends the body at schema version m.Version, which must be 0 or
+// 1 for the result to decode (ReadFrom rejects other versions).
 func (m *LeaderChangeMessage) AppendTo(b []byte) []byte {
 	withDirs := m.Version >= 1
 	b = appendInt16(b, m.Version)
@@ -230,7 +231,8 @@ const (
 // ControlType returns ControlKRaftVoters.
 func (*VotersRecord) ControlType() ControlType { return ControlKRaftVoters }
 
-// AppendTo appends the body (schema version 0).
+// AppendTo appends the body (schema version 0). Endpoint names and hosts
+// must fit Kafka's 32767-byte string limit; this is not checked here.
 func (m *VotersRecord) AppendTo(b []byte) []byte {
 	b = appendInt16(b, m.Version)
 	b = appendArrayLen(b, len(m.Voters), false)

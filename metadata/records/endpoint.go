@@ -30,6 +30,19 @@ const (
 	minFeatureSize  = 1 + 2 + 2 + 1
 )
 
+// registrationStrings lists every string of an endpoint and feature list,
+// for checkStrings.
+func registrationStrings(eps []BrokerEndpoint, fs []BrokerFeature, more ...string) []string {
+	out := more
+	for _, e := range eps {
+		out = append(out, e.Name, e.Host)
+	}
+	for _, f := range fs {
+		out = append(out, f.Name)
+	}
+	return out
+}
+
 func appendEndpoints(b []byte, eps []BrokerEndpoint) []byte {
 	b = appendArrayLen(b, len(eps), false)
 	for _, e := range eps {

@@ -24,6 +24,9 @@ var (
 	// not exist at the version being encoded (Kafka throws
 	// UnsupportedVersionException in the same case).
 	ErrFieldNotInVersion = errors.New("records: field not supported at this version")
+	// ErrStringTooLong means a string exceeds Kafka's 32767-byte limit,
+	// which Kafka's readers reject; the encoder refuses it, as Kafka's does.
+	ErrStringTooLong = errors.New("records: string too long")
 	// ErrNilMessage means a Record has no Message to encode.
 	ErrNilMessage = errors.New("records: nil message")
 )

@@ -136,3 +136,30 @@ func TestControlValueErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestEncodeRejectsOverlongStrings(t *testing.T) {
+	long := string(make([]byte, 1<<15))
+	ok := long[:1<<15-1]
+	for _, m := range []Message{
+		&TopicRecord{Name: long},
+		&ConfigRecord{Value: &long},
+		&FeatureLevelRecord{Name: long},
+		&RegisterBrokerRecord{Rack: &long},
+		&RegisterBrokerRecord{EndPoints: []BrokerEndpoint{{Host: long}}},
+		&RegisterControllerRecord{Features: []ControllerFeature{{Name: long}}},
+		&BeginTransactionRecord{Name: &long},
+		&AbortTransactionRecord{Reason: &long},
+	} {
+		if _, err := m.AppendTo(nil, 0); !errors.Is(err, ErrStringTooLong) {
+			t.Errorf("%T: err = %v, want ErrStringTooLong", m, err)
+		}
+	}
+	// The limit itself is allowed and decodes.
+	b, err := Record{0, &TopicRecord{Name: ok}}.AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Decode(b); err != nil || got.Message.(*TopicRecord).Name != ok {
+		t.Fatalf("32767-byte name: %v", err)
+	}
+}

@@ -24,6 +24,9 @@ func (m *ConfigRecord) AppendTo(b []byte, version int16) ([]byte, error) {
 	if err := checkVersion(m, version); err != nil {
 		return b, err
 	}
+	if err := checkStrings("ConfigRecord", m.ResourceName, m.Name, deref(m.Value)); err != nil {
+		return b, err
+	}
 	b = appendInt8(b, m.ResourceType)
 	b = appendString(b, m.ResourceName)
 	b = appendString(b, m.Name)
@@ -69,6 +72,9 @@ func (m *FeatureLevelRecord) Default() { *m = FeatureLevelRecord{} }
 
 func (m *FeatureLevelRecord) AppendTo(b []byte, version int16) ([]byte, error) {
 	if err := checkVersion(m, version); err != nil {
+		return b, err
+	}
+	if err := checkStrings("FeatureLevelRecord", m.Name); err != nil {
 		return b, err
 	}
 	b = appendString(b, m.Name)

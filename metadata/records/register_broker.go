@@ -46,7 +46,7 @@ func (m *RegisterBrokerRecord) check(version int16) error {
 	case version < 3 && len(m.LogDirs) > 0:
 		return notInVersion("RegisterBrokerRecord", "LogDirs", version)
 	}
-	return nil
+	return checkStrings("RegisterBrokerRecord", registrationStrings(m.EndPoints, m.Features, deref(m.Rack))...)
 }
 
 func (m *RegisterBrokerRecord) AppendTo(b []byte, version int16) ([]byte, error) {
@@ -140,6 +140,9 @@ func (m *RegisterControllerRecord) Default() { *m = RegisterControllerRecord{} }
 
 func (m *RegisterControllerRecord) AppendTo(b []byte, version int16) ([]byte, error) {
 	if err := checkVersion(m, version); err != nil {
+		return b, err
+	}
+	if err := checkStrings("RegisterControllerRecord", registrationStrings(m.EndPoints, m.Features)...); err != nil {
 		return b, err
 	}
 	b = appendInt32(b, m.ControllerID)

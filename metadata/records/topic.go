@@ -18,6 +18,9 @@ func (m *TopicRecord) AppendTo(b []byte, version int16) ([]byte, error) {
 	if err := checkVersion(m, version); err != nil {
 		return b, err
 	}
+	if err := checkStrings("TopicRecord", m.Name); err != nil {
+		return b, err
+	}
 	b = appendString(b, m.Name)
 	b = appendUUID(b, m.TopicID)
 	return appendNoTags(b), nil

@@ -21,6 +21,9 @@ func (m *BeginTransactionRecord) AppendTo(b []byte, version int16) ([]byte, erro
 	if err := checkVersion(m, version); err != nil {
 		return b, err
 	}
+	if err := checkStrings("BeginTransactionRecord", deref(m.Name)); err != nil {
+		return b, err
+	}
 	return appendOptionalStringTag(b, m.Name), nil
 }
 
@@ -74,6 +77,9 @@ func (m *AbortTransactionRecord) Default() { *m = AbortTransactionRecord{} }
 
 func (m *AbortTransactionRecord) AppendTo(b []byte, version int16) ([]byte, error) {
 	if err := checkVersion(m, version); err != nil {
+		return b, err
+	}
+	if err := checkStrings("AbortTransactionRecord", deref(m.Reason)); err != nil {
 		return b, err
 	}
 	return appendOptionalStringTag(b, m.Reason), nil
