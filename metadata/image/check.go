@@ -1,0 +1,98 @@
+package image
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// ErrInsane is wrapped by every error Check and CheckTransition return.
+var ErrInsane = errors.New("image: invariant violated")
+
+// Check verifies PartitionSanity on every partition: replicas are
+// distinct; ISR, removing and adding replicas lie within the replicas;
+// the leader is in the ISR or NoLeader; epochs are not negative. It costs a
+// full scan and is meant for tests and invariant builds. It does not
+// require leaders to be unfenced; see CheckLeaders.
+func (img *Image) Check() error {
+	var errs []error
+	for t := range img.Topics() {
+		for id, p := range t.Partitions() {
+			if err := p.check(); err != nil {
+				errs = append(errs, fmt.Errorf("%w: %s-%d: %w", ErrInsane, t.name, id, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (p Partition) check() error {
+	r := p.Replicas()
+	for i, b := range r {
+		if slices.Contains(r[:i], b) {
+			return fmt.Errorf("replica %d repeated in %v", b, r)
+		}
+	}
+	for _, l := range []struct {
+		name string
+		ids  []int32
+	}{{"isr", p.ISR()}, {"removing", p.RemovingReplicas()}, {"adding", p.AddingReplicas()}} {
+		for _, b := range l.ids {
+			if !slices.Contains(r, b) {
+				return fmt.Errorf("%s member %d not a replica in %v", l.name, b, r)
+			}
+		}
+	}
+	if p.Leader != NoLeader && !slices.Contains(p.ISR(), p.Leader) {
+		return fmt.Errorf("leader %d not in isr %v", p.Leader, p.ISR())
+	}
+	if p.LeaderEpoch < 0 || p.PartitionEpoch < 0 {
+		return fmt.Errorf("negative epoch: leaderEpoch %d partitionEpoch %d", p.LeaderEpoch, p.PartitionEpoch)
+	}
+	return nil
+}
+
+// CheckLeaders verifies that every leader is a registered broker that is
+// neither fenced nor in controlled shutdown. It holds for images published
+// at batch boundaries by a correct controller, which moves leadership in
+// the same batch that fences a broker.
+func (img *Image) CheckLeaders() error {
+	var errs []error
+	for t := range img.Topics() {
+		for id, p := range t.Partitions() {
+			if p.Leader == NoLeader {
+				continue
+			}
+			b, ok := img.brokers.Get(p.Leader)
+			if !ok || b.Fenced || b.InControlledShutdown {
+				errs = append(errs, fmt.Errorf("%w: %s-%d: leader %d is not an active broker",
+					ErrInsane, t.name, id, p.Leader))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CheckTransition verifies what must hold between consecutive images: the
+// provenance offset does not go down, and for every partition of a topic
+// present in both, leaderEpoch and partitionEpoch do not go down.
+func CheckTransition(prev, next *Image) error {
+	if next.prov.Offset < prev.prov.Offset {
+		return fmt.Errorf("%w: offset went from %d to %d", ErrInsane, prev.prov.Offset, next.prov.Offset)
+	}
+	var errs []error
+	for t := range next.Topics() {
+		old, ok := prev.TopicByID(t.id)
+		if !ok || old == t {
+			continue // new topic, or unchanged and shared
+		}
+		for id, p := range t.Partitions() {
+			q, ok := old.Partition(id)
+			if ok && (p.LeaderEpoch < q.LeaderEpoch || p.PartitionEpoch < q.PartitionEpoch) {
+				errs = append(errs, fmt.Errorf("%w: %s-%d: epochs went from %d/%d to %d/%d", ErrInsane,
+					t.name, id, q.LeaderEpoch, q.PartitionEpoch, p.LeaderEpoch, p.PartitionEpoch))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

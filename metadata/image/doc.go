@@ -1,0 +1,40 @@
+// Package image holds kraftd's view of the cluster metadata: an immutable
+// Image of everything the __cluster_metadata log says (features, brokers,
+// controllers, topics and partitions, dynamic configs, producer ids) and a
+// Delta that replays records on top of an image to produce the next one.
+// It follows the shape of Kafka's org.apache.kafka.image package
+// (MetadataImage/MetadataDelta) with Go types of its own.
+//
+// # Why immutable
+//
+// The broker publisher applies each committed batch to a Delta, calls
+// Apply, and stores the new *Image in an atomic.Pointer; request handlers
+// load the pointer and read without locks, and a reader holding an old
+// image keeps a consistent (if stale) view. The controller uses the same
+// types for its committed state.
+//
+// # Cost model
+//
+// Topics, brokers, controllers and configs live in persistent AVL trees,
+// partitions in a persistent 32-way radix vector per topic (pvec.go).
+// Apply after a change to one partition copies one leaf of at most 32
+// partitions plus O(log n) tree nodes, so it is independent of how many
+// partitions the cluster has. Inside an open Delta, nodes the delta created
+// are written in place, so replaying a snapshot costs O(records). Each
+// partition keeps its six replica lists in one []int32.
+// "Which partitions does broker B lead" is a scan (see PartitionsLedBy).
+//
+// # Replay semantics
+//
+// Delta.Replay follows Kafka's replay rules (PartitionChangeRecord bumps
+// partitionEpoch always and leaderEpoch whenever Leader is not -2; nil
+// fields mean unchanged; RemoveTopicRecord also removes the topic's
+// configs; ...). A record that cannot apply (a partition of an unknown
+// topic, a change to an unregistered broker or with a stale broker epoch)
+// is an error naming its offset, never skipped.
+//
+// # Goroutines
+//
+// None. An Image is safe for concurrent readers; a Delta belongs to the one
+// goroutine replaying into it. The package never reads the clock.
+package image

@@ -1,0 +1,298 @@
+package image
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"iter"
+	"maps"
+	"slices"
+
+	"github.com/kraftd/kraftd/metadata/records"
+)
+
+// Topic is one topic in an image. A *Topic obtained from an Image is
+// immutable.
+type Topic struct {
+	name  string
+	id    records.UUID
+	parts partVec
+}
+
+// Name is the topic name.
+func (t *Topic) Name() string { return t.name }
+
+// ID is the topic id.
+func (t *Topic) ID() records.UUID { return t.id }
+
+// NumPartitions is the number of partitions.
+func (t *Topic) NumPartitions() int { return t.parts.Len() }
+
+// Partition returns partition id.
+func (t *Topic) Partition(id int32) (Partition, bool) { return t.parts.Get(id) }
+
+// Partitions yields the partitions in id order.
+func (t *Topic) Partitions() iter.Seq2[int32, Partition] { return t.parts.All }
+
+func compareUUID(a, b records.UUID) int { return bytes.Compare(a[:], b[:]) }
+
+// topicsImage indexes the topics of an image by id and by name; both trees
+// hold the same *Topic values.
+//
+// INVARIANTS:
+//   - byID and byName hold the same set of topics;
+//   - numPartitions is the sum of their partition counts.
+type topicsImage struct {
+	byID          ptree[records.UUID, *Topic]
+	byName        ptree[string, *Topic]
+	numPartitions int
+}
+
+func emptyTopics() topicsImage {
+	return topicsImage{byID: newPtree[records.UUID, *Topic](compareUUID),
+		byName: newPtree[string, *Topic](cmp.Compare[string])}
+}
+
+// TopicChange describes one topic a Delta created, changed or deleted.
+type TopicChange struct {
+	ID   records.UUID
+	Name string
+	// Created is set for a topic absent from the base image.
+	Created bool
+	// Deleted is set for a base-image topic absent from the next image.
+	Deleted bool
+	// Partitions lists the created or changed partition ids, sorted; it is
+	// nil for a deleted topic.
+	Partitions []int32
+}
+
+// topicsDelta is the topic part of a Delta.
+//
+// INVARIANTS:
+//   - an id is in at most one of changed (live) and deleted, unless a
+//     deleted base id was recreated (then created is set on the change);
+//   - names maps the name of every topic created in this delta to its id;
+//   - every node of a changed topic's partVec is owned by the delta's edit
+//     token or shared with the base image.
+type topicsDelta struct {
+	base    topicsImage
+	changed map[records.UUID]*topicChange
+	deleted map[records.UUID]*Topic
+	names   map[string]records.UUID
+}
+
+type topicChange struct {
+	topic   *Topic
+	created bool
+	parts   map[int32]struct{}
+}
+
+func newTopicsDelta(base topicsImage) topicsDelta {
+	return topicsDelta{base: base, changed: map[records.UUID]*topicChange{},
+		deleted: map[records.UUID]*Topic{}, names: map[string]records.UUID{}}
+}
+
+// topic returns the live topic id as the delta sees it so far.
+func (d *topicsDelta) topic(id records.UUID) (*Topic, bool) {
+	if c, ok := d.changed[id]; ok {
+		return c.topic, true
+	}
+	if _, ok := d.deleted[id]; ok {
+		return nil, false
+	}
+	return d.base.byID.Get(id)
+}
+
+func (d *topicsDelta) nameTaken(name string) bool {
+	if _, ok := d.names[name]; ok {
+		return true
+	}
+	t, ok := d.base.byName.Get(name)
+	if !ok {
+		return false
+	}
+	_, gone := d.deleted[t.id]
+	return !gone
+}
+
+func (d *topicsDelta) replayTopic(r *records.TopicRecord) error {
+	if _, ok := d.topic(r.TopicID); ok {
+		return fmt.Errorf("%w: id %s already exists", ErrDuplicateTopic, r.TopicID)
+	}
+	if d.nameTaken(r.Name) {
+		return fmt.Errorf("%w: name %q already exists", ErrDuplicateTopic, r.Name)
+	}
+	d.changed[r.TopicID] = &topicChange{topic: &Topic{name: r.Name, id: r.TopicID},
+		created: true, parts: map[int32]struct{}{}}
+	d.names[r.Name] = r.TopicID
+	return nil
+}
+
+// working returns the delta's own copy of topic id, creating it from the
+// base image on first change.
+func (d *topicsDelta) working(id records.UUID) (*topicChange, error) {
+	if c, ok := d.changed[id]; ok {
+		return c, nil
+	}
+	t, ok := d.topic(id)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, id)
+	}
+	cp := *t
+	c := &topicChange{topic: &cp, parts: map[int32]struct{}{}}
+	d.changed[id] = c
+	return c, nil
+}
+
+func (d *topicsDelta) replayPartition(r *records.PartitionRecord, edit *editToken) error {
+	if r.PartitionID < 0 {
+		return fmt.Errorf("%w: partition id %d", ErrInvalidRecord, r.PartitionID)
+	}
+	if _, ok := d.topic(r.TopicID); !ok {
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
+	}
+	p, err := partitionFromRecord(r)
+	if err != nil {
+		return err
+	}
+	c, err := d.working(r.TopicID)
+	if err != nil {
+		return err
+	}
+	c.topic.parts.Set(r.PartitionID, p, edit)
+	c.parts[r.PartitionID] = struct{}{}
+	return nil
+}
+
+func (d *topicsDelta) replayPartitionChange(r *records.PartitionChangeRecord, edit *editToken) error {
+	t, ok := d.topic(r.TopicID)
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
+	}
+	prev, ok := t.parts.Get(r.PartitionID)
+	if !ok {
+		return fmt.Errorf("%w: %s-%d", ErrUnknownPartition, t.name, r.PartitionID)
+	}
+	next, err := prev.merge(r)
+	if err != nil {
+		return err
+	}
+	c, err := d.working(r.TopicID)
+	if err != nil {
+		return err
+	}
+	c.topic.parts.Set(r.PartitionID, next, edit)
+	c.parts[r.PartitionID] = struct{}{}
+	return nil
+}
+
+// replayRemoveTopic removes the topic and returns its name so the caller
+// can drop its configs.
+func (d *topicsDelta) replayRemoveTopic(r *records.RemoveTopicRecord) (string, error) {
+	t, ok := d.topic(r.TopicID)
+	if !ok {
+		return "", fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
+	}
+	if c, ok := d.changed[r.TopicID]; ok {
+		delete(d.changed, r.TopicID)
+		if c.created {
+			delete(d.names, t.name)
+		}
+	}
+	if base, ok := d.base.byID.Get(r.TopicID); ok {
+		d.deleted[r.TopicID] = base
+	}
+	return t.name, nil
+}
+
+// apply builds the next topicsImage, freezing the changed topics. When the
+// change touches a large share of the topics (a snapshot load), the trees
+// are rebuilt in O(n) instead of updated one path at a time.
+func (d *topicsDelta) apply(edit *editToken) topicsImage {
+	next := d.base
+	for _, t := range d.deleted {
+		next.numPartitions -= t.NumPartitions()
+	}
+	for id, c := range d.changed {
+		c.topic.parts.freeze(edit)
+		next.numPartitions += c.topic.NumPartitions()
+		if old, ok := d.base.byID.Get(id); ok && !c.created {
+			next.numPartitions -= old.NumPartitions()
+		}
+	}
+	if 8*(len(d.changed)+len(d.deleted)) > d.base.byID.Len() {
+		return d.rebuild(next.numPartitions)
+	}
+	for id, t := range d.deleted {
+		next.byID = next.byID.Delete(id)
+		next.byName = next.byName.Delete(t.name)
+	}
+	for _, id := range slices.SortedFunc(maps.Keys(d.changed), compareUUID) {
+		t := d.changed[id].topic
+		next.byID = next.byID.Set(id, t)
+		next.byName = next.byName.Set(t.name, t)
+	}
+	return next
+}
+
+func (d *topicsDelta) rebuild(numPartitions int) topicsImage {
+	all := make([]*Topic, 0, d.base.byID.Len()+len(d.changed))
+	for id, t := range d.base.byID.All() {
+		if _, gone := d.deleted[id]; gone {
+			continue
+		}
+		if _, changed := d.changed[id]; changed {
+			continue
+		}
+		all = append(all, t)
+	}
+	for _, c := range d.changed {
+		all = append(all, c.topic)
+	}
+	slices.SortFunc(all, func(a, b *Topic) int { return compareUUID(a.id, b.id) })
+	ids := make([]records.UUID, len(all))
+	for i, t := range all {
+		ids[i] = t.id
+	}
+	next := topicsImage{numPartitions: numPartitions}
+	next.byID = ptreeFromSorted(compareUUID, ids, slices.Clone(all))
+	slices.SortFunc(all, func(a, b *Topic) int { return cmp.Compare(a.name, b.name) })
+	names := make([]string, len(all))
+	for i, t := range all {
+		names[i] = t.name
+	}
+	next.byName = ptreeFromSorted(cmp.Compare[string], names, all)
+	return next
+}
+
+// changes lists what the delta did to topics, sorted by name, a deleted
+// topic before a created one of the same name.
+func (d *topicsDelta) changes() []TopicChange {
+	out := make([]TopicChange, 0, len(d.changed)+len(d.deleted))
+	for id, t := range d.deleted {
+		out = append(out, TopicChange{ID: id, Name: t.name, Deleted: true})
+	}
+	for id, c := range d.changed {
+		parts := slices.Sorted(maps.Keys(c.parts))
+		if parts == nil {
+			parts = []int32{}
+		}
+		_, recreated := d.deleted[id]
+		out = append(out, TopicChange{ID: id, Name: c.topic.name,
+			Created: c.created || recreated, Partitions: parts})
+	}
+	slices.SortFunc(out, func(a, b TopicChange) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmpBool(!a.Deleted, !b.Deleted), compareUUID(a.ID, b.ID))
+	})
+	return out
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
+}
