@@ -14,6 +14,11 @@ type QuorumState struct {
 	VotedDirectoryID [16]byte
 	// CurrentVoters is written by data_version 0 files (static quorums); nil otherwise.
 	CurrentVoters []int32
+	// DataVersion is the quorum-state file's data_version: 0 for static quorums
+	// (kraft.version 0: clusterId, appliedOffset and currentVoters are written,
+	// VotedDirectoryID is not), 1 for dynamic quorums (KIP-853: votedDirectoryId is
+	// written, the voters live in the log). The zero value suits a static quorum.
+	DataVersion int16
 }
 
 // EmptyQuorumState is the state of a freshly formatted node.
@@ -37,6 +42,11 @@ type Loaded struct {
 	StartOffset int64
 	// Snapshot is the latest complete snapshot, if any.
 	Snapshot *SnapshotID
+	// StateCorrupt reports that the quorum-state file existed but could not be read
+	// or parsed; State is then EmptyQuorumState(). As Kafka does
+	// (QuorumState.initialize), the caller should start Unattached at the epoch of
+	// the log's last batch with no leader and no vote.
+	StateCorrupt bool
 }
 
 // ErrStorageFailed wraps any I/O failure. The caller must stop the node: after a failed

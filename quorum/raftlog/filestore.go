@@ -1,0 +1,631 @@
+package raftlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"go.uber.org/zap"
+)
+
+// Defaults of Kafka's metadata log settings.
+const (
+	// DefaultSegmentBytes is metadata.log.segment.bytes' default, 1 GiB.
+	DefaultSegmentBytes = 1 << 30
+	// DefaultSegmentMs is metadata.log.segment.ms' default, 7 days.
+	DefaultSegmentMs = 7 * 24 * 60 * 60 * 1000
+)
+
+// Errors of FileStorage (and MemStorage) that are not I/O failures. They mean the
+// caller broke the Storage contract; nothing was written.
+var (
+	ErrNonContiguous   = errors.New("raftlog: batch does not continue the log")
+	ErrEpochRegression = errors.New("raftlog: batch epoch older than the log's last epoch")
+	ErrBelowLogStart   = errors.New("raftlog: offset below the log start")
+	ErrClosed          = errors.New("raftlog: storage closed")
+)
+
+// FileOptions configures a FileStorage. The zero value is usable.
+type FileOptions struct {
+	// SegmentBytes rolls to a new segment when the active one would grow past it
+	// (metadata.log.segment.bytes). Zero or negative means DefaultSegmentBytes.
+	SegmentBytes int64
+	// SegmentMs rolls to a new segment when a batch's max timestamp is more than
+	// SegmentMs after the active segment's first batch (metadata.log.segment.ms;
+	// Kafka measures with record timestamps, so no clock is needed). Zero or
+	// negative means DefaultSegmentMs.
+	SegmentMs int64
+	// Logger receives recovery warnings. Nil means zap.NewNop().
+	Logger *zap.Logger
+}
+
+func (o *FileOptions) fillDefaults() {
+	if o.SegmentBytes <= 0 {
+		o.SegmentBytes = DefaultSegmentBytes
+	}
+	if o.SegmentMs <= 0 {
+		o.SegmentMs = DefaultSegmentMs
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+}
+
+// FileStorage is the Storage of a real node: a Kafka partition directory
+// (<metadata.log.dir>/__cluster_metadata-0) holding log segments, the
+// leader-epoch-checkpoint, the quorum-state file and snapshots, byte-compatible
+// with Apache Kafka. Like every Storage it is used by one goroutine.
+//
+// Durability: Append and TruncateTo change the files at once but are durable only
+// after Sync; SaveQuorumState and snapshot Commit are durable when they return.
+// Any I/O error is sticky: the storage refuses every later write, because after a
+// failed fsync the kernel may have dropped the dirty pages and a retry that
+// "succeeds" would lie (the fsyncgate lesson).
+//
+// INVARIANTS: segments is non-empty, sorted by base and contiguous (each base is
+// the previous segment's end offset); only the last (active) segment is appended
+// to; startOffset lies in [segments[0].base, endOffset]; epochs mirrors the batch
+// epochs from startOffset.
+type FileStorage struct {
+	dir  string
+	opts FileOptions
+	log  *zap.Logger
+
+	segments    []*segment
+	startOffset int64
+	epochs      EpochCache
+	snapshots   []SnapshotID // complete snapshots, sorted by EndOffset
+
+	state        QuorumState
+	stateCorrupt bool
+
+	epochsDirty bool // leader-epoch-checkpoint must be rewritten at the next Sync
+	dirDirty    bool // files were created, renamed or removed since the last dir fsync
+	failed      error
+}
+
+var _ Storage = (*FileStorage)(nil)
+
+// OpenFileStorage opens (creating if missing) the partition directory dir, repairs
+// a torn or corrupt log tail, removes leftovers of interrupted writes, and makes
+// the repaired state durable before returning.
+func OpenFileStorage(dir string, opts FileOptions) (*FileStorage, error) {
+	opts.fillDefaults()
+	s := &FileStorage{dir: dir, opts: opts, log: opts.Logger, state: EmptyQuorumState()}
+	if err := s.makeDir(); err != nil {
+		return nil, err
+	}
+	bases, err := s.scanDir()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.loadQuorumState(); err != nil {
+		return nil, err
+	}
+	if err := s.open(bases); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// open loads the segments and brings the directory to a consistent, durable state.
+func (s *FileStorage) open(bases []int64) error {
+	if err := s.recoverLog(bases); err != nil {
+		return err
+	}
+	if err := s.truncateToLatestSnapshot(); err != nil {
+		return err
+	}
+	if len(s.segments) == 0 {
+		if err := s.addSegment(s.startOffset); err != nil {
+			return err
+		}
+	}
+	if err := s.checkEpochCheckpoint(); err != nil {
+		return err
+	}
+	return s.Sync()
+}
+
+func (s *FileStorage) makeDir() error {
+	if _, err := os.Stat(s.dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return ioErr(err)
+	}
+	return syncDir(filepath.Dir(s.dir))
+}
+
+// scanDir lists segment bases and snapshots and deletes what interrupted writes
+// left behind: *.tmp files, snapshot .part files, snapshots queued for deletion,
+// and Kafka index files (we keep no indexes; stale ones would mislead Kafka).
+func (s *FileStorage) scanDir() ([]int64, error) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, ioErr(err)
+	}
+	var bases []int64
+	for _, e := range entries {
+		name := e.Name()
+		if base, ok := parseSegmentName(name); ok {
+			bases = append(bases, base)
+			continue
+		}
+		if id, ok := parseSnapshotName(name); ok {
+			s.snapshots = append(s.snapshots, id)
+			continue
+		}
+		if isLeftover(name) {
+			if err := os.Remove(filepath.Join(s.dir, name)); err != nil {
+				return nil, ioErr(err)
+			}
+			s.dirDirty = true
+		}
+	}
+	slices.Sort(bases)
+	slices.SortFunc(s.snapshots, compareSnapshotIDs)
+	return bases, nil
+}
+
+func isLeftover(name string) bool {
+	for _, suffix := range []string{".tmp", snapshotPartSuffix, snapshotDeletedSuffix, indexSuffix, timeIndexSuffix} {
+		if len(name) > len(suffix) && name[len(name)-len(suffix):] == suffix {
+			return true
+		}
+	}
+	return false
+}
+
+// loadQuorumState reads quorum-state. A missing file is a fresh node; an unreadable
+// one is reported through Loaded.StateCorrupt (Kafka starts Unattached then).
+func (s *FileStorage) loadQuorumState() error {
+	path := filepath.Join(s.dir, QuorumStateFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err == nil {
+		var st QuorumState
+		st, err = DecodeQuorumState(data)
+		if err == nil {
+			s.state = st
+			return nil
+		}
+		if errors.Is(err, ErrUnsupportedQuorumState) {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	s.log.Warn("quorum-state unreadable; starting without election state",
+		zap.String("path", path), zap.Error(err))
+	s.stateCorrupt = true
+	return nil
+}
+
+// recoverLog scans the segments in order and keeps the longest valid prefix of the
+// log. The first invalid byte ends the log, even in a non-final segment: nothing
+// after a corrupt batch can be trusted to be contiguous with what precedes it, the
+// offsets it held will be fetched again from the leader, and anything committed
+// survives on a majority of voters (we only acknowledged what we had fsynced, and
+// a corrupt fsynced batch is a disk fault the quorum tolerates like a lost node).
+func (s *FileStorage) recoverLog(bases []int64) error {
+	if len(bases) > 0 {
+		s.startOffset = bases[0]
+	}
+	next, prevEpoch := s.startOffset, int32(-1)
+	for i, base := range bases {
+		if base != next {
+			s.log.Warn("segment does not continue the log; dropping it and later segments",
+				zap.String("segment", segmentName(base)), zap.Int64("expected_base", next))
+			return s.dropSegmentFiles(bases[i:])
+		}
+		sg, err := openSegment(s.dir, base)
+		if err != nil {
+			return err
+		}
+		s.segments = append(s.segments, sg)
+		res, err := scanSegment(sg.path, base, prevEpoch)
+		if err != nil {
+			return err
+		}
+		s.indexScanned(sg, res.batches)
+		if res.valid < res.total {
+			if err := s.repairTail(sg, res); err != nil {
+				return err
+			}
+			return s.dropSegmentFiles(bases[i+1:])
+		}
+		next = sg.endOffset()
+		if n := len(res.batches); n > 0 {
+			prevEpoch = res.batches[n-1].Epoch
+		}
+	}
+	return nil
+}
+
+func (s *FileStorage) indexScanned(sg *segment, batches []Batch) {
+	sg.index(batches)
+	for _, b := range batches {
+		s.epochs.Assign(b.Epoch, b.BaseOffset)
+	}
+}
+
+// repairTail cuts a segment back to its valid prefix.
+func (s *FileStorage) repairTail(sg *segment, res scanResult) error {
+	s.log.Warn("truncating invalid log tail",
+		zap.String("segment", sg.path),
+		zap.Int64("offset", sg.endOffset()),
+		zap.Int64("position", res.valid),
+		zap.Int64("dropped_bytes", res.total-res.valid),
+		zap.NamedError("reason", res.reason))
+	if err := sg.f.Truncate(res.valid); err != nil {
+		return s.fail(ioErr(err))
+	}
+	sg.dirty = true
+	return nil
+}
+
+// dropSegmentFiles deletes segments that recovery found unusable.
+func (s *FileStorage) dropSegmentFiles(bases []int64) error {
+	for _, base := range bases {
+		path := filepath.Join(s.dir, segmentName(base))
+		if st, err := os.Stat(path); err == nil {
+			s.log.Warn("deleting log segment after the end of the valid log",
+				zap.String("segment", path), zap.Int64("dropped_bytes", st.Size()))
+		}
+		sg := &segment{base: base, path: path}
+		if err := sg.remove(); err != nil {
+			return s.fail(err)
+		}
+		s.dirDirty = true
+	}
+	return nil
+}
+
+// truncateToLatestSnapshot empties the log when the newest snapshot is ahead of it,
+// as Kafka's KafkaMetadataLog.truncateToLatestSnapshot does at start-up: a follower
+// may have finished a snapshot download and crashed before resetting its log.
+func (s *FileStorage) truncateToLatestSnapshot() error {
+	snap, ok := s.latestSnapshot()
+	if !ok {
+		return nil
+	}
+	lastEpoch, end := s.epochs.LatestEpoch(), s.EndOffset()
+	if len(s.segments) > 0 && (snap.Epoch < lastEpoch || snap.Epoch == lastEpoch && snap.EndOffset <= end) {
+		return nil
+	}
+	if len(s.segments) > 0 {
+		s.log.Warn("log is behind the latest snapshot; restarting it at the snapshot",
+			zap.Int64("snapshot_end_offset", snap.EndOffset), zap.Int32("snapshot_epoch", snap.Epoch),
+			zap.Int64("log_end_offset", end), zap.Int32("log_last_epoch", lastEpoch))
+	}
+	return s.ResetLog(snap.EndOffset)
+}
+
+// checkEpochCheckpoint schedules a rewrite of leader-epoch-checkpoint when it does
+// not match the cache rebuilt from the batches. The batches are the truth; the file
+// exists for Kafka's benefit.
+func (s *FileStorage) checkEpochCheckpoint() error {
+	data, err := os.ReadFile(filepath.Join(s.dir, LeaderEpochCheckpointFile))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return s.fail(ioErr(err))
+	}
+	entries, derr := DecodeEpochCheckpoint(data)
+	if err != nil || derr != nil || !slices.Equal(entries, s.epochs.entries) {
+		s.epochsDirty = true
+	}
+	return nil
+}
+
+// Load implements Storage. It reads the batches back from the segment files.
+func (s *FileStorage) Load() (Loaded, error) {
+	if errors.Is(s.failed, ErrClosed) {
+		return Loaded{}, ErrClosed
+	}
+	l := Loaded{State: s.state, StartOffset: s.startOffset, StateCorrupt: s.stateCorrupt}
+	l.State.CurrentVoters = slices.Clone(s.state.CurrentVoters)
+	if snap, ok := s.latestSnapshot(); ok {
+		l.Snapshot = &snap
+	}
+	for _, sg := range s.segments {
+		batches, err := s.readSegment(sg)
+		if err != nil {
+			return Loaded{}, err
+		}
+		for _, b := range batches {
+			if b.LastOffset >= s.startOffset {
+				l.Batches = append(l.Batches, b)
+			}
+		}
+	}
+	return l, nil
+}
+
+// readSegment reads the indexed part of a segment. It must parse completely: the
+// bytes were validated when written or recovered.
+func (s *FileStorage) readSegment(sg *segment) ([]Batch, error) {
+	buf := make([]byte, sg.size)
+	if _, err := sg.f.ReadAt(buf, 0); err != nil {
+		return nil, ioErr(err)
+	}
+	batches, n, err := SplitBatches(buf)
+	if err != nil || int64(n) != sg.size || len(batches) != len(sg.batches) {
+		return nil, fmt.Errorf("%w: %s changed under us (%d of %d bytes parse): %v",
+			ErrStorageFailed, sg.path, n, sg.size, err)
+	}
+	return batches, nil
+}
+
+// Append implements Storage. Each batch must start at the log end offset, carry an
+// epoch no older than the last batch's, and have a valid CRC (not rechecked here:
+// the batch codec and the fetch path already verify it).
+func (s *FileStorage) Append(batches []Batch) error {
+	if s.failed != nil {
+		return s.failedErr()
+	}
+	for _, b := range batches {
+		if err := s.checkAppend(b); err != nil {
+			return err
+		}
+		if s.shouldRoll(b) {
+			if err := s.addSegment(b.BaseOffset); err != nil {
+				return err
+			}
+		}
+		if err := s.write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *FileStorage) checkAppend(b Batch) error {
+	if len(b.Raw) < BatchHeaderSize || int64(binary.BigEndian.Uint64(b.Raw)) != b.BaseOffset {
+		return fmt.Errorf("%w: batch header does not match offset %d", ErrCorruptBatch, b.BaseOffset)
+	}
+	if end := s.EndOffset(); b.BaseOffset != end {
+		return fmt.Errorf("%w: base offset %d, log end offset %d", ErrNonContiguous, b.BaseOffset, end)
+	}
+	if last := s.epochs.LatestEpoch(); b.Epoch < last {
+		return fmt.Errorf("%w: epoch %d after %d", ErrEpochRegression, b.Epoch, last)
+	}
+	return nil
+}
+
+// shouldRoll applies Kafka's roll rules (LogSegment.shouldRoll) minus the index
+// size check: a non-empty active segment rolls on size, on time, or when relative
+// offsets would overflow.
+func (s *FileStorage) shouldRoll(b Batch) bool {
+	sg := s.active()
+	if len(sg.batches) == 0 {
+		return false
+	}
+	if sg.size+int64(b.Size()) > s.opts.SegmentBytes || !sg.fitsOffsets(b) {
+		return true
+	}
+	first, _ := sg.firstTimestampMs()
+	return b.MaxTimestampMs-first > s.opts.SegmentMs
+}
+
+func (s *FileStorage) write(b Batch) error {
+	sg := s.active()
+	if _, err := sg.f.WriteAt(b.Raw, sg.size); err != nil {
+		return s.fail(ioErr(err))
+	}
+	sg.batches = append(sg.batches, batchPos{
+		base: b.BaseOffset, last: b.LastOffset, epoch: b.Epoch, pos: sg.size, maxTsMs: b.MaxTimestampMs,
+	})
+	sg.size += int64(b.Size())
+	sg.dirty = true
+	if s.epochs.Assign(b.Epoch, b.BaseOffset) {
+		s.epochsDirty = true
+	}
+	return nil
+}
+
+// addSegment creates an empty active segment starting at base.
+func (s *FileStorage) addSegment(base int64) error {
+	sg, err := openSegment(s.dir, base)
+	if err != nil {
+		return s.fail(err)
+	}
+	if err := sg.f.Truncate(0); err != nil { // a stale file of that name holds nothing we want
+		_ = sg.f.Close()
+		return s.fail(ioErr(err))
+	}
+	s.segments = append(s.segments, sg)
+	s.dirDirty = true
+	return nil
+}
+
+// TruncateTo implements Storage. Every batch holding an offset at or above offset
+// is removed (Kafka's truncateTo cuts whole batches); later segments are deleted
+// and the one containing offset is cut.
+func (s *FileStorage) TruncateTo(offset int64) error {
+	if s.failed != nil {
+		return s.failedErr()
+	}
+	if offset >= s.EndOffset() {
+		return nil
+	}
+	if offset < s.startOffset {
+		return fmt.Errorf("%w: truncate to %d, log start %d", ErrBelowLogStart, offset, s.startOffset)
+	}
+	for len(s.segments) > 1 && s.active().base > offset {
+		if err := s.active().remove(); err != nil {
+			return s.fail(err)
+		}
+		s.segments = s.segments[:len(s.segments)-1]
+		s.dirDirty = true
+	}
+	sg := s.active()
+	pos, keep := sg.cutFrom(offset)
+	if err := sg.f.Truncate(pos); err != nil {
+		return s.fail(ioErr(err))
+	}
+	sg.batches, sg.size, sg.dirty = sg.batches[:keep], pos, true
+	if s.epochs.TruncateFromEnd(s.EndOffset()) {
+		s.epochsDirty = true
+	}
+	return nil
+}
+
+// Sync implements Storage: fsync every segment written or cut since the last Sync,
+// rewrite leader-epoch-checkpoint if an epoch started or was truncated away, then
+// fsync the directory if files were created, renamed or removed.
+func (s *FileStorage) Sync() error {
+	if s.failed != nil {
+		return s.failedErr()
+	}
+	for _, sg := range s.segments {
+		if !sg.dirty {
+			continue
+		}
+		if err := sg.f.Sync(); err != nil {
+			return s.fail(ioErr(err))
+		}
+		sg.dirty = false
+	}
+	if s.epochsDirty {
+		data := EncodeEpochCheckpoint(s.epochs.entries)
+		if err := writeFileAtomic(s.dir, LeaderEpochCheckpointFile, data); err != nil {
+			return s.fail(err)
+		}
+		s.epochsDirty, s.dirDirty = false, true
+	}
+	if s.dirDirty {
+		if err := syncDir(s.dir); err != nil {
+			return s.fail(err)
+		}
+		s.dirDirty = false
+	}
+	return nil
+}
+
+// SaveQuorumState implements Storage: quorum-state.tmp is written and fsynced,
+// renamed over quorum-state, and the directory fsynced, so a crash leaves either
+// the old or the new state, never a mix.
+func (s *FileStorage) SaveQuorumState(st QuorumState) error {
+	if s.failed != nil {
+		return s.failedErr()
+	}
+	data, err := EncodeQuorumState(st)
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(s.dir, QuorumStateFile, data); err != nil {
+		return s.fail(err)
+	}
+	if err := syncDir(s.dir); err != nil {
+		return s.fail(err)
+	}
+	s.state = st
+	s.state.CurrentVoters = slices.Clone(st.CurrentVoters)
+	s.stateCorrupt = false
+	return nil
+}
+
+// Close implements Storage. It does not sync; later calls fail with ErrClosed.
+func (s *FileStorage) Close() error {
+	var first error
+	for _, sg := range s.segments {
+		if sg.f == nil {
+			continue
+		}
+		if err := sg.f.Close(); err != nil && first == nil {
+			first = ioErr(err)
+		}
+		sg.f = nil
+	}
+	s.failed = ErrClosed
+	return first
+}
+
+// Dir is the partition directory.
+func (s *FileStorage) Dir() string { return s.dir }
+
+// StartOffset is the log start offset: the first offset the log can serve. After
+// a restart it is the first segment's base offset, which can be below the offset
+// last given to SetLogStart because segments are deleted whole.
+func (s *FileStorage) StartOffset() int64 { return s.startOffset }
+
+// EndOffset is the log end offset: the offset the next appended batch must have.
+func (s *FileStorage) EndOffset() int64 {
+	if len(s.segments) == 0 {
+		return s.startOffset
+	}
+	return s.active().endOffset()
+}
+
+// EpochEntries returns the leader epoch cache, oldest epoch first.
+func (s *FileStorage) EpochEntries() []EpochEntry { return s.epochs.Entries() }
+
+// EndOffsetForEpoch answers a divergence check from the epoch cache; see
+// EpochCache.EndOffsetFor.
+func (s *FileStorage) EndOffsetForEpoch(epoch int32) (int32, int64) {
+	return s.epochs.EndOffsetFor(epoch, s.EndOffset())
+}
+
+func (s *FileStorage) active() *segment { return s.segments[len(s.segments)-1] }
+
+// fail records the first I/O failure; every later write returns it.
+func (s *FileStorage) fail(err error) error {
+	if s.failed == nil {
+		s.failed = err
+	}
+	return err
+}
+
+func (s *FileStorage) failedErr() error {
+	if errors.Is(s.failed, ErrClosed) {
+		return ErrClosed
+	}
+	return fmt.Errorf("%w: refusing writes after an earlier failure: %w", ErrStorageFailed, s.failed)
+}
+
+// writeFileAtomic replaces dir/name with data through dir/name.tmp: write, fsync,
+// rename. The caller fsyncs dir to make the rename durable.
+func writeFileAtomic(dir, name string, data []byte) error {
+	path := filepath.Join(dir, name)
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return ioErr(err)
+	}
+	_, werr := f.Write(data)
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp, path)
+	}
+	if werr != nil {
+		_ = os.Remove(tmp) // best effort: a leftover .tmp is removed at the next open
+		return ioErr(werr)
+	}
+	return nil
+}
+
+// syncDir fsyncs a directory so that entries created, renamed or removed in it
+// survive a crash.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return ioErr(err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return ioErr(err)
+	}
+	return nil
+}

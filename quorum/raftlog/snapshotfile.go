@@ -1,0 +1,257 @@
+package raftlog
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Snapshot file names (KIP-630, Kafka's Snapshots.java): a complete snapshot is
+// "%020d-%010d.checkpoint" (end offset, epoch); one being written is
+// "<that stem>-<random>.checkpoint.part"; one queued for deletion is
+// "<that stem>.checkpoint.deleted".
+const (
+	snapshotSuffix        = ".checkpoint"
+	snapshotPartSuffix    = ".checkpoint.part"
+	snapshotDeletedSuffix = ".checkpoint.deleted"
+)
+
+// Snapshot errors.
+var (
+	ErrSnapshotNotFound = errors.New("raftlog: snapshot not found")
+	ErrSnapshotExists   = errors.New("raftlog: snapshot already exists")
+	// ErrLogStartBeyondSnapshot: the log start may only move up to a snapshot's end,
+	// or the offsets in between would be lost.
+	ErrLogStartBeyondSnapshot = errors.New("raftlog: log start beyond the latest snapshot")
+	ErrSnapshotWriterDone     = errors.New("raftlog: snapshot writer already committed or aborted")
+)
+
+// SnapshotFileName is the file name of the complete snapshot id.
+func SnapshotFileName(id SnapshotID) string {
+	return snapshotStem(id) + snapshotSuffix
+}
+
+func snapshotStem(id SnapshotID) string {
+	return fmt.Sprintf("%020d-%010d", id.EndOffset, id.Epoch)
+}
+
+// parseSnapshotName parses a complete snapshot's file name.
+func parseSnapshotName(name string) (SnapshotID, bool) {
+	stem, ok := strings.CutSuffix(name, snapshotSuffix)
+	if !ok || len(stem) != 31 || stem[20] != '-' {
+		return SnapshotID{}, false
+	}
+	end, err1 := strconv.ParseInt(stem[:20], 10, 64)
+	epoch, err2 := strconv.ParseInt(stem[21:], 10, 32)
+	if err1 != nil || err2 != nil || end < 0 || epoch < 0 {
+		return SnapshotID{}, false
+	}
+	return SnapshotID{EndOffset: end, Epoch: int32(epoch)}, true
+}
+
+func compareSnapshotIDs(a, b SnapshotID) int {
+	if c := cmp.Compare(a.EndOffset, b.EndOffset); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Epoch, b.Epoch)
+}
+
+// Snapshots lists the complete snapshots, oldest first.
+func (s *FileStorage) Snapshots() []SnapshotID { return slices.Clone(s.snapshots) }
+
+func (s *FileStorage) latestSnapshot() (SnapshotID, bool) {
+	if len(s.snapshots) == 0 {
+		return SnapshotID{}, false
+	}
+	return s.snapshots[len(s.snapshots)-1], true
+}
+
+// SnapshotWriter writes one snapshot to a .part file; Commit publishes it under
+// its final name, Abort discards it. A leftover .part file (the node crashed while
+// writing) is deleted at the next open, so readers never see a partial snapshot.
+//
+// INVARIANTS: size is the number of bytes written to f; after Commit or Abort, f
+// is nil.
+type SnapshotWriter struct {
+	s    *FileStorage
+	id   SnapshotID
+	f    *os.File
+	size int64
+}
+
+// CreateSnapshot starts writing snapshot id.
+func (s *FileStorage) CreateSnapshot(id SnapshotID) (*SnapshotWriter, error) {
+	if s.failed != nil {
+		return nil, s.failedErr()
+	}
+	if slices.Contains(s.snapshots, id) {
+		return nil, fmt.Errorf("%w: %s", ErrSnapshotExists, SnapshotFileName(id))
+	}
+	f, err := os.CreateTemp(s.dir, snapshotStem(id)+"-*"+snapshotPartSuffix)
+	if err != nil {
+		return nil, s.fail(ioErr(err))
+	}
+	return &SnapshotWriter{s: s, id: id, f: f}, nil
+}
+
+// ID is the snapshot being written.
+func (w *SnapshotWriter) ID() SnapshotID { return w.id }
+
+// Size is the number of bytes written so far: the Position of the next
+// FetchSnapshot request when downloading.
+func (w *SnapshotWriter) Size() int64 { return w.size }
+
+// Write appends raw bytes, which need not end on a batch boundary (FetchSnapshot
+// chunks do not).
+func (w *SnapshotWriter) Write(p []byte) (int, error) {
+	if w.f == nil {
+		return 0, ErrSnapshotWriterDone
+	}
+	n, err := w.f.Write(p)
+	w.size += int64(n)
+	if err != nil {
+		return n, w.s.fail(ioErr(err))
+	}
+	return n, nil
+}
+
+// WriteBatch appends one batch.
+func (w *SnapshotWriter) WriteBatch(b Batch) error {
+	_, err := w.Write(b.Raw)
+	return err
+}
+
+// Commit makes the snapshot durable and visible: fsync the .part file, rename it
+// to its final name, fsync the directory.
+func (w *SnapshotWriter) Commit() error {
+	if w.f == nil {
+		return ErrSnapshotWriterDone
+	}
+	s, f, part := w.s, w.f, w.f.Name()
+	w.f = nil
+	err := f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(part, filepath.Join(s.dir, SnapshotFileName(w.id)))
+	}
+	if err != nil {
+		_ = os.Remove(part) // best effort; open removes .part leftovers anyway
+		return s.fail(ioErr(err))
+	}
+	if err := syncDir(s.dir); err != nil {
+		return s.fail(err)
+	}
+	s.snapshots = append(s.snapshots, w.id)
+	slices.SortFunc(s.snapshots, compareSnapshotIDs)
+	return nil
+}
+
+// Abort discards the partial snapshot. It is a no-op after Commit or Abort.
+func (w *SnapshotWriter) Abort() error {
+	if w.f == nil {
+		return nil
+	}
+	f := w.f
+	w.f = nil
+	_ = f.Close() // the file is being deleted
+	if err := os.Remove(f.Name()); err != nil && !os.IsNotExist(err) {
+		return ioErr(err)
+	}
+	return nil
+}
+
+// OpenSnapshot opens a complete snapshot for reading (it is an io.ReaderAt for
+// FetchSnapshot positions) and returns its size. The caller closes it.
+func (s *FileStorage) OpenSnapshot(id SnapshotID) (*os.File, int64, error) {
+	if !slices.Contains(s.snapshots, id) {
+		return nil, 0, fmt.Errorf("%w: %s", ErrSnapshotNotFound, SnapshotFileName(id))
+	}
+	f, err := os.Open(filepath.Join(s.dir, SnapshotFileName(id)))
+	if err != nil {
+		return nil, 0, ioErr(err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, 0, ioErr(err)
+	}
+	return f, st.Size(), nil
+}
+
+// DeleteSnapshotsBefore deletes the snapshots whose end offset is below endOffset,
+// never the latest one. Each is first renamed to .checkpoint.deleted, as Kafka
+// does, so that a crash midway leaves nothing that looks like a snapshot.
+func (s *FileStorage) DeleteSnapshotsBefore(endOffset int64) error {
+	if s.failed != nil {
+		return s.failedErr()
+	}
+	for len(s.snapshots) > 1 && s.snapshots[0].EndOffset < endOffset {
+		name := filepath.Join(s.dir, SnapshotFileName(s.snapshots[0]))
+		deleted := filepath.Join(s.dir, snapshotStem(s.snapshots[0])+snapshotDeletedSuffix)
+		if err := os.Rename(name, deleted); err != nil {
+			return s.fail(ioErr(err))
+		}
+		s.snapshots = s.snapshots[1:]
+		s.dirDirty = true
+		if err := os.Remove(deleted); err != nil {
+			return s.fail(ioErr(err))
+		}
+	}
+	return nil
+}
+
+// SetLogStart raises the log start offset to offset, which must not pass the
+// latest snapshot's end offset nor the log end offset, and deletes the segments
+// that lie wholly below it. The segment holding offset stays, so batches below
+// offset may remain on disk (and reappear after a restart, see StartOffset).
+func (s *FileStorage) SetLogStart(offset int64) error {
+	if s.failed != nil {
+		return s.failedErr()
+	}
+	if offset <= s.startOffset {
+		return nil
+	}
+	snap, ok := s.latestSnapshot()
+	if !ok || offset > snap.EndOffset || offset > s.EndOffset() {
+		return fmt.Errorf("%w: log start %d, latest snapshot %+v, log end %d",
+			ErrLogStartBeyondSnapshot, offset, snap, s.EndOffset())
+	}
+	for len(s.segments) > 1 && s.segments[1].base <= offset {
+		if err := s.segments[0].remove(); err != nil {
+			return s.fail(err)
+		}
+		s.segments = s.segments[1:]
+		s.dirDirty = true
+	}
+	s.startOffset = offset
+	if s.epochs.TruncateFromStart(offset) {
+		s.epochsDirty = true
+	}
+	return nil
+}
+
+// ResetLog deletes every segment and starts an empty log at offset, as Kafka's
+// truncateFullyAndStartAt: a follower does this after downloading a snapshot that
+// ends at offset. Durable after Sync.
+func (s *FileStorage) ResetLog(offset int64) error {
+	if s.failed != nil {
+		return s.failedErr()
+	}
+	for _, sg := range s.segments {
+		if err := sg.remove(); err != nil {
+			return s.fail(err)
+		}
+	}
+	s.segments = nil
+	s.startOffset = offset
+	s.epochs.Clear()
+	s.epochsDirty = true
+	return s.addSegment(offset)
+}
