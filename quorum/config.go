@@ -1,0 +1,126 @@
+package quorum
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"go.uber.org/zap"
+)
+
+// Config configures a Raft core. Validate fills in defaults; timing fields are in
+// milliseconds and take Kafka's defaults when zero (negative values are rejected).
+type Config struct {
+	// NodeID is this node's id (node.id). Required, >= 0.
+	NodeID int32
+	// ClusterID is checked on every inbound request; "" disables the check.
+	ClusterID string
+	// Voters is the static voter set (controller.quorum.voters). A NodeID not in it makes
+	// this node an observer: it fetches but never votes or campaigns.
+	Voters []int32
+
+	// ElectionTimeoutMs is controller.quorum.election.timeout.ms (1000). The effective
+	// timeout is uniform in [T, 2T) so that voters rarely campaign at the same moment.
+	ElectionTimeoutMs int64
+	// FetchTimeoutMs is controller.quorum.fetch.timeout.ms (2000): a voter that has not
+	// fetched successfully for this long campaigns; the leader resigns after 1.5x this
+	// without fetches from a majority (check-quorum).
+	FetchTimeoutMs int64
+	// ElectionBackoffMaxMs is controller.quorum.election.backoff.max.ms (1000).
+	ElectionBackoffMaxMs int64
+	// AppendLingerMs is controller.quorum.append.linger.ms (25): how long the leader
+	// gathers proposals into one batch. Zero means the default; AppendLingerMsNone makes
+	// every Propose drain at once.
+	AppendLingerMs int64
+	// RequestTimeoutMs is controller.quorum.request.timeout.ms (2000). The driver times
+	// out outbound requests; the core uses it to pace EndQuorumEpoch retries.
+	RequestTimeoutMs int64
+	// RetryBackoffMs is controller.quorum.retry.backoff.ms (20): wait after a failed Fetch.
+	RetryBackoffMs int64
+	// FetchMaxWaitMs is the long-poll time a fetcher asks for (Kafka's constant 500).
+	FetchMaxWaitMs int32
+	// MaxBatchBytes caps one appended batch (8 MiB).
+	MaxBatchBytes int
+	// FetchMaxBytes caps one Fetch response's records (8 MiB); at least one batch is sent.
+	FetchMaxBytes int32
+
+	// DisablePreVote turns KIP-996 pre-vote off (it is on by default). Pre-vote is also
+	// skipped while any voter is known not to support Vote v2 (SetPeerSupportsPreVote).
+	DisablePreVote bool
+
+	// Rand drives election jitter, backoff and bootstrap choice. Required for
+	// determinism; nil gets a generator seeded from NodeID.
+	Rand *rand.Rand
+	// Logger receives state transitions at info and per-request lines at debug.
+	Logger *zap.Logger
+}
+
+// AppendLingerMsNone as Config.AppendLingerMs makes every Propose drain at once.
+const AppendLingerMsNone = -1
+
+// Validate checks c and fills in defaults. Returned errors wrap ErrInvalidConfig.
+func (c *Config) Validate() error {
+	if c.NodeID < 0 {
+		return fmt.Errorf("%w: node id %d", ErrInvalidConfig, c.NodeID)
+	}
+	if len(c.Voters) == 0 {
+		return fmt.Errorf("%w: no voters", ErrInvalidConfig)
+	}
+	seen := map[int32]bool{}
+	for _, v := range c.Voters {
+		if v < 0 || seen[v] {
+			return fmt.Errorf("%w: voter id %d negative or repeated", ErrInvalidConfig, v)
+		}
+		seen[v] = true
+	}
+	c.Voters = slices.Sorted(slices.Values(c.Voters))
+	for _, f := range []struct {
+		name string
+		v    *int64
+		def  int64
+	}{
+		{"election timeout", &c.ElectionTimeoutMs, 1000},
+		{"fetch timeout", &c.FetchTimeoutMs, 2000},
+		{"election backoff max", &c.ElectionBackoffMaxMs, 1000},
+		{"request timeout", &c.RequestTimeoutMs, 2000},
+		{"retry backoff", &c.RetryBackoffMs, 20},
+	} {
+		if *f.v < 0 {
+			return fmt.Errorf("%w: %s %d ms", ErrInvalidConfig, f.name, *f.v)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	switch {
+	case c.AppendLingerMs == 0:
+		c.AppendLingerMs = 25
+	case c.AppendLingerMs < AppendLingerMsNone:
+		return fmt.Errorf("%w: append linger %d ms", ErrInvalidConfig, c.AppendLingerMs)
+	}
+	if c.FetchMaxWaitMs == 0 {
+		c.FetchMaxWaitMs = 500
+	}
+	if c.MaxBatchBytes <= 0 {
+		c.MaxBatchBytes = 8 << 20
+	}
+	if c.FetchMaxBytes <= 0 {
+		c.FetchMaxBytes = 8 << 20
+	}
+	if c.Rand == nil {
+		c.Rand = rand.New(rand.NewPCG(uint64(c.NodeID), 0x6b72616674))
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	return nil
+}
+
+// isVoter reports whether id is in the static voter set.
+func (c *Config) isVoter(id int32) bool {
+	_, ok := slices.BinarySearch(c.Voters, id)
+	return ok
+}
+
+// majority is the number of voters that make a quorum.
+func (c *Config) majority() int { return len(c.Voters)/2 + 1 }

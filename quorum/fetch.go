@@ -1,0 +1,134 @@
+package quorum
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// handleFetch answers a Fetch on any node: non-leaders answer with an error and their
+// view of the leader (how observers discover it); the leader validates, records the
+// fetcher's progress, and answers or parks the request.
+func (r *Raft) handleFetch(nowMs int64, m Message) {
+	req := m.Fetch
+	if code := r.validateFetch(req); code != 0 {
+		r.replyFetch(m, &FetchResponse{ErrorCode: code})
+		return
+	}
+	resp := &FetchResponse{}
+	if div := r.divergence(req.FetchOffset, req.LastFetchedEpoch); div != nil {
+		resp.DivergingEpoch = div
+		r.noteFetcher(nowMs, req, false)
+		r.replyFetch(m, resp)
+		return
+	}
+	r.noteFetcher(nowMs, req, true)
+	r.maybeAdvanceHW()
+	resp.Batches = r.log.read(req.FetchOffset, int(r.cfg.FetchMaxBytes))
+	if len(resp.Batches) > 0 || req.MaxWaitMs == 0 {
+		r.replyFetch(m, resp)
+		return
+	}
+	r.lead.parked = append(r.lead.parked, parkedFetch{
+		from: m.From, requestID: m.RequestID, req: req, deadlineMs: nowMs + int64(req.MaxWaitMs),
+	})
+}
+
+// validateFetch is Kafka's validateLeaderOnlyRequest plus the Fetch field checks.
+func (r *Raft) validateFetch(req *FetchRequest) int16 {
+	switch {
+	case req.FetchOffset < 0 || req.LastFetchedEpoch < 0 || req.MaxWaitMs < 0 ||
+		req.LastFetchedEpoch > req.CurrentLeaderEpoch:
+		return kerr.InvalidRequest.Code
+	case req.CurrentLeaderEpoch < r.epoch:
+		return kerr.FencedLeaderEpoch.Code
+	case req.CurrentLeaderEpoch > r.epoch:
+		return kerr.UnknownLeaderEpoch.Code
+	case r.role != Leader:
+		return kerr.NotLeaderForPartition.Code
+	}
+	return 0
+}
+
+// divergence validates (fetchOffset, lastFetchedEpoch) against the epoch cache (spec
+// section 2.7) and returns the DivergingEpoch to send, or nil when the fetcher's log is
+// a prefix of this one.
+func (r *Raft) divergence(fetchOffset int64, lastFetchedEpoch int32) *EpochEndOffset {
+	if fetchOffset == 0 && r.log.startOffset == 0 {
+		return nil
+	}
+	epoch, end := r.log.endOffsetForEpoch(lastFetchedEpoch)
+	if epoch != lastFetchedEpoch || end < fetchOffset {
+		return &EpochEndOffset{Epoch: epoch, EndOffset: end}
+	}
+	return nil
+}
+
+// noteFetcher records a fetcher's progress. A voter's fetch also counts toward
+// check-quorum and acknowledges BeginQuorumEpoch. Only a valid (non-diverging) fetch
+// offset is an acknowledged end offset.
+func (r *Raft) noteFetcher(nowMs int64, req *FetchRequest, valid bool) {
+	if req.ReplicaID < 0 {
+		return
+	}
+	rs := r.lead.replicas[req.ReplicaID]
+	if rs == nil {
+		rs = &replicaState{id: req.ReplicaID, endOffset: -1, lastFetchMs: -1, lastCaughtUpMs: -1}
+		r.lead.replicas[req.ReplicaID] = rs
+	}
+	rs.lastFetchMs = nowMs
+	if !valid {
+		return
+	}
+	leo := r.log.endOffset()
+	switch {
+	case req.FetchOffset >= leo:
+		rs.lastCaughtUpMs = max(rs.lastCaughtUpMs, nowMs)
+	case rs.prevFetchMs > 0 && req.FetchOffset >= rs.prevLeaderEnd:
+		rs.lastCaughtUpMs = max(rs.lastCaughtUpMs, rs.prevFetchMs)
+	}
+	rs.prevFetchMs, rs.prevLeaderEnd = nowMs, leo
+	rs.endOffset = req.FetchOffset
+}
+
+// replyFetch fills the fields every Fetch answer carries and sends it.
+func (r *Raft) replyFetch(m Message, resp *FetchResponse) {
+	resp.LeaderID, resp.LeaderEpoch = r.leaderID, r.epoch
+	if r.role == Resigned {
+		resp.LeaderID = r.cfg.NodeID
+	}
+	resp.HighWatermark = r.leaderHW()
+	resp.LogStartOffset = r.log.startOffset
+	r.send(Message{To: m.From, RequestID: m.RequestID, FetchResp: resp})
+}
+
+// completeParkedFetches answers parked fetches whose offset the log has moved past, or
+// all of them when expired is true for those past their deadline.
+func (r *Raft) completeParkedFetches(nowMs int64, onlyExpired bool) {
+	l := r.lead
+	keep := l.parked[:0]
+	leo := r.log.endOffset()
+	for _, p := range l.parked {
+		ready := p.deadlineMs <= nowMs || (!onlyExpired && leo > p.req.FetchOffset)
+		if !ready {
+			keep = append(keep, p)
+			continue
+		}
+		resp := &FetchResponse{Batches: r.log.read(p.req.FetchOffset, int(r.cfg.FetchMaxBytes))}
+		r.replyFetch(Message{From: p.from, RequestID: p.requestID}, resp)
+	}
+	clear(l.parked[len(keep):])
+	l.parked = keep
+}
+
+func (r *Raft) expireParkedFetches(nowMs int64) { r.completeParkedFetches(nowMs, true) }
+
+// failParkedFetches answers every parked fetch with NOT_LEADER_OR_FOLLOWER: the node is
+// leaving leadership and must not leave fetchers waiting on a dead epoch.
+func (r *Raft) failParkedFetches() {
+	for _, p := range r.lead.parked {
+		r.send(Message{To: p.from, RequestID: p.requestID, FetchResp: &FetchResponse{
+			ErrorCode: kerr.NotLeaderForPartition.Code, HighWatermark: -1,
+			LeaderID: r.cfg.NodeID, LeaderEpoch: r.epoch, LogStartOffset: r.log.startOffset,
+		}})
+	}
+	r.lead.parked = nil
+}

@@ -1,0 +1,269 @@
+package quorum
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// followerState is the fetch loop of a Follower (and of an Unattached observer that is
+// discovering the leader).
+//
+// INVARIANTS: at most one Fetch in flight (inflight != 0); responses with another
+// request id are stale and dropped.
+type followerState struct {
+	// fetchDeadlineMs: no successful Fetch response since; a voter campaigns, an
+	// observer goes back to the bootstrap voters.
+	fetchDeadlineMs int64
+	// nextFetchMs: when to send the next Fetch if none is in flight.
+	nextFetchMs int64
+	inflight    uint64
+	// fetchedOK: a Fetch succeeded against the leader in this epoch (KIP-996: such a
+	// follower rejects pre-votes).
+	fetchedOK bool
+	// rediscover: send the next Fetch to a random voter rather than the leader.
+	rediscover bool
+}
+
+func (f *followerState) nextDeadlineMs() int64 {
+	d := f.fetchDeadlineMs
+	if f.inflight == 0 {
+		d = min(d, f.nextFetchMs)
+	}
+	return d
+}
+
+func (r *Raft) tickFollower(nowMs int64) {
+	f := r.follow
+	if nowMs >= f.fetchDeadlineMs {
+		if r.isVoter {
+			r.logf("%d fetch timeout at epoch %d", r.cfg.NodeID, r.epoch)
+			f.fetchedOK = false
+			r.startElection(nowMs)
+			return
+		}
+		f.rediscover = true
+		f.inflight = 0
+		f.fetchDeadlineMs = nowMs + r.cfg.FetchTimeoutMs
+	}
+	r.maybeSendFetch(nowMs)
+}
+
+// maybeSendFetch sends the next Fetch when none is in flight and it is due.
+func (r *Raft) maybeSendFetch(nowMs int64) {
+	f := r.follow
+	if f == nil || f.inflight != 0 || nowMs < f.nextFetchMs {
+		return
+	}
+	to := r.leaderID
+	if f.rediscover {
+		to = r.randomVoter()
+	}
+	f.inflight = r.sendFetch(to)
+}
+
+// maybeSendDiscoveryFetch is an Unattached observer asking a random voter who leads.
+func (r *Raft) maybeSendDiscoveryFetch(nowMs int64) {
+	d := r.discover
+	if d == nil || d.inflight != 0 || nowMs < d.nextFetchMs {
+		return
+	}
+	d.inflight = r.sendFetch(r.randomVoter())
+}
+
+func (r *Raft) randomVoter() int32 {
+	others := r.otherVoters()
+	return others[r.cfg.Rand.IntN(len(others))]
+}
+
+func (r *Raft) sendFetch(to int32) uint64 {
+	id := r.newRequestID()
+	r.send(Message{To: to, RequestID: id, Fetch: &FetchRequest{
+		ClusterID:          r.cfg.ClusterID,
+		ReplicaID:          r.cfg.NodeID,
+		MaxWaitMs:          r.cfg.FetchMaxWaitMs,
+		MaxBytes:           r.cfg.FetchMaxBytes,
+		CurrentLeaderEpoch: r.epoch,
+		FetchOffset:        r.log.endOffset(),
+		LastFetchedEpoch:   r.log.lastEpoch(),
+	}})
+	return id
+}
+
+// handleFetchResponse runs on a Follower (or discovering observer) for the answer to
+// its in-flight Fetch.
+func (r *Raft) handleFetchResponse(nowMs int64, m Message) error {
+	f := r.follow
+	if f == nil {
+		f = r.discover
+	}
+	if f == nil || f.inflight != m.RequestID {
+		return nil // late: sent in another role, epoch or round
+	}
+	f.inflight = 0
+	resp := m.FetchResp
+	if m.Err != nil || resp.ErrorCode == kerr.BrokerNotAvailable.Code {
+		f.nextFetchMs = nowMs + r.cfg.RetryBackoffMs
+		if !r.isVoter || r.leaderID < 0 {
+			f.rediscover = true
+		}
+		return nil
+	}
+	if handled, err := r.handleCommonResponse(nowMs, m.From, resp.TopLevelErrorCode, resp.ErrorCode, resp.LeaderID, resp.LeaderEpoch); handled || err != nil {
+		if err == nil && r.follow == f {
+			// An error from the leader itself sends an observer back to the bootstrap
+			// voters; an error from another voter sends it back to the leader.
+			f.nextFetchMs = nowMs + r.cfg.RetryBackoffMs
+			f.rediscover = !r.isVoter && m.From == r.leaderID
+		}
+		return err
+	}
+	if r.role != Follower || resp.ErrorCode != 0 || m.From != r.leaderID {
+		f.nextFetchMs = nowMs + r.cfg.RetryBackoffMs
+		return nil
+	}
+	f.fetchedOK, f.rediscover = true, false
+	f.fetchDeadlineMs = nowMs + r.cfg.FetchTimeoutMs
+	f.nextFetchMs = nowMs
+	if err := r.applyFetchedData(resp); err != nil {
+		return err
+	}
+	r.maybeSendFetch(nowMs)
+	return nil
+}
+
+// applyFetchedData truncates on divergence or appends the records, then follows the
+// leader's high watermark: hw = max(hw, min(leaderHW, LEO)).
+func (r *Raft) applyFetchedData(resp *FetchResponse) error {
+	switch {
+	case resp.DivergingEpoch != nil:
+		return r.truncateDiverged(*resp.DivergingEpoch)
+	case resp.SnapshotID != nil:
+		// Snapshot download (KIP-630) belongs to the snapshot issue; until then the
+		// follower keeps asking and the driver sees the id in the debug log.
+		r.debugf("%d must fetch snapshot (%d,%d)", r.cfg.NodeID, resp.SnapshotID.EndOffset, resp.SnapshotID.Epoch)
+		return nil
+	}
+	leo := r.log.endOffset()
+	for _, b := range resp.Batches {
+		if b.LastOffset < leo {
+			continue
+		}
+		if b.BaseOffset != leo {
+			r.debugf("%d drops fetched batch at %d, log ends at %d", r.cfg.NodeID, b.BaseOffset, leo)
+			break
+		}
+		r.log.append(b)
+		leo = b.NextOffset()
+	}
+	if resp.HighWatermark >= 0 {
+		r.hw = max(r.hw, min(resp.HighWatermark, r.log.endOffset()))
+	}
+	return nil
+}
+
+// truncateDiverged cuts the log back to where it agrees with the leader (spec section
+// 2.7). Truncating committed data is fatal: it would un-commit records others applied.
+func (r *Raft) truncateDiverged(div EpochEndOffset) error {
+	// The local end of the largest local epoch <= the leader's: where the two logs can
+	// still agree. Taking the minimum with the leader's end is always safe; a further
+	// divergence shows up in the next Fetch.
+	_, localEnd := r.log.endOffsetForEpoch(div.Epoch)
+	to := min(localEnd, div.EndOffset, r.log.endOffset())
+	if i := r.log.batchIndex(to); i >= 0 {
+		to = r.log.batches[i].BaseOffset
+	}
+	if to < r.hw {
+		return fmt.Errorf("%w: diverging epoch (%d,%d) needs truncation to %d, high watermark %d",
+			ErrTruncateBelowHighWatermark, div.Epoch, div.EndOffset, to, r.hw)
+	}
+	r.logf("%d truncated log to %d (diverging epoch %d ends at %d)", r.cfg.NodeID, to, div.Epoch, div.EndOffset)
+	r.log.truncateTo(to)
+	return nil
+}
+
+// handleBeginEpoch: a new leader announces itself.
+func (r *Raft) handleBeginEpoch(nowMs int64, m Message) error {
+	req := m.BeginEpoch
+	resp := &BeginQuorumEpochResponse{}
+	var err error
+	switch {
+	case req.LeaderID < 0 || req.LeaderEpoch < 0:
+		resp.ErrorCode = kerr.InvalidRequest.Code
+	case req.VoterID >= 0 && req.VoterID != r.cfg.NodeID:
+		resp.ErrorCode = kerr.InvalidVoterKey.Code
+	case req.LeaderEpoch < r.epoch:
+		resp.ErrorCode = kerr.FencedLeaderEpoch.Code
+	case req.LeaderEpoch > r.epoch || r.leaderID < 0:
+		err = r.learnLeader(nowMs, req.LeaderEpoch, req.LeaderID)
+	case r.leaderID != req.LeaderID:
+		err = ErrInconsistentLeader
+	case r.role == Unattached || r.role == Prospective:
+		// Leader already known (e.g. a failed pre-vote round): follow it again.
+		r.becomeFollower(nowMs, req.LeaderEpoch, req.LeaderID)
+	}
+	resp.LeaderID, resp.LeaderEpoch = r.leaderID, r.epoch
+	if r.role == Leader || r.role == Resigned {
+		resp.LeaderID = r.cfg.NodeID
+	}
+	r.send(Message{To: m.From, RequestID: m.RequestID, BeginEpochResp: resp})
+	return err
+}
+
+// handleEndEpoch: the leader is resigning. Its followers shorten their fetch timer by
+// their rank among the preferred successors, so the most caught-up voter campaigns
+// first; an Unattached voter campaigns at once.
+func (r *Raft) handleEndEpoch(nowMs int64, m Message) error {
+	req := m.EndEpoch
+	resp := &EndQuorumEpochResponse{}
+	var err error
+	switch {
+	case req.LeaderID < 0 || req.LeaderEpoch < 0:
+		resp.ErrorCode = kerr.InvalidRequest.Code
+	case req.LeaderEpoch < r.epoch:
+		resp.ErrorCode = kerr.FencedLeaderEpoch.Code
+	default:
+		if req.LeaderEpoch > r.epoch || r.leaderID < 0 {
+			err = r.learnLeader(nowMs, req.LeaderEpoch, req.LeaderID)
+		}
+		if err == nil {
+			r.reactToEndEpoch(nowMs, req)
+		}
+	}
+	resp.LeaderID, resp.LeaderEpoch = r.leaderID, r.epoch
+	if r.role == Leader || r.role == Resigned {
+		resp.LeaderID = r.cfg.NodeID
+	}
+	r.send(Message{To: m.From, RequestID: m.RequestID, EndEpochResp: resp})
+	return err
+}
+
+func (r *Raft) reactToEndEpoch(nowMs int64, req *EndQuorumEpochRequest) {
+	if !r.isVoter {
+		return
+	}
+	switch {
+	case r.role == Follower && r.leaderID == req.LeaderID:
+		// The leader is leaving: stop protecting it from pre-votes.
+		r.follow.fetchedOK = false
+		r.follow.fetchDeadlineMs = min(r.follow.fetchDeadlineMs, nowMs+r.endEpochBackoffMs(req.PreferredSuccessors))
+		r.tickFollower(nowMs)
+	case r.role == Unattached:
+		r.startElection(nowMs)
+	}
+}
+
+// endEpochBackoffMs: rank 0 waits nothing, rank p waits (max >> (n-1)) << (p-1), and a
+// voter outside the list waits the full backoff maximum.
+func (r *Raft) endEpochBackoffMs(successors []int32) int64 {
+	p := slices.Index(successors, r.cfg.NodeID)
+	n := len(successors)
+	switch {
+	case p == 0:
+		return 0
+	case p < 0:
+		return r.cfg.ElectionBackoffMaxMs
+	}
+	return (r.cfg.ElectionBackoffMaxMs >> (n - 1)) << (p - 1)
+}

@@ -1,0 +1,290 @@
+package quorum
+
+import (
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
+
+// replicaState is the leader's view of one fetcher (voter or observer).
+type replicaState struct {
+	id    int32
+	voter bool
+	// endOffset is the replica's last FetchOffset (its durable LEO for a voter); -1 unknown.
+	endOffset int64
+	// lastFetchMs is when it last fetched; -1 never in this epoch.
+	lastFetchMs int64
+	// lastCaughtUpMs is the last time its fetch offset reached the leader's LEO.
+	lastCaughtUpMs int64
+	// prevFetchMs and prevLeaderEnd remember the previous fetch: a replica that now reaches
+	// the LEO the leader had then was caught up at that time (Kafka's ReplicaState).
+	prevFetchMs   int64
+	prevLeaderEnd int64
+}
+
+// parkedFetch is a Fetch held in purgatory until the log grows or MaxWait expires.
+type parkedFetch struct {
+	from       int32
+	requestID  uint64
+	req        *FetchRequest
+	deadlineMs int64
+}
+
+// leaderState is the per-epoch state of a leader.
+//
+// INVARIANTS:
+//   - epochStartOffset is the offset of this epoch's LeaderChange batch.
+//   - hwEstablished only once the majority offset passed epochStartOffset.
+//   - observers (voter false) never contribute to the high watermark.
+type leaderState struct {
+	epochStartOffset int64
+	hwEstablished    bool
+	grantingVoters   []int32
+	replicas         map[int32]*replicaState
+	parked           []parkedFetch
+
+	// beginEpochMs is when BeginQuorumEpoch is next sent to voters that have not fetched.
+	beginEpochMs int64
+	// checkQuorumMs is when a majority must have fetched within the window.
+	checkQuorumMs int64
+
+	// acc holds proposals not yet drained into a batch.
+	acc      []raftlog.Record
+	accBytes int
+	accUntil int64
+}
+
+func (l *leaderState) nextDeadlineMs() int64 {
+	d := min(l.beginEpochMs, l.checkQuorumMs, l.accUntil)
+	for _, p := range l.parked {
+		d = min(d, p.deadlineMs)
+	}
+	return d
+}
+
+// becomeLeader takes over the epoch it won: it appends the LeaderChange control batch
+// at once (so the high watermark becomes reachable in this epoch, KAFKA-12619) and
+// announces itself with BeginQuorumEpoch.
+func (r *Raft) becomeLeader(nowMs int64) {
+	assertf(r.role == Candidate && r.votedID == r.cfg.NodeID, "only a self-voted candidate wins (role %s)", r.role)
+	granting := slices.Sorted(func(yield func(int32) bool) {
+		for id := range r.ballot.granted {
+			if !yield(id) {
+				return
+			}
+		}
+	})
+	r.leave()
+	r.role = Leader
+	r.leaderID = r.cfg.NodeID
+	r.retries = 0
+	l := &leaderState{
+		epochStartOffset: r.log.endOffset(),
+		grantingVoters:   granting,
+		replicas:         map[int32]*replicaState{},
+		beginEpochMs:     nowMs,
+		checkQuorumMs:    noDeadline,
+		accUntil:         noDeadline,
+	}
+	for _, v := range r.cfg.Voters {
+		l.replicas[v] = &replicaState{id: v, voter: true, endOffset: -1, lastFetchMs: -1, lastCaughtUpMs: -1}
+	}
+	if len(r.cfg.Voters) > 1 {
+		l.checkQuorumMs = nowMs + r.checkQuorumWindowMs()
+	}
+	r.lead = l
+	r.persist()
+	r.logf("%d became leader at epoch %d", r.cfg.NodeID, r.epoch)
+	r.log.append(r.leaderChangeBatch(nowMs))
+	r.tickLeader(nowMs)
+	r.maybeAdvanceHW()
+}
+
+func (r *Raft) checkQuorumWindowMs() int64 { return r.cfg.FetchTimeoutMs * 3 / 2 }
+
+// leaderChangeBatch encodes LeaderChangeMessage v0 in a control batch of type 2
+// (kmsg's ControlRecordKeyTypeLeaderChange constant is 3, which is wrong).
+func (r *Raft) leaderChangeBatch(nowMs int64) raftlog.Batch {
+	msg := kmsg.LeaderChangeMessage{Version: 0, LeaderID: r.cfg.NodeID}
+	for _, v := range r.cfg.Voters {
+		msg.Voters = append(msg.Voters, kmsg.LeaderChangeMessageVoter{VoterID: v})
+	}
+	for _, v := range r.lead.grantingVoters {
+		msg.GrantingVoters = append(msg.GrantingVoters, kmsg.LeaderChangeMessageVoter{VoterID: v})
+	}
+	rec := raftlog.Record{Key: raftlog.ControlKey(raftlog.ControlLeaderChange), Value: msg.AppendTo(nil)}
+	return raftlog.EncodeBatch(r.log.endOffset(), r.epoch, nowMs, true, []raftlog.Record{rec})
+}
+
+func (r *Raft) tickLeader(nowMs int64) {
+	l := r.lead
+	if nowMs >= l.checkQuorumMs && !r.checkQuorum(nowMs) {
+		r.logf("%d lost check-quorum at epoch %d", r.cfg.NodeID, r.epoch)
+		r.becomeResigned(nowMs, r.preferredSuccessors())
+		return
+	}
+	if nowMs >= l.accUntil {
+		r.drainAccumulator(nowMs)
+	}
+	if nowMs >= l.beginEpochMs {
+		r.sendBeginEpoch()
+		l.beginEpochMs = nowMs + r.cfg.FetchTimeoutMs/2
+	}
+	r.expireParkedFetches(nowMs)
+}
+
+// sendBeginEpoch announces the leader to voters that have not fetched in this epoch.
+func (r *Raft) sendBeginEpoch() {
+	for _, v := range r.otherVoters() {
+		if r.lead.replicas[v].lastFetchMs >= 0 {
+			continue
+		}
+		r.send(Message{To: v, RequestID: r.newRequestID(), BeginEpoch: &BeginQuorumEpochRequest{
+			ClusterID: r.cfg.ClusterID, VoterID: v, LeaderID: r.cfg.NodeID, LeaderEpoch: r.epoch,
+		}})
+	}
+}
+
+// checkQuorum reports whether a majority (the leader included) fetched within the
+// window, and re-arms the timer for when the oldest of that majority goes stale.
+func (r *Raft) checkQuorum(nowMs int64) bool {
+	window := r.checkQuorumWindowMs()
+	var times []int64
+	for _, v := range r.otherVoters() {
+		times = append(times, r.lead.replicas[v].lastFetchMs)
+	}
+	slices.Sort(times)
+	slices.Reverse(times)
+	need := r.cfg.majority() - 1
+	t := times[need-1]
+	if t < 0 || nowMs-t >= window {
+		return false
+	}
+	r.lead.checkQuorumMs = t + window
+	return true
+}
+
+// preferredSuccessors orders the other voters by fetch offset, most caught up first.
+func (r *Raft) preferredSuccessors() []int32 {
+	others := r.otherVoters()
+	if r.lead == nil {
+		return others
+	}
+	slices.SortStableFunc(others, func(a, b int32) int {
+		ea, eb := r.lead.replicas[a].endOffset, r.lead.replicas[b].endOffset
+		switch {
+		case ea > eb:
+			return -1
+		case ea < eb:
+			return 1
+		}
+		return 0
+	})
+	return others
+}
+
+// Propose queues records for one batch in the current epoch. They get consecutive
+// offsets from baseOffset and are appended when the linger time expires or the batch
+// is full; they are committed once the high watermark passes them.
+func (r *Raft) Propose(nowMs int64, records []raftlog.Record) (baseOffset int64, epoch int32, err error) {
+	r.nowMs = max(r.nowMs, nowMs)
+	if r.role != Leader {
+		return 0, 0, ErrNotLeader
+	}
+	if len(records) == 0 {
+		return r.log.endOffset() + int64(len(r.lead.acc)), r.epoch, nil
+	}
+	size := raftlog.BatchHeaderSize
+	for _, rec := range records {
+		size += len(rec.Key) + len(rec.Value) + 16
+	}
+	if size > r.cfg.MaxBatchBytes {
+		return 0, 0, ErrBatchTooLarge
+	}
+	l := r.lead
+	if l.accBytes+size > r.cfg.MaxBatchBytes {
+		r.drainAccumulator(r.nowMs)
+	}
+	baseOffset = r.log.endOffset() + int64(len(l.acc))
+	if len(l.acc) == 0 {
+		l.accBytes = raftlog.BatchHeaderSize
+		l.accUntil = r.nowMs + max(r.cfg.AppendLingerMs, 0)
+	}
+	l.acc = append(l.acc, records...)
+	l.accBytes += size - raftlog.BatchHeaderSize
+	if r.cfg.AppendLingerMs <= 0 {
+		r.drainAccumulator(r.nowMs)
+	}
+	return baseOffset, r.epoch, nil
+}
+
+// drainAccumulator appends the queued proposals as one batch and wakes parked fetches.
+func (r *Raft) drainAccumulator(nowMs int64) {
+	l := r.lead
+	l.accUntil = noDeadline
+	if len(l.acc) == 0 {
+		return
+	}
+	b := raftlog.EncodeBatch(r.log.endOffset(), r.epoch, nowMs, false, l.acc)
+	l.acc, l.accBytes = nil, 0
+	r.log.append(b)
+	r.maybeAdvanceHW()
+	r.completeParkedFetches(nowMs, false)
+}
+
+// maybeAdvanceHW recomputes the leader's high watermark (spec section 2.6).
+func (r *Raft) maybeAdvanceHW() {
+	l := r.lead
+	offsets := make([]int64, 0, len(r.cfg.Voters))
+	for _, v := range r.cfg.Voters {
+		if v == r.cfg.NodeID {
+			offsets = append(offsets, r.log.flushedEnd)
+		} else {
+			offsets = append(offsets, l.replicas[v].endOffset)
+		}
+	}
+	hw := majorityOffset(offsets)
+	if hw <= l.epochStartOffset {
+		return // nothing is exposed before an entry of this epoch commits
+	}
+	if hw < r.hw {
+		r.debugf("%d ignores lower majority offset %d < hw %d", r.cfg.NodeID, hw, r.hw)
+		return
+	}
+	if !l.hwEstablished {
+		r.logf("%d established high watermark %d at epoch %d", r.cfg.NodeID, hw, r.epoch)
+	}
+	l.hwEstablished = true
+	r.hw = hw
+}
+
+// majorityOffset is the largest offset that a majority of the given voter offsets has
+// reached: sorted descending, the entry at index n/2.
+func majorityOffset(offsets []int64) int64 {
+	s := slices.Clone(offsets)
+	slices.Sort(s)
+	slices.Reverse(s)
+	return s[len(s)/2]
+}
+
+// leaderHW is the high watermark a leader reports: -1 until established in its epoch.
+func (r *Raft) leaderHW() int64 {
+	if r.lead == nil || !r.lead.hwEstablished {
+		return -1
+	}
+	return r.hw
+}
+
+// Resign makes a leader step down gracefully: it becomes Resigned in the same epoch and
+// sends EndQuorumEpoch naming the most caught-up voters first, so a successor is
+// elected quickly. Used on shutdown. It returns ErrNotLeader on a non-leader.
+func (r *Raft) Resign(nowMs int64) error {
+	r.nowMs = max(r.nowMs, nowMs)
+	if r.role != Leader {
+		return ErrNotLeader
+	}
+	r.becomeResigned(r.nowMs, r.preferredSuccessors())
+	return nil
+}

@@ -1,0 +1,82 @@
+package quorumtest
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/kraftd/kraftd/quorum"
+)
+
+// add-nodes voters=1,2,3 [observers=4] [prevote=false] [linger=N] [cluster=ID]
+//
+//	[election-timeout=N] [fetch-timeout=N] [backoff-max=N]
+func (e *Env) handleAddNodes(tc *TestCase) error {
+	cfg := quorum.Config{AppendLingerMs: quorum.AppendLingerMsNone, ClusterID: "cluster"}
+	var voters, observers []int32
+	for _, a := range tc.Args {
+		var err error
+		val := ""
+		if len(a.Vals) > 0 {
+			val = a.Vals[0]
+		}
+		switch a.Key {
+		case "voters":
+			voters, err = parseIDs(a.Vals)
+		case "observers":
+			observers, err = parseIDs(a.Vals)
+		case "prevote":
+			cfg.DisablePreVote = val == "false"
+		case "cluster":
+			cfg.ClusterID = val
+		case "linger":
+			cfg.AppendLingerMs, err = strconv.ParseInt(val, 10, 64)
+		case "election-timeout":
+			cfg.ElectionTimeoutMs, err = strconv.ParseInt(val, 10, 64)
+		case "fetch-timeout":
+			cfg.FetchTimeoutMs, err = strconv.ParseInt(val, 10, 64)
+		case "backoff-max":
+			cfg.ElectionBackoffMaxMs, err = strconv.ParseInt(val, 10, 64)
+		default:
+			err = fmt.Errorf("unknown argument %q", a.Key)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	cfg.Voters = voters
+	for _, id := range append(voters, observers...) {
+		c := cfg
+		c.NodeID = id
+		c.Voters = append([]int32(nil), voters...)
+		if err := e.AddNode(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// crash node=N: the node stops; its unprocessed Ready is lost.
+func (e *Env) handleCrash(tc *TestCase) error {
+	ns, err := e.nodesArg(tc, "node")
+	if err != nil {
+		return err
+	}
+	for _, n := range ns {
+		e.Crash(n)
+	}
+	return nil
+}
+
+// restart node=N: start again from the node's disk.
+func (e *Env) handleRestart(tc *TestCase) error {
+	ns, err := e.nodesArg(tc, "node")
+	if err != nil {
+		return err
+	}
+	for _, n := range ns {
+		if err := e.Start(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}

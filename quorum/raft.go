@@ -1,0 +1,450 @@
+package quorum
+
+import (
+	"fmt"
+	"slices"
+
+	"go.uber.org/zap"
+
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
+
+// Role is a node's KRaft state (KIP-595 plus KIP-996's Prospective).
+type Role uint8
+
+const (
+	// Unattached: no leader known in the epoch; may hold a vote ("Voted").
+	Unattached Role = iota
+	// Prospective: asking for pre-votes at the current epoch before bumping it.
+	Prospective
+	// Candidate: voted for itself in a bumped epoch, asking for votes.
+	Candidate
+	// Leader: appends, serves Fetch, advances the high watermark.
+	Leader
+	// Follower: fetches from the known leader of the epoch.
+	Follower
+	// Resigned: a former leader handing over; it never leads this epoch again.
+	Resigned
+)
+
+func (r Role) String() string {
+	switch r {
+	case Unattached:
+		return "Unattached"
+	case Prospective:
+		return "Prospective"
+	case Candidate:
+		return "Candidate"
+	case Leader:
+		return "Leader"
+	case Follower:
+		return "Follower"
+	case Resigned:
+		return "Resigned"
+	}
+	return fmt.Sprintf("Role(%d)", uint8(r))
+}
+
+// noDeadline is a timer that is not armed.
+const noDeadline int64 = 1<<63 - 1
+
+// Raft is the deterministic KRaft core. It does no I/O, reads no clock and starts no
+// goroutine: the driver steps messages in, ticks timers, and persists and sends what
+// Ready returns. It is not safe for concurrent use; one driver goroutine owns it.
+//
+// INVARIANTS:
+//   - epoch never decreases; at most one leader is recorded per epoch (leaderID).
+//   - votedID, once set in an epoch, does not change within it.
+//   - hw <= log.endOffset() except transiently on a leader (majority may be ahead of
+//     its own flush); hw never decreases within the process lifetime.
+//   - applied <= hw: Committed hands out batches strictly in order, gap-free.
+//   - observers (isVoter false) are only ever Unattached or Follower.
+type Raft struct {
+	cfg     Config
+	logger  *zap.Logger
+	isVoter bool
+	log     *raftLog
+
+	role     Role
+	epoch    int32
+	leaderID int32
+	votedID  int32
+
+	hw      int64
+	applied int64
+
+	// electionDeadlineMs: Unattached/Prospective/Candidate/Resigned election timer.
+	electionDeadlineMs int64
+	// backoffDeadlineMs: a Candidate waiting out its election backoff.
+	backoffDeadlineMs int64
+	retries           int
+
+	ballot   *ballot
+	lead     *leaderState
+	follow   *followerState
+	resigned *resignedState
+	// discover: an Unattached observer's discovery Fetch state.
+	discover *followerState
+
+	noPreVote map[int32]bool
+
+	nextRequestID uint64
+	nowMs         int64
+
+	pendingState *raftlog.QuorumState
+	// stateInFlight: a Ready carried a QuorumState that Advance has not confirmed yet.
+	stateInFlight bool
+	msgs         []Message
+	msgsAfter    []Message
+	lastSoft     SoftState
+}
+
+// ballot counts votes or pre-votes of one election round.
+type ballot struct {
+	preVote  bool
+	granted  map[int32]bool
+	rejected map[int32]bool
+}
+
+// NewRaft builds the core from what the driver loaded from storage, applying Kafka's
+// start-up rules (QuorumState.initialize): a persisted epoch behind the log's last
+// epoch starts Unattached at the log epoch; a persisted leader that is this node comes
+// back Resigned (it must never lead the same epoch twice); a vote for itself restarts
+// as Candidate in the same epoch; a vote for another restarts Unattached+voted.
+func NewRaft(cfg Config, loaded raftlog.Loaded, nowMs int64) (*Raft, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	rl, err := newRaftLog(loaded)
+	if err != nil {
+		return nil, err
+	}
+	r := &Raft{
+		cfg:       cfg,
+		logger:    cfg.Logger,
+		isVoter:   cfg.isVoter(cfg.NodeID),
+		log:       rl,
+		leaderID:  -1,
+		votedID:   -1,
+		hw:        rl.startOffset,
+		applied:   rl.startOffset,
+		noPreVote: map[int32]bool{},
+		nowMs:     nowMs,
+	}
+	r.resetTimers()
+	r.initialize(loaded.State, nowMs)
+	r.lastSoft = SoftState{LeaderID: -2} // the first Ready reports the initial state
+	return r, nil
+}
+
+func (r *Raft) initialize(st raftlog.QuorumState, nowMs int64) {
+	self := r.cfg.NodeID
+	switch {
+	case st.LeaderEpoch < r.log.lastEpoch():
+		r.logf("%d state epoch %d is behind log epoch %d", self, st.LeaderEpoch, r.log.lastEpoch())
+		r.becomeUnattached(nowMs, r.log.lastEpoch(), -1)
+	case st.LeaderID == self && r.isVoter:
+		r.epoch, r.leaderID = st.LeaderEpoch, self
+		r.becomeResigned(nowMs, r.otherVoters())
+	case st.VotedID == self && r.isVoter:
+		r.epoch = st.LeaderEpoch
+		r.becomeCandidateAt(nowMs, st.LeaderEpoch)
+	case st.LeaderID >= 0 && st.LeaderID != self:
+		r.epoch, r.votedID = st.LeaderEpoch, st.VotedID
+		r.becomeFollower(nowMs, st.LeaderEpoch, st.LeaderID)
+	default:
+		r.epoch = st.LeaderEpoch
+		r.votedID = st.VotedID
+		if !r.isVoter {
+			r.votedID = -1
+		}
+		r.role = Unattached
+		r.enterUnattached(nowMs)
+		r.logf("%d became unattached at epoch %d", self, r.epoch)
+	}
+	if r.isVoter && len(r.cfg.Voters) == 1 && r.role != Leader {
+		// A single-voter quorum needs nobody's vote: elect at once.
+		r.becomeCandidate(nowMs)
+	}
+}
+
+// logf logs a state-transition sentence at info; transcripts show these lines.
+func (r *Raft) logf(format string, args ...any) {
+	if ce := r.logger.Check(zap.InfoLevel, ""); ce != nil {
+		ce.Message = fmt.Sprintf(format, args...)
+		ce.Write()
+	}
+}
+
+// debugf logs a per-message line at debug.
+func (r *Raft) debugf(format string, args ...any) {
+	if ce := r.logger.Check(zap.DebugLevel, ""); ce != nil {
+		ce.Message = fmt.Sprintf(format, args...)
+		ce.Write()
+	}
+}
+
+func (r *Raft) otherVoters() []int32 {
+	out := make([]int32, 0, len(r.cfg.Voters))
+	for _, v := range r.cfg.Voters {
+		if v != r.cfg.NodeID {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// randomElectionTimeoutMs is uniform in [T, 2T).
+func (r *Raft) randomElectionTimeoutMs() int64 {
+	t := r.cfg.ElectionTimeoutMs
+	return t + r.cfg.Rand.Int64N(t)
+}
+
+// electionBackoffMs is min(100ms * random[0, 2^retries), max); the exponent is capped.
+func (r *Raft) electionBackoffMs() int64 {
+	exp := min(r.retries, 20)
+	return min(100*r.cfg.Rand.Int64N(int64(1)<<exp), r.cfg.ElectionBackoffMaxMs)
+}
+
+func (r *Raft) resetTimers() {
+	r.electionDeadlineMs = noDeadline
+	r.backoffDeadlineMs = noDeadline
+}
+
+// persist records the election state to be written before dependent messages go out.
+func (r *Raft) persist() {
+	st := raftlog.QuorumState{LeaderID: r.leaderID, LeaderEpoch: r.epoch, VotedID: r.votedID}
+	if r.role == Leader || r.role == Resigned {
+		st.LeaderID = r.cfg.NodeID
+	}
+	st.CurrentVoters = slices.Clone(r.cfg.Voters)
+	r.pendingState = &st
+}
+
+// leave tears down the state of the current role before a transition.
+func (r *Raft) leave() {
+	if r.lead != nil {
+		r.failParkedFetches()
+	}
+	r.lead, r.follow, r.resigned, r.ballot, r.discover = nil, nil, nil, nil, nil
+	r.resetTimers()
+}
+
+// transitionEpoch checks the rule that no transition goes to a lower epoch.
+func (r *Raft) transitionEpoch(epoch int32) {
+	assertf(epoch >= r.epoch, "monotonic epoch: transition from epoch %d to %d", r.epoch, epoch)
+	if epoch > r.epoch {
+		r.votedID = -1
+		r.leaderID = -1
+		r.retries = 0
+	}
+	r.epoch = epoch
+}
+
+// becomeUnattached moves to Unattached in a higher epoch (the same epoch only from
+// Prospective, whose epoch was never bumped). votedID is kept within the epoch.
+func (r *Raft) becomeUnattached(nowMs int64, epoch int32, leaderHint int32) {
+	assertf(epoch > r.epoch || r.role == Prospective,
+		"unattached only in a higher epoch: %s at %d -> %d", r.role, r.epoch, epoch)
+	r.leave()
+	r.transitionEpoch(epoch)
+	if leaderHint >= 0 {
+		r.leaderID = leaderHint
+	}
+	r.role = Unattached
+	r.enterUnattached(nowMs)
+	r.persist()
+	r.logf("%d became unattached at epoch %d", r.cfg.NodeID, r.epoch)
+}
+
+func (r *Raft) enterUnattached(nowMs int64) {
+	if r.isVoter {
+		r.electionDeadlineMs = nowMs + r.randomElectionTimeoutMs()
+		return
+	}
+	r.discover = &followerState{fetchDeadlineMs: noDeadline, nextFetchMs: nowMs, rediscover: true}
+	r.maybeSendDiscoveryFetch(nowMs)
+}
+
+// becomeFollower follows leaderID in epoch.
+func (r *Raft) becomeFollower(nowMs int64, epoch, leaderID int32) {
+	assertf(leaderID != r.cfg.NodeID, "cannot follow self at epoch %d", epoch)
+	if epoch == r.epoch && r.leaderID >= 0 && r.leaderID != leaderID {
+		panic(fmt.Sprintf("quorum: invariant violated: single leader per epoch: %d and %d in epoch %d", r.leaderID, leaderID, epoch))
+	}
+	assertf(epoch > r.epoch || r.role != Leader && r.role != Resigned,
+		"leader or resigned follows another at its own epoch %d", epoch)
+	r.leave()
+	r.transitionEpoch(epoch)
+	r.leaderID = leaderID
+	r.role = Follower
+	r.follow = &followerState{fetchDeadlineMs: nowMs + r.cfg.FetchTimeoutMs, nextFetchMs: nowMs}
+	r.persist()
+	r.logf("%d became follower of %d at epoch %d", r.cfg.NodeID, leaderID, epoch)
+	r.maybeSendFetch(nowMs)
+}
+
+// startElection is the action of an expired election or fetch timer.
+func (r *Raft) startElection(nowMs int64) {
+	assertf(r.isVoter, "observer %d never campaigns", r.cfg.NodeID)
+	// A resigned leader skips pre-vote: every voter already knows it stepped down.
+	if r.role != Resigned && r.preVoteUsable() {
+		r.becomeProspective(nowMs)
+		return
+	}
+	r.becomeCandidate(nowMs)
+}
+
+// preVoteUsable: KIP-996 pre-vote only if every other voter speaks Vote v2.
+func (r *Raft) preVoteUsable() bool {
+	if r.cfg.DisablePreVote || len(r.cfg.Voters) == 1 {
+		return false
+	}
+	for _, v := range r.otherVoters() {
+		if r.noPreVote[v] {
+			return false
+		}
+	}
+	return true
+}
+
+// becomeProspective asks for pre-votes at the current epoch; nothing durable changes.
+func (r *Raft) becomeProspective(nowMs int64) {
+	leader, voted := r.leaderID, r.votedID
+	if r.role == Resigned || r.role == Leader {
+		panic("quorum: invariant violated: leader or resigned cannot become prospective")
+	}
+	r.leave()
+	r.leaderID, r.votedID = leader, voted
+	r.role = Prospective
+	r.ballot = &ballot{preVote: true, granted: map[int32]bool{r.cfg.NodeID: true}, rejected: map[int32]bool{}}
+	r.electionDeadlineMs = nowMs + r.randomElectionTimeoutMs()
+	r.logf("%d became prospective at epoch %d", r.cfg.NodeID, r.epoch)
+	r.sendVotes(true)
+	r.maybeWinElection(nowMs)
+}
+
+// becomeCandidate bumps the epoch and votes for itself.
+func (r *Raft) becomeCandidate(nowMs int64) {
+	r.becomeCandidateAt(nowMs, r.epoch+1)
+}
+
+func (r *Raft) becomeCandidateAt(nowMs int64, epoch int32) {
+	assertf(r.isVoter, "observer %d never campaigns", r.cfg.NodeID)
+	retries := r.retries
+	r.leave()
+	r.transitionEpoch(epoch)
+	r.retries = retries + 1
+	r.votedID = r.cfg.NodeID
+	r.role = Candidate
+	r.ballot = &ballot{granted: map[int32]bool{r.cfg.NodeID: true}, rejected: map[int32]bool{}}
+	r.electionDeadlineMs = nowMs + r.randomElectionTimeoutMs()
+	r.persist()
+	r.logf("%d became candidate at epoch %d", r.cfg.NodeID, r.epoch)
+	r.sendVotes(false)
+	r.maybeWinElection(nowMs)
+}
+
+// becomeResigned hands leadership over without leaving the epoch.
+func (r *Raft) becomeResigned(nowMs int64, successors []int32) {
+	assertf(r.isVoter, "observer %d cannot resign", r.cfg.NodeID)
+	r.leave()
+	r.leaderID = r.cfg.NodeID
+	r.role = Resigned
+	r.resigned = &resignedState{successors: successors, acked: map[int32]bool{}}
+	r.electionDeadlineMs = nowMs + r.randomElectionTimeoutMs()
+	r.logf("%d became resigned at epoch %d", r.cfg.NodeID, r.epoch)
+	r.sendEndEpoch(nowMs)
+}
+
+// Tick fires every timer due at nowMs. The driver calls it at NextDeadlineMs (calling
+// it earlier or more often is harmless).
+func (r *Raft) Tick(nowMs int64) {
+	r.nowMs = max(r.nowMs, nowMs)
+	nowMs = r.nowMs
+	switch r.role {
+	case Leader:
+		r.tickLeader(nowMs)
+	case Follower:
+		r.tickFollower(nowMs)
+	case Unattached:
+		if r.isVoter && nowMs >= r.electionDeadlineMs {
+			r.startElection(nowMs)
+		} else if !r.isVoter {
+			r.maybeSendDiscoveryFetch(nowMs)
+		}
+	case Prospective:
+		if nowMs >= r.electionDeadlineMs {
+			r.becomeProspective(nowMs)
+		}
+	case Candidate:
+		r.tickCandidate(nowMs)
+	case Resigned:
+		r.tickResigned(nowMs)
+	}
+}
+
+func (r *Raft) tickCandidate(nowMs int64) {
+	switch {
+	case nowMs >= r.backoffDeadlineMs:
+		r.startElection(nowMs)
+	case r.backoffDeadlineMs == noDeadline && nowMs >= r.electionDeadlineMs:
+		r.backoff(nowMs)
+	}
+}
+
+// backoff makes a losing candidate wait a random time before the next round, so two
+// candidates do not split the vote forever.
+func (r *Raft) backoff(nowMs int64) {
+	r.electionDeadlineMs = noDeadline
+	r.backoffDeadlineMs = nowMs + r.electionBackoffMs()
+	r.logf("%d lost election at epoch %d, backing off", r.cfg.NodeID, r.epoch)
+	if nowMs >= r.backoffDeadlineMs {
+		r.startElection(nowMs)
+	}
+}
+
+// NextDeadlineMs is the earliest time Tick has work to do, or MaxInt64 for none.
+func (r *Raft) NextDeadlineMs() int64 {
+	d := min(r.electionDeadlineMs, r.backoffDeadlineMs)
+	if r.lead != nil {
+		d = min(d, r.lead.nextDeadlineMs())
+	}
+	if r.follow != nil {
+		d = min(d, r.follow.nextDeadlineMs())
+	}
+	if r.discover != nil {
+		d = min(d, r.discover.nextDeadlineMs())
+	}
+	if r.resigned != nil {
+		d = min(d, r.resigned.nextSendMs)
+	}
+	return d
+}
+
+// SetPeerSupportsPreVote records whether a voter speaks Vote v2 (KIP-996). The driver
+// learns it from ApiVersions; pre-vote is used only while every voter supports it.
+func (r *Raft) SetPeerSupportsPreVote(id int32, ok bool) {
+	if ok {
+		delete(r.noPreVote, id)
+	} else {
+		r.noPreVote[id] = true
+	}
+}
+
+func (r *Raft) newRequestID() uint64 {
+	r.nextRequestID++
+	return r.nextRequestID
+}
+
+// send queues m. Only a leader's Fetch answers may leave before the pending state is
+// durable: everything else (votes, epoch acks, a follower's next Fetch, which is its
+// durability ack) must wait for the Ready's persistence.
+func (r *Raft) send(m Message) {
+	m.From = r.cfg.NodeID
+	if m.FetchResp != nil && r.role == Leader && r.pendingState == nil && !r.stateInFlight {
+		r.msgs = append(r.msgs, m)
+		return
+	}
+	r.msgsAfter = append(r.msgsAfter, m)
+}

@@ -1,0 +1,103 @@
+package quorum
+
+import (
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
+
+// SoftState is the volatile part of the state; Ready carries it when it changed.
+type SoftState struct {
+	Role     Role
+	Epoch    int32
+	LeaderID int32
+	// EpochStartOffset is set for a Leader: the state machine may write only once it has
+	// applied every committed batch below it (KAFKA-15345); Committed delivers them in
+	// order before the leader's own LeaderChange batch.
+	EpochStartOffset int64
+}
+
+// Ready is the work the core hands to the driver. Handle it in this order:
+//
+//  1. Send Messages (they depend on nothing unsaved).
+//  2. If QuorumState is set, replace the quorum-state file atomically (tmp, fsync, rename).
+//  3. If TruncateTo >= 0, truncate the log there; then append Append; then fsync.
+//  4. Send MessagesAfterPersist (vote grants, epoch acks, a follower's Fetch, which is
+//     its durability ack, ...).
+//  5. Apply Committed to the state machine, in order.
+//  6. Call Advance(rd). Do not call Step, Tick or Propose between Ready and Advance.
+type Ready struct {
+	QuorumState *raftlog.QuorumState
+	// TruncateTo is -1 when there is nothing to truncate.
+	TruncateTo int64
+	Append     []raftlog.Batch
+	Messages   []Message
+	// MessagesAfterPersist may only be sent once QuorumState and Append are durable.
+	MessagesAfterPersist []Message
+	// Committed are newly committed batches (control batches included), gap-free and in
+	// offset order.
+	Committed     []raftlog.Batch
+	HighWatermark int64
+	SoftState     *SoftState
+
+	flushEnd int64
+}
+
+// HasReady reports whether Ready would return any work.
+func (r *Raft) HasReady() bool {
+	return r.pendingState != nil || r.log.pendingTruncate >= 0 || r.log.unstableFrom < r.log.endOffset() ||
+		len(r.msgs) > 0 || len(r.msgsAfter) > 0 || r.hasCommitted() || r.softState() != r.lastSoft
+}
+
+func (r *Raft) hasCommitted() bool {
+	i := r.log.batchIndex(r.applied)
+	return i >= 0 && r.log.batches[i].NextOffset() <= r.hw
+}
+
+func (r *Raft) softState() SoftState {
+	s := SoftState{Role: r.role, Epoch: r.epoch, LeaderID: r.leaderID}
+	if r.lead != nil {
+		s.EpochStartOffset = r.lead.epochStartOffset
+	}
+	return s
+}
+
+// Ready takes the pending work. The caller must handle it and call Advance.
+func (r *Raft) Ready() Ready {
+	rd := Ready{
+		QuorumState:          r.pendingState,
+		TruncateTo:           r.log.pendingTruncate,
+		Append:               r.log.from(r.log.unstableFrom),
+		Messages:             r.msgs,
+		MessagesAfterPersist: r.msgsAfter,
+		HighWatermark:        r.hw,
+		flushEnd:             r.log.endOffset(),
+	}
+	if rd.QuorumState != nil {
+		r.stateInFlight = true
+	}
+	r.pendingState = nil
+	r.log.pendingTruncate = -1
+	r.log.unstableFrom = r.log.endOffset()
+	r.msgs, r.msgsAfter = nil, nil
+	rd.Committed = r.log.committedBetween(r.applied, r.hw)
+	if n := len(rd.Committed); n > 0 {
+		assertf(rd.Committed[0].BaseOffset == r.applied, "gap-free commit: next %d, batch at %d", r.applied, rd.Committed[0].BaseOffset)
+		r.applied = rd.Committed[n-1].NextOffset()
+	}
+	if s := r.softState(); s != r.lastSoft {
+		r.lastSoft = s
+		rd.SoftState = &s
+	}
+	return rd
+}
+
+// Advance tells the core that everything in rd is durable. For a leader this can move
+// the high watermark (its own flushed offset counts toward the majority).
+func (r *Raft) Advance(rd Ready) {
+	if rd.QuorumState != nil {
+		r.stateInFlight = false
+	}
+	r.log.flushedEnd = max(r.log.flushedEnd, min(rd.flushEnd, r.log.endOffset()))
+	if r.lead != nil {
+		r.maybeAdvanceHW()
+	}
+}

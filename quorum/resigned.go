@@ -1,0 +1,59 @@
+package quorum
+
+// resignedState is a former leader handing over. It rejects every vote in its epoch
+// and resends EndQuorumEpoch to voters that have not answered.
+type resignedState struct {
+	successors []int32
+	acked      map[int32]bool
+	nextSendMs int64
+}
+
+func (r *Raft) sendEndEpoch(nowMs int64) {
+	rs := r.resigned
+	for _, v := range r.otherVoters() {
+		if rs.acked[v] {
+			continue
+		}
+		r.send(Message{To: v, RequestID: r.newRequestID(), EndEpoch: &EndQuorumEpochRequest{
+			ClusterID: r.cfg.ClusterID, LeaderID: r.cfg.NodeID, LeaderEpoch: r.epoch,
+			PreferredSuccessors: rs.successors,
+		}})
+	}
+	rs.nextSendMs = noDeadline
+	if len(rs.acked) < len(r.cfg.Voters)-1 {
+		rs.nextSendMs = nowMs + r.cfg.RequestTimeoutMs
+	}
+}
+
+func (r *Raft) tickResigned(nowMs int64) {
+	if nowMs >= r.electionDeadlineMs {
+		r.becomeCandidate(nowMs)
+		return
+	}
+	if nowMs >= r.resigned.nextSendMs {
+		r.sendEndEpoch(nowMs)
+	}
+}
+
+func (r *Raft) handleEndEpochResponse(nowMs int64, m Message) error {
+	resp := m.EndEpochResp
+	if m.Err != nil {
+		return nil
+	}
+	if handled, err := r.handleCommonResponse(nowMs, m.From, resp.TopLevelErrorCode, resp.ErrorCode, resp.LeaderID, resp.LeaderEpoch); handled || err != nil {
+		return err
+	}
+	if r.resigned != nil && resp.LeaderEpoch == r.epoch && resp.ErrorCode == 0 {
+		r.resigned.acked[m.From] = true
+	}
+	return nil
+}
+
+func (r *Raft) handleBeginEpochResponse(nowMs int64, m Message) error {
+	resp := m.BeginEpochResp
+	if m.Err != nil {
+		return nil
+	}
+	_, err := r.handleCommonResponse(nowMs, m.From, resp.TopLevelErrorCode, resp.ErrorCode, resp.LeaderID, resp.LeaderEpoch)
+	return err
+}

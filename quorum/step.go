@@ -1,0 +1,68 @@
+package quorum
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Step hands the core one inbound request, or the response (or failure) of a request
+// it sent. Errors are fatal to the node (ErrTruncateBelowHighWatermark,
+// ErrInconsistentLeader, ErrInvalidResponse): the driver must stop it.
+func (r *Raft) Step(nowMs int64, m Message) error {
+	r.nowMs = max(r.nowMs, nowMs)
+	nowMs = r.nowMs
+	if m.IsRequest() && r.rejectClusterID(m) {
+		return nil
+	}
+	switch {
+	case m.Vote != nil:
+		r.handleVote(nowMs, m)
+	case m.VoteResp != nil:
+		return r.handleVoteResponse(nowMs, m)
+	case m.BeginEpoch != nil:
+		return r.handleBeginEpoch(nowMs, m)
+	case m.BeginEpochResp != nil:
+		return r.handleBeginEpochResponse(nowMs, m)
+	case m.EndEpoch != nil:
+		return r.handleEndEpoch(nowMs, m)
+	case m.EndEpochResp != nil:
+		return r.handleEndEpochResponse(nowMs, m)
+	case m.Fetch != nil:
+		r.handleFetch(nowMs, m)
+	case m.FetchResp != nil:
+		return r.handleFetchResponse(nowMs, m)
+	}
+	return nil
+}
+
+// rejectClusterID answers INCONSISTENT_CLUSTER_ID (104) to a request from another
+// cluster. An empty id on either side is not checked, as in Kafka.
+func (r *Raft) rejectClusterID(m Message) bool {
+	var id string
+	switch {
+	case m.Vote != nil:
+		id = m.Vote.ClusterID
+	case m.BeginEpoch != nil:
+		id = m.BeginEpoch.ClusterID
+	case m.EndEpoch != nil:
+		id = m.EndEpoch.ClusterID
+	case m.Fetch != nil:
+		id = m.Fetch.ClusterID
+	}
+	if id == "" || r.cfg.ClusterID == "" || id == r.cfg.ClusterID {
+		return false
+	}
+	code := kerr.InconsistentClusterID.Code
+	out := Message{To: m.From, RequestID: m.RequestID}
+	switch {
+	case m.Vote != nil:
+		out.VoteResp = &VoteResponse{TopLevelErrorCode: code, LeaderID: -1, LeaderEpoch: -1, PreVote: m.Vote.PreVote}
+	case m.BeginEpoch != nil:
+		out.BeginEpochResp = &BeginQuorumEpochResponse{TopLevelErrorCode: code, LeaderID: -1, LeaderEpoch: -1}
+	case m.EndEpoch != nil:
+		out.EndEpochResp = &EndQuorumEpochResponse{TopLevelErrorCode: code, LeaderID: -1, LeaderEpoch: -1}
+	case m.Fetch != nil:
+		out.FetchResp = &FetchResponse{TopLevelErrorCode: code, HighWatermark: -1, LeaderID: -1, LeaderEpoch: -1}
+	}
+	r.send(out)
+	return true
+}

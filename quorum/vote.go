@@ -1,0 +1,196 @@
+package quorum
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// sendVotes asks every other voter for a vote (or a pre-vote at the current epoch).
+func (r *Raft) sendVotes(preVote bool) {
+	for _, v := range r.otherVoters() {
+		r.send(Message{To: v, RequestID: r.newRequestID(), Vote: &VoteRequest{
+			ClusterID:       r.cfg.ClusterID,
+			VoterID:         v,
+			CandidateEpoch:  r.epoch,
+			CandidateID:     r.cfg.NodeID,
+			LastOffsetEpoch: r.log.lastEpoch(),
+			LastOffset:      r.log.endOffset(),
+			PreVote:         preVote,
+		}})
+	}
+}
+
+// handleVote answers a Vote request (KIP-595 section "Vote", KIP-996 for PreVote).
+func (r *Raft) handleVote(nowMs int64, m Message) {
+	req := m.Vote
+	resp := &VoteResponse{PreVote: req.PreVote}
+	reply := func() {
+		resp.LeaderID, resp.LeaderEpoch = r.leaderID, r.epoch
+		r.send(Message{To: m.From, RequestID: m.RequestID, VoteResp: resp})
+	}
+	switch {
+	case req.CandidateID < 0 || req.LastOffset < 0 || req.LastOffsetEpoch < 0 ||
+		req.LastOffsetEpoch > req.CandidateEpoch || (!req.PreVote && req.LastOffsetEpoch == req.CandidateEpoch):
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		reply()
+		return
+	case req.CandidateEpoch < r.epoch:
+		resp.ErrorCode = kerr.FencedLeaderEpoch.Code
+		reply()
+		return
+	case req.VoterID >= 0 && req.VoterID != r.cfg.NodeID:
+		resp.ErrorCode = kerr.InvalidVoterKey.Code
+		reply()
+		return
+	}
+	if !req.PreVote && req.CandidateEpoch > r.epoch {
+		r.becomeUnattached(nowMs, req.CandidateEpoch, -1)
+	}
+	upToDate := r.log.isUpToDate(req.LastOffsetEpoch, req.LastOffset)
+	resp.VoteGranted = r.isVoter && r.cfg.isVoter(req.CandidateID) && req.CandidateID != r.cfg.NodeID &&
+		r.canGrantVote(req.CandidateID, req.PreVote, req.CandidateEpoch > r.epoch, upToDate)
+	if resp.VoteGranted && !req.PreVote && r.votedID < 0 {
+		r.votedID = req.CandidateID
+		r.electionDeadlineMs = nowMs + r.randomElectionTimeoutMs()
+		r.persist()
+		r.logf("%d voted for %d at epoch %d", r.cfg.NodeID, req.CandidateID, r.epoch)
+	}
+	r.debugf("%d %s vote for %d at epoch %d (prevote=%t)", r.cfg.NodeID, grantWord(resp.VoteGranted), req.CandidateID, req.CandidateEpoch, req.PreVote)
+	reply()
+}
+
+func grantWord(ok bool) string {
+	if ok {
+		return "granted"
+	}
+	return "rejected"
+}
+
+// canGrantVote holds the per-state rules of section 2.4 of the spec. A pre-vote from a
+// higher epoch is judged on the log alone: this node's epoch is stale.
+func (r *Raft) canGrantVote(candidate int32, preVote, higherEpoch, upToDate bool) bool {
+	if preVote && higherEpoch {
+		return upToDate
+	}
+	switch r.role {
+	case Unattached, Prospective:
+		switch {
+		case preVote:
+			return upToDate
+		case r.votedID >= 0:
+			return r.votedID == candidate
+		case r.leaderID >= 0:
+			return false
+		}
+		return upToDate
+	case Follower:
+		// KIP-996: a follower still hearing from its leader protects it from a
+		// disruptive pre-vote; one that has not fetched successfully grants it.
+		return preVote && upToDate && !r.follow.fetchedOK
+	case Candidate:
+		return preVote && upToDate
+	}
+	return false // Leader, Resigned
+}
+
+// handleVoteResponse counts a (pre-)vote for the current election round.
+func (r *Raft) handleVoteResponse(nowMs int64, m Message) error {
+	resp := m.VoteResp
+	if m.Err != nil || r.ballot == nil || resp.PreVote != r.ballot.preVote {
+		return nil
+	}
+	if resp.TopLevelErrorCode == kerr.UnsupportedVersion.Code && resp.PreVote {
+		// KIP-996: a peer without Vote v2 cannot pre-vote; campaign for real.
+		r.SetPeerSupportsPreVote(m.From, false)
+		if r.role == Prospective {
+			r.becomeCandidate(nowMs)
+		}
+		return nil
+	}
+	if handled, err := r.handleCommonResponse(nowMs, m.From, resp.TopLevelErrorCode, resp.ErrorCode, resp.LeaderID, resp.LeaderEpoch); handled || err != nil {
+		return err
+	}
+	if resp.LeaderEpoch != r.epoch || resp.ErrorCode != 0 || !r.cfg.isVoter(m.From) {
+		return nil
+	}
+	if resp.VoteGranted {
+		r.ballot.granted[m.From] = true
+	} else {
+		r.ballot.rejected[m.From] = true
+	}
+	r.maybeWinElection(nowMs)
+	return nil
+}
+
+// maybeWinElection acts once a majority has answered one way.
+func (r *Raft) maybeWinElection(nowMs int64) {
+	b := r.ballot
+	switch {
+	case len(b.granted) >= r.cfg.majority():
+		if r.role == Prospective {
+			r.becomeCandidate(nowMs)
+		} else {
+			r.becomeLeader(nowMs)
+		}
+	case len(b.rejected) >= len(r.cfg.Voters)-r.cfg.majority()+1:
+		if r.role == Prospective {
+			r.prospectiveLost(nowMs)
+		} else if r.backoffDeadlineMs == noDeadline {
+			r.backoff(nowMs)
+		}
+	}
+}
+
+// prospectiveLost returns to what the node was before the pre-vote round: following
+// the known leader, or Unattached, at the same (never bumped) epoch.
+func (r *Raft) prospectiveLost(nowMs int64) {
+	r.logf("%d lost pre-vote at epoch %d", r.cfg.NodeID, r.epoch)
+	if r.leaderID >= 0 {
+		r.becomeFollower(nowMs, r.epoch, r.leaderID)
+		return
+	}
+	r.becomeUnattached(nowMs, r.epoch, -1)
+}
+
+// handleCommonResponse applies Kafka's maybeHandleCommonResponse: a response from an
+// older epoch or UNKNOWN_LEADER_EPOCH is dropped; a newer epoch, FENCED_LEADER_EPOCH or
+// NOT_LEADER_OR_FOLLOWER moves this node to the leader and epoch the response names.
+// It reports whether the response was fully handled.
+func (r *Raft) handleCommonResponse(nowMs int64, from int32, topErr, partErr int16, leaderID, leaderEpoch int32) (bool, error) {
+	switch {
+	case topErr == kerr.InvalidRequest.Code || partErr == kerr.InvalidRequest.Code:
+		return true, ErrInvalidResponse
+	case topErr != 0:
+		r.debugf("%d ignores response from %d: %s", r.cfg.NodeID, from, errName(topErr))
+		return true, nil
+	case leaderEpoch < r.epoch || partErr == kerr.UnknownLeaderEpoch.Code:
+		return true, nil
+	}
+	if leaderEpoch > r.epoch || (leaderEpoch == r.epoch && leaderID >= 0 && r.leaderID < 0) {
+		return true, r.learnLeader(nowMs, leaderEpoch, leaderID)
+	}
+	if leaderEpoch == r.epoch && leaderID >= 0 && leaderID != r.leaderID {
+		return true, ErrInconsistentLeader
+	}
+	return partErr == kerr.FencedLeaderEpoch.Code || partErr == kerr.NotLeaderForPartition.Code, nil
+}
+
+// learnLeader moves to epoch with leaderID (-1: unknown), as any message showing a
+// newer epoch or a newly known leader requires.
+func (r *Raft) learnLeader(nowMs int64, epoch, leaderID int32) error {
+	switch {
+	case leaderID == r.cfg.NodeID:
+		// Someone believes this node leads an epoch it does not lead here (e.g. a leader
+		// that restarted Resigned). Only adopt the epoch.
+		if epoch > r.epoch {
+			r.becomeUnattached(nowMs, epoch, -1)
+		}
+		return nil
+	case epoch == r.epoch && (r.role == Leader || r.role == Resigned):
+		return ErrInconsistentLeader
+	case leaderID >= 0:
+		r.becomeFollower(nowMs, epoch, leaderID)
+	case epoch > r.epoch:
+		r.becomeUnattached(nowMs, epoch, -1)
+	}
+	return nil
+}
