@@ -94,9 +94,9 @@ type Raft struct {
 	pendingState *raftlog.QuorumState
 	// stateInFlight: a Ready carried a QuorumState that Advance has not confirmed yet.
 	stateInFlight bool
-	msgs         []Message
-	msgsAfter    []Message
-	lastSoft     SoftState
+	msgs          []Message
+	msgsAfter     []Message
+	lastSoft      SoftState
 }
 
 // ballot counts votes or pre-votes of one election round.
