@@ -192,9 +192,11 @@ func (m *BrokerRegistrationChangeRecord) ReadFrom(b []byte, version int16) error
 		switch {
 		case tag == 0:
 			m.Fenced = sub.int8()
-		case tag == 1 && version >= 1:
+		case tag == 1 && version < 1, tag == 2 && version < 2:
+			return sub.badTag(tag, version)
+		case tag == 1:
 			m.InControlledShutdown = sub.int8()
-		case tag == 2 && version >= 2:
+		case tag == 2:
 			m.LogDirs = sub.uuids(false)
 		default:
 			return false

@@ -318,7 +318,8 @@ func structs[T any](r *reader, minSize int, read func(*reader, *T)) []T {
 // tags reads a tag section. For each tag, known is called with a reader over
 // exactly that tag's payload; it returns false for tags it does not know,
 // which are skipped (see the package doc). A known tag must consume its whole
-// payload.
+// payload. A tag the schema defines, but only for other versions, is an
+// error (see badTag), as in Kafka.
 func (r *reader) tags(known func(tag uint32, sub *reader) bool) {
 	count := r.uvarint()
 	for i := uint32(0); i < count && r.err == nil; i++ {
@@ -341,6 +342,14 @@ func (r *reader) tags(known func(tag uint32, sub *reader) bool) {
 			return
 		}
 	}
+}
+
+// badTag records the error Kafka raises for a known tag that the version
+// being read cannot carry ("Tag n is not valid for version v"). It returns
+// true so callers can use it as a tags callback result.
+func (r *reader) badTag(tag uint32, version int16) bool {
+	r.fail(fmt.Errorf("%w: tag %d is not valid for version %d", ErrMalformed, tag, version))
+	return true
 }
 
 // skipTags reads a tag section of a struct that has no known tagged fields.

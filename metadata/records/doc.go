@@ -29,8 +29,12 @@
 // _unknownTaggedFields and write them back. This package skips them when
 // decoding and never writes them: the records we decode are only replayed,
 // never re-emitted byte for byte, and dropping them keeps every struct a plain
-// comparable value. A known tag whose payload is longer or shorter than its
-// field is an error, which is stricter than Kafka.
+// comparable value. As in Kafka, a tag the schema defines only for other
+// versions is an error. A known tag whose payload is longer or shorter than
+// its field is also an error, which is stricter than Kafka.
+//
+// Strings longer than Kafka's 32767-byte limit are refused when encoding
+// (ErrStringTooLong) and when decoding (ErrMalformed), as Kafka does.
 //
 // The package is a pure codec: it has no goroutines, no global mutable state
 // and imports nothing from the rest of kraftd.

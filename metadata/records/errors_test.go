@@ -2,6 +2,7 @@ package records
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -47,9 +48,8 @@ func TestDecodeErrors(t *testing.T) {
 }
 
 func TestDecodeSkipsUnknownTags(t *testing.T) {
-	// TopicRecord v0 followed by one unknown tag (tag 9, 2 bytes) and a
-	// BrokerRegistrationChangeRecord v0 carrying tag 1, which only exists
-	// from version 1 and is therefore unknown at version 0.
+	// TopicRecord v0 followed by one unknown tag (tag 9, 2 bytes), and a
+	// BrokerRegistrationChangeRecord v0 with tag 0 and an unknown tag 5.
 	topic := unhex(t, "01 02 00", "04 666f6f", hexTopicA, "01 09 02 abcd")
 	got, err := Decode(topic)
 	if err != nil {
@@ -58,13 +58,32 @@ func TestDecodeSkipsUnknownTags(t *testing.T) {
 	if m := got.Message.(*TopicRecord); m.Name != "foo" || m.TopicID != topicA {
 		t.Fatalf("got %+v", m)
 	}
-	brc := unhex(t, "01 11 00", "00000001 0000000000000002", "02 00 01 01 01 01 01")
+	brc := unhex(t, "01 11 00", "00000001 0000000000000002", "02 00 01 01 05 01 01")
 	got, err = Decode(brc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m := got.Message.(*BrokerRegistrationChangeRecord); m.Fenced != 1 || m.InControlledShutdown != 0 {
 		t.Fatalf("got %+v", m)
+	}
+}
+
+func TestDecodeRejectsTagOutsideItsVersions(t *testing.T) {
+	// Kafka's generated readers throw "Tag n is not valid for version v".
+	tests := map[string][]byte{
+		"BrokerRegistrationChange v0 tag 1": unhex(t, "01 11 00", "00000001 0000000000000002", "01 01 01 01"),
+		"BrokerRegistrationChange v1 tag 2": unhex(t, "01 11 01", "00000001 0000000000000002", "01 02 01 01"),
+		"RegisterBroker v2 tag 0": unhex(t, "01 00 02", "00000001 00", hexIncA, "0000000000000001",
+			"01 01 00 01 00", "01 00 01 01"),
+		"Partition v1 tag 1": unhex(t, "01 03 01 00000000", hexTopicA, "01 01 01 01 00000000 00000000 00000000 01",
+			"01 01 01 01"),
+		"PartitionChange v0 tag 8": unhex(t, "01 05 00 00000000", hexTopicA, "01 08 01 01"),
+		"PartitionChange v1 tag 6": unhex(t, "01 05 01 00000000", hexTopicA, "01 06 01 01"),
+	}
+	for name, in := range tests {
+		if _, err := Decode(in); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "is not valid for version") {
+			t.Errorf("%s: err = %v, want ErrMalformed", name, err)
+		}
 	}
 }
 

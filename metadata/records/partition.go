@@ -106,9 +106,11 @@ func (m *PartitionRecord) ReadFrom(b []byte, version int16) error {
 		switch {
 		case tag == 0:
 			m.LeaderRecoveryState = sub.int8()
-		case tag == 1 && version >= 2:
+		case (tag == 1 || tag == 2) && version < 2:
+			return sub.badTag(tag, version)
+		case tag == 1:
 			m.EligibleLeaderReplicas = sub.int32s(true)
-		case tag == 2 && version >= 2:
+		case tag == 2:
 			m.LastKnownELR = sub.int32s(true)
 		default:
 			return false

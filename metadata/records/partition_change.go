@@ -117,11 +117,13 @@ func (m *PartitionChangeRecord) ReadFrom(b []byte, version int16) error {
 			m.AddingReplicas = sub.int32s(true)
 		case tag == 5:
 			m.LeaderRecoveryState = sub.int8()
-		case tag == 6 && version >= 2:
+		case (tag == 6 || tag == 7) && version < 2, tag == 8 && version < 1:
+			return sub.badTag(tag, version)
+		case tag == 6:
 			m.EligibleLeaderReplicas = sub.int32s(true)
-		case tag == 7 && version >= 2:
+		case tag == 7:
 			m.LastKnownELR = sub.int32s(true)
-		case tag == 8 && version >= 1:
+		case tag == 8:
 			m.Directories = sub.uuids(true)
 		default:
 			return false

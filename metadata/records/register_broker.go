@@ -93,7 +93,10 @@ func (m *RegisterBrokerRecord) ReadFrom(b []byte, version int16) error {
 		m.InControlledShutdown = r.bool()
 	}
 	r.tags(func(tag uint32, sub *reader) bool {
-		if tag == 0 && version >= 3 {
+		switch {
+		case tag == 0 && version < 3:
+			return sub.badTag(tag, version)
+		case tag == 0:
 			m.LogDirs = sub.uuids(false)
 			return true
 		}
