@@ -144,7 +144,7 @@ func (r *Raft) initialize(st raftlog.QuorumState, nowMs int64) {
 		r.logf("%d state epoch %d is behind log epoch %d", self, st.LeaderEpoch, r.log.lastEpoch())
 		r.becomeUnattached(nowMs, r.log.lastEpoch(), -1)
 	case st.LeaderID == self && r.isVoter:
-		r.epoch, r.leaderID = st.LeaderEpoch, self
+		r.epoch, r.leaderID, r.votedID = st.LeaderEpoch, self, st.VotedID
 		r.becomeResigned(nowMs, r.otherVoters())
 	case st.VotedID == self && r.isVoter:
 		r.epoch = st.LeaderEpoch

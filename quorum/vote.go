@@ -27,18 +27,21 @@ func (r *Raft) handleVote(nowMs int64, m Message) {
 		resp.LeaderID, resp.LeaderEpoch = r.leaderID, r.epoch
 		r.send(Message{To: m.From, RequestID: m.RequestID, VoteResp: resp})
 	}
+	var code int16
 	switch {
-	case req.CandidateID < 0 || req.LastOffset < 0 || req.LastOffsetEpoch < 0 ||
-		req.LastOffsetEpoch > req.CandidateEpoch || (!req.PreVote && req.LastOffsetEpoch == req.CandidateEpoch):
-		resp.ErrorCode = kerr.InvalidRequest.Code
-		reply()
-		return
+	case req.CandidateID < 0:
+		code = kerr.InvalidRequest.Code
 	case req.CandidateEpoch < r.epoch:
-		resp.ErrorCode = kerr.FencedLeaderEpoch.Code
-		reply()
-		return
+		code = kerr.FencedLeaderEpoch.Code
 	case req.VoterID >= 0 && req.VoterID != r.cfg.NodeID:
-		resp.ErrorCode = kerr.InvalidVoterKey.Code
+		code = kerr.InvalidVoterKey.Code
+	case req.LastOffset < 0 || req.LastOffsetEpoch < 0 || req.LastOffsetEpoch > req.CandidateEpoch ||
+		(!req.PreVote && req.LastOffsetEpoch == req.CandidateEpoch):
+		// A candidate's log holds only epochs below the one it campaigns in.
+		code = kerr.InvalidRequest.Code
+	}
+	if code != 0 {
+		resp.ErrorCode = code
 		reply()
 		return
 	}
