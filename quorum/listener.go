@@ -1,0 +1,27 @@
+package quorum
+
+import "github.com/kraftd/kraftd/quorum/raftlog"
+
+// LeaderAndEpoch is the quorum's view of who leads which epoch.
+//
+// For the local node becoming leader, EpochStartOffset is the offset of its
+// LeaderChange batch; the Node reports the change only after every committed batch
+// below it was delivered through HandleCommit (KAFKA-15345), so a state machine that
+// hears "you lead epoch E" already holds all earlier committed state.
+type LeaderAndEpoch struct {
+	LeaderID         int32 // -1 when unknown
+	Epoch            int32
+	EpochStartOffset int64 // -1 unless LeaderID is the local node
+}
+
+// Listener is a state machine fed by the quorum (the metadata controller, a broker's
+// metadata publisher). The Node calls it from its driver goroutine: implementations must
+// not block (queue the work to their own goroutine) and must not call back into the
+// Node synchronously.
+type Listener interface {
+	// HandleCommit receives committed batches strictly in offset order, gap-free, control
+	// batches included (so the listener sees every offset).
+	HandleCommit(batches []raftlog.Batch)
+	// HandleLeaderChange reports a new leader or epoch.
+	HandleLeaderChange(l LeaderAndEpoch)
+}
