@@ -58,7 +58,7 @@ func (d *Delta) broker(id int32) (*Broker, bool) {
 }
 
 func (d *Delta) replayRegisterBroker(r *records.RegisterBrokerRecord) error {
-	d.brokers[r.BrokerID] = &Broker{
+	put(&d.brokers, r.BrokerID, &Broker{
 		ID:                   r.BrokerID,
 		Epoch:                r.BrokerEpoch,
 		IncarnationID:        r.IncarnationID,
@@ -69,7 +69,7 @@ func (d *Delta) replayRegisterBroker(r *records.RegisterBrokerRecord) error {
 		InControlledShutdown: r.InControlledShutdown,
 		IsMigratingZkBroker:  r.IsMigratingZkBroker,
 		LogDirs:              slices.Clone(r.LogDirs),
-	}
+	})
 	return nil
 }
 
@@ -98,7 +98,7 @@ func (d *Delta) replayUnregisterBroker(r *records.UnregisterBrokerRecord) error 
 	if _, err := d.registered(r.BrokerID, r.BrokerEpoch); err != nil {
 		return err
 	}
-	d.brokers[r.BrokerID] = nil
+	put(&d.brokers, r.BrokerID, nil)
 	return nil
 }
 
@@ -110,7 +110,7 @@ func (d *Delta) setFenced(id int32, epoch int64, fenced bool) error {
 	}
 	next := *b
 	next.Fenced = fenced
-	d.brokers[id] = &next
+	put(&d.brokers, id, &next)
 	return nil
 }
 
@@ -139,18 +139,18 @@ func (d *Delta) replayBrokerChange(r *records.BrokerRegistrationChangeRecord) er
 	if len(r.LogDirs) > 0 {
 		next.LogDirs = slices.Clone(r.LogDirs)
 	}
-	d.brokers[r.BrokerID] = &next
+	put(&d.brokers, r.BrokerID, &next)
 	return nil
 }
 
 func (d *Delta) replayRegisterController(r *records.RegisterControllerRecord) error {
-	d.controllers[r.ControllerID] = &Controller{
+	put(&d.controllers, r.ControllerID, &Controller{
 		ID:               r.ControllerID,
 		IncarnationID:    r.IncarnationID,
 		ZkMigrationReady: r.ZkMigrationReady,
 		Listeners:        slices.Clone(r.EndPoints),
 		Features:         slices.Clone(r.Features),
-	}
+	})
 	return nil
 }
 

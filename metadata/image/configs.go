@@ -87,7 +87,7 @@ func (d *Delta) configWorking(res ConfigResource) map[string]string {
 			m[e.Name] = e.Value
 		}
 	}
-	d.configs[res] = m
+	put(&d.configs, res, m)
 	return m
 }
 
@@ -113,7 +113,7 @@ func (d *Delta) removeConfigs(res ConfigResource) {
 			return
 		}
 	}
-	d.configs[res] = map[string]string{}
+	put(&d.configs, res, map[string]string{})
 }
 
 func (d *Delta) applyConfigs() ptree[ConfigResource, configSet] {

@@ -47,13 +47,10 @@ func NewDelta(base *Image) *Delta {
 		base = Empty()
 	}
 	return &Delta{
-		base:        base,
-		edit:        &editToken{},
-		prov:        base.prov,
-		brokers:     map[int32]*Broker{},
-		controllers: map[int32]*Controller{},
-		topics:      newTopicsDelta(base.topics),
-		configs:     map[ConfigResource]map[string]string{},
+		base:   base,
+		edit:   &editToken{},
+		prov:   base.prov,
+		topics: newTopicsDelta(base.topics),
 	}
 }
 

@@ -34,7 +34,7 @@ func (img *Image) WriteDump(w io.Writer) error {
 		fmt.Fprintf(bw, "controller %d incarnation=%s zkMigrationReady=%t\n", c.ID, c.IncarnationID, c.ZkMigrationReady)
 		dumpEndpoints(bw, c.Listeners, c.Features)
 	}
-	for _, t := range img.topics.byName.All() {
+	for t := range img.Topics() {
 		fmt.Fprintf(bw, "topic %s id=%s partitions=%d\n", t.name, t.id, t.NumPartitions())
 		for id, part := range t.parts.All {
 			fmt.Fprintf(bw, "  %d %s\n", id, part)

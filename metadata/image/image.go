@@ -116,7 +116,7 @@ func (img *Image) Controllers() []Controller {
 }
 
 // TopicByName returns the topic called name.
-func (img *Image) TopicByName(name string) (*Topic, bool) { return img.topics.byName.Get(name) }
+func (img *Image) TopicByName(name string) (*Topic, bool) { return img.topics.byNameGet(name) }
 
 // TopicByID returns the topic with id.
 func (img *Image) TopicByID(id records.UUID) (*Topic, bool) { return img.topics.byID.Get(id) }
@@ -124,7 +124,8 @@ func (img *Image) TopicByID(id records.UUID) (*Topic, bool) { return img.topics.
 // Topics yields every topic in name order.
 func (img *Image) Topics() iter.Seq[*Topic] {
 	return func(yield func(*Topic) bool) {
-		for _, t := range img.topics.byName.All() {
+		for _, id := range img.topics.byName.All() {
+			t, _ := img.topics.byID.Get(id)
 			if !yield(t) {
 				return
 			}
@@ -182,7 +183,7 @@ func (img *Image) PartitionsWithReplica(broker int32) []TopicPartition {
 
 func (img *Image) partitionsWhere(keep func(*Partition) bool) []TopicPartition {
 	var out []TopicPartition
-	for _, t := range img.topics.byName.All() {
+	for t := range img.Topics() {
 		for id, p := range t.parts.All {
 			if keep(&p) {
 				out = append(out, TopicPartition{TopicID: t.id, Partition: id})
@@ -242,7 +243,7 @@ func (img *Image) Records() []records.Record {
 	if mv >= MV37IV2 {
 		partVersion = 1
 	}
-	for _, t := range img.topics.byName.All() {
+	for t := range img.Topics() {
 		out = append(out, records.Record{Message: &records.TopicRecord{Name: t.name, TopicID: t.id}})
 		for id, p := range t.parts.All {
 			out = append(out, p.toRecord(t.id, id, partVersion))

@@ -22,7 +22,7 @@ type partVec struct {
 }
 
 const (
-	vecBits  = 5
+	vecBits  = 4
 	vecWidth = 1 << vecBits
 	vecMask  = vecWidth - 1
 )

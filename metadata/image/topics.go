@@ -36,21 +36,30 @@ func (t *Topic) Partitions() iter.Seq2[int32, Partition] { return t.parts.All }
 
 func compareUUID(a, b records.UUID) int { return bytes.Compare(a[:], b[:]) }
 
-// topicsImage indexes the topics of an image by id and by name; both trees
-// hold the same *Topic values.
+// topicsImage indexes the topics of an image by id, and their ids by name.
+// Only byID holds *Topic values, so a partition change (a new *Topic for the
+// same id) rewrites one tree path; byName changes only when topics come or go.
 //
 // INVARIANTS:
-//   - byID and byName hold the same set of topics;
+//   - byName maps exactly the names of the topics in byID to their ids;
 //   - numPartitions is the sum of their partition counts.
 type topicsImage struct {
 	byID          ptree[records.UUID, *Topic]
-	byName        ptree[string, *Topic]
+	byName        ptree[string, records.UUID]
 	numPartitions int
 }
 
 func emptyTopics() topicsImage {
 	return topicsImage{byID: newPtree[records.UUID, *Topic](compareUUID),
-		byName: newPtree[string, *Topic](cmp.Compare[string])}
+		byName: newPtree[string, records.UUID](cmp.Compare[string])}
+}
+
+func (ti topicsImage) byNameGet(name string) (*Topic, bool) {
+	id, ok := ti.byName.Get(name)
+	if !ok {
+		return nil, false
+	}
+	return ti.byID.Get(id)
 }
 
 // TopicChange describes one topic a Delta created, changed or deleted.
@@ -87,9 +96,15 @@ type topicChange struct {
 	parts   map[int32]struct{}
 }
 
-func newTopicsDelta(base topicsImage) topicsDelta {
-	return topicsDelta{base: base, changed: map[records.UUID]*topicChange{},
-		deleted: map[records.UUID]*Topic{}, names: map[string]records.UUID{}}
+func newTopicsDelta(base topicsImage) topicsDelta { return topicsDelta{base: base} }
+
+// put stores v under k, creating the map on first use: most deltas touch
+// one or two areas, so a Delta allocates only the maps it needs.
+func put[K comparable, V any](m *map[K]V, k K, v V) {
+	if *m == nil {
+		*m = map[K]V{}
+	}
+	(*m)[k] = v
 }
 
 // topic returns the live topic id as the delta sees it so far.
@@ -107,11 +122,11 @@ func (d *topicsDelta) nameTaken(name string) bool {
 	if _, ok := d.names[name]; ok {
 		return true
 	}
-	t, ok := d.base.byName.Get(name)
+	id, ok := d.base.byName.Get(name)
 	if !ok {
 		return false
 	}
-	_, gone := d.deleted[t.id]
+	_, gone := d.deleted[id]
 	return !gone
 }
 
@@ -122,9 +137,8 @@ func (d *topicsDelta) replayTopic(r *records.TopicRecord) error {
 	if d.nameTaken(r.Name) {
 		return fmt.Errorf("%w: name %q already exists", ErrDuplicateTopic, r.Name)
 	}
-	d.changed[r.TopicID] = &topicChange{topic: &Topic{name: r.Name, id: r.TopicID},
-		created: true, parts: map[int32]struct{}{}}
-	d.names[r.Name] = r.TopicID
+	put(&d.changed, r.TopicID, &topicChange{topic: &Topic{name: r.Name, id: r.TopicID}, created: true})
+	put(&d.names, r.Name, r.TopicID)
 	return nil
 }
 
@@ -139,8 +153,8 @@ func (d *topicsDelta) working(id records.UUID) (*topicChange, error) {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, id)
 	}
 	cp := *t
-	c := &topicChange{topic: &cp, parts: map[int32]struct{}{}}
-	d.changed[id] = c
+	c := &topicChange{topic: &cp}
+	put(&d.changed, id, c)
 	return c, nil
 }
 
@@ -160,7 +174,7 @@ func (d *topicsDelta) replayPartition(r *records.PartitionRecord, edit *editToke
 		return err
 	}
 	c.topic.parts.Set(r.PartitionID, p, edit)
-	c.parts[r.PartitionID] = struct{}{}
+	put(&c.parts, r.PartitionID, struct{}{})
 	return nil
 }
 
@@ -182,7 +196,7 @@ func (d *topicsDelta) replayPartitionChange(r *records.PartitionChangeRecord, ed
 		return err
 	}
 	c.topic.parts.Set(r.PartitionID, next, edit)
-	c.parts[r.PartitionID] = struct{}{}
+	put(&c.parts, r.PartitionID, struct{}{})
 	return nil
 }
 
@@ -200,7 +214,7 @@ func (d *topicsDelta) replayRemoveTopic(r *records.RemoveTopicRecord) (string, e
 		}
 	}
 	if base, ok := d.base.byID.Get(r.TopicID); ok {
-		d.deleted[r.TopicID] = base
+		put(&d.deleted, r.TopicID, base)
 	}
 	return t.name, nil
 }
@@ -228,9 +242,11 @@ func (d *topicsDelta) apply(edit *editToken) topicsImage {
 		next.byName = next.byName.Delete(t.name)
 	}
 	for _, id := range slices.SortedFunc(maps.Keys(d.changed), compareUUID) {
-		t := d.changed[id].topic
-		next.byID = next.byID.Set(id, t)
-		next.byName = next.byName.Set(t.name, t)
+		c := d.changed[id]
+		next.byID = next.byID.Set(id, c.topic)
+		if _, existed := d.base.byID.Get(id); c.created || !existed {
+			next.byName = next.byName.Set(c.topic.name, id)
+		}
 	}
 	return next
 }
@@ -259,9 +275,9 @@ func (d *topicsDelta) rebuild(numPartitions int) topicsImage {
 	slices.SortFunc(all, func(a, b *Topic) int { return cmp.Compare(a.name, b.name) })
 	names := make([]string, len(all))
 	for i, t := range all {
-		names[i] = t.name
+		names[i], ids[i] = t.name, t.id
 	}
-	next.byName = ptreeFromSorted(cmp.Compare[string], names, all)
+	next.byName = ptreeFromSorted(cmp.Compare[string], names, ids)
 	return next
 }
 

@@ -1,0 +1,200 @@
+package image
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kraftd/kraftd/metadata/records"
+)
+
+// Benchmark sizes stay modest by default so `go test -bench .` is quick;
+// pass -image.partitions=1000000 for the 1M-partition figures.
+var (
+	benchPartitions    = flag.Int("image.partitions", 100_000, "partitions in benchmark images")
+	benchPartsPerTopic = flag.Int("image.partsPerTopic", 100, "partitions per topic in benchmark images")
+)
+
+// buildImage replays a cluster of brokers, topics and RF-3 partitions into
+// one delta, as a snapshot load would. withDirs adds KIP-858 directories.
+func buildImage(tb testing.TB, partitions, perTopic int, withDirs bool) *Image {
+	tb.Helper()
+	d := NewDelta(Empty())
+	off := int64(0)
+	replay := func(m records.Message) {
+		if err := d.Replay(off, 1, records.Record{Message: m}); err != nil {
+			tb.Fatal(err)
+		}
+		off++
+	}
+	replay(&records.FeatureLevelRecord{Name: MetadataVersionFeature, FeatureLevel: 17})
+	const brokers = 12
+	dirs := make([]records.UUID, brokers)
+	for b := range int32(brokers) {
+		dirs[b] = records.UUID{0: byte(b + 1), 15: 0x77}
+		replay(&records.RegisterBrokerRecord{BrokerID: b, BrokerEpoch: off, Fenced: false,
+			EndPoints: []records.BrokerEndpoint{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: uint16(9092 + b)}}})
+	}
+	for t := 0; t*perTopic < partitions; t++ {
+		id := topicID(t)
+		replay(&records.TopicRecord{Name: fmt.Sprintf("topic-%07d", t), TopicID: id})
+		for p := range min(perTopic, partitions-t*perTopic) {
+			r := records.NewPartitionRecord()
+			r.TopicID, r.PartitionID = id, int32(p)
+			b := int32((t + p) % brokers)
+			r.Replicas = []int32{b, (b + 1) % brokers, (b + 2) % brokers}
+			r.ISR = r.Replicas
+			r.Leader, r.LeaderEpoch, r.PartitionEpoch = b, 0, 0
+			if withDirs {
+				r.Directories = []records.UUID{dirs[r.Replicas[0]], dirs[r.Replicas[1]], dirs[r.Replicas[2]]}
+			}
+			replay(r)
+		}
+	}
+	return d.Apply()
+}
+
+func topicID(t int) records.UUID {
+	return records.UUID{0: byte(t >> 24), 1: byte(t >> 16), 2: byte(t >> 8), 3: byte(t), 15: 1}
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// BenchmarkImageMemory reports the heap held per partition by a published
+// image of -image.partitions RF-3 partitions.
+func BenchmarkImageMemory(b *testing.B) {
+	for _, withDirs := range []bool{false, true} {
+		b.Run(fmt.Sprintf("dirs=%t", withDirs), func(b *testing.B) {
+			var perPartition float64
+			for b.Loop() {
+				before := heapInUse()
+				img := buildImage(b, *benchPartitions, *benchPartsPerTopic, withDirs)
+				after := heapInUse()
+				perPartition = float64(after-before) / float64(img.NumPartitions())
+				runtime.KeepAlive(img)
+			}
+			b.ReportMetric(perPartition, "bytes/partition")
+		})
+	}
+}
+
+// BenchmarkApplySinglePartitionChange measures publishing one leader change
+// on a large image: NewDelta + Replay + Apply.
+func BenchmarkApplySinglePartitionChange(b *testing.B) {
+	img := buildImage(b, *benchPartitions, *benchPartsPerTopic, true)
+	topics := img.NumTopics()
+	rng := rand.New(rand.NewPCG(1, 2))
+	off := img.Provenance().Offset
+	cpu := startCPU()
+	for b.Loop() {
+		t := rng.IntN(topics)
+		r := records.NewPartitionChangeRecord()
+		r.TopicID, r.PartitionID = topicID(t), int32(rng.IntN(min(*benchPartsPerTopic, *benchPartitions)))
+		r.ISR = []int32{0, 1}
+		r.Leader = 0
+		off++
+		d := NewDelta(img)
+		if err := d.Replay(off, 1, records.Record{Message: r}); err != nil {
+			b.Fatal(err)
+		}
+		img = d.Apply()
+	}
+	cpu.report(b)
+}
+
+// cpuClock measures process CPU time (user+system, GC included), which
+// stays meaningful when the machine is shared and wall time is not.
+type cpuClock struct{ start time.Duration }
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func startCPU() cpuClock { return cpuClock{start: processCPU()} }
+
+func (c cpuClock) report(b *testing.B) {
+	b.ReportMetric(float64(processCPU()-c.start)/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkReplayThroughput measures records/s for batches of 1000
+// PartitionChangeRecords replayed into a delta and published.
+func BenchmarkReplayThroughput(b *testing.B) {
+	img := buildImage(b, *benchPartitions, *benchPartsPerTopic, true)
+	topics := img.NumTopics()
+	rng := rand.New(rand.NewPCG(3, 4))
+	const batch = 1000
+	batchRecords := make([]records.Record, batch)
+	for i := range batchRecords {
+		r := records.NewPartitionChangeRecord()
+		r.TopicID = topicID(rng.IntN(topics))
+		r.PartitionID = int32(rng.IntN(min(*benchPartsPerTopic, *benchPartitions)))
+		r.ISR = []int32{}
+		r.Leader = NoLeader
+		batchRecords[i] = records.Record{Message: r}
+	}
+	off := img.Provenance().Offset
+	cpu := startCPU()
+	for b.Loop() {
+		d := NewDelta(img)
+		for _, r := range batchRecords {
+			off++
+			if err := d.Replay(off, 1, r); err != nil {
+				b.Fatal(err)
+			}
+		}
+		img = d.Apply()
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "records/s")
+	cpu.report(b)
+}
+
+// BenchmarkSnapshotLoad measures rebuilding an image from its Records(),
+// the replay half of a snapshot load (no decoding).
+func BenchmarkSnapshotLoad(b *testing.B) {
+	img := buildImage(b, *benchPartitions, *benchPartsPerTopic, true)
+	recs := img.Records()
+	for b.Loop() {
+		d := NewDelta(Empty())
+		for i, r := range recs {
+			if err := d.Replay(int64(i), 1, r); err != nil {
+				b.Fatal(err)
+			}
+		}
+		d.Apply()
+	}
+	b.ReportMetric(float64(b.N*len(recs))/b.Elapsed().Seconds(), "records/s")
+}
+
+// BenchmarkPartitionsLedBy measures the leadership scan the controller
+// runs when fencing a broker.
+func BenchmarkPartitionsLedBy(b *testing.B) {
+	img := buildImage(b, *benchPartitions, *benchPartsPerTopic, true)
+	for b.Loop() {
+		if len(img.PartitionsLedBy(3)) == 0 {
+			b.Fatal("broker 3 leads nothing")
+		}
+	}
+}
+
+func BenchmarkPartitionsWithISRMember(b *testing.B) {
+	img := buildImage(b, *benchPartitions, *benchPartsPerTopic, true)
+	for b.Loop() {
+		if len(img.PartitionsWithISRMember(3)) == 0 {
+			b.Fatal("broker 3 in no ISR")
+		}
+	}
+}
