@@ -1,4 +1,55 @@
 // Package quorum implements Kafka's KRaft metadata quorum (KIP-595, with KIP-996
-// pre-vote): a deterministic core (Raft) driven by Step/Tick and drained through
-// Ready/Advance, plus the driver that gives it a clock, a disk and a network.
+// pre-vote) for the __cluster_metadata log.
+//
+// # The core
+//
+// Raft is a deterministic state machine in the style of etcd's raft: no I/O, no clock,
+// no goroutines. Time is an argument (nowMs), randomness is Config.Rand. The driver
+// feeds it inbound requests and the responses to its own requests through Step, fires
+// timers through Tick (at NextDeadlineMs), proposes records with Propose, and drains the
+// work through Ready/Advance:
+//
+//	for {
+//		select {
+//		case <-timer.C:            r.Tick(now())
+//		case m := <-inbound:       if err := r.Step(now(), m); err != nil { stop(err) }
+//		case recs := <-proposals:  r.Propose(now(), recs)
+//		}
+//		for r.HasReady() {
+//			rd := r.Ready()
+//			send(rd.Messages)
+//			if rd.QuorumState != nil { storage.SaveQuorumState(*rd.QuorumState) } // tmp+fsync+rename
+//			if rd.TruncateTo >= 0 { storage.TruncateTo(rd.TruncateTo) }
+//			storage.Append(rd.Append); storage.Sync()
+//			send(rd.MessagesAfterPersist)
+//			apply(rd.Committed)
+//			r.Advance(rd)
+//		}
+//		timer.Reset(until(r.NextDeadlineMs()))
+//	}
+//
+// "Persist before you answer": vote grants, epoch changes and a follower's next Fetch
+// (whose FetchOffset is its durability ack, on which the leader's high watermark is
+// built) are only in MessagesAfterPersist. A leader's Fetch answers may go out before its
+// own fsync; the leader counts only its flushed end offset toward the high watermark.
+//
+// A failed outbound request is stepped back as its response type with Message.Err set.
+// Request ids pair requests and responses in both directions (see Message).
+//
+// # Roles
+//
+// Unattached (optionally Voted), Prospective (pre-vote at the current epoch), Candidate,
+// Leader, Follower, Resigned. Observers (NodeID not in Config.Voters) are only
+// Unattached (discovering the leader by fetching from random voters) or Follower.
+// Transitions are the becomeX methods; illegal ones panic with the invariant's name.
+//
+// # Goroutines
+//
+// The core has none. The driver (node.go) is the only goroutine that touches a Raft.
+//
+// # Not yet
+//
+// Snapshots (FetchSnapshot, SnapshotID in Fetch answers) are left to the snapshot work:
+// a follower told to fetch a snapshot logs it and retries. Dynamic voters (KIP-853) are
+// not implemented; the voter set is static.
 package quorum

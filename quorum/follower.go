@@ -38,7 +38,7 @@ func (r *Raft) tickFollower(nowMs int64) {
 	f := r.follow
 	if nowMs >= f.fetchDeadlineMs {
 		if r.isVoter {
-			r.logf("%d fetch timeout at epoch %d", r.cfg.NodeID, r.epoch)
+			r.logf("%d fetch timer expired at epoch %d", r.cfg.NodeID, r.epoch)
 			f.fetchedOK = false
 			r.startElection(nowMs)
 			return
@@ -223,13 +223,14 @@ func (r *Raft) handleEndEpoch(nowMs int64, m Message) error {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 	case req.LeaderEpoch < r.epoch:
 		resp.ErrorCode = kerr.FencedLeaderEpoch.Code
+	case req.LeaderEpoch == r.epoch && r.leaderID >= 0 && r.leaderID != req.LeaderID:
+		err = ErrInconsistentLeader
 	default:
-		if req.LeaderEpoch > r.epoch || r.leaderID < 0 {
-			err = r.learnLeader(nowMs, req.LeaderEpoch, req.LeaderID)
+		// The sender is leaving: adopt a newer epoch without following it.
+		if req.LeaderEpoch > r.epoch {
+			r.becomeUnattached(nowMs, req.LeaderEpoch, -1)
 		}
-		if err == nil {
-			r.reactToEndEpoch(nowMs, req)
-		}
+		r.reactToEndEpoch(nowMs, req)
 	}
 	resp.LeaderID, resp.LeaderEpoch = r.leaderID, r.epoch
 	if r.role == Leader || r.role == Resigned {

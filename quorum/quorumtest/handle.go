@@ -15,6 +15,8 @@ func (e *Env) Handle(tc *TestCase) string {
 		err = e.handleAddNodes(tc)
 	case "crash":
 		err = e.handleCrash(tc)
+	case "set-state":
+		err = e.handleSetState(tc)
 	case "restart":
 		err = e.handleRestart(tc)
 	case "tick":

@@ -34,6 +34,8 @@ func (e *Env) handleAddNodes(tc *TestCase) error {
 			cfg.ElectionTimeoutMs, err = strconv.ParseInt(val, 10, 64)
 		case "fetch-timeout":
 			cfg.FetchTimeoutMs, err = strconv.ParseInt(val, 10, 64)
+		case "max-batch":
+			cfg.MaxBatchBytes, err = strconv.Atoi(val)
 		case "backoff-max":
 			cfg.ElectionBackoffMaxMs, err = strconv.ParseInt(val, 10, 64)
 		default:
@@ -78,5 +80,30 @@ func (e *Env) handleRestart(tc *TestCase) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// set-state node=N epoch=E [leader=L] [voted=V]: overwrite the node's quorum-state file
+// (a stale or corrupt store replaced by an older one).
+func (e *Env) handleSetState(tc *TestCase) error {
+	n, err := e.nodeArg(tc)
+	if err != nil {
+		return err
+	}
+	get := func(key string) (int32, error) {
+		a, ok := tc.Arg(key)
+		if !ok || len(a.Vals) == 0 {
+			return -1, nil
+		}
+		v, err := strconv.ParseInt(a.Vals[0], 10, 32)
+		return int32(v), err
+	}
+	var vals [3]int32
+	for i, k := range []string{"epoch", "leader", "voted"} {
+		if vals[i], err = get(k); err != nil {
+			return err
+		}
+	}
+	n.State.LeaderEpoch, n.State.LeaderID, n.State.VotedID = max(vals[0], 0), vals[1], vals[2]
 	return nil
 }
