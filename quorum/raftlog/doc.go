@@ -4,5 +4,33 @@
 // tests and a file Storage laid out as Kafka lays out a partition directory
 // (segments, leader-epoch-checkpoint, quorum-state, snapshots).
 //
-// It has no goroutines. It imports nothing from the project.
+// # Files (FileStorage)
+//
+//	<metadata.log.dir>/__cluster_metadata-0/
+//	    00000000000000000000.log        segment: RecordBatch v2 batches back to back
+//	    leader-epoch-checkpoint         "0\n<count>\n<epoch> <startOffset>\n..."
+//	    quorum-state                    QuorumStateData JSON + "data_version"
+//	    %020d-%010d.checkpoint          snapshot (end offset, epoch)
+//
+// Every file is byte-compatible with Apache Kafka. Segment .index/.timeindex files
+// are not written (Kafka rebuilds missing ones); stale ones are deleted at open.
+//
+// # Durability and recovery
+//
+// Append and TruncateTo are durable after Sync; SaveQuorumState and snapshot Commit
+// are durable when they return (tmp file, fsync, rename, directory fsync). At open,
+// the first torn or corrupt batch ends the log: the rest of its segment and every
+// later segment are removed, because nothing after it can be trusted, the leader
+// will send those offsets again, and committed data lives on a majority. Any I/O
+// error fails the storage for good (sticky): after a failed fsync the page cache and
+// the disk may disagree, so the node must stop rather than limp on.
+//
+// MemStorage models the same contract in memory, with Crash dropping whatever was
+// not synced, for the deterministic simulator.
+//
+// # Goroutines
+//
+// None. A Storage is used by one goroutine (the quorum driver); MemStorage is
+// additionally safe to Crash from another. The package imports nothing from the
+// project.
 package raftlog

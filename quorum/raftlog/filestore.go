@@ -298,6 +298,9 @@ func (s *FileStorage) truncateToLatestSnapshot() error {
 	if len(s.segments) > 0 && (snap.Epoch < lastEpoch || snap.Epoch == lastEpoch && snap.EndOffset <= end) {
 		return nil
 	}
+	if len(s.segments) > 0 && lastEpoch < 0 && end == snap.EndOffset {
+		return nil // an empty log already starting at the snapshot: nothing to redo
+	}
 	if len(s.segments) > 0 {
 		s.log.Warn("log is behind the latest snapshot; restarting it at the snapshot",
 			zap.Int64("snapshot_end_offset", snap.EndOffset), zap.Int32("snapshot_epoch", snap.Epoch),
