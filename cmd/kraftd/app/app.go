@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/kraftd/kraftd/protocol"
@@ -33,9 +34,10 @@ const (
 // App is one kraftd node.
 //
 // Start order: storage (format or verify meta.properties), components in the
-// order they were added, then the protocol server, so that no request is
-// accepted before the code answering it runs. Stop goes in reverse: the
-// server drains first, then components from last to first.
+// order they were added, the metrics listener, then the protocol server, so
+// that no request is accepted before the code answering it runs. Stop goes
+// in reverse: the server drains first, then metrics, then components from
+// last to first.
 //
 // INVARIANTS: registries has exactly one entry per configured listener and
 // never changes after New; state only moves forward (new -> started ->
@@ -45,6 +47,7 @@ type App struct {
 	log        *zap.Logger
 	registries map[string]*protocol.Registry
 	server     *protocol.Server
+	metrics    *metricsServer
 
 	mu         sync.Mutex
 	state      lifecycle
@@ -70,6 +73,7 @@ func New(cfg Config) (*App, error) {
 		log:        cfg.Logger.Named("app").With(zap.Int32("node", cfg.NodeID)),
 		registries: make(map[string]*protocol.Registry, len(cfg.Listeners)),
 	}
+	a.metrics = newMetrics(a.log)
 	listeners := make([]protocol.ListenerConfig, 0, len(cfg.Listeners))
 	for _, l := range cfg.Listeners {
 		reg := protocol.NewRegistry()
@@ -99,6 +103,18 @@ func (a *App) Registry(listener string) *protocol.Registry { return a.registries
 
 // Server returns the protocol server, for fault-injection hooks in tests.
 func (a *App) Server() *protocol.Server { return a.server }
+
+// Metrics is the node's Prometheus registry; roles register collectors
+// here. It is served on metrics.listener when that is set.
+func (a *App) Metrics() *prometheus.Registry { return a.metrics.registry }
+
+// MetricsAddr is the bound metrics address, nil when metrics.listener is
+// unset or before Start.
+func (a *App) MetricsAddr() net.Addr {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.metrics.addr()
+}
 
 // AddComponent appends a component to the start order. It must be called
 // before Start.
@@ -143,8 +159,13 @@ func (a *App) Start(ctx context.Context) error {
 		}
 		a.started++
 	}
+	if a.cfg.MetricsListener != "" {
+		if err := a.metrics.start(a.cfg.MetricsListener); err != nil {
+			return errors.Join(err, a.stopComponents(ctx))
+		}
+	}
 	if err := a.server.Start(); err != nil {
-		return errors.Join(fmt.Errorf("app: %w", err), a.stopComponents(ctx))
+		return errors.Join(fmt.Errorf("app: %w", err), a.metrics.stop(ctx), a.stopComponents(ctx))
 	}
 	a.log.Info("kraftd started", zap.String("cluster_id", clusterID), zap.String("mode", string(a.cfg.Mode)),
 		zap.Any("roles", a.cfg.ProcessRoles))
@@ -166,6 +187,7 @@ func (a *App) Stop(ctx context.Context) error {
 	if err := a.server.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("app: shutting down listeners: %w", err))
 	}
+	errs = append(errs, a.metrics.stop(ctx))
 	errs = append(errs, a.stopComponents(ctx))
 	a.log.Info("kraftd stopped")
 	return errors.Join(errs...)

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -203,5 +205,30 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 	c.NodeID = -1
 	if _, err := New(c); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("New: %v", err)
+	}
+}
+
+func TestAppServesMetrics(t *testing.T) {
+	c := ephemeralConfig(t)
+	c.MetricsListener = "127.0.0.1:0"
+	a, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop(t.Context())
+	resp, err := http.Get("http://" + a.MetricsAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "go_goroutines") {
+		t.Fatalf("status %d err %v body %.200s", resp.StatusCode, err, body)
+	}
+	if err := a.Stop(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }

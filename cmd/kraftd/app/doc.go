@@ -17,7 +17,8 @@
 //   - storage.go: meta.properties and `kraftd storage format`, matching
 //     kafka-storage.sh; PrepareStorage formats empty directories on start
 //     when the cluster id is known.
-//   - app.go: App lifecycle.
+//   - app.go, metrics.go: App lifecycle; the per-node Prometheus registry
+//     served on metrics.listener (one tracked HTTP goroutine).
 //
 // Goroutines: App starts none of its own. The protocol.Server it owns runs
 // the accept and per-connection goroutines and stops them in Shutdown/Close;

@@ -1,0 +1,75 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+)
+
+// metricsServer serves GET /metrics for metrics.listener. It owns one
+// goroutine (the HTTP serve loop), started by start and waited for by stop.
+type metricsServer struct {
+	registry *prometheus.Registry
+	log      *zap.Logger
+	srv      *http.Server
+	ln       net.Listener
+	wg       sync.WaitGroup
+}
+
+// newMetrics builds the per-node registry with the Go runtime and process
+// collectors. A registry per App (never prometheus.DefaultRegisterer) keeps
+// several in-process nodes in one test from colliding.
+func newMetrics(log *zap.Logger) *metricsServer {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return &metricsServer{registry: reg, log: log}
+}
+
+// start binds addr and serves in a tracked goroutine.
+func (m *metricsServer) start(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("app: metrics.listener %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
+	m.ln = ln
+	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	m.wg.Go(func() {
+		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.log.Error("metrics listener failed", zap.Error(err))
+		}
+	})
+	m.log.Info("serving metrics", zap.Stringer("addr", ln.Addr()))
+	return nil
+}
+
+// stop shuts the HTTP server down and waits for its goroutine.
+func (m *metricsServer) stop(ctx context.Context) error {
+	if m.srv == nil {
+		return nil
+	}
+	err := m.srv.Shutdown(ctx)
+	if err != nil {
+		err = errors.Join(fmt.Errorf("app: metrics listener: %w", err), m.srv.Close())
+	}
+	m.wg.Wait()
+	return err
+}
+
+// addr is the bound address, nil when not serving.
+func (m *metricsServer) addr() net.Addr {
+	if m.ln == nil {
+		return nil
+	}
+	return m.ln.Addr()
+}
