@@ -211,6 +211,8 @@ func (s *FileStorage) DeleteSnapshotsBefore(endOffset int64) error {
 // latest snapshot's end offset nor the log end offset, and deletes the segments
 // that lie wholly below it. The segment holding offset stays, so batches below
 // offset may remain on disk (and reappear after a restart, see StartOffset).
+// offset should be a batch boundary, as a snapshot's end offset is: the quorum
+// core expects the loaded log to begin exactly at StartOffset.
 func (s *FileStorage) SetLogStart(offset int64) error {
 	if s.failed != nil {
 		return s.failedErr()
