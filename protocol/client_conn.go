@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -310,6 +311,9 @@ func (cc *clientConn) fail(cause error) {
 		}
 		cc.mu.Lock()
 		cc.deadErr = err
+		// An idle connection the server closed (connections.max.idle.ms)
+		// is not a failure worth a backoff before the next dial.
+		idleClose := len(cc.inflight) == 0 && errors.Is(cause, io.EOF)
 		clear(cc.inflight)
 		cc.mu.Unlock()
 		close(cc.dead)
@@ -317,7 +321,9 @@ func (cc *clientConn) fail(cause error) {
 		cc.peer.mu.Lock()
 		if cc.peer.cc == cc {
 			cc.peer.cc = nil
-			cc.peer.failures = max(cc.peer.failures, 1)
+			if !idleClose {
+				cc.peer.failures = max(cc.peer.failures, 1)
+			}
 		}
 		cc.peer.mu.Unlock()
 	})

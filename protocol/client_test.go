@@ -290,3 +290,22 @@ func TestChooseVersion(t *testing.T) {
 		t.Fatalf("pin above kmsg max: %v", err)
 	}
 }
+
+// TestClientIdleCloseIsNotAFailure: a connection the server reaps for
+// idleness is redialed on next use without backoff.
+func TestClientIdleCloseIsNotAFailure(t *testing.T) {
+	s := startTestServer(t, func(cfg *ServerConfig, _ *Registry) { cfg.IdleTimeout = 30 * time.Millisecond })
+	c := newTestClient(t, func(cfg *ClientConfig) { cfg.BackoffMin, cfg.BackoffMax = time.Hour, time.Hour })
+	if _, err := c.Request(testCtx(t), s.addr, metadataReq(-1, "a")); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := c.peer(s.addr)
+	waitFor(t, "idle close", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.cc == nil
+	})
+	if _, err := c.Request(testCtx(t), s.addr, metadataReq(-1, "b")); err != nil {
+		t.Fatalf("redial after idle close: %v", err) // an hour of backoff would time out
+	}
+}

@@ -22,8 +22,27 @@ import (
 // key 18 is always present.
 type Registry struct {
 	mu   sync.Mutex // serializes writers; readers use apis and hook directly
-	apis atomic.Pointer[map[int16]registration]
+	apis atomic.Pointer[registrySnapshot]
 	hook atomic.Pointer[ApiVersionsHook]
+}
+
+// registrySnapshot is an immutable view of the registrations. The sorted
+// ApiVersions table is built once per Register, not once per request:
+// building it dominated the cost of answering ApiVersions.
+type registrySnapshot struct {
+	byKey    map[int16]registration
+	versions []kmsg.ApiVersionsResponseApiKey // sorted by key
+}
+
+func newSnapshot(byKey map[int16]registration) *registrySnapshot {
+	keys := slices.Sorted(maps.Keys(byKey))
+	versions := make([]kmsg.ApiVersionsResponseApiKey, 0, len(keys))
+	for _, k := range keys {
+		v := kmsg.NewApiVersionsResponseApiKey()
+		v.ApiKey, v.MinVersion, v.MaxVersion = k, byKey[k].minVersion, byKey[k].maxVersion
+		versions = append(versions, v)
+	}
+	return &registrySnapshot{byKey: byKey, versions: versions}
 }
 
 // ApiVersionsHook lets an upper layer decorate an ApiVersions answer, e.g.
@@ -41,8 +60,7 @@ type registration struct {
 // v0-v5), answered from the registry itself.
 func NewRegistry() *Registry {
 	r := &Registry{}
-	empty := map[int16]registration{}
-	r.apis.Store(&empty)
+	r.apis.Store(newSnapshot(map[int16]registration{}))
 	r.Register(apiVersionsKey, 0, 5, r.handleApiVersions)
 	return r
 }
@@ -66,29 +84,21 @@ func (r *Registry) Register(key, minVersion, maxVersion int16, h Handler) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	next := maps.Clone(*r.apis.Load())
+	next := maps.Clone(r.apis.Load().byKey)
 	next[key] = registration{minVersion: minVersion, maxVersion: maxVersion, handler: h}
-	r.apis.Store(&next)
+	r.apis.Store(newSnapshot(next))
 }
 
 // Lookup returns the registered range and handler for key.
 func (r *Registry) Lookup(key int16) (minV, maxV int16, h Handler, ok bool) {
-	reg, ok := (*r.apis.Load())[key]
+	reg, ok := r.apis.Load().byKey[key]
 	return reg.minVersion, reg.maxVersion, reg.handler, ok
 }
 
 // Versions returns what ApiVersions advertises: every registered key with
 // its range, sorted by key. The slice is a fresh copy.
 func (r *Registry) Versions() []kmsg.ApiVersionsResponseApiKey {
-	apis := *r.apis.Load()
-	keys := slices.Sorted(maps.Keys(apis))
-	out := make([]kmsg.ApiVersionsResponseApiKey, 0, len(keys))
-	for _, k := range keys {
-		v := kmsg.NewApiVersionsResponseApiKey()
-		v.ApiKey, v.MinVersion, v.MaxVersion = k, apis[k].minVersion, apis[k].maxVersion
-		out = append(out, v)
-	}
-	return out
+	return slices.Clone(r.apis.Load().versions)
 }
 
 // SetApiVersionsHook installs fn (nil removes it). It runs on every
