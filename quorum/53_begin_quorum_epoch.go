@@ -1,0 +1,81 @@
+package quorum
+
+// BeginQuorumEpoch (key 53), v0-v1. KIP-595: a new leader announces its epoch to every
+// voter, and repeats it until each has fetched. v0 is NOT flexible; v1 is, and adds the
+// voter key, the leader's endpoints and the NodeEndpoints response hint (KIP-853).
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kraftd/kraftd/protocol"
+)
+
+func (n *Node) leaderEndpoints() (name, host string, port uint16, ok bool) {
+	host, port, ok = n.endpoint(n.cfg.Raft.NodeID)
+	return n.cfg.ListenerName, host, port, ok && n.cfg.ListenerName != ""
+}
+
+func encodeBeginEpoch(b *BeginQuorumEpochRequest, clusterID string, version int16) kmsg.Request {
+	req := kmsg.NewPtrBeginQuorumEpochRequest()
+	req.Version = version
+	req.ClusterID = clusterIDPtr(clusterID)
+	if version >= 1 {
+		req.VoterID = b.VoterID
+	}
+	p := kmsg.NewBeginQuorumEpochRequestTopicPartition()
+	p.LeaderID, p.LeaderEpoch = b.LeaderID, b.LeaderEpoch
+	t := kmsg.NewBeginQuorumEpochRequestTopic()
+	t.Topic = MetadataTopic
+	t.Partitions = []kmsg.BeginQuorumEpochRequestTopicPartition{p}
+	req.Topics = []kmsg.BeginQuorumEpochRequestTopic{t}
+	return req
+}
+
+func decodeBeginEpochResponse(r *kmsg.BeginQuorumEpochResponse) *BeginQuorumEpochResponse {
+	out := &BeginQuorumEpochResponse{TopLevelErrorCode: r.ErrorCode, LeaderID: -1, LeaderEpoch: -1}
+	if len(r.Topics) == 1 && len(r.Topics[0].Partitions) == 1 {
+		p := r.Topics[0].Partitions[0]
+		out.ErrorCode, out.LeaderID, out.LeaderEpoch = p.ErrorCode, p.LeaderID, p.LeaderEpoch
+	} else if out.TopLevelErrorCode == 0 {
+		out.TopLevelErrorCode = errInvalidRequest
+	}
+	return out
+}
+
+func (n *Node) handleBeginEpochRPC(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
+	in := req.Body.(*kmsg.BeginQuorumEpochRequest)
+	resp := kmsg.NewPtrBeginQuorumEpochResponse()
+	resp.Version = in.Version
+	if len(in.Topics) != 1 || len(in.Topics[0].Partitions) != 1 ||
+		!isMetadataPartition(in.Topics[0].Topic, [16]byte{}, false, in.Topics[0].Partitions[0].Partition) {
+		resp.ErrorCode = errInvalidRequest
+		return resp, nil
+	}
+	p := in.Topics[0].Partitions[0]
+	voterID := int32(-1)
+	if in.Version >= 1 {
+		voterID = in.VoterID
+	}
+	out, err := n.stepRPC(ctx, req, Message{From: p.LeaderID, BeginEpoch: &BeginQuorumEpochRequest{
+		ClusterID: derefClusterID(in.ClusterID), VoterID: voterID, LeaderID: p.LeaderID, LeaderEpoch: p.LeaderEpoch,
+	}})
+	if err != nil {
+		return nil, err
+	}
+	br := out.BeginEpochResp
+	resp.ErrorCode = br.TopLevelErrorCode
+	rp := kmsg.NewBeginQuorumEpochResponseTopicPartition()
+	rp.ErrorCode, rp.LeaderID, rp.LeaderEpoch = br.ErrorCode, br.LeaderID, br.LeaderEpoch
+	rt := kmsg.NewBeginQuorumEpochResponseTopic()
+	rt.Topic = MetadataTopic
+	rt.Partitions = []kmsg.BeginQuorumEpochResponseTopicPartition{rp}
+	resp.Topics = []kmsg.BeginQuorumEpochResponseTopic{rt}
+	if in.Version >= 1 {
+		if host, port, ok := n.endpoint(br.LeaderID); ok {
+			resp.NodeEndpoints = []kmsg.BeginQuorumEpochResponseNodeEndpoint{{NodeID: br.LeaderID, Host: host, Port: port}}
+		}
+	}
+	return resp, nil
+}

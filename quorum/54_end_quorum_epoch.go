@@ -1,0 +1,87 @@
+package quorum
+
+// EndQuorumEpoch (key 54), v0-v1. KIP-595: a resigning leader (graceful shutdown or
+// failed check-quorum) asks the voters to elect a successor, listing preferred
+// successors most caught-up first. v0 is NOT flexible and carries PreferredSuccessors;
+// v1 is flexible and carries PreferredCandidates with directory ids (KIP-853).
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kraftd/kraftd/protocol"
+)
+
+func encodeEndEpoch(e *EndQuorumEpochRequest, clusterID string, version int16) kmsg.Request {
+	req := kmsg.NewPtrEndQuorumEpochRequest()
+	req.Version = version
+	req.ClusterID = clusterIDPtr(clusterID)
+	p := kmsg.NewEndQuorumEpochRequestTopicPartition()
+	p.LeaderID, p.LeaderEpoch = e.LeaderID, e.LeaderEpoch
+	if version == 0 {
+		p.PreferredSuccessors = append([]int32(nil), e.PreferredSuccessors...)
+	} else {
+		for _, id := range e.PreferredSuccessors {
+			c := kmsg.NewEndQuorumEpochRequestTopicPartitionPreferredCandidate()
+			c.CandidateID = id
+			p.PreferredCandidates = append(p.PreferredCandidates, c)
+		}
+	}
+	t := kmsg.NewEndQuorumEpochRequestTopic()
+	t.Topic = MetadataTopic
+	t.Partitions = []kmsg.EndQuorumEpochRequestTopicPartition{p}
+	req.Topics = []kmsg.EndQuorumEpochRequestTopic{t}
+	return req
+}
+
+func decodeEndEpochResponse(r *kmsg.EndQuorumEpochResponse) *EndQuorumEpochResponse {
+	out := &EndQuorumEpochResponse{TopLevelErrorCode: r.ErrorCode, LeaderID: -1, LeaderEpoch: -1}
+	if len(r.Topics) == 1 && len(r.Topics[0].Partitions) == 1 {
+		p := r.Topics[0].Partitions[0]
+		out.ErrorCode, out.LeaderID, out.LeaderEpoch = p.ErrorCode, p.LeaderID, p.LeaderEpoch
+	} else if out.TopLevelErrorCode == 0 {
+		out.TopLevelErrorCode = errInvalidRequest
+	}
+	return out
+}
+
+func (n *Node) handleEndEpochRPC(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
+	in := req.Body.(*kmsg.EndQuorumEpochRequest)
+	resp := kmsg.NewPtrEndQuorumEpochResponse()
+	resp.Version = in.Version
+	if len(in.Topics) != 1 || len(in.Topics[0].Partitions) != 1 ||
+		!isMetadataPartition(in.Topics[0].Topic, [16]byte{}, false, in.Topics[0].Partitions[0].Partition) {
+		resp.ErrorCode = errInvalidRequest
+		return resp, nil
+	}
+	p := in.Topics[0].Partitions[0]
+	successors := p.PreferredSuccessors
+	if in.Version >= 1 {
+		successors = nil
+		for _, c := range p.PreferredCandidates {
+			successors = append(successors, c.CandidateID)
+		}
+	}
+	out, err := n.stepRPC(ctx, req, Message{From: p.LeaderID, EndEpoch: &EndQuorumEpochRequest{
+		ClusterID: derefClusterID(in.ClusterID), LeaderID: p.LeaderID, LeaderEpoch: p.LeaderEpoch,
+		PreferredSuccessors: successors,
+	}})
+	if err != nil {
+		return nil, err
+	}
+	er := out.EndEpochResp
+	resp.ErrorCode = er.TopLevelErrorCode
+	rp := kmsg.NewEndQuorumEpochResponseTopicPartition()
+	rp.ErrorCode, rp.LeaderID, rp.LeaderEpoch = er.ErrorCode, er.LeaderID, er.LeaderEpoch
+	rt := kmsg.NewEndQuorumEpochResponseTopic()
+	rt.Topic = MetadataTopic
+	rt.Partitions = []kmsg.EndQuorumEpochResponseTopicPartition{rp}
+	resp.Topics = []kmsg.EndQuorumEpochResponseTopic{rt}
+	if in.Version >= 1 {
+		if host, port, ok := n.endpoint(er.LeaderID); ok {
+			resp.NodeEndpoints = []kmsg.EndQuorumEpochResponseNodeEndpoint{{NodeID: er.LeaderID, Host: host, Port: port}}
+		}
+	}
+	return resp, nil
+}

@@ -1,0 +1,513 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/kraftd/kraftd/protocol"
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
+
+// NodeConfig configures the driver around a Raft core.
+type NodeConfig struct {
+	// Raft configures the core. Raft.Voters must match VoterAddrs' keys.
+	Raft Config
+	// Storage persists the log and quorum state; the Node owns it and closes it.
+	Storage raftlog.Storage
+	// VoterAddrs maps each voter id to its controller listener host:port
+	// (controller.quorum.voters).
+	VoterAddrs map[int32]string
+	// ListenerName is the controller listener's name, used in DescribeQuorum's Nodes
+	// and the endpoint hints of responses.
+	ListenerName string
+	// Client overrides the client used for raft RPCs (tests). By default the Node opens
+	// its own, so a long-polling Fetch never queues behind other traffic to the peer.
+	Client *protocol.Client
+	// OnFatal is called once, from the driver goroutine, when the node must stop: a
+	// storage failure or a broken invariant reported by the core. The node has already
+	// stopped serving. nil logs the error only.
+	OnFatal func(error)
+	Logger  *zap.Logger
+}
+
+// Node drives a Raft core: it owns the only goroutine that touches the core, arms one
+// timer at the core's next deadline, persists what Ready asks for, sends messages, and
+// feeds committed batches to listeners.
+//
+// Goroutines: the driver loop (run), plus one per outbound request in flight, each
+// owned by the Node and stopped by Close through the node context.
+type Node struct {
+	cfg    NodeConfig
+	log    *zap.Logger
+	raft   *Raft
+	client *protocol.Client
+	ownCl  bool
+	start  time.Time
+	baseMs int64
+
+	events chan func()
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	done   chan struct{}
+
+	// Owned by the driver goroutine.
+	listeners     []Listener
+	pending       map[uint64]chan Message // inbound request id -> reply
+	nextInbound   uint64
+	applied       int64 // next offset to deliver to listeners
+	pendingLeader *LeaderAndEpoch
+	fatal         error
+}
+
+// ErrNodeStopped is returned by calls on a Node whose driver loop has exited.
+var ErrNodeStopped = errors.New("quorum: node stopped")
+
+// NewNode loads storage and builds the core. Start runs it.
+func NewNode(cfg NodeConfig) (*Node, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.Storage == nil {
+		return nil, fmt.Errorf("%w: no storage", ErrInvalidConfig)
+	}
+	for _, v := range cfg.Raft.Voters {
+		if cfg.VoterAddrs[v] == "" {
+			return nil, fmt.Errorf("%w: no address for voter %d", ErrInvalidConfig, v)
+		}
+	}
+	if cfg.Raft.Logger == nil {
+		cfg.Raft.Logger = cfg.Logger
+	}
+	if cfg.Raft.Rand == nil {
+		cfg.Raft.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	loaded, err := cfg.Storage.Load()
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		start:   time.Now(),
+		events:  make(chan func(), 256),
+		done:    make(chan struct{}),
+		pending: make(map[uint64]chan Message),
+		applied: loaded.StartOffset,
+	}
+	n.baseMs = n.start.UnixMilli()
+	n.raft, err = NewRaft(cfg.Raft, loaded, n.nowMs())
+	if err != nil {
+		return nil, err
+	}
+	n.client = cfg.Client
+	if n.client == nil {
+		n.client = protocol.NewClient(protocol.ClientConfig{
+			ClientID:       fmt.Sprintf("raft-client-%d", cfg.Raft.NodeID),
+			RequestTimeout: time.Duration(cfg.Raft.RequestTimeoutMs) * time.Millisecond,
+			Logger:         cfg.Logger.Named("raft-client"),
+		})
+		n.ownCl = true
+	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	return n, nil
+}
+
+// nowMs is wall-clock milliseconds that never go backwards within the process: the
+// start time plus the monotonic time elapsed since. DescribeQuorum timestamps need wall
+// clock; timers need monotonic time.
+func (n *Node) nowMs() int64 { return n.baseMs + time.Since(n.start).Milliseconds() }
+
+// Register adds a listener. Call before Start.
+func (n *Node) Register(l Listener) { n.listeners = append(n.listeners, l) }
+
+// Start runs the driver loop.
+func (n *Node) Start() {
+	n.wg.Go(n.run)
+}
+
+// NodeID is this node's id.
+func (n *Node) NodeID() int32 { return n.cfg.Raft.NodeID }
+
+// do runs fn on the driver goroutine and waits for it. It fails with ErrNodeStopped
+// once the node stopped.
+func (n *Node) do(ctx context.Context, fn func()) error {
+	ran := make(chan struct{})
+	select {
+	case n.events <- func() { fn(); close(ran) }:
+	case <-n.done:
+		return ErrNodeStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-ran:
+		return nil
+	case <-n.done:
+		return ErrNodeStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// post queues fn on the driver goroutine without waiting. It reports false if the node
+// stopped.
+func (n *Node) post(fn func()) bool {
+	select {
+	case n.events <- fn:
+		return true
+	case <-n.done:
+		return false
+	}
+}
+
+// Propose appends records as one atomic batch in epoch, which must be the epoch this
+// node leads. It returns the offset of the last record once the batch is accepted;
+// commit is reported to listeners through HandleCommit.
+func (n *Node) Propose(ctx context.Context, epoch int32, records []raftlog.Record) (int64, error) {
+	var last int64
+	var perr error
+	err := n.do(ctx, func() {
+		st := n.raft.Status()
+		if st.Role != Leader || st.Epoch != epoch {
+			perr = fmt.Errorf("%w: epoch %d requested, node is %s at epoch %d", ErrNotLeader, epoch, st.Role, st.Epoch)
+			return
+		}
+		var base int64
+		base, _, perr = n.raft.Propose(n.nowMs(), records)
+		last = base + int64(len(records)) - 1
+	})
+	if err != nil {
+		return 0, err
+	}
+	return last, perr
+}
+
+// Status returns the core's status.
+func (n *Node) Status(ctx context.Context) (Status, error) {
+	var st Status
+	err := n.do(ctx, func() { st = n.raft.Status() })
+	return st, err
+}
+
+// Step delivers an inbound request and waits for the core's answer (which may be a
+// parked Fetch completing later). It is what the RPC handlers call.
+func (n *Node) Step(ctx context.Context, m Message) (Message, error) {
+	reply := make(chan Message, 1)
+	var id uint64
+	if err := n.do(ctx, func() {
+		n.nextInbound++
+		id = n.nextInbound
+		m.RequestID = id
+		n.pending[id] = reply
+		if err := n.raft.Step(n.nowMs(), m); err != nil {
+			n.fail(err)
+		}
+	}); err != nil {
+		return Message{}, err
+	}
+	select {
+	case resp, ok := <-reply:
+		if !ok {
+			return Message{}, ErrNodeStopped
+		}
+		return resp, nil
+	case <-ctx.Done():
+		n.post(func() { delete(n.pending, id) })
+		return Message{}, ctx.Err()
+	case <-n.done:
+		return Message{}, ErrNodeStopped
+	}
+}
+
+// Close resigns leadership gracefully (EndQuorumEpoch to the voters, waiting until they
+// acknowledge or ctx expires), then stops the driver and closes storage.
+func (n *Node) Close(ctx context.Context) error {
+	_ = n.do(ctx, func() {
+		if n.raft.Status().Role == Leader {
+			_ = n.raft.Resign(n.nowMs())
+		}
+	})
+	n.waitEndEpochAcked(ctx)
+	n.cancel()
+	n.wg.Wait()
+	var err error
+	if n.ownCl {
+		err = n.client.Close()
+	}
+	if cerr := n.cfg.Storage.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// waitEndEpochAcked polls until a resigned leader's EndQuorumEpoch was acknowledged by
+// every voter, or ctx is done. Polling the driver costs one event per few ms during a
+// shutdown, which is not a hot path.
+func (n *Node) waitEndEpochAcked(ctx context.Context) {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		st, err := n.Status(ctx)
+		if err != nil || st.Role != Resigned || len(st.EndEpochPending) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// fail stops the node after a fatal error. Called on the driver goroutine.
+func (n *Node) fail(err error) {
+	if n.fatal != nil {
+		return
+	}
+	n.log.Error("quorum node stopping after a fatal error; restart the process after fixing the cause", zap.Error(err))
+	n.fatal = err
+	n.cancel()
+	if n.cfg.OnFatal != nil {
+		n.cfg.OnFatal(err)
+	}
+}
+
+// Done is closed when the driver loop has exited.
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Err is the fatal error that stopped the node, if any. Valid after Done is closed.
+func (n *Node) Err() error { return n.fatal }
+
+func (n *Node) run() {
+	defer close(n.done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		n.drainReady()
+		if n.ctx.Err() != nil {
+			n.failPending()
+			return
+		}
+		wait := time.Duration(n.raft.NextDeadlineMs()-n.nowMs()) * time.Millisecond
+		timer.Reset(max(wait, 0))
+		select {
+		case fn := <-n.events:
+			fn()
+		case <-timer.C:
+			n.raft.Tick(n.nowMs())
+		case <-n.ctx.Done():
+		}
+	}
+}
+
+// failPending answers every waiting inbound request so no handler hangs on a stopped node.
+func (n *Node) failPending() {
+	for id, ch := range n.pending {
+		close(ch)
+		delete(n.pending, id)
+	}
+}
+
+// drainReady handles Ready until the core has nothing left, in the order the Ready
+// contract prescribes: messages, quorum state, log (with fsync), messages that need
+// durability, committed batches, Advance.
+func (n *Node) drainReady() {
+	for n.fatal == nil && n.raft.HasReady() {
+		rd := n.raft.Ready()
+		n.sendAll(rd.Messages)
+		if err := n.persist(rd); err != nil {
+			n.fail(err)
+			return
+		}
+		n.sendAll(rd.MessagesAfterPersist)
+		n.deliver(rd)
+		n.raft.Advance(rd)
+	}
+}
+
+func (n *Node) persist(rd Ready) error {
+	st := n.cfg.Storage
+	if rd.QuorumState != nil {
+		if err := st.SaveQuorumState(*rd.QuorumState); err != nil {
+			return err
+		}
+	}
+	dirty := false
+	if rd.TruncateTo >= 0 {
+		if err := st.TruncateTo(rd.TruncateTo); err != nil {
+			return err
+		}
+		dirty = true
+	}
+	if len(rd.Append) > 0 {
+		if err := st.Append(rd.Append); err != nil {
+			return err
+		}
+		dirty = true
+	}
+	if dirty {
+		return st.Sync()
+	}
+	return nil
+}
+
+// deliver feeds committed batches to listeners and reports leader changes. A change to
+// "this node leads" waits until every batch below the epoch start was delivered.
+func (n *Node) deliver(rd Ready) {
+	if len(rd.Committed) > 0 {
+		for _, l := range n.listeners {
+			l.HandleCommit(rd.Committed)
+		}
+		n.applied = rd.Committed[len(rd.Committed)-1].NextOffset()
+	}
+	if s := rd.SoftState; s != nil {
+		le := LeaderAndEpoch{LeaderID: s.LeaderID, Epoch: s.Epoch, EpochStartOffset: -1}
+		if s.Role == Leader {
+			le.EpochStartOffset = s.EpochStartOffset
+		}
+		n.pendingLeader = &le
+	}
+	if le := n.pendingLeader; le != nil && (le.EpochStartOffset < 0 || n.applied > le.EpochStartOffset) {
+		n.pendingLeader = nil
+		for _, l := range n.listeners {
+			l.HandleLeaderChange(*le)
+		}
+	}
+}
+
+func (n *Node) sendAll(msgs []Message) {
+	for _, m := range msgs {
+		if m.IsRequest() {
+			n.sendRequest(m)
+			continue
+		}
+		if ch, ok := n.pending[m.RequestID]; ok {
+			delete(n.pending, m.RequestID)
+			ch <- m
+		}
+	}
+}
+
+// sendRequest sends an outbound request on its own goroutine and steps the answer (or
+// a synthesized failure) back into the core on the driver goroutine.
+func (n *Node) sendRequest(m Message) {
+	to := m.To
+	if to == AnyVoter {
+		voters := n.cfg.Raft.Voters
+		to = voters[rand.IntN(len(voters))]
+	}
+	addr := n.cfg.VoterAddrs[to]
+	timeout := time.Duration(n.cfg.Raft.RequestTimeoutMs) * time.Millisecond
+	if m.Fetch != nil {
+		timeout += time.Duration(m.Fetch.MaxWaitMs) * time.Millisecond
+	}
+	n.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(n.ctx, timeout)
+		defer cancel()
+		resp := n.roundTrip(ctx, addr, to, m)
+		n.post(func() {
+			if err := n.raft.Step(n.nowMs(), resp); err != nil {
+				n.fail(err)
+			}
+		})
+	})
+}
+
+// roundTrip converts m to its kmsg request, sends it and converts the answer back. Any
+// failure becomes a response carrying Err, which the core treats as a failed request.
+func (n *Node) roundTrip(ctx context.Context, addr string, to int32, m Message) Message {
+	resp := Message{From: to, To: m.From, RequestID: m.RequestID}
+	if addr == "" {
+		resp.Err = fmt.Errorf("%w: no address for node %d", ErrRequestFailed, to)
+		return failedResponse(m, resp)
+	}
+	if m.Vote != nil && m.Vote.PreVote {
+		vs, err := n.client.PeerVersions(ctx, addr)
+		if err == nil && vs[52][1] < 2 {
+			// KIP-996: a peer without Vote v2 cannot answer a pre-vote; tell the core so it
+			// campaigns for real instead of waiting on this voter.
+			n.post(func() { n.raft.SetPeerSupportsPreVote(to, false) })
+			resp.Err = fmt.Errorf("%w: node %d does not support pre-vote", ErrRequestFailed, to)
+			return failedResponse(m, resp)
+		}
+	}
+	version, err := n.pickVersion(ctx, addr, m)
+	if err != nil {
+		resp.Err = fmt.Errorf("%w: %v", ErrRequestFailed, err)
+		return failedResponse(m, resp)
+	}
+	req := encodeRequest(m, n.cfg.Raft.ClusterID, version)
+	n.addLeaderEndpoints(req)
+	kresp, err := n.client.Request(ctx, addr, req)
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			n.log.Debug("raft request failed", zap.Int32("to", to), zap.String("addr", addr), zap.Error(err))
+		}
+		resp.Err = fmt.Errorf("%w: %v", ErrRequestFailed, err)
+		return failedResponse(m, resp)
+	}
+	out, err := decodeResponse(m, kresp)
+	if err != nil {
+		resp.Err = fmt.Errorf("%w: %v", ErrRequestFailed, err)
+		return failedResponse(m, resp)
+	}
+	out.From, out.To, out.RequestID = to, m.From, m.RequestID
+	return out
+}
+
+// failedResponse sets the empty response payload matching m's request type.
+func failedResponse(m Message, resp Message) Message {
+	switch {
+	case m.Vote != nil:
+		resp.VoteResp = &VoteResponse{PreVote: m.Vote.PreVote, LeaderID: -1, LeaderEpoch: -1}
+	case m.BeginEpoch != nil:
+		resp.BeginEpochResp = &BeginQuorumEpochResponse{LeaderID: -1, LeaderEpoch: -1}
+	case m.EndEpoch != nil:
+		resp.EndEpochResp = &EndQuorumEpochResponse{LeaderID: -1, LeaderEpoch: -1}
+	case m.Fetch != nil:
+		resp.FetchResp = &FetchResponse{LeaderID: -1, LeaderEpoch: -1, HighWatermark: -1}
+	}
+	return resp
+}
+
+// pickVersion is the highest version of m's API that both sides serve. The request is
+// built for that exact version because kmsg writes tagged fields at any version.
+func (n *Node) pickVersion(ctx context.Context, addr string, m Message) (int16, error) {
+	key, ours := requestKeyAndMax(m)
+	vs, err := n.client.PeerVersions(ctx, addr)
+	if err != nil {
+		return 0, err
+	}
+	r, ok := vs[key]
+	if !ok || r[0] > ours {
+		return 0, fmt.Errorf("peer %s does not serve API key %d at a version we send", addr, key)
+	}
+	return min(ours, r[1]), nil
+}
+
+// addLeaderEndpoints fills the leader's listener endpoint into BeginQuorumEpoch and
+// EndQuorumEpoch v1+ (KIP-853), where followers learn how to reach the leader.
+func (n *Node) addLeaderEndpoints(req kmsg.Request) {
+	name, host, port, ok := n.leaderEndpoints()
+	if !ok {
+		return
+	}
+	switch r := req.(type) {
+	case *kmsg.BeginQuorumEpochRequest:
+		if r.Version >= 1 {
+			r.LeaderEndpoints = []kmsg.BeginQuorumEpochRequestLeaderEndpoint{{Name: name, Host: host, Port: port}}
+		}
+	case *kmsg.EndQuorumEpochRequest:
+		if r.Version >= 1 {
+			r.LeaderEndpoints = []kmsg.EndQuorumEpochRequestLeaderEndpoint{{Name: name, Host: host, Port: port}}
+		}
+	}
+}

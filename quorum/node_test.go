@@ -1,0 +1,290 @@
+package quorum
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/goleak"
+
+	"github.com/kraftd/kraftd/protocol"
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
+
+// recorder is a Listener that keeps every committed record value and the latest leader.
+type recorder struct {
+	mu      sync.Mutex
+	next    int64
+	values  []string
+	leader  LeaderAndEpoch
+	changed chan struct{}
+	t       *testing.T
+}
+
+func newRecorder(t *testing.T) *recorder { return &recorder{t: t, changed: make(chan struct{}, 1)} }
+
+func (r *recorder) HandleCommit(batches []raftlog.Batch) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, b := range batches {
+		if b.BaseOffset != r.next {
+			r.t.Errorf("commit gap: expected offset %d, got batch at %d", r.next, b.BaseOffset)
+		}
+		r.next = b.NextOffset()
+		if b.Control {
+			continue
+		}
+		recs, err := b.Records()
+		if err != nil {
+			r.t.Errorf("committed batch: %v", err)
+		}
+		for _, rec := range recs {
+			r.values = append(r.values, string(rec.Value))
+		}
+	}
+	r.notify()
+}
+
+func (r *recorder) HandleLeaderChange(l LeaderAndEpoch) {
+	r.mu.Lock()
+	r.leader = l
+	r.mu.Unlock()
+	r.notify()
+}
+
+func (r *recorder) notify() {
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (r *recorder) snapshot() ([]string, LeaderAndEpoch) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.values...), r.leader
+}
+
+type testNode struct {
+	id     int32
+	node   *Node
+	server *protocol.Server
+	rec    *recorder
+	store  raftlog.Storage
+}
+
+type testCluster struct {
+	t     *testing.T
+	addrs map[int32]string
+	nodes map[int32]*testNode
+	dirs  map[int32]string
+}
+
+func freeAddrs(t *testing.T, n int) []string {
+	var out []string
+	var lns []net.Listener
+	for i := 0; i < n; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		out = append(out, ln.Addr().String())
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return out
+}
+
+func newTestCluster(t *testing.T, voters int) *testCluster {
+	c := &testCluster{t: t, addrs: map[int32]string{}, nodes: map[int32]*testNode{}, dirs: map[int32]string{}}
+	for i, a := range freeAddrs(t, voters) {
+		id := int32(i + 1)
+		c.addrs[id] = a
+		c.dirs[id] = t.TempDir()
+	}
+	for id := range c.addrs {
+		c.start(id)
+	}
+	return c
+}
+
+func (c *testCluster) voterIDs() []int32 {
+	var ids []int32
+	for id := range c.addrs {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func (c *testCluster) start(id int32) *testNode {
+	t := c.t
+	store, err := raftlog.OpenFileStorage(c.dirs[id], raftlog.FileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := NewNode(NodeConfig{
+		Raft: Config{
+			NodeID: id, ClusterID: "test-cluster-id-AAAAAA", Voters: c.voterIDs(),
+			ElectionTimeoutMs: 150, FetchTimeoutMs: 300, ElectionBackoffMaxMs: 100, AppendLingerMs: 2,
+			RequestTimeoutMs: 300, FetchMaxWaitMs: 100,
+		},
+		Storage: store, VoterAddrs: c.addrs, ListenerName: "CONTROLLER",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder(t)
+	node.Register(rec)
+	reg := protocol.NewRegistry()
+	node.RegisterHandlers(reg)
+	srv, err := protocol.NewServer(protocol.ServerConfig{Listeners: []protocol.ListenerConfig{{Name: "CONTROLLER", Addr: c.addrs[id], Registry: reg}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	node.Start()
+	tn := &testNode{id: id, node: node, server: srv, rec: rec, store: store}
+	c.nodes[id] = tn
+	return tn
+}
+
+// crash stops a node without resigning: the server goes away and the driver stops.
+func (c *testCluster) crash(id int32) {
+	tn := c.nodes[id]
+	tn.server.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // no graceful resignation
+	tn.node.Close(ctx)
+	delete(c.nodes, id)
+}
+
+func (c *testCluster) closeAll() {
+	for id, tn := range c.nodes {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		tn.node.Close(ctx)
+		cancel()
+		tn.server.Close()
+		delete(c.nodes, id)
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.After(timeout)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		case <-tick.C:
+		}
+	}
+}
+
+func (c *testCluster) leader() *testNode {
+	for _, tn := range c.nodes {
+		st, err := tn.node.Status(context.Background())
+		if err == nil && st.Role == Leader && st.HighWatermark > st.EpochStartOffset {
+			return tn
+		}
+	}
+	return nil
+}
+
+func TestNodesElectReplicateAndFailOver(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c := newTestCluster(t, 3)
+	defer c.closeAll()
+
+	var lead *testNode
+	waitFor(t, "a leader that committed", 10*time.Second, func() bool { lead = c.leader(); return lead != nil })
+	st, _ := lead.node.Status(context.Background())
+	for i := 0; i < 20; i++ {
+		if _, err := lead.node.Propose(context.Background(), st.Epoch, []raftlog.Record{{Value: []byte(fmt.Sprintf("r%d", i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "every node to apply 20 records", 10*time.Second, func() bool {
+		for _, tn := range c.nodes {
+			if v, _ := tn.rec.snapshot(); len(v) < 20 {
+				return false
+			}
+		}
+		return true
+	})
+
+	// Crash the leader: the others elect a new one in a higher epoch and keep committing.
+	old := lead.id
+	c.crash(old)
+	var next *testNode
+	waitFor(t, "a new leader", 10*time.Second, func() bool { next = c.leader(); return next != nil })
+	st2, _ := next.node.Status(context.Background())
+	if st2.Epoch <= st.Epoch {
+		t.Fatalf("new leader epoch %d not above %d", st2.Epoch, st.Epoch)
+	}
+	if _, err := next.node.Propose(context.Background(), st2.Epoch, []raftlog.Record{{Value: []byte("after")}}); err != nil {
+		t.Fatal(err)
+	}
+	// The old leader restarts from its files and catches up.
+	restarted := c.start(old)
+	waitFor(t, "the restarted node to catch up", 10*time.Second, func() bool {
+		v, _ := restarted.rec.snapshot()
+		return len(v) == 21 && v[20] == "after"
+	})
+	for _, tn := range c.nodes {
+		v, _ := tn.rec.snapshot()
+		for i := 0; i < 20; i++ {
+			if v[i] != fmt.Sprintf("r%d", i) {
+				t.Fatalf("node %d value %d = %q", tn.id, i, v[i])
+			}
+		}
+	}
+
+	// DescribeQuorum over the wire from the leader.
+	cl := protocol.NewClient(protocol.ClientConfig{})
+	defer cl.Close()
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	req.SetVersion(-1)
+	rt := kmsg.NewDescribeQuorumRequestTopic()
+	rt.Topic = MetadataTopic
+	rt.Partitions = []kmsg.DescribeQuorumRequestTopicPartition{kmsg.NewDescribeQuorumRequestTopicPartition()}
+	req.Topics = []kmsg.DescribeQuorumRequestTopic{rt}
+	resp, err := cl.Request(context.Background(), c.addrs[next.id], req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dq := resp.(*kmsg.DescribeQuorumResponse)
+	p := dq.Topics[0].Partitions[0]
+	if p.ErrorCode != 0 || p.LeaderID != next.id || len(p.CurrentVoters) != 3 || p.HighWatermark < 22 || len(dq.Nodes) != 3 {
+		t.Fatalf("describe quorum: %+v nodes %d", p, len(dq.Nodes))
+	}
+}
+
+func TestNodeGracefulResignHandsOver(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c := newTestCluster(t, 3)
+	defer c.closeAll()
+	var lead *testNode
+	waitFor(t, "a leader", 10*time.Second, func() bool { lead = c.leader(); return lead != nil })
+	st, _ := lead.node.Status(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	lead.node.Close(ctx)
+	lead.server.Close()
+	delete(c.nodes, lead.id)
+	var next *testNode
+	waitFor(t, "a successor", 10*time.Second, func() bool { next = c.leader(); return next != nil })
+	if st2, _ := next.node.Status(context.Background()); st2.Epoch <= st.Epoch {
+		t.Fatalf("successor epoch %d", st2.Epoch)
+	}
+}

@@ -1,0 +1,142 @@
+package quorum
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kraftd/kraftd/protocol"
+)
+
+// MetadataTopic is the raft partition's topic; it has one partition, 0.
+const MetadataTopic = "__cluster_metadata"
+
+// MetadataTopicID is Kafka's Uuid.METADATA_TOPIC_ID (the UUID 0...01), which Fetch v13+
+// carries instead of the topic name.
+var MetadataTopicID = [16]byte{15: 1}
+
+// Versions this node serves and sends on the controller listener (Kafka 3.9/4.x ranges;
+// Vote v2 is KIP-996 pre-vote).
+const (
+	voteMaxVersion           = 2
+	beginEpochMaxVersion     = 1
+	endEpochMaxVersion       = 1
+	fetchMaxVersion          = 17
+	describeQuorumMaxVersion = 2
+)
+
+// RegisterHandlers serves the raft RPCs on a controller listener's registry.
+func (n *Node) RegisterHandlers(reg *protocol.Registry) {
+	reg.Register(52, 0, voteMaxVersion, n.handleVoteRPC)
+	reg.Register(53, 0, beginEpochMaxVersion, n.handleBeginEpochRPC)
+	reg.Register(54, 0, endEpochMaxVersion, n.handleEndEpochRPC)
+	reg.Register(1, 0, fetchMaxVersion, n.handleFetchRPC)
+	reg.Register(55, 0, describeQuorumMaxVersion, n.handleDescribeQuorumRPC)
+}
+
+// encodeRequest builds the kmsg request for an outbound core message at version v.
+func encodeRequest(m Message, clusterID string, v int16) kmsg.Request {
+	switch {
+	case m.Vote != nil:
+		return encodeVote(m.Vote, clusterID, v)
+	case m.BeginEpoch != nil:
+		return encodeBeginEpoch(m.BeginEpoch, clusterID, v)
+	case m.EndEpoch != nil:
+		return encodeEndEpoch(m.EndEpoch, clusterID, v)
+	case m.Fetch != nil:
+		return encodeFetch(m.Fetch, clusterID, v)
+	}
+	panic(fmt.Sprintf("quorum: no request payload in %s", m))
+}
+
+// requestKeyAndMax is the API key of m's request and the highest version we send.
+func requestKeyAndMax(m Message) (int16, int16) {
+	switch {
+	case m.Vote != nil:
+		return 52, voteMaxVersion
+	case m.BeginEpoch != nil:
+		return 53, beginEpochMaxVersion
+	case m.EndEpoch != nil:
+		return 54, endEpochMaxVersion
+	default:
+		return 1, fetchMaxVersion
+	}
+}
+
+// decodeResponse converts a peer's answer to the core's message.
+func decodeResponse(m Message, resp kmsg.Response) (Message, error) {
+	switch r := resp.(type) {
+	case *kmsg.VoteResponse:
+		return Message{VoteResp: decodeVoteResponse(r, m.Vote.PreVote)}, nil
+	case *kmsg.BeginQuorumEpochResponse:
+		return Message{BeginEpochResp: decodeBeginEpochResponse(r)}, nil
+	case *kmsg.EndQuorumEpochResponse:
+		return Message{EndEpochResp: decodeEndEpochResponse(r)}, nil
+	case *kmsg.FetchResponse:
+		fr, err := decodeFetchResponse(r)
+		return Message{FetchResp: fr}, err
+	}
+	return Message{}, fmt.Errorf("unexpected response %T", resp)
+}
+
+// clusterIDPtr is nil for "" (not checked), as Kafka's nullable ClusterId.
+func clusterIDPtr(id string) *string {
+	if id == "" {
+		return nil
+	}
+	return &id
+}
+
+func derefClusterID(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// endpoint is host and port of a voter's controller listener.
+func (n *Node) endpoint(id int32) (host string, port uint16, ok bool) {
+	addr, found := n.cfg.VoterAddrs[id]
+	if !found {
+		return "", 0, false
+	}
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, false
+	}
+	pn, err := strconv.ParseUint(p, 10, 16)
+	if err != nil {
+		return "", 0, false
+	}
+	return h, uint16(pn), true
+}
+
+// isMetadataPartition reports whether a request's single topic/partition is ours.
+func isMetadataPartition(topic string, topicID [16]byte, byID bool, partition int32) bool {
+	if partition != 0 {
+		return false
+	}
+	if byID {
+		return topicID == MetadataTopicID
+	}
+	return topic == MetadataTopic
+}
+
+// stepRPC hands a decoded inbound request to the core and waits for the answer.
+func (n *Node) stepRPC(ctx context.Context, req *protocol.Request, m Message) (Message, error) {
+	m.To = n.cfg.Raft.NodeID
+	resp, err := n.Step(ctx, m)
+	if err != nil {
+		return Message{}, fmt.Errorf("quorum: %s from %v: %w", kmsg.NameForKey(req.Key), req.RemoteAddr, err)
+	}
+	return resp, nil
+}
+
+var (
+	errInvalidRequest = kerr.InvalidRequest.Code
+	errNotLeader      = kerr.NotLeaderForPartition.Code
+)
