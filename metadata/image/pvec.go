@@ -65,8 +65,13 @@ func (v partVec) Get(id int32) (Partition, bool) {
 // Set stores p (which must be present) under id, writing in place the nodes
 // owned by edit and copying the others.
 func (v *partVec) Set(id int32, p Partition, edit *editToken) {
-	for v.root != nil && uint64(id)>>(v.shift+vecBits) != 0 {
-		v.root = &vnode{edit: edit, kids: []*vnode{v.root}}
+	if v.root == nil {
+		v.shift = 0
+	}
+	for uint64(id)>>(v.shift+vecBits) != 0 {
+		if v.root != nil {
+			v.root = &vnode{edit: edit, kids: []*vnode{v.root}}
+		}
 		v.shift += vecBits
 	}
 	var added bool

@@ -1,0 +1,136 @@
+package image
+
+import (
+	"cmp"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// checkAVL verifies order, balance and heights, returning the node count.
+func checkAVL[K, V any](t *testing.T, n *tnode[K, V], cmpf func(a, b K) int, lo, hi *K) int {
+	t.Helper()
+	if n == nil {
+		return 0
+	}
+	if (lo != nil && cmpf(n.key, *lo) <= 0) || (hi != nil && cmpf(n.key, *hi) >= 0) {
+		t.Fatalf("key out of order")
+	}
+	if d := n.left.h() - n.right.h(); d < -1 || d > 1 {
+		t.Fatalf("unbalanced node: %d", d)
+	}
+	if n.height != max(n.left.h(), n.right.h())+1 {
+		t.Fatalf("bad height")
+	}
+	return 1 + checkAVL(t, n.left, cmpf, lo, &n.key) + checkAVL(t, n.right, cmpf, &n.key, hi)
+}
+
+// TestPtreeAgainstMap compares random Set/Delete sequences with a Go map
+// and checks that every earlier version is unchanged by later operations.
+func TestPtreeAgainstMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	tree := newPtree[int32, int](cmp.Compare[int32])
+	model := map[int32]int{}
+	type version struct {
+		tree  ptree[int32, int]
+		model map[int32]int
+	}
+	var versions []version
+	for i := range 5000 {
+		k := int32(rng.IntN(600))
+		if rng.IntN(3) == 0 {
+			tree = tree.Delete(k)
+			delete(model, k)
+		} else {
+			tree = tree.Set(k, i)
+			model[k] = i
+		}
+		if i%250 == 0 {
+			versions = append(versions, version{tree, maps.Clone(model)})
+		}
+	}
+	versions = append(versions, version{tree, model})
+	for _, v := range versions {
+		if n := checkAVL(t, v.tree.root, cmp.Compare[int32], nil, nil); n != v.tree.Len() || n != len(v.model) {
+			t.Fatalf("len %d/%d, model %d", n, v.tree.Len(), len(v.model))
+		}
+		var keys []int32
+		for k, val := range v.tree.All() {
+			if v.model[k] != val {
+				t.Fatalf("key %d: %d, model %d", k, val, v.model[k])
+			}
+			keys = append(keys, k)
+		}
+		if !slices.Equal(keys, slices.Sorted(maps.Keys(v.model))) {
+			t.Fatalf("iteration order differs from sorted keys")
+		}
+	}
+	keys := slices.Sorted(maps.Keys(model))
+	vals := make([]int, len(keys))
+	for i, k := range keys {
+		vals[i] = model[k]
+	}
+	built := ptreeFromSorted(cmp.Compare[int32], keys, vals)
+	checkAVL(t, built.root, cmp.Compare[int32], nil, nil)
+	for k, v := range model {
+		if got, ok := built.Get(k); !ok || got != v {
+			t.Fatalf("fromSorted: key %d", k)
+		}
+	}
+}
+
+// TestPartVecAgainstMap sets random ids through several edit tokens (each
+// one a "delta", frozen afterwards) and checks every frozen version stays
+// as it was.
+func TestPartVecAgainstMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var v partVec
+	model := map[int32]int32{}
+	type version struct {
+		vec   partVec
+		model map[int32]int32
+	}
+	var versions []version
+	for round := range 40 {
+		edit := &editToken{}
+		for range rng.IntN(200) {
+			id := int32(rng.IntN(300))
+			if rng.IntN(10) == 0 {
+				id = int32(rng.IntN(1 << 20))
+			}
+			p := Partition{present: true, Leader: int32(round*1000 + rng.IntN(1000))}
+			if rng.IntN(4) == 0 {
+				v.Set(id, p, nil) // a write without a token always copies
+			} else {
+				v.Set(id, p, edit)
+			}
+			model[id] = p.Leader
+		}
+		v.freeze(edit)
+		versions = append(versions, version{v, maps.Clone(model)})
+	}
+	for i, ver := range versions {
+		if ver.vec.Len() != len(ver.model) {
+			t.Fatalf("version %d: len %d, model %d", i, ver.vec.Len(), len(ver.model))
+		}
+		var ids []int32
+		for id, p := range ver.vec.All {
+			if ver.model[id] != p.Leader {
+				t.Fatalf("version %d id %d: leader %d, model %d", i, id, p.Leader, ver.model[id])
+			}
+			ids = append(ids, id)
+		}
+		if !slices.Equal(ids, slices.Sorted(maps.Keys(ver.model))) {
+			t.Fatalf("version %d: ids not in order or missing", i)
+		}
+		for id, l := range ver.model {
+			if p, ok := ver.vec.Get(id); !ok || p.Leader != l {
+				t.Fatalf("version %d: Get(%d)", i, id)
+			}
+		}
+		if _, ok := ver.vec.Get(1 << 21); ok {
+			t.Fatalf("absent id found")
+		}
+	}
+}
