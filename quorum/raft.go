@@ -146,12 +146,13 @@ func (r *Raft) initialize(st raftlog.QuorumState, nowMs int64) {
 	case st.LeaderID == self && r.isVoter:
 		r.epoch, r.leaderID, r.votedID = st.LeaderEpoch, self, st.VotedID
 		r.becomeResigned(nowMs, r.otherVoters())
+	case st.LeaderID >= 0 && st.LeaderID != self:
+		// A known leader wins over a vote for self: the node lost that election.
+		r.epoch, r.votedID = st.LeaderEpoch, st.VotedID
+		r.becomeFollower(nowMs, st.LeaderEpoch, st.LeaderID)
 	case st.VotedID == self && r.isVoter:
 		r.epoch = st.LeaderEpoch
 		r.becomeCandidateAt(nowMs, st.LeaderEpoch)
-	case st.LeaderID >= 0 && st.LeaderID != self:
-		r.epoch, r.votedID = st.LeaderEpoch, st.VotedID
-		r.becomeFollower(nowMs, st.LeaderEpoch, st.LeaderID)
 	default:
 		r.epoch = st.LeaderEpoch
 		r.votedID = st.VotedID
