@@ -209,10 +209,17 @@ func serve(ctx context.Context, cfg app.Config) error {
 		defer cancel()
 		return errors.Join(err, a.Stop(stopCtx))
 	}
-	<-ctx.Done()
-	cfg.Logger.Info("signal received, stopping")
+	var fatal error
+	select {
+	case <-ctx.Done():
+		cfg.Logger.Info("signal received, stopping")
+	case fatal = <-a.Fatal():
+	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
+	if fatal != nil {
+		return errors.Join(fmt.Errorf("node stopped after a fatal error: %w", fatal), a.Stop(stopCtx))
+	}
 	return a.Stop(stopCtx)
 }
 

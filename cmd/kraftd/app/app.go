@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kraftd/kraftd/protocol"
+	"github.com/kraftd/kraftd/quorum"
 )
 
 // Component is a role part that App starts and stops in order: the quorum
@@ -49,6 +50,12 @@ type App struct {
 	server     *protocol.Server
 	metrics    *metricsServer
 
+	quorum *quorumRole
+	// fatal receives the first error that must stop the process (a failed fsync, a
+	// broken quorum invariant); main waits on it next to the signals.
+	fatal     chan error
+	fatalOnce sync.Once
+
 	mu         sync.Mutex
 	state      lifecycle
 	clusterID  string
@@ -74,6 +81,7 @@ func New(cfg Config) (*App, error) {
 		registries: make(map[string]*protocol.Registry, len(cfg.Listeners)),
 	}
 	a.metrics = newMetrics(a.log)
+	a.fatal = make(chan error, 1)
 	listeners := make([]protocol.ListenerConfig, 0, len(cfg.Listeners))
 	for _, l := range cfg.Listeners {
 		reg := protocol.NewRegistry()
@@ -91,7 +99,27 @@ func New(cfg Config) (*App, error) {
 		return nil, fmt.Errorf("app: %w", err)
 	}
 	a.server = srv
+	if cfg.Mode == ModeKRaft && (cfg.HasRole(RoleController) || cfg.HasRole(RoleBroker)) {
+		a.quorum = newQuorumRole(a)
+		a.components = append(a.components, namedComponent{name: "quorum", c: a.quorum})
+	}
 	return a, nil
+}
+
+// Fatal delivers the first error after which the node cannot go on safely. The
+// process should stop (with a non-zero status) when it fires.
+func (a *App) Fatal() <-chan error { return a.fatal }
+
+func (a *App) reportFatal(err error) {
+	a.fatalOnce.Do(func() { a.fatal <- err })
+}
+
+// Quorum is the node's running KRaft replica (nil before Start or in zk-legacy mode).
+func (a *App) Quorum() *quorum.Node {
+	if a.quorum == nil {
+		return nil
+	}
+	return a.quorum.Node()
 }
 
 // Config returns the validated configuration.

@@ -1,0 +1,122 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/kraftd/kraftd/quorum"
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
+
+// quorumRole runs the node's KRaft replica of __cluster_metadata: a voter when node.id
+// is in controller.quorum.voters, an observer otherwise (a broker-only node). A combined
+// node runs one replica that both roles share.
+//
+// The Node is created in Start, after App has formatted or verified storage, because
+// it needs the cluster id and the metadata log directory.
+type quorumRole struct {
+	a         *App
+	mu        sync.Mutex
+	node      *quorum.Node
+	listeners []quorum.Listener
+	ready     chan struct{} // closed once node is set
+}
+
+func newQuorumRole(a *App) *quorumRole { return &quorumRole{a: a, ready: make(chan struct{})} }
+
+// addListener attaches a state machine (controller, broker publisher); call before Start.
+func (q *quorumRole) addListener(l quorum.Listener) { q.listeners = append(q.listeners, l) }
+
+func (q *quorumRole) raftConfig() quorum.Config {
+	c := &q.a.cfg
+	voters := make([]int32, 0, len(c.QuorumVoters))
+	for _, v := range c.QuorumVoters {
+		voters = append(voters, v.ID)
+	}
+	return quorum.Config{
+		NodeID:               c.NodeID,
+		ClusterID:            q.a.clusterID,
+		Voters:               voters,
+		ElectionTimeoutMs:    int64(c.QuorumElectionTimeoutMs),
+		FetchTimeoutMs:       int64(c.QuorumFetchTimeoutMs),
+		ElectionBackoffMaxMs: int64(c.QuorumElectionBackoffMaxMs),
+		AppendLingerMs:       int64(c.QuorumAppendLingerMs),
+		RequestTimeoutMs:     int64(c.QuorumRequestTimeoutMs),
+		RetryBackoffMs:       int64(c.QuorumRetryBackoffMs),
+	}
+}
+
+// Start opens __cluster_metadata-0 and starts the driver. Called by App.Start with the
+// App lock held, so it reads App fields directly.
+func (q *quorumRole) Start(ctx context.Context) error {
+	c := &q.a.cfg
+	if len(c.QuorumVoters) == 0 {
+		return fmt.Errorf("%w: controller.quorum.bootstrap.servers (dynamic quorums, KIP-853) is not supported yet; "+
+			"set controller.quorum.voters", ErrInvalidConfig)
+	}
+	dir := filepath.Join(c.MetadataDir(), "__cluster_metadata-0")
+	log := c.Logger.Named("quorum").With(zap.Int32("node", c.NodeID))
+	store, err := raftlog.OpenFileStorage(dir, raftlog.FileOptions{
+		SegmentBytes: c.MetadataLogSegmentBytes,
+		Logger:       log,
+	})
+	if err != nil {
+		return fmt.Errorf("opening the metadata log in %s: %w", dir, err)
+	}
+	addrs := make(map[int32]string, len(c.QuorumVoters))
+	for _, v := range c.QuorumVoters {
+		addrs[v.ID] = joinHostPort(v.Host, v.Port)
+	}
+	listener := ""
+	if len(c.ControllerListenerNames) > 0 {
+		listener = c.ControllerListenerNames[0]
+	}
+	node, err := quorum.NewNode(quorum.NodeConfig{
+		Raft:         q.raftConfig(),
+		Storage:      store,
+		VoterAddrs:   addrs,
+		ListenerName: listener,
+		Logger:       log,
+		OnFatal:      q.a.reportFatal,
+	})
+	if err != nil {
+		store.Close()
+		return err
+	}
+	for _, l := range q.listeners {
+		node.Register(l)
+	}
+	for _, name := range c.ControllerListenerNames {
+		if reg := q.a.registries[name]; reg != nil && c.HasRole(RoleController) {
+			node.RegisterHandlers(reg)
+		}
+	}
+	node.Start()
+	q.mu.Lock()
+	q.node = node
+	q.mu.Unlock()
+	close(q.ready)
+	return nil
+}
+
+// Stop resigns leadership gracefully (EndQuorumEpoch) within ctx and stops the driver.
+func (q *quorumRole) Stop(ctx context.Context) error {
+	q.mu.Lock()
+	node := q.node
+	q.mu.Unlock()
+	if node == nil {
+		return nil
+	}
+	return node.Close(ctx)
+}
+
+// Node is the running quorum node, or nil before Start.
+func (q *quorumRole) Node() *quorum.Node {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.node
+}
