@@ -154,6 +154,33 @@ func freezeNode(n *vnode, edit *editToken) *vnode {
 	return n
 }
 
+// scan calls fn with a pointer into the leaf for every present partition,
+// in id order, until fn returns false. It copies nothing, which matters for
+// the million-partition scans of PartitionsLedBy; fn must not write *p.
+func (v partVec) scan(fn func(id int32, p *Partition) bool) {
+	scanIn(v.root, v.shift, 0, fn)
+}
+
+func scanIn(n *vnode, shift uint, base int32, fn func(int32, *Partition) bool) bool {
+	if n == nil {
+		return true
+	}
+	if shift == 0 {
+		for i := range n.parts {
+			if n.parts[i].present && !fn(base+int32(i), &n.parts[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	for i, k := range n.kids {
+		if !scanIn(k, shift-vecBits, base+int32(i)<<shift, fn) {
+			return false
+		}
+	}
+	return true
+}
+
 // All yields present partitions in id order.
 func (v partVec) All(yield func(int32, Partition) bool) {
 	allIn(v.root, v.shift, 0, yield)
