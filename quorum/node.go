@@ -147,13 +147,13 @@ func (n *Node) do(ctx context.Context, fn func()) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	// Once queued, fn will run soon (the loop never waits long): wait for it even if ctx
+	// ends, because fn writes into the caller's variables.
 	select {
 	case <-ran:
 		return nil
 	case <-n.done:
 		return ErrNodeStopped
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 
