@@ -49,6 +49,8 @@ func run(args []string, stdout io.Writer, stderr *os.File) int {
 			return exitOK
 		case "storage":
 			return runStorage(args[1:], stdout, stderr)
+		case "quorum":
+			return runQuorum(args[1:], stdout, stderr)
 		}
 	}
 	return runNode(args, stdout, stderr)
