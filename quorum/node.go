@@ -89,6 +89,10 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if cfg.Raft.Rand == nil {
 		cfg.Raft.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
+	// The driver reads timeouts from the config too: fill in the defaults first.
+	if err := cfg.Raft.Validate(); err != nil {
+		return nil, err
+	}
 	loaded, err := cfg.Storage.Load()
 	if err != nil {
 		return nil, err

@@ -84,7 +84,7 @@ type testCluster struct {
 	dirs  map[int32]string
 }
 
-func freeAddrs(t *testing.T, n int) []string {
+func freeAddrs(t testing.TB, n int) []string {
 	var out []string
 	var lns []net.Listener
 	for i := 0; i < n; i++ {

@@ -1,0 +1,216 @@
+package quorum
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/kraftd/kraftd/protocol"
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
+
+// commitWaiter is a Listener that wakes callers waiting for an offset to commit.
+type commitWaiter struct {
+	mu      sync.Mutex
+	next    int64
+	waiters map[int64][]chan struct{}
+}
+
+func newCommitWaiter() *commitWaiter { return &commitWaiter{waiters: map[int64][]chan struct{}{}} }
+
+func (w *commitWaiter) HandleCommit(batches []raftlog.Batch) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.next = batches[len(batches)-1].NextOffset()
+	for off, chs := range w.waiters {
+		if off < w.next {
+			for _, ch := range chs {
+				close(ch)
+			}
+			delete(w.waiters, off)
+		}
+	}
+}
+
+func (w *commitWaiter) HandleLeaderChange(LeaderAndEpoch) {}
+
+// wait returns a channel closed once offset is committed.
+func (w *commitWaiter) wait(offset int64) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch := make(chan struct{})
+	if offset < w.next {
+		close(ch)
+		return ch
+	}
+	w.waiters[offset] = append(w.waiters[offset], ch)
+	return ch
+}
+
+// benchCluster starts three voters on loopback with file storage (fsync on) and
+// returns the leader and its commit waiter.
+func benchCluster(b *testing.B, lingerMs int64) (*Node, *commitWaiter, func()) {
+	b.Helper()
+	addrs := map[int32]string{}
+	for i, a := range freeAddrs(b, 3) {
+		addrs[int32(i+1)] = a
+	}
+	var nodes []*Node
+	var servers []*protocol.Server
+	waiters := map[int32]*commitWaiter{}
+	for id := range addrs {
+		store, err := raftlog.OpenFileStorage(b.TempDir(), raftlog.FileOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := NewNode(NodeConfig{
+			Raft: Config{NodeID: id, Voters: []int32{1, 2, 3}, ElectionTimeoutMs: 200, FetchTimeoutMs: 1000,
+				AppendLingerMs: lingerMs},
+			Storage: store, VoterAddrs: addrs, ListenerName: "CONTROLLER", Logger: benchLogger(),
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		w := newCommitWaiter()
+		n.Register(w)
+		waiters[id] = w
+		reg := protocol.NewRegistry()
+		n.RegisterHandlers(reg)
+		srv, _ := protocol.NewServer(protocol.ServerConfig{Listeners: []protocol.ListenerConfig{{Name: "CONTROLLER", Addr: addrs[id], Registry: reg}}})
+		if err := srv.Start(); err != nil {
+			b.Fatal(err)
+		}
+		n.Start()
+		nodes, servers = append(nodes, n), append(servers, srv)
+	}
+	stop := func() {
+		for i, n := range nodes {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			n.Close(ctx)
+			cancel()
+			servers[i].Close()
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, n := range nodes {
+			st, _ := n.Status(context.Background())
+			if st.Role == Leader && st.HighWatermark > st.EpochStartOffset {
+				return n, waiters[n.NodeID()], stop
+			}
+		}
+		<-time.After(10 * time.Millisecond)
+	}
+	stop()
+	b.Fatal("no leader")
+	return nil, nil, nil
+}
+
+// BenchmarkCommitLatency proposes one metadata-sized record at a time on a 3-voter
+// loopback quorum with fsync on, and reports p50/p99 commit latency next to the floor
+// measured in the same run: one fsync of a batch-sized write plus one loopback request
+// round trip. Reproduce: go test -run '^$' -bench CommitLatency -benchtime 2000x ./quorum
+func BenchmarkCommitLatency(b *testing.B) {
+	leader, w, stop := benchCluster(b, AppendLingerMsNone)
+	defer stop()
+	st, _ := leader.Status(context.Background())
+	rec := []raftlog.Record{{Value: make([]byte, 100)}}
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		off, err := leader.Propose(context.Background(), st.Epoch, rec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		<-w.wait(off)
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	floor := measureFloor(b, 200)
+	p50, p99 := percentile(lat, 50), percentile(lat, 99)
+	b.ReportMetric(float64(p50.Microseconds()), "p50-us")
+	b.ReportMetric(float64(p99.Microseconds()), "p99-us")
+	b.ReportMetric(float64(floor.Microseconds()), "floor-p50-us")
+	b.ReportMetric(float64(p50)/float64(floor), "p50/floor")
+}
+
+// BenchmarkCommitThroughput keeps many proposals in flight (the leader batches them
+// within the linger time) and reports committed records per second.
+// Reproduce: go test -run '^$' -bench CommitThroughput -benchtime 200000x ./quorum
+func BenchmarkCommitThroughput(b *testing.B) {
+	leader, w, stop := benchCluster(b, 5)
+	defer stop()
+	st, _ := leader.Status(context.Background())
+	const perProposal = 100
+	recs := make([]raftlog.Record, perProposal)
+	for i := range recs {
+		recs[i] = raftlog.Record{Value: make([]byte, 100)}
+	}
+	b.ResetTimer()
+	start := time.Now()
+	var last int64
+	for done := 0; done < b.N; done += perProposal {
+		off, err := leader.Propose(context.Background(), st.Epoch, recs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		last = off
+	}
+	<-w.wait(last)
+	elapsed := time.Since(start)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "records/s")
+}
+
+// measureFloor is the p50 of n times (write 200 bytes + fsync) + (one loopback round trip).
+func measureFloor(b *testing.B, n int) time.Duration {
+	f, err := os.Create(filepath.Join(b.TempDir(), "floor"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	srv, _ := protocol.NewServer(protocol.ServerConfig{Listeners: []protocol.ListenerConfig{{Name: "X", Addr: "127.0.0.1:0", Registry: protocol.NewRegistry()}}})
+	srv.Start()
+	defer srv.Close()
+	cl := protocol.NewClient(protocol.ClientConfig{})
+	defer cl.Close()
+	addr := srv.Addr("X").String()
+	buf := make([]byte, 200)
+	var out []time.Duration
+	for i := 0; i < n; i++ {
+		start := time.Now()
+		f.Write(buf)
+		f.Sync()
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.SetVersion(-1)
+		if _, err := cl.Request(context.Background(), addr, req); err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, time.Since(start))
+	}
+	return percentile(out, 50)
+}
+
+func percentile(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*p/100)]
+}
+
+func benchLogger() *zap.Logger {
+	if os.Getenv("QUORUM_BENCH_LOG") == "" {
+		return zap.NewNop()
+	}
+	l, _ := zap.NewDevelopment()
+	return l
+}
