@@ -214,3 +214,103 @@ func benchLogger() *zap.Logger {
 	l, _ := zap.NewDevelopment()
 	return l
 }
+
+// BenchmarkFailover measures, per iteration on a fresh 3-voter loopback quorum: the
+// time from a crash of the leader (server and driver stopped, no resignation) to a new
+// leader that has committed in its epoch, and the same after a graceful resignation
+// (EndQuorumEpoch). A crash is detected by the followers' fetch timeout (1000 ms here),
+// so "crash-elect-ms" subtracts that timeout: it is election plus first commit.
+// Reproduce: go test -run '^$' -bench Failover -benchtime 5x ./quorum
+func BenchmarkFailover(b *testing.B) {
+	const fetchTimeoutMs = 1000
+	var crash, graceful []time.Duration
+	for i := 0; i < b.N; i++ {
+		for _, mode := range []string{"crash", "graceful"} {
+			c := newBenchQuorum(b, fetchTimeoutMs)
+			old := c.waitLeader(b, -1)
+			start := time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if mode == "crash" {
+				cancel() // no time to resign
+			}
+			c.servers[old].Close()
+			c.nodes[old].Close(ctx)
+			cancel()
+			delete(c.nodes, old)
+			c.waitLeader(b, old)
+			d := time.Since(start)
+			if mode == "crash" {
+				crash = append(crash, d-fetchTimeoutMs*time.Millisecond)
+			} else {
+				graceful = append(graceful, d)
+			}
+			c.stop()
+		}
+	}
+	b.ReportMetric(float64(percentile(crash, 50).Milliseconds()), "crash-elect-ms")
+	b.ReportMetric(float64(percentile(graceful, 50).Milliseconds()), "graceful-ms")
+}
+
+type benchQuorum struct {
+	nodes   map[int32]*Node
+	servers map[int32]*protocol.Server
+}
+
+func newBenchQuorum(b *testing.B, fetchTimeoutMs int64) *benchQuorum {
+	c := &benchQuorum{nodes: map[int32]*Node{}, servers: map[int32]*protocol.Server{}}
+	addrs := map[int32]string{}
+	for i, a := range freeAddrs(b, 3) {
+		addrs[int32(i+1)] = a
+	}
+	for id := range addrs {
+		store, err := raftlog.OpenFileStorage(b.TempDir(), raftlog.FileOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := NewNode(NodeConfig{
+			Raft: Config{NodeID: id, Voters: []int32{1, 2, 3}, ElectionTimeoutMs: 100, FetchTimeoutMs: fetchTimeoutMs,
+				ElectionBackoffMaxMs: 50, RequestTimeoutMs: 500, FetchMaxWaitMs: 200},
+			Storage: store, VoterAddrs: addrs, ListenerName: "CONTROLLER",
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		reg := protocol.NewRegistry()
+		n.RegisterHandlers(reg)
+		srv, _ := protocol.NewServer(protocol.ServerConfig{Listeners: []protocol.ListenerConfig{{Name: "CONTROLLER", Addr: addrs[id], Registry: reg}}})
+		if err := srv.Start(); err != nil {
+			b.Fatal(err)
+		}
+		n.Start()
+		c.nodes[id], c.servers[id] = n, srv
+	}
+	return c
+}
+
+// waitLeader polls (1 ms) for a leader other than exclude that committed in its epoch.
+func (c *benchQuorum) waitLeader(b *testing.B, exclude int32) int32 {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for id, n := range c.nodes {
+			if id == exclude {
+				continue
+			}
+			st, _ := n.Status(context.Background())
+			if st.Role == Leader && st.HighWatermark > st.EpochStartOffset {
+				return id
+			}
+		}
+		<-time.After(time.Millisecond)
+	}
+	b.Fatal("no leader")
+	return -1
+}
+
+func (c *benchQuorum) stop() {
+	for id, n := range c.nodes {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		n.Close(ctx)
+		cancel()
+		c.servers[id].Close()
+	}
+}
