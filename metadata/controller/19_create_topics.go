@@ -1,0 +1,351 @@
+package controller
+
+// CreateTopics, API key 19, versions 0-7 (v1 ValidateOnly and ErrorMessage,
+// v5 (KIP-525) NumPartitions/ReplicationFactor/Configs in the response,
+// v7 (KIP-516) TopicID). Brokers forward it here (KIP-590).
+//
+// Per topic, in Kafka's order (ControllerApis.createTopics then
+// ReplicationControlManager.createTopics):
+//
+//   - a name given twice: INVALID_REQUEST "Duplicate topic name.";
+//     __cluster_metadata: INVALID_REQUEST;
+//   - Topic.validate: INVALID_TOPIC_EXCEPTION "Topic name is invalid: ...";
+//     a name equal to an existing one once '.' and '_' are unified:
+//     INVALID_TOPIC_EXCEPTION "... collides with existing topic: ...";
+//   - existing name: TOPIC_ALREADY_EXISTS;
+//   - a null config value: INVALID_CONFIG (config names are not checked
+//     against Kafka's topic config schema, which kraftd does not carry);
+//   - manual assignments need NumPartitions and ReplicationFactor -1
+//     (INVALID_REQUEST), partitions 0..n-1 once each, registered distinct
+//     brokers, equal sizes, and at least one active broker per partition
+//     (INVALID_REPLICA_ASSIGNMENT);
+//   - otherwise ReplicationFactor 0 or < -1: INVALID_REPLICATION_FACTOR,
+//     NumPartitions 0 or < -1: INVALID_PARTITIONS, -1 takes the default,
+//     and the striped placer spreads replicas over usable brokers
+//     (INVALID_REPLICATION_FACTOR "Unable to replicate the partition N
+//     time(s): ..." when it cannot).
+//
+// A created topic is a TopicRecord, its ConfigRecords, then one
+// PartitionRecord per partition with ISR = the active replicas, leader =
+// the first of them, epochs 0. ValidateOnly writes nothing. The response
+// lists the topic's configs as the overrides given (Kafka lists every
+// effective config; kraftd has no config schema).
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kraftd/kraftd/metadata/image"
+	"github.com/kraftd/kraftd/metadata/records"
+)
+
+// apiError is a Kafka error code with its optional message.
+type apiError struct {
+	code int16
+	msg  *string
+}
+
+func errf(e *kerr.Error, format string, args ...any) *apiError {
+	return &apiError{code: e.Code, msg: kmsg.StringPtr(fmt.Sprintf(format, args...))}
+}
+
+// clusterMetadataTopic is the name of the metadata log's topic.
+const clusterMetadataTopic = "__cluster_metadata"
+
+// configSourceDynamicTopic is DescribeConfigs' DYNAMIC_TOPIC_CONFIG source.
+const configSourceDynamicTopic = 1
+
+func (c *core) createTopics(req *kmsg.CreateTopicsRequest) Result {
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	resp.SetVersion(req.Version)
+	counts := map[string]int{}
+	for _, t := range req.Topics {
+		counts[t.Topic]++
+	}
+	var recs []records.Record
+	created := map[string]bool{}
+	for _, t := range req.Topics {
+		if created[t.Topic] {
+			continue // a duplicate's error was already added
+		}
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic = t.Topic
+		var err *apiError
+		switch {
+		case counts[t.Topic] > 1:
+			err = errf(kerr.InvalidRequest, "Duplicate topic name.")
+		case t.Topic == clusterMetadataTopic:
+			err = errf(kerr.InvalidRequest, "Creation of internal topic %s is prohibited.", clusterMetadataTopic)
+		default:
+			recs, err = c.createTopic(t, &rt, recs)
+		}
+		created[t.Topic] = true
+		if err != nil {
+			rt.ErrorCode, rt.ErrorMessage = err.code, err.msg
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	if req.ValidateOnly {
+		recs = nil
+	}
+	return Result{Records: recs, Response: resp}
+}
+
+// createTopic validates one topic and appends its records.
+func (c *core) createTopic(t kmsg.CreateTopicsRequestTopic, rt *kmsg.CreateTopicsResponseTopic,
+	recs []records.Record) ([]records.Record, *apiError) {
+	img := c.pending.img
+	if err := c.validateNewTopicName(t.Topic); err != nil {
+		return recs, err
+	}
+	if _, exists := img.TopicByName(t.Topic); exists {
+		return recs, errf(kerr.TopicAlreadyExists, "Topic '%s' already exists.", t.Topic)
+	}
+	if err := checkConfigs(t.Configs); err != nil {
+		return recs, err
+	}
+	assignments, err := c.assignReplicas(t)
+	if err != nil {
+		return recs, err
+	}
+	id := c.newTopicID()
+	rt.TopicID, rt.NumPartitions = id, int32(len(assignments))
+	rt.ReplicationFactor = int16(len(assignments[0]))
+	recs = append(recs, records.Record{Message: &records.TopicRecord{Name: t.Topic, TopicID: id}})
+	for _, cfg := range sortedConfigs(t.Configs) {
+		recs = append(recs, records.Record{Message: &records.ConfigRecord{
+			ResourceType: image.ConfigTopic, ResourceName: t.Topic, Name: cfg.Name, Value: cfg.Value}})
+		rc := kmsg.NewCreateTopicsResponseTopicConfig()
+		rc.Name, rc.Value, rc.Source = cfg.Name, cfg.Value, configSourceDynamicTopic
+		rt.Configs = append(rt.Configs, rc)
+	}
+	for i, replicas := range assignments {
+		recs = append(recs, c.partitionRecord(id, int32(i), replicas))
+	}
+	return recs, nil
+}
+
+// partitionRecord is a new partition: ISR = the active replicas (never
+// empty; callers check), led by the first of them, epochs 0.
+func (c *core) partitionRecord(topicID records.UUID, id int32, replicas []int32) records.Record {
+	isr := activeOf(c.pending.img, replicas)
+	return records.Record{Message: &records.PartitionRecord{
+		PartitionID: id, TopicID: topicID, Replicas: replicas, ISR: isr,
+		RemovingReplicas: []int32{}, AddingReplicas: []int32{},
+		Leader: isr[0], LeaderEpoch: 0, PartitionEpoch: 0,
+	}}
+}
+
+func activeOf(img *image.Image, replicas []int32) []int32 {
+	out := make([]int32, 0, len(replicas))
+	for _, r := range replicas {
+		if isActive(img, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// validateNewTopicName is Kafka's Topic.validate plus the collision check
+// against existing topics whose names differ only in '.' versus '_'.
+func (c *core) validateNewTopicName(name string) *apiError {
+	if reason := invalidTopicReason(name); reason != "" {
+		return errf(kerr.InvalidTopicException, "Topic name is invalid: %s", reason)
+	}
+	if !strings.ContainsAny(name, "._") {
+		return nil
+	}
+	unified := unifyCollisionChars(name)
+	for t := range c.pending.img.Topics() {
+		if t.Name() != name && strings.ContainsAny(t.Name(), "._") && unifyCollisionChars(t.Name()) == unified {
+			return errf(kerr.InvalidTopicException, "Topic '%s' collides with existing topic: %s", name, t.Name())
+		}
+	}
+	return nil
+}
+
+func unifyCollisionChars(s string) string { return strings.ReplaceAll(s, ".", "_") }
+
+// maxTopicNameLength is Kafka's Topic.MAX_NAME_LENGTH.
+const maxTopicNameLength = 249
+
+func invalidTopicReason(name string) string {
+	switch {
+	case name == "":
+		return "the empty string is not allowed"
+	case name == ".":
+		return "'.' is not allowed"
+	case name == "..":
+		return "'..' is not allowed"
+	case len(name) > maxTopicNameLength:
+		return fmt.Sprintf("the length of '%s' is longer than the max allowed length %d", name, maxTopicNameLength)
+	}
+	for i := 0; i < len(name); i++ {
+		b := name[i]
+		if !(b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '.' || b == '_' || b == '-') {
+			return fmt.Sprintf("'%s' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'", name)
+		}
+	}
+	return ""
+}
+
+func checkConfigs(cfgs []kmsg.CreateTopicsRequestTopicConfig) *apiError {
+	var nulls []string
+	for _, cfg := range cfgs {
+		if cfg.Value == nil {
+			nulls = append(nulls, cfg.Name)
+		}
+	}
+	if len(nulls) > 0 {
+		return errf(kerr.InvalidConfig, "Null value not supported for topic configs: %s", strings.Join(nulls, ","))
+	}
+	return nil
+}
+
+// sortedConfigs orders configs by name; a name given twice keeps its last
+// value, as Kafka's map does.
+func sortedConfigs(cfgs []kmsg.CreateTopicsRequestTopicConfig) []kmsg.CreateTopicsRequestTopicConfig {
+	last := map[string]kmsg.CreateTopicsRequestTopicConfig{}
+	for _, cfg := range cfgs {
+		last[cfg.Name] = cfg
+	}
+	out := make([]kmsg.CreateTopicsRequestTopicConfig, 0, len(last))
+	for _, cfg := range last {
+		out = append(out, cfg)
+	}
+	slices.SortFunc(out, func(a, b kmsg.CreateTopicsRequestTopicConfig) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// assignReplicas returns the replica list of every new partition, from the
+// request's manual assignment or from the placer.
+func (c *core) assignReplicas(t kmsg.CreateTopicsRequestTopic) ([][]int32, *apiError) {
+	if len(t.ReplicaAssignment) > 0 {
+		return c.manualAssignment(t)
+	}
+	switch {
+	case t.ReplicationFactor < -1 || t.ReplicationFactor == 0:
+		return nil, errf(kerr.InvalidReplicationFactor, "Replication factor must be larger than 0, or -1 to use the default value.")
+	case t.NumPartitions < -1 || t.NumPartitions == 0:
+		return nil, errf(kerr.InvalidPartitions, "Number of partitions was set to an invalid non-positive value.")
+	}
+	count, rf := t.NumPartitions, t.ReplicationFactor
+	if count == -1 {
+		count = c.cfg.DefaultNumPartitions
+	}
+	if rf == -1 {
+		rf = c.cfg.DefaultReplicationFactor
+	}
+	return c.place(int(count), int(rf))
+}
+
+// place runs the striped placer over the usable brokers.
+func (c *core) place(count, rf int) ([][]int32, *apiError) {
+	out, err := newStripedPlacer(c.rng, c.usableBrokers()).place(count, rf)
+	if err != nil {
+		return nil, errf(kerr.InvalidReplicationFactor, "Unable to replicate the partition %d time(s): %s", rf, err)
+	}
+	for _, replicas := range out {
+		if len(activeOf(c.pending.img, replicas)) == 0 {
+			return nil, errf(kerr.InvalidReplicationFactor,
+				"Unable to replicate the partition %d time(s): All brokers are currently fenced or in controlled shutdown.", rf)
+		}
+	}
+	return out, nil
+}
+
+// usableBrokers are the registered brokers not shutting down.
+func (c *core) usableBrokers() []usableBroker {
+	var out []usableBroker
+	for _, b := range c.pending.img.Brokers() {
+		if s, ok := c.sessions.byID[b.ID]; b.InControlledShutdown || ok && s.shuttingDown() {
+			continue
+		}
+		out = append(out, usableBroker{id: b.ID, rack: b.Rack, fenced: b.Fenced})
+	}
+	return out
+}
+
+func (c *core) manualAssignment(t kmsg.CreateTopicsRequestTopic) ([][]int32, *apiError) {
+	if t.ReplicationFactor != -1 {
+		return nil, errf(kerr.InvalidRequest, "A manual partition assignment was specified, but replication factor was not set to -1.")
+	}
+	if t.NumPartitions != -1 {
+		return nil, errf(kerr.InvalidRequest, "A manual partition assignment was specified, but numPartitions was not set to -1.")
+	}
+	byID := map[int32][]int32{}
+	rf := -1
+	for _, a := range t.ReplicaAssignment {
+		if _, dup := byID[a.Partition]; dup {
+			return nil, errf(kerr.InvalidReplicaAssignment, "Found multiple manual partition assignments for partition %d", a.Partition)
+		}
+		if err := c.validateManualAssignment(a.Replicas, rf); err != nil {
+			return nil, err
+		}
+		rf = len(a.Replicas)
+		if len(activeOf(c.pending.img, a.Replicas)) == 0 {
+			return nil, errf(kerr.InvalidReplicaAssignment,
+				"All brokers specified in the manual partition assignment for partition %d are fenced or in controlled shutdown.", a.Partition)
+		}
+		byID[a.Partition] = slices.Clone(a.Replicas)
+	}
+	out := make([][]int32, len(byID))
+	for i := range out {
+		r, ok := byID[int32(i)]
+		if !ok {
+			return nil, errf(kerr.InvalidReplicaAssignment, "partitions should be a consecutive 0-based integer sequence")
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+// validateManualAssignment is Kafka's validateManualPartitionAssignment; rf
+// is -1 when any size is allowed.
+func (c *core) validateManualAssignment(replicas []int32, rf int) *apiError {
+	if len(replicas) == 0 {
+		return errf(kerr.InvalidReplicaAssignment, "The manual partition assignment includes an empty replica list.")
+	}
+	sorted := slices.Sorted(slices.Values(replicas))
+	for i, id := range sorted {
+		if _, ok := c.pending.img.Broker(id); !ok {
+			return errf(kerr.InvalidReplicaAssignment,
+				"The manual partition assignment includes broker %d, but no such broker is registered.", id)
+		}
+		if i > 0 && sorted[i-1] == id {
+			return errf(kerr.InvalidReplicaAssignment,
+				"The manual partition assignment includes the broker %d more than once.", id)
+		}
+	}
+	if rf >= 0 && len(replicas) != rf {
+		return errf(kerr.InvalidReplicaAssignment,
+			"The manual partition assignment includes a partition with %d replica(s), but this is not consistent with previous partitions, which have %d replica(s).",
+			len(replicas), rf)
+	}
+	return nil
+}
+
+// newTopicID draws a topic id the way Kafka's Uuid.randomUuid does: never
+// a reserved id, never one whose text starts with '-', and (our addition)
+// never one already in use.
+func (c *core) newTopicID() records.UUID {
+	for {
+		var id records.UUID
+		for i := 0; i < 16; i += 8 {
+			v := c.rng.Uint64()
+			for j := range 8 {
+				id[i+j] = byte(v >> (8 * j))
+			}
+		}
+		if id == records.ZeroUUID || id == records.OneUUID || strings.HasPrefix(id.String(), "-") {
+			continue
+		}
+		if _, taken := c.pending.img.TopicByID(id); !taken {
+			return id
+		}
+	}
+}

@@ -1,0 +1,389 @@
+package controller
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/kraftd/kraftd/metadata/image"
+	"github.com/kraftd/kraftd/metadata/records"
+	"github.com/kraftd/kraftd/quorum"
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
+
+// proposeFunc appends one batch; see Quorum.Propose.
+type proposeFunc func(quorumEpoch int32, recs []raftlog.Record) (lastOffset int64, err error)
+
+// waiter is a response held until the log is committed through offset.
+type waiter struct {
+	offset int64
+	req    kmsg.Request
+	resp   kmsg.Response
+	done   func(kmsg.Response)
+}
+
+// inflight is the pending view at the end of one appended batch.
+type inflight struct {
+	lastOffset int64
+	view       *view
+}
+
+// core is the controller's state machine. It is driven by exactly one
+// goroutine (the Controller's event loop, or a test) and never reads the
+// clock or blocks other than inside propose.
+//
+// INVARIANTS:
+//   - committedOffset only grows; committed reflects exactly the batches
+//     through committedOffset;
+//   - inflight is empty unless active; its lastOffsets increase, all above
+//     committedOffset, and pending is the view of its last entry (or
+//     committed when it is empty);
+//   - while active, nextOffset is the offset the next appended record gets;
+//   - waiters are sorted by offset and all wait for offsets above
+//     committedOffset.
+type core struct {
+	cfg     Config
+	log     *zap.Logger
+	rng     *rand.Rand
+	propose proposeFunc
+
+	leader     quorum.LeaderAndEpoch
+	activating bool // we lead leader.Epoch but have not committed through EpochStartOffset
+	active     bool
+	failed     error // a committed record could not be replayed: stop acting
+
+	committed       *view
+	committedOffset int64
+	pending         *view
+	inflight        []inflight
+	nextOffset      int64
+	lastAppendMs    int64
+
+	sessions *sessions
+	waiters  []waiter
+}
+
+func newCore(cfg Config, propose proposeFunc) *core {
+	v := emptyView()
+	return &core{
+		cfg: cfg, log: cfg.Logger, rng: cfg.Rand, propose: propose,
+		leader:    quorum.LeaderAndEpoch{LeaderID: -1, Epoch: -1, EpochStartOffset: -1},
+		committed: v, pending: v, committedOffset: -1,
+		sessions: newSessions(cfg.SessionTimeoutMs),
+	}
+}
+
+// metadataVersion is the level records are written for: the log's, or the
+// configured bootstrap level before the log has one.
+func (c *core) metadataVersion() int16 {
+	if mv := c.pending.img.MetadataVersion(); mv > 0 {
+		return mv
+	}
+	return c.cfg.MetadataVersion
+}
+
+// leaderChange handles a new quorum leader or epoch. Losing (or never
+// having) leadership drops everything uncommitted.
+func (c *core) leaderChange(l quorum.LeaderAndEpoch, nowMs int64) {
+	wasLeading := c.active || c.activating
+	c.leader = l
+	if l.LeaderID != c.cfg.NodeID {
+		if wasLeading {
+			c.renounce("leadership moved to %d in epoch %d", l.LeaderID, l.Epoch)
+		}
+		return
+	}
+	if wasLeading {
+		c.renounce("new epoch %d", l.Epoch)
+	}
+	c.activating = true
+	c.log.Info("became quorum leader, waiting for epoch start to commit",
+		zap.Int32("epoch", l.Epoch), zap.Int64("epochStartOffset", l.EpochStartOffset))
+	c.maybeActivate(nowMs)
+}
+
+// renounce reverts to the committed view and fails every waiting request
+// with NOT_CONTROLLER.
+func (c *core) renounce(why string, args ...any) {
+	if c.active || c.activating {
+		c.log.Info("renounced controller leadership: " + fmt.Sprintf(why, args...))
+	}
+	c.active, c.activating = false, false
+	c.pending, c.inflight = c.committed, nil
+	c.sessions = newSessions(c.cfg.SessionTimeoutMs)
+	ws := c.waiters
+	c.waiters = nil
+	for _, w := range ws {
+		w.done(notController(w.req))
+	}
+}
+
+// commit adopts newly committed batches, in offset order.
+func (c *core) commit(batches []raftlog.Batch, nowMs int64) error {
+	if c.failed != nil {
+		return c.failed
+	}
+	for _, b := range batches {
+		if b.LastOffset <= c.committedOffset {
+			continue // already seen (e.g. redelivered after a restart)
+		}
+		if err := c.commitBatch(b); err != nil {
+			c.failed = err
+			c.renounce("replay failed")
+			c.log.Error("cannot apply committed metadata", zap.Error(err))
+			return err
+		}
+		c.committedOffset = b.LastOffset
+	}
+	c.releaseWaiters()
+	c.maybeActivate(nowMs)
+	return nil
+}
+
+func (c *core) commitBatch(b raftlog.Batch) error {
+	if n := len(c.inflight); n > 0 && b.BaseOffset <= c.inflight[n-1].lastOffset {
+		head := c.inflight[0]
+		if head.lastOffset != b.LastOffset {
+			panic(fmt.Sprintf("controller: committed batch %d-%d does not match appended batch ending at %d",
+				b.BaseOffset, b.LastOffset, head.lastOffset))
+		}
+		c.committed, c.inflight = head.view, c.inflight[1:]
+		return nil
+	}
+	if b.Control {
+		return nil
+	}
+	recs, err := decodeBatch(b)
+	if err != nil {
+		return err
+	}
+	next, err := c.committed.replay(recs, b.Epoch)
+	if err != nil {
+		return err
+	}
+	c.committed = next
+	if len(c.inflight) == 0 {
+		c.pending = next
+	}
+	return nil
+}
+
+func decodeBatch(b raftlog.Batch) ([]offsetRecord, error) {
+	raw, err := b.Records()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrReplay, err)
+	}
+	out := make([]offsetRecord, len(raw))
+	for i, r := range raw {
+		rec, err := records.Decode(r.Value)
+		if err != nil {
+			return nil, fmt.Errorf("%w: offset %d: %w", ErrReplay, r.Offset, err)
+		}
+		out[i] = offsetRecord{offset: r.Offset, rec: rec}
+	}
+	return out, nil
+}
+
+func (c *core) releaseWaiters() {
+	n := 0
+	for n < len(c.waiters) && c.waiters[n].offset <= c.committedOffset {
+		c.waiters[n].done(c.waiters[n].resp)
+		n++
+	}
+	c.waiters = c.waiters[n:]
+}
+
+// maybeActivate turns a leader that has committed its epoch start into the
+// active controller: fresh sessions for every broker, then the activation
+// records (abort an open transaction, bootstrap an empty log).
+func (c *core) maybeActivate(nowMs int64) {
+	if !c.activating || c.committedOffset < c.leader.EpochStartOffset || c.failed != nil {
+		return
+	}
+	c.activating, c.active = false, true
+	c.nextOffset = c.committedOffset + 1
+	c.lastAppendMs = nowMs
+	for _, b := range c.committed.img.Brokers() {
+		c.sessions.register(b.ID, b.Fenced, nowMs)
+	}
+	c.log.Info("became active controller", zap.Int32("epoch", c.leader.Epoch), zap.Int64("nextOffset", c.nextOffset))
+	if recs := c.activationRecords(); len(recs) > 0 {
+		c.write(Result{Records: recs}, nil, nil, nowMs)
+	}
+}
+
+// activationRecords is Kafka's ActivationRecordsGenerator, minus the
+// ZkMigrationStateRecord (kraftd has no ZooKeeper migration and no codec
+// for it).
+func (c *core) activationRecords() []records.Record {
+	var out []records.Record
+	if c.committed.txnBase != nil {
+		c.log.Info("aborting in-progress metadata transaction", zap.Int64("offset", c.committed.txnStart))
+		out = append(out, records.Record{Message: &records.AbortTransactionRecord{Reason: kmsg.StringPtr("Controller failover")}})
+	}
+	base := c.committed
+	if base.txnBase != nil {
+		base = base.txnBase
+	}
+	if base.img.MetadataVersion() != 0 {
+		return out
+	}
+	mv := c.cfg.MetadataVersion
+	c.log.Info("the metadata log appears to be empty, appending bootstrap records", zap.Int16("metadataVersion", mv))
+	feature := records.Record{Message: &records.FeatureLevelRecord{Name: image.MetadataVersionFeature, FeatureLevel: mv}}
+	if mv < mv36IV1 {
+		return append(out, feature)
+	}
+	return append(out,
+		records.Record{Message: &records.BeginTransactionRecord{Name: kmsg.StringPtr("Bootstrap records")}},
+		feature,
+		records.Record{Message: &records.EndTransactionRecord{}})
+}
+
+// handle runs one request: not active answers NOT_CONTROLLER at once;
+// otherwise the handler's records are appended and done is called with the
+// response once they commit (or with NOT_CONTROLLER if leadership is lost
+// first).
+func (c *core) handle(req kmsg.Request, nowMs int64, done func(kmsg.Response)) {
+	if dc, ok := req.(*kmsg.DescribeClusterRequest); ok {
+		done(c.describeCluster(dc)) // a read, answered by any controller
+		return
+	}
+	if !c.active {
+		done(notController(req))
+		return
+	}
+	res := c.dispatch(req, nowMs)
+	c.write(res, req, done, nowMs)
+}
+
+func (c *core) dispatch(req kmsg.Request, nowMs int64) Result {
+	switch r := req.(type) {
+	case *kmsg.BrokerRegistrationRequest:
+		return c.brokerRegistration(r, nowMs)
+	case *kmsg.BrokerHeartbeatRequest:
+		return c.brokerHeartbeat(r, nowMs)
+	case *kmsg.UnregisterBrokerRequest:
+		return c.unregisterBroker(r)
+	case *kmsg.CreateTopicsRequest:
+		return c.createTopics(r)
+	case *kmsg.DeleteTopicsRequest:
+		return c.deleteTopics(r)
+	case *kmsg.CreatePartitionsRequest:
+		return c.createPartitions(r)
+	case *kmsg.AllocateProducerIDsRequest:
+		return c.allocateProducerIDs(r)
+	}
+	// RegisterHandlers only routes the keys above here.
+	panic(fmt.Sprintf("controller: no handler for %T", req))
+}
+
+// write appends res.Records (if any) and queues the response behind
+// everything appended so far, so a reply never reveals uncommitted state.
+func (c *core) write(res Result, req kmsg.Request, done func(kmsg.Response), nowMs int64) {
+	if len(res.Records) > 0 {
+		if code := c.appendRecords(res.Records, nowMs); code != 0 {
+			if done != nil {
+				done(errorResponse(req, code))
+			}
+			return
+		}
+	}
+	wait := c.nextOffset - 1
+	if res.appended != nil {
+		res.appended(wait)
+	}
+	if done == nil {
+		return
+	}
+	if wait <= c.committedOffset {
+		done(res.Response)
+		return
+	}
+	c.waiters = append(c.waiters, waiter{offset: wait, req: req, resp: res.Response, done: done})
+}
+
+// appendRecords proposes recs (split into a transaction if they do not fit
+// one batch) and replays each appended batch into pending. A non-zero
+// result is the error code for the request; losing leadership midway
+// renounces, which answers every waiter.
+func (c *core) appendRecords(recs []records.Record, nowMs int64) int16 {
+	batches, ok, err := split(recs, c.cfg.MaxRecordsPerBatch, c.cfg.MaxBatchBytes, c.metadataVersion() >= mv36IV1)
+	switch {
+	case err != nil:
+		c.log.Error("cannot encode records", zap.Error(err))
+		return kerr.UnknownServerError.Code
+	case !ok:
+		return kerr.PolicyViolation.Code
+	}
+	for _, b := range batches {
+		if err := c.appendBatch(b); err != nil {
+			c.renounce("append failed: %v", err)
+			return kerr.NotController.Code
+		}
+	}
+	c.lastAppendMs = nowMs
+	return 0
+}
+
+func (c *core) appendBatch(b encoded) error {
+	last, err := c.propose(c.leader.Epoch, b.raw)
+	if err != nil {
+		return err
+	}
+	if want := c.nextOffset + int64(len(b.raw)) - 1; last != want {
+		return fmt.Errorf("%w: batch ends at %d, expected %d", ErrOffsetMismatch, last, want)
+	}
+	recs := make([]offsetRecord, len(b.recs))
+	for i, r := range b.recs {
+		recs[i] = offsetRecord{offset: c.nextOffset + int64(i), rec: r}
+	}
+	next, err := c.pending.replay(recs, c.leader.Epoch)
+	if err != nil {
+		// Our own records must apply; anything else is a bug in a handler.
+		panic(fmt.Sprintf("controller: appended records do not replay: %v", err))
+	}
+	c.pending = next
+	c.inflight = append(c.inflight, inflight{lastOffset: last, view: next})
+	c.nextOffset = last + 1
+	return nil
+}
+
+// tick runs the periodic duties at nowMs: fence brokers whose session
+// expired (one per batch), and append a NoOpRecord when idle.
+func (c *core) tick(nowMs int64) {
+	for c.active {
+		id := c.sessions.stale(nowMs)
+		if id < 0 {
+			break
+		}
+		c.log.Info("fencing broker because its session has timed out", zap.Int32("broker", id))
+		recs := fenceBroker(c.pending.img, id, c.metadataVersion())
+		c.sessions.fence(id)
+		c.write(Result{Records: recs}, nil, nil, nowMs)
+	}
+	if c.active && c.cfg.MaxIdleIntervalMs > 0 && nowMs-c.lastAppendMs >= c.cfg.MaxIdleIntervalMs &&
+		c.metadataVersion() >= mv33IV1 {
+		c.write(Result{Records: []records.Record{{Message: &records.NoOpRecord{}}}}, nil, nil, nowMs)
+	}
+}
+
+// nextDeadlineMs is when tick next has work, or MaxInt64.
+func (c *core) nextDeadlineMs() int64 {
+	if !c.active {
+		return math.MaxInt64
+	}
+	next := c.sessions.nextExpiryMs()
+	if c.cfg.MaxIdleIntervalMs > 0 {
+		next = min(next, c.lastAppendMs+c.cfg.MaxIdleIntervalMs)
+	}
+	return next
+}
+
+// shutdown answers every waiter with NOT_CONTROLLER (the Controller is
+// closing).
+func (c *core) shutdown() { c.renounce("controller closing") }

@@ -1,0 +1,63 @@
+// Package controller is kraftd's KRaft quorum controller (KIP-631): the
+// state machine that turns controller-bound requests (BrokerRegistration,
+// BrokerHeartbeat, CreateTopics, ...) into metadata records, appends them
+// to the __cluster_metadata log through the quorum, and answers once they
+// are committed.
+//
+// # Shape
+//
+// The logic lives in core (core.go and the numbered handler files, one per
+// Kafka API key as in kfake). Handlers are pure functions of the latest
+// APPENDED state returning a Result{Records, Response}: two CreateTopics
+// sent back to back see each other even before either commits. State only
+// changes by replaying records, exactly as every standby controller and
+// broker does, so the image the active controller decides on is the image
+// everyone else will build.
+//
+// Three views of the log are kept, all immutable image.Image values that
+// share structure:
+//
+//   - committed: everything the quorum has committed (what a standby has);
+//   - pending:   committed plus the batches this controller appended but
+//     has not seen committed yet (what handlers decide on);
+//   - inflight:  the pending view at the end of each appended batch, so
+//     that a commit simply adopts the matching view instead of replaying
+//     the controller's own records twice.
+//
+// Losing leadership drops pending and inflight, reverts to committed, and
+// answers every waiting request with NOT_CONTROLLER.
+//
+// # Offsets and epochs
+//
+// A broker's epoch is the offset of its RegisterBrokerRecord, which is
+// inside the record itself, so the controller must know where its next
+// record lands before it appends. It learns the log end when the LeaderChange
+// batch of its own epoch (at EpochStartOffset) commits, activates, and from
+// then on tracks nextOffset itself; every Propose result is checked against
+// it (Kafka's OffsetControlManager does the same).
+//
+// # Large operations
+//
+// One Propose is one batch. An operation whose records exceed
+// Config.MaxRecordsPerBatch (10000, Kafka's MAX_RECORDS_PER_BATCH) or
+// Config.MaxBatchBytes is split over several batches wrapped in
+// BeginTransactionRecord/EndTransactionRecord (KIP-868, metadata.version
+// 3.6-IV1+), proposed back to back from the event loop. Readers (brokers,
+// standbys) hold an open transaction back until its end marker; a new
+// leader that finds one open writes AbortTransactionRecord on activation.
+// Kafka instead refuses operations over 10000 records with POLICY_VIOLATION;
+// kraftd only does so when the metadata.version has no transactions.
+//
+// # Goroutines
+//
+// One: the Controller's event loop (controller.go). It owns core, runs
+// handlers, calls Quorum.Propose, adopts commits queued by HandleCommit and
+// HandleLeaderChange (which never block the quorum driver), and runs the
+// periodic duties (session expiry fencing, NoOpRecord) on one timer.
+// Request handlers registered with protocol.Registry run on connection
+// goroutines and only exchange messages with the loop. Close stops the loop
+// and answers waiting requests with NOT_CONTROLLER.
+//
+// core itself never reads the clock: time is passed in as nowMs, which is
+// what lets the transcript tests in testdata/ replay any scenario exactly.
+package controller

@@ -1,0 +1,135 @@
+package controller
+
+import (
+	"slices"
+
+	"github.com/kraftd/kraftd/metadata/image"
+	"github.com/kraftd/kraftd/metadata/records"
+)
+
+// isActive reports whether broker id may lead or join an ISR: registered,
+// unfenced and not in controlled shutdown (Kafka's ClusterControlManager.isActive).
+func isActive(img *image.Image, id int32) bool {
+	b, ok := img.Broker(id)
+	return ok && !b.Fenced && !b.InControlledShutdown
+}
+
+// partitionChange is the record that moves partition p towards targetISR,
+// electing a new leader if the current one is no longer acceptable, or nil
+// when nothing changes. It follows Kafka's PartitionChangeBuilder for a
+// clean election without ELR (KIP-966) or reassignment:
+//
+//   - the current leader stays if it is in targetISR and acceptable;
+//   - otherwise the first replica, in assignment order, that is in
+//     targetISR and acceptable leads; if none is, the leader is -1;
+//   - the ISR never becomes empty: when targetISR is empty the ISR is left
+//     as it is (so the last member of a leaderless partition stays in it);
+//   - before metadata.version 3.6-IV0 an ISR shrink without a leader change
+//     still bumps the leader epoch (KAFKA-15021).
+func partitionChange(topicID records.UUID, id int32, p image.Partition, targetISR []int32,
+	acceptable func(int32) bool, mv int16) *records.PartitionChangeRecord {
+	valid := func(r int32) bool { return slices.Contains(targetISR, r) && acceptable(r) }
+	leader := p.Leader
+	if !valid(leader) {
+		leader = image.NoLeader
+		for _, r := range p.Replicas() {
+			if valid(r) {
+				leader = r
+				break
+			}
+		}
+	}
+	rec := records.NewPartitionChangeRecord()
+	rec.TopicID, rec.PartitionID = topicID, id
+	changed := false
+	if leader != p.Leader {
+		rec.Leader, changed = leader, true
+	}
+	if len(targetISR) > 0 && !slices.Equal(targetISR, p.ISR()) {
+		rec.ISR, changed = slices.Clone(targetISR), true
+		shrunk := slices.ContainsFunc(p.ISR(), func(r int32) bool { return !slices.Contains(targetISR, r) })
+		if mv < mv36IV0 && rec.Leader == records.NoLeaderChange && shrunk {
+			rec.Leader = p.Leader
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return rec
+}
+
+// partitionChangeVersion is the PartitionChangeRecord version for mv
+// (v1 arrives with directories at 3.7-IV2, which we do not support).
+func partitionChangeVersion(int16) int16 { return 0 }
+
+// changeRecords appends one PartitionChangeRecord per partition that
+// partitions() selects and whose state moves: brokerOut leaves the ISR and
+// may not lead, brokerIn may lead even though the image still shows it
+// fenced (it is being unfenced in the same batch). Either may be -1.
+func changeRecords(out []records.Record, img *image.Image, brokerOut, brokerIn int32,
+	keep func(image.Partition) bool, mv int16) []records.Record {
+	acceptable := func(r int32) bool { return r != brokerOut && (r == brokerIn || isActive(img, r)) }
+	for t := range img.Topics() {
+		for id, p := range t.Partitions() {
+			if !keep(p) {
+				continue
+			}
+			target := p.ISR()
+			if brokerOut >= 0 && slices.Contains(target, brokerOut) {
+				target = slices.DeleteFunc(slices.Clone(target), func(r int32) bool { return r == brokerOut })
+			}
+			if rec := partitionChange(t.ID(), id, p, target, acceptable, mv); rec != nil {
+				out = append(out, records.Record{Version: partitionChangeVersion(mv), Message: rec})
+			}
+		}
+	}
+	return out
+}
+
+// fenceBroker is Kafka's handleBrokerFenced: drop the broker from every ISR
+// (electing new leaders where it led), then mark it fenced.
+func fenceBroker(img *image.Image, id int32, mv int16) []records.Record {
+	b, _ := img.Broker(id)
+	out := changeRecords(nil, img, id, -1, func(p image.Partition) bool { return p.InISR(id) }, mv)
+	if mv >= mv33IV2 {
+		return append(out, records.Record{Message: &records.BrokerRegistrationChangeRecord{
+			BrokerID: id, BrokerEpoch: b.Epoch, Fenced: records.FenceChangeFence}})
+	}
+	return append(out, records.Record{Message: &records.FenceBrokerRecord{ID: id, Epoch: b.Epoch}})
+}
+
+// unfenceBroker is Kafka's handleBrokerUnfenced: mark the broker unfenced,
+// then give leaderless partitions a leader, which may be this broker.
+func unfenceBroker(img *image.Image, id int32, brokerEpoch int64, mv int16) []records.Record {
+	var out []records.Record
+	if mv >= mv33IV2 {
+		out = append(out, records.Record{Message: &records.BrokerRegistrationChangeRecord{
+			BrokerID: id, BrokerEpoch: brokerEpoch, Fenced: records.FenceChangeUnfence}})
+	} else {
+		out = append(out, records.Record{Message: &records.UnfenceBrokerRecord{ID: id, Epoch: brokerEpoch}})
+	}
+	return changeRecords(out, img, -1, id, func(p image.Partition) bool { return p.Leader == image.NoLeader }, mv)
+}
+
+// controlledShutdown is Kafka's handleBrokerInControlledShutdown: mark the
+// broker (once), then move its leaderships away and drop it from ISRs.
+func controlledShutdown(img *image.Image, id int32, brokerEpoch int64, mv int16) []records.Record {
+	var out []records.Record
+	if b, _ := img.Broker(id); mv >= mv33IV3 && !b.InControlledShutdown {
+		out = append(out, records.Record{Version: 1, Message: &records.BrokerRegistrationChangeRecord{
+			BrokerID: id, BrokerEpoch: brokerEpoch, InControlledShutdown: 1}})
+	}
+	return changeRecords(out, img, id, -1, func(p image.Partition) bool { return p.InISR(id) }, mv)
+}
+
+// hasLeaderships reports whether broker id leads any partition.
+func hasLeaderships(img *image.Image, id int32) bool {
+	for t := range img.Topics() {
+		for _, p := range t.Partitions() {
+			if p.Leader == id {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,144 @@
+package controller
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kraftd/kraftd/metadata/records"
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
+
+// Result is what a handler decides: the records to append and the response
+// to send once they (and everything appended before them) are committed.
+// It is Kafka's ControllerResult.
+type Result struct {
+	Records  []records.Record
+	Response kmsg.Response
+	// appended, if set, runs after the records are appended with the
+	// offset the response waits for (Kafka's processBatchEndOffset); the
+	// heartbeat handler records the controlled-shutdown offset with it.
+	appended func(waitOffset int64)
+}
+
+// batchOverheadBytes bounds a RecordBatch v2 header plus slack, and
+// recordOverheadBytes the per-record framing (length, attributes, deltas,
+// null key, value length, header count), both generously.
+const (
+	batchOverheadBytes  = 256
+	recordOverheadBytes = 24
+)
+
+// encoded is one batch's worth of records, ready for Propose.
+type encoded struct {
+	recs []records.Record
+	raw  []raftlog.Record
+}
+
+// split encodes recs and groups them into batches within the limits. A
+// single batch is returned as is; several are wrapped in a metadata
+// transaction (Begin in the first, End in the last) so readers apply them
+// atomically. ok is false when several batches are needed but the
+// metadata.version has no transactions.
+func split(recs []records.Record, maxRecords, maxBytes int, txns bool) (out []encoded, ok bool, err error) {
+	raw, size, err := encodeAll(recs)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(recs) <= maxRecords && size+len(recs)*recordOverheadBytes+batchOverheadBytes <= maxBytes {
+		return []encoded{{recs: recs, raw: raw}}, true, nil
+	}
+	if !txns {
+		return nil, false, nil
+	}
+	begin, _, _ := encodeAll([]records.Record{{Message: &records.BeginTransactionRecord{}}})
+	end, _, _ := encodeAll([]records.Record{{Message: &records.EndTransactionRecord{}}})
+	cur := encoded{recs: []records.Record{{Message: &records.BeginTransactionRecord{}}}, raw: begin}
+	curBytes := batchOverheadBytes + len(begin[0].Value) + recordOverheadBytes
+	for i, r := range raw {
+		n := len(r.Value) + recordOverheadBytes
+		// Keep one slot (and its bytes) free in every batch for the End marker.
+		if len(cur.raw)+2 > maxRecords || curBytes+n+len(end[0].Value)+recordOverheadBytes > maxBytes {
+			out = append(out, cur)
+			cur, curBytes = encoded{}, batchOverheadBytes
+		}
+		cur.recs = append(cur.recs, recs[i])
+		cur.raw = append(cur.raw, r)
+		curBytes += n
+	}
+	cur.recs = append(cur.recs, records.Record{Message: &records.EndTransactionRecord{}})
+	cur.raw = append(cur.raw, end...)
+	return append(out, cur), true, nil
+}
+
+func encodeAll(recs []records.Record) ([]raftlog.Record, int, error) {
+	out := make([]raftlog.Record, len(recs))
+	size := 0
+	for i, r := range recs {
+		v, err := r.AppendTo(nil)
+		if err != nil {
+			return nil, 0, fmt.Errorf("controller: encoding %s: %w", r.Message.Type(), err)
+		}
+		out[i].Value = v
+		size += len(v)
+	}
+	return out, size, nil
+}
+
+// errorResponse is req's response with every error code set to code, as
+// Kafka's AbstractRequest.getErrorResponse builds it; used for
+// NOT_CONTROLLER and for failures before any record is written.
+func errorResponse(req kmsg.Request, code int16) kmsg.Response {
+	resp := req.ResponseKind()
+	resp.SetVersion(req.GetVersion())
+	switch r := resp.(type) {
+	case *kmsg.BrokerRegistrationResponse:
+		r.ErrorCode, r.BrokerEpoch = code, -1
+	case *kmsg.BrokerHeartbeatResponse:
+		r.ErrorCode, r.IsFenced = code, true
+	case *kmsg.UnregisterBrokerResponse:
+		r.ErrorCode = code
+	case *kmsg.AllocateProducerIDsResponse:
+		r.ErrorCode = code
+	case *kmsg.DescribeClusterResponse:
+		r.ErrorCode = code
+	case *kmsg.CreateTopicsResponse:
+		for _, t := range req.(*kmsg.CreateTopicsRequest).Topics {
+			rt := kmsg.NewCreateTopicsResponseTopic()
+			rt.Topic, rt.ErrorCode, rt.NumPartitions, rt.ReplicationFactor = t.Topic, code, -1, -1
+			r.Topics = append(r.Topics, rt)
+		}
+	case *kmsg.DeleteTopicsResponse:
+		deleteTopicsErrors(req.(*kmsg.DeleteTopicsRequest), r, code)
+	case *kmsg.CreatePartitionsResponse:
+		for _, t := range req.(*kmsg.CreatePartitionsRequest).Topics {
+			rt := kmsg.NewCreatePartitionsResponseTopic()
+			rt.Topic, rt.ErrorCode = t.Topic, code
+			r.Topics = append(r.Topics, rt)
+		}
+	}
+	return resp
+}
+
+func deleteTopicsErrors(req *kmsg.DeleteTopicsRequest, r *kmsg.DeleteTopicsResponse, code int16) {
+	for _, name := range req.TopicNames {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		rt.Topic, rt.ErrorCode = kmsg.StringPtr(name), code
+		r.Topics = append(r.Topics, rt)
+	}
+	for _, t := range req.Topics {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		rt.Topic, rt.TopicID, rt.ErrorCode = t.Topic, t.TopicID, code
+		r.Topics = append(r.Topics, rt)
+	}
+}
+
+// notController is the NOT_CONTROLLER answer to req.
+func notController(req kmsg.Request) kmsg.Response {
+	return errorResponse(req, kerr.NotController.Code)
+}
+
+// excessivelyLarge is Kafka's answer to an operation that does not fit the
+// log (EventHandlerExceptionInfo maps BoundedListTooLongException to it).
+const excessivelyLargeMessage = "Unable to perform excessively large batch operation."

@@ -1,0 +1,325 @@
+package controller
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kraftd/kraftd/metadata/records"
+	"github.com/kraftd/kraftd/quorum"
+)
+
+// TestTranscripts runs testdata/*.txt. Commands:
+//
+//	init [mv=N] [max-records=N] [partitions=N] [rf=N] [idle]  fresh controller (node 1)
+//	lead [epoch=N]            node 1 becomes quorum leader; LeaderChange is written and committed
+//	leader node=N epoch=N     another node leads: node 1 renounces
+//	hold / commit             stop auto-committing / commit everything appended
+//	register id=N [inc=N] [rack=R] [cluster=ID] [mv=MIN-MAX] [v=N]
+//	heartbeat id=N [epoch=N] [offset=N] [fence] [shutdown]
+//	unregister id=N
+//	create-topics [validate-only] [v=N]   input: NAME [partitions=N] [rf=N] [assign=1,2/2,3] [config=k=v]
+//	delete-topics [v=N]                   input: NAME, or id=<uuid> (v6)
+//	create-partitions [validate-only]     input: NAME COUNT [assign=1,2/2,3]
+//	allocate-pids id=N [epoch=N]
+//	describe-cluster [type=N] [v=N]
+//	advance ms=N             move the clock and run the periodic duties
+//	image                    the committed image, as a broker replaying the log would publish it
+//	check                    replay the committed log from scratch and compare with the controller
+func TestTranscripts(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no transcripts: %v", err)
+	}
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) {
+			var e *env
+			runTranscript(t, f, func(tc *testCase) string {
+				if tc.cmd == "init" {
+					e = newEnv(t, tc)
+					return ""
+				}
+				if e == nil {
+					t.Fatalf("%s: init first", tc.pos)
+				}
+				e.out.Reset()
+				e.run(tc)
+				return e.out.String()
+			})
+		})
+	}
+}
+
+func (e *env) run(tc *testCase) {
+	switch tc.cmd {
+	case "lead":
+		epoch := int32(atoi(e.t, tc.arg("epoch", "1")))
+		e.log.leaderEpoch = epoch
+		start := e.log.appendLeaderChange(e.cfg.NodeID, epoch)
+		e.c.leaderChange(quorum.LeaderAndEpoch{LeaderID: e.cfg.NodeID, Epoch: epoch, EpochStartOffset: start}, e.nowMs)
+		e.settle()
+	case "leader":
+		epoch := int32(atoi(e.t, tc.arg("epoch", "2")))
+		e.log.leaderEpoch = -1
+		e.c.leaderChange(quorum.LeaderAndEpoch{LeaderID: int32(atoi(e.t, tc.arg("node", "2"))), Epoch: epoch, EpochStartOffset: -1}, e.nowMs)
+		// Uncommitted batches of the old epoch are truncated by the new leader.
+		e.log.batches = e.log.batches[:e.log.delivered]
+		e.printed = min(e.printed, len(e.log.batches))
+	case "hold":
+		e.hold = true
+	case "commit":
+		e.hold = false
+		e.commit()
+	case "advance":
+		e.nowMs += int64(atoi(e.t, tc.arg("ms", "0")))
+		e.c.tick(e.nowMs)
+		e.settle()
+	case "image":
+		e.out.WriteString(e.c.committed.visible().Dump())
+	case "check":
+		e.check()
+	default:
+		e.request(e.buildRequest(tc))
+	}
+}
+
+func (e *env) buildRequest(tc *testCase) kmsg.Request {
+	switch tc.cmd {
+	case "register":
+		return e.registerRequest(tc)
+	case "heartbeat":
+		return e.heartbeatRequest(tc)
+	case "unregister":
+		req := kmsg.NewPtrUnregisterBrokerRequest()
+		req.BrokerID = int32(atoi(e.t, tc.arg("id", "1")))
+		return req
+	case "create-topics":
+		return e.createTopicsRequest(tc)
+	case "delete-topics":
+		return e.deleteTopicsRequest(tc)
+	case "create-partitions":
+		return e.createPartitionsRequest(tc)
+	case "allocate-pids":
+		req := kmsg.NewPtrAllocateProducerIDsRequest()
+		req.BrokerID = int32(atoi(e.t, tc.arg("id", "1")))
+		req.BrokerEpoch = e.brokerEpoch(tc, req.BrokerID)
+		return req
+	case "describe-cluster":
+		req := kmsg.NewPtrDescribeClusterRequest()
+		req.Version = int16(atoi(e.t, tc.arg("v", "1")))
+		req.EndpointType = int8(atoi(e.t, tc.arg("type", "2")))
+		return req
+	}
+	e.t.Fatalf("%s: unknown command %q", tc.pos, tc.cmd)
+	return nil
+}
+
+func (e *env) brokerEpoch(tc *testCase, id int32) int64 {
+	if v := tc.arg("epoch", ""); v != "" {
+		return int64(atoi(e.t, v))
+	}
+	b, _ := e.c.pending.img.Broker(id)
+	return b.Epoch
+}
+
+func (e *env) registerRequest(tc *testCase) kmsg.Request {
+	req := kmsg.NewPtrBrokerRegistrationRequest()
+	req.Version = int16(atoi(e.t, tc.arg("v", "4")))
+	req.BrokerID = int32(atoi(e.t, tc.arg("id", "1")))
+	req.ClusterID = tc.arg("cluster", testClusterID)
+	req.IncarnationID[0] = byte(req.BrokerID)
+	req.IncarnationID[15] = byte(atoi(e.t, tc.arg("inc", "1")))
+	l := kmsg.NewBrokerRegistrationRequestListener()
+	l.Name, l.Host, l.Port = "PLAINTEXT", "localhost", uint16(9100+req.BrokerID)
+	req.Listeners = append(req.Listeners, l)
+	minV, maxV, _ := strings.Cut(tc.arg("mv", "1-14"), "-")
+	f := kmsg.NewBrokerRegistrationRequestFeature()
+	f.Name, f.MinSupportedVersion, f.MaxSupportedVersion = "metadata.version", int16(atoi(e.t, minV)), int16(atoi(e.t, maxV))
+	req.Features = append(req.Features, f)
+	if r := tc.arg("rack", ""); r != "" {
+		req.Rack = kmsg.StringPtr(r)
+	}
+	return req
+}
+
+func (e *env) heartbeatRequest(tc *testCase) kmsg.Request {
+	req := kmsg.NewPtrBrokerHeartbeatRequest()
+	req.Version = 1
+	req.BrokerID = int32(atoi(e.t, tc.arg("id", "1")))
+	req.BrokerEpoch = e.brokerEpoch(tc, req.BrokerID)
+	req.CurrentMetadataOffset = e.log.endOffset() - 1
+	if v := tc.arg("offset", ""); v != "" {
+		req.CurrentMetadataOffset = int64(atoi(e.t, v))
+	}
+	req.WantFence, req.WantShutdown = tc.has("fence"), tc.has("shutdown")
+	return req
+}
+
+func parseAssign(e *env, s string) [][]int32 {
+	var out [][]int32
+	for _, p := range strings.Split(s, "/") {
+		out = append(out, int32s(e.t, p))
+	}
+	return out
+}
+
+func (e *env) createTopicsRequest(tc *testCase) kmsg.Request {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.Version = int16(atoi(e.t, tc.arg("v", "7")))
+	req.ValidateOnly = tc.has("validate-only")
+	for _, line := range tc.input {
+		fields := strings.Fields(line)
+		t := kmsg.NewCreateTopicsRequestTopic()
+		t.Topic, t.NumPartitions, t.ReplicationFactor = fields[0], -1, -1
+		if fields[0] == `""` {
+			t.Topic = ""
+		}
+		for _, f := range fields[1:] {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "partitions":
+				t.NumPartitions = int32(atoi(e.t, v))
+			case "rf":
+				t.ReplicationFactor = int16(atoi(e.t, v))
+			case "assign":
+				for i, r := range parseAssign(e, v) {
+					a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+					a.Partition, a.Replicas = int32(i), r
+					t.ReplicaAssignment = append(t.ReplicaAssignment, a)
+				}
+			case "config":
+				c := kmsg.NewCreateTopicsRequestTopicConfig()
+				name, val, ok := strings.Cut(v, "=")
+				c.Name = name
+				if ok {
+					c.Value = kmsg.StringPtr(val)
+				}
+				t.Configs = append(t.Configs, c)
+			}
+		}
+		req.Topics = append(req.Topics, t)
+	}
+	return req
+}
+
+func (e *env) deleteTopicsRequest(tc *testCase) kmsg.Request {
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	req.Version = int16(atoi(e.t, tc.arg("v", "6")))
+	for _, line := range tc.input {
+		if req.Version < 6 {
+			req.TopicNames = append(req.TopicNames, line)
+			continue
+		}
+		t := kmsg.NewDeleteTopicsRequestTopic()
+		if id, ok := strings.CutPrefix(line, "id="); ok {
+			t.TopicID = e.topicID(id)
+		} else {
+			t.Topic = kmsg.StringPtr(line)
+		}
+		req.Topics = append(req.Topics, t)
+	}
+	return req
+}
+
+// topicID resolves "name" (an existing topic's id) or a literal uuid.
+func (e *env) topicID(s string) [16]byte {
+	if t, ok := e.c.pending.img.TopicByName(s); ok {
+		return t.ID()
+	}
+	var id [16]byte
+	id[15] = 0x42
+	return id
+}
+
+func (e *env) createPartitionsRequest(tc *testCase) kmsg.Request {
+	req := kmsg.NewPtrCreatePartitionsRequest()
+	req.Version = 3
+	req.ValidateOnly = tc.has("validate-only")
+	for _, line := range tc.input {
+		fields := strings.Fields(line)
+		t := kmsg.NewCreatePartitionsRequestTopic()
+		t.Topic, t.Count = fields[0], int32(atoi(e.t, fields[1]))
+		if len(fields) > 2 {
+			_, v, _ := strings.Cut(fields[2], "=")
+			for _, r := range parseAssign(e, v) {
+				a := kmsg.NewCreatePartitionsRequestTopicAssignment()
+				a.Replicas = r
+				t.Assignment = append(t.Assignment, a)
+			}
+		}
+		req.Topics = append(req.Topics, t)
+	}
+	return req
+}
+
+// formatResponse prints a response in one or a few stable lines.
+func formatResponse(r kmsg.Response) string {
+	var b strings.Builder
+	switch r := r.(type) {
+	case *kmsg.BrokerRegistrationResponse:
+		fmt.Fprintf(&b, "BrokerRegistration: error=%s brokerEpoch=%d\n", errName(r.ErrorCode), r.BrokerEpoch)
+	case *kmsg.BrokerHeartbeatResponse:
+		fmt.Fprintf(&b, "BrokerHeartbeat: error=%s caughtUp=%t fenced=%t shouldShutdown=%t\n",
+			errName(r.ErrorCode), r.IsCaughtUp, r.IsFenced, r.ShouldShutdown)
+	case *kmsg.UnregisterBrokerResponse:
+		fmt.Fprintf(&b, "UnregisterBroker: error=%s%s\n", errName(r.ErrorCode), msg(r.ErrorMessage))
+	case *kmsg.CreateTopicsResponse:
+		b.WriteString("CreateTopics:\n")
+		for _, t := range r.Topics {
+			fmt.Fprintf(&b, "  %s: error=%s%s", t.Topic, errName(t.ErrorCode), msg(t.ErrorMessage))
+			if t.ErrorCode == 0 {
+				fmt.Fprintf(&b, " id=%s partitions=%d rf=%d", records.UUID(t.TopicID), t.NumPartitions, t.ReplicationFactor)
+				for _, c := range t.Configs {
+					fmt.Fprintf(&b, " config:%s=%s", c.Name, *c.Value)
+				}
+			}
+			b.WriteString("\n")
+		}
+	case *kmsg.DeleteTopicsResponse:
+		b.WriteString("DeleteTopics:\n")
+		for _, t := range r.Topics {
+			name := "null"
+			if t.Topic != nil {
+				name = *t.Topic
+			}
+			fmt.Fprintf(&b, "  %s id=%s: error=%s%s\n", name, records.UUID(t.TopicID), errName(t.ErrorCode), msg(t.ErrorMessage))
+		}
+	case *kmsg.CreatePartitionsResponse:
+		b.WriteString("CreatePartitions:\n")
+		for _, t := range r.Topics {
+			fmt.Fprintf(&b, "  %s: error=%s%s\n", t.Topic, errName(t.ErrorCode), msg(t.ErrorMessage))
+		}
+	case *kmsg.AllocateProducerIDsResponse:
+		fmt.Fprintf(&b, "AllocateProducerIds: error=%s start=%d len=%d\n", errName(r.ErrorCode), r.ProducerIDStart, r.ProducerIDLen)
+	case *kmsg.DescribeClusterResponse:
+		fmt.Fprintf(&b, "DescribeCluster: error=%s%s cluster=%s controller=%d type=%d\n",
+			errName(r.ErrorCode), msg(r.ErrorMessage), r.ClusterID, r.ControllerID, r.EndpointType)
+		for _, n := range r.Brokers {
+			fmt.Fprintf(&b, "  node %d %s:%d\n", n.NodeID, n.Host, n.Port)
+		}
+	default:
+		fmt.Fprintf(&b, "%T\n", r)
+	}
+	return b.String()
+}
+
+// check replays the committed log from scratch, as a broker would, and
+// compares it with the controller's own committed image; it also checks
+// partition sanity (leader in ISR, leaders active).
+func (e *env) check() {
+	got := e.c.committed.visible()
+	want := replayLog(e.t, e.log.batches[:e.log.delivered])
+	if !got.Equal(want) {
+		e.t.Fatalf("controller image differs from replay:\n%s\n--- replay:\n%s", got.Dump(), want.Dump())
+	}
+	if err := got.Check(); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := got.CheckLeaders(); err != nil {
+		e.t.Fatal(err)
+	}
+	fmt.Fprintf(&e.out, "ok: %d topics, %d partitions, %d brokers\n", got.NumTopics(), got.NumPartitions(), len(got.Brokers()))
+}

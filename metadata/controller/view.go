@@ -1,0 +1,96 @@
+package controller
+
+import (
+	"fmt"
+	"maps"
+
+	"github.com/kraftd/kraftd/metadata/image"
+	"github.com/kraftd/kraftd/metadata/records"
+)
+
+// view is the controller's state after some prefix of the log. Views are
+// immutable once built, so committed, pending and every inflight entry may
+// share them freely.
+//
+// INVARIANTS:
+//   - img reflects every replayed record, including those of an open
+//     transaction (the controller decides on them, as Kafka's does);
+//   - txnBase != nil iff a transaction is open; it is the view just before
+//     its BeginTransactionRecord and never itself has txnBase set;
+//   - regOffsets holds the offset of the latest RegisterBrokerRecord of
+//     every broker in img, and is never written once shared.
+type view struct {
+	img        *image.Image
+	regOffsets map[int32]int64
+	txnBase    *view
+	txnStart   int64
+}
+
+// offsetRecord is a decoded metadata record and where it sits in the log.
+type offsetRecord struct {
+	offset int64
+	rec    records.Record
+}
+
+func emptyView() *view {
+	return &view{img: image.Empty(), regOffsets: map[int32]int64{}, txnStart: -1}
+}
+
+// visible is the image a reader holding back open transactions sees (what
+// a broker publishes): the committed image without an open transaction.
+func (v *view) visible() *image.Image {
+	if v.txnBase != nil {
+		return v.txnBase.img
+	}
+	return v.img
+}
+
+// replay applies one batch worth of records and returns the next view; v
+// is unchanged. An error names the offending offset; the log cannot be
+// applied past it.
+func (v *view) replay(recs []offsetRecord, quorumEpoch int32) (*view, error) {
+	next := *v
+	d := image.NewDelta(v.img)
+	ownOffsets := false
+	for _, r := range recs {
+		switch m := r.rec.Message.(type) {
+		case *records.BeginTransactionRecord:
+			if next.txnBase != nil {
+				return nil, fmt.Errorf("%w: begin at offset %d inside transaction from %d", ErrTransactionState, r.offset, next.txnStart)
+			}
+			next.img = d.Apply()
+			base := next
+			next.txnBase, next.txnStart = &base, r.offset
+			d = image.NewDelta(next.img)
+		case *records.EndTransactionRecord:
+			if next.txnBase == nil {
+				return nil, fmt.Errorf("%w: end at offset %d", ErrTransactionState, r.offset)
+			}
+			next.txnBase, next.txnStart = nil, -1
+		case *records.AbortTransactionRecord:
+			if next.txnBase == nil {
+				return nil, fmt.Errorf("%w: abort at offset %d", ErrTransactionState, r.offset)
+			}
+			// Kafka reverts its snapshot registry to the transaction start;
+			// the persistent image makes that a pointer swap.
+			next = *next.txnBase
+			d = image.NewDelta(next.img)
+			ownOffsets = false
+		case *records.RegisterBrokerRecord:
+			if !ownOffsets {
+				next.regOffsets, ownOffsets = maps.Clone(next.regOffsets), true
+			}
+			next.regOffsets[m.BrokerID] = r.offset
+		case *records.UnregisterBrokerRecord:
+			if !ownOffsets {
+				next.regOffsets, ownOffsets = maps.Clone(next.regOffsets), true
+			}
+			delete(next.regOffsets, m.BrokerID)
+		}
+		if err := d.Replay(r.offset, quorumEpoch, r.rec); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrReplay, err)
+		}
+	}
+	next.img = d.Apply()
+	return &next, nil
+}
