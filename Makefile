@@ -26,10 +26,11 @@ build:
 run: build
 	./$(BIN)
 
-## deps: everything the tests need. Today that is the Go modules; Debian
-## packages (kcat, zookeeper) are added here, installed only when missing.
+## deps: everything the tests need: Go modules, and the Debian packages the
+## interop and zk-legacy tests drive (kcat, zookeeper), installed only when missing.
 deps:
 	$(GO) mod download
+	./scripts/install-deps.sh
 
 ## test: the full gate CI runs.
 test: deps fmt-check vet
