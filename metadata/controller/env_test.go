@@ -169,6 +169,16 @@ func (e *env) commit() {
 	}
 }
 
+// commitN delivers only the next n appended batches.
+func (e *env) commitN(n int) {
+	bs := e.log.batches[e.log.delivered : e.log.delivered+n]
+	e.log.delivered += n
+	if err := e.c.commit(bs, e.nowMs); err != nil {
+		fmt.Fprintf(&e.out, "commit error: %v\n", err)
+	}
+	e.printAppended()
+}
+
 func (e *env) printAppended() {
 	for _, b := range e.log.batches[e.printed:] {
 		e.printBatch(b)

@@ -17,7 +17,8 @@ import (
 //	init [mv=N] [max-records=N] [partitions=N] [rf=N] [idle]  fresh controller (node 1)
 //	lead [epoch=N]            node 1 becomes quorum leader; LeaderChange is written and committed
 //	leader node=N epoch=N     another node leads: node 1 renounces
-//	hold / commit             stop auto-committing / commit everything appended
+//	leader ... keep           the new leader has our uncommitted batches (they commit later)
+//	hold / commit [n=N]       stop auto-committing / commit everything appended (or N batches)
 //	register id=N [inc=N] [rack=R] [cluster=ID] [mv=MIN-MAX] [v=N]
 //	heartbeat id=N [epoch=N] [offset=N] [fence] [shutdown]
 //	unregister id=N
@@ -57,20 +58,26 @@ func (e *env) run(tc *testCase) {
 	switch tc.cmd {
 	case "lead":
 		epoch := int32(atoi(e.t, tc.arg("epoch", "1")))
-		e.log.leaderEpoch = epoch
+		e.log.leaderEpoch, e.hold = epoch, false
 		start := e.log.appendLeaderChange(e.cfg.NodeID, epoch)
 		e.c.leaderChange(quorum.LeaderAndEpoch{LeaderID: e.cfg.NodeID, Epoch: epoch, EpochStartOffset: start}, e.nowMs)
 		e.settle()
 	case "leader":
 		epoch := int32(atoi(e.t, tc.arg("epoch", "2")))
-		e.log.leaderEpoch = -1
+		e.log.leaderEpoch, e.hold = -1, false
 		e.c.leaderChange(quorum.LeaderAndEpoch{LeaderID: int32(atoi(e.t, tc.arg("node", "2"))), Epoch: epoch, EpochStartOffset: -1}, e.nowMs)
-		// Uncommitted batches of the old epoch are truncated by the new leader.
-		e.log.batches = e.log.batches[:e.log.delivered]
-		e.printed = min(e.printed, len(e.log.batches))
+		if !tc.has("keep") {
+			// The new leader lacked our uncommitted batches: they are truncated.
+			e.log.batches = e.log.batches[:e.log.delivered]
+			e.printed = min(e.printed, len(e.log.batches))
+		}
 	case "hold":
 		e.hold = true
 	case "commit":
+		if n := tc.arg("n", ""); n != "" {
+			e.commitN(atoi(e.t, n))
+			return
+		}
 		e.hold = false
 		e.commit()
 	case "advance":
