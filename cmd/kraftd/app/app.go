@@ -50,7 +50,8 @@ type App struct {
 	server     *protocol.Server
 	metrics    *metricsServer
 
-	quorum *quorumRole
+	quorum     *quorumRole
+	controller *controllerRole
 	// fatal receives the first error that must stop the process (a failed fsync, a
 	// broken quorum invariant); main waits on it next to the signals.
 	fatal     chan error
@@ -99,11 +100,24 @@ func New(cfg Config) (*App, error) {
 		return nil, fmt.Errorf("app: %w", err)
 	}
 	a.server = srv
-	if cfg.Mode == ModeKRaft && (cfg.HasRole(RoleController) || cfg.HasRole(RoleBroker)) {
-		a.quorum = newQuorumRole(a)
-		a.components = append(a.components, namedComponent{name: "quorum", c: a.quorum})
-	}
+	a.addRoles()
 	return a, nil
+}
+
+// addRoles adds the components of the configured roles in start order: state machines
+// that listen to the quorum first (they must be registered before it delivers
+// anything), then the quorum replica itself. Stop runs in reverse, so the quorum
+// resigns its leadership before the controller stops.
+func (a *App) addRoles() {
+	if a.cfg.Mode != ModeKRaft || !(a.cfg.HasRole(RoleController) || a.cfg.HasRole(RoleBroker)) {
+		return
+	}
+	a.quorum = newQuorumRole(a)
+	if a.cfg.HasRole(RoleController) {
+		a.controller = &controllerRole{a: a}
+		a.components = append(a.components, namedComponent{name: "controller", c: a.controller})
+	}
+	a.components = append(a.components, namedComponent{name: "quorum", c: a.quorum})
 }
 
 // Fatal delivers the first error after which the node cannot go on safely. The

@@ -1,0 +1,89 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/kraftd/kraftd/metadata/controller"
+	"github.com/kraftd/kraftd/quorum"
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
+
+// controllerRole runs the quorum controller on a node with the controller role. It is
+// created in Start (the cluster id is known only after storage was prepared) and must
+// start before the quorum role, so that it is registered as a listener before the first
+// committed batch is delivered and its handlers are in place before the server listens.
+type controllerRole struct {
+	a  *App
+	mu sync.Mutex
+	c  *controller.Controller
+}
+
+// quorumProposer forwards Propose to the quorum node once it runs.
+type quorumProposer struct{ q *quorumRole }
+
+func (p quorumProposer) Propose(ctx context.Context, epoch int32, recs []raftlog.Record) (int64, error) {
+	select {
+	case <-p.q.ready:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return p.q.Node().Propose(ctx, epoch, recs)
+}
+
+// Start is called by App.Start with the App lock held; it reads App fields directly.
+func (r *controllerRole) Start(ctx context.Context) error {
+	cfg := &r.a.cfg
+	voters := make([]controller.Voter, 0, len(cfg.QuorumVoters))
+	for _, v := range cfg.QuorumVoters {
+		voters = append(voters, controller.Voter{ID: v.ID, Host: v.Host, Port: int32(v.Port)})
+	}
+	c, err := controller.New(controller.Config{
+		NodeID:                   cfg.NodeID,
+		ClusterID:                r.a.clusterID,
+		Quorum:                   quorumProposer{q: r.a.quorum},
+		Logger:                   cfg.Logger,
+		SessionTimeoutMs:         int64(cfg.BrokerSessionTimeoutMs),
+		HeartbeatIntervalMs:      int64(cfg.BrokerHeartbeatIntervalMs),
+		MaxIdleIntervalMs:        int64(cfg.MetadataMaxIdleIntervalMs),
+		DefaultNumPartitions:     cfg.NumPartitions,
+		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
+		Voters:                   voters,
+	})
+	if err != nil {
+		return fmt.Errorf("controller: %w", err)
+	}
+	for _, name := range cfg.ControllerListenerNames {
+		if reg := r.a.registries[name]; reg != nil {
+			c.RegisterHandlers(reg)
+		}
+	}
+	r.a.quorum.addListener(c)
+	if err := c.Start(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.c = c
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *controllerRole) Stop(context.Context) error {
+	r.mu.Lock()
+	c := r.c
+	r.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	return c.Close()
+}
+
+// Controller is the running controller or nil.
+func (r *controllerRole) Controller() *controller.Controller {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.c
+}
+
+var _ quorum.Listener = (*controller.Controller)(nil)
