@@ -68,6 +68,7 @@ func New(cfg Config) (*Controller, error) {
 	c.core = newCore(cfg, func(epoch int32, recs []raftlog.Record) (int64, error) {
 		return cfg.Quorum.Propose(ctx, epoch, recs)
 	})
+	c.core.onCommit = c.publish
 	return c, nil
 }
 
@@ -144,7 +145,6 @@ func (c *Controller) loop() {
 		case <-timer.C:
 			c.core.tick(c.nowMs())
 		}
-		c.publish()
 	}
 }
 
@@ -180,10 +180,11 @@ func (c *Controller) runOp(o op) {
 	c.core.handle(o.req, c.nowMs(), func(r kmsg.Response) { o.reply <- r })
 }
 
-func (c *Controller) publish() {
-	img := c.core.committed.visible()
+// publish makes a committed image visible to CommittedImage; core calls it
+// before releasing the responses that commit answers.
+func (c *Controller) publish(img *image.Image, offset int64) {
 	c.published.Lock()
-	c.image, c.offset = img, c.core.committedOffset
+	c.image, c.offset = img, offset
 	c.published.Unlock()
 }
 

@@ -65,6 +65,10 @@ type core struct {
 
 	sessions *sessions
 	waiters  []waiter
+	// onCommit, if set, sees every new committed image before the
+	// responses it releases are sent, so a caller that got a response can
+	// read the image it implies.
+	onCommit func(visible *image.Image, committedOffset int64)
 }
 
 func newCore(cfg Config, propose proposeFunc) *core {
@@ -138,6 +142,9 @@ func (c *core) commit(batches []raftlog.Batch, nowMs int64) error {
 			return err
 		}
 		c.committedOffset = b.LastOffset
+	}
+	if c.onCommit != nil {
+		c.onCommit(c.committed.visible(), c.committedOffset)
 	}
 	c.releaseWaiters()
 	c.maybeActivate(nowMs)

@@ -1,0 +1,304 @@
+package controller
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/goleak"
+
+	"github.com/kraftd/kraftd/protocol"
+	"github.com/kraftd/kraftd/quorum"
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeQuorum is an in-memory log behind Quorum.Propose. With autoCommit,
+// every appended batch is committed at once; otherwise commit() does it.
+type fakeQuorum struct {
+	mu         sync.Mutex
+	log        fakeLog
+	ctl        *Controller
+	autoCommit bool
+	proposed   chan int64 // last offset of every appended batch
+}
+
+func newFakeQuorum(autoCommit bool) *fakeQuorum {
+	return &fakeQuorum{log: fakeLog{leaderEpoch: -1}, autoCommit: autoCommit, proposed: make(chan int64, 1024)}
+}
+
+func (q *fakeQuorum) Propose(_ context.Context, epoch int32, recs []raftlog.Record) (int64, error) {
+	q.mu.Lock()
+	last, err := q.log.propose(epoch, recs)
+	var commit []raftlog.Batch
+	if err == nil && q.autoCommit {
+		commit = q.log.undelivered()
+	}
+	q.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	if commit != nil {
+		q.ctl.HandleCommit(commit)
+	}
+	q.proposed <- last
+	return last, nil
+}
+
+// elect makes node lead epoch: LeaderChange is appended and committed.
+func (q *fakeQuorum) elect(node, epoch int32) {
+	q.mu.Lock()
+	start := int64(-1)
+	if node == q.ctl.cfg.NodeID {
+		q.log.leaderEpoch = epoch
+		start = q.log.appendLeaderChange(node, epoch)
+	} else {
+		q.log.leaderEpoch = -1
+		q.log.batches = q.log.batches[:q.log.delivered]
+	}
+	q.mu.Unlock()
+	q.ctl.HandleLeaderChange(quorum.LeaderAndEpoch{LeaderID: node, Epoch: epoch, EpochStartOffset: start})
+	q.commit()
+}
+
+func (q *fakeQuorum) commit() {
+	q.mu.Lock()
+	bs := q.log.undelivered()
+	q.mu.Unlock()
+	if len(bs) > 0 {
+		q.ctl.HandleCommit(bs)
+	}
+}
+
+func (q *fakeQuorum) waitProposed(t *testing.T) int64 {
+	t.Helper()
+	select {
+	case off := <-q.proposed:
+		return off
+	case <-time.After(5 * time.Second):
+		t.Fatal("no batch proposed")
+		return 0
+	}
+}
+
+// fakeClock is a settable wall clock.
+type fakeClock struct{ ms atomic.Int64 }
+
+func (c *fakeClock) now() time.Time          { return time.UnixMilli(c.ms.Load()) }
+func (c *fakeClock) advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
+
+func startController(t *testing.T, q *fakeQuorum, clock *fakeClock) *Controller {
+	t.Helper()
+	c, err := New(Config{
+		NodeID: 1, ClusterID: testClusterID, Quorum: q,
+		MaxIdleIntervalMs: -1, Clock: clock.now, Rand: rand.New(rand.NewPCG(3, 4)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.ctl = c
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// call sends req through the registered handler and returns a channel
+// with its response.
+func call(c *Controller, req kmsg.Request) <-chan kmsg.Response {
+	out := make(chan kmsg.Response, 1)
+	go func() {
+		resp, err := c.handle(context.Background(), &protocol.Request{Key: req.Key(), Version: req.GetVersion(), Body: req})
+		if err != nil {
+			resp = nil
+		}
+		out <- resp
+	}()
+	return out
+}
+
+func await(t *testing.T, ch <-chan kmsg.Response) kmsg.Response {
+	t.Helper()
+	select {
+	case r := <-ch:
+		if r == nil {
+			t.Fatal("handler failed")
+		}
+		return r
+	case <-time.After(5 * time.Second):
+		t.Fatal("no response")
+		return nil
+	}
+}
+
+func registration(id int32) *kmsg.BrokerRegistrationRequest {
+	req := kmsg.NewPtrBrokerRegistrationRequest()
+	req.Version, req.BrokerID, req.ClusterID = 4, id, testClusterID
+	req.IncarnationID[0] = byte(id)
+	f := kmsg.NewBrokerRegistrationRequestFeature()
+	f.Name, f.MinSupportedVersion, f.MaxSupportedVersion = "metadata.version", 1, 20
+	req.Features = append(req.Features, f)
+	return req
+}
+
+func heartbeat(id int32, epoch, offset int64) *kmsg.BrokerHeartbeatRequest {
+	req := kmsg.NewPtrBrokerHeartbeatRequest()
+	req.Version, req.BrokerID, req.BrokerEpoch, req.CurrentMetadataOffset = 1, id, epoch, offset
+	return req
+}
+
+func TestControllerNotActiveAnswersNotController(t *testing.T) {
+	q := newFakeQuorum(true)
+	c := startController(t, q, &fakeClock{})
+	r := await(t, call(c, registration(1))).(*kmsg.BrokerRegistrationResponse)
+	if r.ErrorCode != kerr.NotController.Code {
+		t.Fatalf("got error %d, want NOT_CONTROLLER", r.ErrorCode)
+	}
+}
+
+// A response is sent only once its records are committed.
+func TestControllerRepliesAfterCommit(t *testing.T) {
+	q := newFakeQuorum(false)
+	c := startController(t, q, &fakeClock{})
+	q.elect(1, 1)
+	q.waitProposed(t) // bootstrap records
+	q.commit()
+	resp := call(c, registration(1))
+	off := q.waitProposed(t)
+	select {
+	case r := <-resp:
+		t.Fatalf("response before commit: %+v", r)
+	default:
+	}
+	q.commit()
+	r := await(t, resp).(*kmsg.BrokerRegistrationResponse)
+	if r.ErrorCode != 0 || r.BrokerEpoch != off {
+		t.Fatalf("got error %d epoch %d, want epoch %d", r.ErrorCode, r.BrokerEpoch, off)
+	}
+	img, _ := c.CommittedImage()
+	if b, ok := img.Broker(1); !ok || !b.Fenced || b.Epoch != off {
+		t.Fatalf("committed image broker 1 = %+v, %t", b, ok)
+	}
+}
+
+// Losing leadership fails the requests whose records never committed.
+func TestControllerLeadershipLossFailsPending(t *testing.T) {
+	q := newFakeQuorum(false)
+	c := startController(t, q, &fakeClock{})
+	q.elect(1, 1)
+	q.waitProposed(t)
+	q.commit()
+	resp := call(c, registration(1))
+	q.waitProposed(t)
+	q.elect(2, 2)
+	r := await(t, resp).(*kmsg.BrokerRegistrationResponse)
+	if r.ErrorCode != kerr.NotController.Code {
+		t.Fatalf("got error %d, want NOT_CONTROLLER", r.ErrorCode)
+	}
+	img, _ := c.CommittedImage()
+	if _, ok := img.Broker(1); ok {
+		t.Fatal("uncommitted registration survived leadership loss")
+	}
+}
+
+func TestControllerCloseFailsPending(t *testing.T) {
+	q := newFakeQuorum(false)
+	c := startController(t, q, &fakeClock{})
+	q.elect(1, 1)
+	q.waitProposed(t)
+	q.commit()
+	resp := call(c, registration(1))
+	q.waitProposed(t)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := await(t, resp).(*kmsg.BrokerRegistrationResponse)
+	if r.ErrorCode != kerr.NotController.Code {
+		t.Fatalf("got error %d, want NOT_CONTROLLER", r.ErrorCode)
+	}
+	if err := c.Start(); err != ErrClosed {
+		t.Fatalf("Start after Close = %v", err)
+	}
+}
+
+// A broker that stops heartbeating is fenced once its session expires; the
+// other broker, which keeps heartbeating, is not.
+func TestControllerSessionExpiryFences(t *testing.T) {
+	q := newFakeQuorum(true)
+	clock := &fakeClock{}
+	clock.ms.Store(1_000_000)
+	c := startController(t, q, clock)
+	q.elect(1, 1)
+	q.waitProposed(t)
+	epochs := map[int32]int64{}
+	for _, id := range []int32{1, 2} {
+		r := await(t, call(c, registration(id))).(*kmsg.BrokerRegistrationResponse)
+		epochs[id] = r.BrokerEpoch
+		q.waitProposed(t)
+		h := await(t, call(c, heartbeat(id, r.BrokerEpoch, 1<<40))).(*kmsg.BrokerHeartbeatResponse)
+		q.waitProposed(t)
+		if h.IsFenced {
+			t.Fatalf("broker %d still fenced", id)
+		}
+	}
+	clock.advance(5 * time.Second)
+	await(t, call(c, heartbeat(1, epochs[1], 1<<40)))
+	clock.advance(5 * time.Second)
+	if err := c.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	q.waitProposed(t)
+	// A response waits for everything appended before it to commit, so once
+	// it arrives the fencing is in the committed image.
+	await(t, call(c, heartbeat(1, epochs[1], 1<<40)))
+	img, _ := c.CommittedImage()
+	b1, _ := img.Broker(1)
+	b2, _ := img.Broker(2)
+	if b1.Fenced || !b2.Fenced {
+		t.Fatalf("fenced: broker1=%t broker2=%t, want false/true", b1.Fenced, b2.Fenced)
+	}
+}
+
+func TestRegisterHandlers(t *testing.T) {
+	q := newFakeQuorum(true)
+	c := startController(t, q, &fakeClock{})
+	reg := protocol.NewRegistry()
+	c.RegisterHandlers(reg)
+	for _, a := range servedAPIs {
+		minV, maxV, h, ok := reg.Lookup(a.key)
+		if !ok || h == nil || minV != a.min || maxV != a.max {
+			t.Errorf("key %d: registered %d-%d %t", a.key, minV, maxV, ok)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	base := func() Config { return Config{NodeID: 1, ClusterID: "x", Quorum: nopQuorum{}} }
+	cfg := base()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.SessionTimeoutMs != 9000 || cfg.MaxIdleIntervalMs != 500 || cfg.MetadataVersion != 14 || cfg.MaxRecordsPerBatch != 10000 {
+		t.Fatalf("defaults: %+v", cfg)
+	}
+	for name, mut := range map[string]func(*Config){
+		"no cluster":    func(c *Config) { c.ClusterID = "" },
+		"no quorum":     func(c *Config) { c.Quorum = nil },
+		"mv too new":    func(c *Config) { c.MetadataVersion = 17 },
+		"mv too old":    func(c *Config) { c.MetadataVersion = 3 },
+		"hb >= session": func(c *Config) { c.HeartbeatIntervalMs = 9000 },
+	} {
+		cfg := base()
+		mut(&cfg)
+		if err := cfg.Validate(); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
