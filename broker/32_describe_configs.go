@@ -1,0 +1,178 @@
+package broker
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kraftd/kraftd/metadata/image"
+	"github.com/kraftd/kraftd/protocol"
+)
+
+// DescribeConfigs: v0-v4, answered from the last published image (KIP-133;
+// synonyms v1 KIP-226; config types and documentation v3 KIP-569).
+//
+// Behaviour:
+//   - TOPIC: an unknown topic is UNKNOWN_TOPIC_OR_PARTITION. Dynamic values
+//     from ConfigRecords (source DYNAMIC_TOPIC_CONFIG) override Kafka's
+//     defaults for a few well-known keys (source DEFAULT_CONFIG); with
+//     IncludeSynonyms an overridden key lists the default as a synonym.
+//   - BROKER: the name must be "" (cluster-wide dynamic defaults only, as
+//     Kafka) or this broker's id (its dynamic configs, then cluster
+//     defaults, then its static settings, source STATIC_BROKER_CONFIG); another id is
+//     INVALID_REQUEST, as Kafka's ConfigHelper says "Unexpected broker id".
+//   - other resource types: INVALID_REQUEST.
+//   - ConfigNames filters the keys; null means all.
+func (b *Broker) handleDescribeConfigs(_ context.Context, req *protocol.Request) (kmsg.Response, error) {
+	body := req.Body.(*kmsg.DescribeConfigsRequest)
+	resp := body.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	img := b.Image()
+	for _, rr := range body.Resources {
+		rs := kmsg.NewDescribeConfigsResponseResource()
+		rs.ResourceType, rs.ResourceName = rr.ResourceType, rr.ResourceName
+		var entries []configEntry
+		switch rr.ResourceType {
+		case kmsg.ConfigResourceTypeTopic:
+			if _, ok := img.TopicByName(rr.ResourceName); !ok {
+				rs.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				break
+			}
+			entries = layered(topicDefaults, kmsg.ConfigSourceDefaultConfig,
+				layer{img.Configs(image.ConfigResource{Type: image.ConfigTopic, Name: rr.ResourceName}), kmsg.ConfigSourceDynamicTopicConfig})
+		case kmsg.ConfigResourceTypeBroker:
+			entries, rs.ErrorCode = b.brokerConfigs(img, rr.ResourceName)
+		default:
+			rs.ErrorCode = kerr.InvalidRequest.Code
+		}
+		if rs.ErrorCode != 0 {
+			msg := kerr.ErrorForCode(rs.ErrorCode).Error()
+			rs.ErrorMessage = &msg
+		} else {
+			rs.Configs = renderConfigs(entries, rr.ConfigNames, body.Version >= 1 && body.IncludeSynonyms)
+		}
+		resp.Resources = append(resp.Resources, rs)
+	}
+	return resp, nil
+}
+
+// brokerConfigs layers a broker's configs; see the file comment.
+func (b *Broker) brokerConfigs(img *image.Image, name string) ([]configEntry, int16) {
+	clusterWide := layer{img.Configs(image.ConfigResource{Type: image.ConfigBroker}), kmsg.ConfigSourceDynamicDefaultBrokerConfig}
+	if name == "" {
+		return layered(nil, kmsg.ConfigSourceDefaultConfig, clusterWide), 0
+	}
+	if id, err := strconv.ParseInt(name, 10, 32); err != nil || int32(id) != b.cfg.NodeID {
+		return nil, kerr.InvalidRequest.Code
+	}
+	own := layer{img.Configs(image.ConfigResource{Type: image.ConfigBroker, Name: name}), kmsg.ConfigSourceDynamicBrokerConfig}
+	return layered(b.brokerStatics(), kmsg.ConfigSourceStaticBrokerConfig, clusterWide, own), 0
+}
+
+// configDefault is a well-known key with Kafka's default value.
+type configDefault struct {
+	name, value string
+	typ         kmsg.ConfigType
+}
+
+// topicDefaults are Kafka's defaults for the topic configs clients ask
+// about most (LogConfig).
+var topicDefaults = []configDefault{
+	{"cleanup.policy", "delete", kmsg.ConfigTypeList},
+	{"compression.type", "producer", kmsg.ConfigTypeString},
+	{"max.message.bytes", "1048588", kmsg.ConfigTypeInt},
+	{"message.timestamp.type", "CreateTime", kmsg.ConfigTypeString},
+	{"min.insync.replicas", "1", kmsg.ConfigTypeInt},
+	{"retention.bytes", "-1", kmsg.ConfigTypeLong},
+	{"retention.ms", "604800000", kmsg.ConfigTypeLong},
+	{"segment.bytes", "1073741824", kmsg.ConfigTypeInt},
+	{"segment.ms", "604800000", kmsg.ConfigTypeLong},
+}
+
+// brokerStatics are the static broker settings of this broker's Config.
+func (b *Broker) brokerStatics() []configDefault {
+	return []configDefault{
+		{"auto.create.topics.enable", strconv.FormatBool(b.cfg.AutoCreateTopicsEnable), kmsg.ConfigTypeBoolean},
+		{"broker.heartbeat.interval.ms", strconv.FormatInt(b.cfg.HeartbeatIntervalMs, 10), kmsg.ConfigTypeInt},
+		{"broker.session.timeout.ms", strconv.FormatInt(b.cfg.SessionTimeoutMs, 10), kmsg.ConfigTypeInt},
+		{"default.replication.factor", strconv.Itoa(int(b.cfg.DefaultReplicationFactor)), kmsg.ConfigTypeInt},
+		{"node.id", strconv.Itoa(int(b.cfg.NodeID)), kmsg.ConfigTypeInt},
+		{"num.partitions", strconv.Itoa(int(b.cfg.DefaultNumPartitions)), kmsg.ConfigTypeInt},
+	}
+}
+
+// layer is one source of dynamic values.
+type layer struct {
+	entries []image.ConfigEntry
+	source  kmsg.ConfigSource
+}
+
+// configEntry is one key with its effective value first and the values it
+// overrides after it (synonyms, most specific first).
+type configEntry struct {
+	name string
+	typ  kmsg.ConfigType
+	vals []sourced
+}
+
+type sourced struct {
+	value  string
+	source kmsg.ConfigSource
+}
+
+// layered stacks defaults, then each layer in order (later layers win),
+// and returns the keys sorted by name.
+func layered(defaults []configDefault, defaultSource kmsg.ConfigSource, layers ...layer) []configEntry {
+	byName := make(map[string]*configEntry)
+	add := func(name, value string, typ kmsg.ConfigType, src kmsg.ConfigSource) {
+		e, ok := byName[name]
+		if !ok {
+			e = &configEntry{name: name, typ: typ}
+			byName[name] = e
+		}
+		e.vals = append([]sourced{{value, src}}, e.vals...)
+	}
+	for _, d := range defaults {
+		add(d.name, d.value, d.typ, defaultSource)
+	}
+	for _, l := range layers {
+		for _, e := range l.entries {
+			add(e.Name, e.Value, kmsg.ConfigTypeString, l.source)
+		}
+	}
+	out := make([]configEntry, 0, len(byName))
+	for _, e := range byName {
+		out = append(out, *e)
+	}
+	slices.SortFunc(out, func(a, b configEntry) int { return strings.Compare(a.name, b.name) })
+	return out
+}
+
+// renderConfigs turns entries into response configs, keeping only names
+// (nil = all).
+func renderConfigs(entries []configEntry, names []string, synonyms bool) []kmsg.DescribeConfigsResponseResourceConfig {
+	var out []kmsg.DescribeConfigsResponseResourceConfig
+	for _, e := range entries {
+		if names != nil && !slices.Contains(names, e.name) {
+			continue
+		}
+		top := e.vals[0]
+		c := kmsg.NewDescribeConfigsResponseResourceConfig()
+		c.Name, c.Value, c.Source, c.ConfigType = e.name, &top.value, top.source, e.typ
+		c.IsDefault = top.source == kmsg.ConfigSourceDefaultConfig
+		// Static broker settings cannot be altered without a restart.
+		c.ReadOnly = top.source == kmsg.ConfigSourceStaticBrokerConfig
+		if synonyms {
+			for _, v := range e.vals {
+				s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+				s.Name, s.Value, s.Source = e.name, &v.value, v.source
+				c.ConfigSynonyms = append(c.ConfigSynonyms, s)
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}

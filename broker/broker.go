@@ -1,0 +1,187 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/kraftd/kraftd/metadata/image"
+	"github.com/kraftd/kraftd/protocol"
+	"github.com/kraftd/kraftd/quorum"
+)
+
+// Broker is a KRaft broker: a metadata publisher fed by the quorum, a
+// lifecycle loop talking to the active controller, and the client API
+// handlers answering from the last published image.
+//
+// Use: New, attach Listener() to the quorum Node before the Node starts,
+// RegisterHandlers on the broker listener's Registry, Start, and finally
+// Stop. Start does not wait for registration or unfencing (a combined node
+// must serve its controller listener before any controller can answer);
+// WaitState does.
+//
+// INVARIANTS: goroutines run only between Start and Stop; Stop waits for
+// all of them.
+type Broker struct {
+	cfg  Config
+	log  *zap.Logger
+	rnd  *lockedRand
+	pub  *publisher
+	ch   *controllerChannel
+	life *lifecycle
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	cancel  context.CancelFunc // stops publisher and lifecycle
+	wg      sync.WaitGroup     // publisher, lifecycle, auto-create requests
+	bgCtx   context.Context    // parent of background requests; canceled by Stop
+}
+
+// New validates cfg and builds a broker. Nothing runs until Start.
+func New(cfg Config) (*Broker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Logger = cfg.Logger.Named("broker").With(zap.Int32("node", cfg.NodeID))
+	b := &Broker{cfg: cfg, log: cfg.Logger, rnd: &lockedRand{r: cfg.Rand}}
+	b.ch = newControllerChannel(&b.cfg)
+	b.pub = newPublisher(b.log.Named("publisher"), b.ch.setLeader, cfg.OnFatal)
+	b.life = newLifecycle(&b.cfg, b.ch, b.rnd, b.pub.appliedOffset.Load)
+	b.bgCtx, b.cancel = context.WithCancel(context.Background())
+	if len(b.cfg.LogDirs) == 0 {
+		var dir [16]byte
+		b.rnd.fill(dir[:])
+		b.cfg.LogDirs = [][16]byte{dir}
+	}
+	return b, nil
+}
+
+// Listener is the quorum.Listener to Register on the quorum Node (the shared
+// voter Node in a combined process). It never blocks the Node.
+func (b *Broker) Listener() quorum.Listener { return b.pub }
+
+// Image is the last published metadata image; never nil.
+func (b *Broker) Image() *image.Image { return b.pub.image() }
+
+// AppliedOffset is the offset of the last applied metadata record or batch
+// (-1 before any), as sent in heartbeats.
+func (b *Broker) AppliedOffset() int64 { return b.pub.appliedOffset.Load() }
+
+// State is the lifecycle state.
+func (b *Broker) State() State { return b.life.State() }
+
+// BrokerEpoch is the epoch the controller gave this broker, -1 before
+// registration.
+func (b *Broker) BrokerEpoch() int64 { return b.life.brokerEpoch.Load() }
+
+// Fenced reports what the last heartbeat answer said (true until then).
+func (b *Broker) Fenced() bool { return b.life.fenced.Load() }
+
+// WaitState blocks until the broker reached want (e.g. StateRunning), the
+// lifecycle gave up (the error says why), or ctx ends.
+func (b *Broker) WaitState(ctx context.Context, want State) error {
+	return b.life.waitState(ctx, want)
+}
+
+// WaitApplied blocks until the published image covers offset.
+func (b *Broker) WaitApplied(ctx context.Context, offset int64) error {
+	return b.pub.waitApplied(ctx, offset)
+}
+
+// Start runs the publisher and the lifecycle loop. It returns at once.
+func (b *Broker) Start(context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped {
+		return ErrStopped
+	}
+	if b.started {
+		return nil
+	}
+	b.started = true
+	b.wg.Go(func() { b.pub.run(b.bgCtx) })
+	b.wg.Go(func() { b.life.run(b.bgCtx) })
+	return nil
+}
+
+// Stop shuts the broker down: a controlled shutdown first (heartbeats with
+// WantShutDown until the controller answers ShouldShutdown, bounded by ctx
+// and ControlledShutdownTimeoutMs), then every goroutine stops. The
+// publisher keeps applying during the controlled shutdown, because the
+// controller waits for brokers to see the leadership moves. Safe to call
+// more than once.
+func (b *Broker) Stop(ctx context.Context) error {
+	b.mu.Lock()
+	if b.stopped {
+		b.mu.Unlock()
+		return nil
+	}
+	b.stopped = true
+	started := b.started
+	b.mu.Unlock()
+	var err error
+	if started {
+		err = b.controlledShutdown(ctx)
+	}
+	b.cancel()
+	b.wg.Wait()
+	b.ch.close()
+	return err
+}
+
+func (b *Broker) controlledShutdown(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, ms(b.cfg.ControlledShutdownTimeoutMs))
+	defer cancel()
+	b.life.beginShutdown()
+	select {
+	case <-b.life.done:
+		return nil
+	case <-ctx.Done():
+		b.log.Warn("controlled shutdown did not finish; stopping anyway",
+			zap.Stringer("state", b.life.State()), zap.Error(ctx.Err()))
+		return errors.Join(ErrStopped, ctx.Err())
+	}
+}
+
+// RegisterHandlers serves the broker's client APIs on reg (the registry of
+// a broker listener) and decorates its ApiVersions answers.
+func (b *Broker) RegisterHandlers(reg *protocol.Registry) {
+	reg.Register(3, 0, 13, b.handleMetadata)
+	reg.Register(19, 0, 7, b.handleCreateTopics)
+	reg.Register(20, 0, 6, b.handleDeleteTopics)
+	reg.Register(32, 0, 4, b.handleDescribeConfigs)
+	reg.Register(37, 0, 3, b.handleCreatePartitions)
+	reg.Register(55, 0, 2, b.handleDescribeQuorum)
+	reg.Register(60, 0, 2, b.handleDescribeCluster)
+	reg.SetApiVersionsHook(b.apiVersionsHook)
+}
+
+// lockedRand shares one seeded generator between goroutines.
+type lockedRand struct {
+	mu sync.Mutex
+	r  *rand.Rand
+}
+
+func (l *lockedRand) float64() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.Float64()
+}
+
+func (l *lockedRand) intN(n int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.IntN(n)
+}
+
+func (l *lockedRand) fill(p []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range p {
+		p[i] = byte(l.r.Uint32())
+	}
+}

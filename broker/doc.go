@@ -1,0 +1,47 @@
+// Package broker is kraftd's KRaft broker (KIP-500, KIP-631): it follows
+// the __cluster_metadata log as a quorum observer, turns committed records
+// into immutable metadata images, keeps a session with the active
+// controller, and answers clients from the last published image.
+//
+// # Parts
+//
+//   - publisher (publisher.go): a quorum.Listener. Committed batches are
+//     queued by the quorum driver and applied on the publisher's goroutine:
+//     each record is decoded (records.Decode) and replayed into an
+//     image.Delta; the next image is published through an atomic pointer at
+//     a batch boundary outside any metadata transaction. A record that
+//     cannot be decoded or applied stops the publisher (OnFatal): serving
+//     metadata that silently skipped a record would be worse than stopping.
+//   - lifecycle (lifecycle.go): BrokerRegistration with a random
+//     incarnation id, then BrokerHeartbeat carrying the applied offset;
+//     STARTING -> RECOVERY -> RUNNING as the controller reports IsCaughtUp
+//     and unfences the broker; Stop performs a controlled shutdown
+//     (WantShutDown until ShouldShutdown).
+//   - controller channel (controller_channel.go): finds the active
+//     controller (the quorum leader, else round-robin over the voters after
+//     NOT_CONTROLLER) over a protocol.Client of its own.
+//   - client API handlers, one file per API key: Metadata (3), CreateTopics
+//     (19, forwarded), DeleteTopics (20, forwarded), DescribeConfigs (32),
+//     CreatePartitions (37, forwarded), DescribeQuorum (55, forwarded),
+//     DescribeCluster (60), and ApiVersions decoration (18).
+//
+// # Goroutine map
+//
+//	Broker
+//	  publisher.run   applies queued batches, publishes images
+//	  lifecycle.run   registration, heartbeats, controlled shutdown
+//	  auto-create     one per Metadata request that auto-creates topics
+//	                  (only with auto.create.topics.enable)
+//
+// All are started by Start (publisher, lifecycle) or by a handler while
+// the broker runs, are counted in one WaitGroup, and end when Stop cancels
+// the broker context; Stop waits for them. The quorum Node calls the
+// publisher's Listener methods on its own goroutine; they only queue.
+//
+// # Consistency
+//
+// Handlers load the image pointer once per request, so one answer never
+// mixes two images. An image is always a committed prefix of the log: a
+// lagging broker serves old but consistent metadata; clients are protected
+// by leader epochs, not by freshness (Kafka behaves the same).
+package broker

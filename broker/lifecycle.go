@@ -1,0 +1,340 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// Lifecycle timing constants from Kafka's BrokerLifecycleManager.
+const (
+	startingHeartbeatInterval = 10 * time.Millisecond  // while STARTING, until caught up
+	initialBackoff            = 100 * time.Millisecond // registration/heartbeat retry, doubled each time
+)
+
+// lifecycle is the broker's side of KIP-631: register with the active
+// controller, heartbeat, follow the fenced/unfenced decisions, and shut
+// down in a controlled way. One goroutine (run) owns the conversation;
+// everything other goroutines read is atomic.
+//
+// States: STARTING (registering, then heartbeating every 10 ms with
+// WantFence until the controller says IsCaughtUp) -> RECOVERY (caught up;
+// kraftd has no log recovery, so it is at once ready to be unfenced and
+// heartbeats with WantFence=false) -> RUNNING (the controller unfenced it).
+// Stop moves any state to PENDING_CONTROLLED_SHUTDOWN (WantShutDown=true)
+// until the controller answers ShouldShutdown -> SHUTTING_DOWN.
+//
+// INVARIANTS: brokerEpoch is -1 until a registration succeeds and then
+// never changes (Kafka does not re-register a running broker); state only
+// moves forward in the order above.
+type lifecycle struct {
+	cfg         *Config
+	log         *zap.Logger
+	ch          *controllerChannel
+	appliedFn   func() int64
+	rnd         *lockedRand
+	incarnation [16]byte
+
+	state       atomic.Int32 // State
+	fenced      atomic.Bool
+	brokerEpoch atomic.Int64
+	heartbeats  atomic.Int64 // heartbeat requests answered without error
+	failures    atomic.Int64 // registration/heartbeat attempts that failed
+
+	shutdown     chan struct{} // closed by beginShutdown
+	shutdownOnce sync.Once
+	done         chan struct{} // closed when run returns
+
+	stMu      sync.Mutex
+	stChanged chan struct{} // closed and replaced on every state change
+	err       error         // why run gave up, if it did
+}
+
+func newLifecycle(cfg *Config, ch *controllerChannel, rnd *lockedRand, appliedFn func() int64) *lifecycle {
+	l := &lifecycle{
+		cfg:       cfg,
+		rnd:       rnd,
+		log:       cfg.Logger.Named("lifecycle"),
+		ch:        ch,
+		appliedFn: appliedFn,
+		shutdown:  make(chan struct{}),
+		done:      make(chan struct{}),
+		stChanged: make(chan struct{}),
+	}
+	_, _ = rand.Read(l.incarnation[:]) // a random incarnation per start (KIP-631)
+	l.state.Store(int32(StateNotRunning))
+	l.fenced.Store(true)
+	l.brokerEpoch.Store(-1)
+	return l
+}
+
+// State is the current lifecycle state.
+func (l *lifecycle) State() State { return State(l.state.Load()) }
+
+func (l *lifecycle) setState(s State) {
+	old := State(l.state.Swap(int32(s)))
+	if old == s {
+		return
+	}
+	l.log.Info("broker state changed", zap.Stringer("from", old), zap.Stringer("to", s))
+	l.stMu.Lock()
+	close(l.stChanged)
+	l.stChanged = make(chan struct{})
+	l.stMu.Unlock()
+}
+
+// waitState blocks until the state is at least want (in lifecycle order),
+// the loop gave up, or ctx ends.
+func (l *lifecycle) waitState(ctx context.Context, want State) error {
+	for {
+		l.stMu.Lock()
+		ch, err := l.stChanged, l.err
+		l.stMu.Unlock()
+		if s := l.State(); s >= want {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("broker state %s, waiting for %s: %w", l.State(), want, ctx.Err())
+		case <-ch:
+		}
+	}
+}
+
+func (l *lifecycle) fail(err error) {
+	l.stMu.Lock()
+	l.err = err
+	close(l.stChanged)
+	l.stChanged = make(chan struct{})
+	l.stMu.Unlock()
+	l.log.Error("broker lifecycle stopped", zap.Error(err))
+	if l.cfg.OnFatal != nil {
+		l.cfg.OnFatal(err)
+	}
+}
+
+// beginShutdown asks run for a controlled shutdown.
+func (l *lifecycle) beginShutdown() { l.shutdownOnce.Do(func() { close(l.shutdown) }) }
+
+// run is the lifecycle loop; it returns after SHUTTING_DOWN, on ctx end, or
+// when registration times out.
+func (l *lifecycle) run(ctx context.Context) {
+	defer close(l.done)
+	l.setState(StateStarting)
+	if !l.register(ctx) {
+		return
+	}
+	l.heartbeatLoop(ctx)
+}
+
+// register retries BrokerRegistration with exponential backoff until it
+// succeeds; false means give up (shutdown, ctx, or the initial timeout).
+func (l *lifecycle) register(ctx context.Context) bool {
+	deadline := time.Now().Add(ms(l.cfg.InitialRegistrationTimeoutMs))
+	backoff := initialBackoff
+	for {
+		epoch, err := l.sendRegistration(ctx)
+		if err == nil {
+			l.brokerEpoch.Store(epoch)
+			l.log.Info("registered with the controller", zap.Int64("brokerEpoch", epoch))
+			return true
+		}
+		l.failures.Add(1)
+		l.log.Info("broker registration failed; will retry", zap.Duration("backoff", backoff), zap.Error(err))
+		if time.Now().After(deadline) {
+			l.fail(fmt.Errorf("%w after %d ms: %w", ErrRegistrationTimeout, l.cfg.InitialRegistrationTimeoutMs, err))
+			return false
+		}
+		if l.sleep(ctx, l.jitter(backoff), l.shutdown) != wakeTimer {
+			return false
+		}
+		backoff = min(2*backoff, ms(l.cfg.SessionTimeoutMs)/2)
+	}
+}
+
+// heartbeatLoop sends heartbeats until the controller lets the broker shut
+// down or ctx ends.
+func (l *lifecycle) heartbeatLoop(ctx context.Context) {
+	var (
+		delay    time.Duration // first heartbeat at once (Kafka: "heartbeat immediately")
+		backoff  = initialBackoff
+		stopping = l.shutdown
+	)
+	for {
+		switch l.sleep(ctx, delay, stopping) {
+		case wakeCtx:
+			return
+		case wakeShutdown:
+			stopping = nil
+			l.setState(StatePendingControlledShutdown)
+		}
+		resp, err := l.sendHeartbeat(ctx)
+		if err != nil {
+			l.failures.Add(1)
+			l.log.Info("broker heartbeat failed; will retry", zap.Duration("backoff", backoff), zap.Error(err))
+			delay, backoff = l.jitter(backoff), min(2*backoff, ms(l.cfg.SessionTimeoutMs)/2)
+			continue
+		}
+		backoff = initialBackoff
+		l.heartbeats.Add(1)
+		var done bool
+		delay, done = l.onHeartbeat(resp)
+		if done {
+			return
+		}
+	}
+}
+
+// onHeartbeat moves the state machine on a successful answer and returns
+// the delay before the next heartbeat; done means shut down now.
+func (l *lifecycle) onHeartbeat(resp *kmsg.BrokerHeartbeatResponse) (time.Duration, bool) {
+	if was := l.fenced.Swap(resp.IsFenced); was != resp.IsFenced {
+		l.log.Info("controller changed our fencing", zap.Bool("fenced", resp.IsFenced))
+	}
+	interval := ms(l.cfg.HeartbeatIntervalMs)
+	switch l.State() {
+	case StateStarting:
+		if !resp.IsCaughtUp {
+			return startingHeartbeatInterval, false
+		}
+		// Caught up: kraftd has no log recovery to run, so RECOVERY is
+		// immediately ready to unfence; ask at once (Kafka's
+		// setReadyToUnfence schedules an immediate heartbeat).
+		l.setState(StateRecovery)
+		return 0, false
+	case StateRecovery:
+		if !resp.IsFenced {
+			l.setState(StateRunning)
+		}
+	case StatePendingControlledShutdown:
+		if resp.ShouldShutdown {
+			l.setState(StateShuttingDown)
+			return 0, true
+		}
+	}
+	return interval, false
+}
+
+func (l *lifecycle) sendRegistration(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, ms(l.cfg.ControllerRequestTimeoutMs))
+	defer cancel()
+	req := l.registrationRequest()
+	req.SetVersion(-1)
+	id, kresp, err := l.ch.send(ctx, req)
+	if err != nil {
+		return -1, fmt.Errorf("controller %d: %w", id, err)
+	}
+	resp := kresp.(*kmsg.BrokerRegistrationResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		if isNotControllerCode(resp.ErrorCode) {
+			l.ch.notController(id)
+		}
+		return -1, fmt.Errorf("controller %d: %w", id, err)
+	}
+	return resp.BrokerEpoch, nil
+}
+
+// registrationRequest builds BrokerRegistration: listeners, the supported
+// metadata.version range, rack and log directories (KIP-631, KIP-858).
+func (l *lifecycle) registrationRequest() *kmsg.BrokerRegistrationRequest {
+	req := kmsg.NewPtrBrokerRegistrationRequest()
+	req.BrokerID = l.cfg.NodeID
+	req.ClusterID = l.cfg.ClusterID
+	req.IncarnationID = l.incarnation
+	for _, e := range l.cfg.Listeners {
+		lr := kmsg.NewBrokerRegistrationRequestListener()
+		lr.Name, lr.Host, lr.Port, lr.SecurityProtocol = e.Name, e.Host, e.Port, e.SecurityProtocol
+		req.Listeners = append(req.Listeners, lr)
+	}
+	f := kmsg.NewBrokerRegistrationRequestFeature()
+	f.Name = "metadata.version"
+	f.MinSupportedVersion, f.MaxSupportedVersion = l.cfg.MinMetadataVersion, l.cfg.MaxMetadataVersion
+	req.Features = append(req.Features, f)
+	if l.cfg.Rack != "" {
+		rack := l.cfg.Rack
+		req.Rack = &rack
+	}
+	req.LogDirs = l.cfg.LogDirs
+	req.PreviousBrokerEpoch = -1
+	return req
+}
+
+func (l *lifecycle) sendHeartbeat(ctx context.Context) (*kmsg.BrokerHeartbeatResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, ms(l.cfg.ControllerRequestTimeoutMs))
+	defer cancel()
+	state := l.State()
+	req := kmsg.NewPtrBrokerHeartbeatRequest()
+	req.SetVersion(-1)
+	req.BrokerID = l.cfg.NodeID
+	req.BrokerEpoch = l.brokerEpoch.Load()
+	req.CurrentMetadataOffset = l.appliedFn()
+	// readyToUnfence is set on reaching RECOVERY and stays set.
+	req.WantFence = state == StateStarting
+	req.WantShutdown = state == StatePendingControlledShutdown
+	id, kresp, err := l.ch.send(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("controller %d: %w", id, err)
+	}
+	resp := kresp.(*kmsg.BrokerHeartbeatResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		if isNotControllerCode(resp.ErrorCode) {
+			l.ch.notController(id)
+		}
+		return nil, fmt.Errorf("controller %d: %w", id, err)
+	}
+	return resp, nil
+}
+
+// wake says why sleep returned.
+type wake int
+
+const (
+	wakeTimer wake = iota
+	wakeShutdown
+	wakeCtx
+)
+
+// sleep waits d, or less: a closed shutdown channel, a new quorum leader
+// (worth retrying at once) or ctx end cut it short. A leader change counts
+// as the timer firing.
+func (l *lifecycle) sleep(ctx context.Context, d time.Duration, shutdown <-chan struct{}) wake {
+	if ctx.Err() != nil {
+		return wakeCtx
+	}
+	select {
+	case <-shutdown:
+		return wakeShutdown
+	default:
+	}
+	if d <= 0 {
+		return wakeTimer
+	}
+	_, _, leaderChanged := l.ch.target()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return wakeCtx
+	case <-shutdown:
+		return wakeShutdown
+	case <-leaderChanged:
+		return wakeTimer
+	case <-t.C:
+		return wakeTimer
+	}
+}
+
+// jitter spreads d by +-2%, as Kafka's ExponentialBackoff does.
+func (l *lifecycle) jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.98 + 0.04*l.rnd.float64()))
+}

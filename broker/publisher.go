@@ -1,0 +1,236 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+
+	"github.com/kraftd/kraftd/metadata/image"
+	"github.com/kraftd/kraftd/metadata/records"
+	"github.com/kraftd/kraftd/quorum"
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
+
+// publisher turns committed __cluster_metadata batches into published
+// images, as Kafka's MetadataLoader does for a broker.
+//
+// The quorum driver calls HandleCommit on its own goroutine, which must not
+// block, so HandleCommit only appends to queue; the run goroutine drains the
+// queue, replays every record into a Delta and publishes the next Image
+// through an atomic pointer. Publishing happens only at batch boundaries,
+// and only outside a metadata transaction (KIP-868): handlers never see half
+// a batch or half a transaction. When several batches are queued (initial
+// catch-up) they go into one Delta and one publish, which keeps catch-up
+// cost proportional to the records, not to the number of batches.
+//
+// INVARIANTS:
+//   - published images only move forward: Provenance().Offset grows;
+//   - appliedOffset == published image's Provenance().Offset;
+//   - after a failed record (failed set) nothing more is applied or published.
+type publisher struct {
+	log     *zap.Logger
+	onFatal func(error)
+	// onLeader is told about quorum leader changes (the lifecycle loop and
+	// the controller channel); it must not block.
+	onLeader func(quorum.LeaderAndEpoch)
+
+	mu    sync.Mutex
+	queue []raftlog.Batch
+	wake  chan struct{} // capacity 1: "the queue is not empty"
+
+	cur           atomic.Pointer[image.Image]
+	appliedOffset atomic.Int64 // offset of the last record or batch in cur
+	appliedTsMs   atomic.Int64 // append time of that batch, -1 unknown
+	publishes     atomic.Int64 // images published, for tests and metrics
+	failed        atomic.Bool
+	// published is closed and replaced on every publish (see waitApplied).
+	pubMu     sync.Mutex
+	published chan struct{}
+
+	// Owned by the run goroutine.
+	delta  *image.Delta // open delta; nil when everything is published
+	preTxn *image.Image // image before an open transaction; nil outside one
+}
+
+func newPublisher(log *zap.Logger, onLeader func(quorum.LeaderAndEpoch), onFatal func(error)) *publisher {
+	p := &publisher{
+		log:       log,
+		onFatal:   onFatal,
+		onLeader:  onLeader,
+		wake:      make(chan struct{}, 1),
+		published: make(chan struct{}),
+	}
+	p.cur.Store(image.Empty())
+	p.appliedOffset.Store(-1)
+	p.appliedTsMs.Store(-1)
+	return p
+}
+
+// HandleCommit implements quorum.Listener. It queues and returns.
+func (p *publisher) HandleCommit(batches []raftlog.Batch) {
+	p.mu.Lock()
+	p.queue = append(p.queue, batches...)
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// HandleLeaderChange implements quorum.Listener.
+func (p *publisher) HandleLeaderChange(l quorum.LeaderAndEpoch) {
+	if p.onLeader != nil {
+		p.onLeader(l)
+	}
+}
+
+// image is the last published image; never nil.
+func (p *publisher) image() *image.Image { return p.cur.Load() }
+
+// run applies queued batches until ctx is done.
+func (p *publisher) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wake:
+		}
+		p.mu.Lock()
+		batches := p.queue
+		p.queue = nil
+		p.mu.Unlock()
+		if !p.failed.Load() {
+			p.applyAll(batches)
+		}
+	}
+}
+
+// applyAll replays batches in order and publishes at the end of the run (or
+// earlier, see beginTxn). A record that fails stops the publisher for good.
+func (p *publisher) applyAll(batches []raftlog.Batch) {
+	for _, b := range batches {
+		if err := p.applyBatch(b); err != nil {
+			p.failed.Store(true)
+			p.delta, p.preTxn = nil, nil
+			err = fmt.Errorf("%w: %w", ErrApply, err)
+			p.log.Error("stopped applying metadata", zap.Int64("batchOffset", b.BaseOffset), zap.Error(err))
+			p.notify()
+			if p.onFatal != nil {
+				p.onFatal(err)
+			}
+			return
+		}
+	}
+	if p.delta != nil && p.preTxn == nil {
+		p.publish(p.delta.Apply())
+		p.delta = nil
+	}
+}
+
+// applyBatch replays one batch. Control batches (LeaderChange, snapshot
+// markers, KRaftVersion, Voters) carry no metadata but still advance the
+// image's offset, as Kafka's loader advances lastContainedOffset, so a
+// heartbeat's CurrentMetadataOffset covers every committed offset.
+func (p *publisher) applyBatch(b raftlog.Batch) error {
+	if b.LastOffset <= p.openDelta().Provenance().Offset {
+		return nil // already applied (a redelivery after a restart of the Node)
+	}
+	if !b.Control {
+		recs, err := b.Records()
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if err := p.applyRecord(r, b.Epoch); err != nil {
+				return err
+			}
+		}
+	}
+	d := p.openDelta()
+	d.SetProvenance(image.Provenance{Offset: b.LastOffset, Epoch: b.Epoch, TimestampMs: b.MaxTimestampMs})
+	return nil
+}
+
+// applyRecord decodes and replays one record, handling transaction markers:
+// BeginTransaction publishes what came before it, AbortTransaction discards
+// the records since BeginTransaction (Kafka's MetadataBatchLoader).
+func (p *publisher) applyRecord(r raftlog.Record, epoch int32) error {
+	rec, err := records.Decode(r.Value)
+	if err != nil {
+		return fmt.Errorf("record at offset %d: %w", r.Offset, err)
+	}
+	switch rec.Message.Type() {
+	case records.TypeBeginTransaction:
+		if p.preTxn != nil {
+			return fmt.Errorf("offset %d: BeginTransaction inside an open transaction", r.Offset)
+		}
+		p.preTxn = p.openDelta().Apply()
+		p.delta = image.NewDelta(p.preTxn)
+	case records.TypeAbortTransaction:
+		if p.preTxn == nil {
+			return fmt.Errorf("offset %d: AbortTransaction outside a transaction", r.Offset)
+		}
+		p.delta = image.NewDelta(p.preTxn)
+		p.delta.SetProvenance(image.Provenance{Offset: r.Offset, Epoch: epoch, TimestampMs: r.TimestampMs})
+		p.preTxn = nil
+		return nil
+	case records.TypeEndTransaction:
+		if p.preTxn == nil {
+			return fmt.Errorf("offset %d: EndTransaction outside a transaction", r.Offset)
+		}
+		p.preTxn = nil
+	}
+	return p.openDelta().Replay(r.Offset, epoch, rec)
+}
+
+// openDelta returns the delta records go into, starting one on the
+// published image if none is open.
+func (p *publisher) openDelta() *image.Delta {
+	if p.delta == nil {
+		p.delta = image.NewDelta(p.cur.Load())
+	}
+	return p.delta
+}
+
+// publish makes img the image handlers read.
+func (p *publisher) publish(img *image.Image) {
+	prov := img.Provenance()
+	p.cur.Store(img)
+	p.appliedOffset.Store(prov.Offset)
+	p.appliedTsMs.Store(prov.TimestampMs)
+	p.publishes.Add(1)
+	p.notify()
+}
+
+// notify wakes waitApplied callers.
+func (p *publisher) notify() {
+	p.pubMu.Lock()
+	close(p.published)
+	p.published = make(chan struct{})
+	p.pubMu.Unlock()
+}
+
+// waitApplied blocks until the published image reaches offset (tests and
+// callers that must read their own writes).
+func (p *publisher) waitApplied(ctx context.Context, offset int64) error {
+	for {
+		p.pubMu.Lock()
+		ch := p.published
+		p.pubMu.Unlock()
+		if p.appliedOffset.Load() >= offset {
+			return nil
+		}
+		if p.failed.Load() {
+			return ErrApply
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), fmt.Errorf("applied offset %d, want %d", p.appliedOffset.Load(), offset))
+		case <-ch:
+		}
+	}
+}
