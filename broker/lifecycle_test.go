@@ -1,0 +1,180 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/kraftd/kraftd/quorum"
+)
+
+// lifecycleHarness is a broker talking to a standby controller 3000 (always
+// NOT_CONTROLLER) and the active controller 3001.
+func lifecycleHarness(t *testing.T, mutate func(*Config)) (*harness, *fakeController, *fakeController) {
+	t.Helper()
+	standby := newFakeController(t, false, nil)
+	active := newFakeController(t, true, nil)
+	h := newHarness(t, func(c *Config) {
+		c.ControllerAddrs = map[int32]string{3000: standby.addr, 3001: active.addr}
+		c.HeartbeatIntervalMs = 50
+		if mutate != nil {
+			mutate(c)
+		}
+	})
+	active.attach(h.b.Listener(), 0)
+	standby.attach(h.b.Listener(), 0)
+	return h, standby, active
+}
+
+func waitState(t *testing.T, b *Broker, s State) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.WaitState(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLifecycleRegisterCatchUpUnfence walks a broker through KIP-631's
+// bring-up: register (after a NOT_CONTROLLER from the standby), heartbeat
+// fenced with WantFence while not caught up, then RECOVERY and RUNNING once
+// its metadata reaches the registration record; then a controlled shutdown.
+func TestLifecycleRegisterCatchUpUnfence(t *testing.T) {
+	h, standby, active := lifecycleHarness(t, nil)
+	active.setHold(true) // the quorum does not deliver the registration yet
+	if err := h.b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	active.waitFor("5 heartbeats", func() bool { return len(active.heartbeats) >= 5 })
+	active.mu.Lock()
+	for _, hb := range active.heartbeats {
+		if !hb.WantFence || hb.WantShutdown || hb.BrokerEpoch != 0 || hb.CurrentMetadataOffset != -1 {
+			t.Errorf("heartbeat before catch-up: %+v", hb)
+		}
+	}
+	active.mu.Unlock()
+	if s := h.b.State(); s != StateStarting || !h.b.Fenced() || h.b.BrokerEpoch() != 0 {
+		t.Fatalf("before catch-up: state %s fenced %v epoch %d", s, h.b.Fenced(), h.b.BrokerEpoch())
+	}
+	standby.mu.Lock()
+	if standby.regs == 0 || active.regs != 1 {
+		t.Errorf("registrations: standby %d active %d", standby.regs, active.regs)
+	}
+	standby.mu.Unlock()
+
+	active.setHold(false)
+	waitState(t, h.b, StateRunning)
+	if h.b.Fenced() {
+		t.Error("RUNNING but fenced")
+	}
+	self, ok := h.b.Image().Broker(1)
+	if !ok || self.Fenced || self.Epoch != 0 {
+		t.Errorf("own registration in the image: %+v %v", self, ok)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := h.b.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := h.b.State(); s != StateShuttingDown {
+		t.Errorf("after Stop: %s", s)
+	}
+	active.mu.Lock()
+	last := active.heartbeats[len(active.heartbeats)-1]
+	active.mu.Unlock()
+	if !last.WantShutdown || last.WantFence {
+		t.Errorf("last heartbeat %+v, want WantShutdown without WantFence", last)
+	}
+}
+
+// TestLifecycleFollowsQuorumLeader: with the leader known from the quorum,
+// the broker goes straight to it.
+func TestLifecycleFollowsQuorumLeader(t *testing.T) {
+	h, standby, _ := lifecycleHarness(t, nil)
+	h.b.Listener().HandleLeaderChange(quorum.LeaderAndEpoch{LeaderID: 3001, Epoch: 4, EpochStartOffset: -1})
+	if err := h.b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h.b, StateRunning)
+	standby.mu.Lock()
+	defer standby.mu.Unlock()
+	if standby.regs != 0 || len(standby.heartbeats) != 0 {
+		t.Errorf("standby got %d registrations, %d heartbeats; the quorum leader is 3001", standby.regs, len(standby.heartbeats))
+	}
+}
+
+// TestLifecycleRegistrationTimeout: no active controller at all gives up
+// after initial.broker.registration.timeout.ms and reports it.
+func TestLifecycleRegistrationTimeout(t *testing.T) {
+	standby := newFakeController(t, false, nil)
+	fatal := make(chan error, 1)
+	h := newHarness(t, func(c *Config) {
+		c.ControllerAddrs = map[int32]string{3000: standby.addr}
+		c.InitialRegistrationTimeoutMs = 300
+		c.OnFatal = func(err error) { fatal <- err }
+	})
+	if err := h.b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-fatal:
+		if !errors.Is(err, ErrRegistrationTimeout) {
+			t.Fatalf("fatal %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no registration timeout")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := h.b.WaitState(ctx, StateRunning); !errors.Is(err, ErrRegistrationTimeout) {
+		t.Errorf("WaitState after timeout: %v", err)
+	}
+}
+
+// TestStopBeforeRegistration: Stop while registration keeps failing
+// returns promptly.
+func TestStopBeforeRegistration(t *testing.T) {
+	standby := newFakeController(t, false, nil)
+	h := newHarness(t, func(c *Config) { c.ControllerAddrs = map[int32]string{3000: standby.addr} })
+	if err := h.b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	standby.waitFor("a registration", func() bool { return standby.regs > 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := h.b.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.b.Start(ctx); !errors.Is(err, ErrStopped) {
+		t.Errorf("Start after Stop: %v", err)
+	}
+}
+
+// TestHeartbeatRequestShape pins the wire fields Kafka's controller reads.
+func TestHeartbeatRequestShape(t *testing.T) {
+	h, _, active := lifecycleHarness(t, func(c *Config) { c.Rack = "rack-a" })
+	h.b.Listener().HandleLeaderChange(quorum.LeaderAndEpoch{LeaderID: 3001, Epoch: 1, EpochStartOffset: -1})
+	reg := h.b.life.registrationRequest()
+	if reg.ClusterID != testCluster || reg.BrokerID != 1 || reg.Rack == nil || *reg.Rack != "rack-a" ||
+		len(reg.Listeners) != 1 || reg.Listeners[0].Name != "PLAINTEXT" || len(reg.LogDirs) != 1 ||
+		len(reg.Features) != 1 || reg.Features[0].MinSupportedVersion != 7 || reg.PreviousBrokerEpoch != -1 {
+		t.Errorf("registration request %+v", reg)
+	}
+	if reg.IncarnationID == ([16]byte{}) {
+		t.Error("zero incarnation id")
+	}
+	if err := h.b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h.b, StateRunning)
+	active.mu.Lock()
+	defer active.mu.Unlock()
+	var sawUnfenceAsk bool
+	for _, hb := range active.heartbeats {
+		sawUnfenceAsk = sawUnfenceAsk || (!hb.WantFence && hb.CurrentMetadataOffset >= 0)
+	}
+	if !sawUnfenceAsk {
+		t.Error("no heartbeat asked to be unfenced after catching up")
+	}
+}
