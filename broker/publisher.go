@@ -21,9 +21,10 @@ import (
 // The quorum driver calls HandleCommit on its own goroutine, which must not
 // block, so HandleCommit only appends to queue; the run goroutine drains the
 // queue, replays every record into a Delta and publishes the next Image
-// through an atomic pointer. Publishing happens only at batch boundaries,
-// and only outside a metadata transaction (KIP-868): handlers never see half
-// a batch or half a transaction. When several batches are queued (initial
+// through an atomic pointer. Publishing happens only at batch boundaries
+// outside a metadata transaction (KIP-868), plus, as Kafka's loader does,
+// just before a BeginTransaction record: handlers never see half a batch
+// of ordinary records or half a transaction. When several batches are queued (initial
 // catch-up) they go into one Delta and one publish, which keeps catch-up
 // cost proportional to the records, not to the number of batches.
 //
@@ -168,7 +169,12 @@ func (p *publisher) applyRecord(r raftlog.Record, epoch int32) error {
 		if p.preTxn != nil {
 			return fmt.Errorf("offset %d: BeginTransaction inside an open transaction", r.Offset)
 		}
+		// Publish what precedes the transaction (Kafka's loader does the
+		// same), then hold everything until EndTransaction.
 		p.preTxn = p.openDelta().Apply()
+		if p.preTxn.Provenance().Offset > p.appliedOffset.Load() {
+			p.publish(p.preTxn)
+		}
 		p.delta = image.NewDelta(p.preTxn)
 	case records.TypeAbortTransaction:
 		if p.preTxn == nil {

@@ -1,0 +1,198 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/kraftd/kraftd/metadata/records"
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
+
+// newTestPublisher runs a publisher until the test ends.
+func newTestPublisher(t *testing.T, onFatal func(error)) *publisher {
+	t.Helper()
+	p := newPublisher(zaptest.NewLogger(t), nil, onFatal)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return p
+}
+
+func waitOffset(t *testing.T, p *publisher, off int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := p.waitApplied(ctx, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func controlBatch(base int64) raftlog.Batch {
+	return raftlog.EncodeBatch(base, 1, 1, true, []raftlog.Record{{Key: []byte{0, 0, 0, 2}, Value: []byte{0, 0}}})
+}
+
+// TestPublisherAppliesInOrder: control batches advance the offset, data
+// batches change the image, provenance follows the last batch.
+func TestPublisherAppliesInOrder(t *testing.T) {
+	p := newTestPublisher(t, nil)
+	if p.image().Provenance().Offset != -1 || p.appliedOffset.Load() != -1 {
+		t.Fatal("fresh publisher is not at -1")
+	}
+	b0 := controlBatch(0)
+	b1 := encodeBatch(t, 1, mvRecord(14), topicRecord("a", uuid(1)))
+	b2 := encodeBatch(t, 3, partitionRecord(uuid(1), 0, -1, []int32{1}, []int32{1}))
+	p.HandleCommit([]raftlog.Batch{b0})
+	p.HandleCommit([]raftlog.Batch{b1, b2})
+	waitOffset(t, p, 3)
+	img := p.image()
+	if prov := img.Provenance(); prov.Offset != 3 || prov.Epoch != 1 || prov.TimestampMs != b2.MaxTimestampMs {
+		t.Errorf("provenance %+v", prov)
+	}
+	top, ok := img.TopicByName("a")
+	if !ok || top.NumPartitions() != 1 || img.MetadataVersion() != 14 {
+		t.Errorf("image after 3 batches: topic %v ok %v mv %d", top, ok, img.MetadataVersion())
+	}
+	p.HandleCommit([]raftlog.Batch{controlBatch(4)})
+	waitOffset(t, p, 4)
+	if p.image().NumTopics() != 1 || p.appliedTsMs.Load() != 1 {
+		t.Errorf("control batch changed the image or ts %d", p.appliedTsMs.Load())
+	}
+}
+
+// TestPublisherAtomicBatches: a reader polling the image while batches
+// arrive only ever sees whole batches (each batch adds a topic and its
+// partition together).
+func TestPublisherAtomicBatches(t *testing.T) {
+	p := newTestPublisher(t, nil)
+	const n = 50
+	stop := make(chan struct{})
+	bad := make(chan string, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			img := p.image()
+			for tp := range img.Topics() {
+				if tp.NumPartitions() != 2 {
+					select {
+					case bad <- tp.Name():
+					default:
+					}
+				}
+			}
+		}
+	}()
+	for i := range n {
+		id := uuid(byte(i + 1))
+		base := int64(3 * i)
+		p.HandleCommit([]raftlog.Batch{encodeBatch(t, base, topicRecord("t"+string(rune('A'+i)), id),
+			partitionRecord(id, 0, -1, []int32{1}, nil), partitionRecord(id, 1, -1, []int32{1}, nil))})
+	}
+	waitOffset(t, p, 3*n-1)
+	close(stop)
+	<-done
+	select {
+	case name := <-bad:
+		t.Fatalf("saw topic %s with a partial batch", name)
+	default:
+	}
+	if p.image().NumTopics() != n {
+		t.Fatalf("%d topics", p.image().NumTopics())
+	}
+}
+
+// TestPublisherTransactions: records inside BeginTransaction..EndTransaction
+// publish together; an aborted transaction leaves no trace but its offset.
+func TestPublisherTransactions(t *testing.T) {
+	p := newTestPublisher(t, nil)
+	p.HandleCommit([]raftlog.Batch{encodeBatch(t, 0, mvRecord(14), &records.BeginTransactionRecord{}, topicRecord("x", uuid(1)))})
+	// Mid-transaction: the pre-transaction image (metadata.version) may be
+	// published, the topic may not.
+	p.HandleCommit([]raftlog.Batch{controlBatch(3)})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := p.waitApplied(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := p.image().TopicByName("x"); ok || p.appliedOffset.Load() > 0 {
+		t.Fatalf("published inside a transaction (offset %d)", p.appliedOffset.Load())
+	}
+	p.HandleCommit([]raftlog.Batch{encodeBatch(t, 4, &records.EndTransactionRecord{})})
+	waitOffset(t, p, 4)
+	if _, ok := p.image().TopicByName("x"); !ok {
+		t.Fatal("committed transaction not published")
+	}
+	p.HandleCommit([]raftlog.Batch{
+		encodeBatch(t, 5, &records.BeginTransactionRecord{}, topicRecord("y", uuid(2))),
+		encodeBatch(t, 7, &records.AbortTransactionRecord{}),
+	})
+	waitOffset(t, p, 7)
+	if _, ok := p.image().TopicByName("y"); ok {
+		t.Fatal("aborted transaction published")
+	}
+	if _, ok := p.image().TopicByName("x"); !ok {
+		t.Fatal("abort lost earlier state")
+	}
+}
+
+// TestPublisherStopsOnBadRecord: an undecodable record is fatal; nothing
+// after it is applied and the image stays at the last good batch.
+func TestPublisherStopsOnBadRecord(t *testing.T) {
+	fatal := make(chan error, 1)
+	p := newTestPublisher(t, func(err error) { fatal <- err })
+	good := encodeBatch(t, 0, mvRecord(14))
+	bad := raftlog.EncodeBatch(1, 1, 1, false, []raftlog.Record{{Value: []byte{1, 99, 0}}}) // record type 99
+	after := encodeBatch(t, 2, topicRecord("z", uuid(3)))
+	p.HandleCommit([]raftlog.Batch{good})
+	waitOffset(t, p, 0)
+	p.HandleCommit([]raftlog.Batch{bad, after})
+	select {
+	case err := <-fatal:
+		if !errors.Is(err, ErrApply) || !errors.Is(err, records.ErrUnknownType) {
+			t.Fatalf("fatal error %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("no fatal error for an unknown record type")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := p.waitApplied(ctx, 2); !errors.Is(err, ErrApply) {
+		t.Errorf("waitApplied after failure: %v", err)
+	}
+	if p.appliedOffset.Load() != 0 || p.image().NumTopics() != 0 {
+		t.Errorf("applied past the bad record: offset %d", p.appliedOffset.Load())
+	}
+	p.HandleCommit([]raftlog.Batch{encodeBatch(t, 3, topicRecord("w", uuid(4)))})
+	if p.image().NumTopics() != 0 {
+		t.Error("applied after failure")
+	}
+}
+
+// TestPublisherCoalescesCatchUp: a backlog handed over at once is published
+// once, at its end.
+func TestPublisherCoalescesCatchUp(t *testing.T) {
+	p := newPublisher(zaptest.NewLogger(t), nil, nil)
+	var backlog []raftlog.Batch
+	for i := range 100 {
+		backlog = append(backlog, encodeBatch(t, int64(i), &records.NoOpRecord{}))
+	}
+	p.HandleCommit(backlog) // queued before the publisher runs, as during a Node's startup
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitOffset(t, p, 99)
+	if n := p.publishes.Load(); n != 1 {
+		t.Errorf("%d publishes for one backlog, want 1", n)
+	}
+}
