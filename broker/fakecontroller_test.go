@@ -36,11 +36,11 @@ type fakeController struct {
 	regOffset  map[int32]int64
 	fenced     map[int32]bool
 	heartbeats []kmsg.BrokerHeartbeatRequest
-	regs       int                              // registrations received
-	requests   map[int16]int                    // requests received per key
-	maxVers    map[int16]int16                  // override of served max versions
-	onCreate   func(*kmsg.CreateTopicsRequest)  // observes CreateTopics
-	changed    chan struct{}                    // closed and replaced on every request
+	regs       int                             // registrations received
+	requests   map[int16]int                   // requests received per key
+	maxVers    map[int16]int16                 // override of served max versions
+	onCreate   func(*kmsg.CreateTopicsRequest) // observes CreateTopics
+	changed    chan struct{}                   // closed and replaced on every request
 }
 
 func newFakeController(t *testing.T, active bool, maxVers map[int16]int16) *fakeController {

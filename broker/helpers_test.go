@@ -140,7 +140,9 @@ func versionFor(m records.Message) int16 {
 
 // Record builders.
 
-func uuid(b byte) records.UUID { return records.UUID{b, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, b} }
+func uuid(b byte) records.UUID {
+	return records.UUID{b, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, b}
+}
 
 func mvRecord(level int16) *records.FeatureLevelRecord {
 	return &records.FeatureLevelRecord{Name: "metadata.version", FeatureLevel: level}

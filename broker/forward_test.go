@@ -1,0 +1,181 @@
+package broker
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kraftd/kraftd/quorum"
+)
+
+// TestCreateTopicsForwarded: kadm.CreateTopics through the broker reaches the
+// active controller after the standby's NOT_CONTROLLER, the answer comes
+// back, and the broker serves the topic once the records are applied.
+func TestCreateTopicsForwarded(t *testing.T) {
+	h, standby, active := lifecycleHarness(t, nil)
+	h.runPublisher()
+	// kadm sends CreateTopics to Metadata's ControllerID: a live broker.
+	h.commit(brokerRecord(1, 0, false, nil, ep("PLAINTEXT", h.b.cfg.Listeners[0].Port)))
+	active.attach(h.b.Listener(), h.next)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopics(ctx, 3, 1, nil, "created")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct := resp["created"]
+	if ct.Err != nil || ct.NumPartitions != 3 || ct.ID == (kadm.TopicID{}) {
+		t.Fatalf("create response %+v", ct)
+	}
+	standby.mu.Lock()
+	sawStandby := standby.requests[19]
+	standby.mu.Unlock()
+	if sawStandby == 0 {
+		t.Error("the standby controller (first in round-robin) was never tried")
+	}
+	active.mu.Lock()
+	last := active.next - 1
+	active.mu.Unlock()
+	if err := h.b.WaitApplied(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	topics, err := adm.ListTopics(ctx, "created")
+	if err != nil || topics["created"].Err != nil || len(topics["created"].Partitions) != 3 {
+		t.Fatalf("metadata after create: %+v %v", topics, err)
+	}
+}
+
+// TestForwardTimesOut: with no active controller the client gets
+// REQUEST_TIMED_OUT for every topic, within the request's timeout.
+func TestForwardTimesOut(t *testing.T) {
+	standby := newFakeController(t, false, nil)
+	h := newHarness(t, func(c *Config) { c.ControllerAddrs = map[int32]string{3000: standby.addr} })
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(5)
+	req.TimeoutMillis = 200
+	for _, n := range []string{"a", "b"} {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = n, 1, 1
+		req.Topics = append(req.Topics, rt)
+	}
+	start := time.Now()
+	resp := h.request(req).(*kmsg.CreateTopicsResponse)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("took %v", took)
+	}
+	if len(resp.Topics) != 2 || resp.Version != 5 {
+		t.Fatalf("response %+v", resp)
+	}
+	for _, rt := range resp.Topics {
+		if rt.ErrorCode != kerr.RequestTimedOut.Code {
+			t.Errorf("%s: error %d, want REQUEST_TIMED_OUT", rt.Topic, rt.ErrorCode)
+		}
+	}
+}
+
+// TestForwardNegotiatesDown: a client version above the controller's max is
+// sent at the controller's max and answered at the client's version; the
+// broker's ApiVersions then caps CreateTopics at the controller's max and
+// carries the finalized features of its image.
+func TestForwardNegotiatesDown(t *testing.T) {
+	active := newFakeController(t, true, map[int16]int16{19: 4})
+	var sentVersion int16 = -1
+	active.onCreate = func(r *kmsg.CreateTopicsRequest) { sentVersion = r.Version }
+	h := newHarness(t, func(c *Config) { c.ControllerAddrs = map[int32]string{3001: active.addr} })
+	h.runPublisher()
+	h.commit(mvRecord(14))
+	active.attach(h.b.Listener(), h.next)
+	h.b.Listener().HandleLeaderChange(quorum.LeaderAndEpoch{LeaderID: 3001, Epoch: 1, EpochStartOffset: -1})
+
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(7)
+	req.TimeoutMillis = 1000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "neg", 1, 1
+	req.Topics = append(req.Topics, rt)
+	resp := h.request(req).(*kmsg.CreateTopicsResponse)
+	active.mu.Lock()
+	got := sentVersion
+	active.mu.Unlock()
+	if got != 4 || resp.Version != 7 || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("sent v%d, answered v%d error %d", got, resp.Version, resp.Topics[0].ErrorCode)
+	}
+
+	if err := h.b.WaitApplied(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	av := kmsg.NewPtrApiVersionsRequest()
+	av.SetVersion(3)
+	av.ClientSoftwareName, av.ClientSoftwareVersion = "test", "1"
+	avr := h.request(av).(*kmsg.ApiVersionsResponse)
+	i := slices.IndexFunc(avr.ApiKeys, func(k kmsg.ApiVersionsResponseApiKey) bool { return k.ApiKey == 19 })
+	if i < 0 || avr.ApiKeys[i].MaxVersion != 4 {
+		t.Errorf("advertised CreateTopics %+v, want max 4", avr.ApiKeys)
+	}
+	if len(avr.FinalizedFeatures) != 1 || avr.FinalizedFeatures[0].MaxVersionLevel != 14 ||
+		avr.FinalizedFeaturesEpoch != h.b.AppliedOffset() || len(avr.SupportedFeatures) != 1 ||
+		avr.SupportedFeatures[0].MaxVersion != DefaultMaxMetadataVersion {
+		t.Errorf("features: finalized %+v epoch %d supported %+v", avr.FinalizedFeatures, avr.FinalizedFeaturesEpoch, avr.SupportedFeatures)
+	}
+}
+
+// TestDescribeQuorumForwarded: DescribeQuorum skips the controller that is
+// not the raft leader.
+func TestDescribeQuorumForwarded(t *testing.T) {
+	h, _, _ := lifecycleHarness(t, nil)
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	req.SetVersion(1)
+	rt := kmsg.NewDescribeQuorumRequestTopic()
+	rt.Topic = "__cluster_metadata"
+	rt.Partitions = []kmsg.DescribeQuorumRequestTopicPartition{kmsg.NewDescribeQuorumRequestTopicPartition()}
+	req.Topics = append(req.Topics, rt)
+	resp := h.request(req).(*kmsg.DescribeQuorumResponse)
+	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || resp.Topics[0].Partitions[0].LeaderID != 3000 ||
+		resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("describe quorum %+v", resp)
+	}
+}
+
+// TestMetadataAutoCreate: with auto.create.topics.enable a missing topic
+// answers LEADER_NOT_AVAILABLE and a CreateTopics reaches the controller;
+// without it the answer is UNKNOWN_TOPIC_OR_PARTITION.
+func TestMetadataAutoCreate(t *testing.T) {
+	h, _, active := lifecycleHarness(t, func(c *Config) { c.AutoCreateTopicsEnable = true; c.DefaultNumPartitions = 2 })
+	h.runPublisher()
+	h.b.Listener().HandleLeaderChange(quorum.LeaderAndEpoch{LeaderID: 3001, Epoch: 1, EpochStartOffset: -1})
+	req := metadataRequest(9, "auto", "bad name!")
+	req.AllowAutoTopicCreation = true
+	resp := h.request(req).(*kmsg.MetadataResponse)
+	if resp.Topics[0].ErrorCode != kerr.LeaderNotAvailable.Code || resp.Topics[1].ErrorCode != kerr.InvalidTopicException.Code {
+		t.Fatalf("auto-create answers %d %d", resp.Topics[0].ErrorCode, resp.Topics[1].ErrorCode)
+	}
+	active.waitFor("an auto CreateTopics", func() bool { return active.requests[19] > 0 })
+	active.waitFor("the topic records", func() bool { return active.next > 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	active.mu.Lock()
+	last := active.next - 1
+	active.mu.Unlock()
+	if err := h.b.WaitApplied(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	if top, ok := h.b.Image().TopicByName("auto"); !ok || top.NumPartitions() != 2 {
+		t.Fatalf("auto topic not created with num.partitions")
+	}
+	noAuto := metadataRequest(9, "other")
+	if r := h.request(noAuto).(*kmsg.MetadataResponse); r.Topics[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Errorf("AllowAutoTopicCreation=false: error %d", r.Topics[0].ErrorCode)
+	}
+}
