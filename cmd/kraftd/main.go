@@ -51,6 +51,10 @@ func run(args []string, stdout io.Writer, stderr *os.File) int {
 			return runStorage(args[1:], stdout, stderr)
 		case "quorum":
 			return runQuorum(args[1:], stdout, stderr)
+		case "metadata":
+			return runMetadata(args[1:], stdout, stderr)
+		case "dev":
+			return runDev(args[1:], stdout, stderr)
 		}
 	}
 	return runNode(args, stdout, stderr)

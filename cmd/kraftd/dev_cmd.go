@@ -1,0 +1,495 @@
+package main
+
+// kraftd dev: a whole local cluster in one command. Each node is a separate
+// kraftd process (this same executable, re-run with node flags), so a node
+// can be killed, restarted or watched on its own exactly as in production,
+// and a crash in one node cannot take the others down.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kraftd/kraftd/cmd/kraftd/app"
+	"github.com/kraftd/kraftd/protocol"
+)
+
+const devUsage = `usage: kraftd dev [--controllers N] [--brokers M] [--base-port P] [--dir DIR] [--mode kraft|zk-legacy]
+
+Starts a local cluster on 127.0.0.1, one kraftd process per node: controllers
+are node ids 1..N, brokers N+1..N+M, and node id i listens on port P+i (with
+--base-port 0, on any free ports). Data goes under DIR/node-<id>; without --dir
+a temporary directory is used and removed at exit. Once every node answers
+ApiVersions the bootstrap and controller addresses are printed; the nodes'
+logs follow on stderr, each line prefixed with [node-<id>]. Ctrl-C stops every
+node (SIGTERM, then SIGKILL after --stop-timeout) and exits 0.
+
+Flags:
+`
+
+// Errors of kraftd dev.
+var (
+	errDevNodeExited = errors.New("dev: node exited")
+	errDevNotReady   = errors.New("dev: node did not answer ApiVersions in time")
+	errDevAllExited  = errors.New("dev: every node has exited")
+	errDevMode       = errors.New("dev: --mode zk-legacy is not supported yet")
+)
+
+// devOptions are the flags of kraftd dev.
+type devOptions struct {
+	controllers, brokers int
+	basePort             int
+	dir                  string
+	mode                 string
+	logLevel             string
+	overrides            []string
+	startTimeout         time.Duration
+	stopTimeout          time.Duration
+}
+
+func parseDevFlags(args []string, stderr io.Writer) (devOptions, error) {
+	var o devOptions
+	fs := pflag.NewFlagSet("dev", pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.SetOutput(stderr)
+	fs.IntVar(&o.controllers, "controllers", 3, "number of controller processes (node ids 1..N)")
+	fs.IntVar(&o.brokers, "brokers", 3, "number of broker processes (node ids N+1..N+M)")
+	fs.IntVar(&o.basePort, "base-port", 19090, "node id i listens on 127.0.0.1:P+i; 0 picks free ports")
+	fs.StringVar(&o.dir, "dir", "", "data directory (node-<id> below it); default a temporary one, removed at exit")
+	fs.StringVar(&o.mode, "mode", "kraft", "kraft, or zk-legacy (not supported yet)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level of every node: debug, info, warn or error")
+	fs.StringArrayVar(&o.overrides, "override", nil, "key=value passed to every node; repeatable")
+	fs.DurationVar(&o.startTimeout, "start-timeout", time.Minute, "how long every node has to answer ApiVersions")
+	fs.DurationVar(&o.stopTimeout, "stop-timeout", 20*time.Second, "how long a node has to stop after SIGTERM before SIGKILL")
+	fs.Usage = func() { fmt.Fprintf(fs.Output(), "%s%s", devUsage, fs.FlagUsages()) }
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("dev: unexpected argument %q", fs.Arg(0))
+	case o.controllers < 1 || o.brokers < 0:
+		return o, fmt.Errorf("dev: need --controllers >= 1 and --brokers >= 0, got %d and %d", o.controllers, o.brokers)
+	case o.basePort < 0 || o.basePort+o.controllers+o.brokers > 65535:
+		return o, fmt.Errorf("dev: --base-port %d leaves no room for %d nodes", o.basePort, o.controllers+o.brokers)
+	case o.mode == string(app.ModeZKLegacy):
+		return o, errDevMode
+	case o.mode != "kraft":
+		return o, fmt.Errorf("dev: --mode %q: want kraft or zk-legacy", o.mode)
+	}
+	return o, nil
+}
+
+func runDev(args []string, stdout io.Writer, stderr *os.File) int {
+	o, err := parseDevFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return exitOK
+		}
+		if errors.Is(err, errDevMode) {
+			return report(stderr, exitError, err)
+		}
+		return report(stderr, exitUsage, err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return report(stderr, exitError, runDevCluster(ctx, o, stdout, stderr))
+}
+
+// runDevCluster prepares the directory, runs the cluster until ctx is
+// canceled (a signal), and removes a temporary directory afterwards.
+func runDevCluster(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("dev: %w", err)
+	}
+	if o.dir == "" {
+		if o.dir, err = os.MkdirTemp("", "kraftd-dev-"); err != nil {
+			return fmt.Errorf("dev: %w", err)
+		}
+		// The nodes have all exited (run returns only then), so no file is
+		// still open in it.
+		defer func() { err = errors.Join(err, os.RemoveAll(o.dir)) }()
+	}
+	c, err := newDevCluster(o, exe, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	return c.run(ctx)
+}
+
+// devNode is one child process.
+//
+// INVARIANTS: err is written once, by the waiter goroutine, before done is
+// closed; nobody reads it before done is closed.
+type devNode struct {
+	id     int
+	broker bool
+	port   int
+	dir    string
+	cmd    *exec.Cmd
+	logs   [2]*linePrefixer // stdout, stderr
+	done   chan struct{}
+	err    error
+}
+
+func (n *devNode) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port)) }
+
+func (n *devNode) role() string {
+	if n.broker {
+		return "broker"
+	}
+	return "controller"
+}
+
+func (n *devNode) exited() bool {
+	select {
+	case <-n.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// devCluster owns the child processes and one waiter goroutine per child.
+type devCluster struct {
+	o         devOptions
+	exe       string
+	clusterID string
+	voters    string
+	nodes     []*devNode
+	stdout    io.Writer
+	logs      *lockedWriter
+	exits     chan *devNode // one send per started node; buffered for all
+	wg        sync.WaitGroup
+}
+
+func newDevCluster(o devOptions, exe string, stdout, stderr io.Writer) (*devCluster, error) {
+	id, err := app.RandomUUID(nil)
+	if err != nil {
+		return nil, fmt.Errorf("dev: %w", err)
+	}
+	n := o.controllers + o.brokers
+	ports, err := devPorts(o.basePort, n)
+	if err != nil {
+		return nil, err
+	}
+	c := &devCluster{o: o, exe: exe, clusterID: id.String(), stdout: stdout,
+		logs: &lockedWriter{w: stderr}, exits: make(chan *devNode, n)}
+	var voters []string
+	for i := range n {
+		node := &devNode{id: i + 1, broker: i >= o.controllers, port: ports[i],
+			dir: filepath.Join(o.dir, "node-"+strconv.Itoa(i+1)), done: make(chan struct{})}
+		c.nodes = append(c.nodes, node)
+		if !node.broker {
+			voters = append(voters, fmt.Sprintf("%d@%s", node.id, node.addr()))
+		}
+	}
+	c.voters = strings.Join(voters, ",")
+	return c, nil
+}
+
+// devPorts returns port base+i for node id i, or free ports when base is 0.
+// A free port is found by binding and releasing it; another process could
+// take it in between, which a dev cluster can live with (the node then
+// fails to start and says so).
+func devPorts(base, n int) ([]int, error) {
+	ports := make([]int, n)
+	for i := range ports {
+		if base > 0 {
+			ports[i] = base + i + 1
+			continue
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("dev: finding a free port: %w", err)
+		}
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
+		defer ln.Close() // held until all are chosen, so none repeats
+	}
+	return ports, nil
+}
+
+// run starts every node, waits until all answer, prints the addresses, and
+// supervises until ctx is canceled or every node has exited; then it stops
+// the nodes that are left and waits for all of them.
+func (c *devCluster) run(ctx context.Context) error {
+	err := c.startAll()
+	if err == nil {
+		err = c.waitReady(ctx)
+	}
+	if err == nil {
+		c.printReady()
+		err = c.supervise(ctx)
+	}
+	if errors.Is(err, context.Canceled) {
+		err = nil // a signal is the normal way to stop
+	}
+	c.stopAll()
+	return err
+}
+
+func (c *devCluster) startAll() error {
+	for _, n := range c.nodes {
+		if err := c.start(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nodeArgs are the flags of one node, named after the Kafka properties.
+func (c *devCluster) nodeArgs(n *devNode) []string {
+	listener := "CONTROLLER://" + n.addr()
+	if n.broker {
+		listener = "PLAINTEXT://" + n.addr()
+	}
+	args := []string{
+		"--node-id", strconv.Itoa(n.id), "--process-roles", n.role(),
+		"--listeners", listener, "--controller-listener-names", "CONTROLLER",
+		"--controller-quorum-voters", c.voters, "--log-dirs", n.dir,
+		"--cluster-id", c.clusterID, "--log-format", "console", "--log-level", c.o.logLevel,
+	}
+	for _, ov := range c.o.overrides {
+		args = append(args, "--override", ov)
+	}
+	return args
+}
+
+func (c *devCluster) start(n *devNode) error {
+	if err := os.MkdirAll(n.dir, 0o755); err != nil {
+		return fmt.Errorf("dev: %w", err)
+	}
+	prefix := fmt.Sprintf("[node-%d] ", n.id)
+	n.logs = [2]*linePrefixer{{prefix: prefix, out: c.logs}, {prefix: prefix, out: c.logs}}
+	n.cmd = exec.Command(c.exe, c.nodeArgs(n)...)
+	n.cmd.Stdout, n.cmd.Stderr = n.logs[0], n.logs[1]
+	n.cmd.SysProcAttr = devSysProcAttr()
+	if err := n.cmd.Start(); err != nil {
+		close(n.done)
+		return fmt.Errorf("dev: starting node %d: %w", n.id, err)
+	}
+	c.wg.Go(func() {
+		n.err = n.cmd.Wait()
+		n.logs[0].flush()
+		n.logs[1].flush()
+		close(n.done)
+		c.exits <- n
+	})
+	return nil
+}
+
+// waitReady polls ApiVersions on every node until each has answered once.
+// A node exiting, the deadline or a signal end the wait.
+func (c *devCluster) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.o.startTimeout)
+	defer cancel()
+	cl := protocol.NewClient(protocol.ClientConfig{ClientID: "kraftd-dev", DialTimeout: time.Second})
+	defer cl.Close()
+	pending := append([]*devNode(nil), c.nodes...)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for len(pending) > 0 {
+		if answers(ctx, cl, pending[0].addr()) {
+			pending = pending[1:]
+			continue
+		}
+		select {
+		case n := <-c.exits:
+			return fmt.Errorf("%w during start-up: node %d (%s): %v", errDevNodeExited, n.id, n.role(), n.err)
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("%w: node %d on %s after %v", errDevNotReady, pending[0].id, pending[0].addr(), c.o.startTimeout)
+			}
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// answers reports whether addr answers an ApiVersions request.
+func answers(ctx context.Context, cl *protocol.Client, addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	// Version 0 has no client software fields to fill in (v3+ requires
+	// them) and every Kafka server answers it.
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(0)
+	resp, err := cl.Request(ctx, addr, req)
+	return err == nil && resp.(*kmsg.ApiVersionsResponse).ErrorCode == 0
+}
+
+// printReady prints the lines a user (or a test) needs to connect.
+func (c *devCluster) printReady() {
+	var brokers, controllers []string
+	for _, n := range c.nodes {
+		if n.broker {
+			brokers = append(brokers, n.addr())
+		} else {
+			controllers = append(controllers, n.addr())
+		}
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "cluster id: %s\ndata: %s\n", c.clusterID, c.o.dir)
+	for _, n := range c.nodes {
+		fmt.Fprintf(&b, "node-%d: %s %s pid %d\n", n.id, n.role(), n.addr(), n.cmd.Process.Pid)
+	}
+	if len(brokers) > 0 {
+		fmt.Fprintf(&b, "bootstrap: %s\n", strings.Join(brokers, ","))
+	}
+	fmt.Fprintf(&b, "controllers: %s\n", strings.Join(controllers, ","))
+	_, _ = c.stdout.Write(b.Bytes()) // nothing useful to do if stdout is gone
+}
+
+// supervise reports nodes that exit while the cluster runs. The others keep
+// running, since a dev cluster is also where one tries failures out; when
+// none is left, it gives up.
+func (c *devCluster) supervise(ctx context.Context) error {
+	left := len(c.nodes)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case n := <-c.exits:
+			left--
+			c.logs.printf("[dev] node %d (%s) exited unexpectedly: %v\n", n.id, n.role(), exitText(n.err))
+			if left == 0 {
+				return errDevAllExited
+			}
+		}
+	}
+}
+
+func exitText(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
+
+// stopAll stops the brokers first, then the controllers: a broker that
+// stops after the quorum has gone would wait for controllers that are no
+// longer there.
+func (c *devCluster) stopAll() {
+	var brokers, controllers []*devNode
+	for _, n := range c.nodes {
+		if n.broker {
+			brokers = append(brokers, n)
+		} else {
+			controllers = append(controllers, n)
+		}
+	}
+	c.stopGroup(brokers)
+	c.stopGroup(controllers)
+	c.wg.Wait()
+}
+
+// stopGroup sends SIGTERM to each live node of the group, and SIGKILL to
+// those still running after stopTimeout.
+func (c *devCluster) stopGroup(group []*devNode) {
+	var nodes []*devNode // the started ones; a failed start leaves the rest unstarted
+	for _, n := range group {
+		if n.cmd != nil && n.cmd.Process != nil {
+			nodes = append(nodes, n)
+		}
+	}
+	for _, n := range nodes {
+		if !n.exited() {
+			_ = n.cmd.Process.Signal(syscall.SIGTERM) // fails only if it just exited
+		}
+	}
+	deadline := time.NewTimer(c.o.stopTimeout)
+	defer deadline.Stop()
+	for _, n := range nodes {
+		select {
+		case <-n.done:
+		case <-deadline.C:
+			c.killRest(nodes)
+			return
+		}
+	}
+}
+
+func (c *devCluster) killRest(nodes []*devNode) {
+	for _, n := range nodes {
+		if !n.exited() {
+			c.logs.printf("[dev] node %d did not stop in %v; killing it\n", n.id, c.o.stopTimeout)
+			_ = n.cmd.Process.Kill() // fails only if it just exited
+		}
+	}
+	for _, n := range nodes {
+		<-n.done
+	}
+}
+
+// lockedWriter serializes whole lines from many children onto one stream.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) write(p []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, _ = l.w.Write(p) // a closed stderr must not stop the cluster
+}
+
+func (l *lockedWriter) printf(format string, args ...any) {
+	l.write(fmt.Appendf(nil, format, args...))
+}
+
+// linePrefixer is a child's stdout or stderr: it buffers a partial line
+// and writes each complete line, prefixed, in one locked write, so lines of
+// different nodes never interleave mid-line. exec.Cmd calls Write from one
+// goroutine per stream, and flush runs after Wait, when that goroutine has
+// finished; so the buffer needs no lock of its own.
+type linePrefixer struct {
+	prefix string
+	out    *lockedWriter
+	buf    []byte
+}
+
+func (p *linePrefixer) Write(b []byte) (int, error) {
+	p.buf = append(p.buf, b...)
+	for {
+		i := bytes.IndexByte(p.buf, '\n')
+		if i < 0 {
+			break
+		}
+		p.emit(p.buf[:i+1])
+		p.buf = p.buf[i+1:]
+	}
+	if len(p.buf) == 0 {
+		p.buf = nil // let a large drained buffer go
+	}
+	return len(b), nil
+}
+
+func (p *linePrefixer) emit(line []byte) {
+	out := make([]byte, 0, len(p.prefix)+len(line))
+	p.out.write(append(append(out, p.prefix...), line...))
+}
+
+// flush writes a last line that had no newline.
+func (p *linePrefixer) flush() {
+	if len(p.buf) > 0 {
+		p.emit(append(p.buf, '\n'))
+		p.buf = nil
+	}
+}
