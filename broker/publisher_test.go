@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/kraftd/kraftd/metadata/records"
@@ -195,4 +196,47 @@ func TestPublisherCoalescesCatchUp(t *testing.T) {
 	if n := p.publishes.Load(); n != 1 {
 		t.Errorf("%d publishes for one backlog, want 1", n)
 	}
+}
+
+func TestMetrics(t *testing.T) {
+	now := time.UnixMilli(10_000)
+	h := newHarness(t, func(c *Config) { c.Now = func() time.Time { return now } })
+	h.runPublisher()
+	reg := prometheus.NewPedanticRegistry()
+	for _, c := range h.b.Collectors() {
+		reg.MustRegister(c)
+	}
+	b := raftlog.EncodeBatch(0, 1, 9_000, false, []raftlog.Record{{Value: mustEncode(t, mvRecord(14))}})
+	h.b.Listener().HandleCommit([]raftlog.Batch{b})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := h.b.WaitApplied(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		m := f.GetMetric()[0]
+		if m.GetGauge() != nil {
+			got[f.GetName()] = m.GetGauge().GetValue()
+		} else {
+			got[f.GetName()] = m.GetCounter().GetValue()
+		}
+	}
+	if got["kraftd_broker_last_applied_record_lag_ms"] != 1000 || got["kraftd_broker_metadata_applied_offset"] != 0 ||
+		got["kraftd_broker_fenced"] != 1 || got["kraftd_broker_metadata_images_published_total"] != 1 {
+		t.Errorf("metrics %v", got)
+	}
+}
+
+func mustEncode(t *testing.T, m records.Message) []byte {
+	t.Helper()
+	v, err := records.Record{Version: versionFor(m), Message: m}.AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
