@@ -13,6 +13,8 @@ package controller
 //   - IsMigratingZkBroker: BROKER_ID_NOT_REGISTERED (no ZK migration).
 //   - Every finalized feature must lie in the broker's supported range
 //     (metadata.version counts as [1, 1] when not sent): UNSUPPORTED_VERSION.
+//   - A new incarnation replacing an unfenced one (whose session expired)
+//     first fences the old one in a batch of its own, like session expiry.
 //   - A new incarnation writes a RegisterBrokerRecord at offset X, Fenced,
 //     with BrokerEpoch X; the response carries X. The same incarnation again
 //     amends the registration (listeners, rack, features) and keeps epoch,
@@ -56,6 +58,19 @@ func (c *core) brokerRegistration(req *kmsg.BrokerRegistrationRequest, nowMs int
 		return fail(kerr.UnsupportedVersion, "a finalized feature level is outside the broker's range")
 	}
 	mv := c.metadataVersion()
+	if registered && !sameIncarnation && !existing.Fenced {
+		// The old incarnation's session expired, but the periodic check has
+		// not fenced it yet. Fence it first, in its own batch, as that check
+		// would have: otherwise the new registration (fenced) would inherit
+		// the old incarnation's leaderships and ISR places. Kafka before
+		// KIP-966 leaves them in place; kraftd keeps leaders on active
+		// brokers.
+		c.sessions.fence(req.BrokerID)
+		if code := c.appendRecords(fenceBroker(img, req.BrokerID, mv), nowMs); code != 0 {
+			resp.ErrorCode = code
+			return Result{Response: resp}
+		}
+	}
 	rec := records.NewRegisterBrokerRecord()
 	rec.BrokerID, rec.IncarnationID, rec.Rack = req.BrokerID, records.UUID(req.IncarnationID), req.Rack
 	rec.Features = features

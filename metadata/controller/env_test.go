@@ -65,8 +65,7 @@ func (l *fakeLog) undelivered() []raftlog.Batch {
 
 // replayLog builds the image a fresh reader (broker) would publish from
 // the committed batches: open transactions held back, as Kafka's loader.
-func replayLog(t testing.TB, batches []raftlog.Batch) *image.Image {
-	t.Helper()
+func replayLog(t interface{ Fatal(...any) }, batches []raftlog.Batch) *image.Image {
 	v := emptyView()
 	for _, b := range batches {
 		if b.Control {
