@@ -12,8 +12,10 @@ TIMEOUT   ?= 20m
 FUZZTIME  ?= 10s
 BENCHTIME ?= 200ms
 SEEDS     ?= 100
+CONTROLLERS ?= 3
+BROKERS     ?= 3
 
-.PHONY: all build run deps test test-short lint fmt-check vet interop fuzz bench sim invariants clean
+.PHONY: all build run dev deps test test-short lint fmt-check vet interop fuzz bench sim invariants clean
 
 all: build
 
@@ -25,6 +27,11 @@ build:
 ## data in ./kraftd-data, formatted on first start).
 run: build
 	./$(BIN)
+
+## dev: a local cluster, one process per node (Ctrl-C stops it):
+## make dev CONTROLLERS=3 BROKERS=3 [DEV_FLAGS='--base-port 29090 --dir ./dev-data'].
+dev: build
+	./$(BIN) dev --controllers $(CONTROLLERS) --brokers $(BROKERS) $(DEV_FLAGS)
 
 ## deps: everything the tests need: Go modules, and the Debian packages the
 ## interop and zk-legacy tests drive (kcat, zookeeper), installed only when missing.

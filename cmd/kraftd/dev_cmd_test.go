@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestLinePrefixerKeepsLinesWhole(t *testing.T) {
+	var out bytes.Buffer
+	lw := &lockedWriter{w: &out}
+	a := &linePrefixer{prefix: "[node-1] ", out: lw}
+	b := &linePrefixer{prefix: "[node-2] ", out: lw}
+	a.Write([]byte("hel"))
+	b.Write([]byte("one\ntw"))
+	a.Write([]byte("lo\nwor"))
+	b.Write([]byte("o\n"))
+	a.Write([]byte("ld"))
+	a.flush()
+	b.flush()
+	want := "[node-2] one\n[node-1] hello\n[node-2] two\n[node-1] world\n"
+	if out.String() != want {
+		t.Errorf("got %q, want %q", out.String(), want)
+	}
+}
+
+func TestLinePrefixerConcurrentWriters(t *testing.T) {
+	var out bytes.Buffer
+	lw := &lockedWriter{w: &out}
+	var wg sync.WaitGroup
+	for i := range 4 {
+		p := &linePrefixer{prefix: fmt.Sprintf("[node-%d] ", i), out: lw}
+		wg.Go(func() {
+			for range 200 {
+				p.Write([]byte("abc"))
+				p.Write([]byte("def\n"))
+			}
+		})
+	}
+	wg.Wait()
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 800 {
+		t.Fatalf("%d lines, want 800", len(lines))
+	}
+	for _, l := range lines {
+		if !regexp.MustCompile(`^\[node-\d\] abcdef$`).MatchString(l) {
+			t.Fatalf("torn line %q", l)
+		}
+	}
+}
+
+func TestDevFlags(t *testing.T) {
+	o, err := parseDevFlags([]string{"--controllers", "1", "--brokers", "0", "--base-port", "0"}, os.Stderr)
+	if err != nil || o.controllers != 1 || o.brokers != 0 || o.basePort != 0 || o.mode != "kraft" {
+		t.Fatalf("%+v %v", o, err)
+	}
+	bad := map[string][]string{
+		"not supported yet":       {"--mode", "zk-legacy"},
+		`--mode "raft"`:           {"--mode", "raft"},
+		"need --controllers >= 1": {"--controllers", "0"},
+		"leaves no room":          {"--base-port", "65530", "--controllers", "3", "--brokers", "3"},
+		"unexpected argument":     {"extra"},
+	}
+	for want, args := range bad {
+		if _, err := parseDevFlags(args, os.Stderr); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v: %v, want %q", args, err, want)
+		}
+	}
+	if !errors.Is(func() error { _, err := parseDevFlags([]string{"--mode", "zk-legacy"}, os.Stderr); return err }(), errDevMode) {
+		t.Error("zk-legacy is not errDevMode")
+	}
+	ports, err := devPorts(19090, 3)
+	if err != nil || fmt.Sprint(ports) != "[19091 19092 19093]" {
+		t.Errorf("node id i gets base+i: %v %v", ports, err)
+	}
+	ports, err = devPorts(0, 4)
+	if err != nil || len(ports) != 4 {
+		t.Fatalf("free ports: %v %v", ports, err)
+	}
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if p <= 0 || seen[p] {
+			t.Errorf("free ports %v: bad or repeated", ports)
+		}
+		seen[p] = true
+	}
+}
+
+// devProc is a running `kraftd dev`.
+type devProc struct {
+	cmd      *exec.Cmd
+	out, err *syncBuffer
+	done     chan error
+}
+
+func startDev(t *testing.T, bin string, args ...string) *devProc {
+	t.Helper()
+	p := &devProc{out: &syncBuffer{}, err: &syncBuffer{}, done: make(chan error, 1)}
+	p.cmd = exec.Command(bin, append([]string{"dev"}, args...)...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.err
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// waitLine waits until stdout has a line starting with prefix and returns
+// the rest of it; it fails if the process exits first.
+func (p *devProc) waitLine(t *testing.T, prefix string) string {
+	t.Helper()
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(prefix) + `(.*)$`)
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := re.FindStringSubmatch(p.out.String()); m != nil {
+			return m[1]
+		}
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("kraftd dev exited (%v) before printing %q\nstdout:\n%s\nstderr:\n%s", err, prefix, p.out.String(), p.err.String())
+		default:
+		}
+		waitABit()
+	}
+	t.Fatalf("no %q line\nstdout:\n%s\nstderr:\n%s", prefix, p.out.String(), p.err.String())
+	return ""
+}
+
+// waitErrLine waits until stderr has a line matching re.
+func (p *devProc) waitErrLine(t *testing.T, re *regexp.Regexp) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !re.MatchString(p.err.String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("stderr has no line matching %s:\n%s", re, p.err.String())
+		}
+		waitABit()
+	}
+}
+
+func (p *devProc) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		return err
+	case <-time.After(60 * time.Second):
+		t.Fatalf("kraftd dev did not exit\nstderr:\n%s", p.err.String())
+		return nil
+	}
+}
+
+// alive reports whether pid is still a process (our children are reaped by
+// kraftd dev, so an exited one is gone, not a zombie).
+func alive(pid int) bool {
+	return syscall.Kill(pid, 0) == nil
+}
+
+func TestProcessDevCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	bin := buildBinary(t)
+	p := startDev(t, bin, "--controllers", "3", "--brokers", "1", "--base-port", "0",
+		"--override", "controller.quorum.election.timeout.ms=300",
+		"--override", "controller.quorum.fetch.timeout.ms=600",
+		"--override", "controller.quorum.election.backoff.max.ms=200")
+	controllers := strings.Split(p.waitLine(t, "controllers: "), ",")
+	bootstrap := p.waitLine(t, "bootstrap: ")
+	dataDir := p.waitLine(t, "data: ")
+	if len(controllers) != 3 || strings.Count(bootstrap, ",") != 0 {
+		t.Fatalf("controllers %v bootstrap %q", controllers, bootstrap)
+	}
+	pids := map[int]int{}
+	for _, m := range regexp.MustCompile(`(?m)^node-(\d+): (controller|broker) 127\.0\.0\.1:\d+ pid (\d+)$`).FindAllStringSubmatch(p.out.String(), -1) {
+		id, _ := strconv.Atoi(m[1])
+		pids[id], _ = strconv.Atoi(m[3])
+	}
+	if len(pids) != 4 {
+		t.Fatalf("want 4 node lines:\n%s", p.out.String())
+	}
+	if err := tryApiVersions(bootstrap); err != nil {
+		t.Fatalf("broker %s: %v", bootstrap, err)
+	}
+	st := waitQuorumLeader(t, bin, controllers[0])
+	if !strings.Contains(st["CurrentObservers"], `"id": 4`) {
+		t.Errorf("the broker is not an observer of the quorum: %v", st)
+	}
+
+	// A node that dies is reported; the others keep running.
+	if err := syscall.Kill(pids[4], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p.waitErrLine(t, regexp.MustCompile(`(?m)^\[dev\] node 4 \(broker\) exited unexpectedly: signal: killed$`))
+	if _, err := os.Stat(dataDir); err != nil {
+		t.Fatalf("temporary data dir: %v", err)
+	}
+
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(t); err != nil {
+		t.Fatalf("kraftd dev after SIGINT: %v\nstderr:\n%s", err, p.err.String())
+	}
+	for id, pid := range pids {
+		if alive(pid) {
+			t.Errorf("node %d (pid %d) outlived kraftd dev", id, pid)
+		}
+	}
+	if _, err := os.Stat(dataDir); !os.IsNotExist(err) {
+		t.Errorf("temporary data dir %s not removed: %v", dataDir, err)
+	}
+	for _, prefix := range []string{"[node-1] ", "[node-2] ", "[node-3] ", "[node-4] "} {
+		if !strings.Contains(p.err.String(), "\n"+prefix) {
+			t.Errorf("no log lines prefixed %q", prefix)
+		}
+	}
+}
+
+// waitQuorumLeader polls `kraftd quorum describe --status` until a leader
+// has committed something, and returns the status fields.
+func waitQuorumLeader(t *testing.T, bin, addr string) map[string]string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		out, err := exec.Command(bin, "quorum", "describe", "--status", "--timeout", "2s",
+			"--bootstrap-controller", addr).CombinedOutput()
+		last = string(out)
+		if err == nil {
+			st := map[string]string{}
+			for _, line := range strings.Split(last, "\n") {
+				if k, v, ok := strings.Cut(line, ":"); ok {
+					st[k] = strings.TrimSpace(v)
+				}
+			}
+			id, _ := strconv.Atoi(st["LeaderId"])
+			hw, _ := strconv.Atoi(st["HighWatermark"])
+			if id >= 1 && id <= 3 && hw > 0 {
+				return st
+			}
+		}
+		waitABit()
+	}
+	t.Fatalf("no quorum leader via %s; last answer:\n%s", addr, last)
+	return nil
+}
+
+func TestProcessDevStartFailure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	p := startDev(t, bin, "--controllers", "1", "--brokers", "1", "--base-port", "0", "--dir", dir,
+		"--override", "no.such.key=1")
+	err := p.wait(t)
+	if exitCode(err) != exitError {
+		t.Fatalf("exit %v, want %d\nstderr:\n%s", err, exitError, p.err.String())
+	}
+	if !strings.Contains(p.err.String(), "kraftd: dev: node exited during start-up: node ") ||
+		!strings.Contains(p.err.String(), `unknown key "no.such.key"`) {
+		t.Errorf("stderr:\n%s", p.err.String())
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Errorf("--dir %s must be kept: %v", dir, err)
+	}
+}
