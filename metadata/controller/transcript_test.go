@@ -28,6 +28,7 @@ import (
 //	allocate-pids id=N [epoch=N]
 //	describe-cluster [type=N] [v=N]
 //	advance ms=N             move the clock and run the periodic duties
+//	clock ms=N               move the clock only
 //	image                    the committed image, as a broker replaying the log would publish it
 //	check                    replay the committed log from scratch and compare with the controller
 func TestTranscripts(t *testing.T) {
@@ -80,6 +81,8 @@ func (e *env) run(tc *testCase) {
 		}
 		e.hold = false
 		e.commit()
+	case "clock":
+		e.nowMs += int64(atoi(e.t, tc.arg("ms", "0")))
 	case "advance":
 		e.nowMs += int64(atoi(e.t, tc.arg("ms", "0")))
 		e.c.tick(e.nowMs)
