@@ -1,0 +1,406 @@
+package quorum_test
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/kraftd/kraftd/quorum"
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
+
+// checker holds the cross-node history the invariants of kraft-behaviours.md §8 are
+// judged against. Each violation is reported with the invariant's name first.
+type checker struct {
+	// leaders: epoch -> the one node that leads it (memory or disk, any life).
+	leaders map[int32]int32
+	// leaderLife: epoch -> life in which its leader persisted its leadership
+	// (NoSameEpochReleadership).
+	leaderLife map[int32]int
+	// votes: (voter, epoch) -> candidate, from disk and from grants on the wire.
+	votes map[[2]int32]int32
+	// diskEpoch: node -> highest persisted epoch.
+	diskEpoch map[int32]int32
+	// committed is the committed log as first seen, contiguous from offset 0.
+	committed []raftlog.Batch
+	// maxLeaderHW: the highest HW any leader exposed, and the epoch it did it in.
+	maxLeaderHW      int64
+	maxLeaderHWEpoch int32
+	// leaderHW: epoch -> last HW its leader exposed.
+	leaderHW map[int32]int64
+}
+
+func newChecker() *checker {
+	return &checker{
+		leaders: map[int32]int32{}, leaderLife: map[int32]int{}, votes: map[[2]int32]int32{},
+		diskEpoch: map[int32]int32{}, leaderHW: map[int32]int64{},
+	}
+}
+
+func (c *checker) commitEnd() int64 { return end(c.committed) }
+
+// noteLeader enforces SingleLeaderPerEpoch for every leader claim seen anywhere.
+func (c *checker) noteLeader(s *sim, epoch, leader int32, where string) {
+	if leader < 0 || epoch < 0 {
+		return
+	}
+	if l, ok := c.leaders[epoch]; ok && l != leader {
+		s.fail("SingleLeaderPerEpoch: epoch %d has leaders %d and %d (%s)", epoch, l, leader, where)
+		return
+	}
+	c.leaders[epoch] = leader
+}
+
+// checkSavedState runs when a quorum-state file becomes durable.
+func (c *checker) checkSavedState(s *sim, n *simNode, st raftlog.QuorumState) {
+	if prev, ok := c.diskEpoch[n.id]; ok && st.LeaderEpoch < prev {
+		s.fail("MonotonicEpoch: node %d persists epoch %d after %d", n.id, st.LeaderEpoch, prev)
+	}
+	c.diskEpoch[n.id] = max(c.diskEpoch[n.id], st.LeaderEpoch)
+	c.noteLeader(s, st.LeaderEpoch, st.LeaderID, "quorum-state file")
+	if st.LeaderID == n.id {
+		if _, ok := c.leaderLife[st.LeaderEpoch]; !ok {
+			c.leaderLife[st.LeaderEpoch] = n.life
+		}
+	}
+	if st.VotedID >= 0 {
+		if !n.voter {
+			s.fail("ObserversNeverCount: observer %d persisted a vote for %d", n.id, st.VotedID)
+		}
+		c.noteVote(s, n.id, st.LeaderEpoch, st.VotedID, "quorum-state file")
+	}
+}
+
+func (c *checker) noteVote(s *sim, voter, epoch, candidate int32, where string) {
+	k := [2]int32{voter, epoch}
+	if v, ok := c.votes[k]; ok && v != candidate {
+		s.fail("MonotonicEpoch(vote): node %d voted for %d and %d in epoch %d (%s)", voter, v, candidate, epoch, where)
+		return
+	}
+	c.votes[k] = candidate
+}
+
+// checkLoaded runs at every (re)start: storage gives back exactly what was durable.
+func (c *checker) checkLoaded(s *sim, n *simNode, l raftlog.Loaded) {
+	if len(l.Batches) != len(n.durable) || end(l.Batches) != end(n.durable) {
+		s.fail("CrashModel: node %d loads log end %d, durable end was %d", n.id, end(l.Batches), end(n.durable))
+	}
+	if l.State.LeaderEpoch != n.state.LeaderEpoch || l.State.VotedID != n.state.VotedID || l.State.LeaderID != n.state.LeaderID {
+		s.fail("CrashModel: node %d loads state %+v, durable state was %+v", n.id, l.State, n.state)
+	}
+}
+
+// checkSend runs for every message a node's driver puts on the network.
+func (c *checker) checkSend(s *sim, n *simNode, m quorum.Message) {
+	if !n.voter && (m.Vote != nil || m.BeginEpoch != nil || m.EndEpoch != nil) {
+		s.fail("ObserversNeverCount: observer %d sends %s", n.id, m)
+	}
+	if e := msgEpoch(m); e > n.state.LeaderEpoch {
+		s.fail("PersistBeforeSend: node %d sends epoch %d with durable epoch %d: %s", n.id, e, n.state.LeaderEpoch, m)
+	}
+	if r := m.VoteResp; r != nil && r.VoteGranted && !r.PreVote {
+		if n.state.LeaderEpoch != r.LeaderEpoch || n.state.VotedID != m.To {
+			s.fail("PersistBeforeSend: node %d grants %d in epoch %d, durable state %+v", n.id, m.To, r.LeaderEpoch, n.state)
+		}
+		c.noteVote(s, n.id, r.LeaderEpoch, m.To, "vote grant")
+	}
+	if claimsLeadership(n.id, m) && (n.state.LeaderEpoch != msgEpoch(m) || n.state.LeaderID != n.id) {
+		s.fail("PersistBeforeSend: node %d acts as leader of epoch %d with durable state %+v: %s", n.id, msgEpoch(m), n.state, m)
+	}
+	if f := m.Fetch; f != nil && n.voter && f.FetchOffset > 0 {
+		// A voter's FetchOffset acknowledges durability: the leader builds the HW on it.
+		i, j := batchAt(n.durable, f.FetchOffset-1), batchAt(n.cur, f.FetchOffset-1)
+		if i < 0 || j < 0 || n.durable[i].Epoch != n.cur[j].Epoch || n.durable[i].LastOffset != n.cur[j].LastOffset {
+			s.fail("PersistBeforeSend: voter %d acks offset %d, durable log end %d", n.id, f.FetchOffset, end(n.durable))
+		}
+	}
+	if r := m.FetchResp; r != nil && r.ErrorCode == 0 && r.TopLevelErrorCode == 0 && m.Err == nil {
+		st := n.raft.Status()
+		if st.Role != quorum.Leader || r.LeaderID != n.id || r.LeaderEpoch != st.Epoch {
+			s.fail("SingleAppendSenderPerEpoch: node %d (%s epoch %d) answers a Fetch successfully naming leader %d epoch %d",
+				n.id, st.Role, st.Epoch, r.LeaderID, r.LeaderEpoch)
+		}
+	}
+}
+
+// claimsLeadership: BeginQuorumEpoch and a successful Fetch answer speak as the
+// leader, which must be durable first (a restart must come back Resigned).
+func claimsLeadership(id int32, m quorum.Message) bool {
+	if m.BeginEpoch != nil {
+		return true
+	}
+	r := m.FetchResp
+	return r != nil && m.Err == nil && r.ErrorCode == 0 && r.TopLevelErrorCode == 0 && r.LeaderID == id
+}
+
+// msgEpoch is the sender's epoch a message carries, or -1.
+func msgEpoch(m quorum.Message) int32 {
+	switch {
+	case m.Vote != nil:
+		return m.Vote.CandidateEpoch
+	case m.VoteResp != nil:
+		return m.VoteResp.LeaderEpoch
+	case m.BeginEpoch != nil:
+		return m.BeginEpoch.LeaderEpoch
+	case m.BeginEpochResp != nil:
+		return m.BeginEpochResp.LeaderEpoch
+	case m.EndEpoch != nil:
+		return m.EndEpoch.LeaderEpoch
+	case m.EndEpochResp != nil:
+		return m.EndEpochResp.LeaderEpoch
+	case m.Fetch != nil:
+		return m.Fetch.CurrentLeaderEpoch
+	case m.FetchResp != nil:
+		return m.FetchResp.LeaderEpoch
+	}
+	return -1
+}
+
+// checkReady runs on each Ready before the driver handles it; st is the Status taken
+// just before Ready.
+func (c *checker) checkReady(s *sim, n *simNode, st quorum.Status, rd *quorum.Ready) {
+	if rd.TruncateTo < 0 {
+		return
+	}
+	if st.Role == quorum.Leader {
+		s.fail("LeaderAppendOnly: leader %d of epoch %d truncates to %d", n.id, st.Epoch, rd.TruncateTo)
+	}
+	if rd.TruncateTo < n.lastHW || rd.TruncateTo < n.appliedNext {
+		s.fail("NoTruncationBelowHW: node %d truncates to %d, hw %d applied %d", n.id, rd.TruncateTo, n.lastHW, n.appliedNext)
+	}
+	for i := max(0, batchAt(n.cur, rd.TruncateTo)); i < len(n.cur) && rd.TruncateTo < end(n.cur); i++ {
+		b := n.cur[i]
+		if j := batchAt(c.committed, b.BaseOffset); j >= 0 && sameBatch(c.committed[j], b) {
+			s.fail("NoTruncationBelowHW: node %d truncates committed batch %d..%d (epoch %d)", n.id, b.BaseOffset, b.LastOffset, b.Epoch)
+			return
+		}
+	}
+}
+
+// checkCommitted runs on each Ready's Committed: ConsistentCommitOrder.
+func (c *checker) checkCommitted(s *sim, n *simNode, rd *quorum.Ready) {
+	for _, b := range rd.Committed {
+		if b.BaseOffset != n.appliedNext {
+			s.fail("ConsistentCommitOrder: node %d applies batch at %d, expected %d", n.id, b.BaseOffset, n.appliedNext)
+			return
+		}
+		if b.NextOffset() > rd.HighWatermark && rd.HighWatermark >= 0 {
+			s.fail("ConsistentCommitOrder: node %d applies %d..%d above its hw %d", n.id, b.BaseOffset, b.LastOffset, rd.HighWatermark)
+		}
+		c.noteCommitted(s, n.id, b)
+		n.appliedNext = b.NextOffset()
+	}
+}
+
+// noteCommitted records or compares one committed batch (ConsistentCommittedData).
+func (c *checker) noteCommitted(s *sim, id int32, b raftlog.Batch) {
+	ce := c.commitEnd()
+	switch {
+	case b.BaseOffset == ce:
+		c.committed = append(c.committed, b)
+	case b.BaseOffset < ce:
+		if j := batchAt(c.committed, b.BaseOffset); j < 0 || !sameBatch(c.committed[j], b) {
+			s.fail("ConsistentCommittedData: node %d has batch %d..%d epoch %d where %s was committed",
+				id, b.BaseOffset, b.LastOffset, b.Epoch, describeAt(c.committed, b.BaseOffset))
+		}
+	default:
+		s.fail("ConsistentCommittedData: node %d commits batch at %d beyond the committed end %d", id, b.BaseOffset, ce)
+	}
+}
+
+func sameBatch(a, b raftlog.Batch) bool {
+	return a.BaseOffset == b.BaseOffset && a.LastOffset == b.LastOffset && a.Epoch == b.Epoch && bytes.Equal(a.Raw, b.Raw)
+}
+
+func describeAt(bs []raftlog.Batch, off int64) string {
+	if i := batchAt(bs, off); i >= 0 {
+		b := bs[i]
+		return fmt.Sprintf("batch %d..%d epoch %d", b.BaseOffset, b.LastOffset, b.Epoch)
+	}
+	return "nothing"
+}
+
+// check runs after every event over every live node.
+func (c *checker) check(s *sim) {
+	for _, id := range s.ids {
+		n := s.nodes[id]
+		c.noteLeader(s, n.state.LeaderEpoch, n.state.LeaderID, "disk")
+		if n.down {
+			continue
+		}
+		c.checkNode(s, n, n.raft.Status())
+		if s.err != nil {
+			return
+		}
+	}
+	c.checkMajorityHasCommitted(s)
+}
+
+func (c *checker) checkNode(s *sim, n *simNode, st quorum.Status) {
+	id := n.id
+	if st.LogEndOffset != end(n.cur) || st.LastEpoch != lastEpoch(n.cur) {
+		s.fail("HarnessMirror: node %d core log end %d epoch %d, driver's log end %d epoch %d",
+			id, st.LogEndOffset, st.LastEpoch, end(n.cur), lastEpoch(n.cur))
+		return
+	}
+	if st.FlushedEndOffset > 0 {
+		i := batchAt(n.durable, st.FlushedEndOffset-1)
+		if i < 0 || n.durable[i].Epoch != n.cur[batchAt(n.cur, st.FlushedEndOffset-1)].Epoch {
+			s.fail("FlushedIsDurable: node %d counts %d as flushed, durable end %d", id, st.FlushedEndOffset, end(n.durable))
+		}
+	}
+	if st.Epoch < n.state.LeaderEpoch {
+		s.fail("MonotonicEpoch: node %d runs epoch %d behind its persisted %d", id, st.Epoch, n.state.LeaderEpoch)
+	}
+	if n.persisting == nil && !n.raft.HasReady() && st.Epoch != n.state.LeaderEpoch {
+		s.fail("MonotonicEpoch: idle node %d runs epoch %d, persisted %d", id, st.Epoch, n.state.LeaderEpoch)
+	}
+	if !st.IsVoter && st.Role != quorum.Unattached && st.Role != quorum.Follower {
+		s.fail("ObserversNeverCount: observer %d is %s", id, st.Role)
+	}
+	switch st.Role {
+	case quorum.Leader, quorum.Resigned:
+		c.noteLeader(s, st.Epoch, id, "memory")
+	case quorum.Follower:
+		c.noteLeader(s, st.Epoch, st.LeaderID, "memory")
+	}
+	c.checkHW(s, n, st)
+	if st.Role == quorum.Leader {
+		c.checkLeader(s, n, st)
+	} else {
+		n.leadEpoch = -1
+	}
+}
+
+func lastEpoch(bs []raftlog.Batch) int32 {
+	if len(bs) == 0 {
+		return 0
+	}
+	return bs[len(bs)-1].Epoch
+}
+
+// checkHW: a node's HW never goes down in a life and never passes its log end; its log
+// below the HW is the committed log.
+func (c *checker) checkHW(s *sim, n *simNode, st quorum.Status) {
+	hw := st.HighWatermark
+	if hw < 0 {
+		return // a leader that has not committed in its epoch yet
+	}
+	if hw < n.lastHW {
+		s.fail("MonotonicHW: node %d (%s) hw %d after %d", n.id, st.Role, hw, n.lastHW)
+	}
+	if hw > st.LogEndOffset {
+		s.fail("MonotonicHW: node %d (%s) hw %d beyond its log end %d", n.id, st.Role, hw, st.LogEndOffset)
+	}
+	n.lastHW = max(n.lastHW, hw)
+	i := max(0, batchAt(n.cur, n.checkedTo))
+	for ; i < len(n.cur) && n.cur[i].NextOffset() <= hw; i++ {
+		if n.cur[i].BaseOffset >= n.checkedTo {
+			c.noteCommitted(s, n.id, n.cur[i])
+		}
+	}
+	n.checkedTo = max(n.checkedTo, min(hw, end(n.cur)))
+}
+
+// checkLeader: the leader-only invariants.
+func (c *checker) checkLeader(s *sim, n *simNode, st quorum.Status) {
+	if n.leadEpoch != st.Epoch {
+		// Leadership counts once it is durable: a leader that crashed before its
+		// quorum-state write never told anyone and may win the epoch again.
+		if life, ok := c.leaderLife[st.Epoch]; ok && life != n.life {
+			s.fail("NoSameEpochReleadership: node %d leads epoch %d again in life %d (first in life %d)", n.id, st.Epoch, n.life, life)
+		}
+		n.leadEpoch, n.leadEnd = st.Epoch, st.LogEndOffset
+		c.checkLeaderHasAllAcked(s, n, st.Epoch, true)
+	} else {
+		c.checkLeaderHasAllAcked(s, n, st.Epoch, false)
+	}
+	if st.LogEndOffset < n.leadEnd {
+		s.fail("LeaderAppendOnly: leader %d log end went from %d to %d in epoch %d", n.id, n.leadEnd, st.LogEndOffset, st.Epoch)
+	}
+	n.leadEnd = st.LogEndOffset
+	hw := st.HighWatermark
+	if hw < 0 {
+		return
+	}
+	if hw <= st.EpochStartOffset {
+		s.fail("HWOnlyAfterOwnEpochCommit: leader %d exposes hw %d, epoch %d starts at %d", n.id, hw, st.Epoch, st.EpochStartOffset)
+	}
+	if prev, ok := c.leaderHW[st.Epoch]; ok && hw < prev {
+		s.fail("MonotonicLeaderHW: leader %d epoch %d hw %d after %d", n.id, st.Epoch, hw, prev)
+	}
+	c.leaderHW[st.Epoch] = hw
+	if st.Epoch > c.maxLeaderHWEpoch && hw < c.maxLeaderHW {
+		s.fail("MonotonicLeaderHW: leader %d of epoch %d exposes hw %d below %d exposed in epoch %d",
+			n.id, st.Epoch, hw, c.maxLeaderHW, c.maxLeaderHWEpoch)
+	}
+	if hw > c.maxLeaderHW {
+		c.maxLeaderHW, c.maxLeaderHWEpoch = hw, max(c.maxLeaderHWEpoch, st.Epoch)
+	}
+	c.checkMajorityReached(s, n, hw)
+}
+
+// checkMajorityReached: a majority of voters hold the leader's entry at hw-1 durably.
+func (c *checker) checkMajorityReached(s *sim, l *simNode, hw int64) {
+	li := batchAt(l.cur, hw-1)
+	if li < 0 {
+		s.fail("MajorityReachedHW: leader %d exposes hw %d beyond its log end %d", l.id, hw, end(l.cur))
+		return
+	}
+	if got := c.votersHolding(s, l.cur[li]); got < len(s.voters)/2+1 {
+		s.fail("MajorityReachedHW: leader %d exposes hw %d but only %d of %d voters hold batch %d..%d durably",
+			l.id, hw, got, len(s.voters), l.cur[li].BaseOffset, l.cur[li].LastOffset)
+	}
+}
+
+func (c *checker) votersHolding(s *sim, b raftlog.Batch) int {
+	got := 0
+	for _, v := range s.voters {
+		d := s.nodes[v].durable
+		if i := batchAt(d, b.BaseOffset); i >= 0 && d[i].Epoch == b.Epoch && d[i].LastOffset == b.LastOffset {
+			got++
+		}
+	}
+	return got
+}
+
+// checkMajorityHasCommitted: whatever was ever committed stays durable on a majority
+// (no crash, truncation or restart may take it back).
+func (c *checker) checkMajorityHasCommitted(s *sim) {
+	if len(c.committed) == 0 {
+		return
+	}
+	b := c.committed[len(c.committed)-1]
+	if got := c.votersHolding(s, b); got < len(s.voters)/2+1 {
+		s.fail("MajorityReachedHW: committed batch %d..%d is durable on only %d of %d voters", b.BaseOffset, b.LastOffset, got, len(s.voters))
+	}
+}
+
+// checkLeaderHasAllAcked (Leader Completeness): a leader of epoch E holds everything
+// the leaders of earlier epochs committed. (A stale leader of an older epoch may lack
+// what newer ones committed.) full compares the whole prefix, as on election; otherwise
+// the last batch stands for it, by log matching.
+func (c *checker) checkLeaderHasAllAcked(s *sim, l *simNode, epoch int32, full bool) {
+	var need int64
+	for e, hw := range c.leaderHW {
+		if e < epoch {
+			need = max(need, hw)
+		}
+	}
+	need = min(need, c.commitEnd())
+	if need <= 0 {
+		return
+	}
+	last := batchAt(c.committed, need-1)
+	first := last
+	if full {
+		first = 0
+	}
+	for i := first; i <= last; i++ {
+		b := c.committed[i]
+		if j := batchAt(l.cur, b.BaseOffset); j < 0 || !sameBatch(l.cur[j], b) {
+			s.fail("LeaderHasAllAcked: leader %d of epoch %d lacks committed batch %d..%d epoch %d (log end %d)",
+				l.id, epoch, b.BaseOffset, b.LastOffset, b.Epoch, end(l.cur))
+			return
+		}
+	}
+}
