@@ -1,0 +1,259 @@
+package legacyzk
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+
+	"github.com/kraftd/kraftd/metadata/image"
+	"github.com/kraftd/kraftd/metadata/records"
+	"github.com/kraftd/kraftd/protocol"
+)
+
+// ReplicaState is what a LeaderAndIsr told this broker about one of its
+// replicas (ReplicaManager's view: leader or follower, at which epoch).
+type ReplicaState struct {
+	TopicID         records.UUID
+	Leader          int32
+	LeaderEpoch     int32
+	ISR             []int32
+	Replicas        []int32
+	PartitionEpoch  int32
+	ControllerEpoch int32
+}
+
+// Broker is a ZooKeeper-era broker: it registers /brokers/ids/<id>,
+// competes for /controller (running the legacy controller when it wins),
+// answers the controller's pushes with controller-epoch, broker-epoch and
+// leader-epoch fencing, and keeps its metadata cache as an *image.Image
+// built from the UpdateMetadata pushes it accepted, so the broker
+// package's client handlers can serve it exactly as in KRaft mode.
+//
+// Goroutines: the protocol server's, the controller event loop, one sender
+// per live broker while this node is the controller, and the store's event
+// pump. Close stops them all.
+//
+// INVARIANTS: cache only changes inside an accepted UpdateMetadata, under
+// mu; controllerEpoch never decreases; replicas[tp].LeaderEpoch only grows.
+type Broker struct {
+	cfg    Config
+	log    *zap.Logger
+	faults *Faults
+	stats  *Stats
+	server *protocol.Server
+	client *protocol.Client
+	ctrl   *controller
+	self   BrokerInfo
+	closed atomic.Bool
+
+	clusterID   string
+	brokerEpoch atomic.Int64 // czxid of our registration
+	cache       atomic.Pointer[image.Image]
+
+	mu              sync.Mutex
+	controllerEpoch int32
+	replicas        map[TopicPartition]ReplicaState
+	cacheOffset     int64
+}
+
+// NewBroker starts a broker: binds its listener, opens a ZooKeeper
+// session, creates the top-level paths and /cluster/id if missing,
+// registers itself and starts competing for /controller.
+func NewBroker(ctx context.Context, cfg Config) (*Broker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b := &Broker{cfg: cfg, log: cfg.Logger.Named("legacyzk").With(zap.Int32("node", cfg.NodeID)),
+		faults: &Faults{}, stats: &Stats{}, replicas: map[TopicPartition]ReplicaState{}}
+	b.cache.Store(image.Empty())
+	if err := b.startServer(); err != nil {
+		return nil, err
+	}
+	b.client = protocol.NewClient(protocol.ClientConfig{ClientID: "controller-" + strconv.Itoa(int(cfg.NodeID)), Logger: b.log})
+	st, err := cfg.Dial(ctx)
+	if err != nil {
+		b.stopNet()
+		return nil, err
+	}
+	if err := b.prepare(ctx, st); err != nil {
+		st.Close()
+		b.stopNet()
+		return nil, err
+	}
+	b.ctrl = newController(cfg.NodeID, &b.cfg, st, b.client, b.faults, b.stats, b.registerSelf, b.onCrash)
+	b.ctrl.log = b.log.Named("controller")
+	b.ctrl.start()
+	return b, nil
+}
+
+func (b *Broker) startServer() error {
+	reg := b.cfg.Registry
+	if reg == nil {
+		reg = protocol.NewRegistry()
+	}
+	reg.Register(4, LeaderAndIsrVersion, LeaderAndIsrVersion, b.handleLeaderAndIsr)
+	reg.Register(5, StopReplicaVersion, StopReplicaVersion, b.handleStopReplica)
+	reg.Register(6, UpdateMetadataVersion, UpdateMetadataVersion, b.handleUpdateMetadata)
+	reg.Register(7, ControlledShutdownVersion, ControlledShutdownVersion, b.handleControlledShutdown)
+	srv, err := protocol.NewServer(protocol.ServerConfig{Logger: b.log,
+		Listeners: []protocol.ListenerConfig{{Name: b.cfg.ListenerName, Addr: b.cfg.ListenAddr, Registry: reg}}})
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	b.server = srv
+	host, port, _ := net.SplitHostPort(srv.Addr(b.cfg.ListenerName).String())
+	n, _ := strconv.ParseUint(port, 10, 16)
+	b.self = BrokerInfo{ID: b.cfg.NodeID, Rack: b.cfg.Rack,
+		Endpoints: []records.BrokerEndpoint{{Name: b.cfg.ListenerName, Host: host, Port: uint16(n), SecurityProtocol: 0}}}
+	return nil
+}
+
+// prepare creates the persistent paths and the cluster id, then
+// registers this broker.
+func (b *Broker) prepare(ctx context.Context, st Store) error {
+	for _, p := range persistentPaths {
+		if err := ensurePath(ctx, st, p); err != nil {
+			return err
+		}
+	}
+	id, err := ensureClusterID(ctx, st)
+	if err != nil {
+		return err
+	}
+	b.clusterID = id
+	return b.registerSelf(ctx, st)
+}
+
+// ensureClusterID reads /cluster/id, creating it with a fresh id if absent.
+func ensureClusterID(ctx context.Context, st Store) (string, error) {
+	data, _, err := st.Get(ctx, ClusterIDPath, false)
+	if errors.Is(err, ErrNoNode) {
+		var u records.UUID
+		_, _ = rand.Read(u[:])
+		if err := ensurePath(ctx, st, "/cluster"); err != nil {
+			return "", err
+		}
+		_, err = st.Create(ctx, ClusterIDPath, EncodeClusterID(u.String()), Persistent)
+		if err != nil && !errors.Is(err, ErrNodeExists) {
+			return "", err
+		}
+		data, _, err = st.Get(ctx, ClusterIDPath, false)
+	}
+	if err != nil {
+		return "", err
+	}
+	return DecodeClusterID(data)
+}
+
+// registerSelf is KafkaZkClient.registerBroker: one Multi {create the
+// ephemeral empty, setData version 0 with the JSON} so a retry can tell
+// its own znode from another's (KAFKA-7165); the znode's czxid is the
+// broker epoch.
+func (b *Broker) registerSelf(ctx context.Context, st Store) error {
+	p := BrokerPath(b.cfg.NodeID)
+	res, err := st.Multi(ctx, CreateOp{Path: p, Mode: Ephemeral},
+		SetDataOp{Path: p, Data: EncodeBroker(b.self, b.cfg.nowMs()), Version: 0})
+	if err != nil {
+		return fmt.Errorf("legacyzk: register broker %d: %w", b.cfg.NodeID, err)
+	}
+	b.brokerEpoch.Store(res[1].Stat.Czxid)
+	b.log.Info("registered broker", zap.Int64("brokerEpoch", res[1].Stat.Czxid))
+	return nil
+}
+
+// onCrash is the CrashAfterZkWrite fault: the whole node dies.
+func (b *Broker) onCrash() {
+	b.server.Close()
+}
+
+func (b *Broker) stopNet() {
+	if b.server != nil {
+		b.server.Close()
+	}
+	if b.client != nil {
+		b.client.Close()
+	}
+}
+
+// Close stops the broker without a controlled shutdown: the controller
+// loop resigns (dropping queued pushes), the session closes (its
+// ephemerals vanish at once) and the listener stops.
+func (b *Broker) Close() error {
+	if b.closed.Swap(true) {
+		return nil
+	}
+	b.ctrl.stop()
+	b.ctrl.currentStore().Close()
+	b.stopNet()
+	return nil
+}
+
+// ID is broker.id.
+func (b *Broker) ID() int32 { return b.cfg.NodeID }
+
+// Addr is the bound client/inter-broker listener address.
+func (b *Broker) Addr() string { return b.server.Addr(b.cfg.ListenerName).String() }
+
+// ClusterID is the content of /cluster/id.
+func (b *Broker) ClusterID() string { return b.clusterID }
+
+// BrokerEpoch is the czxid of the current registration (KIP-380).
+func (b *Broker) BrokerEpoch() int64 { return b.brokerEpoch.Load() }
+
+// Image is the metadata cache built from accepted UpdateMetadata pushes.
+// Its provenance offset counts accepted pushes; its epoch is the
+// controller epoch of the last one.
+func (b *Broker) Image() *image.Image { return b.cache.Load() }
+
+// ControllerID is the broker id /controller held when last read (-1: none
+// known).
+func (b *Broker) ControllerID() int32 { return b.ctrl.activeID.Load() }
+
+// IsController reports whether this broker is the active controller.
+func (b *Broker) IsController() bool { return b.ctrl.activeEpoch.Load() > 0 }
+
+// ActiveControllerEpoch is this broker's controller epoch while it is the
+// active controller, else 0.
+func (b *Broker) ActiveControllerEpoch() int32 { return b.ctrl.activeEpoch.Load() }
+
+// SeenControllerEpoch is the highest controller epoch this broker accepted
+// a push from.
+func (b *Broker) SeenControllerEpoch() int32 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.controllerEpoch
+}
+
+// Replica returns what the last accepted LeaderAndIsr said about tp.
+func (b *Broker) Replica(topic string, partition int32) (ReplicaState, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, ok := b.replicas[TopicPartition{topic, partition}]
+	return r, ok
+}
+
+// Faults are this node's fault switches.
+func (b *Broker) Faults() *Faults { return b.faults }
+
+// Stats are this node's controller timings.
+func (b *Broker) Stats() *Stats { return b.stats }
+
+// Store is the current ZooKeeper session (replaced after an expiry).
+func (b *Broker) Store() Store { return b.ctrl.currentStore() }
+
+// LoseSession closes the ZooKeeper session under the broker, as a
+// session expiry would (its ephemerals vanish). The controller loop then
+// re-registers with a new session, unless it is frozen by a pause fault,
+// in which case it notices only after Resume, like a zombie after a GC
+// pause.
+func (b *Broker) LoseSession() { b.ctrl.currentStore().Close() }

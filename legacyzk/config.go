@@ -1,0 +1,102 @@
+package legacyzk
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/kraftd/kraftd/protocol"
+)
+
+// Config configures a legacy (ZooKeeper-mode) Broker. Zero values take
+// Kafka's defaults where Kafka has one.
+type Config struct {
+	// NodeID is broker.id; required, >= 0.
+	NodeID int32
+	// Zk is the ZooKeeper connection (zookeeper.connect and friends). Used
+	// by the default Dial.
+	Zk ZkConfig
+	// Dial opens a new ZooKeeper session; called at start and after every
+	// session expiry. Default: DialZk(ctx, Zk). Unit tests pass a
+	// MemServer's Connect.
+	Dial func(ctx context.Context) (Store, error)
+
+	// ListenerName is the name of the one listener this broker serves
+	// (default "PLAINTEXT"); it is also the inter-broker listener the
+	// controller dials.
+	ListenerName string
+	// ListenAddr is where to bind (default "127.0.0.1:0"); the bound port
+	// is what gets registered in /brokers/ids/<id>.
+	ListenAddr string
+	// Registry, if set, holds the client-API handlers to serve next to the
+	// push APIs (keys 4-7), which the broker registers into it. Default: a
+	// fresh registry with only ApiVersions and the push APIs.
+	Registry *protocol.Registry
+	// Rack is broker.rack (nil: none).
+	Rack *string
+
+	// NumPartitions is num.partitions (default 1) and
+	// DefaultReplicationFactor default.replication.factor (default 1), used
+	// by CreateTopics when the request says -1.
+	NumPartitions            int32
+	DefaultReplicationFactor int16
+
+	// ControlledShutdownMaxRetries (default 3) and
+	// ControlledShutdownRetryBackoffMs (default 5000) are Kafka's
+	// controlled.shutdown.* settings.
+	ControlledShutdownMaxRetries     int
+	ControlledShutdownRetryBackoffMs int
+	// RetryBackoffMs paces internal retries such as re-registration after
+	// a session loss (default 100).
+	RetryBackoffMs int
+
+	Logger *zap.Logger
+	// Now is the wall clock for znode timestamps (default time.Now).
+	Now func() time.Time
+}
+
+// Validate fills in defaults and rejects impossible values.
+func (c *Config) Validate() error {
+	if c.NodeID < 0 {
+		return fmt.Errorf("%w: broker.id %d", ErrBadConfig, c.NodeID)
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Dial == nil {
+		if err := c.Zk.Validate(); err != nil {
+			return err
+		}
+		zc := c.Zk
+		c.Dial = func(ctx context.Context) (Store, error) { return DialZk(ctx, zc) }
+	} else if c.Zk.MaxInFlightRequests == 0 {
+		c.Zk.MaxInFlightRequests = DefaultMaxInFlightRequests
+	}
+	defaults(&c.ListenerName, "PLAINTEXT")
+	defaults(&c.ListenAddr, "127.0.0.1:0")
+	defaults(&c.NumPartitions, 1)
+	defaults(&c.DefaultReplicationFactor, 1)
+	defaults(&c.ControlledShutdownMaxRetries, 3)
+	defaults(&c.ControlledShutdownRetryBackoffMs, 5000)
+	defaults(&c.RetryBackoffMs, 100)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.NumPartitions < 0 || c.DefaultReplicationFactor < 0 {
+		return fmt.Errorf("%w: negative num.partitions or default.replication.factor", ErrBadConfig)
+	}
+	return nil
+}
+
+func defaults[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+func (c *Config) retryBackoff() time.Duration { return time.Duration(c.RetryBackoffMs) * time.Millisecond }
+
+func (c *Config) nowMs() int64 { return c.Now().UnixMilli() }

@@ -1,0 +1,144 @@
+package legacyzk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/kraftd/kraftd/metadata/image"
+)
+
+// Truth is the cluster as ZooKeeper (the source of truth in legacy mode)
+// holds it.
+type Truth struct {
+	Brokers []int32
+	Topics  map[string]TopicAssignment
+	States  map[TopicPartition]LeaderIsr
+}
+
+// ReadTruth reads every broker id, topic assignment and partition state,
+// pipelined with DefaultMaxInFlightRequests, without arming watches.
+func ReadTruth(ctx context.Context, st Store) (*Truth, error) {
+	kids, err := st.Children(ctx, BrokerIDsPath, false)
+	if err != nil {
+		return nil, err
+	}
+	tr := &Truth{Topics: map[string]TopicAssignment{}, States: map[TopicPartition]LeaderIsr{}}
+	for _, k := range kids {
+		if id, err := strconv.ParseInt(k, 10, 32); err == nil {
+			tr.Brokers = append(tr.Brokers, int32(id))
+		}
+	}
+	slices.Sort(tr.Brokers)
+	names, err := st.Children(ctx, BrokerTopicsPath, false)
+	if err != nil {
+		return nil, err
+	}
+	var paths []string
+	for _, n := range names {
+		paths = append(paths, TopicPath(n))
+	}
+	var tps []TopicPartition
+	for i, r := range getAll(ctx, st, paths, false, DefaultMaxInFlightRequests) {
+		if r.err != nil {
+			continue // deleted meanwhile
+		}
+		a, err := DecodeTopic(names[i], r.data)
+		if err != nil {
+			return nil, err
+		}
+		tr.Topics[names[i]] = a
+		for _, p := range sortedPartitions(a.Partitions) {
+			tps = append(tps, TopicPartition{names[i], p})
+		}
+	}
+	paths = paths[:0]
+	for _, tp := range tps {
+		paths = append(paths, PartitionStatePath(tp.Topic, tp.Partition))
+	}
+	for i, r := range getAll(ctx, st, paths, false, DefaultMaxInFlightRequests) {
+		if errors.Is(r.err, ErrNoNode) {
+			continue
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+		s, err := DecodeState(r.data, r.stat.Version)
+		if err != nil {
+			return nil, err
+		}
+		tr.States[tps[i]] = s
+	}
+	return tr, nil
+}
+
+// Diverge compares one broker's metadata cache with ZooKeeper and returns
+// every difference as a sentence naming the broker ("broker 2: foo-0
+// leader 1 epoch 3, ZooKeeper has leader 2 epoch 4"). Topics queued for
+// deletion and partitions without a state znode yet are still compared:
+// a broker that lists them differently is divergent.
+func Diverge(ctx context.Context, st Store, brokerID int32, img *image.Image) ([]string, error) {
+	tr, err := ReadTruth(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	return tr.Compare(brokerID, img), nil
+}
+
+// Compare is Diverge on an already-read Truth.
+func (tr *Truth) Compare(brokerID int32, img *image.Image) []string {
+	var out []string
+	say := func(format string, args ...any) {
+		out = append(out, fmt.Sprintf("broker %d: ", brokerID)+fmt.Sprintf(format, args...))
+	}
+	var cached []int32
+	for _, b := range img.Brokers() {
+		cached = append(cached, b.ID)
+	}
+	if !slices.Equal(cached, tr.Brokers) {
+		say("live brokers %v, ZooKeeper has %v", cached, tr.Brokers)
+	}
+	for t := range img.Topics() {
+		if _, ok := tr.Topics[t.Name()]; !ok {
+			say("topic %s is cached but not in ZooKeeper", t.Name())
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(tr.Topics)) {
+		tr.compareTopic(name, img, say)
+	}
+	return out
+}
+
+func (tr *Truth) compareTopic(name string, img *image.Image, say func(string, ...any)) {
+	a := tr.Topics[name]
+	t, ok := img.TopicByName(name)
+	if !ok {
+		say("topic %s is in ZooKeeper but not cached", name)
+		return
+	}
+	if !a.ID.IsZero() && t.ID() != a.ID {
+		say("topic %s id %s, ZooKeeper has %s", name, t.ID(), a.ID)
+	}
+	for _, p := range sortedPartitions(a.Partitions) {
+		want, hasState := tr.States[TopicPartition{name, p}]
+		got, cachedOK := t.Partition(p)
+		switch {
+		case !cachedOK && hasState:
+			say("%s-%d is not cached", name, p)
+		case !cachedOK:
+		case !hasState:
+			say("%s-%d is cached but has no state in ZooKeeper", name, p)
+		case got.Leader != want.Leader || got.LeaderEpoch != want.LeaderEpoch ||
+			got.PartitionEpoch != want.ZkVersion || !slices.Equal(got.ISR(), want.ISR):
+			say("%s-%d leader %d epoch %d isr %v partitionEpoch %d, ZooKeeper has leader %d epoch %d isr %v zkVersion %d",
+				name, p, got.Leader, got.LeaderEpoch, got.ISR(), got.PartitionEpoch,
+				want.Leader, want.LeaderEpoch, want.ISR, want.ZkVersion)
+		}
+	}
+	if t.NumPartitions() != len(a.Partitions) {
+		say("topic %s has %d partitions cached, ZooKeeper has %d", name, t.NumPartitions(), len(a.Partitions))
+	}
+}

@@ -1,0 +1,69 @@
+// Package legacyzk emulates the ZooKeeper-era Kafka controller (Kafka 3.3,
+// the last line before the KRaft migration code) faithfully enough that
+// kraftd's side-by-side runs compare KRaft with the real thing: same znode
+// layout and JSON, same election and fencing, same push protocol over the
+// Kafka wire, same costs (one getData per znode, pipelined at most
+// zookeeper.max.in.flight.requests deep) and the same divergence cases.
+//
+// # Pieces
+//
+//	store.go, store_zk.go, store_mem.go   Store: one ZooKeeper session
+//	    (go-zookeeper/zk, or an in-memory server for unit tests only)
+//	zkdata.go        znode paths and JSON exactly as Kafka's ZkData
+//	elect.go         /controller + /controller_epoch election, resignation
+//	failover.go      read everything back, then push full state
+//	statemachine.go  fenced conditional per-partition writes, elections
+//	election.go      pure leader-election rules
+//	events.go        broker / topic / partition / deletion watch handlers
+//	translate.go     pure: (batch, view, controller id, epoch) -> requests
+//	sender.go        channel manager: one FIFO + one sender per broker
+//	broker.go        the legacy broker: registration, cache, accessors
+//	04_..07_*.go     push handlers (broker side) and ControlledShutdown
+//	admin.go         CreateTopics / DeleteTopics / CreatePartitions via ZK
+//	divergence.go    compare a broker's cache with ZooKeeper
+//	faults.go        crash-after-write, dropped UpdateMetadata, zombie
+//
+// # What is emulated
+//
+// Every broker registers the ephemeral /brokers/ids/<id> (the znode's czxid
+// is its broker epoch, KIP-380) and competes for /controller with one Multi
+// {create ephemeral /controller, CAS /controller_epoch}. The winner keeps
+// the new version of /controller_epoch and prefixes every ZooKeeper write
+// with a check of it (KAFKA-6082), so a fenced controller's write fails and
+// it resigns. On failover it reads every broker, topic and partition state
+// (P + T + 2B + a few reads), then queues UpdateMetadata (brokers only),
+// LeaderAndIsr for every hosted replica and UpdateMetadata for every
+// partition to every live broker, before handling any other event. A dead
+// broker (its ephemeral gone) makes the controller elect new leaders with a
+// re-read plus a fenced conditional write per partition, then push.
+// Controlled shutdown runs through the ControlledShutdown RPC (key 7).
+//
+// Brokers accept a push only if its broker epoch is not older than their
+// registration (STALE_BROKER_EPOCH) and its controller epoch is not older
+// than the highest seen (STALE_CONTROLLER_EPOCH); LeaderAndIsr applies a
+// partition only with a strictly greater leader epoch; UpdateMetadata
+// overwrites the cache (last writer wins). The cache is an *image.Image
+// built by replaying records translated from each accepted push.
+//
+// # What is not emulated
+//
+// Partition reassignment, preferred-leader election and auto-rebalance,
+// ISR changes initiated by leaders (AlterPartition and
+// /isr_change_notification), log-dir events, dynamic configs, ACLs,
+// feature versioning in /feature, and any data plane (no logs: StopReplica
+// forgets the replica). Topic deletion does not wait for StopReplica
+// responses before deleting the znodes.
+//
+// # Goroutines
+//
+//	controller.run   one per broker: owns the ZooKeeper session and all
+//	                 controller state (Kafka's controller-event thread)
+//	sender.run       one per live target broker while active; stopped on
+//	                 broker removal and on resignation (queue dropped)
+//	eventQueue.pump  one per Store: forwards watch events in order
+//	getAll/multiAll  short-lived workers bounding in-flight ZooKeeper
+//	                 requests; joined before the call returns
+//	protocol.Server / protocol.Client goroutines (see package protocol)
+//
+// Broker.Close stops them all.
+package legacyzk

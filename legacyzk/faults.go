@@ -1,0 +1,86 @@
+package legacyzk
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Faults are the switches that reproduce the ZooKeeper era's divergence
+// cases (zk-era.md section 5). They are safe to flip from any goroutine;
+// the app can expose them on an admin endpoint. The zero value injects
+// nothing.
+type Faults struct {
+	// CrashAfterZkWrite: the next time the controller has written a state
+	// change to ZooKeeper and is about to push it, it crashes instead:
+	// nothing is sent and the node's ZooKeeper session is closed (its
+	// /controller and /brokers/ids ephemerals vanish), as a process dying
+	// between the write and the push. The switch resets when it fires.
+	CrashAfterZkWrite atomic.Bool
+
+	// dropUM holds broker id + 1 of a broker that loses every
+	// UpdateMetadata the senders would send it (0 = none).
+	dropUM atomic.Int32
+
+	// PauseBeforePush: the next time the controller is about to push, it
+	// freezes (event loop and senders) with the requests queued, as a
+	// long GC pause would: a zombie. Resume lets it continue with its old
+	// epoch. The switch resets when it fires.
+	PauseBeforePush atomic.Bool
+
+	mu     sync.Mutex
+	paused chan struct{} // non-nil while paused; closed by Resume
+}
+
+// DropUpdateMetadataTo makes the senders drop every UpdateMetadata meant
+// for broker id; -1 clears it.
+func (f *Faults) DropUpdateMetadataTo(id int32) { f.dropUM.Store(id + 1) }
+
+func (f *Faults) dropsUpdateMetadataTo(target int32, req kmsg.Request) bool {
+	return f.dropUM.Load() == target+1 && req.Key() == 6
+}
+
+// pause freezes the senders and returns the channel Resume closes.
+func (f *Faults) pause() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.paused == nil {
+		f.paused = make(chan struct{})
+	}
+	return f.paused
+}
+
+// Paused reports whether a pause fault is holding the controller.
+func (f *Faults) Paused() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.paused != nil
+}
+
+// Resume ends a pause.
+func (f *Faults) Resume() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.paused != nil {
+		close(f.paused)
+		f.paused = nil
+	}
+}
+
+// waitUnpaused blocks while paused; false if ctx ends first.
+func (f *Faults) waitUnpaused(ctx context.Context) bool {
+	f.mu.Lock()
+	ch := f.paused
+	f.mu.Unlock()
+	if ch == nil {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
