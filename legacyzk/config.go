@@ -97,6 +97,8 @@ func defaults[T comparable](v *T, def T) {
 	}
 }
 
-func (c *Config) retryBackoff() time.Duration { return time.Duration(c.RetryBackoffMs) * time.Millisecond }
+func (c *Config) retryBackoff() time.Duration {
+	return time.Duration(c.RetryBackoffMs) * time.Millisecond
+}
 
 func (c *Config) nowMs() int64 { return c.Now().UnixMilli() }

@@ -316,4 +316,3 @@ func sortedPartitions(a map[int32][]int32) []int32 {
 	slices.Sort(out)
 	return out
 }
-
