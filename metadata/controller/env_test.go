@@ -82,11 +82,14 @@ func replayLog(t interface{ Fatal(...any) }, batches []raftlog.Batch) *image.Ima
 	return v.visible()
 }
 
-// env drives one core through a transcript.
+// env drives one or more controllers (cores) sharing one log through a
+// transcript. Requests and ticks go to c, the last controller that led
+// (node 1 at first); commits and leader changes go to all of them.
 type env struct {
 	t       *testing.T
 	cfg     Config
 	c       *core
+	cores   []*core // cores[i] is node i+1
 	log     *fakeLog
 	nowMs   int64
 	hold    bool // when set, appended batches are not committed automatically
@@ -120,7 +123,14 @@ func newEnv(t *testing.T, tc *testCase) *env {
 	if err := e.cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	e.c = newCore(e.cfg, e.log.propose)
+	n := atoi(t, tc.arg("controllers", "1"))
+	for i := range n {
+		cfg := e.cfg
+		cfg.NodeID = int32(i + 1)
+		cfg.Rand = rand.New(rand.NewPCG(1, uint64(i+2)))
+		e.cores = append(e.cores, newCore(cfg, e.log.propose))
+	}
+	e.c = e.cores[0]
 	return e
 }
 
@@ -161,9 +171,7 @@ func (e *env) settle() {
 // the controller append more (activation records).
 func (e *env) commit() {
 	for bs := e.log.undelivered(); len(bs) > 0; bs = e.log.undelivered() {
-		if err := e.c.commit(bs, e.nowMs); err != nil {
-			fmt.Fprintf(&e.out, "commit error: %v\n", err)
-		}
+		e.deliver(bs)
 		e.printAppended()
 	}
 }
@@ -172,10 +180,29 @@ func (e *env) commit() {
 func (e *env) commitN(n int) {
 	bs := e.log.batches[e.log.delivered : e.log.delivered+n]
 	e.log.delivered += n
-	if err := e.c.commit(bs, e.nowMs); err != nil {
-		fmt.Fprintf(&e.out, "commit error: %v\n", err)
-	}
+	e.deliver(bs)
 	e.printAppended()
+}
+
+// deliver commits bs on every controller.
+func (e *env) deliver(bs []raftlog.Batch) {
+	for _, c := range e.cores {
+		if err := c.commit(bs, e.nowMs); err != nil {
+			fmt.Fprintf(&e.out, "node %d commit error: %v\n", c.cfg.NodeID, err)
+		}
+	}
+}
+
+// leaderChange tells every controller that node leads epoch.
+func (e *env) leaderChange(node, epoch int32, start int64) {
+	for _, c := range e.cores {
+		l := quorum.LeaderAndEpoch{LeaderID: node, Epoch: epoch, EpochStartOffset: -1}
+		if c.cfg.NodeID == node {
+			l.EpochStartOffset = start
+			e.c = c
+		}
+		c.leaderChange(l, e.nowMs)
+	}
 }
 
 func (e *env) printAppended() {

@@ -9,14 +9,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kraftd/kraftd/metadata/records"
-	"github.com/kraftd/kraftd/quorum"
 )
 
 // TestTranscripts runs testdata/*.txt. Commands:
 //
-//	init [mv=N] [max-records=N] [partitions=N] [rf=N] [idle]  fresh controller (node 1)
-//	lead [epoch=N]            node 1 becomes quorum leader; LeaderChange is written and committed
-//	leader node=N epoch=N     another node leads: node 1 renounces
+//	init [controllers=N] [mv=N] [max-records=N] [partitions=N] [rf=N] [idle]
+//	                          fresh controllers 1..N (default 1) over an empty log
+//	lead [node=N] [epoch=N] [keep]  node (default 1) becomes quorum leader: LeaderChange is
+//	                          written and committed; requests go to it from now on
+//	leader node=N epoch=N     a node that is not one of ours leads: ours renounce
 //	leader ... keep           the new leader has our uncommitted batches (they commit later)
 //	hold / commit [n=N]       stop auto-committing / commit everything appended (or N batches)
 //	register id=N [inc=N] [rack=R] [cluster=ID] [mv=MIN-MAX] [v=N]
@@ -59,14 +60,19 @@ func (e *env) run(tc *testCase) {
 	switch tc.cmd {
 	case "lead":
 		epoch := int32(atoi(e.t, tc.arg("epoch", "1")))
+		node := int32(atoi(e.t, tc.arg("node", "1")))
 		e.log.leaderEpoch, e.hold = epoch, false
-		start := e.log.appendLeaderChange(e.cfg.NodeID, epoch)
-		e.c.leaderChange(quorum.LeaderAndEpoch{LeaderID: e.cfg.NodeID, Epoch: epoch, EpochStartOffset: start}, e.nowMs)
+		if !tc.has("keep") {
+			// Batches the new leader lacked are truncated.
+			e.log.batches = e.log.batches[:e.log.delivered]
+			e.printed = min(e.printed, len(e.log.batches))
+		}
+		e.leaderChange(node, epoch, e.log.appendLeaderChange(node, epoch))
 		e.settle()
 	case "leader":
 		epoch := int32(atoi(e.t, tc.arg("epoch", "2")))
 		e.log.leaderEpoch, e.hold = -1, false
-		e.c.leaderChange(quorum.LeaderAndEpoch{LeaderID: int32(atoi(e.t, tc.arg("node", "2"))), Epoch: epoch, EpochStartOffset: -1}, e.nowMs)
+		e.leaderChange(int32(atoi(e.t, tc.arg("node", "9"))), epoch, -1)
 		if !tc.has("keep") {
 			// The new leader lacked our uncommitted batches: they are truncated.
 			e.log.batches = e.log.batches[:e.log.delivered]
@@ -320,11 +326,13 @@ func formatResponse(r kmsg.Response) string {
 // compares it with the controller's own committed image; it also checks
 // partition sanity (leader in ISR, leaders active).
 func (e *env) check() {
-	got := e.c.committed.visible()
 	want := replayLog(e.t, e.log.batches[:e.log.delivered])
-	if !got.Equal(want) {
-		e.t.Fatalf("controller image differs from replay:\n%s\n--- replay:\n%s", got.Dump(), want.Dump())
+	for _, c := range e.cores {
+		if got := c.committed.visible(); !got.Equal(want) {
+			e.t.Fatalf("node %d image differs from replay:\n%s\n--- replay:\n%s", c.cfg.NodeID, got.Dump(), want.Dump())
+		}
 	}
+	got := e.c.committed.visible()
 	if err := got.Check(); err != nil {
 		e.t.Fatal(err)
 	}
