@@ -48,6 +48,22 @@
 // Kafka instead refuses operations over 10000 records with POLICY_VIOLATION;
 // kraftd only does so when the metadata.version has no transactions.
 //
+// # Where kraftd differs from Kafka (on purpose)
+//
+//   - Operations over 10000 records use a transaction instead of failing
+//     (above).
+//   - No ZkMigrationStateRecord in the bootstrap records (no migration,
+//     and the records package has no codec for it).
+//   - A new broker incarnation replacing one whose session expired before
+//     the periodic check fenced it first fences the old one, so leaders
+//     never sit on a fenced broker (Kafka before KIP-966 leaves them).
+//   - DescribeCluster(EndpointType 2) is answered below metadata.version
+//     3.7-IV0, from Config.Voters.
+//   - Topic configs are not checked against Kafka's config schema, and the
+//     CreateTopics response lists only the configs given.
+//   - metadata.version 3.7-IV2 and later (log directories, ELR) are not
+//     supported: Config.Validate refuses them.
+//
 // # Goroutines
 //
 // One: the Controller's event loop (controller.go). It owns core, runs
