@@ -302,3 +302,38 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// The quorum may merge proposals appended within its linger time into one
+// batch: the commit of the merged batch adopts the view of the last
+// proposal it holds and releases every response it covers.
+func TestCommitOfMergedProposals(t *testing.T) {
+	fl := &fakeLog{leaderEpoch: -1}
+	c := activeCore(t, fl, 1)
+	var got []kmsg.Response
+	done := func(r kmsg.Response) { got = append(got, r) }
+	c.handle(createTopic("a", 2, 1), 0, done)
+	c.handle(createTopic("b", 3, 1), 0, done)
+	pending := fl.undelivered()
+	if len(pending) != 2 || len(got) != 0 {
+		t.Fatalf("%d batches appended, %d responses before commit", len(pending), len(got))
+	}
+	var recs []raftlog.Record
+	for _, b := range pending {
+		rs, err := b.Records()
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, rs...)
+	}
+	merged := raftlog.EncodeBatch(pending[0].BaseOffset, pending[0].Epoch, 1, false, recs)
+	fl.batches = append(fl.batches[:len(fl.batches)-2], merged)
+	if err := c.commit([]raftlog.Batch{merged}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || len(c.inflight) != 0 {
+		t.Fatalf("%d responses, %d still in flight after the merged commit", len(got), len(c.inflight))
+	}
+	if want := replayLog(t, fl.batches); !c.committed.visible().Equal(want) {
+		t.Fatalf("image after merged commit:\n%s\nreplay:\n%s", c.committed.visible().Dump(), want.Dump())
+	}
+}

@@ -153,12 +153,18 @@ func (c *core) commit(batches []raftlog.Batch, nowMs int64) error {
 
 func (c *core) commitBatch(b raftlog.Batch) error {
 	if n := len(c.inflight); n > 0 && b.BaseOffset <= c.inflight[n-1].lastOffset {
-		head := c.inflight[0]
-		if head.lastOffset != b.LastOffset {
-			panic(fmt.Sprintf("controller: committed batch %d-%d does not match appended batch ending at %d",
-				b.BaseOffset, b.LastOffset, head.lastOffset))
+		// The quorum may merge several proposals appended within its linger time into
+		// one batch (each proposal stays whole), so a committed batch ends exactly
+		// where one of the in-flight appends ends and covers every append before it.
+		i := 0
+		for i < n && c.inflight[i].lastOffset < b.LastOffset {
+			i++
 		}
-		c.committed, c.inflight = head.view, c.inflight[1:]
+		if i == n || c.inflight[i].lastOffset != b.LastOffset {
+			panic(fmt.Sprintf("controller: committed batch %d-%d does not end where an appended batch ends (first in flight ends at %d)",
+				b.BaseOffset, b.LastOffset, c.inflight[0].lastOffset))
+		}
+		c.committed, c.inflight = c.inflight[i].view, c.inflight[i+1:]
 		return nil
 	}
 	if b.Control {
