@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/kraftd/kraftd/broker"
 	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/quorum"
 )
@@ -22,6 +23,42 @@ import (
 type Component interface {
 	Start(ctx context.Context) error
 	Stop(ctx context.Context) error
+}
+
+// preparer is a component with work to do before any component starts: building
+// itself once the cluster id is known, registering handlers and quorum listeners.
+type preparer interface {
+	Prepare(ctx context.Context) error
+}
+
+// resolveEphemeralPorts replaces port 0 in listeners (and the matching advertised
+// listeners and voters) with a free port chosen now, so that what a broker registers
+// and what voters dial are real addresses. The port is free when chosen; another
+// process could take it before Start binds it, which then fails loudly.
+func resolveEphemeralPorts(cfg *Config) error {
+	for i, l := range cfg.Listeners {
+		if l.Port != 0 {
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(l.Host, "0"))
+		if err != nil {
+			return fmt.Errorf("app: choosing a port for listener %s: %w", l.Name, err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		cfg.Listeners[i].Port = port
+		for j, al := range cfg.AdvertisedListeners {
+			if al.Name == l.Name && al.Port == 0 {
+				cfg.AdvertisedListeners[j].Port = port
+			}
+		}
+		for j, v := range cfg.QuorumVoters {
+			if v.ID == cfg.NodeID && v.Port == 0 && contains(cfg.ControllerListenerNames, l.Name) {
+				cfg.QuorumVoters[j].Port = port
+			}
+		}
+	}
+	return nil
 }
 
 type lifecycle int
@@ -52,6 +89,7 @@ type App struct {
 
 	quorum     *quorumRole
 	controller *controllerRole
+	broker     *brokerRole
 	// fatal receives the first error that must stop the process (a failed fsync, a
 	// broken quorum invariant); main waits on it next to the signals.
 	fatal     chan error
@@ -83,6 +121,10 @@ func New(cfg Config) (*App, error) {
 	}
 	a.metrics = newMetrics(a.log)
 	a.fatal = make(chan error, 1)
+	if err := resolveEphemeralPorts(&a.cfg); err != nil {
+		return nil, err
+	}
+	cfg = a.cfg
 	listeners := make([]protocol.ListenerConfig, 0, len(cfg.Listeners))
 	for _, l := range cfg.Listeners {
 		reg := protocol.NewRegistry()
@@ -104,20 +146,26 @@ func New(cfg Config) (*App, error) {
 	return a, nil
 }
 
-// addRoles adds the components of the configured roles in start order: state machines
-// that listen to the quorum first (they must be registered before it delivers
-// anything), then the quorum replica itself. Stop runs in reverse, so the quorum
-// resigns its leadership before the controller stops.
+// addRoles adds the components of the configured roles. Every role is built in its
+// Prepare, before anything starts, so the controller and the broker's metadata
+// publisher are registered as quorum listeners before the first committed batch.
+// Start order is quorum, controller, broker; Stop runs in reverse, so a broker's
+// controlled shutdown still reaches a running controller and quorum, and the quorum
+// resigns its leadership last.
 func (a *App) addRoles() {
 	if a.cfg.Mode != ModeKRaft || !(a.cfg.HasRole(RoleController) || a.cfg.HasRole(RoleBroker)) {
 		return
 	}
 	a.quorum = newQuorumRole(a)
+	a.components = append(a.components, namedComponent{name: "quorum", c: a.quorum})
 	if a.cfg.HasRole(RoleController) {
 		a.controller = &controllerRole{a: a}
 		a.components = append(a.components, namedComponent{name: "controller", c: a.controller})
 	}
-	a.components = append(a.components, namedComponent{name: "quorum", c: a.quorum})
+	if a.cfg.HasRole(RoleBroker) {
+		a.broker = &brokerRole{a: a}
+		a.components = append(a.components, namedComponent{name: "broker", c: a.broker})
+	}
 }
 
 // Fatal delivers the first error after which the node cannot go on safely. The
@@ -126,6 +174,14 @@ func (a *App) Fatal() <-chan error { return a.fatal }
 
 func (a *App) reportFatal(err error) {
 	a.fatalOnce.Do(func() { a.fatal <- err })
+}
+
+// Broker is the node's broker (nil before Start or without the broker role).
+func (a *App) Broker() *broker.Broker {
+	if a.broker == nil {
+		return nil
+	}
+	return a.broker.Broker()
 }
 
 // Quorum is the node's running KRaft replica (nil before Start or in zk-legacy mode).
@@ -195,6 +251,13 @@ func (a *App) Start(ctx context.Context) error {
 		return err
 	}
 	a.clusterID = clusterID
+	for _, nc := range a.components {
+		if p, ok := nc.c.(preparer); ok {
+			if err := p.Prepare(ctx); err != nil {
+				return fmt.Errorf("app: preparing %s: %w", nc.name, err)
+			}
+		}
+	}
 	for _, nc := range a.components {
 		if err := nc.c.Start(ctx); err != nil {
 			return errors.Join(fmt.Errorf("app: starting %s: %w", nc.name, err), a.stopComponents(ctx))

@@ -11,9 +11,8 @@ import (
 )
 
 // controllerRole runs the quorum controller on a node with the controller role. It is
-// created in Start (the cluster id is known only after storage was prepared) and must
-// start before the quorum role, so that it is registered as a listener before the first
-// committed batch is delivered and its handlers are in place before the server listens.
+// built in Prepare (the cluster id is known only after storage was prepared), which
+// registers it as a quorum listener and serves its handlers before anything starts.
 type controllerRole struct {
 	a  *App
 	mu sync.Mutex
@@ -32,8 +31,8 @@ func (p quorumProposer) Propose(ctx context.Context, epoch int32, recs []raftlog
 	return p.q.Node().Propose(ctx, epoch, recs)
 }
 
-// Start is called by App.Start with the App lock held; it reads App fields directly.
-func (r *controllerRole) Start(ctx context.Context) error {
+// Prepare is called by App.Start with the App lock held; it reads App fields directly.
+func (r *controllerRole) Prepare(ctx context.Context) error {
 	cfg := &r.a.cfg
 	voters := make([]controller.Voter, 0, len(cfg.QuorumVoters))
 	for _, v := range cfg.QuorumVoters {
@@ -60,14 +59,14 @@ func (r *controllerRole) Start(ctx context.Context) error {
 		}
 	}
 	r.a.quorum.addListener(c)
-	if err := c.Start(); err != nil {
-		return err
-	}
 	r.mu.Lock()
 	r.c = c
 	r.mu.Unlock()
 	return nil
 }
+
+// Start runs the controller's event loop.
+func (r *controllerRole) Start(context.Context) error { return r.Controller().Start() }
 
 func (r *controllerRole) Stop(context.Context) error {
 	r.mu.Lock()

@@ -1,0 +1,95 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/kraftd/kraftd/broker"
+)
+
+// brokerRole runs the KRaft broker: registration and heartbeats with the active
+// controller, the metadata publisher fed by the quorum (as an observer on a
+// broker-only node, or sharing the voter on a combined node), and the client APIs on
+// every listener that is not a controller listener.
+type brokerRole struct {
+	a  *App
+	mu sync.Mutex
+	b  *broker.Broker
+}
+
+// Prepare builds the broker; called by App.Start with the App lock held.
+func (r *brokerRole) Prepare(context.Context) error {
+	cfg := &r.a.cfg
+	var listeners []broker.Endpoint
+	for _, l := range cfg.EffectiveAdvertisedListeners() {
+		listeners = append(listeners, broker.Endpoint{Name: l.Name, Host: l.Host, Port: uint16(l.Port)})
+	}
+	ctrl := make(map[int32]string, len(cfg.QuorumVoters))
+	for _, v := range cfg.QuorumVoters {
+		ctrl[v.ID] = joinHostPort(v.Host, v.Port)
+	}
+	controllerListener := ""
+	if len(cfg.ControllerListenerNames) > 0 {
+		controllerListener = cfg.ControllerListenerNames[0]
+	}
+	b, err := broker.New(broker.Config{
+		NodeID:                       cfg.NodeID,
+		ClusterID:                    r.a.clusterID,
+		Rack:                         cfg.BrokerRack,
+		Listeners:                    listeners,
+		ControllerAddrs:              ctrl,
+		ControllerListenerName:       controllerListener,
+		HeartbeatIntervalMs:          int64(cfg.BrokerHeartbeatIntervalMs),
+		SessionTimeoutMs:             int64(cfg.BrokerSessionTimeoutMs),
+		InitialRegistrationTimeoutMs: cfg.InitialBrokerRegistrationTimeoutMs,
+		ControllerRequestTimeoutMs:   int64(cfg.QuorumRequestTimeoutMs),
+		AutoCreateTopicsEnable:       cfg.AutoCreateTopicsEnable,
+		DefaultNumPartitions:         cfg.NumPartitions,
+		DefaultReplicationFactor:     cfg.DefaultReplicationFactor,
+		OnFatal:                      r.a.reportFatal,
+		Logger:                       cfg.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	for _, l := range cfg.BrokerEndpoints() {
+		if reg := r.a.registries[l.Name]; reg != nil {
+			b.RegisterHandlers(reg)
+		}
+	}
+	r.a.quorum.addListener(b.Listener())
+	for _, c := range b.Collectors() {
+		if err := r.a.metrics.registry.Register(c); err != nil {
+			return fmt.Errorf("broker metrics: %w", err)
+		}
+	}
+	r.mu.Lock()
+	r.b = b
+	r.mu.Unlock()
+	return nil
+}
+
+// Start begins registration; it returns at once (a combined node's own controller
+// listener is not serving yet).
+func (r *brokerRole) Start(ctx context.Context) error { return r.Broker().Start(ctx) }
+
+// Stop runs a controlled shutdown (WantShutDown until the controller says
+// ShouldShutdown, bounded by ctx) and stops the broker.
+func (r *brokerRole) Stop(ctx context.Context) error {
+	b := r.Broker()
+	if b == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return b.Stop(ctx)
+}
+
+// Broker is the running broker or nil.
+func (r *brokerRole) Broker() *broker.Broker {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.b
+}

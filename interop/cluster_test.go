@@ -1,0 +1,177 @@
+package interop
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kraftd/kraftd/cmd/kraftd/app"
+)
+
+// cluster is a KRaft cluster of in-process kraftd nodes on 127.0.0.1, each an
+// app.App with its own data directory, built like `kraftd` processes would be.
+type cluster struct {
+	t           *testing.T
+	clusterID   string
+	controllers []int32
+	voters      string
+	ctrlPorts   map[int32]int
+	brokerPorts map[int32]int
+	dirs        map[int32]string
+	nodes       map[int32]*app.App
+}
+
+type clusterOpts struct {
+	controllers, brokers int
+	overrides            []app.Setting
+}
+
+// Opt configures newCluster (STYLE rule 18: options for the test builder only).
+type Opt func(*clusterOpts)
+
+func Controllers(n int) Opt { return func(o *clusterOpts) { o.controllers = n } }
+func Brokers(n int) Opt     { return func(o *clusterOpts) { o.brokers = n } }
+func Override(key, value string) Opt {
+	return func(o *clusterOpts) { o.overrides = append(o.overrides, app.Setting{Key: key, Value: value}) }
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// newCluster starts controllers 1..C (controller role) and brokers C+1..C+B (broker
+// role) with short timeouts, and stops them all when the test ends.
+func newCluster(t *testing.T, opts ...Opt) *cluster {
+	o := clusterOpts{controllers: 1, brokers: 1}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	id, err := app.RandomUUID(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{t: t, clusterID: id.String(), ctrlPorts: map[int32]int{}, brokerPorts: map[int32]int{},
+		dirs: map[int32]string{}, nodes: map[int32]*app.App{}}
+	var vs []string
+	for i := 1; i <= o.controllers; i++ {
+		nid := int32(i)
+		c.controllers = append(c.controllers, nid)
+		c.ctrlPorts[nid] = freePort(t)
+		vs = append(vs, fmt.Sprintf("%d@127.0.0.1:%d", nid, c.ctrlPorts[nid]))
+	}
+	c.voters = strings.Join(vs, ",")
+	for i := 1; i <= o.brokers; i++ {
+		c.brokerPorts[int32(o.controllers+i)] = freePort(t)
+	}
+	t.Cleanup(c.stopAll)
+	for nid := range c.ctrlPorts {
+		c.start(nid, o.overrides)
+	}
+	for nid := range c.brokerPorts {
+		c.start(nid, o.overrides)
+	}
+	return c
+}
+
+func (c *cluster) settings(nid int32) []app.Setting {
+	if c.dirs[nid] == "" {
+		c.dirs[nid] = c.t.TempDir()
+	}
+	s := []app.Setting{
+		{Key: "node.id", Value: fmt.Sprint(nid)},
+		{Key: "controller.listener.names", Value: "CONTROLLER"},
+		{Key: "controller.quorum.voters", Value: c.voters},
+		{Key: "log.dirs", Value: c.dirs[nid]},
+		{Key: "cluster.id", Value: c.clusterID},
+		{Key: "controller.quorum.election.timeout.ms", Value: "300"},
+		{Key: "controller.quorum.fetch.timeout.ms", Value: "600"},
+		{Key: "controller.quorum.election.backoff.max.ms", Value: "200"},
+		{Key: "broker.heartbeat.interval.ms", Value: "200"},
+		{Key: "broker.session.timeout.ms", Value: "1500"},
+	}
+	if p, ok := c.ctrlPorts[nid]; ok {
+		return append(s, app.Setting{Key: "process.roles", Value: "controller"},
+			app.Setting{Key: "listeners", Value: fmt.Sprintf("CONTROLLER://127.0.0.1:%d", p)})
+	}
+	return append(s, app.Setting{Key: "process.roles", Value: "broker"},
+		app.Setting{Key: "listeners", Value: fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", c.brokerPorts[nid])})
+}
+
+func (c *cluster) start(nid int32, overrides []app.Setting) *app.App {
+	c.t.Helper()
+	cfg, err := app.LoadConfig(c.settings(nid), overrides)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	a, err := app.New(cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := a.Start(context.Background()); err != nil {
+		c.t.Fatalf("node %d: %v", nid, err)
+	}
+	c.nodes[nid] = a
+	return a
+}
+
+func (c *cluster) stop(nid int32) {
+	a := c.nodes[nid]
+	if a == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Stop(ctx); err != nil {
+		c.t.Logf("stopping node %d: %v", nid, err)
+	}
+	delete(c.nodes, nid)
+}
+
+// stopAll stops brokers first (their controlled shutdown needs the controllers).
+func (c *cluster) stopAll() {
+	for nid := range c.brokerPorts {
+		c.stop(nid)
+	}
+	for nid := range c.ctrlPorts {
+		c.stop(nid)
+	}
+}
+
+// bootstrap is the brokers' client addresses.
+func (c *cluster) bootstrap() []string {
+	var out []string
+	for nid, p := range c.brokerPorts {
+		if c.nodes[nid] != nil {
+			out = append(out, fmt.Sprintf("127.0.0.1:%d", p))
+		}
+	}
+	return out
+}
+
+func (c *cluster) brokerAddr(nid int32) string {
+	return fmt.Sprintf("127.0.0.1:%d", c.brokerPorts[nid])
+}
+
+// waitFor polls cond every 10 ms until it holds or timeout passes.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.After(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline:
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		case <-tick.C:
+		}
+	}
+}
