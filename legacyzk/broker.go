@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -52,6 +53,9 @@ type Broker struct {
 	ctrl   *controller
 	self   BrokerInfo
 	closed atomic.Bool
+	// crashTimer closes the session of a crashed node; set on the
+	// controller loop before it exits, read by Close after it exited.
+	crashTimer *time.Timer
 
 	clusterID   string
 	brokerEpoch atomic.Int64 // czxid of our registration
@@ -171,9 +175,13 @@ func (b *Broker) registerSelf(ctx context.Context, st Store) error {
 	return nil
 }
 
-// onCrash is the CrashAfterZkWrite fault: the whole node dies.
+// onCrash is the CrashAfterZkWrite fault: the whole node dies; its
+// session lingers until "ZooKeeper expires it" (CrashSessionLingerMs).
+// It runs on the controller loop, which exits right after.
 func (b *Broker) onCrash() {
 	b.server.Close()
+	st := b.ctrl.currentStore()
+	b.crashTimer = time.AfterFunc(time.Duration(b.cfg.CrashSessionLingerMs)*time.Millisecond, func() { st.Close() })
 }
 
 func (b *Broker) stopNet() {
@@ -193,6 +201,9 @@ func (b *Broker) Close() error {
 		return nil
 	}
 	b.ctrl.stop()
+	if b.crashTimer != nil {
+		b.crashTimer.Stop()
+	}
 	b.ctrl.currentStore().Close()
 	b.stopNet()
 	return nil

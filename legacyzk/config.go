@@ -52,6 +52,12 @@ type Config struct {
 	// a session loss (default 100).
 	RetryBackoffMs int
 
+	// CrashSessionLingerMs is how long the ZooKeeper session of a node
+	// killed by the CrashAfterZkWrite fault outlives it: a dead process's
+	// ephemerals go only when ZooKeeper expires its session. Default: the
+	// session timeout (Zk.SessionTimeoutMs, 18000 if unset).
+	CrashSessionLingerMs int
+
 	Logger *zap.Logger
 	// Now is the wall clock for znode timestamps (default time.Now).
 	Now func() time.Time
@@ -81,6 +87,8 @@ func (c *Config) Validate() error {
 	defaults(&c.ControlledShutdownMaxRetries, 3)
 	defaults(&c.ControlledShutdownRetryBackoffMs, 5000)
 	defaults(&c.RetryBackoffMs, 100)
+	defaults(&c.CrashSessionLingerMs, c.Zk.SessionTimeoutMs)
+	defaults(&c.CrashSessionLingerMs, DefaultSessionTimeoutMs)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

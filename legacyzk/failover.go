@@ -220,12 +220,12 @@ func (c *controller) sendPushes(pushes []Push, tr *pushTracker) error {
 	return nil
 }
 
-// crash is CrashAfterZkWrite: drop everything and close the session, so
-// ZooKeeper deletes our ephemerals at once, as for a dead process.
+// crash is CrashAfterZkWrite: drop every queued push and stop the node;
+// the broker keeps the session open for CrashSessionLingerMs, as ZooKeeper
+// keeps a dead process's session until it times out.
 func (c *controller) crash() {
 	c.crashed.Store(true)
 	c.resign()
-	c.currentStore().Close()
 	if c.onCrash != nil {
 		c.onCrash()
 	}

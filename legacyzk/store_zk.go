@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -83,6 +84,7 @@ type ZkStore struct {
 	chroot string
 	events *eventQueue
 	log    *zap.Logger
+	once   sync.Once
 }
 
 var _ Store = (*ZkStore)(nil)
@@ -325,10 +327,12 @@ func (s *ZkStore) SessionID() int64 { return s.conn.SessionID() }
 
 // Close closes the session: ZooKeeper deletes its ephemerals at once.
 func (s *ZkStore) Close() error {
-	if s.conn != nil {
-		s.conn.Close()
-	}
-	s.events.close()
+	s.once.Do(func() {
+		if s.conn != nil {
+			s.conn.Close()
+		}
+		s.events.close()
+	})
 	return nil
 }
 
