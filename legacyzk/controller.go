@@ -219,6 +219,7 @@ func (c *controller) onPushResponse(target int32, req kmsg.Request, resp kmsg.Re
 		code = r.ErrorCode
 	}
 	if code != 0 {
+		c.stats.observeRejected(code)
 		c.log.Info("broker rejected push", zap.Int32("target", target), zap.Int16("key", req.Key()), zap.Int16("error", code))
 	}
 }

@@ -214,11 +214,21 @@ func (c *controller) sendPushes(pushes []Push, tr *pushTracker) error {
 		case <-c.ctx.Done():
 			return ErrClosed
 		}
+		// The zombie wakes up with its requests already on their way: let
+		// the senders deliver them before the loop can notice the lost
+		// session (which would drop the queues). In Kafka this is a race
+		// between the send threads and the event thread; here the zombie
+		// always wins it, so the fencing is what stops its pushes.
+		c.chans.drain(c.ctx, zombieDrainTimeout)
 		return nil
 	}
 	c.chans.send(pushes, tr)
 	return nil
 }
+
+// zombieDrainTimeout bounds how long a resumed zombie lets its senders
+// deliver what they hold.
+const zombieDrainTimeout = 2 * time.Second
 
 // crash is CrashAfterZkWrite: drop every queued push and stop the node;
 // the broker keeps the session open for CrashSessionLingerMs, as ZooKeeper

@@ -205,6 +205,27 @@ func (m *channelManager) queueSizes() map[int32]int64 {
 	return out
 }
 
+// drain waits until every sender's queue is empty (or timeout or ctx).
+func (m *channelManager) drain(ctx context.Context, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for time.Now().Before(deadline) {
+		empty := true
+		for _, s := range m.senders {
+			empty = empty && s.size.Load() == 0
+		}
+		if empty {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 func (m *channelManager) shutdown() {
 	for id := range m.senders {
 		m.removeBroker(id)

@@ -17,6 +17,28 @@ type Stats struct {
 	stateChanges      int64
 	stateChangeWrites time.Duration
 	pushes            map[int16]pushStat
+	rejected          map[int16]int64 // error code -> pushes answered with it
+}
+
+// RejectedPushes counts pushes that brokers answered with a top-level
+// error, by error code (e.g. 11 STALE_CONTROLLER_EPOCH for a zombie's).
+func (s *Stats) RejectedPushes() map[int16]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[int16]int64{}
+	for k, v := range s.rejected {
+		out[k] = v
+	}
+	return out
+}
+
+func (s *Stats) observeRejected(code int16) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rejected == nil {
+		s.rejected = map[int16]int64{}
+	}
+	s.rejected[code]++
 }
 
 // FailoverTiming is one controller failover.
