@@ -165,9 +165,9 @@ func (p *devProc) wait(t *testing.T) error {
 	}
 }
 
-// alive reports whether pid is still a process (our children are reaped by
+// processAlive reports whether pid is still a process (our children are reaped by
 // kraftd dev, so an exited one is gone, not a zombie).
-func alive(pid int) bool {
+func processAlive(pid int) bool {
 	return syscall.Kill(pid, 0) == nil
 }
 
@@ -197,10 +197,9 @@ func TestProcessDevCluster(t *testing.T) {
 	if err := tryApiVersions(bootstrap); err != nil {
 		t.Fatalf("broker %s: %v", bootstrap, err)
 	}
-	st := waitQuorumLeader(t, bin, controllers[0])
-	if !strings.Contains(st["CurrentObservers"], `"id": 4`) {
-		t.Errorf("the broker is not an observer of the quorum: %v", st)
-	}
+	// Only the quorum is asserted: what a broker serves beyond ApiVersions
+	// is not kraftd dev's business.
+	waitQuorumLeader(t, bin, controllers, p.err)
 
 	// A node that dies is reported; the others keep running.
 	if err := syscall.Kill(pids[4], syscall.SIGKILL); err != nil {
@@ -218,7 +217,7 @@ func TestProcessDevCluster(t *testing.T) {
 		t.Fatalf("kraftd dev after SIGINT: %v\nstderr:\n%s", err, p.err.String())
 	}
 	for id, pid := range pids {
-		if alive(pid) {
+		if processAlive(pid) {
 			t.Errorf("node %d (pid %d) outlived kraftd dev", id, pid)
 		}
 	}
@@ -232,15 +231,16 @@ func TestProcessDevCluster(t *testing.T) {
 	}
 }
 
-// waitQuorumLeader polls `kraftd quorum describe --status` until a leader
-// has committed something, and returns the status fields.
-func waitQuorumLeader(t *testing.T, bin, addr string) map[string]string {
+// waitQuorumLeader polls `kraftd quorum describe --status` on each
+// controller in turn until one reports a leader that has committed
+// something.
+func waitQuorumLeader(t *testing.T, bin string, controllers []string, logs *syncBuffer) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	var last string
-	for time.Now().Before(deadline) {
+	for i := 0; time.Now().Before(deadline); i++ {
 		out, err := exec.Command(bin, "quorum", "describe", "--status", "--timeout", "2s",
-			"--bootstrap-controller", addr).CombinedOutput()
+			"--bootstrap-controller", controllers[i%len(controllers)]).CombinedOutput()
 		last = string(out)
 		if err == nil {
 			st := map[string]string{}
@@ -251,14 +251,13 @@ func waitQuorumLeader(t *testing.T, bin, addr string) map[string]string {
 			}
 			id, _ := strconv.Atoi(st["LeaderId"])
 			hw, _ := strconv.Atoi(st["HighWatermark"])
-			if id >= 1 && id <= 3 && hw > 0 {
-				return st
+			if id >= 1 && id <= len(controllers) && hw > 0 {
+				return
 			}
 		}
 		waitABit()
 	}
-	t.Fatalf("no quorum leader via %s; last answer:\n%s", addr, last)
-	return nil
+	t.Fatalf("no quorum leader; last answer:\n%s\nlogs:\n%s", last, logs.String())
 }
 
 func TestProcessDevStartFailure(t *testing.T) {

@@ -2,6 +2,9 @@
 //
 //	kraftd [--config server.properties] [--override key=value]... [flags]
 //	kraftd storage format|random-uuid|info
+//	kraftd quorum describe --status|--replication --bootstrap-controller host:port
+//	kraftd metadata dump <segment.log|snapshot.checkpoint|dir>...
+//	kraftd dev --controllers N --brokers M [--base-port P] [--dir DIR]
 //	kraftd version
 //
 // This package is the only one that parses flags (pflag) and builds the zap
@@ -13,4 +16,9 @@
 // Goroutines: main runs the node in its own goroutine and waits for
 // SIGINT/SIGTERM through signal.NotifyContext; on a signal it calls
 // app.Stop with a deadline and exits 0 if the stop was clean.
+//
+// kraftd dev is a supervisor, not a node: it re-executes this binary once per
+// node and owns one waiter goroutine per child (exec.Cmd adds two copying
+// goroutines per child for its output); it stops the children, brokers
+// first, on SIGINT/SIGTERM and waits for every one before it exits.
 package main

@@ -162,6 +162,9 @@ Usage:
   kraftd storage format --cluster-id ID [same flags] [--ignore-formatted]
   kraftd storage random-uuid
   kraftd storage info [same flags]
+  kraftd quorum describe --status|--replication --bootstrap-controller host:port
+  kraftd metadata dump <segment.log|snapshot.checkpoint|dir>...
+  kraftd dev --controllers N --brokers M [--base-port P] [--dir DIR]
   kraftd version
 
 With no configuration at all, kraftd runs one combined broker+controller on

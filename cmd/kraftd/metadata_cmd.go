@@ -292,9 +292,9 @@ type batchScanner struct {
 	buf  []byte
 }
 
-// logOverhead is the batch prefix that batchLength does not count: the
+// batchLogOverhead is the batch prefix that batchLength does not count: the
 // baseOffset and batchLength fields themselves.
-const logOverhead = 12
+const batchLogOverhead = 12
 
 // next returns the batch at pos; io.EOF at a clean end of file. A batch
 // that runs past the end of the file is a torn tail (errDumpTorn); one
@@ -304,18 +304,18 @@ func (s *batchScanner) next() (raftlog.Batch, error) {
 	if left == 0 {
 		return raftlog.Batch{}, io.EOF
 	}
-	if left < logOverhead {
+	if left < batchLogOverhead {
 		return raftlog.Batch{}, fmt.Errorf("%w: %d bytes at position %d", errDumpTorn, left, s.pos)
 	}
-	head, err := s.r.Peek(logOverhead)
+	head, err := s.r.Peek(batchLogOverhead)
 	if err != nil {
 		return raftlog.Batch{}, fmt.Errorf("metadata dump: read at position %d: %w", s.pos, err)
 	}
 	length := int64(int32(binary.BigEndian.Uint32(head[8:])))
-	if length < raftlog.BatchHeaderSize-logOverhead {
+	if length < raftlog.BatchHeaderSize-batchLogOverhead {
 		return raftlog.Batch{}, fmt.Errorf("%w at position %d: batch length %d", errDumpCorrupt, s.pos, length)
 	}
-	size := length + logOverhead
+	size := length + batchLogOverhead
 	if size > left {
 		return raftlog.Batch{}, fmt.Errorf("%w: a batch of %d bytes at position %d, %d bytes left",
 			errDumpTorn, size, s.pos, left)
@@ -348,13 +348,13 @@ type batchHeader struct {
 
 // Attribute bits of a RecordBatch v2 (Kafka's DefaultRecordBatch).
 const (
-	attrLogAppendTime = 0x08
-	attrTransactional = 0x10
-	attrControl       = 0x20
-	attrDeleteHorizon = 0x40
-	noSequence        = -1
-	noTimestamp       = -1
-	maxSequence       = 1<<31 - 1
+	batchAttrLogAppendTime = 0x08
+	batchAttrTransactional = 0x10
+	batchAttrControl       = 0x20
+	batchAttrDeleteHorizon = 0x40
+	noSequence             = -1
+	noTimestamp            = -1
+	maxSequence            = 1<<31 - 1
 )
 
 // readBatchHeader decodes the fixed header of a batch that ParseBatch has
@@ -376,7 +376,7 @@ func readBatchHeader(b raftlog.Batch) batchHeader {
 }
 
 func (h batchHeader) timestampType() string {
-	if h.attributes&attrLogAppendTime != 0 {
+	if h.attributes&batchAttrLogAppendTime != 0 {
 		return "LogAppendTime"
 	}
 	return "CreateTime"
@@ -395,7 +395,7 @@ func (h batchHeader) sequenceAt(delta int32) int32 {
 }
 
 func (h batchHeader) deleteHorizonMs() int64 {
-	if h.attributes&attrDeleteHorizon != 0 {
+	if h.attributes&batchAttrDeleteHorizon != 0 {
 		return h.baseTimestamp
 	}
 	return noTimestamp
@@ -408,8 +408,8 @@ func printBatchLine(w io.Writer, b raftlog.Batch, pos int64) {
 		" producerId: %d producerEpoch: %d partitionLeaderEpoch: %d isTransactional: %t"+
 		" isControl: %t deleteHorizonMs: %d",
 		b.BaseOffset, b.LastOffset, h.count, h.baseSequence, h.sequenceAt(h.lastDelta),
-		h.producerID, h.producerEpoch, b.Epoch, h.attributes&attrTransactional != 0,
-		h.attributes&attrControl != 0, h.deleteHorizonMs())
+		h.producerID, h.producerEpoch, b.Epoch, h.attributes&batchAttrTransactional != 0,
+		h.attributes&batchAttrControl != 0, h.deleteHorizonMs())
 	// ParseBatch refuses compressed batches and bad checksums, so a batch
 	// that reaches here is uncompressed and valid.
 	fmt.Fprintf(w, " position: %d %s: %d size: %d magic: 2 compresscodec: none crc: %d isvalid: true\n",
@@ -421,20 +421,18 @@ func printBatchLine(w io.Writer, b raftlog.Batch, pos int64) {
 // be decoded is reported in place, with its offset, and counted.
 func printRecordLine(w io.Writer, h batchHeader, rec raftlog.Record, st *dumpStats) {
 	ts := rec.TimestampMs
-	if h.attributes&attrLogAppendTime != 0 {
+	if h.attributes&batchAttrLogAppendTime != 0 {
 		ts = h.maxTimestamp // Kafka reports the batch's append time for every record
 	}
 	// raftlog.Record does not keep record headers; KRaft never writes any.
 	fmt.Fprintf(w, "| offset: %d %s: %d keySize: %d valueSize: %d sequence: %d headerKeys: []",
-		rec.Offset, h.timestampType(), ts, size(rec.Key), size(rec.Value),
+		rec.Offset, h.timestampType(), ts, nullableLen(rec.Key), nullableLen(rec.Value),
 		h.sequenceAt(int32(rec.Offset-h.baseOffset)))
-	text, err, prefix := "", error(nil), " payload: "
-	if h.attributes&attrControl != 0 {
-		text, err = controlText(rec)
-		prefix = " "
-	} else {
-		text, err = payloadText(rec)
+	render, prefix := payloadText, " payload: "
+	if h.attributes&batchAttrControl != 0 {
+		render, prefix = controlText, " "
 	}
+	text, err := render(rec)
 	if err != nil {
 		if text == "" {
 			text = fmt.Sprintf("%sError at offset %d, skipping. %v", prefix, rec.Offset, err)
@@ -447,8 +445,8 @@ func printRecordLine(w io.Writer, h batchHeader, rec raftlog.Record, st *dumpSta
 	fmt.Fprintf(w, "%s\n", text)
 }
 
-// size is Kafka's keySize/valueSize: -1 for null.
-func size(b []byte) int {
+// nullableLen is Kafka's keySize/valueSize: -1 for null.
+func nullableLen(b []byte) int {
 	if b == nil {
 		return -1
 	}
