@@ -53,6 +53,10 @@ type Config struct {
 	Rand *rand.Rand
 	// Logger receives state transitions at info and per-request lines at debug.
 	Logger *zap.Logger
+
+	// Snapshots reads local snapshot files to serve FetchSnapshot; nil serves none
+	// (every FetchSnapshot gets SNAPSHOT_NOT_FOUND).
+	Snapshots SnapshotSource
 }
 
 // AppendLingerMsNone as Config.AppendLingerMs makes every Propose drain at once.

@@ -14,6 +14,12 @@ func (r *Raft) handleFetch(nowMs int64, m Message) {
 		return
 	}
 	resp := &FetchResponse{}
+	if id := r.snapshotForFetch(req); id != nil {
+		resp.SnapshotID = id
+		r.noteFetcher(nowMs, req, false)
+		r.replyFetch(m, resp)
+		return
+	}
 	if div := r.divergence(req.FetchOffset, req.LastFetchedEpoch); div != nil {
 		resp.DivergingEpoch = div
 		r.noteFetcher(nowMs, req, false)

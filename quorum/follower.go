@@ -24,6 +24,8 @@ type followerState struct {
 	fetchedOK bool
 	// rediscover: send the next Fetch to a random voter rather than the leader.
 	rediscover bool
+	// snap is a snapshot download in progress: FetchSnapshot replaces Fetch until done.
+	snap *snapshotFetch
 }
 
 func (f *followerState) nextDeadlineMs() int64 {
@@ -59,6 +61,9 @@ func (r *Raft) maybeSendFetch(nowMs int64) {
 	to := r.leaderID
 	if f.rediscover {
 		to = r.randomVoter()
+	} else if f.snap != nil {
+		f.inflight = r.sendFetchSnapshot(to, f.snap)
+		return
 	}
 	f.inflight = r.sendFetch(to)
 }
@@ -140,9 +145,7 @@ func (r *Raft) applyFetchedData(resp *FetchResponse) error {
 	case resp.DivergingEpoch != nil:
 		return r.truncateDiverged(*resp.DivergingEpoch)
 	case resp.SnapshotID != nil:
-		// Snapshot download (KIP-630) belongs to the snapshot issue; until then the
-		// follower keeps asking and the driver sees the id in the debug log.
-		r.debugf("%d must fetch snapshot (%d,%d)", r.cfg.NodeID, resp.SnapshotID.EndOffset, resp.SnapshotID.Epoch)
+		r.startSnapshotFetch(*resp.SnapshotID)
 		return nil
 	}
 	leo := r.log.endOffset()

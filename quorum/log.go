@@ -37,7 +37,9 @@ type raftLog struct {
 
 func newRaftLog(l raftlog.Loaded) (*raftLog, error) {
 	rl := &raftLog{startOffset: l.StartOffset, pendingTruncate: -1}
-	if l.Snapshot != nil {
+	if l.Snapshot != nil && l.Snapshot.EndOffset == l.StartOffset {
+		// Only a snapshot ending exactly at the log start tells the epoch before it; a
+		// log that starts below the latest snapshot (retention kept it) has its own.
 		rl.startEpoch = l.Snapshot.Epoch
 	}
 	for _, b := range l.Batches {

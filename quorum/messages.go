@@ -40,11 +40,14 @@ type Message struct {
 	EndEpochResp   *EndQuorumEpochResponse
 	Fetch          *FetchRequest
 	FetchResp      *FetchResponse
+
+	FetchSnapshot     *FetchSnapshotRequest
+	FetchSnapshotResp *FetchSnapshotResponse
 }
 
 // IsRequest reports whether m carries a request payload.
 func (m Message) IsRequest() bool {
-	return m.Vote != nil || m.BeginEpoch != nil || m.EndEpoch != nil || m.Fetch != nil
+	return m.Vote != nil || m.BeginEpoch != nil || m.EndEpoch != nil || m.Fetch != nil || m.FetchSnapshot != nil
 }
 
 // VoteRequest is Kafka's Vote (API key 52) for the __cluster_metadata partition.
@@ -173,6 +176,10 @@ func (m Message) String() string {
 		b.WriteString(" " + m.Fetch.String())
 	case m.FetchResp != nil:
 		b.WriteString(" " + m.FetchResp.String())
+	case m.FetchSnapshot != nil:
+		b.WriteString(" " + m.FetchSnapshot.String())
+	case m.FetchSnapshotResp != nil:
+		b.WriteString(" " + m.FetchSnapshotResp.String())
 	default:
 		b.WriteString(" <empty>")
 	}

@@ -73,6 +73,13 @@ type Raft struct {
 	hw      int64
 	applied int64
 
+	// snapshot is the newest complete local snapshot (nil: none).
+	snapshot *raftlog.SnapshotID
+	// snapChunks are downloaded chunks not yet handed out in a Ready.
+	snapChunks []SnapshotChunk
+	// loadSnapshot: a download completed; the next Ready tells the driver to load it.
+	loadSnapshot *raftlog.SnapshotID
+
 	// electionDeadlineMs: Unattached/Prospective/Candidate/Resigned election timer.
 	electionDeadlineMs int64
 	// backoffDeadlineMs: a Candidate waiting out its election backoff.
@@ -130,6 +137,14 @@ func NewRaft(cfg Config, loaded raftlog.Loaded, nowMs int64) (*Raft, error) {
 		applied:   rl.startOffset,
 		noPreVote: map[int32]bool{},
 		nowMs:     nowMs,
+	}
+	if s := loaded.Snapshot; s != nil {
+		// A restarted node reloads its listeners from the latest snapshot and replays
+		// only the log after it; the snapshot was at or below the high watermark.
+		id := *s
+		r.snapshot = &id
+		r.hw = max(r.hw, min(id.EndOffset, rl.endOffset()))
+		r.applied = r.hw
 	}
 	r.resetTimers()
 	r.initialize(loaded.State, nowMs)

@@ -38,13 +38,22 @@ type Ready struct {
 	HighWatermark int64
 	SoftState     *SoftState
 
+	// SnapshotChunks are downloaded snapshot bytes to append to the partial file
+	// before step 2 (Position 0 starts a new file).
+	SnapshotChunks []SnapshotChunk
+	// LoadSnapshot, when set, completes the download: validate and commit the partial
+	// file, reset the log to start at its end (instead of TruncateTo), make that
+	// durable, and load it into the state machine before applying Committed.
+	LoadSnapshot *raftlog.SnapshotID
+
 	flushEnd int64
 }
 
 // HasReady reports whether Ready would return any work.
 func (r *Raft) HasReady() bool {
 	return r.pendingState != nil || r.log.pendingTruncate >= 0 || r.log.unstableFrom < r.log.endOffset() ||
-		len(r.msgs) > 0 || len(r.msgsAfter) > 0 || r.hasCommitted() || r.softState() != r.lastSoft
+		len(r.msgs) > 0 || len(r.msgsAfter) > 0 || r.hasCommitted() || r.softState() != r.lastSoft ||
+		len(r.snapChunks) > 0 || r.loadSnapshot != nil
 }
 
 func (r *Raft) hasCommitted() bool {
@@ -69,8 +78,11 @@ func (r *Raft) Ready() Ready {
 		Messages:             r.msgs,
 		MessagesAfterPersist: r.msgsAfter,
 		HighWatermark:        r.hw,
+		SnapshotChunks:       r.snapChunks,
+		LoadSnapshot:         r.loadSnapshot,
 		flushEnd:             r.log.endOffset(),
 	}
+	r.snapChunks, r.loadSnapshot = nil, nil
 	if rd.QuorumState != nil {
 		r.stateInFlight = true
 	}

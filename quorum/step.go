@@ -30,6 +30,10 @@ func (r *Raft) Step(nowMs int64, m Message) error {
 		r.handleFetch(nowMs, m)
 	case m.FetchResp != nil:
 		return r.handleFetchResponse(nowMs, m)
+	case m.FetchSnapshot != nil:
+		return r.handleFetchSnapshot(nowMs, m)
+	case m.FetchSnapshotResp != nil:
+		return r.handleFetchSnapshotResponse(nowMs, m)
 	}
 	return nil
 }
@@ -47,6 +51,8 @@ func (r *Raft) rejectClusterID(m Message) bool {
 		id = m.EndEpoch.ClusterID
 	case m.Fetch != nil:
 		id = m.Fetch.ClusterID
+	case m.FetchSnapshot != nil:
+		id = m.FetchSnapshot.ClusterID
 	}
 	if id == "" || r.cfg.ClusterID == "" || id == r.cfg.ClusterID {
 		return false
@@ -62,6 +68,8 @@ func (r *Raft) rejectClusterID(m Message) bool {
 		out.EndEpochResp = &EndQuorumEpochResponse{TopLevelErrorCode: code, LeaderID: -1, LeaderEpoch: -1}
 	case m.Fetch != nil:
 		out.FetchResp = &FetchResponse{TopLevelErrorCode: code, HighWatermark: -1, LeaderID: -1, LeaderEpoch: -1}
+	case m.FetchSnapshot != nil:
+		out.FetchSnapshotResp = &FetchSnapshotResponse{TopLevelErrorCode: code, LeaderID: -1, LeaderEpoch: -1}
 	}
 	r.send(out)
 	return true

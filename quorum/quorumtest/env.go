@@ -33,6 +33,16 @@ type Node struct {
 	Applied []raftlog.Batch
 	// HW is the last high watermark reported by Ready in this process life.
 	HW int64
+
+	// StartOffset is the log start on disk (the end of the snapshot it was cut to).
+	StartOffset int64
+	// Base is the state loaded from a snapshot (at restart or after a download).
+	Base []raftlog.Batch
+	// Loads lists the snapshots loaded through a download in this process life.
+	Loads  []raftlog.SnapshotID
+	snaps  *diskSnapshots
+	part   []byte
+	partID raftlog.SnapshotID
 }
 
 // Env is the interaction environment.
@@ -76,7 +86,8 @@ func (e *Env) logger() *zap.Logger {
 // AddNode creates a node with the given config template (NodeID, Voters and timings
 // set by the caller) and starts it from an empty disk.
 func (e *Env) AddNode(cfg quorum.Config) error {
-	n := &Node{ID: cfg.NodeID, Cfg: cfg, State: raftlog.EmptyQuorumState()}
+	n := &Node{ID: cfg.NodeID, Cfg: cfg, State: raftlog.EmptyQuorumState(),
+		snaps: &diskSnapshots{files: map[raftlog.SnapshotID][]byte{}}}
 	e.Nodes[cfg.NodeID] = n
 	return e.Start(n)
 }
@@ -86,12 +97,14 @@ func (e *Env) Start(n *Node) error {
 	cfg := n.Cfg
 	cfg.Logger = e.logger()
 	cfg.Rand = rand.New(rand.NewPCG(e.seed, uint64(n.ID)+uint64(e.NowMs)<<8))
-	loaded := raftlog.Loaded{State: n.State, Batches: slices.Clone(n.Batches)}
+	cfg.Snapshots = n.snaps
+	loaded := raftlog.Loaded{State: n.State, Batches: slices.Clone(n.Batches), StartOffset: n.StartOffset,
+		Snapshot: n.loadLatest()}
 	r, err := quorum.NewRaft(cfg, loaded, e.NowMs)
 	if err != nil {
 		return err
 	}
-	n.Raft, n.Down, n.Applied, n.HW = r, false, nil, 0
+	n.Raft, n.Down, n.Applied, n.HW, n.Loads, n.part = r, false, nil, 0, nil, nil
 	return nil
 }
 
@@ -105,6 +118,10 @@ func (e *Env) ProcessReady(n *Node) bool {
 	e.Net = append(e.Net, rd.Messages...)
 	if rd.QuorumState != nil {
 		n.State = *rd.QuorumState
+	}
+	if err := e.applySnapshotReady(n, rd); err != nil && e.Fatal == nil {
+		e.Fatal = err
+		fmt.Fprintf(e.Out, "FATAL %v\n", err)
 	}
 	if rd.TruncateTo >= 0 {
 		i := slices.IndexFunc(n.Batches, func(b raftlog.Batch) bool { return b.BaseOffset >= rd.TruncateTo })
@@ -217,6 +234,10 @@ func MsgType(m quorum.Message) string {
 		return "fetch"
 	case m.FetchResp != nil:
 		return "fetch-resp"
+	case m.FetchSnapshot != nil:
+		return "fetch-snapshot"
+	case m.FetchSnapshotResp != nil:
+		return "fetch-snapshot-resp"
 	}
 	return "?"
 }

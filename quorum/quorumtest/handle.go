@@ -51,6 +51,12 @@ func (e *Env) Handle(tc *TestCase) string {
 		err = e.handleSend(tc)
 	case "set-prevote":
 		err = e.handleSetPreVote(tc)
+	case "snapshot":
+		err = e.handleSnapshot(tc)
+	case "compact":
+		err = e.handleCompact(tc)
+	case "state-machine":
+		err = e.handleStateMachine(tc)
 	case "net":
 		for _, m := range e.Net {
 			fmt.Fprintln(e.Out, m.String())

@@ -141,6 +141,8 @@ func FailedResponse(m quorum.Message) quorum.Message {
 		r.EndEpochResp = &quorum.EndQuorumEpochResponse{}
 	case m.Fetch != nil:
 		r.FetchResp = &quorum.FetchResponse{}
+	case m.FetchSnapshot != nil:
+		r.FetchSnapshotResp = &quorum.FetchSnapshotResponse{}
 	}
 	return r
 }

@@ -34,6 +34,10 @@ func (e *Env) handleAddNodes(tc *TestCase) error {
 			cfg.ElectionTimeoutMs, err = strconv.ParseInt(val, 10, 64)
 		case "fetch-timeout":
 			cfg.FetchTimeoutMs, err = strconv.ParseInt(val, 10, 64)
+		case "fetch-max-bytes":
+			var v int64
+			v, err = strconv.ParseInt(val, 10, 32)
+			cfg.FetchMaxBytes = int32(v)
 		case "max-batch":
 			cfg.MaxBatchBytes, err = strconv.Atoi(val)
 		case "backoff-max":

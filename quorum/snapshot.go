@@ -1,0 +1,317 @@
+package quorum
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
+
+// Snapshots in the core (KIP-630). The core never touches snapshot files: it reads
+// chunks through Config.Snapshots to serve FetchSnapshot, and hands downloaded chunks
+// to the driver in Ready.SnapshotChunks. What it owns is the bookkeeping that must
+// stay consistent with the log: which snapshot is the latest, where the log starts,
+// and a follower's download position.
+
+// SnapshotSource is the core's read-only view of the local snapshot files, used by a
+// leader to serve FetchSnapshot. raftlog.FileStorage satisfies it through the driver.
+type SnapshotSource interface {
+	// ReadSnapshot returns up to maxBytes of snapshot id starting at position, and the
+	// snapshot's total size. A missing snapshot is raftlog.ErrSnapshotNotFound; a
+	// position at or past the end returns no bytes and the size.
+	ReadSnapshot(id raftlog.SnapshotID, position int64, maxBytes int) (chunk []byte, size int64, err error)
+}
+
+// bootstrapSnapshot is the id kafka-storage writes for dynamic quorums; it is never
+// served over FetchSnapshot.
+var bootstrapSnapshot = raftlog.SnapshotID{}
+
+// Errors about snapshots.
+var (
+	// ErrInvalidSnapshotID: a snapshot id that is not committed, not batch aligned or
+	// whose epoch does not match the log (Kafka's createSnapshot checks).
+	ErrInvalidSnapshotID = errors.New("quorum: invalid snapshot id")
+	// ErrSnapshotBehindApplied: a downloaded snapshot ends below what the listeners
+	// already applied; loading it would move the state backwards. Fatal.
+	ErrSnapshotBehindApplied = errors.New("quorum: snapshot behind applied state")
+)
+
+// SnapshotChunk is a piece of a snapshot a follower downloaded. The driver appends
+// Data to the partial file of ID; Position 0 starts a new file (aborting any other).
+type SnapshotChunk struct {
+	ID       raftlog.SnapshotID
+	Position int64
+	Size     int64
+	Data     []byte
+}
+
+// snapshotFetch is a follower's download in progress. It lives in followerState, so a
+// new leader or epoch restarts the download: another node's file for the same id may
+// differ byte for byte, and resuming mid-file from it would splice two files.
+type snapshotFetch struct {
+	id       raftlog.SnapshotID
+	size     int64
+	position int64
+}
+
+// LatestSnapshot is the newest complete local snapshot the core knows of.
+func (r *Raft) LatestSnapshot() (raftlog.SnapshotID, bool) {
+	if r.snapshot == nil {
+		return raftlog.SnapshotID{}, false
+	}
+	return *r.snapshot, true
+}
+
+// ValidateSnapshotID checks that a snapshot with this id may be written now: it must
+// end on a batch boundary at or below the offset delivered to listeners (so at or
+// below the high watermark), and Epoch must be the epoch of its last record.
+func (r *Raft) ValidateSnapshotID(id raftlog.SnapshotID) error {
+	switch {
+	case id.EndOffset <= 0 || id.EndOffset > r.applied:
+		return fmt.Errorf("%w: end offset %d, applied %d", ErrInvalidSnapshotID, id.EndOffset, r.applied)
+	case id.Epoch > r.epoch:
+		return fmt.Errorf("%w: epoch %d after current epoch %d", ErrInvalidSnapshotID, id.Epoch, r.epoch)
+	case id.EndOffset == r.log.startOffset:
+		if id.Epoch != r.log.startEpoch {
+			return fmt.Errorf("%w: epoch %d at log start, want %d", ErrInvalidSnapshotID, id.Epoch, r.log.startEpoch)
+		}
+		return nil
+	}
+	i := r.log.batchIndex(id.EndOffset - 1)
+	if i < 0 || id.EndOffset < r.log.startOffset {
+		return fmt.Errorf("%w: end offset %d outside the log [%d, %d)", ErrInvalidSnapshotID, id.EndOffset, r.log.startOffset, r.log.endOffset())
+	}
+	b := r.log.batches[i]
+	if b.NextOffset() != id.EndOffset || b.Epoch != id.Epoch {
+		return fmt.Errorf("%w: (%d,%d) does not end batch [%d,%d] of epoch %d",
+			ErrInvalidSnapshotID, id.EndOffset, id.Epoch, b.BaseOffset, b.LastOffset, b.Epoch)
+	}
+	return nil
+}
+
+// SnapshotCreated records a snapshot the driver wrote and committed. Call it only
+// for ids ValidateSnapshotID accepted (or downloaded ones).
+func (r *Raft) SnapshotCreated(id raftlog.SnapshotID) {
+	if r.snapshot == nil || id.EndOffset > r.snapshot.EndOffset {
+		r.snapshot = &id
+	}
+}
+
+// CompactLog moves the log start to the latest snapshot's end and drops the batches
+// below it from memory. The driver deletes the segments (raftlog SetLogStart); the
+// log start never passes the latest snapshot, so every offset stays recoverable.
+func (r *Raft) CompactLog() (int64, bool) {
+	s := r.snapshot
+	if s == nil || s.EndOffset <= r.log.startOffset || s.EndOffset > r.applied {
+		return r.log.startOffset, false
+	}
+	r.log.compactTo(*s)
+	return s.EndOffset, true
+}
+
+// compactTo drops batches below the snapshot's end. The snapshot ends on a batch
+// boundary (ValidateSnapshotID), so the log still begins exactly at startOffset.
+func (l *raftLog) compactTo(id raftlog.SnapshotID) {
+	i := l.batchIndex(id.EndOffset)
+	if i < 0 {
+		i = len(l.batches)
+	}
+	assertf(i == len(l.batches) || l.batches[i].BaseOffset == id.EndOffset,
+		"compaction on a batch boundary: %d inside batch at %d", id.EndOffset, l.batches[min(i, len(l.batches)-1)].BaseOffset)
+	l.batches = append([]raftlog.Batch(nil), l.batches[i:]...)
+	var epochs []epochStart
+	for _, e := range l.epochs {
+		if e.startOffset < id.EndOffset {
+			continue
+		}
+		epochs = append(epochs, e)
+	}
+	if len(l.batches) > 0 && (len(epochs) == 0 || epochs[0].startOffset > id.EndOffset) {
+		epochs = append([]epochStart{{epoch: l.batches[0].Epoch, startOffset: id.EndOffset}}, epochs...)
+	}
+	l.epochs = epochs
+	l.startOffset, l.startEpoch = id.EndOffset, id.Epoch
+}
+
+// resetTo empties the log and restarts it at the snapshot's end, as Kafka's
+// truncateFullyAndStartAt after a snapshot download.
+func (l *raftLog) resetTo(id raftlog.SnapshotID) {
+	l.batches, l.epochs = nil, nil
+	l.startOffset, l.startEpoch = id.EndOffset, id.Epoch
+	l.flushedEnd, l.unstableFrom = id.EndOffset, id.EndOffset
+	l.pendingTruncate = -1
+}
+
+// snapshotForFetch is the snapshot a fetcher must download instead of reading the
+// log (spec section 2.7 rules 2 and 4), or nil.
+func (r *Raft) snapshotForFetch(req *FetchRequest) *raftlog.SnapshotID {
+	s := r.snapshot
+	if s == nil || *s == bootstrapSnapshot {
+		return nil
+	}
+	start := r.log.startOffset
+	switch {
+	case req.FetchOffset == 0 && s.EndOffset > 0,
+		start > 0 && req.FetchOffset < start,
+		start > 0 && req.FetchOffset == start && req.LastFetchedEpoch != r.log.startEpoch,
+		start > 0 && req.LastFetchedEpoch < r.log.startEpoch:
+		id := *s
+		return &id
+	}
+	return nil
+}
+
+// handleFetchSnapshot serves one chunk of a snapshot (leader only).
+func (r *Raft) handleFetchSnapshot(nowMs int64, m Message) error {
+	req := m.FetchSnapshot
+	resp := &FetchSnapshotResponse{SnapshotID: req.SnapshotID, Position: req.Position}
+	if code := r.validateLeaderRequest(req.CurrentLeaderEpoch); code != 0 {
+		resp.ErrorCode = code
+		r.replyFetchSnapshot(m, resp)
+		return nil
+	}
+	if rs := r.lead.replicas[req.ReplicaID]; rs != nil && req.ReplicaID >= 0 {
+		rs.lastFetchMs = nowMs // a download keeps the voter counted for check-quorum
+	}
+	if r.snapshot == nil || req.SnapshotID != *r.snapshot || req.SnapshotID == bootstrapSnapshot {
+		resp.ErrorCode = kerr.SnapshotNotFound.Code
+		r.replyFetchSnapshot(m, resp)
+		return nil
+	}
+	if req.Position < 0 {
+		resp.ErrorCode = kerr.PositionOutOfRange.Code
+		r.replyFetchSnapshot(m, resp)
+		return nil
+	}
+	maxBytes := int(min(req.MaxBytes, r.cfg.FetchMaxBytes))
+	chunk, size, err := r.readSnapshot(req.SnapshotID, req.Position, max(maxBytes, 1))
+	switch {
+	case errors.Is(err, raftlog.ErrSnapshotNotFound):
+		resp.ErrorCode = kerr.SnapshotNotFound.Code
+	case err != nil:
+		return err
+	case req.Position >= size:
+		resp.ErrorCode = kerr.PositionOutOfRange.Code
+	default:
+		resp.Size, resp.Bytes = size, chunk
+	}
+	r.replyFetchSnapshot(m, resp)
+	return nil
+}
+
+func (r *Raft) readSnapshot(id raftlog.SnapshotID, position int64, maxBytes int) ([]byte, int64, error) {
+	if r.cfg.Snapshots == nil {
+		return nil, 0, raftlog.ErrSnapshotNotFound
+	}
+	return r.cfg.Snapshots.ReadSnapshot(id, position, maxBytes)
+}
+
+// validateLeaderRequest is Kafka's validateLeaderOnlyRequest for an epoch.
+func (r *Raft) validateLeaderRequest(epoch int32) int16 {
+	switch {
+	case epoch < r.epoch:
+		return kerr.FencedLeaderEpoch.Code
+	case epoch > r.epoch:
+		return kerr.UnknownLeaderEpoch.Code
+	case r.role != Leader:
+		return kerr.NotLeaderForPartition.Code
+	}
+	return 0
+}
+
+func (r *Raft) replyFetchSnapshot(m Message, resp *FetchSnapshotResponse) {
+	resp.LeaderID, resp.LeaderEpoch = r.leaderID, r.epoch
+	if r.role == Resigned || r.role == Leader {
+		resp.LeaderID = r.cfg.NodeID
+	}
+	r.send(Message{To: m.From, RequestID: m.RequestID, FetchSnapshotResp: resp})
+}
+
+// startSnapshotFetch switches a follower from Fetch to downloading id.
+func (r *Raft) startSnapshotFetch(id raftlog.SnapshotID) {
+	f := r.follow
+	if f.snap != nil && f.snap.id == id {
+		return // already downloading it
+	}
+	r.logf("%d fetching snapshot (%d,%d) from %d", r.cfg.NodeID, id.EndOffset, id.Epoch, r.leaderID)
+	f.snap = &snapshotFetch{id: id}
+}
+
+func (r *Raft) sendFetchSnapshot(to int32, s *snapshotFetch) uint64 {
+	id := r.newRequestID()
+	r.send(Message{To: to, RequestID: id, FetchSnapshot: &FetchSnapshotRequest{
+		ClusterID:          r.cfg.ClusterID,
+		ReplicaID:          r.cfg.NodeID,
+		MaxBytes:           r.cfg.FetchMaxBytes,
+		CurrentLeaderEpoch: r.epoch,
+		SnapshotID:         s.id,
+		Position:           s.position,
+	}})
+	return id
+}
+
+// handleFetchSnapshotResponse appends a chunk to the download and, when it is
+// complete, resets the log to the snapshot and asks the driver to load it.
+func (r *Raft) handleFetchSnapshotResponse(nowMs int64, m Message) error {
+	f := r.follow
+	if f == nil || f.inflight != m.RequestID {
+		return nil
+	}
+	f.inflight = 0
+	resp := m.FetchSnapshotResp
+	if m.Err != nil {
+		f.nextFetchMs = nowMs + r.cfg.RetryBackoffMs
+		return nil
+	}
+	if handled, err := r.handleCommonResponse(nowMs, m.From, resp.TopLevelErrorCode, resp.ErrorCode, resp.LeaderID, resp.LeaderEpoch); handled || err != nil {
+		if err == nil && r.follow == f {
+			f.nextFetchMs = nowMs + r.cfg.RetryBackoffMs
+		}
+		return err
+	}
+	if r.role != Follower || m.From != r.leaderID || f.snap == nil {
+		f.nextFetchMs = nowMs + r.cfg.RetryBackoffMs
+		return nil
+	}
+	f.fetchedOK = true
+	f.fetchDeadlineMs = nowMs + r.cfg.FetchTimeoutMs
+	f.nextFetchMs = nowMs
+	s := f.snap
+	if resp.ErrorCode != 0 || resp.SnapshotID != s.id || resp.Position != s.position ||
+		(s.size != 0 && resp.Size != s.size) || resp.Size <= 0 || resp.Position+int64(len(resp.Bytes)) > resp.Size {
+		r.logf("%d drops snapshot download (%d,%d) at %d: %s", r.cfg.NodeID, s.id.EndOffset, s.id.Epoch, s.position, resp)
+		f.snap = nil // back to Fetch, which names the snapshot to download now
+		r.maybeSendFetch(nowMs)
+		return nil
+	}
+	s.size = resp.Size
+	r.snapChunks = append(r.snapChunks, SnapshotChunk{ID: s.id, Position: s.position, Size: s.size, Data: resp.Bytes})
+	s.position += int64(len(resp.Bytes))
+	if s.position == s.size {
+		f.snap = nil
+		if err := r.installSnapshot(s.id); err != nil {
+			return err
+		}
+	}
+	r.maybeSendFetch(nowMs)
+	return nil
+}
+
+// installSnapshot makes a downloaded snapshot the node's state: the log restarts at
+// its end and the listeners reload from it. A leader never gets here (only a
+// Follower downloads).
+func (r *Raft) installSnapshot(id raftlog.SnapshotID) error {
+	assertf(r.role == Follower, "only a follower loads a snapshot (role %s)", r.role)
+	if id.EndOffset < r.applied {
+		return fmt.Errorf("%w: snapshot (%d,%d), applied %d", ErrSnapshotBehindApplied, id.EndOffset, id.Epoch, r.applied)
+	}
+	r.logf("%d loaded snapshot (%d,%d), log restarts at %d", r.cfg.NodeID, id.EndOffset, id.Epoch, id.EndOffset)
+	r.log.resetTo(id)
+	r.snapshot = &id
+	r.hw = max(r.hw, id.EndOffset)
+	r.applied = id.EndOffset
+	r.loadSnapshot = &id
+	return nil
+}

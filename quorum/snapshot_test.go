@@ -1,0 +1,357 @@
+package quorum_test
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kraftd/kraftd/quorum"
+	"github.com/kraftd/kraftd/quorum/quorumtest"
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
+
+// electedEnv returns three voters and observer 4 with node 1 leading epoch 1 and
+// records at offsets 1..3 committed everywhere.
+func electedEnv(t *testing.T) *quorumtest.Env {
+	t.Helper()
+	e := quorumtest.NewEnv(7)
+	for _, id := range []int32{1, 2, 3, 4} {
+		cfg := quorum.Config{NodeID: id, Voters: []int32{1, 2, 3}, DisablePreVote: true, FetchMaxBytes: 64}
+		if err := e.AddNode(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.Tick(2000, []int32{1})
+	stabilize(e)
+	for _, v := range []string{"a", "b", "c"} {
+		if _, _, err := e.Nodes[1].Raft.Propose(e.NowMs, []raftlog.Record{{Value: []byte(v)}}); err != nil {
+			t.Fatal(err)
+		}
+		e.Tick(50, nil)
+		stabilize(e)
+	}
+	if st := e.Nodes[1].Raft.Status(); st.Role != quorum.Leader || st.AppliedOffset != 4 {
+		t.Fatalf("setup: node 1 is %s applied %d, want leader applied 4", st.Role, st.AppliedOffset)
+	}
+	return e
+}
+
+// deliverOrFail delivers m, or, when it is lost or its target is down, answers a
+// request with the failure a real driver steps back after a timeout (a lost response
+// is the same timeout for the requester, so requests are what get lost).
+func deliverOrFail(e *quorumtest.Env, m quorum.Message, lose bool) {
+	to := e.Nodes[m.To]
+	if m.IsRequest() && (lose || to == nil || to.Down) {
+		if from := e.Nodes[m.From]; from != nil && !from.Down {
+			e.Deliver(quorumtest.FailedResponse(m))
+		}
+		return
+	}
+	e.Deliver(m)
+}
+
+// stabilize delivers messages until the network is quiet.
+func stabilize(e *quorumtest.Env) {
+	for range 1000 {
+		moved := false
+		for _, id := range e.IDs() {
+			moved = e.ProcessReady(e.Nodes[id]) || moved
+		}
+		net := e.Net
+		e.Net = nil
+		for _, m := range net {
+			deliverOrFail(e, m, false)
+			moved = true
+		}
+		if !moved {
+			return
+		}
+	}
+}
+
+// stepLeader sends one request to node 1 and returns its single answer.
+func stepLeader(t *testing.T, e *quorumtest.Env, m quorum.Message) quorum.Message {
+	t.Helper()
+	m.From, m.To, m.RequestID = 3, 1, 999
+	if err := e.Nodes[1].Raft.Step(e.NowMs, m); err != nil {
+		t.Fatal(err)
+	}
+	rd := e.Nodes[1].Raft.Ready()
+	defer e.Nodes[1].Raft.Advance(rd)
+	for _, out := range append(rd.Messages, rd.MessagesAfterPersist...) {
+		if out.RequestID == 999 && out.To == 3 {
+			return out
+		}
+	}
+	t.Fatalf("no answer to %s", m)
+	return quorum.Message{}
+}
+
+func TestValidateSnapshotID(t *testing.T) {
+	e := electedEnv(t)
+	r := e.Nodes[1].Raft
+	for _, tc := range []struct {
+		id raftlog.SnapshotID
+		ok bool
+	}{
+		{raftlog.SnapshotID{EndOffset: 4, Epoch: 1}, true},
+		{raftlog.SnapshotID{EndOffset: 2, Epoch: 1}, true},
+		{raftlog.SnapshotID{EndOffset: 5, Epoch: 1}, false}, // above applied / HW
+		{raftlog.SnapshotID{EndOffset: 4, Epoch: 2}, false}, // epoch after current
+		{raftlog.SnapshotID{EndOffset: 4, Epoch: 0}, false}, // wrong epoch for offset 3
+		{raftlog.SnapshotID{EndOffset: 0, Epoch: 0}, false},
+	} {
+		err := r.ValidateSnapshotID(tc.id)
+		if (err == nil) != tc.ok {
+			t.Errorf("ValidateSnapshotID(%+v) = %v, want ok=%t", tc.id, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, quorum.ErrInvalidSnapshotID) {
+			t.Errorf("error %v does not wrap ErrInvalidSnapshotID", err)
+		}
+	}
+}
+
+// TestFetchSnapshotErrors: behaviour 38, and 36's offset-0 rule (KAFKA-15078).
+func TestFetchSnapshotErrors(t *testing.T) {
+	e := electedEnv(t)
+	id, err := e.TakeSnapshot(e.Nodes[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := func(epoch int32, sid raftlog.SnapshotID, pos int64) quorum.Message {
+		return quorum.Message{FetchSnapshot: &quorum.FetchSnapshotRequest{
+			ReplicaID: 3, MaxBytes: 1 << 20, CurrentLeaderEpoch: epoch, SnapshotID: sid, Position: pos}}
+	}
+	for _, tc := range []struct {
+		name string
+		m    quorum.Message
+		code int16
+	}{
+		{"ok", fs(1, id, 0), 0},
+		{"unknown id", fs(1, raftlog.SnapshotID{EndOffset: 3, Epoch: 1}, 0), kerr.SnapshotNotFound.Code},
+		{"bootstrap id", fs(1, raftlog.SnapshotID{}, 0), kerr.SnapshotNotFound.Code},
+		{"negative position", fs(1, id, -1), kerr.PositionOutOfRange.Code},
+		{"position at size", fs(1, id, 1<<20), kerr.PositionOutOfRange.Code},
+		{"fenced", fs(0, id, 0), kerr.FencedLeaderEpoch.Code},
+		{"unknown epoch", fs(2, id, 0), kerr.UnknownLeaderEpoch.Code},
+	} {
+		out := stepLeader(t, e, tc.m).FetchSnapshotResp
+		if out == nil || out.ErrorCode != tc.code {
+			t.Errorf("%s: got %v, want error code %d", tc.name, out, tc.code)
+		}
+		if tc.code == 0 && (out.Size <= 0 || len(out.Bytes) == 0 || len(out.Bytes) > 64) {
+			t.Errorf("%s: size %d, %d bytes; want a chunk of at most FetchMaxBytes", tc.name, out.Size, len(out.Bytes))
+		}
+	}
+	// Not the leader: NOT_LEADER_OR_FOLLOWER with the leader named.
+	m := fs(1, id, 0)
+	m.From, m.To, m.RequestID = 3, 2, 5
+	if err := e.Nodes[2].Raft.Step(e.NowMs, m); err != nil {
+		t.Fatal(err)
+	}
+	rd := e.Nodes[2].Raft.Ready()
+	e.Nodes[2].Raft.Advance(rd)
+	got := append(rd.Messages, rd.MessagesAfterPersist...)
+	if len(got) != 1 || got[0].FetchSnapshotResp.ErrorCode != kerr.NotLeaderForPartition.Code || got[0].FetchSnapshotResp.LeaderID != 1 {
+		t.Errorf("follower answered %v", got)
+	}
+	// A Fetch at offset 0 is sent to the snapshot even though the log still starts at 0.
+	f := stepLeader(t, e, quorum.Message{Fetch: &quorum.FetchRequest{ReplicaID: 3, CurrentLeaderEpoch: 1, MaxBytes: 1 << 20}}).FetchResp
+	if f.SnapshotID == nil || *f.SnapshotID != id || len(f.Batches) != 0 {
+		t.Errorf("fetch at 0 got %s, want snapshot %+v", f, id)
+	}
+	// Behaviour 36: after compaction a fetch below the log start, or at it with another
+	// epoch, gets the snapshot id; a fetch at the log start with its epoch reads on.
+	e.Compact(e.Nodes[1])
+	for _, tc := range []struct {
+		offset int64
+		epoch  int32
+		snap   bool
+	}{{2, 1, true}, {4, 0, true}, {4, 1, false}} {
+		f := stepLeader(t, e, quorum.Message{Fetch: &quorum.FetchRequest{
+			ReplicaID: 3, CurrentLeaderEpoch: 1, FetchOffset: tc.offset, LastFetchedEpoch: tc.epoch, MaxBytes: 1 << 20}}).FetchResp
+		if (f.SnapshotID != nil) != tc.snap || f.DivergingEpoch != nil {
+			t.Errorf("fetch (%d,%d): %s, want snapshot=%t", tc.offset, tc.epoch, f, tc.snap)
+		}
+	}
+}
+
+// TestSnapshotDownloadDroppedOnNewEpoch: behaviour 39. A download in progress is
+// abandoned when a newer leader appears; the follower restarts from position 0 with
+// the new leader.
+func TestSnapshotDownloadDroppedOnNewEpoch(t *testing.T) {
+	e := electedEnv(t)
+	if _, err := e.TakeSnapshot(e.Nodes[1]); err != nil {
+		t.Fatal(err)
+	}
+	e.Compact(e.Nodes[1])
+	// Observer 4 restarts with an empty disk and is sent to the snapshot.
+	n4 := e.Nodes[4]
+	n4.Batches, n4.State = nil, raftlog.EmptyQuorumState()
+	if err := e.Start(n4); err != nil {
+		t.Fatal(err)
+	}
+	var sawChunk bool
+	for range 50 {
+		e.ProcessReady(n4)
+		e.ProcessReady(e.Nodes[1])
+		net := e.Net
+		e.Net = nil
+		for _, m := range net {
+			if m.FetchSnapshotResp != nil && m.To == 4 && m.FetchSnapshotResp.Position > 0 {
+				sawChunk = true
+				// Replace the second chunk's answer by one from a newer epoch.
+				m.FetchSnapshotResp = &quorum.FetchSnapshotResponse{
+					ErrorCode: kerr.FencedLeaderEpoch.Code, LeaderID: 2, LeaderEpoch: 2}
+				e.Deliver(m)
+				goto done
+			}
+			e.Deliver(m)
+		}
+	}
+done:
+	if !sawChunk {
+		t.Fatal("observer never downloaded a second chunk")
+	}
+	e.ProcessReady(n4)
+	var next *quorum.Message
+	for _, m := range e.Net {
+		if m.From == 4 {
+			next = &m
+		}
+	}
+	st := n4.Raft.Status()
+	if st.Epoch != 2 || st.LeaderID != 2 || next == nil || next.To != 2 || next.Fetch == nil || next.Fetch.FetchOffset != 0 {
+		t.Fatalf("after a newer epoch: %+v, next %v; want a plain Fetch at 0 to leader 2", st, next)
+	}
+	if len(n4.Loads) != 0 {
+		t.Fatalf("loaded %v from an abandoned download", n4.Loads)
+	}
+}
+
+// TestSnapshotRandomized drives a cluster with random proposals, snapshots,
+// compactions, drops and crashes and checks after every step:
+//   - SnapshotAtLogStart: a node whose log starts above 0 holds a snapshot ending there;
+//   - LeaderNeverLoadsSnapshot: no node loads a snapshot in an epoch it led;
+//   - SnapshotEqualsReplay: every node's state (snapshot + applied) and every snapshot
+//     file equal the committed log, batch for batch.
+func TestSnapshotRandomized(t *testing.T) {
+	for seed := range uint64(8) {
+		runSnapshotSim(t, seed, 400)
+	}
+}
+
+func runSnapshotSim(t *testing.T, seed uint64, steps int) {
+	rng := rand.New(rand.NewPCG(seed, 42))
+	e := quorumtest.NewEnv(seed)
+	for _, id := range []int32{1, 2, 3, 4} {
+		cfg := quorum.Config{NodeID: id, Voters: []int32{1, 2, 3}, FetchMaxBytes: 200, AppendLingerMs: quorum.AppendLingerMsNone}
+		if err := e.AddNode(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	committed := map[int64][]byte{} // base offset -> raw batch, first committed version
+	led := map[int32]map[int32]bool{}
+	loads := map[int32]int{}
+	check := func(step int) {
+		for _, id := range e.IDs() {
+			n := e.Nodes[id]
+			if n.Down {
+				continue
+			}
+			st := n.Raft.Status()
+			if st.Role == quorum.Leader {
+				if led[id] == nil {
+					led[id] = map[int32]bool{}
+				}
+				led[id][st.Epoch] = true
+			}
+			if len(n.Loads) > loads[id] {
+				if led[id][st.Epoch] {
+					t.Fatalf("seed %d step %d: LeaderNeverLoadsSnapshot: node %d loaded %v in epoch %d it led", seed, step, id, n.Loads, st.Epoch)
+				}
+			}
+			loads[id] = len(n.Loads)
+			if n.StartOffset > 0 {
+				if s, ok := n.Raft.LatestSnapshot(); !ok || s.EndOffset < n.StartOffset {
+					t.Fatalf("seed %d step %d: SnapshotAtLogStart: node %d log starts at %d, latest snapshot %+v", seed, step, id, n.StartOffset, s)
+				}
+			}
+			for _, b := range n.StateMachine() {
+				if prev, ok := committed[b.BaseOffset]; ok && !bytes.Equal(prev, b.Raw) {
+					t.Fatalf("seed %d step %d: SnapshotEqualsReplay: node %d holds another batch at %d", seed, step, id, b.BaseOffset)
+				}
+				committed[b.BaseOffset] = b.Raw
+			}
+		}
+	}
+	for step := range steps {
+		e.Out.Reset()
+		ids := e.IDs()
+		n := e.Nodes[ids[rng.IntN(len(ids))]]
+		switch k := rng.IntN(20); {
+		case k < 6:
+			e.Tick(int64(rng.IntN(600)), nil)
+		case k < 12:
+			if !n.Down && n.Raft.Status().Role == quorum.Leader {
+				_, _, _ = n.Raft.Propose(e.NowMs, []raftlog.Record{{Value: []byte{byte(step), byte(step >> 8)}}})
+			}
+		case k < 14:
+			if !n.Down && len(n.StateMachine()) > 0 {
+				_, _ = e.TakeSnapshot(n) // refused ids are fine: nothing new to cover
+			}
+		case k < 16:
+			if !n.Down {
+				e.Compact(n)
+			}
+		case k == 16 && !n.Down:
+			e.Crash(n)
+		case k == 17 && n.Down:
+			if err := e.Start(n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 3 {
+			for _, id := range e.IDs() {
+				e.ProcessReady(e.Nodes[id])
+			}
+			net := e.Net
+			e.Net = nil
+			for _, m := range net {
+				deliverOrFail(e, m, rng.IntN(10) == 0)
+			}
+		}
+		if e.Fatal != nil {
+			t.Fatalf("seed %d step %d: %v\n%s", seed, step, e.Fatal, e.Out)
+		}
+		check(step)
+	}
+	// Liveness: heal everything and check every node converges on the leader's state.
+	for _, id := range e.IDs() {
+		if e.Nodes[id].Down {
+			if err := e.Start(e.Nodes[id]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for range 200 {
+		e.Tick(100, nil)
+		stabilize(e)
+	}
+	check(steps)
+	var want int64 = -1
+	for _, id := range e.IDs() {
+		st := e.Nodes[id].Raft.Status()
+		if st.Role == quorum.Leader {
+			want = st.AppliedOffset
+		}
+	}
+	for _, id := range e.IDs() {
+		if got := e.Nodes[id].Raft.Status().AppliedOffset; want >= 0 && got != want {
+			t.Errorf("seed %d: node %d applied %d, leader %d: %s %+v", seed, id, got, want, quorumtest.StateLine(e.Nodes[id]), e.Nodes[id].Raft.Status())
+		}
+	}
+}
