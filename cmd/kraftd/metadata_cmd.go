@@ -353,7 +353,6 @@ const (
 	batchAttrControl       = 0x20
 	batchAttrDeleteHorizon = 0x40
 	noSequence             = -1
-	noTimestamp            = -1
 	maxSequence            = 1<<31 - 1
 )
 
@@ -394,11 +393,13 @@ func (h batchHeader) sequenceAt(delta int32) int32 {
 	return h.baseSequence + delta
 }
 
-func (h batchHeader) deleteHorizonMs() int64 {
+// deleteHorizonMs prints as Kafka's tool does: the value is a Java
+// OptionalLong, so real dumps show "OptionalLong.empty" or "OptionalLong[ms]".
+func (h batchHeader) deleteHorizonMs() string {
 	if h.attributes&batchAttrDeleteHorizon != 0 {
-		return h.baseTimestamp
+		return "OptionalLong[" + strconv.FormatInt(h.baseTimestamp, 10) + "]"
 	}
-	return noTimestamp
+	return "OptionalLong.empty"
 }
 
 // printBatchLine prints Kafka's per-batch line.
@@ -406,7 +407,7 @@ func printBatchLine(w io.Writer, b raftlog.Batch, pos int64) {
 	h := readBatchHeader(b)
 	fmt.Fprintf(w, "baseOffset: %d lastOffset: %d count: %d baseSequence: %d lastSequence: %d"+
 		" producerId: %d producerEpoch: %d partitionLeaderEpoch: %d isTransactional: %t"+
-		" isControl: %t deleteHorizonMs: %d",
+		" isControl: %t deleteHorizonMs: %s",
 		b.BaseOffset, b.LastOffset, h.count, h.baseSequence, h.sequenceAt(h.lastDelta),
 		h.producerID, h.producerEpoch, b.Epoch, h.attributes&batchAttrTransactional != 0,
 		h.attributes&batchAttrControl != 0, h.deleteHorizonMs())

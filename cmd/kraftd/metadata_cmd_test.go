@@ -168,7 +168,7 @@ func TestMetadataDumpBatchFieldsMatchKmsg(t *testing.T) {
 		size := int(b.Length) + 12
 		want := fmt.Sprintf("baseOffset: %d lastOffset: %d count: %d baseSequence: %d lastSequence: -1 "+
 			"producerId: %d producerEpoch: %d partitionLeaderEpoch: %d isTransactional: false isControl: %t "+
-			"deleteHorizonMs: -1 position: %d CreateTime: %d size: %d magic: %d compresscodec: none crc: %d isvalid: true",
+			"deleteHorizonMs: OptionalLong.empty position: %d CreateTime: %d size: %d magic: %d compresscodec: none crc: %d isvalid: true",
 			b.FirstOffset, b.FirstOffset+int64(b.LastOffsetDelta), b.NumRecords, b.FirstSequence,
 			b.ProducerID, b.ProducerEpoch, b.PartitionLeaderEpoch, b.Attributes&0x20 != 0,
 			pos, b.MaxTimestamp, size, b.Magic, uint32(b.CRC))
