@@ -127,12 +127,10 @@ func (c *controller) handleZk(ev Event) bool {
 	case ev.Type == SessionExpired:
 		return c.expire()
 	case ev.Path == ControllerPath:
-		if ev.Type == NodeDeleted {
-			c.resign()
-			c.elect()
-		} else {
-			c.maybeResign()
-		}
+		// Reelect and ControllerChange both start from a fresh read: the
+		// event may be stale (e.g. our own delete of /controller after we
+		// already won again), so only current state decides.
+		c.maybeResign()
 		return true
 	case !c.active:
 		return true
@@ -159,10 +157,26 @@ func (c *controller) guard(err error) {
 	case errors.Is(err, ErrControllerMoved):
 		c.log.Info("controller moved; resigning", zap.Error(err))
 		c.resign()
+		c.releaseControllerZnode()
 		c.maybeResign()
 	case errors.Is(err, ErrCrashed):
 	default:
 		c.log.Warn("controller event failed", zap.Error(err))
+	}
+}
+
+// releaseControllerZnode deletes /controller if our session still owns
+// it after we were fenced (someone moved /controller_epoch without taking
+// /controller), so that a fresh election can settle who leads; otherwise
+// nobody would be active. Kafka reaches the same state through
+// triggerControllerMove.
+func (c *controller) releaseControllerZnode() {
+	st, ok, err := c.store.Exists(c.ctx, ControllerPath, false)
+	if err != nil || !ok || st.EphemeralOwner != c.store.SessionID() {
+		return
+	}
+	if err := c.store.Delete(c.ctx, ControllerPath, -1); err != nil {
+		c.log.Warn("releasing /controller failed", zap.Error(err))
 	}
 }
 

@@ -24,6 +24,8 @@ func memDial(srv *MemServer) func(context.Context) (Store, error) {
 	return func(context.Context) (Store, error) { return srv.Connect(), nil }
 }
 
+func testLoggerNop() *zap.Logger { return zap.NewNop() }
+
 func testLogger(t *testing.T) *zap.Logger {
 	if testing.Verbose() {
 		return zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
