@@ -52,7 +52,7 @@ const maxListLen = 1<<16 - 1
 //
 // The six replica lists live in one []int32 with their end indexes beside
 // it, so a partition with replication factor 3 costs one small allocation
-// instead of six slice headers; that keeps a 1M-partition image near 100
+// instead of six slice headers; that keeps a 1M-partition image near 120
 // bytes per partition (see BenchmarkImageMemory).
 //
 // INVARIANTS (structural, enforced when a record is applied):

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/kraftd/kraftd/metadata/records"
 )
 
 // checkAVL verifies order, balance and heights, returning the node count.
@@ -132,5 +134,82 @@ func TestPartVecAgainstMap(t *testing.T) {
 		if _, ok := ver.vec.Get(1 << 21); ok {
 			t.Fatalf("absent id found")
 		}
+	}
+}
+
+// TestHamtAgainstMap compares random Set/Delete sequences on random and on
+// structured ids with a Go map, checking earlier versions stay unchanged
+// and that the bulk builder agrees.
+func TestHamtAgainstMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	pool := make([]records.UUID, 3000)
+	for i := range pool {
+		if i%2 == 0 {
+			pool[i] = records.UUID{15: byte(i), 14: byte(i >> 8)} // structured
+		} else {
+			for j := range pool[i] {
+				pool[i][j] = byte(rng.IntN(256))
+			}
+		}
+	}
+	var m hamt[int]
+	model := map[records.UUID]int{}
+	type version struct {
+		m     hamt[int]
+		model map[records.UUID]int
+	}
+	var versions []version
+	for i := range 20000 {
+		k := pool[rng.IntN(len(pool))]
+		if rng.IntN(3) == 0 {
+			m = m.Delete(k)
+			delete(model, k)
+		} else {
+			m = m.Set(k, i)
+			model[k] = i
+		}
+		if i%1000 == 0 {
+			versions = append(versions, version{m, maps.Clone(model)})
+		}
+	}
+	keys := slices.Collect(maps.Keys(model))
+	vals := make([]int, len(keys))
+	for i, k := range keys {
+		vals[i] = model[k]
+	}
+	versions = append(versions, version{m, model}, version{hamtFromEntries(keys, vals), model})
+	for i, v := range versions {
+		got := map[records.UUID]int{}
+		for k, val := range v.m.All {
+			got[k] = val
+		}
+		if !maps.Equal(got, v.model) || v.m.Len() != len(v.model) {
+			t.Fatalf("version %d: %d entries (Len %d), model %d", i, len(got), v.m.Len(), len(v.model))
+		}
+		for _, k := range pool[:200] {
+			want, inModel := v.model[k]
+			if val, ok := v.m.Get(k); ok != inModel || val != want {
+				t.Fatalf("version %d: Get mismatch", i)
+			}
+		}
+	}
+}
+
+// TestHamtCollisionNode drives the full-hash-collision level directly,
+// since no two known ids share a 64-bit hash.
+func TestHamtCollisionNode(t *testing.T) {
+	a, b := records.UUID{1}, records.UUID{2}
+	n, added := hamtSet[int](nil, 64, 0, hentry[int]{key: a, val: 1})
+	n2, added2 := hamtSet(n, 64, 0, hentry[int]{key: b, val: 2})
+	n3, added3 := hamtSet(n2, 64, 0, hentry[int]{key: a, val: 3})
+	if !added || !added2 || added3 || len(n.entries) != 1 || len(n3.entries) != 2 || n2.entries[0].val != 1 {
+		t.Fatalf("collision set: %v %v %v", added, added2, added3)
+	}
+	n4, removed := hamtDelete(n3, 64, 0, a)
+	if !removed || len(n4.entries) != 1 || n4.entries[0].key != b || len(n3.entries) != 2 {
+		t.Fatalf("collision delete")
+	}
+	if _, removed := hamtDelete(n4, 64, 0, a); removed {
+		t.Fatalf("deleted an absent key")
 	}
 }

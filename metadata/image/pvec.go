@@ -1,8 +1,8 @@
 package image
 
 // partVec is a persistent vector of partitions indexed by partition id: a
-// 32-way radix trie whose leaves hold Partition values. Changing one
-// partition copies one leaf (at most 32 partitions) and the O(log32 n)
+// 16-way radix trie whose leaves hold Partition values. Changing one
+// partition copies one leaf (at most 16 partitions) and the O(log16 n)
 // inner nodes above it, so a topic with a million partitions is updated in
 // microseconds while the previous image keeps its own version.
 //

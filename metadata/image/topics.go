@@ -44,13 +44,13 @@ func compareUUID(a, b records.UUID) int { return bytes.Compare(a[:], b[:]) }
 //   - byName maps exactly the names of the topics in byID to their ids;
 //   - numPartitions is the sum of their partition counts.
 type topicsImage struct {
-	byID          ptree[records.UUID, *Topic]
+	byID          hamt[*Topic]
 	byName        ptree[string, records.UUID]
 	numPartitions int
 }
 
 func emptyTopics() topicsImage {
-	return topicsImage{byID: newPtree[records.UUID, *Topic](compareUUID),
+	return topicsImage{
 		byName: newPtree[string, records.UUID](cmp.Compare[string])}
 }
 
@@ -142,37 +142,31 @@ func (d *topicsDelta) replayTopic(r *records.TopicRecord) error {
 	return nil
 }
 
-// working returns the delta's own copy of topic id, creating it from the
-// base image on first change.
-func (d *topicsDelta) working(id records.UUID) (*topicChange, error) {
-	if c, ok := d.changed[id]; ok {
-		return c, nil
-	}
-	t, ok := d.topic(id)
-	if !ok {
-		return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, id)
+// working returns the delta's own copy of t (the live topic with id t.id),
+// creating it on first change.
+func (d *topicsDelta) working(t *Topic) *topicChange {
+	if c, ok := d.changed[t.id]; ok {
+		return c
 	}
 	cp := *t
 	c := &topicChange{topic: &cp}
-	put(&d.changed, id, c)
-	return c, nil
+	put(&d.changed, t.id, c)
+	return c
 }
 
 func (d *topicsDelta) replayPartition(r *records.PartitionRecord, edit *editToken) error {
 	if r.PartitionID < 0 {
 		return fmt.Errorf("%w: partition id %d", ErrInvalidRecord, r.PartitionID)
 	}
-	if _, ok := d.topic(r.TopicID); !ok {
+	t, ok := d.topic(r.TopicID)
+	if !ok {
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
 	}
 	p, err := partitionFromRecord(r)
 	if err != nil {
 		return err
 	}
-	c, err := d.working(r.TopicID)
-	if err != nil {
-		return err
-	}
+	c := d.working(t)
 	c.topic.parts.Set(r.PartitionID, p, edit)
 	put(&c.parts, r.PartitionID, struct{}{})
 	return nil
@@ -191,10 +185,7 @@ func (d *topicsDelta) replayPartitionChange(r *records.PartitionChangeRecord, ed
 	if err != nil {
 		return err
 	}
-	c, err := d.working(r.TopicID)
-	if err != nil {
-		return err
-	}
+	c := d.working(t)
 	c.topic.parts.Set(r.PartitionID, next, edit)
 	put(&c.parts, r.PartitionID, struct{}{})
 	return nil
@@ -253,7 +244,7 @@ func (d *topicsDelta) apply(edit *editToken) topicsImage {
 
 func (d *topicsDelta) rebuild(numPartitions int) topicsImage {
 	all := make([]*Topic, 0, d.base.byID.Len()+len(d.changed))
-	for id, t := range d.base.byID.All() {
+	for id, t := range d.base.byID.All {
 		if _, gone := d.deleted[id]; gone {
 			continue
 		}
@@ -265,13 +256,12 @@ func (d *topicsDelta) rebuild(numPartitions int) topicsImage {
 	for _, c := range d.changed {
 		all = append(all, c.topic)
 	}
-	slices.SortFunc(all, func(a, b *Topic) int { return compareUUID(a.id, b.id) })
 	ids := make([]records.UUID, len(all))
 	for i, t := range all {
 		ids[i] = t.id
 	}
 	next := topicsImage{numPartitions: numPartitions}
-	next.byID = ptreeFromSorted(compareUUID, ids, slices.Clone(all))
+	next.byID = hamtFromEntries(ids, slices.Clone(all))
 	slices.SortFunc(all, func(a, b *Topic) int { return cmp.Compare(a.name, b.name) })
 	names := make([]string, len(all))
 	for i, t := range all {
