@@ -48,6 +48,9 @@ var (
 	errDevNotReady   = errors.New("dev: node did not answer ApiVersions in time")
 	errDevAllExited  = errors.New("dev: every node has exited")
 	errDevMode       = errors.New("dev: --mode zk-legacy is not supported yet")
+	// errDevSignal ends the run on SIGINT/SIGTERM; it is the normal way to
+	// stop, so it is never reported.
+	errDevSignal = errors.New("dev: stopped by a signal")
 )
 
 // devOptions are the flags of kraftd dev.
@@ -106,14 +109,17 @@ func runDev(args []string, stdout io.Writer, stderr *os.File) int {
 		}
 		return report(stderr, exitUsage, err)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return report(stderr, exitError, runDevCluster(ctx, o, stdout, stderr))
+	// One channel sees every signal, so the first can stop the cluster
+	// gracefully and a second can cut the wait short.
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(signals)
+	return report(stderr, exitError, runDevCluster(signals, o, stdout, stderr))
 }
 
-// runDevCluster prepares the directory, runs the cluster until ctx is
-// canceled (a signal), and removes a temporary directory afterwards.
-func runDevCluster(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err error) {
+// runDevCluster prepares the directory, runs the cluster until a signal,
+// and removes a temporary directory afterwards.
+func runDevCluster(signals <-chan os.Signal, o devOptions, stdout, stderr io.Writer) (err error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("dev: %w", err)
@@ -130,7 +136,8 @@ func runDevCluster(ctx context.Context, o devOptions, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	return c.run(ctx)
+	c.signals = signals
+	return c.run()
 }
 
 // devNode is one child process.
@@ -176,6 +183,8 @@ type devCluster struct {
 	stdout    io.Writer
 	logs      *lockedWriter
 	exits     chan *devNode // one send per started node; buffered for all
+	signals   <-chan os.Signal
+	forced    bool // a second signal came: stop waiting, kill
 	wg        sync.WaitGroup
 }
 
@@ -226,19 +235,20 @@ func devPorts(base, n int) ([]int, error) {
 }
 
 // run starts every node, waits until all answer, prints the addresses, and
-// supervises until ctx is canceled or every node has exited; then it stops
+// supervises until a signal comes or every node has exited; then it stops
 // the nodes that are left and waits for all of them.
-func (c *devCluster) run(ctx context.Context) error {
+func (c *devCluster) run() error {
 	err := c.startAll()
 	if err == nil {
-		err = c.waitReady(ctx)
+		err = c.waitReady()
 	}
 	if err == nil {
 		c.printReady()
-		err = c.supervise(ctx)
+		err = c.supervise()
 	}
-	if errors.Is(err, context.Canceled) {
-		err = nil // a signal is the normal way to stop
+	if errors.Is(err, errDevSignal) {
+		c.logs.printf("[dev] stopping the nodes, brokers first (a second Ctrl-C kills them)\n")
+		err = nil
 	}
 	c.stopAll()
 	return err
@@ -296,8 +306,8 @@ func (c *devCluster) start(n *devNode) error {
 
 // waitReady polls ApiVersions on every node until each has answered once.
 // A node exiting, the deadline or a signal end the wait.
-func (c *devCluster) waitReady(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, c.o.startTimeout)
+func (c *devCluster) waitReady() error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.o.startTimeout)
 	defer cancel()
 	cl := protocol.NewClient(protocol.ClientConfig{ClientID: "kraftd-dev", DialTimeout: time.Second})
 	defer cl.Close()
@@ -312,11 +322,10 @@ func (c *devCluster) waitReady(ctx context.Context) error {
 		select {
 		case n := <-c.exits:
 			return fmt.Errorf("%w during start-up: node %d (%s): %v", errDevNodeExited, n.id, n.role(), n.err)
+		case <-c.signals:
+			return errDevSignal
 		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return fmt.Errorf("%w: node %d on %s after %v", errDevNotReady, pending[0].id, pending[0].addr(), c.o.startTimeout)
-			}
-			return ctx.Err()
+			return fmt.Errorf("%w: node %d on %s after %v", errDevNotReady, pending[0].id, pending[0].addr(), c.o.startTimeout)
 		case <-tick.C:
 		}
 	}
@@ -360,12 +369,12 @@ func (c *devCluster) printReady() {
 // supervise reports nodes that exit while the cluster runs. The others keep
 // running, since a dev cluster is also where one tries failures out; when
 // none is left, it gives up.
-func (c *devCluster) supervise(ctx context.Context) error {
+func (c *devCluster) supervise() error {
 	left := len(c.nodes)
 	for {
 		select {
-		case <-ctx.Done():
-			return ctx.Err()
+		case <-c.signals:
+			return errDevSignal
 		case n := <-c.exits:
 			left--
 			c.logs.printf("[dev] node %d (%s) exited unexpectedly: %v\n", n.id, n.role(), exitText(n.err))
@@ -401,7 +410,7 @@ func (c *devCluster) stopAll() {
 }
 
 // stopGroup sends SIGTERM to each live node of the group, and SIGKILL to
-// those still running after stopTimeout.
+// those still running after stopTimeout, or at once after a second signal.
 func (c *devCluster) stopGroup(group []*devNode) {
 	var nodes []*devNode // the started ones; a failed start leaves the rest unstarted
 	for _, n := range group {
@@ -417,19 +426,27 @@ func (c *devCluster) stopGroup(group []*devNode) {
 	deadline := time.NewTimer(c.o.stopTimeout)
 	defer deadline.Stop()
 	for _, n := range nodes {
+		if c.forced {
+			c.killRest(nodes, "a second signal came")
+			return
+		}
 		select {
 		case <-n.done:
+		case <-c.signals:
+			c.forced = true
+			c.killRest(nodes, "a second signal came")
+			return
 		case <-deadline.C:
-			c.killRest(nodes)
+			c.killRest(nodes, fmt.Sprintf("it did not stop in %v", c.o.stopTimeout))
 			return
 		}
 	}
 }
 
-func (c *devCluster) killRest(nodes []*devNode) {
+func (c *devCluster) killRest(nodes []*devNode, why string) {
 	for _, n := range nodes {
 		if !n.exited() {
-			c.logs.printf("[dev] node %d did not stop in %v; killing it\n", n.id, c.o.stopTimeout)
+			c.logs.printf("[dev] killing node %d: %s\n", n.id, why)
 			_ = n.cmd.Process.Kill() // fails only if it just exited
 		}
 	}

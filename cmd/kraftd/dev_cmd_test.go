@@ -280,3 +280,75 @@ func TestProcessDevStartFailure(t *testing.T) {
 		t.Errorf("--dir %s must be kept: %v", dir, err)
 	}
 }
+
+// startSmallDev starts one controller and one broker and returns the
+// running dev process with the node pids by id.
+func startSmallDev(t *testing.T, bin string, args ...string) (*devProc, map[int]int) {
+	t.Helper()
+	p := startDev(t, bin, append([]string{"--controllers", "1", "--brokers", "1", "--base-port", "0"}, args...)...)
+	p.waitLine(t, "controllers: ")
+	pids := map[int]int{}
+	for _, m := range regexp.MustCompile(`(?m)^node-(\d+): \S+ \S+ pid (\d+)$`).FindAllStringSubmatch(p.out.String(), -1) {
+		id, _ := strconv.Atoi(m[1])
+		pids[id], _ = strconv.Atoi(m[2])
+	}
+	if len(pids) != 2 {
+		t.Fatalf("want 2 node lines:\n%s", p.out.String())
+	}
+	return p, pids
+}
+
+// A node that ignores SIGTERM (here: stopped with SIGSTOP) is killed once
+// --stop-timeout has passed, and kraftd dev still exits 0.
+func TestProcessDevKillsAfterStopTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	p, pids := startSmallDev(t, buildBinary(t), "--stop-timeout", "300ms")
+	if err := syscall.Kill(pids[1], syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(t); err != nil {
+		t.Fatalf("exit: %v\n%s", err, p.err.String())
+	}
+	if !strings.Contains(p.err.String(), "[dev] killing node 1: it did not stop in 300ms\n") {
+		t.Errorf("stderr:\n%s", p.err.String())
+	}
+	for id, pid := range pids {
+		if processAlive(pid) {
+			t.Errorf("node %d (pid %d) outlived kraftd dev", id, pid)
+		}
+	}
+}
+
+// A second Ctrl-C does not wait for the stop timeout.
+func TestProcessDevSecondSignalKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	p, pids := startSmallDev(t, buildBinary(t), "--stop-timeout", "1h")
+	if err := syscall.Kill(pids[2], syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	p.waitErrLine(t, regexp.MustCompile(`(?m)^\[dev\] stopping the nodes`))
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(t); err != nil {
+		t.Fatalf("exit: %v\n%s", err, p.err.String())
+	}
+	if !strings.Contains(p.err.String(), "[dev] killing node 2: a second signal came\n") {
+		t.Errorf("stderr:\n%s", p.err.String())
+	}
+	for id, pid := range pids {
+		if processAlive(pid) {
+			t.Errorf("node %d (pid %d) outlived kraftd dev", id, pid)
+		}
+	}
+}
