@@ -135,12 +135,15 @@ func (r *Raft) tickLeader(nowMs int64) {
 	r.expireParkedFetches(nowMs)
 }
 
-// sendBeginEpoch announces the leader to voters that have not fetched in this epoch.
+// sendBeginEpoch announces the leader to every other voter, as Kafka 4.x does each
+// fetch.timeout/2, fetching or not. Sending only to voters that never fetched (the
+// pre-4.x rule) strands a voter that fetched once and then moved to a higher epoch
+// that failed to elect (its Vote requests lost): it no longer fetches, its pre-votes
+// at that epoch are answered from a lower epoch it ignores, and nobody tells the
+// leader. Its FENCED_LEADER_EPOCH answer to this request makes the leader adopt the
+// higher epoch, so a new election includes it. Found by the seeded simulation.
 func (r *Raft) sendBeginEpoch() {
 	for _, v := range r.otherVoters() {
-		if r.lead.replicas[v].lastFetchMs >= 0 {
-			continue
-		}
 		r.send(Message{To: v, RequestID: r.newRequestID(), BeginEpoch: &BeginQuorumEpochRequest{
 			ClusterID: r.cfg.ClusterID, VoterID: v, LeaderID: r.cfg.NodeID, LeaderEpoch: r.epoch,
 		}})
