@@ -219,14 +219,15 @@ func describeAt(bs []raftlog.Batch, off int64) string {
 	return "nothing"
 }
 
-// check runs after every event over every live node.
+// check runs after every event over every live node the event touched.
 func (c *checker) check(s *sim) {
 	for _, id := range s.ids {
 		n := s.nodes[id]
 		c.noteLeader(s, n.state.LeaderEpoch, n.state.LeaderID, "disk")
-		if n.down {
+		if n.down || !n.dirty {
 			continue
 		}
+		n.dirty = false
 		c.checkNode(s, n, n.raft.Status())
 		if s.err != nil {
 			return

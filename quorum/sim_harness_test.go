@@ -99,6 +99,10 @@ type simNode struct {
 	checkedTo   int64 // entries below it were compared with the committed log
 	leadEpoch   int32 // epoch this life leads, -1
 	leadEnd     int64 // log end last seen while leading leadEpoch
+	// crashInFsync: crash while the next fsync is in flight.
+	crashInFsync bool
+	// dirty: the node ran since the last invariant check (only its state can change).
+	dirty bool
 }
 
 func (n *simNode) busy(nowMs int64) bool {
@@ -130,11 +134,20 @@ type sim struct {
 	// baseDrop and baseDup (per mille) are the seed's background loss and duplication.
 	baseDrop, baseDup int
 	proposeEveryMs    int64
-	crashes           int
+	// timeScale divides the Raft timeouts (1: Kafka's defaults).
+	timeScale    int64
+	crashes      int
+	lossyCrashes int
+	truncations  int
+	// healed: the liveness phase began; no fault fires any more.
+	healed bool
 
 	chk   *checker
 	trace traceRing
-	err   error
+	// faults is the fault schedule (crashes, restarts, pauses, link changes) for the
+	// report: the event trace alone often starts after the fault that matters.
+	faults traceRing
+	err    error
 	// proposals counts proposed records (their values are unique).
 	proposals int
 }
@@ -149,7 +162,21 @@ func (s *sim) fail(format string, args ...any) {
 	if s.err == nil {
 		s.err = fmt.Errorf(format, args...)
 		s.tracef(-1, "VIOLATION: %v", s.err)
+		for _, id := range s.ids {
+			s.tracef(id, "%s", s.nodes[id].describe(s.nowMs))
+		}
 	}
+}
+
+// describe renders the node's driver and core state for the failure report.
+func (n *simNode) describe(nowMs int64) string {
+	if n.down {
+		return fmt.Sprintf("down; durable log end %d, state %+v", end(n.durable), n.state)
+	}
+	st := n.raft.Status()
+	return fmt.Sprintf("%s epoch=%d leader=%d voted=%d leo=%d flushed=%d hw=%d applied=%d durable=%d paused=%t fsyncing=%t inbox=%d waiting=%d next-deadline=%d",
+		st.Role, st.Epoch, st.LeaderID, st.VotedID, st.LogEndOffset, st.FlushedEndOffset, st.HighWatermark,
+		n.appliedNext, end(n.durable), nowMs < n.pausedUntil, n.persisting != nil, len(n.inbox), len(n.out), n.raft.NextDeadlineMs())
 }
 
 // runUntil executes events up to endMs (or until stop returns true or a violation),
@@ -170,10 +197,11 @@ func (s *sim) runUntil(endMs int64, stop func() bool) {
 }
 
 func (s *sim) addNode(id int32) error {
+	t := s.timeScale // Kafka's defaults, or all timers scaled down for more elections
 	cfg := quorum.Config{
 		NodeID: id, Voters: s.voters, ClusterID: "sim",
-		ElectionTimeoutMs: 1000, FetchTimeoutMs: 2000, ElectionBackoffMaxMs: 1000,
-		RequestTimeoutMs: 2000, RetryBackoffMs: 20, FetchMaxWaitMs: 500,
+		ElectionTimeoutMs: 1000 / t, FetchTimeoutMs: 2000 / t, ElectionBackoffMaxMs: 1000 / t,
+		RequestTimeoutMs: 2000 / t, RetryBackoffMs: 20, FetchMaxWaitMs: int32(500 / t),
 		AppendLingerMs: []int64{quorum.AppendLingerMsNone, 5, 25}[s.rng.IntN(3)],
 		// A small FetchMaxBytes (one batch per answer) makes followers lag the leader's
 		// HW, which exercises hw = min(leader hw, LEO).
@@ -209,7 +237,7 @@ func (s *sim) start(n *simNode) error {
 	n.persisting, n.inbox, n.out = nil, nil, map[uint64]outReq{}
 	n.appliedNext, n.lastHW, n.checkedTo = loaded.StartOffset, loaded.StartOffset, loaded.StartOffset
 	n.leadEpoch, n.leadEnd = -1, -1
-	s.tracef(n.id, "start life %d: state %+v log end %d", n.life, loaded.State, end(loaded.Batches))
+	s.faultf(n.id, "start life %d: state %+v log end %d", n.life, loaded.State, end(loaded.Batches))
 	s.pump(n)
 	return nil
 }
@@ -223,6 +251,7 @@ func (s *sim) crash(n *simNode) {
 	}
 	point := "idle"
 	if rd := n.persisting; rd != nil {
+		s.lossyCrashes++
 		switch s.rng.IntN(3) {
 		case 0:
 			point = "before quorum-state write"
@@ -238,8 +267,8 @@ func (s *sim) crash(n *simNode) {
 	n.store.Crash()
 	n.down, n.raft, n.persisting, n.inbox, n.out = true, nil, nil, nil, nil
 	n.pausedUntil = 0
-	n.cur = slices.Clone(n.durable)
-	s.tracef(n.id, "CRASH (%s): durable log end %d", point, end(n.durable))
+	n.cur = n.durable
+	s.faultf(n.id, "CRASH (%s): durable log end %d", point, end(n.durable))
 }
 
 func (s *sim) restart(n *simNode) {
@@ -256,7 +285,7 @@ func (s *sim) pause(n *simNode, ms int64) {
 		return
 	}
 	n.pausedUntil = max(n.pausedUntil, s.nowMs+ms)
-	s.tracef(n.id, "PAUSE for %d ms", ms)
+	s.faultf(n.id, "PAUSE for %d ms", ms)
 	life := n.life
 	s.at(n.pausedUntil, func() {
 		if n.life == life && !n.down && s.nowMs >= n.pausedUntil {
@@ -269,6 +298,7 @@ func (s *sim) pause(n *simNode, ms int64) {
 // pump runs n's driver loop until it blocks: Ready first, then queued inbound
 // messages, then due timers; then it arms the timer for the next deadline.
 func (s *sim) pump(n *simNode) {
+	n.dirty = true
 	for guard := 0; s.err == nil && !n.busy(s.nowMs); guard++ {
 		if guard > 100000 {
 			s.fail("Livelock: node %d never stops having work at %d ms", n.id, s.nowMs)
@@ -327,6 +357,7 @@ func (s *sim) handleReady(n *simNode) {
 	}
 	if rd.TruncateTo >= 0 {
 		s.tracef(n.id, "truncate to %d", rd.TruncateTo)
+		s.truncations++
 		if err := n.store.TruncateTo(rd.TruncateTo); err != nil {
 			s.fail("node %d TruncateTo: %v", n.id, err)
 		}
@@ -352,6 +383,16 @@ func (s *sim) handleReady(n *simNode) {
 		lat += s.rng.Int64N(s.stallMs + 1)
 	}
 	life := n.life
+	if n.crashInFsync {
+		// Scheduled before the completion, so at an equal time the crash wins.
+		n.crashInFsync = false
+		s.at(s.nowMs+s.rng.Int64N(lat+1), func() {
+			if n.life == life && n.persisting == &rd && !s.healed {
+				s.crashes++
+				s.crash(n)
+			}
+		})
+	}
 	var done func()
 	done = func() {
 		if n.life != life || n.down || n.persisting != &rd {
@@ -386,7 +427,9 @@ func (s *sim) syncLog(n *simNode) {
 	if err := n.store.Sync(); err != nil {
 		s.fail("node %d Sync: %v", n.id, err)
 	}
-	n.durable = slices.Clone(n.cur)
+	// Sharing is safe: cur is only truncated with a capped reslice and appended to,
+	// so nothing ever writes into the prefix durable shows.
+	n.durable = n.cur[:len(n.cur):len(n.cur)]
 }
 
 // finishReady is the second half: acknowledgements, committed batches, Advance.
@@ -534,6 +577,12 @@ func end(bs []raftlog.Batch) int64 {
 
 // batchAt is the index of the batch holding offset in bs (contiguous from 0), or -1.
 func batchAt(bs []raftlog.Batch, offset int64) int {
+	if n := len(bs); n > 0 && bs[n-1].BaseOffset <= offset {
+		if offset <= bs[n-1].LastOffset {
+			return n - 1
+		}
+		return -1
+	}
 	i, _ := slices.BinarySearchFunc(bs, offset, func(b raftlog.Batch, off int64) int {
 		switch {
 		case b.LastOffset < off:
@@ -582,6 +631,13 @@ func (t *traceRing) String() string {
 
 func (s *sim) tracef(node int32, format string, args ...any) {
 	s.trace.add(traceEnt{atMs: s.nowMs, node: node, what: fmt.Sprintf(format, args...)})
+}
+
+// faultf records an injected fault in both the trace and the fault schedule.
+func (s *sim) faultf(node int32, format string, args ...any) {
+	e := traceEnt{atMs: s.nowMs, node: node, what: fmt.Sprintf(format, args...)}
+	s.trace.add(e)
+	s.faults.add(e)
 }
 
 func (s *sim) traceMsg(node int32, what string, m quorum.Message) {
