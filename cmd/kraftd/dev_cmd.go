@@ -132,11 +132,10 @@ func runDevCluster(signals <-chan os.Signal, o devOptions, stdout, stderr io.Wri
 		// still open in it.
 		defer func() { err = errors.Join(err, os.RemoveAll(o.dir)) }()
 	}
-	c, err := newDevCluster(o, exe, stdout, stderr)
+	c, err := newDevCluster(o, exe, signals, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	c.signals = signals
 	return c.run()
 }
 
@@ -188,7 +187,7 @@ type devCluster struct {
 	wg        sync.WaitGroup
 }
 
-func newDevCluster(o devOptions, exe string, stdout, stderr io.Writer) (*devCluster, error) {
+func newDevCluster(o devOptions, exe string, signals <-chan os.Signal, stdout, stderr io.Writer) (*devCluster, error) {
 	id, err := app.RandomUUID(nil)
 	if err != nil {
 		return nil, fmt.Errorf("dev: %w", err)
@@ -198,7 +197,7 @@ func newDevCluster(o devOptions, exe string, stdout, stderr io.Writer) (*devClus
 	if err != nil {
 		return nil, err
 	}
-	c := &devCluster{o: o, exe: exe, clusterID: id.String(), stdout: stdout,
+	c := &devCluster{o: o, exe: exe, clusterID: id.String(), stdout: stdout, signals: signals,
 		logs: &lockedWriter{w: stderr}, exits: make(chan *devNode, n)}
 	var voters []string
 	for i := range n {
