@@ -2,6 +2,10 @@ package legacyzk
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -83,4 +87,40 @@ func (f *Faults) waitUnpaused(ctx context.Context) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// ErrUnknownFault: Faults.Apply got a switch name it does not know.
+var ErrUnknownFault = errors.New("legacyzk: unknown fault switch")
+
+// Apply flips a switch by name, for an admin endpoint or a flag:
+//
+//	crash-after-zk-write          arm CrashAfterZkWrite
+//	drop-update-metadata-to=<id>  drop UpdateMetadata to broker id (-1: stop)
+//	pause-before-push             arm PauseBeforePush
+//	resume                        end a pause
+//	clear                         disarm everything and resume
+func (f *Faults) Apply(cmd string) error {
+	name, arg, _ := strings.Cut(cmd, "=")
+	switch name {
+	case "crash-after-zk-write":
+		f.CrashAfterZkWrite.Store(true)
+	case "drop-update-metadata-to":
+		id, err := strconv.ParseInt(arg, 10, 32)
+		if err != nil {
+			return fmt.Errorf("%w: %q needs a broker id", ErrUnknownFault, cmd)
+		}
+		f.DropUpdateMetadataTo(int32(id))
+	case "pause-before-push":
+		f.PauseBeforePush.Store(true)
+	case "resume":
+		f.Resume()
+	case "clear":
+		f.CrashAfterZkWrite.Store(false)
+		f.PauseBeforePush.Store(false)
+		f.DropUpdateMetadataTo(-1)
+		f.Resume()
+	default:
+		return fmt.Errorf("%w: %q", ErrUnknownFault, cmd)
+	}
+	return nil
 }

@@ -13,7 +13,7 @@ import (
 
 // cluster is a set of legacy brokers on one store backend for tests.
 type cluster struct {
-	t       *testing.T
+	t       testing.TB
 	brokers map[int32]*Broker
 	dial    func(context.Context) (Store, error)
 	mem     *MemServer // nil when on a real ZooKeeper
@@ -26,7 +26,7 @@ func memDial(srv *MemServer) func(context.Context) (Store, error) {
 
 func testLoggerNop() *zap.Logger { return zap.NewNop() }
 
-func testLogger(t *testing.T) *zap.Logger {
+func testLogger(t testing.TB) *zap.Logger {
 	if testing.Verbose() {
 		return zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
 	}
@@ -57,7 +57,7 @@ func (c *cluster) start(id int32) *Broker {
 
 // waitFor polls cond until it holds or the deadline passes, then fails
 // with the last reason it gave.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {

@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 
 // needZk returns a zookeeper.connect string with a fresh chroot on the
 // shared server, or skips the test.
-func needZk(t *testing.T) string {
+func needZk(t testing.TB) string {
 	t.Helper()
 	if sharedZk == nil {
 		if errors.Is(sharedZkErr, zktest.ErrNotInstalled) {
@@ -60,7 +60,9 @@ func needZk(t *testing.T) string {
 
 const testSessionTimeoutMs = 2000
 
-func newZkCluster(t *testing.T, ids ...int32) *cluster {
+func newZkCluster(t *testing.T, ids ...int32) *cluster { return newZkClusterTB(t, ids...) }
+
+func newZkClusterTB(t testing.TB, ids ...int32) *cluster {
 	connect := needZk(t)
 	zc := ZkConfig{Connect: connect, SessionTimeoutMs: testSessionTimeoutMs}
 	dial := func(ctx context.Context) (Store, error) { return DialZk(ctx, zc) }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // storeConformance runs the same checks on both Store implementations, so
@@ -141,6 +143,26 @@ func TestParseConnect(t *testing.T) {
 		t.Fatalf("%v %q %v", s, root, err)
 	}
 	if _, _, err := ParseConnect("/x"); !errors.Is(err, ErrBadConfig) {
+		t.Fatal(err)
+	}
+}
+
+var updateMetadataProbe = kmsg.UpdateMetadataRequest{}
+
+func TestFaultsApply(t *testing.T) {
+	var f Faults
+	for _, cmd := range []string{"crash-after-zk-write", "pause-before-push", "drop-update-metadata-to=3"} {
+		if err := f.Apply(cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !f.CrashAfterZkWrite.Load() || !f.PauseBeforePush.Load() || !f.dropsUpdateMetadataTo(3, &updateMetadataProbe) {
+		t.Fatal("switches not set")
+	}
+	if err := f.Apply("clear"); err != nil || f.CrashAfterZkWrite.Load() || f.dropsUpdateMetadataTo(3, &updateMetadataProbe) {
+		t.Fatalf("clear: %v", err)
+	}
+	if err := f.Apply("explode"); !errors.Is(err, ErrUnknownFault) {
 		t.Fatal(err)
 	}
 }
