@@ -145,7 +145,7 @@ func TestProcessStorageAndSignalStop(t *testing.T) {
 		t.Fatalf("unformatted start: exit %d\n%s", code, res)
 	}
 	cmd := exec.Command(bin, append(args, "--cluster-id", testClusterID)...)
-	var stderr bytes.Buffer
+	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
