@@ -34,7 +34,12 @@ type NodeConfig struct {
 	// storage failure or a broken invariant reported by the core. The node has already
 	// stopped serving. nil logs the error only.
 	OnFatal func(error)
-	Logger  *zap.Logger
+	// RetentionBytes and RetentionMs bound the log kept below the latest snapshot
+	// (metadata.max.retention.bytes / .ms): past either, the log start moves to the
+	// snapshot. 0 is the default (100 MiB, 7 days); negative disables that bound.
+	RetentionBytes int64
+	RetentionMs    int64
+	Logger         *zap.Logger
 }
 
 // Node drives a Raft core: it owns the only goroutine that touches the core, arms one
@@ -65,6 +70,13 @@ type Node struct {
 	applied       int64 // next offset to deliver to listeners
 	pendingLeader *LeaderAndEpoch
 	fatal         error
+
+	// Snapshots (snapshot_node.go); snaps is nil when the storage keeps none.
+	snaps     SnapshotStorage
+	writing   bool
+	dl        *download
+	toLoad    *Snapshot // downloaded, loaded into listeners by deliver
+	startSnap *Snapshot // loaded into listeners by Start
 }
 
 // ErrNodeStopped is returned by calls on a Node whose driver loop has exited.
@@ -93,6 +105,16 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if err := cfg.Raft.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.RetentionBytes == 0 {
+		cfg.RetentionBytes = DefaultRetentionBytes
+	}
+	if cfg.RetentionMs == 0 {
+		cfg.RetentionMs = DefaultRetentionMs
+	}
+	snaps, _ := cfg.Storage.(SnapshotStorage)
+	if snaps != nil {
+		cfg.Raft.Snapshots = snapshotFiles{dir: snaps.Dir()}
+	}
 	loaded, err := cfg.Storage.Load()
 	if err != nil {
 		return nil, err
@@ -111,6 +133,16 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	n.snaps = snaps
+	if loaded.Snapshot != nil && snaps != nil {
+		// Listeners start from the latest snapshot and replay only the log after it.
+		s, err := readSnapshotFile(snaps.Dir(), *loaded.Snapshot)
+		if err != nil {
+			return nil, err
+		}
+		n.startSnap = &s
+	}
+	n.applied = n.raft.Status().AppliedOffset
 	n.client = cfg.Client
 	if n.client == nil {
 		n.client = protocol.NewClient(protocol.ClientConfig{
@@ -134,6 +166,12 @@ func (n *Node) Register(l Listener) { n.listeners = append(n.listeners, l) }
 
 // Start runs the driver loop.
 func (n *Node) Start() {
+	if s := n.startSnap; s != nil {
+		n.startSnap = nil
+		if err := n.loadIntoListeners(*s); err != nil {
+			n.fail(err)
+		}
+	}
 	n.wg.Go(n.run)
 }
 
@@ -327,6 +365,10 @@ func (n *Node) drainReady() {
 	for n.fatal == nil && n.raft.HasReady() {
 		rd := n.raft.Ready()
 		n.sendAll(rd.Messages)
+		if err := n.persistDownload(&rd); err != nil {
+			n.fail(err)
+			return
+		}
 		if err := n.persist(rd); err != nil {
 			n.fail(err)
 			return
@@ -366,6 +408,13 @@ func (n *Node) persist(rd Ready) error {
 // deliver feeds committed batches to listeners and reports leader changes. A change to
 // "this node leads" waits until every batch below the epoch start was delivered.
 func (n *Node) deliver(rd Ready) {
+	if s := n.toLoad; s != nil {
+		n.toLoad = nil
+		if err := n.loadIntoListeners(*s); err != nil {
+			n.fail(err)
+			return
+		}
+	}
 	if len(rd.Committed) > 0 {
 		for _, l := range n.listeners {
 			l.HandleCommit(rd.Committed)
@@ -478,6 +527,8 @@ func failedResponse(m Message, resp Message) Message {
 		resp.EndEpochResp = &EndQuorumEpochResponse{LeaderID: -1, LeaderEpoch: -1}
 	case m.Fetch != nil:
 		resp.FetchResp = &FetchResponse{LeaderID: -1, LeaderEpoch: -1, HighWatermark: -1}
+	case m.FetchSnapshot != nil:
+		resp.FetchSnapshotResp = &FetchSnapshotResponse{LeaderID: -1, LeaderEpoch: -1}
 	}
 	return resp
 }

@@ -315,3 +315,20 @@ func (r *Raft) installSnapshot(id raftlog.SnapshotID) error {
 	r.loadSnapshot = &id
 	return nil
 }
+
+// RetainedBelowSnapshot is the size and the oldest batch time of the log kept below
+// the latest snapshot: what cleaning (CompactLog) would free. Zero bytes when nothing.
+func (r *Raft) RetainedBelowSnapshot() (bytes int64, oldestMs int64) {
+	if r.snapshot == nil {
+		return 0, 0
+	}
+	oldestMs = noDeadline
+	for _, b := range r.log.batches {
+		if b.NextOffset() > r.snapshot.EndOffset {
+			break
+		}
+		bytes += int64(b.Size())
+		oldestMs = min(oldestMs, b.MaxTimestampMs)
+	}
+	return bytes, oldestMs
+}

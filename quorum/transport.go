@@ -27,6 +27,7 @@ const (
 	endEpochMaxVersion       = 1
 	fetchMaxVersion          = 17
 	describeQuorumMaxVersion = 2
+	fetchSnapshotMaxVersion  = 1
 )
 
 // RegisterHandlers serves the raft RPCs on a controller listener's registry.
@@ -36,6 +37,7 @@ func (n *Node) RegisterHandlers(reg *protocol.Registry) {
 	reg.Register(54, 0, endEpochMaxVersion, n.handleEndEpochRPC)
 	reg.Register(1, 0, fetchMaxVersion, n.handleFetchRPC)
 	reg.Register(55, 0, describeQuorumMaxVersion, n.handleDescribeQuorumRPC)
+	reg.Register(59, 0, fetchSnapshotMaxVersion, n.handleFetchSnapshotRPC)
 }
 
 // encodeRequest builds the kmsg request for an outbound core message at version v.
@@ -49,6 +51,8 @@ func encodeRequest(m Message, clusterID string, v int16) kmsg.Request {
 		return encodeEndEpoch(m.EndEpoch, clusterID, v)
 	case m.Fetch != nil:
 		return encodeFetch(m.Fetch, clusterID, v)
+	case m.FetchSnapshot != nil:
+		return encodeFetchSnapshot(m.FetchSnapshot, clusterID, v)
 	}
 	panic(fmt.Sprintf("quorum: no request payload in %s", m))
 }
@@ -62,6 +66,8 @@ func requestKeyAndMax(m Message) (int16, int16) {
 		return 53, beginEpochMaxVersion
 	case m.EndEpoch != nil:
 		return 54, endEpochMaxVersion
+	case m.FetchSnapshot != nil:
+		return 59, fetchSnapshotMaxVersion
 	default:
 		return 1, fetchMaxVersion
 	}
@@ -79,6 +85,9 @@ func decodeResponse(m Message, resp kmsg.Response) (Message, error) {
 	case *kmsg.FetchResponse:
 		fr, err := decodeFetchResponse(r)
 		return Message{FetchResp: fr}, err
+	case *kmsg.FetchSnapshotResponse:
+		fr, err := decodeFetchSnapshotResponse(r)
+		return Message{FetchSnapshotResp: fr}, err
 	}
 	return Message{}, fmt.Errorf("unexpected response %T", resp)
 }

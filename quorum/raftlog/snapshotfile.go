@@ -126,6 +126,20 @@ func (w *SnapshotWriter) WriteBatch(b Batch) error {
 	return err
 }
 
+// Sync flushes what was written so far to disk. A writer on its own goroutine
+// calls it before handing Commit to the storage's owner, so the slow fsync of a
+// large snapshot happens off the owner's loop and Commit's own fsync is cheap.
+// It touches only the writer's file, so it may run concurrently with the storage.
+func (w *SnapshotWriter) Sync() error {
+	if w.f == nil {
+		return ErrSnapshotWriterDone
+	}
+	if err := w.f.Sync(); err != nil {
+		return ioErr(err)
+	}
+	return nil
+}
+
 // Commit makes the snapshot durable and visible: fsync the .part file, rename it
 // to its final name, fsync the directory.
 func (w *SnapshotWriter) Commit() error {

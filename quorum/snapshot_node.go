@@ -1,0 +1,399 @@
+package quorum
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"iter"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
+
+// SnapshotStorage is the part of a Storage that keeps snapshot files and moves the
+// log start; raftlog.FileStorage implements it. A Node whose Storage lacks it
+// neither writes nor serves snapshots.
+type SnapshotStorage interface {
+	Dir() string
+	Snapshots() []raftlog.SnapshotID
+	CreateSnapshot(id raftlog.SnapshotID) (*raftlog.SnapshotWriter, error)
+	DeleteSnapshotsBefore(endOffset int64) error
+	SetLogStart(offset int64) error
+	ResetLog(offset int64) error
+}
+
+// Snapshot is a snapshot's content as a listener loads it: the batches between the
+// SnapshotHeader and SnapshotFooter control batches.
+type Snapshot struct {
+	ID                       raftlog.SnapshotID
+	LastContainedTimestampMs int64
+	Batches                  []raftlog.Batch
+}
+
+// SnapshotListener is a Listener that can replace its whole state with a snapshot.
+// HandleLoadSnapshot is called on the driver goroutine, before any HandleCommit of
+// offsets at or above s.ID.EndOffset, and never while the node leads (KAFKA-12958).
+// The listener must apply it as one step: nothing may observe a half-loaded state.
+type SnapshotListener interface {
+	HandleLoadSnapshot(s Snapshot)
+}
+
+// Snapshot errors of the driver.
+var (
+	ErrNoSnapshotStorage  = errors.New("quorum: storage keeps no snapshots")
+	ErrSnapshotInProgress = errors.New("quorum: a snapshot is already being written")
+	ErrSnapshotNotNewer   = errors.New("quorum: snapshot not newer than the latest")
+	ErrInvalidSnapshot    = errors.New("quorum: invalid snapshot file")
+	// ErrListenerCannotLoad: a snapshot must be loaded into a listener that does not
+	// implement SnapshotListener. Fatal: the listener would silently diverge.
+	ErrListenerCannotLoad = errors.New("quorum: listener cannot load snapshots")
+)
+
+// snapshotBatchBytes caps one data batch in a written snapshot.
+const snapshotBatchBytes = 1 << 20
+
+// Default retention of the log below the latest snapshot (metadata.max.retention.*).
+const (
+	DefaultRetentionBytes = 100 << 20
+	DefaultRetentionMs    = 7 * 24 * 60 * 60 * 1000
+)
+
+// snapshotFiles reads snapshot files by name for the core's FetchSnapshot. It opens
+// the file per chunk: a concurrent cleaning may delete an old snapshot, which then
+// reads as not found.
+type snapshotFiles struct{ dir string }
+
+func (f snapshotFiles) ReadSnapshot(id raftlog.SnapshotID, position int64, maxBytes int) ([]byte, int64, error) {
+	fh, err := os.Open(filepath.Join(f.dir, raftlog.SnapshotFileName(id)))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, 0, raftlog.ErrSnapshotNotFound
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: %w", raftlog.ErrStorageFailed, err)
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: %w", raftlog.ErrStorageFailed, err)
+	}
+	size := st.Size()
+	if position >= size || position < 0 {
+		return nil, size, nil
+	}
+	buf := make([]byte, min(int64(maxBytes), size-position))
+	if _, err := fh.ReadAt(buf, position); err != nil {
+		return nil, 0, fmt.Errorf("%w: %w", raftlog.ErrStorageFailed, err)
+	}
+	return buf, size, nil
+}
+
+// EncodeSnapshot streams a snapshot to write as RecordBatch v2 batches: a
+// SnapshotHeader control batch, data batches of at most maxBatchBytes, and a
+// SnapshotFooter control batch. Offsets start at 0 inside the file and every batch
+// carries the snapshot's epoch, as Kafka's RecordsSnapshotWriter does.
+func EncodeSnapshot(id raftlog.SnapshotID, lastContainedTimestampMs int64, records iter.Seq[raftlog.Record],
+	maxBatchBytes int, write func(raftlog.Batch) error) error {
+	header := make([]byte, 0, 11)
+	header = binary.BigEndian.AppendUint16(header, 0)
+	header = binary.BigEndian.AppendUint64(header, uint64(lastContainedTimestampMs))
+	header = append(header, 0) // no tagged fields
+	ts := lastContainedTimestampMs
+	off := int64(0)
+	emit := func(control bool, recs []raftlog.Record) error {
+		b := raftlog.EncodeBatch(off, id.Epoch, ts, control, recs)
+		off = b.NextOffset()
+		return write(b)
+	}
+	if err := emit(true, []raftlog.Record{{Key: raftlog.ControlKey(raftlog.ControlSnapshotHeader), Value: header}}); err != nil {
+		return err
+	}
+	var acc []raftlog.Record
+	size := raftlog.BatchHeaderSize
+	for rec := range records {
+		rs := len(rec.Key) + len(rec.Value) + 16
+		if len(acc) > 0 && size+rs > maxBatchBytes {
+			if err := emit(false, acc); err != nil {
+				return err
+			}
+			acc, size = acc[:0], raftlog.BatchHeaderSize
+		}
+		acc = append(acc, rec)
+		size += rs
+	}
+	if len(acc) > 0 {
+		if err := emit(false, acc); err != nil {
+			return err
+		}
+	}
+	footer := []byte{0, 0, 0}
+	return emit(true, []raftlog.Record{{Key: raftlog.ControlKey(raftlog.ControlSnapshotFooter), Value: footer}})
+}
+
+// ParseSnapshot validates a whole snapshot file (complete CRC-checked batches, a
+// SnapshotHeader first and a SnapshotFooter last) and returns its data batches.
+func ParseSnapshot(id raftlog.SnapshotID, data []byte) (Snapshot, error) {
+	batches, n, err := raftlog.SplitBatches(data)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("%w %s: %w", ErrInvalidSnapshot, raftlog.SnapshotFileName(id), err)
+	}
+	if n != len(data) || len(batches) < 2 {
+		return Snapshot{}, fmt.Errorf("%w %s: %d batches, %d of %d bytes parsed", ErrInvalidSnapshot,
+			raftlog.SnapshotFileName(id), len(batches), n, len(data))
+	}
+	hdr, err := controlRecord(batches[0], raftlog.ControlSnapshotHeader)
+	if err != nil || len(hdr.Value) < 10 {
+		return Snapshot{}, fmt.Errorf("%w %s: no snapshot header (%v)", ErrInvalidSnapshot, raftlog.SnapshotFileName(id), err)
+	}
+	if _, err := controlRecord(batches[len(batches)-1], raftlog.ControlSnapshotFooter); err != nil {
+		return Snapshot{}, fmt.Errorf("%w %s: no snapshot footer (%v)", ErrInvalidSnapshot, raftlog.SnapshotFileName(id), err)
+	}
+	return Snapshot{
+		ID:                       id,
+		LastContainedTimestampMs: int64(binary.BigEndian.Uint64(hdr.Value[2:10])),
+		Batches:                  batches[1 : len(batches)-1],
+	}, nil
+}
+
+func controlRecord(b raftlog.Batch, want raftlog.ControlType) (raftlog.Record, error) {
+	if !b.Control {
+		return raftlog.Record{}, fmt.Errorf("batch at %d is not a control batch", b.BaseOffset)
+	}
+	recs, err := b.Records()
+	if err != nil {
+		return raftlog.Record{}, err
+	}
+	if len(recs) == 0 {
+		return raftlog.Record{}, fmt.Errorf("empty control batch at %d", b.BaseOffset)
+	}
+	t, err := raftlog.ParseControlKey(recs[0].Key)
+	if err != nil {
+		return raftlog.Record{}, err
+	}
+	if t != want {
+		return raftlog.Record{}, fmt.Errorf("control record %s, want %s", t, want)
+	}
+	return recs[0], nil
+}
+
+// readSnapshotFile loads and validates a complete local snapshot.
+func readSnapshotFile(dir string, id raftlog.SnapshotID) (Snapshot, error) {
+	data, err := os.ReadFile(filepath.Join(dir, raftlog.SnapshotFileName(id)))
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("%w: %w", raftlog.ErrStorageFailed, err)
+	}
+	return ParseSnapshot(id, data)
+}
+
+// WriteSnapshot writes a snapshot of committed state ending at id (EndOffset is
+// exclusive; Epoch is the epoch of the last contained record). records must be an
+// immutable view (an image): they are read on a goroutine owned by the Node, so the
+// caller's loop is never blocked by the encoding or the fsync. The returned channel
+// receives the outcome once the snapshot is committed (then it is served and may
+// move the log start) or abandoned.
+func (n *Node) WriteSnapshot(ctx context.Context, id raftlog.SnapshotID, lastContainedTimestampMs int64,
+	records iter.Seq[raftlog.Record]) (<-chan error, error) {
+	if n.snaps == nil {
+		return nil, ErrNoSnapshotStorage
+	}
+	var w *raftlog.SnapshotWriter
+	var werr error
+	err := n.do(ctx, func() {
+		switch latest, ok := n.raft.LatestSnapshot(); {
+		case n.writing:
+			werr = ErrSnapshotInProgress
+		case ok && latest.EndOffset >= id.EndOffset:
+			werr = fmt.Errorf("%w: (%d,%d), latest (%d,%d)", ErrSnapshotNotNewer, id.EndOffset, id.Epoch, latest.EndOffset, latest.Epoch)
+		default:
+			if werr = n.raft.ValidateSnapshotID(id); werr == nil {
+				w, werr = n.snaps.CreateSnapshot(id)
+				n.writing = werr == nil
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if werr != nil {
+		return nil, werr
+	}
+	done := make(chan error, 1)
+	n.wg.Go(func() { n.writeSnapshot(w, lastContainedTimestampMs, records, done) })
+	return done, nil
+}
+
+// writeSnapshot runs on its own goroutine: encode, write, fsync; then the driver
+// commits (rename) and records the snapshot.
+func (n *Node) writeSnapshot(w *raftlog.SnapshotWriter, ts int64, records iter.Seq[raftlog.Record], done chan<- error) {
+	start := time.Now()
+	err := EncodeSnapshot(w.ID(), ts, records, snapshotBatchBytes, func(b raftlog.Batch) error {
+		if n.ctx.Err() != nil {
+			return ErrNodeStopped
+		}
+		return w.WriteBatch(b)
+	})
+	if err == nil {
+		err = w.Sync()
+	}
+	finish := func() {
+		n.writing = false
+		if err == nil {
+			err = n.commitSnapshot(w)
+		} else {
+			_ = w.Abort()
+		}
+		if err == nil {
+			n.log.Info("wrote snapshot", zap.Int64("end_offset", w.ID().EndOffset), zap.Int32("epoch", w.ID().Epoch),
+				zap.Int64("bytes", w.Size()), zap.Duration("took", time.Since(start)))
+		}
+		done <- err
+	}
+	if !n.post(finish) {
+		_ = w.Abort()
+		done <- ErrNodeStopped
+	}
+}
+
+// commitSnapshot publishes a written snapshot and cleans the log below it. Driver
+// goroutine only.
+func (n *Node) commitSnapshot(w *raftlog.SnapshotWriter) error {
+	if err := w.Commit(); err != nil {
+		n.fail(err)
+		return err
+	}
+	n.raft.SnapshotCreated(w.ID())
+	if err := n.maybeClean(); err != nil {
+		n.fail(err)
+		return err
+	}
+	return nil
+}
+
+// maybeClean moves the log start to the latest snapshot when the log kept below it
+// passes metadata.max.retention.bytes or its oldest batch is older than
+// metadata.max.retention.ms, then deletes the segments and older snapshots below.
+func (n *Node) maybeClean() error {
+	bytes, oldestMs := n.raft.RetainedBelowSnapshot()
+	if bytes == 0 {
+		return nil
+	}
+	rb, rms := n.cfg.RetentionBytes, n.cfg.RetentionMs
+	if !(rb >= 0 && bytes > rb || rms >= 0 && n.nowMs()-oldestMs > rms) {
+		return nil
+	}
+	start, ok := n.raft.CompactLog()
+	if !ok {
+		return nil
+	}
+	if err := n.snaps.SetLogStart(start); err != nil {
+		return err
+	}
+	if err := n.snaps.DeleteSnapshotsBefore(start); err != nil {
+		return err
+	}
+	n.log.Info("log start moved to snapshot", zap.Int64("log_start_offset", start), zap.Int64("freed_bytes", bytes))
+	return n.cfg.Storage.Sync()
+}
+
+// download is a snapshot being received through FetchSnapshot.
+type download struct {
+	id  raftlog.SnapshotID
+	w   *raftlog.SnapshotWriter // nil when the file already exists locally
+	buf []byte
+}
+
+// persistDownload writes downloaded chunks and, when the core completed the
+// download, validates and commits the file and restarts the log at its end. The
+// parsed snapshot waits in n.toLoad for deliver.
+func (n *Node) persistDownload(rd *Ready) error {
+	for _, c := range rd.SnapshotChunks {
+		if err := n.writeChunk(c); err != nil {
+			return err
+		}
+	}
+	id := rd.LoadSnapshot
+	if id == nil {
+		return nil
+	}
+	d := n.dl
+	n.dl = nil
+	if d == nil || d.id != *id {
+		return fmt.Errorf("%w: load of (%d,%d) without its download", ErrInvalidSnapshot, id.EndOffset, id.Epoch)
+	}
+	snap, err := ParseSnapshot(*id, d.buf)
+	if err != nil {
+		if d.w != nil {
+			_ = d.w.Abort()
+		}
+		return err
+	}
+	if d.w != nil {
+		if err := d.w.Commit(); err != nil {
+			return err
+		}
+	}
+	if err := n.snaps.ResetLog(id.EndOffset); err != nil {
+		return err
+	}
+	rd.TruncateTo = -1 // the reset supersedes any truncation in this Ready
+	if err := n.cfg.Storage.Sync(); err != nil {
+		return err
+	}
+	if err := n.snaps.DeleteSnapshotsBefore(id.EndOffset); err != nil {
+		return err
+	}
+	n.toLoad = &snap
+	return nil
+}
+
+func (n *Node) writeChunk(c SnapshotChunk) error {
+	if n.snaps == nil {
+		return ErrNoSnapshotStorage
+	}
+	if c.Position == 0 || n.dl == nil || n.dl.id != c.ID {
+		if n.dl != nil && n.dl.w != nil {
+			_ = n.dl.w.Abort()
+		}
+		w, err := n.snaps.CreateSnapshot(c.ID)
+		if err != nil && !errors.Is(err, raftlog.ErrSnapshotExists) {
+			return err
+		}
+		n.dl = &download{id: c.ID, w: w, buf: make([]byte, 0, c.Size)}
+	}
+	d := n.dl
+	if int64(len(d.buf)) != c.Position {
+		return fmt.Errorf("%w: chunk at %d, partial file has %d bytes", ErrInvalidSnapshot, c.Position, len(d.buf))
+	}
+	d.buf = append(d.buf, c.Data...)
+	if d.w != nil {
+		if _, err := d.w.Write(c.Data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadIntoListeners replaces every listener's state with s.
+func (n *Node) loadIntoListeners(s Snapshot) error {
+	for _, l := range n.listeners {
+		sl, ok := l.(SnapshotListener)
+		if !ok {
+			return fmt.Errorf("%w: %T", ErrListenerCannotLoad, l)
+		}
+		sl.HandleLoadSnapshot(s)
+	}
+	n.applied = max(n.applied, s.ID.EndOffset)
+	return nil
+}
+
+// LatestSnapshot is the newest complete local snapshot.
+func (n *Node) LatestSnapshot(ctx context.Context) (raftlog.SnapshotID, bool, error) {
+	var id raftlog.SnapshotID
+	var ok bool
+	err := n.do(ctx, func() { id, ok = n.raft.LatestSnapshot() })
+	return id, ok, err
+}
