@@ -8,7 +8,10 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/kraftd/kraftd/metadata/image"
+	"github.com/kraftd/kraftd/metadata/records"
 )
 
 // Truth is the cluster as ZooKeeper (the source of truth in legacy mode)
@@ -140,5 +143,66 @@ func (tr *Truth) compareTopic(name string, img *image.Image, say func(string, ..
 	}
 	if t.NumPartitions() != len(a.Partitions) {
 		say("topic %s has %d partitions cached, ZooKeeper has %d", name, t.NumPartitions(), len(a.Partitions))
+	}
+}
+
+// CompareMetadata compares what broker brokerID answered to a Metadata
+// request for all topics with ZooKeeper, for `kraftd check-divergence
+// --bootstrap ...` in legacy mode: the broker set, topic ids and, per
+// partition, leader, leader epoch, replicas and ISR (Metadata carries no
+// partition epoch).
+func (tr *Truth) CompareMetadata(brokerID int32, m *kmsg.MetadataResponse) []string {
+	var out []string
+	say := func(format string, args ...any) {
+		out = append(out, fmt.Sprintf("broker %d: ", brokerID)+fmt.Sprintf(format, args...))
+	}
+	var ids []int32
+	for _, b := range m.Brokers {
+		ids = append(ids, b.NodeID)
+	}
+	slices.Sort(ids)
+	if !slices.Equal(ids, tr.Brokers) {
+		say("live brokers %v, ZooKeeper has %v", ids, tr.Brokers)
+	}
+	seen := map[string]bool{}
+	for _, t := range m.Topics {
+		if t.Topic == nil || t.ErrorCode != 0 {
+			continue
+		}
+		name := *t.Topic
+		seen[name] = true
+		a, ok := tr.Topics[name]
+		if !ok {
+			say("topic %s is served but not in ZooKeeper", name)
+			continue
+		}
+		if !a.ID.IsZero() && records.UUID(t.TopicID) != a.ID && t.TopicID != [16]byte{} {
+			say("topic %s id %s, ZooKeeper has %s", name, records.UUID(t.TopicID), a.ID)
+		}
+		for _, p := range t.Partitions {
+			tr.comparePartition(name, p, say)
+		}
+		if len(t.Partitions) != len(a.Partitions) {
+			say("topic %s has %d partitions served, ZooKeeper has %d", name, len(t.Partitions), len(a.Partitions))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(tr.Topics)) {
+		if !seen[name] {
+			say("topic %s is in ZooKeeper but not served", name)
+		}
+	}
+	return out
+}
+
+func (tr *Truth) comparePartition(name string, p kmsg.MetadataResponseTopicPartition, say func(string, ...any)) {
+	want, ok := tr.States[TopicPartition{name, p.Partition}]
+	replicas := tr.Topics[name].Partitions[p.Partition]
+	switch {
+	case !ok:
+		say("%s-%d is served but has no state in ZooKeeper", name, p.Partition)
+	case p.Leader != want.Leader || (p.LeaderEpoch != -1 && p.LeaderEpoch != want.LeaderEpoch) ||
+		!slices.Equal(p.ISR, want.ISR) || !slices.Equal(p.Replicas, replicas):
+		say("%s-%d leader %d epoch %d isr %v replicas %v, ZooKeeper has leader %d epoch %d isr %v replicas %v",
+			name, p.Partition, p.Leader, p.LeaderEpoch, p.ISR, p.Replicas, want.Leader, want.LeaderEpoch, want.ISR, replicas)
 	}
 }

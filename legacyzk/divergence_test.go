@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // divergent returns the differences between broker b's cache and ZooKeeper.
@@ -117,5 +118,26 @@ func TestZkZombieControllerFencedByEpoch(t *testing.T) {
 	c.converged()
 	if zombie.IsController() {
 		t.Fatal("the zombie must not be controller again")
+	}
+}
+
+func TestCompareMetadata(t *testing.T) {
+	tr := &Truth{
+		Brokers: []int32{1, 2},
+		Topics:  map[string]TopicAssignment{"a": {Partitions: map[int32][]int32{0: {1, 2}}}},
+		States:  map[TopicPartition]LeaderIsr{{"a", 0}: {Leader: 1, LeaderEpoch: 3, ISR: []int32{1, 2}}},
+	}
+	name := "a"
+	m := kmsg.NewPtrMetadataResponse()
+	m.Brokers = []kmsg.MetadataResponseBroker{{NodeID: 2}, {NodeID: 1}}
+	m.Topics = []kmsg.MetadataResponseTopic{{Topic: &name, Partitions: []kmsg.MetadataResponseTopicPartition{
+		{Partition: 0, Leader: 1, LeaderEpoch: 3, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}}}}
+	if d := tr.CompareMetadata(2, m); len(d) != 0 {
+		t.Fatalf("identical views differ: %v", d)
+	}
+	m.Topics[0].Partitions[0].Leader, m.Topics[0].Partitions[0].LeaderEpoch = 2, 2
+	d := tr.CompareMetadata(2, m)
+	if len(d) != 1 || !strings.Contains(d[0], "broker 2: a-0 leader 2 epoch 2") {
+		t.Fatalf("%v", d)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -318,4 +319,58 @@ func TestMemBouncedBrokerGetsFullState(t *testing.T) {
 		r, ok := other.Replica("t", 0)
 		return ok && r.LeaderEpoch > 0, "not yet"
 	})
+}
+
+// The controller itself shutting down: it moves its own leaderships away
+// through its own ControlledShutdown handler, then leaves; another broker
+// takes over at the next epoch and the survivors converge.
+func TestMemControllerControlledShutdown(t *testing.T) {
+	c := newMemCluster(t, 1, 2, 3)
+	ctrl := c.controller()
+	c.createTopic(ctrl, "t", 6, 3)
+	c.converged()
+	if err := ctrl.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	next := c.controller()
+	if next.ActiveControllerEpoch() != 2 {
+		t.Fatalf("epoch %d", next.ActiveControllerEpoch())
+	}
+	c.converged()
+	tr, err := ReadTruth(context.Background(), c.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tp, s := range tr.States {
+		if s.Leader == ctrl.ID() || slices.Contains(s.ISR, ctrl.ID()) {
+			t.Fatalf("%v still has the departed controller: %+v", tp, s)
+		}
+	}
+}
+
+func TestControlledShutdownErrors(t *testing.T) {
+	c := newMemCluster(t, 1, 2)
+	ctrl := c.controller()
+	other := c.brokers[3-ctrl.ID()]
+	var code int16
+	call := func(id int32, epoch int64) {
+		t.Helper()
+		if err := ctrl.ctrl.call(context.Background(), func() { _, code = ctrl.ctrl.controlledShutdown(id, epoch) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call(other.ID(), other.BrokerEpoch()-1)
+	if code != kerr.StaleBrokerEpoch.Code {
+		t.Fatalf("stale epoch: %d", code)
+	}
+	call(42, -1)
+	if code != kerr.BrokerNotAvailable.Code {
+		t.Fatalf("unknown broker: %d", code)
+	}
+	if err := other.ctrl.call(context.Background(), func() { _, code = other.ctrl.controlledShutdown(ctrl.ID(), -1) }); err != nil {
+		t.Fatal(err)
+	}
+	if code != kerr.NotController.Code {
+		t.Fatalf("not controller: %d", code)
+	}
 }
