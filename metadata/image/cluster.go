@@ -37,6 +37,23 @@ func (b Broker) Listener(name string) (records.BrokerEndpoint, bool) {
 	return records.BrokerEndpoint{}, false
 }
 
+// Equal reports whether two registrations are the same; nil and empty
+// lists are equal, as they are on the wire.
+func (b *Broker) Equal(o *Broker) bool {
+	return b.ID == o.ID && b.Epoch == o.Epoch && b.IncarnationID == o.IncarnationID &&
+		slices.Equal(b.Listeners, o.Listeners) && slices.Equal(b.Features, o.Features) &&
+		equalRack(b.Rack, o.Rack) && b.Fenced == o.Fenced &&
+		b.InControlledShutdown == o.InControlledShutdown &&
+		b.IsMigratingZkBroker == o.IsMigratingZkBroker && slices.Equal(b.LogDirs, o.LogDirs)
+}
+
+func equalRack(a, b *string) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
 // Controller is one controller's registration (KIP-919).
 type Controller struct {
 	ID               int32
@@ -44,6 +61,12 @@ type Controller struct {
 	ZkMigrationReady bool
 	Listeners        []records.BrokerEndpoint
 	Features         []records.BrokerFeature
+}
+
+// Equal reports whether two registrations are the same.
+func (c *Controller) Equal(o *Controller) bool {
+	return c.ID == o.ID && c.IncarnationID == o.IncarnationID && c.ZkMigrationReady == o.ZkMigrationReady &&
+		slices.Equal(c.Listeners, o.Listeners) && slices.Equal(c.Features, o.Features)
 }
 
 func compareID(a, b int32) int { return cmp.Compare(a, b) }

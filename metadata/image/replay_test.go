@@ -2,7 +2,9 @@ package image
 
 import (
 	"errors"
+	"flag"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/kraftd/kraftd/metadata/records"
@@ -28,6 +30,12 @@ func genLog(t *testing.T, seed uint64, n int) ([]records.Record, []*Image) {
 			t.Fatalf("seed %d offset %d: %v", seed, off, err)
 		}
 		checkSharing(t, d, img, next)
+		if diff, changes := Diff(img, next), d.Changes(); !changes.Contains(diff) {
+			t.Fatalf("seed %d offset %d: delta reports %+v, diff finds %+v", seed, off, changes, diff)
+		}
+		if emptyChanges(Diff(img, next)) && stateDump(img) != stateDump(next) {
+			t.Fatalf("seed %d offset %d: images differ but Diff finds nothing", seed, off)
+		}
 		log = append(log, r)
 		img = next
 		imgs = append(imgs, img)
@@ -82,11 +90,13 @@ func replayAll(t *testing.T, base *Image, log []records.Record, from int64) *Ima
 	return d.Apply()
 }
 
+var replaySeeds = flag.Int("image.seeds", 10, "random logs TestSnapshotEqualsReplay checks")
+
 // TestSnapshotEqualsReplay checks that one delta, many random batches and
 // a rebuild from Records() (encoded to bytes and decoded back) all give
 // the image of one delta per record.
 func TestSnapshotEqualsReplay(t *testing.T) {
-	for seed := range uint64(30) {
+	for seed := range uint64(*replaySeeds) {
 		log, imgs := genLog(t, seed, 300)
 		want := imgs[len(imgs)-1]
 
@@ -114,6 +124,14 @@ func TestSnapshotEqualsReplay(t *testing.T) {
 		}
 		if got := replayAll(t, snap, log[cut:], int64(cut)); !got.Equal(want) {
 			t.Fatalf("seed %d: snapshot+tail differs", seed)
+		}
+		// A snapshot load shares nothing with the image it replaces, yet
+		// Diff must see no difference between equal images.
+		if diff := Diff(imgs[cut], snap); !emptyChanges(diff) {
+			t.Fatalf("seed %d: diff of equal images: %+v", seed, diff)
+		}
+		if diff := Diff(snap, want); !Diff(imgs[cut], want).Contains(diff) || !diff.Contains(Diff(imgs[cut], want)) {
+			t.Fatalf("seed %d: diff after snapshot load differs from diff before", seed)
 		}
 		if got, want := want.Hash(), imgs[len(imgs)-1].Hash(); got != want {
 			t.Fatalf("hash unstable")
@@ -221,4 +239,15 @@ func TestBaseUntouchedByLaterDeltas(t *testing.T) {
 			t.Fatalf("image %d changed after publication", i)
 		}
 	}
+}
+
+func emptyChanges(c Changes) bool {
+	return len(c.Topics) == 0 && len(c.Brokers) == 0 && len(c.Controllers) == 0 && len(c.Configs) == 0 &&
+		!c.FeaturesChanged && !c.MetadataVersionChanged && !c.ProducerIDsChanged
+}
+
+// stateDump is Dump without the provenance line.
+func stateDump(img *Image) string {
+	d := img.Dump()
+	return d[strings.IndexByte(d, '\n')+1:]
 }
