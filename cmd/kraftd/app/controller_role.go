@@ -14,9 +14,10 @@ import (
 // built in Prepare (the cluster id is known only after storage was prepared), which
 // registers it as a quorum listener and serves its handlers before anything starts.
 type controllerRole struct {
-	a  *App
-	mu sync.Mutex
-	c  *controller.Controller
+	a       *App
+	metrics *controllerMetrics
+	mu      sync.Mutex
+	c       *controller.Controller
 }
 
 // quorumProposer forwards Propose to the quorum node once it runs.
@@ -56,6 +57,7 @@ func (r *controllerRole) Prepare(ctx context.Context) error {
 	for _, name := range cfg.ControllerListenerNames {
 		if reg := r.a.registries[name]; reg != nil {
 			c.RegisterHandlers(reg)
+			r.metrics.wrapHeartbeats(reg)
 		}
 	}
 	r.a.quorum.addListener(c)

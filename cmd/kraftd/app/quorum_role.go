@@ -24,9 +24,14 @@ type quorumRole struct {
 	node      *quorum.Node
 	listeners []quorum.Listener
 	ready     chan struct{} // closed once node is set
+	metrics   *quorumMetrics
 }
 
-func newQuorumRole(a *App) *quorumRole { return &quorumRole{a: a, ready: make(chan struct{})} }
+func newQuorumRole(a *App) *quorumRole {
+	q := &quorumRole{a: a, ready: make(chan struct{})}
+	q.metrics = newQuorumMetrics(q, a.cfg.NodeID)
+	return q
+}
 
 // addListener attaches a state machine (controller, broker publisher); call before Start.
 func (q *quorumRole) addListener(l quorum.Listener) { q.listeners = append(q.listeners, l) }
@@ -82,6 +87,8 @@ func (q *quorumRole) Start(ctx context.Context) error {
 		ListenerName: listener,
 		Logger:       log,
 		OnFatal:      q.a.reportFatal,
+
+		OnCommitLatency: q.metrics.observeCommit,
 	})
 	if err != nil {
 		store.Close()

@@ -1,0 +1,141 @@
+package app
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kraftd/kraftd/broker"
+)
+
+// scrape fetches /metrics and returns every sample as "name{labels}" -> value.
+func scrape(t *testing.T, a *App) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + a.MetricsAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		t.Fatalf("status %d: %.300s", resp.StatusCode, body)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("bad sample %q: %v", line, err)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+// TestRoleMetricsOnACombinedNode scrapes a single combined node once its broker
+// runs: the node leads the quorum, has committed (so the commit histogram has
+// samples), sees one registered unfenced broker and counts its heartbeats.
+func TestRoleMetricsOnACombinedNode(t *testing.T) {
+	c := embedded(t,
+		Setting{"listeners", "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0"},
+		Setting{"log.dirs", t.TempDir()},
+		Setting{"cluster.id", testClusterID},
+		Setting{"controller.quorum.voters", "1@127.0.0.1:0"},
+		Setting{"broker.heartbeat.interval.ms", "100"},
+		Setting{"metrics.listener", "127.0.0.1:0"})
+	a, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop(context.Background())
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := a.Broker().WaitState(ctx, broker.StateRunning); err != nil {
+		t.Fatalf("broker not running: %v", err)
+	}
+	l := `{node="1"}`
+	var m map[string]float64
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m = scrape(t, a)
+		// The broker is RUNNING once unfenced; the counters trail by a heartbeat.
+		if m["kraftd_controller_heartbeats_total"+l] >= 2 && m["kraftd_controller_fenced_brokers"+l] == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("heartbeats not counted or broker still fenced: %v", m)
+		}
+		waitTick()
+	}
+	want := map[string]float64{
+		"kraftd_raft_current_leader" + l:                       1,
+		`kraftd_raft_current_state{node="1",state="leader"}`:   1,
+		`kraftd_raft_current_state{node="1",state="follower"}`: 0,
+		"kraftd_controller_active" + l:                         1,
+		"kraftd_controller_registered_brokers" + l:             1,
+		"kraftd_controller_fenced_brokers" + l:                 0,
+		"kraftd_controller_topics" + l:                         0,
+		"kraftd_controller_partitions" + l:                     0,
+		"kraftd_broker_fenced" + l:                             0,
+	}
+	for k, v := range want {
+		if got, ok := m[k]; !ok || got != v {
+			t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
+		}
+	}
+	hw, leo := m["kraftd_raft_high_watermark"+l], m["kraftd_raft_log_end_offset"+l]
+	if hw <= 0 || leo < hw || m["kraftd_raft_applied_offset"+l] <= 0 {
+		t.Errorf("high watermark %v, log end %v, applied %v", hw, leo, m["kraftd_raft_applied_offset"+l])
+	}
+	if m["kraftd_raft_current_epoch"+l] < 1 {
+		t.Errorf("epoch %v", m["kraftd_raft_current_epoch"+l])
+	}
+	// Registration, unfence and activation were each proposed and committed here.
+	if n := m["kraftd_raft_commit_latency_seconds_count"+l]; n < 2 {
+		t.Errorf("commit latency samples %v", n)
+	}
+	if n := m["kraftd_controller_heartbeat_latency_seconds_count"+l]; n < m["kraftd_controller_heartbeats_total"+l]-1 {
+		t.Errorf("heartbeat latency samples %v for %v heartbeats", n, m["kraftd_controller_heartbeats_total"+l])
+	}
+	if inf := fmt.Sprintf(`kraftd_raft_commit_latency_seconds_bucket{node="1",le="+Inf"}`); m[inf] != m["kraftd_raft_commit_latency_seconds_count"+l] {
+		t.Errorf("+Inf bucket %v != count", m[inf])
+	}
+}
+
+// TestQuorumMetricsBeforeStart: a registry scraped before the node runs has the
+// commit histogram and nothing that would read a missing node.
+func TestQuorumMetricsBeforeStart(t *testing.T) {
+	c := ephemeralConfig(t)
+	a, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := a.Metrics().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, mf := range mfs {
+		names[mf.GetName()] = true
+	}
+	if !names["kraftd_raft_commit_latency_seconds"] || names["kraftd_raft_current_epoch"] || !names["kraftd_controller_active"] {
+		t.Errorf("families before start: %v", names)
+	}
+}
+
+// waitTick paces polling of the metrics endpoint.
+func waitTick() { <-time.After(20 * time.Millisecond) }
