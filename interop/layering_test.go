@@ -175,9 +175,9 @@ type sourceRule struct {
 var wallClockFuncs = map[string]bool{"Now": true, "After": true, "Sleep": true, "Since": true, "Until": true}
 
 // wallClockExempt are the quorum files allowed to touch the real clock: the
-// driver and the network transport. Everything else in quorum/*.go is the
-// deterministic core.
-var wallClockExempt = map[string]bool{"quorum/node.go": true, "quorum/transport.go": true}
+// driver (node.go, and snapshot_node.go for snapshot writing and transfer) and the
+// network transport. Everything else in quorum/*.go is the deterministic core.
+var wallClockExempt = map[string]bool{"quorum/node.go": true, "quorum/snapshot_node.go": true, "quorum/transport.go": true}
 
 var sourceRules = []sourceRule{
 	{
