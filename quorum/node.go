@@ -38,7 +38,12 @@ type NodeConfig struct {
 	// Propose accepting a batch to its commit being delivered to listeners (leader
 	// only). It must not block: it is meant for a histogram's Observe.
 	OnCommitLatency func(time.Duration)
-	Logger          *zap.Logger
+	// RetentionBytes and RetentionMs bound the log kept below the latest snapshot
+	// (metadata.max.retention.bytes / .ms): past either, the log start moves to the
+	// snapshot. 0 is the default (100 MiB, 7 days); negative disables that bound.
+	RetentionBytes int64
+	RetentionMs    int64
+	Logger         *zap.Logger
 }
 
 // Node drives a Raft core: it owns the only goroutine that touches the core, arms one
@@ -69,7 +74,14 @@ type Node struct {
 	applied       int64 // next offset to deliver to listeners
 	pendingLeader *LeaderAndEpoch
 	fatal         error
-	commits       commitTimer
+
+	// Snapshots (snapshot_node.go); snaps is nil when the storage keeps none.
+	snaps     SnapshotStorage
+	writing   bool
+	dl        *download
+	toLoad    *Snapshot // downloaded, loaded into listeners by deliver
+	startSnap *Snapshot // loaded into listeners by Start
+	commits   commitTimer
 
 	gauges nodeGauges // written by the driver, read by Metrics
 }
@@ -100,6 +112,16 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if err := cfg.Raft.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.RetentionBytes == 0 {
+		cfg.RetentionBytes = DefaultRetentionBytes
+	}
+	if cfg.RetentionMs == 0 {
+		cfg.RetentionMs = DefaultRetentionMs
+	}
+	snaps, _ := cfg.Storage.(SnapshotStorage)
+	if snaps != nil {
+		cfg.Raft.Snapshots = snapshotFiles{dir: snaps.Dir()}
+	}
 	loaded, err := cfg.Storage.Load()
 	if err != nil {
 		return nil, err
@@ -118,6 +140,16 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	n.snaps = snaps
+	if loaded.Snapshot != nil && snaps != nil {
+		// Listeners start from the latest snapshot and replay only the log after it.
+		s, err := readSnapshotFile(snaps.Dir(), *loaded.Snapshot)
+		if err != nil {
+			return nil, err
+		}
+		n.startSnap = &s
+	}
+	n.applied = n.raft.Status().AppliedOffset
 	n.commits.observe = cfg.OnCommitLatency
 	n.gauges.update(n.raft, n.applied)
 	n.client = cfg.Client
@@ -143,6 +175,12 @@ func (n *Node) Register(l Listener) { n.listeners = append(n.listeners, l) }
 
 // Start runs the driver loop.
 func (n *Node) Start() {
+	if s := n.startSnap; s != nil {
+		n.startSnap = nil
+		if err := n.loadIntoListeners(*s); err != nil {
+			n.fail(err)
+		}
+	}
 	n.wg.Go(n.run)
 }
 
@@ -340,6 +378,10 @@ func (n *Node) drainReady() {
 	for n.fatal == nil && n.raft.HasReady() {
 		rd := n.raft.Ready()
 		n.sendAll(rd.Messages)
+		if err := n.persistDownload(&rd); err != nil {
+			n.fail(err)
+			return
+		}
 		if err := n.persist(rd); err != nil {
 			n.fail(err)
 			return
@@ -379,6 +421,13 @@ func (n *Node) persist(rd Ready) error {
 // deliver feeds committed batches to listeners and reports leader changes. A change to
 // "this node leads" waits until every batch below the epoch start was delivered.
 func (n *Node) deliver(rd Ready) {
+	if s := n.toLoad; s != nil {
+		n.toLoad = nil
+		if err := n.loadIntoListeners(*s); err != nil {
+			n.fail(err)
+			return
+		}
+	}
 	if len(rd.Committed) > 0 {
 		for _, l := range n.listeners {
 			l.HandleCommit(rd.Committed)
@@ -493,6 +542,8 @@ func failedResponse(m Message, resp Message) Message {
 		resp.EndEpochResp = &EndQuorumEpochResponse{LeaderID: -1, LeaderEpoch: -1}
 	case m.Fetch != nil:
 		resp.FetchResp = &FetchResponse{LeaderID: -1, LeaderEpoch: -1, HighWatermark: -1}
+	case m.FetchSnapshot != nil:
+		resp.FetchSnapshotResp = &FetchSnapshotResponse{LeaderID: -1, LeaderEpoch: -1}
 	}
 	return resp
 }

@@ -291,6 +291,16 @@ func (a *App) Stop(ctx context.Context) error {
 	}
 	a.state = lifecycleStopped
 	var errs []error
+	// A broker's controlled shutdown goes first, while every listener still serves:
+	// on a combined node the controller it asks to move leaderships off is this very
+	// process (Kafka's BrokerServer shuts down the same way). Its Stop is idempotent.
+	if a.broker != nil && a.started > 0 {
+		if b := a.broker.Broker(); b != nil {
+			if err := b.Stop(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("app: broker controlled shutdown: %w", err))
+			}
+		}
+	}
 	// Shutdown falls back to closing every connection when ctx expires.
 	if err := a.server.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("app: shutting down listeners: %w", err))
