@@ -41,15 +41,22 @@ func (c *controller) processBrokerChange() error {
 		c.chans.removeBroker(id)
 		delete(c.view.ShuttingDown, id)
 	}
-	c.view.Live = cur
-	for _, id := range append(slices.Clone(added), bounced...) {
-		c.chans.addBroker(cur[id])
-		c.rearm(BrokerPath(id))
+	// As Kafka does, a bounced broker is first failed (so its leaderships
+	// and ISR memberships move with fresh leader epochs) and only then
+	// started again: the new incarnation must not keep old roles.
+	c.view.Live = maps.Clone(cur)
+	for _, id := range bounced {
+		delete(c.view.Live, id)
 	}
 	if len(dead) > 0 || len(bounced) > 0 {
 		if err := c.onBrokerFailure(); err != nil {
 			return err
 		}
+	}
+	c.view.Live = cur
+	for _, id := range append(slices.Clone(added), bounced...) {
+		c.chans.addBroker(cur[id])
+		c.rearm(BrokerPath(id))
 	}
 	if len(added) > 0 || len(bounced) > 0 {
 		return c.onBrokerStartup(append(added, bounced...))
