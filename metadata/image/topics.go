@@ -93,7 +93,7 @@ type topicsDelta struct {
 type topicChange struct {
 	topic   *Topic
 	created bool
-	parts   map[int32]struct{}
+	parts   []int32 // touched partition ids, in replay order, may repeat
 }
 
 func newTopicsDelta(base topicsImage) topicsDelta { return topicsDelta{base: base} }
@@ -168,7 +168,7 @@ func (d *topicsDelta) replayPartition(r *records.PartitionRecord, edit *editToke
 	}
 	c := d.working(t)
 	c.topic.parts.Set(r.PartitionID, p, edit)
-	put(&c.parts, r.PartitionID, struct{}{})
+	c.parts = append(c.parts, r.PartitionID)
 	return nil
 }
 
@@ -187,7 +187,7 @@ func (d *topicsDelta) replayPartitionChange(r *records.PartitionChangeRecord, ed
 	}
 	c := d.working(t)
 	c.topic.parts.Set(r.PartitionID, next, edit)
-	put(&c.parts, r.PartitionID, struct{}{})
+	c.parts = append(c.parts, r.PartitionID)
 	return nil
 }
 
@@ -279,7 +279,7 @@ func (d *topicsDelta) changes() []TopicChange {
 		out = append(out, TopicChange{ID: id, Name: t.name, Deleted: true})
 	}
 	for id, c := range d.changed {
-		parts := slices.Sorted(maps.Keys(c.parts))
+		parts := slices.Compact(slices.Sorted(slices.Values(c.parts)))
 		if parts == nil {
 			parts = []int32{}
 		}
