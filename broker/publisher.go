@@ -41,7 +41,8 @@ type publisher struct {
 
 	mu    sync.Mutex
 	queue []raftlog.Batch
-	wake  chan struct{} // capacity 1: "the queue is not empty"
+	snap  *quorum.Snapshot // a snapshot to load before queue
+	wake  chan struct{}    // capacity 1: "the queue is not empty"
 
 	cur           atomic.Pointer[image.Image]
 	appliedOffset atomic.Int64 // offset of the last record or batch in cur
@@ -101,9 +102,14 @@ func (p *publisher) run(ctx context.Context) {
 		case <-p.wake:
 		}
 		p.mu.Lock()
-		batches := p.queue
-		p.queue = nil
+		batches, snap := p.queue, p.snap
+		p.queue, p.snap = nil, nil
 		p.mu.Unlock()
+		if snap != nil && !p.failed.Load() {
+			if err := p.loadSnapshot(*snap); err != nil {
+				p.stop(err, snap.ID.EndOffset)
+			}
+		}
 		if !p.failed.Load() {
 			p.applyAll(batches)
 		}
@@ -115,20 +121,25 @@ func (p *publisher) run(ctx context.Context) {
 func (p *publisher) applyAll(batches []raftlog.Batch) {
 	for _, b := range batches {
 		if err := p.applyBatch(b); err != nil {
-			p.failed.Store(true)
-			p.delta, p.preTxn = nil, nil
-			err = fmt.Errorf("%w: %w", ErrApply, err)
-			p.log.Error("stopped applying metadata", zap.Int64("batchOffset", b.BaseOffset), zap.Error(err))
-			p.notify()
-			if p.onFatal != nil {
-				p.onFatal(err)
-			}
+			p.stop(err, b.BaseOffset)
 			return
 		}
 	}
 	if p.delta != nil && p.preTxn == nil {
 		p.publish(p.delta.Apply())
 		p.delta = nil
+	}
+}
+
+// stop gives up applying after a record (or snapshot) that cannot be applied.
+func (p *publisher) stop(err error, offset int64) {
+	p.failed.Store(true)
+	p.delta, p.preTxn = nil, nil
+	err = fmt.Errorf("%w: %w", ErrApply, err)
+	p.log.Error("stopped applying metadata", zap.Int64("batchOffset", offset), zap.Error(err))
+	p.notify()
+	if p.onFatal != nil {
+		p.onFatal(err)
 	}
 }
 

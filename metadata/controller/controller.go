@@ -167,6 +167,8 @@ func (c *Controller) drainInbox() {
 			_ = c.core.commit(v, c.nowMs()) // logged by core; the controller stays inactive
 		case quorum.LeaderAndEpoch:
 			c.core.leaderChange(v, c.nowMs())
+		case quorum.Snapshot:
+			c.core.loadSnapshot(v, c.nowMs())
 		}
 	}
 }

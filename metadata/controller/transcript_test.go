@@ -97,6 +97,8 @@ func (e *env) run(tc *testCase) {
 		e.out.WriteString(e.c.committed.visible().Dump())
 	case "check":
 		e.check()
+	case "load-snapshot":
+		e.loadSnapshot(tc)
 	default:
 		e.request(e.buildRequest(tc))
 	}

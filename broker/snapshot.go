@@ -1,0 +1,55 @@
+package broker
+
+import (
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/kraftd/kraftd/metadata/image"
+	"github.com/kraftd/kraftd/metadata/records"
+	"github.com/kraftd/kraftd/quorum"
+)
+
+// HandleLoadSnapshot implements quorum.SnapshotListener. It queues the snapshot and
+// drops the batches queued before it: they lie below its end, which it supersedes.
+// The run goroutine builds a fresh image from it and publishes it in one swap.
+func (p *publisher) HandleLoadSnapshot(s quorum.Snapshot) {
+	p.mu.Lock()
+	p.snap = &s
+	p.queue = nil
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+var _ quorum.SnapshotListener = (*publisher)(nil)
+
+// loadSnapshot replaces the published image with the snapshot's.
+func (p *publisher) loadSnapshot(s quorum.Snapshot) error {
+	var recs []records.Record
+	for _, b := range s.Batches {
+		raw, err := b.Records()
+		if err != nil {
+			return fmt.Errorf("snapshot batch at %d: %w", b.BaseOffset, err)
+		}
+		for _, r := range raw {
+			rec, err := records.Decode(r.Value)
+			if err != nil {
+				return fmt.Errorf("snapshot record %d: %w", r.Offset, err)
+			}
+			recs = append(recs, rec)
+		}
+	}
+	img, err := image.FromSnapshot(recs, image.Provenance{
+		Offset: s.ID.EndOffset - 1, Epoch: s.ID.Epoch, TimestampMs: s.LastContainedTimestampMs})
+	if err != nil {
+		return err
+	}
+	p.delta, p.preTxn = nil, nil
+	p.publish(img)
+	p.log.Info("loaded metadata snapshot", zap.Int64("endOffset", s.ID.EndOffset), zap.Int32("epoch", s.ID.Epoch),
+		zap.Int("partitions", img.NumPartitions()))
+	return nil
+}

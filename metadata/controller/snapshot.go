@@ -1,0 +1,65 @@
+package controller
+
+import (
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/kraftd/kraftd/metadata/image"
+	"github.com/kraftd/kraftd/metadata/records"
+	"github.com/kraftd/kraftd/quorum"
+)
+
+// HandleLoadSnapshot implements quorum.SnapshotListener; it only queues. The quorum
+// never calls it while this node leads, so there is nothing in flight to drop.
+func (c *Controller) HandleLoadSnapshot(s quorum.Snapshot) { c.enqueue(s) }
+
+var _ quorum.SnapshotListener = (*Controller)(nil)
+
+// SnapshotImage decodes a snapshot's records into the image they describe.
+func SnapshotImage(s quorum.Snapshot) (*image.Image, error) {
+	var recs []records.Record
+	for _, b := range s.Batches {
+		raw, err := b.Records()
+		if err != nil {
+			return nil, fmt.Errorf("%w: snapshot batch at %d: %w", ErrReplay, b.BaseOffset, err)
+		}
+		for _, r := range raw {
+			rec, err := records.Decode(r.Value)
+			if err != nil {
+				return nil, fmt.Errorf("%w: snapshot record %d: %w", ErrReplay, r.Offset, err)
+			}
+			recs = append(recs, rec)
+		}
+	}
+	img, err := image.FromSnapshot(recs, image.Provenance{
+		Offset: s.ID.EndOffset - 1, Epoch: s.ID.Epoch, TimestampMs: s.LastContainedTimestampMs})
+	if err != nil {
+		return nil, fmt.Errorf("%w: snapshot (%d,%d): %w", ErrReplay, s.ID.EndOffset, s.ID.Epoch, err)
+	}
+	return img, nil
+}
+
+// loadSnapshot replaces the committed state with a snapshot in one step. Broker
+// epochs are the offsets of their registrations, which the image keeps.
+func (c *core) loadSnapshot(s quorum.Snapshot, nowMs int64) {
+	img, err := SnapshotImage(s)
+	if err != nil {
+		c.failed = err
+		c.log.Error("cannot load snapshot", zap.Error(err))
+		return
+	}
+	v := emptyView()
+	v.img = img
+	for _, b := range img.Brokers() {
+		v.regOffsets[b.ID] = b.Epoch
+	}
+	c.renounce("loading snapshot")
+	c.committed, c.pending, c.committedOffset = v, v, s.ID.EndOffset-1
+	c.failed = nil
+	c.log.Info("loaded snapshot", zap.Int64("endOffset", s.ID.EndOffset), zap.Int32("epoch", s.ID.Epoch))
+	if c.onCommit != nil {
+		c.onCommit(v.visible(), c.committedOffset)
+	}
+	c.maybeActivate(nowMs)
+}
