@@ -222,8 +222,7 @@ func describeAt(bs []raftlog.Batch, off int64) string {
 // check runs after every event over every live node the event touched.
 func (c *checker) check(s *sim) {
 	for _, id := range s.ids {
-		n := s.nodes[id]
-		c.noteLeader(s, n.state.LeaderEpoch, n.state.LeaderID, "disk")
+		n := s.nodes[id] // disk states were checked when written (checkSavedState)
 		if n.down || !n.dirty {
 			continue
 		}

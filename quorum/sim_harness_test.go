@@ -78,6 +78,8 @@ type simNode struct {
 	cfg   quorum.Config
 	raft  *quorum.Raft
 	store *raftlog.MemStorage
+	// store is a raftlog.MemStorage in a quarter of the seeds (cross-checking the
+	// harness's crash model at every restart), nil in the rest.
 	// cur mirrors the storage's (page-cache) log, durable what survives a crash.
 	cur, durable []raftlog.Batch
 	// state is the durable quorum-state file.
@@ -103,6 +105,26 @@ type simNode struct {
 	crashInFsync bool
 	// dirty: the node ran since the last invariant check (only its state can change).
 	dirty bool
+}
+
+// load is what a restart reads: the MemStorage's answer when the node has one, else
+// the harness's own durable model (the same semantics without the copy per fsync
+// that MemStorage.Sync makes).
+func (n *simNode) load() (raftlog.Loaded, error) {
+	if n.store != nil {
+		return n.store.Load()
+	}
+	st := n.state
+	st.CurrentVoters = slices.Clone(st.CurrentVoters)
+	return raftlog.Loaded{State: st, Batches: slices.Clone(n.durable)}, nil
+}
+
+// storeDo applies a write to the MemStorage, if the node has one.
+func (n *simNode) storeDo(fn func(*raftlog.MemStorage) error) error {
+	if n.store == nil {
+		return nil
+	}
+	return fn(n.store)
 }
 
 func (n *simNode) busy(nowMs int64) bool {
@@ -209,8 +231,11 @@ func (s *sim) addNode(id int32) error {
 	}
 	n := &simNode{
 		id: id, voter: slices.Contains(s.voters, id), cfg: cfg,
-		store: raftlog.NewMemStorage(), state: raftlog.EmptyQuorumState(),
-		down: true,
+		state: raftlog.EmptyQuorumState(),
+		down:  true,
+	}
+	if s.seed%4 == 0 {
+		n.store = raftlog.NewMemStorage()
 	}
 	s.nodes[id] = n
 	s.ids = append(s.ids, id)
@@ -219,7 +244,7 @@ func (s *sim) addNode(id int32) error {
 
 // start boots n from what its storage loads.
 func (s *sim) start(n *simNode) error {
-	loaded, err := n.store.Load()
+	loaded, err := n.load()
 	if err != nil {
 		return err
 	}
@@ -264,7 +289,9 @@ func (s *sim) crash(n *simNode) {
 			s.syncLog(n)
 		}
 	}
-	n.store.Crash()
+	if n.store != nil {
+		n.store.Crash()
+	}
 	n.down, n.raft, n.persisting, n.inbox, n.out = true, nil, nil, nil, nil
 	n.pausedUntil = 0
 	n.cur = n.durable
@@ -358,7 +385,7 @@ func (s *sim) handleReady(n *simNode) {
 	if rd.TruncateTo >= 0 {
 		s.tracef(n.id, "truncate to %d", rd.TruncateTo)
 		s.truncations++
-		if err := n.store.TruncateTo(rd.TruncateTo); err != nil {
+		if err := n.storeDo(func(st *raftlog.MemStorage) error { return st.TruncateTo(rd.TruncateTo) }); err != nil {
 			s.fail("node %d TruncateTo: %v", n.id, err)
 		}
 		i := slices.IndexFunc(n.cur, func(b raftlog.Batch) bool { return b.LastOffset >= rd.TruncateTo })
@@ -368,7 +395,7 @@ func (s *sim) handleReady(n *simNode) {
 		n.checkedTo = min(n.checkedTo, end(n.cur))
 	}
 	if len(rd.Append) > 0 {
-		if err := n.store.Append(rd.Append); err != nil {
+		if err := n.storeDo(func(st *raftlog.MemStorage) error { return st.Append(rd.Append) }); err != nil {
 			s.fail("EpochCacheMonotone/contiguity: node %d Append: %v", n.id, err)
 		}
 		n.cur = append(n.cur, rd.Append...)
@@ -416,7 +443,7 @@ func (s *sim) saveState(n *simNode, rd *quorum.Ready) {
 	}
 	st := *rd.QuorumState
 	s.chk.checkSavedState(s, n, st)
-	if err := n.store.SaveQuorumState(st); err != nil {
+	if err := n.storeDo(func(ms *raftlog.MemStorage) error { return ms.SaveQuorumState(st) }); err != nil {
 		s.fail("node %d SaveQuorumState: %v", n.id, err)
 	}
 	n.state = st
@@ -424,7 +451,7 @@ func (s *sim) saveState(n *simNode, rd *quorum.Ready) {
 }
 
 func (s *sim) syncLog(n *simNode) {
-	if err := n.store.Sync(); err != nil {
+	if err := n.storeDo((*raftlog.MemStorage).Sync); err != nil {
 		s.fail("node %d Sync: %v", n.id, err)
 	}
 	// Sharing is safe: cur is only truncated with a capped reslice and appended to,
@@ -605,10 +632,11 @@ type traceRing struct {
 }
 
 type traceEnt struct {
-	atMs int64
-	node int32
-	what string
-	msg  *quorum.Message
+	atMs  int64
+	node  int32
+	what  string
+	msg   quorum.Message // To/From zero and no payload when not a message
+	isMsg bool
 }
 
 func (t *traceRing) add(e traceEnt) {
@@ -621,7 +649,7 @@ func (t *traceRing) String() string {
 	for i := max(0, t.n-len(t.ents)); i < t.n; i++ {
 		e := t.ents[i%len(t.ents)]
 		fmt.Fprintf(&b, "%8d ms  [%2d] %s", e.atMs, e.node, e.what)
-		if e.msg != nil {
+		if e.isMsg {
 			b.WriteString(" " + e.msg.String())
 		}
 		b.WriteByte('\n')
@@ -641,7 +669,7 @@ func (s *sim) faultf(node int32, format string, args ...any) {
 }
 
 func (s *sim) traceMsg(node int32, what string, m quorum.Message) {
-	s.trace.add(traceEnt{atMs: s.nowMs, node: node, what: what, msg: &m})
+	s.trace.add(traceEnt{atMs: s.nowMs, node: node, what: what, msg: m, isMsg: true})
 }
 
 // traceCore sends the core's state-transition log lines (info) into the trace.

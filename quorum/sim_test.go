@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,6 +52,47 @@ func TestSimulation(t *testing.T) {
 		agg.add(res.stats)
 	}
 	t.Logf("%d seeds in %v: %s", len(seeds), time.Since(start).Round(time.Millisecond), agg)
+}
+
+// TestSimulationDeterministic: a seed replays exactly (same events, same trace), which
+// is what makes -sim.seed a reproduction.
+func TestSimulationDeterministic(t *testing.T) {
+	for _, seed := range []uint64{3, 17} {
+		var traces [2]string
+		var events [2]int
+		for i := range traces {
+			res := runSimSeedWith(seed, func(s *sim) {
+				s.at(3000, func() { traces[i] = s.trace.String() })
+			})
+			if res.err != nil {
+				t.Fatal(res.report())
+			}
+			events[i] = res.stats.events
+		}
+		if events[0] != events[1] || traces[0] != traces[1] || traces[0] == "" {
+			t.Fatalf("seed %d is not deterministic: %d vs %d events", seed, events[0], events[1])
+		}
+	}
+}
+
+// TestSimulationFailureReport: a violation stops the run and the report names the
+// seed, the command that replays it, the fault schedule and the last events.
+func TestSimulationFailureReport(t *testing.T) {
+	res := runSimSeedWith(5, func(s *sim) {
+		s.at(1500, func() { s.fail("Injected: violation at %d ms", s.nowMs) })
+	})
+	if res.err == nil {
+		t.Fatal("injected violation not reported")
+	}
+	rep := res.report()
+	for _, want := range []string{"seed 5 (", "Injected: violation at 1500 ms", "-sim.seed=5", "fault schedule", "last events:", "VIOLATION"} {
+		if !strings.Contains(rep, want) {
+			t.Errorf("report lacks %q:\n%s", want, rep)
+		}
+	}
+	if n := strings.Count(res.trace, "\n"); n == 0 || n > len(traceRing{}.ents) {
+		t.Errorf("trace has %d lines, want 1..%d", n, len(traceRing{}.ents))
+	}
 }
 
 // runSimSeeds runs seeds on one worker per CPU; results keep the seeds' order.
@@ -120,9 +162,15 @@ func (r *simResult) report() string {
 func (r *simResult) summary() string { return r.desc + "; " + r.stats.String() }
 
 // runSimSeed builds the cluster and fault mix a seed chooses and runs both phases.
-func runSimSeed(seed uint64) *simResult {
+func runSimSeed(seed uint64) *simResult { return runSimSeedWith(seed, nil) }
+
+// runSimSeedWith lets a test hook into the sim before it starts (nil: none).
+func runSimSeedWith(seed uint64, hook func(*sim)) *simResult {
 	s := newSim(seed)
 	res := &simResult{seed: seed}
+	if hook != nil {
+		hook(s)
+	}
 	nv, no := []int{1, 3, 5}[s.rng.IntN(3)], s.rng.IntN(3)
 	for i := 1; i <= nv; i++ {
 		s.voters = append(s.voters, int32(i))
