@@ -96,3 +96,58 @@ func CheckTransition(prev, next *Image) error {
 	}
 	return errors.Join(errs...)
 }
+
+// checkStructure verifies the invariants the package itself maintains (as
+// opposed to PartitionSanity, which depends on the log): the two topic
+// indexes agree, partition counts add up, and every partition's lists and
+// directories are well formed. A failure is a bug in this package.
+func (img *Image) checkStructure() error {
+	if img.topics.byName.Len() != img.topics.byID.Len() {
+		return fmt.Errorf("%w: %d names for %d topic ids", ErrInsane, img.topics.byName.Len(), img.topics.byID.Len())
+	}
+	total := 0
+	for name, id := range img.topics.byName.All() {
+		t, ok := img.topics.byID.Get(id)
+		if !ok || t.name != name || t.id != id {
+			return fmt.Errorf("%w: name index entry %q does not match topic %s", ErrInsane, name, id)
+		}
+		n := 0
+		var err error
+		t.parts.scan(func(pid int32, p *Partition) bool {
+			n++
+			err = p.checkLayout()
+			if err != nil {
+				err = fmt.Errorf("%w: %s-%d: %w", ErrInsane, name, pid, err)
+			}
+			return err == nil
+		})
+		if err != nil {
+			return err
+		}
+		if n != t.NumPartitions() {
+			return fmt.Errorf("%w: topic %s counts %d partitions, holds %d", ErrInsane, name, t.NumPartitions(), n)
+		}
+		total += n
+	}
+	if total != img.topics.numPartitions {
+		return fmt.Errorf("%w: image counts %d partitions, holds %d", ErrInsane, img.topics.numPartitions, total)
+	}
+	return nil
+}
+
+func (p *Partition) checkLayout() error {
+	prev := uint16(0)
+	for _, e := range p.ends {
+		if e < prev {
+			return fmt.Errorf("list ends %v decrease", p.ends)
+		}
+		prev = e
+	}
+	if int(prev) != len(p.lists) {
+		return fmt.Errorf("list ends %v for %d ids", p.ends, len(p.lists))
+	}
+	if p.dirs != nil && (len(p.dirs) != len(p.Replicas()) || allMigrating(p.dirs)) {
+		return fmt.Errorf("directories %v for replicas %v", p.dirs, p.Replicas())
+	}
+	return nil
+}

@@ -150,6 +150,11 @@ func (d *Delta) Apply() *Image {
 	if d.features != nil {
 		next.features = d.features
 	}
+	if invariantsEnabled {
+		if err := next.checkStructure(); err != nil {
+			panic(err)
+		}
+	}
 	d.applied = next
 	return next
 }

@@ -26,7 +26,7 @@ func genLog(t *testing.T, seed uint64, n int) ([]records.Record, []*Image) {
 			t.Fatalf("seed %d: generated record %d invalid: %v", seed, off, err)
 		}
 		next := d.Apply()
-		if err := next.Check(); err != nil {
+		if err := errors.Join(next.checkStructure(), next.Check()); err != nil {
 			t.Fatalf("seed %d offset %d: %v", seed, off, err)
 		}
 		checkSharing(t, d, img, next)
