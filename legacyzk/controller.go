@@ -36,6 +36,7 @@ type controller struct {
 	ctx    context.Context // canceled by stop
 	cancel context.CancelFunc
 	calls  chan func()
+	exited chan struct{} // closed when run returns (stop, crash, or a lost session it cannot replace)
 	wg     sync.WaitGroup
 
 	storeMu sync.Mutex
@@ -59,7 +60,7 @@ func newController(id int32, cfg *Config, st Store, client *protocol.Client, fau
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &controller{id: id, cfg: cfg, log: cfg.Logger.Named("controller"), faults: faults, stats: stats,
 		client: client, register: register, onCrash: onCrash, ctx: ctx, cancel: cancel,
-		calls: make(chan func()), store: st}
+		calls: make(chan func()), exited: make(chan struct{}), store: st}
 	c.activeID.Store(-1)
 	return c
 }
@@ -86,18 +87,19 @@ func (c *controller) call(ctx context.Context, fn func()) error {
 	case c.calls <- func() { fn(); close(done) }:
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-c.ctx.Done():
+	case <-c.exited:
 		return ErrClosed
 	}
 	select {
 	case <-done:
 		return nil
-	case <-c.ctx.Done():
+	case <-c.exited:
 		return ErrClosed
 	}
 }
 
 func (c *controller) run() {
+	defer close(c.exited)
 	defer c.resign()
 	c.elect()
 	for {
@@ -143,7 +145,7 @@ func (c *controller) handleZk(ev Event) bool {
 	case isChildOf(ev.Path, BrokerTopicsPath) && ev.Type == NodeDataChanged:
 		c.guard(c.processPartitionModification(ev.Path[len(BrokerTopicsPath)+1:]))
 	case isChildOf(ev.Path, BrokerIDsPath):
-		c.rearm(ev.Path)
+		c.guard(c.processBrokerModification(ev.Path))
 	}
 	return true
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strconv"
 
 	"go.uber.org/zap"
 )
@@ -143,6 +144,9 @@ func (c *controller) processTopicChange() error {
 	if err != nil {
 		return err
 	}
+	if err := c.assignMissingTopicIDs(topics); err != nil {
+		return err
+	}
 	maps.Copy(c.view.Topics, topics)
 	return c.electOfflineAndNew(nil)
 }
@@ -255,4 +259,40 @@ func (c *controller) deleteRecursive(p string) error {
 func (c *controller) fencedDelete(p string) error {
 	_, err := c.store.Multi(c.ctx, c.fenced(DeleteOp{Path: p, Version: -1})...)
 	return fencedErr(err)
+}
+
+// processBrokerModification handles the data watch on /brokers/ids/<id>
+// (endpoints changed, KAFKA-7235's BrokerModifications): re-read it, and if
+// the endpoints or rack moved, tell everybody the new broker list.
+func (c *controller) processBrokerModification(p string) error {
+	id, err := strconv.ParseInt(p[len(BrokerIDsPath)+1:], 10, 32)
+	if err != nil {
+		return nil
+	}
+	data, st, err := c.store.Get(c.ctx, p, true)
+	if errors.Is(err, ErrNoNode) {
+		return nil // gone: the child watch handles it
+	}
+	if err != nil {
+		return err
+	}
+	b, err := DecodeBroker(int32(id), data)
+	if err != nil {
+		return err
+	}
+	b.Epoch = st.Czxid
+	old, ok := c.view.Live[b.ID]
+	if !ok || old.Epoch != b.Epoch || (slices.Equal(old.Endpoints, b.Endpoints) && ptrEq(old.Rack, b.Rack)) {
+		return nil
+	}
+	c.view.Live[b.ID] = b
+	c.chans.removeBroker(b.ID)
+	c.chans.addBroker(b)
+	batch := NewBatch()
+	batch.AddUpdateMetadata(&c.view, sortedKeys(c.view.Live))
+	return c.sendPushes(Translate(&c.view, batch, c.id, c.epoch), nil)
+}
+
+func ptrEq(a, b *string) bool {
+	return a == b || (a != nil && b != nil && *a == *b)
 }

@@ -1,6 +1,7 @@
 package legacyzk
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"maps"
@@ -22,7 +23,12 @@ func (c *controller) onControllerFailover() error {
 	start := time.Now()
 	c.active = true
 	c.activeEpoch.Store(c.epoch)
-	reads, err := c.initializeContext()
+	reads, err := c.clearNotifications()
+	if err != nil {
+		return err
+	}
+	n, err := c.initializeContext()
+	reads += n
 	if err != nil {
 		return err
 	}
@@ -41,23 +47,48 @@ func (c *controller) onControllerFailover() error {
 		c.addOnlineReplicas(full, tp, false)
 	}
 	pushes := append(Translate(&c.view, brokersOnly, c.id, c.epoch), Translate(&c.view, full, c.id, c.epoch)...)
+	timing.Pushes = len(pushes)
 	idx := c.stats.addFailover(timing)
 	tr := &pushTracker{start: time.Now(), done: func(d time.Duration) { c.stats.setFailoverPushTime(idx, d) }}
 	tr.remaining.Store(int64(len(pushes)))
-	c.stats.failovers[idx].Pushes = len(pushes)
 	if err := c.sendPushes(pushes, tr); err != nil {
 		return err
 	}
 
 	electStart := time.Now()
 	err = c.electOfflineAndNew(func(int32) bool { return false })
-	c.stats.mu.Lock()
-	c.stats.failovers[idx].ElectionTime = time.Since(electStart)
-	c.stats.mu.Unlock()
+	c.stats.setFailoverElectionTime(idx, time.Since(electStart))
 	if err != nil {
 		return err
 	}
 	return c.processTopicDeletion()
+}
+
+// clearNotifications is failover steps 2-3: arm the watches on the
+// notification parents and the admin znodes (2 getChildren, 2 exists) and
+// delete pending ISR-change and log-dir notifications, fenced; nothing
+// here acts on them (leader-initiated ISR changes are not emulated).
+func (c *controller) clearNotifications() (int, error) {
+	reads := 0
+	for _, p := range []string{ReassignPartitionsPath, PreferredElectionPath} {
+		reads++
+		if _, _, err := c.store.Exists(c.ctx, p, true); err != nil {
+			return reads, err
+		}
+	}
+	for _, parent := range []string{LogDirEventNotifyPath, IsrChangeNotifyPath} {
+		kids, err := c.store.Children(c.ctx, parent, true)
+		reads++
+		if err != nil {
+			return reads, err
+		}
+		for _, k := range kids {
+			if err := c.fencedDelete(parent + "/" + k); err != nil && !errors.Is(err, ErrNoNode) {
+				return reads, err
+			}
+		}
+	}
+	return reads, nil
 }
 
 // initializeContext reads the cluster back; it returns how many reads it
@@ -81,6 +112,9 @@ func (c *controller) initializeContext() (int, error) {
 	if err != nil {
 		return reads, err
 	}
+	if err := c.assignMissingTopicIDs(topics); err != nil {
+		return reads, err
+	}
 	c.view.Topics = topics
 	for _, id := range sortedKeys(live) {
 		c.rearm(BrokerPath(id)) // per-broker data watch, one at a time as Kafka does
@@ -96,6 +130,25 @@ func (c *controller) initializeContext() (int, error) {
 	reads += len(tps)
 	c.view.States = states
 	return reads, err
+}
+
+// assignMissingTopicIDs gives topics created by pre-2.8 tools an id, as
+// the 2.8+ controller does at failover (KIP-516): a fenced conditional
+// setData of the topic znode at version 3.
+func (c *controller) assignMissingTopicIDs(topics map[string]TopicAssignment) error {
+	for _, name := range slices.Sorted(maps.Keys(topics)) {
+		a := topics[name]
+		if !a.ID.IsZero() {
+			continue
+		}
+		_, _ = rand.Read(a.ID[:])
+		_, err := c.store.Multi(c.ctx, c.fenced(SetDataOp{Path: TopicPath(name), Data: EncodeTopic(a), Version: a.zkVersion})...)
+		if err != nil {
+			return fencedErr(err)
+		}
+		topics[name] = a
+	}
+	return nil
 }
 
 // readBrokers is getChildren(/brokers/ids) + one getData per broker; the
@@ -146,6 +199,7 @@ func (c *controller) readTopics(names []string) (map[string]TopicAssignment, err
 		if err != nil {
 			return nil, err
 		}
+		a.zkVersion = res[i].stat.Version
 		out[n] = a
 	}
 	return out, nil

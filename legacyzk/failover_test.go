@@ -161,3 +161,23 @@ func TestGetAllBoundsInFlight(t *testing.T) {
 		t.Fatalf("peak in flight %d, want pipelined (>1) and at most 10", p)
 	}
 }
+
+// A topic written by a pre-2.8 tool (version 1 JSON, no topic_id) gets an
+// id from the controller, in ZooKeeper and in every cache.
+func TestMemTopicWithoutIDGetsOne(t *testing.T) {
+	c := newMemCluster(t, 1, 2)
+	c.controller()
+	ctx := context.Background()
+	if _, err := c.admin.Create(ctx, TopicPath("old"), []byte(`{"version":1,"partitions":{"0":[1,2]}}`), Persistent); err != nil {
+		t.Fatal(err)
+	}
+	c.converged() // Diverge also compares topic ids
+	data, _, _ := c.admin.Get(ctx, TopicPath("old"), false)
+	a, err := DecodeTopic("old", data)
+	if err != nil || a.ID.IsZero() {
+		t.Fatalf("%s: %v", data, err)
+	}
+	if tp, ok := c.brokers[2].Image().TopicByName("old"); !ok || tp.ID() != a.ID {
+		t.Fatal("cache has a different id")
+	}
+}

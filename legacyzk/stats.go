@@ -132,6 +132,12 @@ func (s *Stats) addFailover(f FailoverTiming) int {
 	return len(s.failovers) - 1
 }
 
+func (s *Stats) setFailoverElectionTime(i int, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failovers[i].ElectionTime = d
+}
+
 func (s *Stats) setFailoverPushTime(i int, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

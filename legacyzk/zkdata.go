@@ -187,6 +187,8 @@ func DecodeBroker(id int32, data []byte) (BrokerInfo, error) {
 type TopicAssignment struct {
 	ID         records.UUID
 	Partitions map[int32][]int32 // partition -> replicas, preferred leader first
+	// zkVersion is the topic znode's version when read (0 when built).
+	zkVersion int32
 }
 
 type topicZNode struct {
