@@ -11,7 +11,8 @@ import (
 
 // handleStopReplica is ReplicaManager.stopReplicas: the same epoch fences
 // as LeaderAndIsr; then each partition stops if the request's leader epoch
-// is -2 (deletion), -1 (none) or newer than ours, else FENCED_LEADER_EPOCH.
+// is -2 (deletion), -1 (none) or not older than ours (the controller
+// sends the epoch the broker already holds), else FENCED_LEADER_EPOCH.
 // There are no logs to delete: the replica is simply forgotten.
 func (b *Broker) handleStopReplica(_ context.Context, req *protocol.Request) (kmsg.Response, error) {
 	r := req.Body.(*kmsg.StopReplicaRequest)
@@ -37,7 +38,7 @@ func (b *Broker) handleStopReplica(_ context.Context, req *protocol.Request) (km
 
 func (b *Broker) stopOne(tp TopicPartition, leaderEpoch int32) int16 {
 	cur, ok := b.replicas[tp]
-	if ok && leaderEpoch >= 0 && leaderEpoch <= cur.LeaderEpoch {
+	if ok && leaderEpoch >= 0 && leaderEpoch < cur.LeaderEpoch {
 		return kerr.FencedLeaderEpoch.Code
 	}
 	delete(b.replicas, tp)

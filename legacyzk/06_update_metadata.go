@@ -3,6 +3,7 @@ package legacyzk
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
@@ -26,10 +27,11 @@ func (b *Broker) handleUpdateMetadata(_ context.Context, req *protocol.Request) 
 	}
 	b.controllerEpoch = r.ControllerEpoch
 	if err := b.applyUpdateMetadata(r); err != nil {
-		// A push the image cannot take is a bug on one side; Kafka would
-		// fail the request the same way (an exception in the handler).
+		// A push the image cannot take is a bug on one side. Kafka answers
+		// an exception in the handler with UNKNOWN_SERVER_ERROR; closing
+		// the connection instead would make the sender resend it forever.
 		b.log.Error("cannot apply UpdateMetadata", zap.Error(err))
-		return nil, err
+		resp.ErrorCode = kerr.UnknownServerError.Code
 	}
 	return resp, nil
 }

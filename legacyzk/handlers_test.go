@@ -374,3 +374,25 @@ func TestControlledShutdownErrors(t *testing.T) {
 		t.Fatalf("not controller: %d", code)
 	}
 }
+
+func TestStopReplicaEpochRules(t *testing.T) {
+	b := bareBroker(2, 102)
+	lai, _ := viewPushes(t, 5, nil) // a-0 at leader epoch 4, a-1 at 1, b-0 absent for 2
+	pushOne(t, b, lai)
+	sr := kmsg.NewPtrStopReplicaRequest()
+	sr.Version, sr.ControllerEpoch, sr.BrokerEpoch = StopReplicaVersion, 5, 102
+	sr.Topics = []kmsg.StopReplicaRequestTopic{{Topic: "a", PartitionStates: []kmsg.StopReplicaRequestTopicPartitionState{
+		{Partition: 0, LeaderEpoch: 4}, // same epoch: stops
+		{Partition: 1, LeaderEpoch: 0}, // older: fenced
+	}}}
+	r := pushOne(t, b, sr).(*kmsg.StopReplicaResponse)
+	if r.ErrorCode != 0 || r.Partitions[0].ErrorCode != 0 || r.Partitions[1].ErrorCode != kerr.FencedLeaderEpoch.Code {
+		t.Fatalf("%+v", r)
+	}
+	if _, ok := b.Replica("a", 0); ok {
+		t.Fatal("a-0 not stopped")
+	}
+	if _, ok := b.Replica("a", 1); !ok {
+		t.Fatal("a-1 stopped by a fenced request")
+	}
+}
