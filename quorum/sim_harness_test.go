@@ -398,7 +398,13 @@ func (s *sim) handleReady(n *simNode) {
 		if err := n.storeDo(func(st *raftlog.MemStorage) error { return st.Append(rd.Append) }); err != nil {
 			s.fail("EpochCacheMonotone/contiguity: node %d Append: %v", n.id, err)
 		}
-		n.cur = append(n.cur, rd.Append...)
+		for _, b := range rd.Append {
+			if b.BaseOffset != end(n.cur) || b.Epoch < lastEpoch(n.cur) {
+				s.fail("EpochCacheMonotone: node %d appends batch %d..%d epoch %d after log end %d epoch %d",
+					n.id, b.BaseOffset, b.LastOffset, b.Epoch, end(n.cur), lastEpoch(n.cur))
+			}
+			n.cur = append(n.cur, b)
+		}
 	}
 	if rd.QuorumState == nil && rd.TruncateTo < 0 && len(rd.Append) == 0 {
 		s.finishReady(n, &rd)
