@@ -45,6 +45,33 @@
 // overwrites the cache (last writer wins). The cache is an *image.Image
 // built by replaying records translated from each accepted push.
 //
+// # Wire versions
+//
+// As a Kafka 3.3 controller with inter.broker.protocol.version 3.3 sends
+// them: LeaderAndIsr v6, UpdateMetadata v7, StopReplica v3,
+// ControlledShutdown v3 (v8/v7/v4 only add KRaft-migration fields).
+// Brokers serve exactly these versions.
+//
+// # Fault switches (faults.go)
+//
+// Broker.Faults() returns the node's switches; Faults.Apply takes them by
+// name for an admin endpoint: crash-after-zk-write (the controller writes
+// ZooKeeper, then the node dies before pushing; its session lingers
+// CrashSessionLingerMs), drop-update-metadata-to=<id>, pause-before-push
+// (a zombie: frozen with pushes queued; after Resume its pushes leave with
+// the old controller epoch and brokers that saw the new one reject them),
+// resume, clear. Broker.LoseSession closes the session as an expiry would.
+//
+// # For the broker package and the app
+//
+// Broker.Image() is the cache to serve clients from (brokers unfenced,
+// provenance offset = accepted UpdateMetadata count, epoch = controller
+// epoch). CreateTopics, DeleteTopics and CreatePartitions take and return
+// kmsg bodies with KRaft mode's error codes. ReadTruth + Truth.Compare /
+// Truth.CompareMetadata back `kraftd check-divergence`. Stats() has the
+// failover split (ZooKeeper reads, elections, pushes) and the mean cost
+// of one fenced partition-state write.
+//
 // # What is not emulated
 //
 // Partition reassignment, preferred-leader election and auto-rebalance,

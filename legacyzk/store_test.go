@@ -166,3 +166,19 @@ func TestFaultsApply(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestConfigValidate(t *testing.T) {
+	c := Config{NodeID: 1, Zk: ZkConfig{Connect: "127.0.0.1:2181"}}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Zk.SessionTimeoutMs != 18000 || c.Zk.MaxInFlightRequests != 10 || c.ListenerName != "PLAINTEXT" ||
+		c.ControlledShutdownMaxRetries != 3 || c.ControlledShutdownRetryBackoffMs != 5000 || c.CrashSessionLingerMs != 18000 {
+		t.Fatalf("defaults %+v", c)
+	}
+	for _, bad := range []Config{{NodeID: -1, Zk: ZkConfig{Connect: "h:1"}}, {NodeID: 1}, {NodeID: 1, Zk: ZkConfig{Connect: "h:1", SessionTimeoutMs: -5}}} {
+		if err := bad.Validate(); !errors.Is(err, ErrBadConfig) {
+			t.Errorf("%+v: %v", bad, err)
+		}
+	}
+}
