@@ -82,7 +82,7 @@ func (c *controller) onBrokerFailure() error {
 		b.AddUpdateMetadata(&c.view, sortedKeys(c.view.Live))
 		return c.sendPushes(Translate(&c.view, b, c.id, c.epoch), nil)
 	}
-	return c.electOfflineAndNew(nil)
+	return c.electOfflineAndNew()
 }
 
 // onBrokerStartup: UpdateMetadata (brokers only) to the existing brokers,
@@ -113,7 +113,7 @@ func (c *controller) onBrokerStartup(newIDs []int32) error {
 	if err := c.sendPushes(pushes, nil); err != nil {
 		return err
 	}
-	return c.electOfflineAndNew(nil)
+	return c.electOfflineAndNew()
 }
 
 // processTopicChange handles the /brokers/topics child watch: new topics
@@ -148,7 +148,7 @@ func (c *controller) processTopicChange() error {
 		return err
 	}
 	maps.Copy(c.view.Topics, topics)
-	return c.electOfflineAndNew(nil)
+	return c.electOfflineAndNew()
 }
 
 // processPartitionModification handles a topic znode data watch: new
@@ -171,7 +171,7 @@ func (c *controller) processPartitionModification(topic string) error {
 		}
 	}
 	c.view.Topics[topic] = a
-	return c.electOfflineAndNew(nil)
+	return c.electOfflineAndNew()
 }
 
 func (c *controller) forgetTopic(name string) {

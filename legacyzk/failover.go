@@ -56,7 +56,7 @@ func (c *controller) onControllerFailover() error {
 	}
 
 	electStart := time.Now()
-	err = c.electOfflineAndNew(func(int32) bool { return false })
+	err = c.electOfflineAndNew()
 	c.stats.setFailoverElectionTime(idx, time.Since(electStart))
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package legacyzk
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 
 // ErrShutdownIncomplete: controlled shutdown used up its retries while the
 // broker still led partitions; Kafka then shuts down anyway.
-var ErrShutdownIncomplete = fmt.Errorf("legacyzk: controlled shutdown incomplete")
+var ErrShutdownIncomplete = errors.New("legacyzk: controlled shutdown incomplete")
 
 // Shutdown is KafkaServer.controlledShutdown followed by Close: send
 // ControlledShutdown(brokerId, brokerEpoch) to the controller, up to

@@ -90,7 +90,7 @@ func stateOp(tp TopicPartition, next LeaderIsr, exists bool, version int32) Op {
 // leader (offline election), and live-led partitions drop dead brokers
 // from their ISR (OfflineReplica). Each change is one fenced write, then
 // LeaderAndIsr to the live replicas and UpdateMetadata to everyone.
-func (c *controller) electOfflineAndNew(_ func(int32) bool) error {
+func (c *controller) electOfflineAndNew() error {
 	var tps []TopicPartition
 	for t, a := range c.view.Topics {
 		if c.view.Deleting[t] {
