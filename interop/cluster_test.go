@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/kraftd/kraftd/cmd/kraftd/app"
 )
@@ -14,7 +17,7 @@ import (
 // cluster is a KRaft cluster of in-process kraftd nodes on 127.0.0.1, each an
 // app.App with its own data directory, built like `kraftd` processes would be.
 type cluster struct {
-	t           *testing.T
+	t           testing.TB
 	clusterID   string
 	controllers []int32
 	voters      string
@@ -38,7 +41,7 @@ func Override(key, value string) Opt {
 	return func(o *clusterOpts) { o.overrides = append(o.overrides, app.Setting{Key: key, Value: value}) }
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -50,7 +53,7 @@ func freePort(t *testing.T) int {
 
 // newCluster starts controllers 1..C (controller role) and brokers C+1..C+B (broker
 // role) with short timeouts, and stops them all when the test ends.
-func newCluster(t *testing.T, opts ...Opt) *cluster {
+func newCluster(t testing.TB, opts ...Opt) *cluster {
 	o := clusterOpts{controllers: 1, brokers: 1}
 	for _, opt := range opts {
 		opt(&o)
@@ -71,6 +74,14 @@ func newCluster(t *testing.T, opts ...Opt) *cluster {
 	c.voters = strings.Join(vs, ",")
 	for i := 1; i <= o.brokers; i++ {
 		c.brokerPorts[int32(o.controllers+i)] = freePort(t)
+	}
+	// Directories first: cleanups run last-registered first, so the nodes stop
+	// before their directories are removed.
+	for nid := range c.ctrlPorts {
+		c.dirs[nid] = t.TempDir()
+	}
+	for nid := range c.brokerPorts {
+		c.dirs[nid] = t.TempDir()
 	}
 	t.Cleanup(c.stopAll)
 	for nid := range c.ctrlPorts {
@@ -111,6 +122,10 @@ func (c *cluster) start(nid int32, overrides []app.Setting) *app.App {
 	cfg, err := app.LoadConfig(c.settings(nid), overrides)
 	if err != nil {
 		c.t.Fatal(err)
+	}
+	if os.Getenv("KRAFTD_TEST_LOG") != "" {
+		l, _ := zap.NewDevelopment()
+		cfg.Logger = l.With(zap.Int32("node", nid))
 	}
 	a, err := app.New(cfg)
 	if err != nil {
@@ -162,7 +177,7 @@ func (c *cluster) brokerAddr(nid int32) string {
 }
 
 // waitFor polls cond every 10 ms until it holds or timeout passes.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.After(timeout)
 	tick := time.NewTicker(10 * time.Millisecond)

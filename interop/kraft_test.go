@@ -74,7 +74,7 @@ func listBrokers(addr string) []int32 {
 	return ids
 }
 
-func waitRunning(t *testing.T, c *cluster) {
+func waitRunning(t testing.TB, c *cluster) {
 	t.Helper()
 	for nid := range c.brokerPorts {
 		b := c.nodes[nid].Broker()

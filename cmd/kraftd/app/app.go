@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kraftd/kraftd/broker"
+	"github.com/kraftd/kraftd/metadata/controller"
 	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/quorum"
 )
@@ -90,6 +91,7 @@ type App struct {
 	quorum     *quorumRole
 	controller *controllerRole
 	broker     *brokerRole
+	snapshots  *snapshotRole
 	// fatal receives the first error that must stop the process (a failed fsync, a
 	// broken quorum invariant); main waits on it next to the signals.
 	fatal     chan error
@@ -169,6 +171,9 @@ func (a *App) addRoles() {
 		a.broker = &brokerRole{a: a}
 		a.components = append(a.components, namedComponent{name: "broker", c: a.broker})
 	}
+	a.snapshots = newSnapshotRole(a)
+	a.quorum.addListener(a.snapshots)
+	a.components = append(a.components, namedComponent{name: "snapshots", c: a.snapshots})
 }
 
 // Fatal delivers the first error after which the node cannot go on safely. The
@@ -185,6 +190,23 @@ func (a *App) Broker() *broker.Broker {
 		return nil
 	}
 	return a.broker.Broker()
+}
+
+// Controller is the node's metadata controller (nil before Start or without the
+// controller role).
+func (a *App) Controller() *controller.Controller {
+	if a.controller == nil {
+		return nil
+	}
+	return a.controller.Controller()
+}
+
+// SnapshotsWritten is how many metadata snapshots this node wrote since Start.
+func (a *App) SnapshotsWritten() int64 {
+	if a.snapshots == nil {
+		return 0
+	}
+	return a.snapshots.written.Load()
 }
 
 // Quorum is the node's running KRaft replica (nil before Start or in zk-legacy mode).
@@ -296,7 +318,7 @@ func (a *App) Stop(ctx context.Context) error {
 	// process (Kafka's BrokerServer shuts down the same way). Its Stop is idempotent.
 	if a.broker != nil && a.started > 0 {
 		if b := a.broker.Broker(); b != nil {
-			if err := b.Stop(ctx); err != nil {
+			if err := b.Stop(ctx); err != nil && !errors.Is(err, broker.ErrStopped) {
 				errs = append(errs, fmt.Errorf("app: broker controlled shutdown: %w", err))
 			}
 		}

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -84,7 +85,10 @@ func (r *brokerRole) Stop(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return b.Stop(ctx)
+	if err := b.Stop(ctx); err != nil && !errors.Is(err, broker.ErrStopped) {
+		return err
+	}
+	return nil
 }
 
 // Broker is the running broker or nil.
