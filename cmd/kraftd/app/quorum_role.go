@@ -89,6 +89,8 @@ func (q *quorumRole) Start(ctx context.Context) error {
 		OnFatal:      q.a.reportFatal,
 
 		OnCommitLatency: q.metrics.observeCommit,
+		RetentionBytes:  retentionLimit(c.MetadataMaxRetentionBytes),
+		RetentionMs:     retentionLimit(c.MetadataMaxRetentionMs),
 	})
 	if err != nil {
 		store.Close()
@@ -126,4 +128,14 @@ func (q *quorumRole) Node() *quorum.Node {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.node
+}
+
+// retentionLimit maps a metadata.max.retention.* value to quorum.NodeConfig's
+// convention, where 0 means the default: Kafka's -1 (unlimited) stays negative,
+// and 0 (keep nothing beyond the latest snapshot) becomes the smallest bound.
+func retentionLimit(v int64) int64 {
+	if v == 0 {
+		return 1
+	}
+	return v
 }
