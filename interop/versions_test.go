@@ -27,6 +27,9 @@ type sweepEnv struct {
 	addr     string
 	brokerID int32
 	topic    string // exists, grows by one partition per CreatePartitions version
+	// metadataVersion is the version of the sweepers' own Metadata polls;
+	// -1 negotiates (the wire check pins one its decoder knows).
+	metadataVersion int16
 }
 
 // sweeper checks one API at one pinned version.
@@ -48,19 +51,17 @@ var sweepOrder = []struct {
 	{20, sweepDeleteTopics},
 }
 
-func TestVersionSweep(t *testing.T) {
+// newSweepEnv starts the sweep fixture: one controller (id 1), one broker
+// (id 2), and the topic e.topic with two partitions.
+func newSweepEnv(t *testing.T, clientID string) *sweepEnv {
 	c := newCluster(t, Controllers(1), Brokers(1))
 	waitRunning(t, c)
-	e := &sweepEnv{c: c, cl: protocol.NewClient(protocol.ClientConfig{ClientID: "interop-sweep"}),
-		brokerID: 2, topic: "sweep"}
-	defer e.cl.Close()
+	e := &sweepEnv{c: c, cl: protocol.NewClient(protocol.ClientConfig{ClientID: clientID}),
+		brokerID: 2, topic: "sweep", metadataVersion: -1}
+	t.Cleanup(func() { e.cl.Close() })
 	e.addr = c.brokerAddr(e.brokerID)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	advertised, err := e.cl.PeerVersions(ctx, e.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := newFranzAdmin(t, c).(*franzAdmin).adm.CreateTopic(ctx, 2, 1, nil, e.topic); err != nil {
 		t.Fatal(err)
 	}
@@ -68,6 +69,17 @@ func TestVersionSweep(t *testing.T) {
 		v, err := partitionView(t, e.addr, e.topic)
 		return err == nil && len(v) == 2
 	})
+	return e
+}
+
+func TestVersionSweep(t *testing.T) {
+	e := newSweepEnv(t, "interop-sweep")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	advertised, err := e.cl.PeerVersions(ctx, e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	swept := map[int16]bool{}
 	for _, s := range sweepOrder {
@@ -219,7 +231,7 @@ func sweepCreatePartitions(ctx context.Context, e *sweepEnv, v int16) error {
 
 func partitionCount(ctx context.Context, e *sweepEnv) (int, error) {
 	req := kmsg.NewPtrMetadataRequest()
-	req.SetVersion(-1)
+	req.SetVersion(e.metadataVersion)
 	rt := kmsg.NewMetadataRequestTopic()
 	rt.Topic = kmsg.StringPtr(e.topic)
 	req.Topics = []kmsg.MetadataRequestTopic{rt}
