@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/kraftd/kraftd/metadata/image"
@@ -21,7 +20,7 @@ func snapshotOf(t *testing.T, img *image.Image, id raftlog.SnapshotID) quorum.Sn
 		recs = append(recs, raftlog.Record{Value: v})
 	}
 	var file []byte
-	err := quorum.EncodeSnapshot(id, 77, slices.Values(recs), 1<<10, func(b raftlog.Batch) error {
+	err := quorum.EncodeSnapshot(id, 77, quorum.SnapshotRecords(recs), 1<<10, func(b raftlog.Batch) error {
 		file = append(file, b.Raw...)
 		return nil
 	})

@@ -96,7 +96,7 @@ func (f snapshotFiles) ReadSnapshot(id raftlog.SnapshotID, position int64, maxBy
 // SnapshotHeader control batch, data batches of at most maxBatchBytes, and a
 // SnapshotFooter control batch. Offsets start at 0 inside the file and every batch
 // carries the snapshot's epoch, as Kafka's RecordsSnapshotWriter does.
-func EncodeSnapshot(id raftlog.SnapshotID, lastContainedTimestampMs int64, records iter.Seq[raftlog.Record],
+func EncodeSnapshot(id raftlog.SnapshotID, lastContainedTimestampMs int64, records iter.Seq2[raftlog.Record, error],
 	maxBatchBytes int, write func(raftlog.Batch) error) error {
 	header := make([]byte, 0, 11)
 	header = binary.BigEndian.AppendUint16(header, 0)
@@ -114,7 +114,10 @@ func EncodeSnapshot(id raftlog.SnapshotID, lastContainedTimestampMs int64, recor
 	}
 	var acc []raftlog.Record
 	size := raftlog.BatchHeaderSize
-	for rec := range records {
+	for rec, err := range records {
+		if err != nil {
+			return err
+		}
 		rs := len(rec.Key) + len(rec.Value) + 16
 		if len(acc) > 0 && size+rs > maxBatchBytes {
 			if err := emit(false, acc); err != nil {
@@ -132,6 +135,18 @@ func EncodeSnapshot(id raftlog.SnapshotID, lastContainedTimestampMs int64, recor
 	}
 	footer := []byte{0, 0, 0}
 	return emit(true, []raftlog.Record{{Key: raftlog.ControlKey(raftlog.ControlSnapshotFooter), Value: footer}})
+}
+
+// SnapshotRecords adapts a slice to the record stream WriteSnapshot and
+// EncodeSnapshot take.
+func SnapshotRecords(recs []raftlog.Record) iter.Seq2[raftlog.Record, error] {
+	return func(yield func(raftlog.Record, error) bool) {
+		for _, r := range recs {
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}
 }
 
 // ParseSnapshot validates a whole snapshot file (complete CRC-checked batches, a
@@ -192,11 +207,12 @@ func readSnapshotFile(dir string, id raftlog.SnapshotID) (Snapshot, error) {
 // WriteSnapshot writes a snapshot of committed state ending at id (EndOffset is
 // exclusive; Epoch is the epoch of the last contained record). records must be an
 // immutable view (an image): they are read on a goroutine owned by the Node, so the
-// caller's loop is never blocked by the encoding or the fsync. The returned channel
+// caller's loop is never blocked by the encoding or the fsync. An error from records
+// abandons the snapshot. The returned channel
 // receives the outcome once the snapshot is committed (then it is served and may
 // move the log start) or abandoned.
 func (n *Node) WriteSnapshot(ctx context.Context, id raftlog.SnapshotID, lastContainedTimestampMs int64,
-	records iter.Seq[raftlog.Record]) (<-chan error, error) {
+	records iter.Seq2[raftlog.Record, error]) (<-chan error, error) {
 	if n.snaps == nil {
 		return nil, ErrNoSnapshotStorage
 	}
@@ -228,7 +244,7 @@ func (n *Node) WriteSnapshot(ctx context.Context, id raftlog.SnapshotID, lastCon
 
 // writeSnapshot runs on its own goroutine: encode, write, fsync; then the driver
 // commits (rename) and records the snapshot.
-func (n *Node) writeSnapshot(w *raftlog.SnapshotWriter, ts int64, records iter.Seq[raftlog.Record], done chan<- error) {
+func (n *Node) writeSnapshot(w *raftlog.SnapshotWriter, ts int64, records iter.Seq2[raftlog.Record, error], done chan<- error) {
 	start := time.Now()
 	err := EncodeSnapshot(w.ID(), ts, records, snapshotBatchBytes, func(b raftlog.Batch) error {
 		if n.ctx.Err() != nil {

@@ -192,7 +192,7 @@ func (c *snapCluster) waitValues(n int) {
 
 func (c *snapCluster) snapshot(id int32) raftlog.SnapshotID {
 	sid, recs, _ := c.nodes[id].rec.image()
-	done, err := c.nodes[id].node.WriteSnapshot(context.Background(), sid, 0, slices.Values(recs))
+	done, err := c.nodes[id].node.WriteSnapshot(context.Background(), sid, 0, SnapshotRecords(recs))
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/kraftd/kraftd/quorum"
 	"github.com/kraftd/kraftd/quorum/raftlog"
@@ -26,7 +25,7 @@ func (e *env) loadSnapshot(tc *testCase) {
 	prov := img.Provenance()
 	id := raftlog.SnapshotID{EndOffset: prov.Offset + 1, Epoch: prov.Epoch}
 	var file []byte
-	if err := quorum.EncodeSnapshot(id, prov.TimestampMs, slices.Values(recs), 512, func(b raftlog.Batch) error {
+	if err := quorum.EncodeSnapshot(id, prov.TimestampMs, quorum.SnapshotRecords(recs), 512, func(b raftlog.Batch) error {
 		file = append(file, b.Raw...)
 		return nil
 	}); err != nil {
