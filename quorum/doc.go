@@ -46,10 +46,24 @@
 // # Goroutines
 //
 // The core has none. The driver (node.go) is the only goroutine that touches a Raft.
+// Node.WriteSnapshot starts one writer goroutine per snapshot (at most one at a time),
+// owned by the Node and stopped with it: it encodes and fsyncs the file, then hands
+// the rename and the log cleaning back to the driver.
+//
+// # Snapshots (KIP-630)
+//
+// A leader answers a Fetch below its log start (or at offset 0, or with an epoch older
+// than the log start) with its latest SnapshotID; the follower switches to
+// FetchSnapshot, handing each chunk to the driver (Ready.SnapshotChunks), and when the
+// last one arrives resets its log to the snapshot's end and asks the driver to load it
+// (Ready.LoadSnapshot): the driver validates and commits the .part file, truncates the
+// log fully (ResetLog) and gives the snapshot to every SnapshotListener before any
+// later commit. The download belongs to the follower's epoch: a new leader restarts
+// it. A leader never loads a snapshot. The log start moves only to the latest
+// snapshot (CompactLog), when the log kept below it passes the retention limits.
 //
 // # Not yet
 //
-// Snapshots (FetchSnapshot, SnapshotID in Fetch answers) are left to the snapshot work:
-// a follower told to fetch a snapshot logs it and retries. Dynamic voters (KIP-853) are
-// not implemented; the voter set is static.
+// Dynamic voters (KIP-853) are not implemented; the voter set is static, so snapshots
+// carry no KRaftVersion or Voters control records.
 package quorum
