@@ -17,8 +17,9 @@ import (
 // Behaviour:
 //   - Brokers: unfenced brokers that have the listener the request came in
 //     on. Fenced brokers are invisible to clients.
-//   - ControllerID (v1+): a random alive broker, not the real controller:
-//     clients send admin requests there and the broker forwards them.
+//   - ControllerID (v1+): ClientAPIConfig.ControllerID. KRaft: a random
+//     alive broker, not the real controller: clients send admin requests
+//     there and the broker forwards them. ZooKeeper mode: the controller.
 //   - Topics: v0 empty = all topics; v1+ null = all, empty = none.
 //     Requested names that do not exist: UNKNOWN_TOPIC_OR_PARTITION, or,
 //     when auto.create.topics.enable is true and the request allows it (v4+
@@ -37,14 +38,14 @@ import (
 //     requested bitfield holds every operation the resource type supports;
 //     otherwise the field stays -2147483648.
 //   - v13 ErrorCode (KIP-1102) is always 0.
-func (b *Broker) handleMetadata(_ context.Context, req *protocol.Request) (kmsg.Response, error) {
+func (c *ClientAPI) handleMetadata(_ context.Context, req *protocol.Request) (kmsg.Response, error) {
 	body := req.Body.(*kmsg.MetadataRequest)
 	resp := body.ResponseKind().(*kmsg.MetadataResponse)
-	img := b.Image()
-	clusterID := b.cfg.ClusterID
+	img := c.cfg.Metadata.Image()
+	clusterID := c.cfg.ClusterID
 	resp.ClusterID = &clusterID
 	resp.Brokers = metadataBrokers(img, req.Listener)
-	resp.ControllerID = b.randomAliveBroker(img, req.Listener)
+	resp.ControllerID = c.controllerID(img, req.Listener)
 	if body.Version >= 8 && body.Version <= 10 && body.IncludeClusterAuthorizedOperations {
 		resp.AuthorizedOperations = clusterOperations
 	}
@@ -60,14 +61,14 @@ func (b *Broker) handleMetadata(_ context.Context, req *protocol.Request) (kmsg.
 	var missing []string
 	for _, rt := range body.Topics {
 		mt, missingName := v.requested(rt)
-		if missingName != "" && b.mayAutoCreate(body) {
+		if missingName != "" && c.mayAutoCreate(body) {
 			missing = append(missing, missingName)
 			mt.ErrorCode = autoCreateError(missingName)
 		}
 		resp.Topics = append(resp.Topics, mt)
 	}
 	if len(missing) > 0 {
-		b.autoCreate(missing)
+		c.autoCreate(missing)
 	}
 	return resp, nil
 }
@@ -99,7 +100,7 @@ func metadataBrokers(img *image.Image, listener string) []kmsg.MetadataResponseB
 
 // randomAliveBroker is what KRaft brokers report as ControllerID; -1 when
 // no broker is alive on listener.
-func (b *Broker) randomAliveBroker(img *image.Image, listener string) int32 {
+func (c *ClientAPI) randomAliveBroker(img *image.Image, listener string) int32 {
 	var ids []int32
 	for _, br := range img.UnfencedBrokers() {
 		if _, ok := br.Listener(listener); ok {
@@ -109,7 +110,7 @@ func (b *Broker) randomAliveBroker(img *image.Image, listener string) int32 {
 	if len(ids) == 0 {
 		return -1
 	}
-	return ids[b.rnd.intN(len(ids))]
+	return ids[c.rnd.intN(len(ids))]
 }
 
 // metadataView renders topics of one image for one request.

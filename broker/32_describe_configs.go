@@ -27,10 +27,10 @@ import (
 //     INVALID_REQUEST, as Kafka's ConfigHelper says "Unexpected broker id".
 //   - other resource types: INVALID_REQUEST.
 //   - ConfigNames filters the keys; null means all.
-func (b *Broker) handleDescribeConfigs(_ context.Context, req *protocol.Request) (kmsg.Response, error) {
+func (c *ClientAPI) handleDescribeConfigs(_ context.Context, req *protocol.Request) (kmsg.Response, error) {
 	body := req.Body.(*kmsg.DescribeConfigsRequest)
 	resp := body.ResponseKind().(*kmsg.DescribeConfigsResponse)
-	img := b.Image()
+	img := c.cfg.Metadata.Image()
 	for _, rr := range body.Resources {
 		rs := kmsg.NewDescribeConfigsResponseResource()
 		rs.ResourceType, rs.ResourceName = rr.ResourceType, rr.ResourceName
@@ -44,7 +44,7 @@ func (b *Broker) handleDescribeConfigs(_ context.Context, req *protocol.Request)
 			entries = layered(topicDefaults, kmsg.ConfigSourceDefaultConfig,
 				layer{img.Configs(image.ConfigResource{Type: image.ConfigTopic, Name: rr.ResourceName}), kmsg.ConfigSourceDynamicTopicConfig})
 		case kmsg.ConfigResourceTypeBroker:
-			entries, rs.ErrorCode = b.brokerConfigs(img, rr.ResourceName)
+			entries, rs.ErrorCode = c.brokerConfigs(img, rr.ResourceName)
 		default:
 			rs.ErrorCode = kerr.InvalidRequest.Code
 		}
@@ -60,16 +60,16 @@ func (b *Broker) handleDescribeConfigs(_ context.Context, req *protocol.Request)
 }
 
 // brokerConfigs layers a broker's configs; see the file comment.
-func (b *Broker) brokerConfigs(img *image.Image, name string) ([]configEntry, int16) {
+func (c *ClientAPI) brokerConfigs(img *image.Image, name string) ([]configEntry, int16) {
 	clusterWide := layer{img.Configs(image.ConfigResource{Type: image.ConfigBroker}), kmsg.ConfigSourceDynamicDefaultBrokerConfig}
 	if name == "" {
 		return layered(nil, kmsg.ConfigSourceDefaultConfig, clusterWide), 0
 	}
-	if id, err := strconv.ParseInt(name, 10, 32); err != nil || int32(id) != b.cfg.NodeID {
+	if id, err := strconv.ParseInt(name, 10, 32); err != nil || int32(id) != c.cfg.NodeID {
 		return nil, kerr.InvalidRequest.Code
 	}
 	own := layer{img.Configs(image.ConfigResource{Type: image.ConfigBroker, Name: name}), kmsg.ConfigSourceDynamicBrokerConfig}
-	return layered(b.brokerStatics(), kmsg.ConfigSourceStaticBrokerConfig, clusterWide, own), 0
+	return layered(c.brokerStatics(), kmsg.ConfigSourceStaticBrokerConfig, clusterWide, own), 0
 }
 
 // configDefault is a well-known key with Kafka's default value.
@@ -92,15 +92,24 @@ var topicDefaults = []configDefault{
 	{"segment.ms", "604800000", kmsg.ConfigTypeLong},
 }
 
-// brokerStatics are the static broker settings of this broker's Config.
-func (b *Broker) brokerStatics() []configDefault {
-	return []configDefault{
-		{"auto.create.topics.enable", strconv.FormatBool(b.cfg.AutoCreateTopicsEnable), kmsg.ConfigTypeBoolean},
-		{"broker.heartbeat.interval.ms", strconv.FormatInt(b.cfg.HeartbeatIntervalMs, 10), kmsg.ConfigTypeInt},
-		{"broker.session.timeout.ms", strconv.FormatInt(b.cfg.SessionTimeoutMs, 10), kmsg.ConfigTypeInt},
-		{"default.replication.factor", strconv.Itoa(int(b.cfg.DefaultReplicationFactor)), kmsg.ConfigTypeInt},
-		{"node.id", strconv.Itoa(int(b.cfg.NodeID)), kmsg.ConfigTypeInt},
-		{"num.partitions", strconv.Itoa(int(b.cfg.DefaultNumPartitions)), kmsg.ConfigTypeInt},
+// brokerStatics are the static settings of ClientAPIConfig.
+func (c *ClientAPI) brokerStatics() []configDefault {
+	out := make([]configDefault, 0, len(c.cfg.StaticConfigs))
+	for _, sc := range c.cfg.StaticConfigs {
+		out = append(out, configDefault{sc.Name, sc.Value, sc.Type})
+	}
+	return out
+}
+
+// staticConfigs are a KRaft broker's static settings from its Config.
+func (cfg *Config) staticConfigs() []StaticConfig {
+	return []StaticConfig{
+		{"auto.create.topics.enable", strconv.FormatBool(cfg.AutoCreateTopicsEnable), kmsg.ConfigTypeBoolean},
+		{"broker.heartbeat.interval.ms", strconv.FormatInt(cfg.HeartbeatIntervalMs, 10), kmsg.ConfigTypeInt},
+		{"broker.session.timeout.ms", strconv.FormatInt(cfg.SessionTimeoutMs, 10), kmsg.ConfigTypeInt},
+		{"default.replication.factor", strconv.Itoa(int(cfg.DefaultReplicationFactor)), kmsg.ConfigTypeInt},
+		{"node.id", strconv.Itoa(int(cfg.NodeID)), kmsg.ConfigTypeInt},
+		{"num.partitions", strconv.Itoa(int(cfg.DefaultNumPartitions)), kmsg.ConfigTypeInt},
 	}
 }
 

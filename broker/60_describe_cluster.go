@@ -17,10 +17,10 @@ import (
 //     UNSUPPORTED_ENDPOINT_TYPE (115); anything else is also unsupported.
 //   - Brokers: unfenced brokers having the request's listener; v2
 //     IncludeFencedBrokers adds the fenced ones with IsFenced = true.
-//   - ControllerID: a random alive broker, as in Metadata.
+//   - ControllerID: as in Metadata (ClientAPIConfig.ControllerID).
 //   - ClusterAuthorizedOperations: every cluster operation when requested
 //     (no authorizer), else -2147483648.
-func (b *Broker) handleDescribeCluster(_ context.Context, req *protocol.Request) (kmsg.Response, error) {
+func (c *ClientAPI) handleDescribeCluster(_ context.Context, req *protocol.Request) (kmsg.Response, error) {
 	body := req.Body.(*kmsg.DescribeClusterRequest)
 	resp := body.ResponseKind().(*kmsg.DescribeClusterResponse)
 	resp.EndpointType = body.EndpointType
@@ -30,9 +30,9 @@ func (b *Broker) handleDescribeCluster(_ context.Context, req *protocol.Request)
 		resp.ErrorMessage = &msg
 		return resp, nil
 	}
-	img := b.Image()
-	resp.ClusterID = b.cfg.ClusterID
-	resp.ControllerID = b.randomAliveBroker(img, req.Listener)
+	img := c.cfg.Metadata.Image()
+	resp.ClusterID = c.cfg.ClusterID
+	resp.ControllerID = c.controllerID(img, req.Listener)
 	if body.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterOperations
 	}

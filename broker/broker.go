@@ -32,12 +32,13 @@ type Broker struct {
 	pub  *publisher
 	ch   *controllerChannel
 	life *lifecycle
+	api  *ClientAPI
 
 	mu      sync.Mutex
 	started bool
 	stopped bool
 	cancel  context.CancelFunc // stops publisher and lifecycle
-	wg      sync.WaitGroup     // publisher, lifecycle, auto-create requests
+	wg      sync.WaitGroup     // publisher, lifecycle
 	bgCtx   context.Context    // parent of background requests; canceled by Stop
 }
 
@@ -51,6 +52,13 @@ func New(cfg Config) (*Broker, error) {
 	b.ch = newControllerChannel(&b.cfg)
 	b.pub = newPublisher(b.log.Named("publisher"), b.ch.setLeader, cfg.OnFatal)
 	b.life = newLifecycle(&b.cfg, b.ch, b.rnd, b.pub.appliedOffset.Load)
+	b.api = newClientAPI(ClientAPIConfig{
+		NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Metadata: b, Admin: b,
+		AutoCreateTopicsEnable: cfg.AutoCreateTopicsEnable,
+		DefaultNumPartitions:   cfg.DefaultNumPartitions, DefaultReplicationFactor: cfg.DefaultReplicationFactor,
+		AutoCreateTimeoutMs: int32(cfg.ControllerRequestTimeoutMs),
+		StaticConfigs:       cfg.staticConfigs(), Logger: b.log,
+	}, b.rnd)
 	b.bgCtx, b.cancel = context.WithCancel(context.Background())
 	if len(b.cfg.LogDirs) == 0 {
 		var dir [16]byte
@@ -128,6 +136,7 @@ func (b *Broker) Stop(ctx context.Context) error {
 		err = b.controlledShutdown(ctx)
 	}
 	b.cancel()
+	b.api.Close()
 	b.wg.Wait()
 	b.ch.close()
 	return err
@@ -148,15 +157,11 @@ func (b *Broker) controlledShutdown(ctx context.Context) error {
 }
 
 // RegisterHandlers serves the broker's client APIs on reg (the registry of
-// a broker listener) and decorates its ApiVersions answers.
+// a broker listener): the shared ClientAPI handlers plus the KRaft-only
+// DescribeQuorum, and it decorates ApiVersions answers.
 func (b *Broker) RegisterHandlers(reg *protocol.Registry) {
-	reg.Register(3, 0, 13, b.handleMetadata)
-	reg.Register(19, 0, 7, b.handleCreateTopics)
-	reg.Register(20, 0, 6, b.handleDeleteTopics)
-	reg.Register(32, 0, 4, b.handleDescribeConfigs)
-	reg.Register(37, 0, 3, b.handleCreatePartitions)
+	b.api.Register(reg)
 	reg.Register(55, 0, 2, b.handleDescribeQuorum)
-	reg.Register(60, 0, 2, b.handleDescribeCluster)
 	reg.SetApiVersionsHook(b.apiVersionsHook)
 }
 

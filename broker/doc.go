@@ -24,14 +24,24 @@
 //     (19, forwarded), DeleteTopics (20, forwarded), DescribeConfigs (32),
 //     CreatePartitions (37, forwarded), DescribeQuorum (55, forwarded),
 //     DescribeCluster (60), and ApiVersions decoration (18).
+//   - ClientAPI (client_api.go): the handlers of keys 3, 19, 20, 32, 37 and
+//     60 as a value of their own, built from two small interfaces
+//     (MetadataSource: an image; Admin: CreateTopics/DeleteTopics/
+//     CreatePartitions) and a ControllerID policy. A KRaft Broker is both
+//     interfaces itself (its admin calls forward to the controller); the
+//     ZooKeeper-era broker of package legacyzk is too (its admin calls write
+//     ZooKeeper), so both modes answer clients with the same code without
+//     broker and legacyzk importing each other.
 //
 // # Goroutine map
 //
 //	Broker
 //	  publisher.run   applies queued batches, publishes images
 //	  lifecycle.run   registration, heartbeats, controlled shutdown
-//	  auto-create     one per Metadata request that auto-creates topics
-//	                  (only with auto.create.topics.enable)
+//	  ClientAPI
+//	    auto-create   one per Metadata request that auto-creates topics
+//	                  (only with auto.create.topics.enable); ClientAPI.Close
+//	                  (called by Stop) cancels and waits for them
 //
 // All are started by Start (publisher, lifecycle) or by a handler while
 // the broker runs, are counted in one WaitGroup, and end when Stop cancels
