@@ -29,7 +29,7 @@ func (r *Raft) handleFetch(nowMs int64, m Message) {
 	r.noteFetcher(nowMs, req, true)
 	r.maybeAdvanceHW()
 	resp.Batches = r.log.read(req.FetchOffset, int(r.cfg.FetchMaxBytes))
-	if len(resp.Batches) > 0 || req.MaxWaitMs == 0 {
+	if len(resp.Batches) > 0 || req.MaxWaitMs == 0 || r.fetcherMissesHW(m.From) {
 		r.replyFetch(m, resp)
 		return
 	}
@@ -103,17 +103,36 @@ func (r *Raft) replyFetch(m Message, resp *FetchResponse) {
 	}
 	resp.HighWatermark = r.leaderHW()
 	resp.LogStartOffset = r.log.startOffset
+	if rs := r.fetcherState(m.From); rs != nil && resp.ErrorCode == 0 {
+		rs.sentHW = max(rs.sentHW, resp.HighWatermark)
+	}
 	r.send(Message{To: m.From, RequestID: m.RequestID, FetchResp: resp})
 }
 
-// completeParkedFetches answers parked fetches whose offset the log has moved past, or
-// all of them when expired is true for those past their deadline.
-func (r *Raft) completeParkedFetches(nowMs int64, onlyExpired bool) {
+// fetcherState is the leader's record of replica id, nil when not leading or unknown.
+func (r *Raft) fetcherState(id int32) *replicaState {
+	if r.lead == nil {
+		return nil
+	}
+	return r.lead.replicas[id]
+}
+
+// fetcherMissesHW reports whether the leader's high watermark is above the last one it
+// sent to replica id, so a Fetch with no new records should be answered at once.
+func (r *Raft) fetcherMissesHW(id int32) bool {
+	rs := r.fetcherState(id)
+	return rs != nil && rs.sentHW < r.leaderHW()
+}
+
+// completeParkedFetches answers parked fetches whose offset the log has moved past, all
+// of them when all is set (the high watermark moved), or only those past their
+// deadline when onlyExpired is set.
+func (r *Raft) completeParkedFetches(nowMs int64, onlyExpired, all bool) {
 	l := r.lead
 	keep := l.parked[:0]
 	leo := r.log.endOffset()
 	for _, p := range l.parked {
-		ready := p.deadlineMs <= nowMs || (!onlyExpired && leo > p.req.FetchOffset)
+		ready := all || p.deadlineMs <= nowMs || (!onlyExpired && leo > p.req.FetchOffset)
 		if !ready {
 			keep = append(keep, p)
 			continue
@@ -125,7 +144,7 @@ func (r *Raft) completeParkedFetches(nowMs int64, onlyExpired bool) {
 	l.parked = keep
 }
 
-func (r *Raft) expireParkedFetches(nowMs int64) { r.completeParkedFetches(nowMs, true) }
+func (r *Raft) expireParkedFetches(nowMs int64) { r.completeParkedFetches(nowMs, true, false) }
 
 // failParkedFetches answers every parked fetch with NOT_LEADER_OR_FOLLOWER: the node is
 // leaving leadership and must not leave fetchers waiting on a dead epoch.

@@ -22,6 +22,10 @@ type replicaState struct {
 	// the LEO the leader had then was caught up at that time (Kafka's ReplicaState).
 	prevFetchMs   int64
 	prevLeaderEnd int64
+	// sentHW is the highest high watermark sent to it in a Fetch answer this epoch. A
+	// fetch at the log end is parked only when the fetcher already knows the current
+	// high watermark; otherwise it would learn of a commit a whole MaxWait late.
+	sentHW int64
 }
 
 // parkedFetch is a Fetch held in purgatory until the log grows or MaxWait expires.
@@ -234,7 +238,7 @@ func (r *Raft) drainAccumulator(nowMs int64) {
 	l.acc, l.accBytes = nil, 0
 	r.log.append(b)
 	r.maybeAdvanceHW()
-	r.completeParkedFetches(nowMs, false)
+	r.completeParkedFetches(nowMs, false, false)
 }
 
 // maybeAdvanceHW recomputes the leader's high watermark (spec section 2.6).
@@ -260,7 +264,15 @@ func (r *Raft) maybeAdvanceHW() {
 		r.logf("%d established high watermark %d at epoch %d", r.cfg.NodeID, hw, r.epoch)
 	}
 	l.hwEstablished = true
+	advanced := hw > r.hw
 	r.hw = hw
+	if advanced {
+		// Fetchers parked at the log end wait for nothing new in the log, only for
+		// the commit: answer them now with the new high watermark, or brokers
+		// (observers) would see each commit a whole MaxWait late (Kafka completes
+		// its fetch purgatory on a high-watermark change likewise).
+		r.completeParkedFetches(r.nowMs, false, true)
+	}
 }
 
 // majorityOffset is the largest offset that a majority of the given voter offsets has
