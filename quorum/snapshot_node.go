@@ -8,6 +8,7 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"go.uber.org/zap"
@@ -54,8 +55,12 @@ var (
 	ErrListenerCannotLoad = errors.New("quorum: listener cannot load snapshots")
 )
 
-// snapshotBatchBytes caps one data batch in a written snapshot.
-const snapshotBatchBytes = 1 << 20
+// snapshotBatchBytes caps one data batch in a written snapshot; snapshotSyncBytes is
+// how much the writer lets accumulate before flushing it.
+const (
+	snapshotBatchBytes = 1 << 20
+	snapshotSyncBytes  = 1 << 20
+)
 
 // Default retention of the log below the latest snapshot (metadata.max.retention.*).
 const (
@@ -246,11 +251,25 @@ func (n *Node) WriteSnapshot(ctx context.Context, id raftlog.SnapshotID, lastCon
 // commits (rename) and records the snapshot.
 func (n *Node) writeSnapshot(w *raftlog.SnapshotWriter, ts int64, records iter.Seq2[raftlog.Record, error], done chan<- error) {
 	start := time.Now()
+	synced := int64(0)
 	err := EncodeSnapshot(w.ID(), ts, records, snapshotBatchBytes, func(b raftlog.Batch) error {
 		if n.ctx.Err() != nil {
 			return ErrNodeStopped
 		}
-		return w.WriteBatch(b)
+		if err := w.WriteBatch(b); err != nil {
+			return err
+		}
+		// Encoding is CPU bound: let the driver and the network run between batches
+		// rather than wait for preemption.
+		runtime.Gosched()
+		if w.Size()-synced < snapshotSyncBytes {
+			return nil
+		}
+		// Flush as we go: one fsync of a whole large file at the end would hold the
+		// file system journal long enough to stall the log's own fsyncs, and so
+		// every commit behind them.
+		synced = w.Size()
+		return w.Sync()
 	})
 	if err == nil {
 		err = w.Sync()

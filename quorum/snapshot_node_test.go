@@ -19,7 +19,7 @@ import (
 // snapshot records are those values.
 type stateRec struct {
 	mu        sync.Mutex
-	t         *testing.T
+	t         testing.TB
 	next      int64
 	lastEpoch int32
 	values    []string
@@ -74,6 +74,13 @@ func (r *stateRec) HandleLoadSnapshot(s Snapshot) {
 	r.loads = append(r.loads, s.ID)
 }
 
+// count is how many values the listener holds.
+func (r *stateRec) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.values)
+}
+
 // image is the state to snapshot: id and records of everything applied.
 func (r *stateRec) image() (raftlog.SnapshotID, []raftlog.Record, []string) {
 	r.mu.Lock()
@@ -92,14 +99,16 @@ type snapNode struct {
 }
 
 type snapCluster struct {
-	t     *testing.T
+	t     testing.TB
+	// tune, when set, adjusts every node's config (benchmarks).
+	tune  func(*NodeConfig)
 	addrs map[int32]string
 	dirs  map[int32]string
 	nodes map[int32]*snapNode
 }
 
-func newSnapCluster(t *testing.T) *snapCluster {
-	c := &snapCluster{t: t, addrs: map[int32]string{}, dirs: map[int32]string{}, nodes: map[int32]*snapNode{}}
+func newSnapCluster(t testing.TB, tune func(*NodeConfig)) *snapCluster {
+	c := &snapCluster{t: t, tune: tune, addrs: map[int32]string{}, dirs: map[int32]string{}, nodes: map[int32]*snapNode{}}
 	for i, a := range freeAddrs(t, 3) {
 		c.addrs[int32(i+1)], c.dirs[int32(i+1)] = a, t.TempDir()
 	}
@@ -115,18 +124,22 @@ func (c *snapCluster) start(id int32) *snapNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, err := NewNode(NodeConfig{
+	cfg := NodeConfig{
 		Raft: Config{
 			NodeID: id, ClusterID: "test-cluster-id-AAAAAA", Voters: []int32{1, 2, 3},
 			ElectionTimeoutMs: 150, FetchTimeoutMs: 300, ElectionBackoffMaxMs: 100, AppendLingerMs: 2,
 			RequestTimeoutMs: 300, FetchMaxWaitMs: 100, FetchMaxBytes: 256, // small chunks
 		},
 		Storage: store, VoterAddrs: c.addrs, ListenerName: "CONTROLLER", RetentionBytes: 1,
-	})
+	}
+	if c.tune != nil {
+		c.tune(&cfg)
+	}
+	node, err := NewNode(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &stateRec{t: t, leader: LeaderAndEpoch{LeaderID: -1, EpochStartOffset: -1}}
+	rec := &stateRec{t: c.t, leader: LeaderAndEpoch{LeaderID: -1, EpochStartOffset: -1}}
 	node.Register(rec)
 	reg := protocol.NewRegistry()
 	node.RegisterHandlers(reg)
@@ -171,7 +184,7 @@ func (c *snapCluster) leader() (int32, Status) {
 func (c *snapCluster) propose(from, n int) {
 	var lead int32
 	var st Status
-	waitFor(c.t, "a leader", 10*time.Second, func() bool { lead, st = c.leader(); return lead >= 0 })
+	waitCond(c.t, "a leader", 10*time.Second, func() bool { lead, st = c.leader(); return lead >= 0 })
 	for i := from; i < from+n; i++ {
 		if _, err := c.nodes[lead].node.Propose(context.Background(), st.Epoch, []raftlog.Record{{Value: []byte(fmt.Sprintf("v%03d", i))}}); err != nil {
 			c.t.Fatal(err)
@@ -180,7 +193,7 @@ func (c *snapCluster) propose(from, n int) {
 }
 
 func (c *snapCluster) waitValues(n int) {
-	waitFor(c.t, fmt.Sprintf("every node to hold %d values", n), 10*time.Second, func() bool {
+	waitCond(c.t, fmt.Sprintf("every node to hold %d values", n), 10*time.Second, func() bool {
 		for _, sn := range c.nodes {
 			if _, _, v := sn.rec.image(); len(v) != n {
 				return false
@@ -208,7 +221,7 @@ func (c *snapCluster) snapshot(id int32) raftlog.SnapshotID {
 // before replaying its log.
 func TestNodeSnapshotCatchUp(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	c := newSnapCluster(t)
+	c := newSnapCluster(t, nil)
 	defer c.closeAll()
 	c.propose(0, 20)
 	c.waitValues(20)
@@ -249,5 +262,20 @@ func TestNodeSnapshotCatchUp(t *testing.T) {
 	c.waitValues(46)
 	if len(sn.rec.loads) != 1 || sn.rec.loads[0].EndOffset < sid.EndOffset {
 		t.Fatalf("restarted node loaded %v", sn.rec.loads)
+	}
+}
+
+// waitCond polls cond until it holds or timeout passes (benchmarks too).
+func waitCond(tb testing.TB, what string, timeout time.Duration, cond func() bool) {
+	tb.Helper()
+	deadline := time.After(timeout)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline:
+			tb.Fatalf("timed out waiting for %s", what)
+		case <-tick.C:
+		}
 	}
 }
