@@ -99,7 +99,7 @@ type snapNode struct {
 }
 
 type snapCluster struct {
-	t     testing.TB
+	t testing.TB
 	// tune, when set, adjusts every node's config (benchmarks).
 	tune  func(*NodeConfig)
 	addrs map[int32]string
