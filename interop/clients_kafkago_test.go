@@ -20,7 +20,12 @@ type kafkaGoAdmin struct {
 }
 
 func newKafkaGoAdmin(t *testing.T, c *cluster) admin {
-	return &kafkaGoAdmin{cl: &kafka.Client{Addr: kafka.TCP(c.bootstrap()...), Timeout: 10 * time.Second}}
+	// The transport answers Metadata from a cache refreshed every
+	// MetadataTTL (6 s by default); polling for a new topic wants fresh
+	// answers. Its idle connections close with it.
+	tr := &kafka.Transport{ClientID: "interop-kafka-go", MetadataTTL: 50 * time.Millisecond}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &kafkaGoAdmin{cl: &kafka.Client{Addr: kafka.TCP(c.bootstrap()...), Timeout: 10 * time.Second, Transport: tr}}
 }
 
 // kafkaGoErr turns a kafka.Error into a kerr-wrapping error for the scenario.

@@ -16,11 +16,12 @@ import (
 type saramaAdmin struct {
 	client sarama.Client
 	adm    sarama.ClusterAdmin
+	conf   *sarama.Config
 }
 
-func saramaConfig() *sarama.Config {
+func saramaConfig(version sarama.KafkaVersion) *sarama.Config {
 	conf := sarama.NewConfig()
-	conf.Version = sarama.V4_0_0_0
+	conf.Version = version
 	conf.ClientID = "interop-sarama"
 	conf.Admin.Timeout = 10 * time.Second
 	conf.Metadata.AllowAutoTopicCreation = false
@@ -28,8 +29,24 @@ func saramaConfig() *sarama.Config {
 	return conf
 }
 
+// newSaramaAdmin is sarama configured for Kafka 4.0 (KRaft only).
 func newSaramaAdmin(t *testing.T, c *cluster) admin {
-	client, err := sarama.NewClient(c.bootstrap(), saramaConfig())
+	return newSaramaAdminAt(t, c, sarama.V4_0_0_0)
+}
+
+// newSaramaDefaultAdmin is sarama with its default Config.Version (2.8),
+// what a sarama user gets without configuring anything.
+func newSaramaDefaultAdmin(t *testing.T, c *cluster) admin {
+	return newSaramaAdminAt(t, c, sarama.DefaultVersion)
+}
+
+func newSaramaMaxAdmin(t *testing.T, c *cluster) admin {
+	return newSaramaAdminAt(t, c, sarama.MaxVersion)
+}
+
+func newSaramaAdminAt(t *testing.T, c *cluster, version sarama.KafkaVersion) admin {
+	conf := saramaConfig(version)
+	client, err := sarama.NewClient(c.bootstrap(), conf)
 	if err != nil {
 		t.Fatalf("sarama client: %v", err)
 	}
@@ -40,7 +57,7 @@ func newSaramaAdmin(t *testing.T, c *cluster) admin {
 	}
 	// Closing the admin closes the client it was built from.
 	t.Cleanup(func() { adm.Close() })
-	return &saramaAdmin{client: client, adm: adm}
+	return &saramaAdmin{client: client, adm: adm, conf: conf}
 }
 
 // saramaErr turns sarama's KError (alone or inside a TopicError) into a
@@ -112,7 +129,7 @@ func (s *saramaAdmin) describeCluster(context.Context) (clusterView, error) {
 	if err != nil {
 		return clusterView{}, saramaErr(err)
 	}
-	resp, err := cb.DescribeCluster(sarama.NewDescribeClusterRequest(saramaConfig().Version))
+	resp, err := cb.DescribeCluster(sarama.NewDescribeClusterRequest(s.conf.Version))
 	if err != nil {
 		return clusterView{}, saramaErr(err)
 	}

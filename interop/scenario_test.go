@@ -91,15 +91,22 @@ func kafkaError(code int16, err error) error {
 
 // scenarioEnv is what the scenario knows about the cluster under test.
 type scenarioEnv struct {
-	c         *cluster
+	clusterID string
 	brokerIDs []int32 // sorted
 	helper    admin   // franz-go, for operations a client cannot do
 	timeout   time.Duration
 }
 
+// reporter is the part of *testing.T the scenario reports through (a fake
+// in the scenario's self-test).
+type reporter interface {
+	Logf(format string, args ...any)
+	Errorf(format string, args ...any)
+}
+
 // scenarioRun records one client's outcomes.
 type scenarioRun struct {
-	t        *testing.T
+	t        reporter
 	env      scenarioEnv
 	cl       admin
 	topic    string
@@ -109,7 +116,7 @@ type scenarioRun struct {
 // runScenario runs every step against cl and returns the outcome per step.
 // A failing step fails the test but the later steps still run, so the table
 // shows everything that works.
-func runScenario(t *testing.T, env scenarioEnv, client string, cl admin) map[step]string {
+func runScenario(t reporter, env scenarioEnv, client string, cl admin) map[step]string {
 	r := &scenarioRun{t: t, env: env, cl: cl, topic: "scenario-" + client, outcomes: map[step]string{}}
 	r.run(stepListBrokers, r.listBrokers)
 	r.run(stepController, r.controller)
@@ -240,8 +247,8 @@ func (r *scenarioRun) describeCluster(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if v.clusterID != r.env.c.clusterID {
-		return fmt.Errorf("cluster id %q, want %q", v.clusterID, r.env.c.clusterID)
+	if v.clusterID != r.env.clusterID {
+		return fmt.Errorf("cluster id %q, want %q", v.clusterID, r.env.clusterID)
 	}
 	if !slices.Equal(v.brokers, r.env.brokerIDs) {
 		return fmt.Errorf("brokers %v, want %v", v.brokers, r.env.brokerIDs)
@@ -359,6 +366,8 @@ type scenarioClient struct {
 var scenarioClients = []scenarioClient{
 	{"franz-go", newFranzAdmin},
 	{"sarama", newSaramaAdmin},
+	{"sarama (default Config.Version)", newSaramaDefaultAdmin},
+	{"sarama (MaxVersion)", newSaramaMaxAdmin},
 	{"kafka-go", newKafkaGoAdmin},
 	{"kcat (librdkafka)", newKcatAdmin},
 	{"kafka-python", newPythonAdmin},
@@ -372,7 +381,7 @@ var scenarioClients = []scenarioClient{
 func TestClientScenarios(t *testing.T) {
 	c := newCluster(t, Controllers(3), Brokers(3))
 	waitRunning(t, c)
-	env := scenarioEnv{c: c, helper: newFranzAdmin(t, c), timeout: 15 * time.Second}
+	env := scenarioEnv{clusterID: c.clusterID, helper: newFranzAdmin(t, c), timeout: 15 * time.Second}
 	for nid := range c.brokerPorts {
 		env.brokerIDs = append(env.brokerIDs, nid)
 	}
@@ -403,8 +412,19 @@ func TestClientScenarios(t *testing.T) {
 	}
 }
 
-// clientSlug makes a client name usable in a topic name.
+// clientSlug makes a client name usable in a topic name: lower case,
+// runs of anything but letters and digits become one '-'.
 func clientSlug(name string) string {
-	name, _, _ = strings.Cut(name, " ")
-	return strings.ReplaceAll(name, "_", "-")
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(name) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+			dash = false
+		} else if !dash && b.Len() > 0 {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	return strings.TrimSuffix(b.String(), "-")
 }
