@@ -175,7 +175,9 @@ func (r *Raft) handleFetchSnapshot(nowMs int64, m Message) error {
 	if rs := r.lead.replicas[req.ReplicaID]; rs != nil && req.ReplicaID >= 0 {
 		rs.lastFetchMs = nowMs // a download keeps the voter counted for check-quorum
 	}
-	if r.snapshot == nil || req.SnapshotID != *r.snapshot || req.SnapshotID == bootstrapSnapshot {
+	// Any snapshot still on disk is served, not only the latest: a download of a large
+	// snapshot must not restart each time a newer one is written meanwhile.
+	if req.SnapshotID == bootstrapSnapshot {
 		resp.ErrorCode = kerr.SnapshotNotFound.Code
 		r.replyFetchSnapshot(m, resp)
 		return nil

@@ -146,6 +146,19 @@ func TestFetchSnapshotErrors(t *testing.T) {
 			t.Errorf("%s: size %d, %d bytes; want a chunk of at most FetchMaxBytes", tc.name, out.Size, len(out.Bytes))
 		}
 	}
+	// A newer snapshot does not cut a download of the older one short.
+	if _, _, err := e.Nodes[1].Raft.Propose(e.NowMs, []raftlog.Record{{Value: []byte("d")}}); err != nil {
+		t.Fatal(err)
+	}
+	e.Tick(50, nil)
+	stabilize(e)
+	id2, err := e.TakeSnapshot(e.Nodes[1])
+	if err != nil || id2.EndOffset <= id.EndOffset {
+		t.Fatalf("second snapshot %+v: %v", id2, err)
+	}
+	if out := stepLeader(t, e, fs(1, id, 64)).FetchSnapshotResp; out.ErrorCode != 0 || out.Position != 64 || len(out.Bytes) == 0 {
+		t.Errorf("older snapshot after a newer one: %v", out)
+	}
 	// Not the leader: NOT_LEADER_OR_FOLLOWER with the leader named.
 	m := fs(1, id, 0)
 	m.From, m.To, m.RequestID = 3, 2, 5
@@ -160,8 +173,8 @@ func TestFetchSnapshotErrors(t *testing.T) {
 	}
 	// A Fetch at offset 0 is sent to the snapshot even though the log still starts at 0.
 	f := stepLeader(t, e, quorum.Message{Fetch: &quorum.FetchRequest{ReplicaID: 3, CurrentLeaderEpoch: 1, MaxBytes: 1 << 20}}).FetchResp
-	if f.SnapshotID == nil || *f.SnapshotID != id || len(f.Batches) != 0 {
-		t.Errorf("fetch at 0 got %s, want snapshot %+v", f, id)
+	if f.SnapshotID == nil || *f.SnapshotID != id2 || len(f.Batches) != 0 {
+		t.Errorf("fetch at 0 got %s, want the latest snapshot %+v", f, id2)
 	}
 	// Behaviour 36: after compaction a fetch below the log start, or at it with another
 	// epoch, gets the snapshot id; a fetch at the log start with its epoch reads on.
@@ -170,7 +183,7 @@ func TestFetchSnapshotErrors(t *testing.T) {
 		offset int64
 		epoch  int32
 		snap   bool
-	}{{2, 1, true}, {4, 0, true}, {4, 1, false}} {
+	}{{2, 1, true}, {5, 0, true}, {5, 1, false}} {
 		f := stepLeader(t, e, quorum.Message{Fetch: &quorum.FetchRequest{
 			ReplicaID: 3, CurrentLeaderEpoch: 1, FetchOffset: tc.offset, LastFetchedEpoch: tc.epoch, MaxBytes: 1 << 20}}).FetchResp
 		if (f.SnapshotID != nil) != tc.snap || f.DivergingEpoch != nil {
