@@ -55,6 +55,8 @@ func run(args []string, stdout io.Writer, stderr *os.File) int {
 			return runMetadata(args[1:], stdout, stderr)
 		case "dev":
 			return runDev(args[1:], stdout, stderr)
+		case "check-divergence":
+			return runCheckDivergence(args[1:], stdout, stderr)
 		}
 	}
 	return runNode(args, stdout, stderr)
@@ -164,7 +166,8 @@ Usage:
   kraftd storage info [same flags]
   kraftd quorum describe --status|--replication --bootstrap-controller host:port
   kraftd metadata dump <segment.log|snapshot.checkpoint|dir>...
-  kraftd dev --controllers N --brokers M [--base-port P] [--dir DIR]
+  kraftd dev --controllers N --brokers M [--base-port P] [--dir DIR] [--mode kraft|zk-legacy]
+  kraftd check-divergence --bootstrap host:port[,...] [--zookeeper-connect host:port]
   kraftd version
 
 With no configuration at all, kraftd runs one combined broker+controller on

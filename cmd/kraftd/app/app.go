@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kraftd/kraftd/broker"
+	"github.com/kraftd/kraftd/legacyzk"
 	"github.com/kraftd/kraftd/metadata/controller"
 	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/quorum"
@@ -92,6 +93,7 @@ type App struct {
 	controller *controllerRole
 	broker     *brokerRole
 	snapshots  *snapshotRole
+	legacy     *legacyRole
 	// fatal receives the first error that must stop the process (a failed fsync, a
 	// broken quorum invariant); main waits on it next to the signals.
 	fatal     chan error
@@ -128,10 +130,18 @@ func New(cfg Config) (*App, error) {
 	}
 	cfg = a.cfg
 	listeners := make([]protocol.ListenerConfig, 0, len(cfg.Listeners))
+	legacy, _ := cfg.LegacyListener()
 	for _, l := range cfg.Listeners {
 		reg := protocol.NewRegistry()
 		a.registries[l.Name] = reg
+		if cfg.Mode == ModeZKLegacy && l.Name == legacy.Name {
+			continue // bound and served by the legacy broker (legacy_role.go)
+		}
 		listeners = append(listeners, protocol.ListenerConfig{Name: l.Name, Addr: l.Addr(), Registry: reg})
+	}
+	a.addRoles()
+	if len(listeners) == 0 {
+		return a, nil // zk-legacy with its one listener: no server of App's own
 	}
 	srv, err := protocol.NewServer(protocol.ServerConfig{
 		Listeners:       listeners,
@@ -144,7 +154,6 @@ func New(cfg Config) (*App, error) {
 		return nil, fmt.Errorf("app: %w", err)
 	}
 	a.server = srv
-	a.addRoles()
 	return a, nil
 }
 
@@ -155,6 +164,11 @@ func New(cfg Config) (*App, error) {
 // controlled shutdown still reaches a running controller and quorum, and the quorum
 // resigns its leadership last.
 func (a *App) addRoles() {
+	if a.cfg.Mode == ModeZKLegacy {
+		a.legacy = &legacyRole{a: a}
+		a.components = append(a.components, namedComponent{name: "legacy-broker", c: a.legacy})
+		return
+	}
 	if a.cfg.Mode != ModeKRaft || !(a.cfg.HasRole(RoleController) || a.cfg.HasRole(RoleBroker)) {
 		return
 	}
@@ -192,6 +206,15 @@ func (a *App) Broker() *broker.Broker {
 	return a.broker.Broker()
 }
 
+// LegacyBroker is the node's ZooKeeper-era broker (nil before Start or in
+// kraft mode): its cache, faults, stats and ZooKeeper session.
+func (a *App) LegacyBroker() *legacyzk.Broker {
+	if a.legacy == nil {
+		return nil
+	}
+	return a.legacy.Broker()
+}
+
 // Controller is the node's metadata controller (nil before Start or without the
 // controller role).
 func (a *App) Controller() *controller.Controller {
@@ -225,6 +248,8 @@ func (a *App) Config() Config { return a.cfg }
 func (a *App) Registry(listener string) *protocol.Registry { return a.registries[listener] }
 
 // Server returns the protocol server, for fault-injection hooks in tests.
+// It is nil in zk-legacy mode when the legacy broker serves the only
+// listener (legacyzk binds it itself).
 func (a *App) Server() *protocol.Server { return a.server }
 
 // Metrics is the node's Prometheus registry; roles register collectors
@@ -260,7 +285,22 @@ func (a *App) ClusterID() string {
 
 // Addr returns the bound address of a listener once started, which is how
 // callers learn an ephemeral port (listeners with port 0).
-func (a *App) Addr(listener string) net.Addr { return a.server.Addr(listener) }
+func (a *App) Addr(listener string) net.Addr {
+	if a.server != nil {
+		if addr := a.server.Addr(listener); addr != nil {
+			return addr
+		}
+	}
+	if lb := a.LegacyBroker(); lb != nil {
+		if l, _ := a.cfg.LegacyListener(); l.Name == listener {
+			addr, err := net.ResolveTCPAddr("tcp", lb.Addr())
+			if err == nil {
+				return addr
+			}
+		}
+	}
+	return nil
+}
 
 // Start prepares storage, starts the components and then the listeners. On
 // failure everything already started is stopped again before returning.
@@ -271,11 +311,13 @@ func (a *App) Start(ctx context.Context) error {
 		return fmt.Errorf("%w: Start called twice or after Stop", ErrAppState)
 	}
 	a.state = lifecycleStarted
-	clusterID, err := PrepareStorage(&a.cfg)
-	if err != nil {
-		return err
+	if a.cfg.Mode != ModeZKLegacy { // zk-legacy: the cluster id comes from ZooKeeper (legacy_role.go)
+		clusterID, err := PrepareStorage(&a.cfg)
+		if err != nil {
+			return err
+		}
+		a.clusterID = clusterID
 	}
-	a.clusterID = clusterID
 	for _, nc := range a.components {
 		if p, ok := nc.c.(preparer); ok {
 			if err := p.Prepare(ctx); err != nil {
@@ -294,10 +336,12 @@ func (a *App) Start(ctx context.Context) error {
 			return errors.Join(err, a.stopComponents(ctx))
 		}
 	}
-	if err := a.server.Start(); err != nil {
-		return errors.Join(fmt.Errorf("app: %w", err), a.metrics.stop(ctx), a.stopComponents(ctx))
+	if a.server != nil {
+		if err := a.server.Start(); err != nil {
+			return errors.Join(fmt.Errorf("app: %w", err), a.metrics.stop(ctx), a.stopComponents(ctx))
+		}
 	}
-	a.log.Info("kraftd started", zap.String("cluster_id", clusterID), zap.String("mode", string(a.cfg.Mode)),
+	a.log.Info("kraftd started", zap.String("cluster_id", a.clusterID), zap.String("mode", string(a.cfg.Mode)),
 		zap.Any("roles", a.cfg.ProcessRoles))
 	return nil
 }
@@ -324,8 +368,10 @@ func (a *App) Stop(ctx context.Context) error {
 		}
 	}
 	// Shutdown falls back to closing every connection when ctx expires.
-	if err := a.server.Shutdown(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("app: shutting down listeners: %w", err))
+	if a.server != nil {
+		if err := a.server.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("app: shutting down listeners: %w", err))
+		}
 	}
 	errs = append(errs, a.metrics.stop(ctx))
 	errs = append(errs, a.stopComponents(ctx))

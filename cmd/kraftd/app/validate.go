@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"go.uber.org/zap"
+
+	"github.com/kraftd/kraftd/legacyzk"
 )
 
 // Validate fills in the defaults that depend on other settings (Logger,
@@ -206,6 +208,12 @@ func (c *Config) checkZKLegacy() error {
 	}
 	if c.HasRole(RoleController) {
 		return invalid("process.roles=controller is KRaft only; in zk-legacy mode the controller is elected through ZooKeeper")
+	}
+	if _, ok := c.LegacyListener(); !ok {
+		return invalid("zk-legacy mode needs a broker listener (one not named in controller.listener.names) in listeners")
+	}
+	if _, _, err := legacyzk.ParseConnect(c.ZooKeeperConnect); err != nil {
+		return badValue("zookeeper.connect", c.ZooKeeperConnect, err.Error())
 	}
 	return nil
 }

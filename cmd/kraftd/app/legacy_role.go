@@ -1,0 +1,195 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/kraftd/kraftd/broker"
+	"github.com/kraftd/kraftd/legacyzk"
+	"github.com/kraftd/kraftd/metadata/image"
+)
+
+// legacyStopTimeout bounds a zk-legacy broker's controlled shutdown when
+// the caller's context has no earlier deadline.
+const legacyStopTimeout = 30 * time.Second
+
+// legacyRole runs a ZooKeeper-era broker (--mode zk-legacy): legacyzk does
+// the ZooKeeper session, registration, the /controller election and the
+// push APIs; the client APIs are broker.ClientAPI, the same handlers a
+// KRaft broker serves, reading the legacy metadata cache and doing admin
+// requests the ZooKeeper way.
+//
+// The legacy broker binds its listener itself (LegacyListener), so App's
+// own protocol server does not bind that one; App.Addr finds it here.
+//
+// Cluster id: as in Kafka's ZooKeeper mode, /cluster/id is the truth (the
+// first broker creates it). After connecting, the role checks it against
+// cluster.id (when set) and every formatted log directory, and writes
+// meta.properties version 0 (broker.id, cluster.id) into the empty ones,
+// as KafkaServer does; a mismatch stops the start, as Kafka's
+// InconsistentClusterIdException does.
+type legacyRole struct {
+	a *App
+
+	mu  sync.Mutex
+	b   *legacyzk.Broker
+	api *broker.ClientAPI
+}
+
+// LegacyListener is the listener a zk-legacy node serves clients and the
+// controller's pushes on: inter.broker.listener.name when it is a
+// listener, else the first broker listener.
+func (c *Config) LegacyListener() (Endpoint, bool) {
+	eps := c.BrokerEndpoints()
+	for _, l := range eps {
+		if l.Name == c.InterBrokerListenerName {
+			return l, true
+		}
+	}
+	if len(eps) == 0 {
+		return Endpoint{}, false
+	}
+	return eps[0], true
+}
+
+// Start connects to ZooKeeper, registers the broker (it starts competing
+// for /controller at once), checks and writes meta.properties, then serves
+// the client APIs. Called by App.Start with the App lock held.
+func (r *legacyRole) Start(ctx context.Context) error {
+	cfg := &r.a.cfg
+	l, _ := cfg.LegacyListener() // Validate made sure there is one
+	reg := r.a.registries[l.Name]
+	lb, err := legacyzk.NewBroker(ctx, legacyzk.Config{
+		NodeID: cfg.NodeID,
+		Zk: legacyzk.ZkConfig{Connect: cfg.ZooKeeperConnect, SessionTimeoutMs: int(cfg.ZooKeeperSessionTimeoutMs),
+			MaxInFlightRequests: int(cfg.ZooKeeperMaxInFlightRequests), Logger: cfg.Logger.Named("zookeeper")},
+		ListenerName:             l.Name,
+		ListenAddr:               l.Addr(),
+		Registry:                 reg,
+		Rack:                     rackPtr(cfg.BrokerRack),
+		NumPartitions:            cfg.NumPartitions,
+		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
+		Logger:                   cfg.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("legacyzk: %w", err)
+	}
+	clusterID := lb.ClusterID()
+	if err := prepareLegacyStorage(cfg, clusterID); err != nil {
+		return errors.Join(err, lb.Close())
+	}
+	api, err := broker.NewClientAPI(r.clientAPIConfig(lb))
+	if err != nil {
+		return errors.Join(err, lb.Close())
+	}
+	// The listener already answers ApiVersions and the controller's pushes;
+	// the client APIs join once the cluster id is known (the registry takes
+	// registrations while serving).
+	api.Register(reg)
+	r.mu.Lock()
+	r.b, r.api = lb, api
+	r.mu.Unlock()
+	r.a.clusterID = clusterID
+	return nil
+}
+
+// clientAPIConfig wires the shared handlers to the legacy broker.
+func (r *legacyRole) clientAPIConfig(lb *legacyzk.Broker) broker.ClientAPIConfig {
+	cfg := &r.a.cfg
+	return broker.ClientAPIConfig{
+		NodeID:    cfg.NodeID,
+		ClusterID: lb.ClusterID(),
+		Metadata:  lb,
+		Admin:     lb,
+		// ZooKeeper-era brokers report the controller their cache knows
+		// (MetadataResponse.controllerId from UpdateMetadata), and clients
+		// send admin requests to any broker anyway.
+		ControllerID:             func(*image.Image, string) int32 { return lb.ControllerID() },
+		AutoCreateTopicsEnable:   cfg.AutoCreateTopicsEnable,
+		DefaultNumPartitions:     cfg.NumPartitions,
+		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
+		StaticConfigs:            legacyStatics(cfg),
+		Logger:                   cfg.Logger.Named("clientapi"),
+	}
+}
+
+// legacyStatics are the static settings DescribeConfigs shows for a
+// zk-legacy broker (Kafka names them broker.id in ZooKeeper mode).
+func legacyStatics(cfg *Config) []broker.StaticConfig {
+	return []broker.StaticConfig{
+		{Name: "auto.create.topics.enable", Value: strconv.FormatBool(cfg.AutoCreateTopicsEnable), Type: kmsg.ConfigTypeBoolean},
+		{Name: "broker.id", Value: strconv.Itoa(int(cfg.NodeID)), Type: kmsg.ConfigTypeInt},
+		{Name: "default.replication.factor", Value: strconv.Itoa(int(cfg.DefaultReplicationFactor)), Type: kmsg.ConfigTypeInt},
+		{Name: "num.partitions", Value: strconv.Itoa(int(cfg.NumPartitions)), Type: kmsg.ConfigTypeInt},
+		{Name: "zookeeper.connect", Value: cfg.ZooKeeperConnect, Type: kmsg.ConfigTypeString},
+		{Name: "zookeeper.session.timeout.ms", Value: strconv.Itoa(int(cfg.ZooKeeperSessionTimeoutMs)), Type: kmsg.ConfigTypeInt},
+	}
+}
+
+// prepareLegacyStorage checks the cluster id read from /cluster/id against
+// cluster.id and the formatted log directories, and writes meta.properties
+// v0 into the unformatted ones.
+func prepareLegacyStorage(cfg *Config, clusterID string) error {
+	if cfg.ClusterID != "" && cfg.ClusterID != clusterID {
+		return fmt.Errorf("%w: ZooKeeper's /cluster/id is %s but cluster.id is %s; "+
+			"zookeeper.connect may name the wrong cluster", ErrClusterIDMismatch, clusterID, cfg.ClusterID)
+	}
+	st, err := inspect(cfg)
+	if err != nil {
+		return err
+	}
+	if err := st.verify(clusterID, cfg.NodeID); err != nil {
+		return fmt.Errorf("%w (the cluster id comes from ZooKeeper's /cluster/id; "+
+			"zookeeper.connect may name the wrong cluster)", err)
+	}
+	for _, dir := range st.empty {
+		m := MetaProperties{Version: 0, ClusterID: clusterID, NodeID: cfg.NodeID}
+		if err := WriteMetaProperties(dir, m, time.Now()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Stop is Kafka's controlled shutdown (ControlledShutdown to the
+// controller, retried as controlled.shutdown.* say), then the session
+// closes and the registration vanishes. An incomplete controlled shutdown
+// is logged by legacyzk and not an error here: Kafka shuts down anyway.
+func (r *legacyRole) Stop(ctx context.Context) error {
+	r.mu.Lock()
+	lb, api := r.b, r.api
+	r.mu.Unlock()
+	if lb == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, legacyStopTimeout)
+	defer cancel()
+	err := lb.Shutdown(ctx)
+	api.Close()
+	if errors.Is(err, legacyzk.ErrShutdownIncomplete) || errors.Is(err, context.DeadlineExceeded) {
+		r.a.log.Warn("controlled shutdown incomplete; stopped anyway", zap.Error(err))
+		return nil
+	}
+	return err
+}
+
+// Broker is the running legacy broker or nil.
+func (r *legacyRole) Broker() *legacyzk.Broker {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.b
+}
+
+func rackPtr(rack string) *string {
+	if rack == "" {
+		return nil
+	}
+	return &rack
+}
