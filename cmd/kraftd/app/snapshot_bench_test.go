@@ -171,6 +171,31 @@ func TestSnapshotOfImageRoundTrips(t *testing.T) {
 	if got.Dump() != img.Dump() {
 		t.Fatal("image loaded from its snapshot differs")
 	}
+	// The control records decode with the metadata codecs, as kafka-dump-log reads them.
+	all, _, err := raftlog.SplitBatches(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range map[int]records.ControlType{0: records.ControlSnapshotHeader, len(all) - 1: records.ControlSnapshotFooter} {
+		recs, err := all[i].Records()
+		if err != nil || !all[i].Control || len(recs) != 1 || all[i].Epoch != id.Epoch {
+			t.Fatalf("batch %d: control %t, %d records, epoch %d: %v", i, all[i].Control, len(recs), all[i].Epoch, err)
+		}
+		typ, err := records.DecodeControlKey(recs[0].Key)
+		if err != nil || typ != want {
+			t.Fatalf("batch %d: control type %v (%v), want %v", i, typ, err, want)
+		}
+		v, err := records.DecodeControlValue(typ, recs[0].Value)
+		if err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+		if h, ok := v.(*records.SnapshotHeaderRecord); ok && h.LastContainedLogTimestamp != 5 {
+			t.Fatalf("header timestamp %d, want 5", h.LastContainedLogTimestamp)
+		}
+	}
+	if all[0].BaseOffset != 0 {
+		t.Fatalf("snapshot offsets start at %d, want 0", all[0].BaseOffset)
+	}
 	if per := len(file) / 1000; per > 100 {
 		t.Errorf("snapshot is %d bytes per partition, goal <= 100", per)
 	}
