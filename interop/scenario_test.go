@@ -118,16 +118,21 @@ type scenarioRun struct {
 // shows everything that works.
 func runScenario(t reporter, env scenarioEnv, client string, cl admin) map[step]string {
 	r := &scenarioRun{t: t, env: env, cl: cl, topic: "scenario-" + client, outcomes: map[step]string{}}
-	r.run(stepListBrokers, r.listBrokers)
-	r.run(stepController, r.controller)
-	r.run(stepCreateTopic, r.createTopic)
-	r.run(stepLeadersSpread, r.leadersSpread)
-	r.run(stepDescribeCluster, r.describeCluster)
-	r.run(stepCreatePartitions, r.createPartitions)
-	r.run(stepErrTopicExists, r.errTopicExists)
-	r.run(stepErrReplication, r.errReplication)
-	r.run(stepErrUnknownTopic, r.errUnknownTopic)
-	r.run(stepDeleteTopic, r.deleteTopic)
+	checks := map[step]func(context.Context) error{
+		stepListBrokers:      r.listBrokers,
+		stepController:       r.controller,
+		stepCreateTopic:      r.createTopic,
+		stepLeadersSpread:    r.leadersSpread,
+		stepDescribeCluster:  r.describeCluster,
+		stepCreatePartitions: r.createPartitions,
+		stepErrTopicExists:   r.errTopicExists,
+		stepErrReplication:   r.errReplication,
+		stepErrUnknownTopic:  r.errUnknownTopic,
+		stepDeleteTopic:      r.deleteTopic,
+	}
+	for _, s := range scenarioSteps { // the steps build on each other: in order
+		r.run(s, checks[s])
+	}
 	return r.outcomes
 }
 
@@ -152,7 +157,7 @@ func (r *scenarioRun) run(s step, fn func(ctx context.Context) error) {
 // mutate runs op with the client, or with the franz-go helper when the
 // client cannot; it returns errUnsupported in that case so the step shows
 // n/a, unless the helper failed too.
-func (r *scenarioRun) mutate(ctx context.Context, op func(admin) error) error {
+func (r *scenarioRun) mutate(op func(admin) error) error {
 	err := op(r.cl)
 	if !errors.Is(err, errUnsupported) {
 		return err
@@ -195,7 +200,7 @@ const (
 )
 
 func (r *scenarioRun) createTopic(ctx context.Context) error {
-	return r.mutate(ctx, func(a admin) error {
+	return r.mutate(func(a admin) error {
 		return a.createTopic(ctx, r.topic, scenarioPartitions, scenarioReplication)
 	})
 }
@@ -260,7 +265,7 @@ func (r *scenarioRun) describeCluster(ctx context.Context) error {
 }
 
 func (r *scenarioRun) createPartitions(ctx context.Context) error {
-	err := r.mutate(ctx, func(a admin) error { return a.createPartitions(ctx, r.topic, scenarioGrownTo) })
+	err := r.mutate(func(a admin) error { return a.createPartitions(ctx, r.topic, scenarioGrownTo) })
 	if err != nil && !errors.Is(err, errUnsupported) {
 		return err
 	}
@@ -299,7 +304,7 @@ func (r *scenarioRun) errUnknownTopic(ctx context.Context) error {
 }
 
 func (r *scenarioRun) deleteTopic(ctx context.Context) error {
-	err := r.mutate(ctx, func(a admin) error { return a.deleteTopic(ctx, r.topic) })
+	err := r.mutate(func(a admin) error { return a.deleteTopic(ctx, r.topic) })
 	if err != nil && !errors.Is(err, errUnsupported) {
 		return err
 	}

@@ -44,8 +44,9 @@ var tsharkPins = map[int16]int16{
 	20: 4, // DeleteTopics
 }
 
-// wireSentinel is the topic of the last request of the run: when its
-// response is in the capture file, everything before it is too.
+// wireSentinel is the topic of the last request of the run: once the live
+// tshark has printed its response, every earlier packet was captured, and
+// stopping tshark flushes them all to the file.
 const wireSentinel = "wire-check-sentinel"
 
 func TestWireDecodesWithTshark(t *testing.T) {
