@@ -369,6 +369,10 @@ func (n *Node) failPending() {
 		close(ch)
 		delete(n.pending, id)
 	}
+	if d := n.dl; d != nil && d.w != nil {
+		_ = d.w.Abort() // an unfinished download; a later start fetches it again
+		n.dl = nil
+	}
 }
 
 // drainReady handles Ready until the core has nothing left, in the order the Ready
