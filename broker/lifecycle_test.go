@@ -68,10 +68,12 @@ func TestLifecycleRegisterCatchUpUnfence(t *testing.T) {
 	if h.b.Fenced() {
 		t.Error("RUNNING but fenced")
 	}
-	self, ok := h.b.Image().Broker(1)
-	if !ok || self.Fenced || self.Epoch != 0 {
-		t.Errorf("own registration in the image: %+v %v", self, ok)
-	}
+	// The heartbeat answer (RUNNING) can arrive before the publisher has applied the
+	// unfence record, so wait for the image rather than read it once.
+	active.waitFor("the unfence record in the broker's image", func() bool {
+		self, ok := h.b.Image().Broker(1)
+		return ok && !self.Fenced && self.Epoch == 0
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := h.b.Stop(ctx); err != nil {
