@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -277,5 +278,28 @@ func waitCond(tb testing.TB, what string, timeout time.Duration, cond func() boo
 			tb.Fatalf("timed out waiting for %s", what)
 		case <-tick.C:
 		}
+	}
+}
+
+// TestNodeRetentionKeepsLogBelowSnapshot: with no retention limit hit, a snapshot
+// does not move the log start; past the byte limit it moves to the snapshot.
+func TestNodeRetentionKeepsLogBelowSnapshot(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c := newSnapCluster(t, func(cfg *NodeConfig) { cfg.RetentionBytes, cfg.RetentionMs = 1<<30, -1 })
+	defer c.closeAll()
+	c.propose(0, 10)
+	c.waitValues(10)
+	lead, _ := c.leader()
+	sid := c.snapshot(lead)
+	st, _ := c.nodes[lead].node.Status(context.Background())
+	if st.LogStartOffset != 0 {
+		t.Fatalf("log start moved to %d within the retention limits", st.LogStartOffset)
+	}
+	if got, ok, err := c.nodes[lead].node.LatestSnapshot(context.Background()); err != nil || !ok || got != sid {
+		t.Fatalf("latest snapshot %+v %v %v, want %+v", got, ok, err, sid)
+	}
+	// A snapshot that is not newer is refused.
+	if _, err := c.nodes[lead].node.WriteSnapshot(context.Background(), sid, 0, SnapshotRecords(nil)); !errors.Is(err, ErrSnapshotNotNewer) {
+		t.Fatalf("rewriting the latest snapshot: %v", err)
 	}
 }
