@@ -82,6 +82,10 @@ type SnapshotWriter struct {
 	id   SnapshotID
 	f    *os.File
 	size int64
+	// err is the first write or sync failure; Commit reports it to the storage.
+	// Write and Sync never touch the storage themselves, so a writer may run on
+	// another goroutine than the storage's owner.
+	err error
 }
 
 // CreateSnapshot starts writing snapshot id.
@@ -115,7 +119,10 @@ func (w *SnapshotWriter) Write(p []byte) (int, error) {
 	n, err := w.f.Write(p)
 	w.size += int64(n)
 	if err != nil {
-		return n, w.s.fail(ioErr(err))
+		if w.err == nil {
+			w.err = ioErr(err)
+		}
+		return n, w.err
 	}
 	return n, nil
 }
@@ -135,7 +142,10 @@ func (w *SnapshotWriter) Sync() error {
 		return ErrSnapshotWriterDone
 	}
 	if err := w.f.Sync(); err != nil {
-		return ioErr(err)
+		if w.err == nil {
+			w.err = ioErr(err)
+		}
+		return w.err
 	}
 	return nil
 }
@@ -148,7 +158,10 @@ func (w *SnapshotWriter) Commit() error {
 	}
 	s, f, part := w.s, w.f, w.f.Name()
 	w.f = nil
-	err := f.Sync()
+	err := w.err
+	if err == nil {
+		err = f.Sync()
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
