@@ -26,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kraftd/kraftd/cmd/kraftd/app"
+	"github.com/kraftd/kraftd/legacyzk/zkserver"
 	"github.com/kraftd/kraftd/protocol"
 )
 
@@ -33,7 +34,10 @@ const devUsage = `usage: kraftd dev [--controllers N] [--brokers M] [--base-port
 
 Starts a local cluster on 127.0.0.1, one kraftd process per node: controllers
 are node ids 1..N, brokers N+1..N+M, and node id i listens on port P+i (with
---base-port 0, on any free ports). Data goes under DIR/node-<id>; without --dir
+--base-port 0, on any free ports). With --mode zk-legacy there are no
+controller nodes: kraftd dev starts a ZooKeeper on port P (Debian's zookeeper
+package; data under DIR/zookeeper) and brokers 1..M, one of which wins
+/controller; ZooKeeper stops after the brokers. Data goes under DIR/node-<id>; without --dir
 a temporary directory is used and removed at exit. Once every node answers
 ApiVersions the bootstrap and controller addresses are printed; the nodes'
 logs follow on stderr, each line prefixed with [node-<id>]. Ctrl-C stops every
@@ -47,7 +51,7 @@ var (
 	errDevNodeExited = errors.New("dev: node exited")
 	errDevNotReady   = errors.New("dev: node did not answer ApiVersions in time")
 	errDevAllExited  = errors.New("dev: every node has exited")
-	errDevMode       = errors.New("dev: --mode zk-legacy is not supported yet")
+	errDevZooKeeper  = errors.New("dev: cannot start ZooKeeper")
 	// errDevSignal ends the run on SIGINT/SIGTERM; it is the normal way to
 	// stop, so it is never reported.
 	errDevSignal = errors.New("dev: stopped by a signal")
@@ -74,7 +78,7 @@ func parseDevFlags(args []string, stderr io.Writer) (devOptions, error) {
 	fs.IntVar(&o.brokers, "brokers", 3, "number of broker processes (node ids N+1..N+M)")
 	fs.IntVar(&o.basePort, "base-port", 19090, "node id i listens on 127.0.0.1:P+i; 0 picks free ports")
 	fs.StringVar(&o.dir, "dir", "", "data directory (node-<id> below it); default a temporary one, removed at exit")
-	fs.StringVar(&o.mode, "mode", "kraft", "kraft, or zk-legacy (not supported yet)")
+	fs.StringVar(&o.mode, "mode", "kraft", "kraft, or zk-legacy (a ZooKeeper and M brokers, no controller nodes)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level of every node: debug, info, warn or error")
 	fs.StringArrayVar(&o.overrides, "override", nil, "key=value passed to every node; repeatable")
 	fs.DurationVar(&o.startTimeout, "start-timeout", time.Minute, "how long every node has to answer ApiVersions")
@@ -83,17 +87,24 @@ func parseDevFlags(args []string, stderr io.Writer) (devOptions, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	legacy := o.mode == string(app.ModeZKLegacy)
+	if legacy {
+		if fs.Changed("controllers") && o.controllers != 0 {
+			return o, errors.New("dev: zk-legacy mode has no controller nodes (a broker wins /controller); drop --controllers")
+		}
+		o.controllers = 0
+	}
 	switch {
 	case fs.NArg() > 0:
 		return o, fmt.Errorf("dev: unexpected argument %q", fs.Arg(0))
-	case o.controllers < 1 || o.brokers < 0:
+	case !legacy && o.mode != string(app.ModeKRaft):
+		return o, fmt.Errorf("dev: --mode %q: want kraft or zk-legacy", o.mode)
+	case legacy && o.brokers < 1:
+		return o, fmt.Errorf("dev: zk-legacy mode needs --brokers >= 1, got %d", o.brokers)
+	case !legacy && (o.controllers < 1 || o.brokers < 0):
 		return o, fmt.Errorf("dev: need --controllers >= 1 and --brokers >= 0, got %d and %d", o.controllers, o.brokers)
 	case o.basePort < 0 || o.basePort+o.controllers+o.brokers > 65535:
 		return o, fmt.Errorf("dev: --base-port %d leaves no room for %d nodes", o.basePort, o.controllers+o.brokers)
-	case o.mode == string(app.ModeZKLegacy):
-		return o, errDevMode
-	case o.mode != "kraft":
-		return o, fmt.Errorf("dev: --mode %q: want kraft or zk-legacy", o.mode)
 	}
 	return o, nil
 }
@@ -103,9 +114,6 @@ func runDev(args []string, stdout io.Writer, stderr *os.File) int {
 	if err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return exitOK
-		}
-		if errors.Is(err, errDevMode) {
-			return report(stderr, exitError, err)
 		}
 		return report(stderr, exitUsage, err)
 	}
@@ -185,7 +193,12 @@ type devCluster struct {
 	signals   <-chan os.Signal
 	forced    bool // a second signal came: stop waiting, kill
 	wg        sync.WaitGroup
+	// zk is the ZooKeeper of a zk-legacy cluster (nil in kraft mode), up
+	// from before the first broker until after the last one stopped.
+	zk *zkserver.Server
 }
+
+func (c *devCluster) legacy() bool { return c.o.mode == string(app.ModeZKLegacy) }
 
 func newDevCluster(o devOptions, exe string, signals <-chan os.Signal, stdout, stderr io.Writer) (*devCluster, error) {
 	id, err := app.RandomUUID(nil)
@@ -237,6 +250,12 @@ func devPorts(base, n int) ([]int, error) {
 // supervises until a signal comes or every node has exited; then it stops
 // the nodes that are left and waits for all of them.
 func (c *devCluster) run() error {
+	if c.legacy() {
+		if err := c.startZooKeeper(); err != nil {
+			return err
+		}
+		defer c.zk.Stop()
+	}
 	err := c.startAll()
 	if err == nil {
 		err = c.waitReady()
@@ -262,8 +281,38 @@ func (c *devCluster) startAll() error {
 	return nil
 }
 
+// startZooKeeper runs ZooKeeper on port base (a free one with base 0),
+// data under DIR/zookeeper.
+func (c *devCluster) startZooKeeper() error {
+	zk, err := zkserver.Start(zkserver.Config{Dir: filepath.Join(c.o.dir, "zookeeper"), Port: c.o.basePort,
+		TickMs: 500, StartTimeoutMs: int(c.o.startTimeout.Milliseconds())})
+	if err != nil {
+		return fmt.Errorf("%w: %w", errDevZooKeeper, err)
+	}
+	c.zk = zk
+	c.logs.printf("[dev] ZooKeeper serving on %s (log %s)\n", zk.Addr, zk.LogPath())
+	return nil
+}
+
+// legacyNodeArgs are the flags of a zk-legacy broker; its cluster id comes
+// from ZooKeeper's /cluster/id, which the first broker creates.
+func (c *devCluster) legacyNodeArgs(n *devNode) []string {
+	args := []string{
+		"--mode", string(app.ModeZKLegacy), "--node-id", strconv.Itoa(n.id),
+		"--listeners", "PLAINTEXT://" + n.addr(), "--log-dirs", n.dir,
+		"--zookeeper-connect", c.zk.Addr, "--log-format", "console", "--log-level", c.o.logLevel,
+	}
+	for _, ov := range c.o.overrides {
+		args = append(args, "--override", ov)
+	}
+	return args
+}
+
 // nodeArgs are the flags of one node, named after the Kafka properties.
 func (c *devCluster) nodeArgs(n *devNode) []string {
+	if c.legacy() {
+		return c.legacyNodeArgs(n)
+	}
 	listener := "CONTROLLER://" + n.addr()
 	if n.broker {
 		listener = "PLAINTEXT://" + n.addr()
@@ -313,8 +362,15 @@ func (c *devCluster) waitReady() error {
 	pending := append([]*devNode(nil), c.nodes...)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	probe := answers
+	if c.legacy() {
+		// A zk-legacy broker answers ApiVersions as soon as it listens (it
+		// must bind before it can register its port in ZooKeeper) but the
+		// client APIs only once it has read /cluster/id: wait for those.
+		probe = answersMetadata
+	}
 	for len(pending) > 0 {
-		if answers(ctx, cl, pending[0].addr()) {
+		if probe(ctx, cl, pending[0].addr()) {
 			pending = pending[1:]
 			continue
 		}
@@ -343,6 +399,30 @@ func answers(ctx context.Context, cl *protocol.Client, addr string) bool {
 	return err == nil && resp.(*kmsg.ApiVersionsResponse).ErrorCode == 0
 }
 
+// answersMetadata reports whether addr answers a Metadata request (for no
+// topics) with a cluster id. It dials afresh each time: a pooled
+// connection would keep the ApiVersions answer it negotiated before the
+// broker served Metadata, and never try again.
+func answersMetadata(ctx context.Context, _ *protocol.Client, addr string) bool {
+	cl := protocol.NewClient(protocol.ClientConfig{ClientID: "kraftd-dev", DialTimeout: time.Second})
+	defer cl.Close()
+	_, ok := metadataClusterID(ctx, cl, addr)
+	return ok
+}
+
+func metadataClusterID(ctx context.Context, cl *protocol.Client, addr string) (string, bool) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(-1)
+	req.Topics = []kmsg.MetadataRequestTopic{}
+	resp, err := cl.Request(ctx, addr, req)
+	if err != nil || resp.(*kmsg.MetadataResponse).ClusterID == nil {
+		return "", false
+	}
+	return *resp.(*kmsg.MetadataResponse).ClusterID, true
+}
+
 // printReady prints the lines a user (or a test) needs to connect.
 func (c *devCluster) printReady() {
 	var brokers, controllers []string
@@ -353,16 +433,37 @@ func (c *devCluster) printReady() {
 			controllers = append(controllers, n.addr())
 		}
 	}
+	clusterID := c.clusterID
+	if c.legacy() {
+		clusterID = c.legacyClusterID(brokers)
+	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "cluster id: %s\ndata: %s\n", c.clusterID, c.o.dir)
+	fmt.Fprintf(&b, "cluster id: %s\ndata: %s\n", clusterID, c.o.dir)
 	for _, n := range c.nodes {
 		fmt.Fprintf(&b, "node-%d: %s %s pid %d\n", n.id, n.role(), n.addr(), n.cmd.Process.Pid)
 	}
 	if len(brokers) > 0 {
 		fmt.Fprintf(&b, "bootstrap: %s\n", strings.Join(brokers, ","))
 	}
-	fmt.Fprintf(&b, "controllers: %s\n", strings.Join(controllers, ","))
+	if c.legacy() {
+		fmt.Fprintf(&b, "zookeeper: %s\n", c.zk.Addr)
+	} else {
+		fmt.Fprintf(&b, "controllers: %s\n", strings.Join(controllers, ","))
+	}
 	_, _ = c.stdout.Write(b.Bytes()) // nothing useful to do if stdout is gone
+}
+
+// legacyClusterID asks a broker for the cluster id it read from
+// /cluster/id ("unknown" if none answers in time).
+func (c *devCluster) legacyClusterID(brokers []string) string {
+	cl := protocol.NewClient(protocol.ClientConfig{ClientID: "kraftd-dev", DialTimeout: time.Second})
+	defer cl.Close()
+	for _, addr := range brokers {
+		if id, ok := metadataClusterID(context.Background(), cl, addr); ok {
+			return id
+		}
+	}
+	return "unknown"
 }
 
 // supervise reports nodes that exit while the cluster runs. The others keep

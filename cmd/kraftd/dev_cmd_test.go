@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -64,7 +63,8 @@ func TestDevFlags(t *testing.T) {
 		t.Fatalf("%+v %v", o, err)
 	}
 	bad := map[string][]string{
-		"not supported yet":       {"--mode", "zk-legacy"},
+		"no controller nodes":     {"--mode", "zk-legacy", "--controllers", "1"},
+		"needs --brokers >= 1":    {"--mode", "zk-legacy", "--brokers", "0"},
 		`--mode "raft"`:           {"--mode", "raft"},
 		"need --controllers >= 1": {"--controllers", "0"},
 		"leaves no room":          {"--base-port", "65530", "--controllers", "3", "--brokers", "3"},
@@ -75,8 +75,9 @@ func TestDevFlags(t *testing.T) {
 			t.Errorf("%v: %v, want %q", args, err, want)
 		}
 	}
-	if !errors.Is(func() error { _, err := parseDevFlags([]string{"--mode", "zk-legacy"}, os.Stderr); return err }(), errDevMode) {
-		t.Error("zk-legacy is not errDevMode")
+	o, err = parseDevFlags([]string{"--mode", "zk-legacy", "--brokers", "2"}, os.Stderr)
+	if err != nil || o.controllers != 0 || o.brokers != 2 || o.mode != "zk-legacy" {
+		t.Fatalf("zk-legacy: %+v %v", o, err)
 	}
 	ports, err := devPorts(19090, 3)
 	if err != nil || fmt.Sprint(ports) != "[19091 19092 19093]" {
