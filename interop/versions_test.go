@@ -51,13 +51,19 @@ var sweepOrder = []struct {
 	{20, sweepDeleteTopics},
 }
 
-// newSweepEnv starts the sweep fixture: one controller (id 1), one broker
-// (id 2), and the topic e.topic with two partitions.
+// newSweepEnv starts the KRaft sweep fixture: one controller (id 1), one
+// broker (id 2), and the topic e.topic with two partitions.
 func newSweepEnv(t *testing.T, clientID string) *sweepEnv {
 	c := newCluster(t, Controllers(1), Brokers(1))
 	waitRunning(t, c)
+	return sweepFixture(t, c, 2, clientID)
+}
+
+// sweepFixture creates the sweep topic on c and returns the env that
+// sends to broker brokerID.
+func sweepFixture(t *testing.T, c *cluster, brokerID int32, clientID string) *sweepEnv {
 	e := &sweepEnv{c: c, cl: protocol.NewClient(protocol.ClientConfig{ClientID: clientID}),
-		brokerID: 2, topic: "sweep", metadataVersion: -1}
+		brokerID: brokerID, topic: "sweep", metadataVersion: -1}
 	t.Cleanup(func() { e.cl.Close() })
 	e.addr = c.brokerAddr(e.brokerID)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -73,19 +79,51 @@ func newSweepEnv(t *testing.T, clientID string) *sweepEnv {
 }
 
 func TestVersionSweep(t *testing.T) {
-	e := newSweepEnv(t, "interop-sweep")
+	runSweep(t, newSweepEnv(t, "interop-sweep"), sweepScope{})
+}
+
+// TestLegacyVersionSweep sweeps a zk-legacy broker's listener the same
+// way: it serves clients with the same handlers, so it must answer every
+// version it advertises just as well.
+func TestLegacyVersionSweep(t *testing.T) {
+	c, _ := newLegacyCluster(t, 1)
+	legacyBrokerIDs(t, c)
+	const interBroker = "ZooKeeper-era inter-broker request (controller push or controlled shutdown), covered by legacyzk's tests"
+	runSweep(t, sweepFixture(t, c, 1, "interop-sweep-legacy"), sweepScope{
+		absent:    map[int16]string{55: "a zk-legacy cluster has no KRaft quorum to describe"},
+		notClient: map[int16]string{4: interBroker, 5: interBroker, 6: interBroker, 7: interBroker},
+	})
+}
+
+// sweepScope is what a mode's broker listener advertises beyond the client
+// APIs of sweepOrder, or leaves out of them. Each entry says why.
+type sweepScope struct {
+	absent    map[int16]string // client APIs this mode must not advertise
+	notClient map[int16]string // advertised, but not client APIs (a ZooKeeper-era broker's one listener also takes controller requests)
+}
+
+// runSweep sends every advertised version of every advertised client API
+// to e's broker.
+func runSweep(t *testing.T, e *sweepEnv, scope sweepScope) {
+	absent := scope.absent
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	advertised, err := e.cl.PeerVersions(ctx, e.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-
 	swept := map[int16]bool{}
 	for _, s := range sweepOrder {
 		rng, ok := advertised[s.key]
-		if !ok {
+		why, wantAbsent := absent[s.key]
+		switch {
+		case ok && wantAbsent:
+			t.Errorf("%s (key %d) is advertised, but %s", kmsg.NameForKey(s.key), s.key, why)
+			continue
+		case !ok && !wantAbsent:
 			t.Errorf("%s (key %d) is not advertised; the sweep expects it", kmsg.NameForKey(s.key), s.key)
+			continue
+		case !ok:
 			continue
 		}
 		swept[s.key] = true
@@ -97,6 +135,10 @@ func TestVersionSweep(t *testing.T) {
 		t.Logf("%s: v%d-v%d swept", kmsg.NameForKey(s.key), rng[0], rng[1])
 	}
 	for key, rng := range advertised {
+		if why, ok := scope.notClient[key]; ok {
+			t.Logf("%s v%d-v%d advertised, not swept: %s", kmsg.NameForKey(key), rng[0], rng[1], why)
+			continue
+		}
 		if !swept[key] {
 			t.Errorf("%s (key %d) v%d-v%d is advertised but no sweeper exercises it",
 				kmsg.NameForKey(key), key, rng[0], rng[1])
