@@ -24,11 +24,11 @@ import (
 //	go test ./interop -run '^$' -bench FreshBrokerJoin -benchtime 3x -kraftd.partitions 1000000
 func BenchmarkFreshBrokerJoin(b *testing.B) {
 	rf := int16(min(3, *benchBrokers))
-	// Snapshots every ~quarter of the fill (at most every MiB), none by time: the
+	// Snapshots every ~quarter of the fill (at most every 20 MiB, Kafka's default), none by time: the
 	// metadata.max.idle.interval NoOps would otherwise make every node snapshot its
 	// whole image on each interval and load the shared CPUs. The joining broker then
 	// loads the latest snapshot and replays the tail after it, as in Kafka.
-	every := min(1<<20, max(*benchPartitions*90/4, 4096))
+	every := min(20<<20, max(*benchPartitions*90/4, 4096))
 	c := newBenchCluster(b, *benchControllers, *benchBrokers,
 		app.Setting{Key: "metadata.log.max.record.bytes.between.snapshots", Value: fmt.Sprint(every)},
 		app.Setting{Key: "metadata.log.max.snapshot.interval.ms", Value: "0"})
