@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
 	"github.com/kraftd/kraftd/cmd/kraftd/app"
 	"github.com/kraftd/kraftd/legacyzk/zktest"
+	"github.com/kraftd/kraftd/protocol"
 )
 
 // The zk-legacy side of "the same client-visible scenario passes in both
@@ -268,4 +270,54 @@ func TestKRaftCheckDivergenceInSync(t *testing.T) {
 	if rep.Divergent() || rep.Mode != app.ModeKRaft || !strings.HasPrefix(rep.Truth, "metadata log high watermark") {
 		t.Fatalf("KRaft report: %+v", rep)
 	}
+}
+
+// TestKRaftCheckDivergenceLaggingBroker: a KRaft broker whose metadata
+// fetches the controller drops falls behind the log; the check reports it
+// as "behind at offset N", not as divergent, although its Metadata lacks a
+// topic the others serve; once its fetches flow again it is in sync.
+func TestKRaftCheckDivergenceLaggingBroker(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, Controllers(1), Brokers(3))
+	waitRunning(t, c)
+	const lagging = 4
+	c.nodes[1].Server().ControlKey(1, func(req *protocol.Request) (kmsg.Response, error, bool) {
+		f := req.Body.(*kmsg.FetchRequest)
+		id := f.ReplicaID
+		if f.Version >= 15 {
+			id = f.ReplicaState.ID
+		}
+		return nil, nil, id == lagging // drop: a lost answer, the broker waits and retries
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := adminFor(t, c.brokerAddr(2)).CreateTopic(ctx, 2, 1, nil, "late"); err != nil {
+		t.Fatal(err)
+	}
+	statuses := func() map[int32]string {
+		rep, err := app.CheckDivergence(ctx, app.DivergenceConfig{Bootstrap: []string{c.brokerAddr(2)}, Rounds: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Divergent() {
+			t.Fatalf("divergent: %+v", rep)
+		}
+		out := map[int32]string{}
+		for _, b := range rep.Brokers {
+			out[b.ID] = b.Status
+		}
+		return out
+	}
+	waitFor(t, "broker 4 behind, 2 and 3 in sync", 10*time.Second, func() bool {
+		s := statuses()
+		return strings.HasPrefix(s[lagging], "behind at offset ") && s[2] == "in sync" && s[3] == "in sync"
+	})
+	if _, err := partitionView(t, c.brokerAddr(lagging), "late"); err == nil {
+		t.Fatal("the lagging broker serves the new topic")
+	}
+	c.nodes[1].Server().ControlKey(1, nil)
+	waitFor(t, "broker 4 to catch up", 15*time.Second, func() bool {
+		s := statuses()
+		return s[2] == "in sync" && s[3] == "in sync" && s[lagging] == "in sync"
+	})
 }

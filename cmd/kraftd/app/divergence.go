@@ -269,18 +269,31 @@ func (c *divergenceCheck) kraft(ctx context.Context) (*DivergenceReport, error) 
 	var hwm int64 = -1
 	var last map[int32]*kraftView
 	diffs, err := c.settle(ctx, func() ([]string, error) {
-		if hwm, err = c.highWatermark(ctx, brokers); err != nil {
+		h, err := c.highWatermark(ctx, brokers)
+		if err != nil {
 			return nil, err
 		}
+		hwm = h
 		last = c.kraftViews(ctx, brokers)
 		return compareSameOffset(last), nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	rep := &DivergenceReport{Mode: ModeKRaft, Truth: fmt.Sprintf("metadata log high watermark %d", hwm)}
+	rep := &DivergenceReport{Mode: ModeKRaft, Truth: fmt.Sprintf("metadata log high watermark %d", hwm),
+		Brokers: kraftVerdicts(brokers, last, hwm, diffs)}
+	return rep, nil
+}
+
+// kraftVerdicts turns the last round into one verdict per broker: missing
+// from views is unreachable; a broker whose image offset is below the last
+// committed offset (hwm-1) is behind, never divergent, since it was only
+// compared with brokers at its own offset; a broker named by a difference
+// is divergent.
+func kraftVerdicts(brokers []brokerAddr, views map[int32]*kraftView, hwm int64, diffs []string) []BrokerCheck {
+	var out []BrokerCheck
 	for _, b := range brokers {
-		v := last[b.id]
+		v := views[b.id]
 		bc := BrokerCheck{ID: b.id, Addr: b.addr, Status: "in sync"}
 		switch {
 		case v == nil:
@@ -294,9 +307,9 @@ func (c *divergenceCheck) kraft(ctx context.Context) (*DivergenceReport, error) 
 				bc.Differences = append(bc.Differences, d)
 			}
 		}
-		rep.Brokers = append(rep.Brokers, bc)
+		out = append(out, bc)
 	}
-	return rep, nil
+	return out
 }
 
 // kraftBrokers is every broker listed by any reachable bootstrap broker.
