@@ -15,7 +15,7 @@ SEEDS     ?= 100
 CONTROLLERS ?= 3
 BROKERS     ?= 3
 
-.PHONY: all build run dev deps test test-short lint fmt-check vet interop fuzz bench sim invariants clean
+.PHONY: all build run dev dev-zk zookeeper deps test test-short lint fmt-check vet interop fuzz bench sim invariants clean
 
 all: build
 
@@ -32,6 +32,24 @@ run: build
 ## make dev CONTROLLERS=3 BROKERS=3 [DEV_FLAGS='--base-port 29090 --dir ./dev-data'].
 dev: build
 	./$(BIN) dev --controllers $(CONTROLLERS) --brokers $(BROKERS) $(DEV_FLAGS)
+
+## dev-zk: the same in zk-legacy mode: a ZooKeeper plus BROKERS brokers, one of
+## which wins /controller (Ctrl-C stops the brokers, then ZooKeeper).
+dev-zk: build
+	./$(BIN) dev --mode zk-legacy --brokers $(BROKERS) $(DEV_FLAGS)
+
+## zookeeper: a standalone ZooKeeper on 127.0.0.1:$(ZK_PORT), data in $(ZK_DIR),
+## for manual zk-legacy runs (kraftd --mode zk-legacy --zookeeper-connect
+## 127.0.0.1:$(ZK_PORT) ...). Runs in the foreground; Ctrl-C stops it.
+ZK_PORT ?= 2181
+ZK_DIR  ?= ./zk-data
+zookeeper:
+	./scripts/install-deps.sh
+	mkdir -p $(ZK_DIR)/data
+	printf 'tickTime=2000\ndataDir=%s\nclientPort=%s\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n4lw.commands.whitelist=srvr,ruok\n' \
+		"$$(realpath $(ZK_DIR))/data" "$(ZK_PORT)" > $(ZK_DIR)/zoo.cfg
+	exec java -Xmx256m -cp /usr/share/java/zookeeper.jar$$([ -f /usr/share/java/slf4j-nop.jar ] && echo :/usr/share/java/slf4j-nop.jar) \
+		org.apache.zookeeper.server.quorum.QuorumPeerMain $(ZK_DIR)/zoo.cfg
 
 ## deps: everything the tests need: Go modules, and the Debian packages the
 ## interop and zk-legacy tests drive (kcat, zookeeper), installed only when missing.
