@@ -37,9 +37,12 @@ type raftLog struct {
 
 func newRaftLog(l raftlog.Loaded) (*raftLog, error) {
 	rl := &raftLog{startOffset: l.StartOffset, pendingTruncate: -1}
-	if l.Snapshot != nil && l.Snapshot.EndOffset == l.StartOffset {
-		// Only a snapshot ending exactly at the log start tells the epoch before it; a
-		// log that starts below the latest snapshot (retention kept it) has its own.
+	// Only a snapshot ending exactly at the log start tells the epoch before it; a
+	// log that starts below the latest snapshot (retention kept it) has its own.
+	switch {
+	case l.StartSnapshot != nil && l.StartSnapshot.EndOffset == l.StartOffset:
+		rl.startEpoch = l.StartSnapshot.Epoch
+	case l.Snapshot != nil && l.Snapshot.EndOffset == l.StartOffset:
 		rl.startEpoch = l.Snapshot.Epoch
 	}
 	for _, b := range l.Batches {

@@ -120,6 +120,7 @@ func (s *FileStorage) open(bases []int64) error {
 	if err := s.truncateToLatestSnapshot(); err != nil {
 		return err
 	}
+	s.restoreLogStart()
 	if len(s.segments) == 0 {
 		if err := s.addSegment(s.startOffset); err != nil {
 			return err
@@ -333,6 +334,11 @@ func (s *FileStorage) Load() (Loaded, error) {
 	l.State.CurrentVoters = slices.Clone(s.state.CurrentVoters)
 	if snap, ok := s.latestSnapshot(); ok {
 		l.Snapshot = &snap
+	}
+	for _, id := range s.snapshots {
+		if id.EndOffset == s.startOffset {
+			l.StartSnapshot = &id
+		}
 	}
 	for _, sg := range s.segments {
 		batches, err := s.readSegment(sg)

@@ -237,7 +237,8 @@ func (s *FileStorage) DeleteSnapshotsBefore(endOffset int64) error {
 // SetLogStart raises the log start offset to offset, which must not pass the
 // latest snapshot's end offset nor the log end offset, and deletes the segments
 // that lie wholly below it. The segment holding offset stays, so batches below
-// offset may remain on disk (and reappear after a restart, see StartOffset).
+// offset may remain on disk; a restart puts the start back on the snapshot
+// (restoreLogStart).
 // offset should be a batch boundary, as a snapshot's end offset is: the quorum
 // core expects the loaded log to begin exactly at StartOffset.
 func (s *FileStorage) SetLogStart(offset int64) error {
@@ -283,4 +284,29 @@ func (s *FileStorage) ResetLog(offset int64) error {
 	s.epochs.Clear()
 	s.epochsDirty = true
 	return s.addSegment(offset)
+}
+
+// restoreLogStart puts the log start back on a snapshot after a restart. Only
+// whole segments are deleted when the start moves (SetLogStart), so the first
+// segment may begin below the start it had; the start is not persisted, and the
+// segment base alone would break "a snapshot exists exactly at the log start"
+// (KIP-630), which a leader relies on to send fetchers below it to that snapshot.
+// The start becomes the end of the oldest snapshot at or above the first segment's
+// base. A log starting at 0 is complete and stays as it is.
+func (s *FileStorage) restoreLogStart() {
+	if s.startOffset == 0 || len(s.segments) == 0 {
+		return
+	}
+	for _, id := range s.snapshots {
+		if id.EndOffset < s.startOffset {
+			continue
+		}
+		if id.EndOffset > s.startOffset && id.EndOffset <= s.EndOffset() {
+			s.startOffset = id.EndOffset
+			if s.epochs.TruncateFromStart(id.EndOffset) {
+				s.epochsDirty = true
+			}
+		}
+		return
+	}
 }

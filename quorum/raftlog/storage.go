@@ -42,6 +42,9 @@ type Loaded struct {
 	StartOffset int64
 	// Snapshot is the latest complete snapshot, if any.
 	Snapshot *SnapshotID
+	// StartSnapshot is the snapshot ending exactly at StartOffset, if any: its epoch
+	// is the epoch of the record before the log start.
+	StartSnapshot *SnapshotID
 	// StateCorrupt reports that the quorum-state file existed but could not be read
 	// or parsed; State is then EmptyQuorumState(). As Kafka does
 	// (QuorumState.initialize), the caller should start Unattached at the epoch of
