@@ -4,7 +4,8 @@
 //	kraftd storage format|random-uuid|info
 //	kraftd quorum describe --status|--replication --bootstrap-controller host:port
 //	kraftd metadata dump <segment.log|snapshot.checkpoint|dir>...
-//	kraftd dev --controllers N --brokers M [--base-port P] [--dir DIR]
+//	kraftd dev --controllers N --brokers M [--base-port P] [--dir DIR] [--mode kraft|zk-legacy]
+//	kraftd check-divergence --bootstrap host:port[,...] [--zookeeper-connect host:port]
 //	kraftd version
 //
 // This package is the only one that parses flags (pflag) and builds the zap
@@ -20,5 +21,12 @@
 // kraftd dev is a supervisor, not a node: it re-executes this binary once per
 // node and owns one waiter goroutine per child (exec.Cmd adds two copying
 // goroutines per child for its output); it stops the children, brokers
-// first, on SIGINT/SIGTERM and waits for every one before it exits.
+// first, on SIGINT/SIGTERM and waits for every one before it exits. With
+// --mode zk-legacy it also runs a ZooKeeper (legacyzk/zkserver: one child
+// and its waiter goroutine), started before the brokers and stopped after
+// them.
+//
+// kraftd check-divergence is a client: it runs app.CheckDivergence and
+// prints one line per broker and one per difference; exit 1 if any broker
+// diverges from the source of truth.
 package main

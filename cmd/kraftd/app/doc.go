@@ -19,6 +19,19 @@
 //     when the cluster id is known.
 //   - app.go, metrics.go: App lifecycle; the per-node Prometheus registry
 //     served on metrics.listener (one tracked HTTP goroutine).
+//   - legacy_role.go: mode zk-legacy. One component runs a legacyzk.Broker
+//     (ZooKeeper session, registration, /controller election, push APIs)
+//     and serves broker.ClientAPI on its listener, reading the legacy
+//     metadata cache and doing admin requests the ZooKeeper way. The
+//     legacy broker binds that listener itself (it must register the bound
+//     port), so App's own server does not; the cluster id comes from
+//     /cluster/id and meta.properties is written as version 0 (broker.id),
+//     as ZooKeeper-era Kafka does. Stop is Kafka's controlled shutdown.
+//   - divergence.go: CheckDivergence, the logic of `kraftd
+//     check-divergence`: each broker's Metadata against ZooKeeper
+//     (zk-legacy), or against the brokers at the same image offset and the
+//     quorum's high watermark (KRaft: a lagging broker is "behind at offset
+//     N", never divergent).
 //
 // Goroutines: App starts none of its own. The protocol.Server it owns runs
 // the accept and per-connection goroutines and stops them in Shutdown/Close;
