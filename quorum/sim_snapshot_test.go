@@ -21,12 +21,17 @@ import (
 //   - SnapshotEqualsReplay: every node's state (snapshot + applied) and every snapshot
 //     file equal the committed log, batch for batch.
 func TestSnapshotRandomized(t *testing.T) {
-	for seed := range uint64(8) {
-		runSnapshotSim(t, seed, 400)
+	total := 0
+	for seed := range uint64(10) {
+		total += runSnapshotSim(t, seed, 600)
+	}
+	if total < 10 {
+		t.Fatalf("only %d snapshot downloads over all seeds: the run does not exercise catch-up", total)
 	}
 }
 
-func runSnapshotSim(t *testing.T, seed uint64, steps int) {
+// runSnapshotSim returns how many snapshot downloads completed.
+func runSnapshotSim(t *testing.T, seed uint64, steps int) (totalDownloads int) {
 	rng := rand.New(rand.NewPCG(seed, 42))
 	e := quorumtest.NewEnv(seed)
 	for _, id := range []int32{1, 2, 3, 4} {
@@ -35,9 +40,10 @@ func runSnapshotSim(t *testing.T, seed uint64, steps int) {
 			t.Fatal(err)
 		}
 	}
-	committed := map[int64][]byte{} // base offset -> raw batch, first committed version
+	committed := map[int64]raftlog.Batch{} // base offset -> first committed version
 	led := map[int32]map[int32]bool{}
-	loads := map[int32]int{}
+	loads := map[int32]int{} // downloads loaded in the node's current life
+	downloads := 0
 	check := func(step int) {
 		for _, id := range e.IDs() {
 			n := e.Nodes[id]
@@ -55,18 +61,32 @@ func runSnapshotSim(t *testing.T, seed uint64, steps int) {
 				if led[id][st.Epoch] {
 					t.Fatalf("seed %d step %d: LeaderNeverLoadsSnapshot: node %d loaded %v in epoch %d it led", seed, step, id, n.Loads, st.Epoch)
 				}
+				downloads += len(n.Loads) - loads[id]
 			}
 			loads[id] = len(n.Loads)
-			if n.StartOffset > 0 {
-				if s, ok := n.Raft.LatestSnapshot(); !ok || s.EndOffset < n.StartOffset {
-					t.Fatalf("seed %d step %d: SnapshotAtLogStart: node %d log starts at %d, latest snapshot %+v", seed, step, id, n.StartOffset, s)
-				}
-			}
 			for _, b := range n.StateMachine() {
-				if prev, ok := committed[b.BaseOffset]; ok && !bytes.Equal(prev, b.Raw) {
+				if prev, ok := committed[b.BaseOffset]; ok && !bytes.Equal(prev.Raw, b.Raw) {
 					t.Fatalf("seed %d step %d: SnapshotEqualsReplay: node %d holds another batch at %d", seed, step, id, b.BaseOffset)
 				}
-				committed[b.BaseOffset] = b.Raw
+				committed[b.BaseOffset] = b
+			}
+			snaps := n.Snapshots()
+			if n.StartOffset > 0 && !hasSnapshotAt(snaps, n.StartOffset) {
+				t.Fatalf("seed %d step %d: SnapshotAtLogStart: node %d log starts at %d, snapshots %v", seed, step, id, n.StartOffset, snaps)
+			}
+			for sid, batches := range snaps {
+				// Each snapshot is exactly the committed log below its end, and its id
+				// names the epoch of its last batch.
+				var next int64
+				for _, b := range batches {
+					if prev, ok := committed[b.BaseOffset]; !ok || !bytes.Equal(prev.Raw, b.Raw) || b.BaseOffset != next {
+						t.Fatalf("seed %d step %d: SnapshotEqualsReplay: node %d snapshot %+v differs from the log at %d", seed, step, id, sid, b.BaseOffset)
+					}
+					next = b.NextOffset()
+				}
+				if last := batches[len(batches)-1]; last.NextOffset() != sid.EndOffset || last.Epoch != sid.Epoch {
+					t.Fatalf("seed %d step %d: SnapshotAtLogStart: node %d snapshot %+v ends with batch [%d..%d]@%d", seed, step, id, sid, last.BaseOffset, last.LastOffset, last.Epoch)
+				}
 			}
 		}
 	}
@@ -124,6 +144,12 @@ func runSnapshotSim(t *testing.T, seed uint64, steps int) {
 		stabilize(e)
 	}
 	check(steps)
+	files := 0
+	for _, id := range e.IDs() {
+		files += len(e.Nodes[id].Snapshots())
+	}
+	t.Logf("seed %d: %d snapshot files, %d snapshot downloads", seed, files, downloads)
+	totalDownloads += downloads
 	var want int64 = -1
 	for _, id := range e.IDs() {
 		st := e.Nodes[id].Raft.Status()
@@ -136,4 +162,14 @@ func runSnapshotSim(t *testing.T, seed uint64, steps int) {
 			t.Errorf("seed %d: node %d applied %d, leader %d: %s %+v", seed, id, got, want, quorumtest.StateLine(e.Nodes[id]), e.Nodes[id].Raft.Status())
 		}
 	}
+	return totalDownloads
+}
+
+func hasSnapshotAt(snaps map[raftlog.SnapshotID][]raftlog.Batch, end int64) bool {
+	for id := range snaps {
+		if id.EndOffset == end {
+			return true
+		}
+	}
+	return false
 }

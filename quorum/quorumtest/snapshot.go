@@ -44,6 +44,15 @@ func (d *diskSnapshots) latest() (raftlog.SnapshotID, bool) {
 	return best, found
 }
 
+// Snapshots returns the node's snapshot files: id -> the batches inside.
+func (n *Node) Snapshots() map[raftlog.SnapshotID][]raftlog.Batch {
+	out := make(map[raftlog.SnapshotID][]raftlog.Batch, len(n.snaps.files))
+	for id, data := range n.snaps.files {
+		out[id], _, _ = raftlog.SplitBatches(data)
+	}
+	return out
+}
+
 // StateMachine is what the node's listeners hold: the snapshot's batches then the
 // batches applied since.
 func (n *Node) StateMachine() []raftlog.Batch {
