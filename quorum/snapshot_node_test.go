@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
 	"github.com/kraftd/kraftd/protocol"
@@ -301,5 +303,70 @@ func TestNodeRetentionKeepsLogBelowSnapshot(t *testing.T) {
 	// A snapshot that is not newer is refused.
 	if _, err := c.nodes[lead].node.WriteSnapshot(context.Background(), sid, 0, SnapshotRecords(nil)); !errors.Is(err, ErrSnapshotNotNewer) {
 		t.Fatalf("rewriting the latest snapshot: %v", err)
+	}
+}
+
+// TestFetchSnapshotWire: FetchSnapshot over the wire as a Kafka follower sends it:
+// chunks by position at v0 and v1 (v1 names the leader's endpoint), and
+// UNKNOWN_TOPIC_OR_PARTITION for another partition.
+func TestFetchSnapshotWire(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c := newSnapCluster(t, func(cfg *NodeConfig) { cfg.RetentionBytes = -1 })
+	defer c.closeAll()
+	c.propose(0, 5)
+	c.waitValues(5)
+	lead, st := c.leader()
+	sid := c.snapshot(lead)
+	cl := protocol.NewClient(protocol.ClientConfig{ClientID: "wire-test"})
+	defer cl.Close()
+	fetch := func(version int16, topic string, pos int64) *kmsg.FetchSnapshotResponse {
+		req := kmsg.NewPtrFetchSnapshotRequest()
+		req.Version = version
+		req.ClusterID = kmsg.StringPtr("test-cluster-id-AAAAAA")
+		req.ReplicaID, req.MaxBytes = 2, 100
+		p := kmsg.NewFetchSnapshotRequestTopicPartition()
+		p.CurrentLeaderEpoch = st.Epoch
+		p.SnapshotID.EndOffset, p.SnapshotID.Epoch = sid.EndOffset, sid.Epoch
+		p.Position = pos
+		rt := kmsg.NewFetchSnapshotRequestTopic()
+		rt.Topic = topic
+		rt.Partitions = []kmsg.FetchSnapshotRequestTopicPartition{p}
+		req.Topics = []kmsg.FetchSnapshotRequestTopic{rt}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		resp, err := cl.Request(ctx, c.addrs[lead], req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.FetchSnapshotResponse)
+	}
+	var file []byte
+	for pos := int64(0); ; {
+		r := fetch(1, MetadataTopic, pos)
+		p := r.Topics[0].Partitions[0]
+		if r.ErrorCode != 0 || p.ErrorCode != 0 || p.Position != pos || len(p.Bytes) == 0 || len(p.Bytes) > 100 {
+			t.Fatalf("chunk at %d: top %d part %d position %d, %d bytes", pos, r.ErrorCode, p.ErrorCode, p.Position, len(p.Bytes))
+		}
+		if p.CurrentLeader.LeaderID != lead || len(r.NodeEndpoints) != 1 || r.NodeEndpoints[0].NodeID != lead {
+			t.Fatalf("v1 leader %d endpoints %+v", p.CurrentLeader.LeaderID, r.NodeEndpoints)
+		}
+		file = append(file, p.Bytes...)
+		pos += int64(len(p.Bytes))
+		if pos == p.Size {
+			break
+		}
+	}
+	s, err := ParseSnapshot(sid, file)
+	if err != nil || len(s.Batches) == 0 {
+		t.Fatalf("assembled snapshot: %v", err)
+	}
+	if r := fetch(0, MetadataTopic, 0); len(r.NodeEndpoints) != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("v0: endpoints %+v, error %d", r.NodeEndpoints, r.Topics[0].Partitions[0].ErrorCode)
+	}
+	if r := fetch(1, "other", 0); r.Topics[0].Partitions[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("other topic: error %d", r.Topics[0].Partitions[0].ErrorCode)
+	}
+	if r := fetch(1, MetadataTopic, int64(len(file))); r.Topics[0].Partitions[0].ErrorCode != kerr.PositionOutOfRange.Code {
+		t.Fatalf("position at size: error %d", r.Topics[0].Partitions[0].ErrorCode)
 	}
 }
