@@ -570,6 +570,8 @@ func BenchmarkBrokerRestart(b *testing.B) {
 	victim := slices.Max(slices.Collect(maps.Keys(c.brokerPorts)))
 	survivor := fmt.Sprintf("127.0.0.1:%d", c.brokerPorts[slices.Min(slices.Collect(maps.Keys(c.brokerPorts)))])
 	var took, fenceWait []time.Duration
+	stopProfile := profileMeasured(b)
+	defer stopProfile()
 	b.ResetTimer()
 	for range b.N {
 		b.StopTimer()
