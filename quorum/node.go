@@ -81,7 +81,10 @@ type Node struct {
 	dl        *download
 	toLoad    *Snapshot // downloaded, loaded into listeners by deliver
 	startSnap *Snapshot // loaded into listeners by Start
-	commits   commitTimer
+	// nextCleanMs is when the log is next checked against metadata.max.retention.ms
+	// without a new snapshot (snapshot_node.go periodicClean).
+	nextCleanMs int64
+	commits     commitTimer
 
 	gauges nodeGauges // written by the driver, read by Metrics
 }
@@ -150,6 +153,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		n.startSnap = &s
 	}
 	n.applied = n.raft.Status().AppliedOffset
+	n.nextCleanMs = n.nowMs() + cleanIntervalMs
 	n.commits.observe = cfg.OnCommitLatency
 	n.gauges.update(n.raft, n.applied)
 	n.client = cfg.Client
@@ -351,13 +355,14 @@ func (n *Node) run() {
 			n.failPending()
 			return
 		}
-		wait := time.Duration(n.raft.NextDeadlineMs()-n.nowMs()) * time.Millisecond
+		wait := time.Duration(min(n.raft.NextDeadlineMs(), n.nextCleanMs)-n.nowMs()) * time.Millisecond
 		timer.Reset(max(wait, 0))
 		select {
 		case fn := <-n.events:
 			fn()
 		case <-timer.C:
 			n.raft.Tick(n.nowMs())
+			n.periodicClean()
 		case <-n.ctx.Done():
 		}
 	}

@@ -334,6 +334,24 @@ func (n *Node) maybeClean() error {
 	return n.cfg.Storage.Sync()
 }
 
+// cleanIntervalMs is how often the driver checks the log below the latest snapshot
+// against the retention limits when no snapshot was written meanwhile (a snapshot
+// commit checks at once): metadata.max.retention.ms is an age, which passes
+// without any write.
+const cleanIntervalMs = 60_000
+
+// periodicClean runs maybeClean when its interval has passed. Driver goroutine only.
+func (n *Node) periodicClean() {
+	now := n.nowMs()
+	if now < n.nextCleanMs || n.snaps == nil {
+		return
+	}
+	n.nextCleanMs = now + cleanIntervalMs
+	if err := n.maybeClean(); err != nil {
+		n.fail(err)
+	}
+}
+
 // download is a snapshot being received through FetchSnapshot.
 type download struct {
 	id  raftlog.SnapshotID

@@ -370,3 +370,21 @@ func TestFetchSnapshotWire(t *testing.T) {
 		t.Fatalf("position at size: error %d", r.Topics[0].Partitions[0].ErrorCode)
 	}
 }
+
+// TestNodeRetentionByAge: with no byte limit, a log older than
+// metadata.max.retention.ms below the snapshot is cleaned.
+func TestNodeRetentionByAge(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c := newSnapCluster(t, func(cfg *NodeConfig) { cfg.RetentionBytes, cfg.RetentionMs = -1, 1 })
+	defer c.closeAll()
+	c.propose(0, 5)
+	c.waitValues(5)
+	lead, _ := c.leader()
+	// The batches must be older than 1 ms (by their append time) at the snapshot.
+	older := time.Now().Add(2 * time.Millisecond)
+	waitCond(t, "the batches to age past the limit", time.Second, func() bool { return time.Now().After(older) })
+	sid := c.snapshot(lead)
+	if st, _ := c.nodes[lead].node.Status(context.Background()); st.LogStartOffset != sid.EndOffset {
+		t.Fatalf("log starts at %d, want the snapshot end %d after the age limit", st.LogStartOffset, sid.EndOffset)
+	}
+}
