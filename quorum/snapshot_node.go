@@ -213,9 +213,10 @@ func readSnapshotFile(dir string, id raftlog.SnapshotID) (Snapshot, error) {
 // exclusive; Epoch is the epoch of the last contained record). records must be an
 // immutable view (an image): they are read on a goroutine owned by the Node, so the
 // caller's loop is never blocked by the encoding or the fsync. An error from records
-// abandons the snapshot. The returned channel
-// receives the outcome once the snapshot is committed (then it is served and may
-// move the log start) or abandoned.
+// abandons the snapshot. The returned channel receives the outcome once the
+// snapshot is committed (then it is served and may move the log start) or
+// abandoned. The id is refused (ErrInvalidSnapshotID) above what the listeners were
+// given or off a batch boundary, and while another snapshot is being written.
 func (n *Node) WriteSnapshot(ctx context.Context, id raftlog.SnapshotID, lastContainedTimestampMs int64,
 	records iter.Seq2[raftlog.Record, error]) (<-chan error, error) {
 	if n.snaps == nil {
