@@ -17,7 +17,9 @@ type LeaderAndEpoch struct {
 // Listener is a state machine fed by the quorum (the metadata controller, a broker's
 // metadata publisher). The Node calls it from its driver goroutine: implementations must
 // not block (queue the work to their own goroutine) and must not call back into the
-// Node synchronously.
+// Node synchronously. A Listener on a node that may catch up from a snapshot (at
+// restart, or when its log is behind the leader's log start) must also implement
+// SnapshotListener; the Node stops with ErrListenerCannotLoad otherwise.
 type Listener interface {
 	// HandleCommit receives committed batches strictly in offset order, gap-free, control
 	// batches included (so the listener sees every offset).
