@@ -421,7 +421,10 @@ func (n *Node) persist(rd Ready) error {
 		}
 		dirty = true
 	}
-	if dirty {
+	// An observer (a broker-only node) does not fsync what it fetches, like Kafka's
+	// observers: its offsets never count toward the high watermark, and a tail lost in
+	// a machine crash is fetched again. Its commits then never wait behind its disk.
+	if dirty && n.raft.isVoter {
 		return st.Sync()
 	}
 	return nil
