@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -81,6 +82,10 @@ type Node struct {
 	dl        *download
 	toLoad    *Snapshot // downloaded, loaded into listeners by deliver
 	startSnap *Snapshot // loaded into listeners by Start
+	// busyNs is when the driver last appended or committed (UnixNano); the snapshot
+	// writer paces itself while the node is busy. Written by the driver, read by
+	// the writer goroutine.
+	busyNs atomic.Int64
 	// nextCleanMs is when the log is next checked against metadata.max.retention.ms
 	// without a new snapshot (snapshot_node.go periodicClean).
 	nextCleanMs int64
@@ -396,6 +401,9 @@ func (n *Node) drainReady() {
 			return
 		}
 		n.sendAll(rd.MessagesAfterPersist)
+		if len(rd.Append) > 0 || len(rd.Committed) > 0 {
+			n.busyNs.Store(time.Now().UnixNano())
+		}
 		n.deliver(rd)
 		n.raft.Advance(rd)
 	}

@@ -1,0 +1,15 @@
+package raftlog
+
+import (
+	"os"
+	"syscall"
+)
+
+// syncFileRangeWrite is SYNC_FILE_RANGE_WRITE: start writeback of the dirty pages
+// in the range without waiting for it and without a journal commit.
+const syncFileRangeWrite = 2
+
+// startWriteback asks the kernel to begin writing [off, off+n) of f to disk.
+func startWriteback(f *os.File, off, n int64) error {
+	return syscall.SyncFileRange(int(f.Fd()), off, n, syncFileRangeWrite)
+}
