@@ -68,10 +68,14 @@ func newPythonAdmin(t *testing.T, c *cluster) admin {
 	})
 	p := &pythonAdmin{stdin: stdin, lines: lines}
 	t.Cleanup(func() {
-		stdin.Close() // the script's loop ends at EOF
+		stdin.Close() // the script's loop ends at EOF...
+		// ...unless it is stuck in a call (kafka-python waits on some
+		// futures without a deadline): then it is killed.
+		grace := time.AfterFunc(5*time.Second, func() { cmd.Process.Kill() })
 		for range lines {
 		}
 		wg.Wait()
+		grace.Stop()
 		if err := cmd.Wait(); err != nil {
 			t.Logf("kafka-python process: %v; stderr:\n%s", err, stderr.String())
 		}
