@@ -242,3 +242,60 @@ done:
 		t.Fatalf("loaded %v from an abandoned download", n4.Loads)
 	}
 }
+
+// TestSnapshotDownloadRetriesSamePosition: a FetchSnapshot that fails (timeout, cut
+// connection) is retried from the same position with the same leader, so the
+// partial file continues where it stopped.
+func TestSnapshotDownloadRetriesSamePosition(t *testing.T) {
+	e := electedEnv(t)
+	if _, err := e.TakeSnapshot(e.Nodes[1]); err != nil {
+		t.Fatal(err)
+	}
+	e.Compact(e.Nodes[1])
+	n4 := e.Nodes[4]
+	n4.Batches, n4.State = nil, raftlog.EmptyQuorumState()
+	if err := e.Start(n4); err != nil {
+		t.Fatal(err)
+	}
+	var positions []int64
+	failed := false
+	for range 200 {
+		e.ProcessReady(n4)
+		e.ProcessReady(e.Nodes[1])
+		net := e.Net
+		e.Net = nil
+		for _, m := range net {
+			if m.FetchSnapshot != nil && m.From == 4 {
+				positions = append(positions, m.FetchSnapshot.Position)
+				if m.FetchSnapshot.Position > 0 && !failed {
+					failed = true
+					e.Deliver(quorumtest.FailedResponse(m))
+					e.Tick(100, []int32{4}) // past the retry backoff
+					continue
+				}
+			}
+			deliverOrFail(e, m, false)
+		}
+		if len(n4.Loads) > 0 {
+			break
+		}
+	}
+	if !failed || len(n4.Loads) != 1 {
+		t.Fatalf("failed=%t loads=%v", failed, n4.Loads)
+	}
+	for i := 1; i < len(positions); i++ {
+		if positions[i] < positions[i-1] {
+			t.Fatalf("download went back: positions %v", positions)
+		}
+	}
+	var repeated bool
+	for i := 1; i < len(positions); i++ {
+		repeated = repeated || positions[i] > 0 && positions[i] == positions[i-1]
+	}
+	if !repeated {
+		t.Fatalf("the failed chunk was not asked again at its position: %v", positions)
+	}
+	if got, want := quorumtest.BatchesString(n4.StateMachine()), quorumtest.BatchesString(e.Nodes[1].StateMachine()); got != want {
+		t.Fatalf("observer state %s, leader %s", got, want)
+	}
+}
