@@ -365,8 +365,9 @@ func (c *devCluster) waitReady() error {
 	probe := answers
 	if c.legacy() {
 		// A zk-legacy broker answers ApiVersions as soon as it listens (it
-		// must bind before it can register its port in ZooKeeper) but the
-		// client APIs only once it has read /cluster/id: wait for those.
+		// must bind before it can register its port in ZooKeeper) but
+		// holds client requests until it has read /cluster/id: wait for
+		// an answer to one.
 		probe = answersMetadata
 	}
 	for len(pending) > 0 {
@@ -400,12 +401,8 @@ func answers(ctx context.Context, cl *protocol.Client, addr string) bool {
 }
 
 // answersMetadata reports whether addr answers a Metadata request (for no
-// topics) with a cluster id. It dials afresh each time: a pooled
-// connection would keep the ApiVersions answer it negotiated before the
-// broker served Metadata, and never try again.
-func answersMetadata(ctx context.Context, _ *protocol.Client, addr string) bool {
-	cl := protocol.NewClient(protocol.ClientConfig{ClientID: "kraftd-dev", DialTimeout: time.Second})
-	defer cl.Close()
+// topics) with a cluster id.
+func answersMetadata(ctx context.Context, cl *protocol.Client, addr string) bool {
 	_, ok := metadataClusterID(ctx, cl, addr)
 	return ok
 }

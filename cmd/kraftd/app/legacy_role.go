@@ -14,6 +14,7 @@ import (
 	"github.com/kraftd/kraftd/broker"
 	"github.com/kraftd/kraftd/legacyzk"
 	"github.com/kraftd/kraftd/metadata/image"
+	"github.com/kraftd/kraftd/protocol"
 )
 
 // legacyStopTimeout bounds a zk-legacy broker's controlled shutdown when
@@ -66,6 +67,8 @@ func (r *legacyRole) Start(ctx context.Context) error {
 	cfg := &r.a.cfg
 	l, _ := cfg.LegacyListener() // Validate made sure there is one
 	reg := r.a.registries[l.Name]
+	ready := make(chan struct{})
+	gateClientAPIs(reg, ready)
 	lb, err := legacyzk.NewBroker(ctx, legacyzk.Config{
 		NodeID: cfg.NodeID,
 		Zk: legacyzk.ZkConfig{Connect: cfg.ZooKeeperConnect, SessionTimeoutMs: int(cfg.ZooKeeperSessionTimeoutMs),
@@ -90,14 +93,44 @@ func (r *legacyRole) Start(ctx context.Context) error {
 		return errors.Join(err, lb.Close())
 	}
 	// The listener already answers ApiVersions and the controller's pushes;
-	// the client APIs join once the cluster id is known (the registry takes
-	// registrations while serving).
+	// the client APIs replace their gates once the cluster id is known (the
+	// registry takes registrations while serving), then the gates open.
 	api.Register(reg)
+	close(ready)
 	r.mu.Lock()
 	r.b, r.api = lb, api
 	r.mu.Unlock()
 	r.a.clusterID = clusterID
 	return nil
+}
+
+// gateClientAPIs registers every key broker.ClientAPI serves on reg with
+// a handler that waits until ready is closed and then runs what reg holds
+// for the key by then: the ClientAPI's own handler, which replaced the
+// gate. The legacy broker must listen before it knows the cluster id (it
+// registers its bound port in ZooKeeper, next to reading /cluster/id), and
+// Kafka's ZooKeeper-era broker behaves alike: its sockets are bound early
+// but requests are processed only once startup is done, so an early
+// client waits instead of being cut off. A failed start closes the
+// listener, which ends the waits.
+func gateClientAPIs(reg *protocol.Registry, ready <-chan struct{}) {
+	probe := protocol.NewRegistry()
+	new(broker.ClientAPI).Register(probe) // only to learn its keys and versions
+	for _, v := range probe.Versions() {
+		if _, _, _, served := reg.Lookup(v.ApiKey); served {
+			continue // ApiVersions, or a push API
+		}
+		key := v.ApiKey
+		reg.Register(key, v.MinVersion, v.MaxVersion, func(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
+			select {
+			case <-ready:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			_, _, h, _ := reg.Lookup(key)
+			return h(ctx, req)
+		})
+	}
 }
 
 // clientAPIConfig wires the shared handlers to the legacy broker.
