@@ -45,10 +45,17 @@ type SnapshotListener interface {
 
 // Snapshot errors of the driver.
 var (
-	ErrNoSnapshotStorage  = errors.New("quorum: storage keeps no snapshots")
+	// ErrNoSnapshotStorage: the Node's Storage does not implement SnapshotStorage.
+	ErrNoSnapshotStorage = errors.New("quorum: storage keeps no snapshots")
+	// ErrSnapshotInProgress: WriteSnapshot while another snapshot is being written;
+	// try again later.
 	ErrSnapshotInProgress = errors.New("quorum: a snapshot is already being written")
-	ErrSnapshotNotNewer   = errors.New("quorum: snapshot not newer than the latest")
-	ErrInvalidSnapshot    = errors.New("quorum: invalid snapshot file")
+	// ErrSnapshotNotNewer: WriteSnapshot for an id at or below the latest snapshot;
+	// there is nothing new to write.
+	ErrSnapshotNotNewer = errors.New("quorum: snapshot not newer than the latest")
+	// ErrInvalidSnapshot: a snapshot file (local or downloaded) is not a complete
+	// header, batches, footer stream. Fatal for a download.
+	ErrInvalidSnapshot = errors.New("quorum: invalid snapshot file")
 	// ErrListenerCannotLoad: a snapshot must be loaded into a listener that does not
 	// implement SnapshotListener. Fatal: the listener would silently diverge.
 	ErrListenerCannotLoad = errors.New("quorum: listener cannot load snapshots")
