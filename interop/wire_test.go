@@ -74,16 +74,21 @@ func needTshark(t *testing.T) string {
 	return tshark
 }
 
-// runWireCheck captures e's broker port while every dissector-known
-// version is sent to it, then checks the capture.
+// runWireCheck captures e's broker port, and the controller ports (where
+// the broker forwards admin requests at the client's version, and fetches
+// metadata), while every dissector-known version is sent to the broker,
+// then checks the capture.
 func runWireCheck(t *testing.T, tshark string, e *sweepEnv) {
 	e.metadataVersion = tsharkPins[3]
-	port := e.c.brokerPorts[e.brokerID]
+	ports := []int{e.c.brokerPorts[e.brokerID]}
+	for _, p := range e.c.ctrlPorts {
+		ports = append(ports, p)
+	}
 	file := filepath.Join(t.TempDir(), "kraftd.pcapng")
 	if keep := os.Getenv("KRAFTD_INTEROP_PCAP"); keep != "" {
 		file = keep // kept for a look with Wireshark
 	}
-	capt := startCapture(t, tshark, port, file)
+	capt := startCapture(t, tshark, ports, file)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -115,8 +120,8 @@ func runWireCheck(t *testing.T, tshark string, e *sweepEnv) {
 	})
 	capt.stop(t)
 
-	checkMatched(t, tshark, file, port, checkMalformed(t, tshark, file, port))
-	checkDecoded(t, tshark, file, port, sent)
+	checkMatched(t, tshark, file, ports, checkMalformed(t, tshark, file, ports))
+	checkDecoded(t, tshark, file, ports, sent)
 }
 
 // tsharkDefects are (key, version) pairs whose correct encoding Wireshark
@@ -132,15 +137,15 @@ var tsharkDefects = map[[2]int16]string{
 }
 
 // checkMalformed requires that no frame carries a malformed mark, except
-// the listed dissector defects and PDUs at versions the dissector says it
-// does not support ("Unsupported X version. Supports v0-N."): those are
-// outside what it can judge. Only the zk-legacy controller's own traffic
-// (LeaderAndIsr v6, UpdateMetadata v7, StopReplica v3 to the broker port)
-// is in that case; the client traffic is pinned inside the dissector's
-// range. It returns the TCP streams that carried unsupported versions.
-func checkMalformed(t *testing.T, tshark, file string, port int) map[string]bool {
+// the listed dissector defects and frames the dissector says it cannot
+// judge (outsideDissector): the broker's KRaft traffic to the controller
+// (Fetch v17, BrokerHeartbeat, forwarded CreateTopics v6-v7) and the
+// zk-legacy controller's pushes (LeaderAndIsr v6, UpdateMetadata v7,
+// StopReplica v3). The client traffic is pinned inside the dissector's
+// range. It returns the TCP streams that carried such frames.
+func checkMalformed(t *testing.T, tshark, file string, ports []int) map[string]bool {
 	t.Helper()
-	out, err := tsharkRead(tshark, file, port, "-Y", "_ws.malformed", "-T", "fields", "-E", "occurrence=a",
+	out, err := tsharkRead(tshark, file, ports, "-Y", "_ws.malformed", "-T", "fields", "-E", "occurrence=a",
 		"-e", "frame.number", "-e", "tcp.stream", "-e", "kafka.request_key", "-e", "kafka.request.version",
 		"-e", "kafka.response_key", "-e", "kafka.response.version", "-e", "_ws.expert.message")
 	if err != nil {
@@ -153,7 +158,7 @@ func checkMalformed(t *testing.T, tshark, file string, port int) map[string]bool
 		if len(cols) != 7 {
 			continue
 		}
-		if strings.Contains(cols[6], " version. Supports v") {
+		if outsideDissector(cols[6]) {
 			unsupported[cols[1]] = true
 			continue
 		}
@@ -169,9 +174,19 @@ func checkMalformed(t *testing.T, tshark, file string, port int) map[string]bool
 		}
 	}
 	if len(unsupported) > 0 {
-		t.Logf("%d TCP streams carried versions this tshark does not support; not judged", len(unsupported))
+		t.Logf("%d TCP streams carried PDUs this tshark cannot judge (unknown keys or versions); those frames not judged", len(unsupported))
 	}
 	return unsupported
+}
+
+// outsideDissector reports whether a frame's expert messages say it holds
+// a PDU the dissector cannot judge: a version it does not support, or an
+// API key above its table (BrokerHeartbeat and friends on the controller
+// port). Such a frame's other PDUs, if any, are still counted by
+// checkDecoded.
+func outsideDissector(expert string) bool {
+	return strings.Contains(expert, " version. Supports v") ||
+		(strings.Contains(expert, "Unknown ") && strings.Contains(expert, " API key"))
 }
 
 // defectResponse reports whether a frame holding exactly one response PDU
@@ -187,17 +202,30 @@ func defectResponse(reqKeys, respKeys, respVersions string) ([2]int16, bool) {
 }
 
 // checkMatched requires that tshark matched every response to its request,
-// except on streams whose requests it could not decode (unsupported).
-func checkMatched(t *testing.T, tshark, file string, port int, unsupported map[string]bool) {
+// except on streams whose requests it could not decode (unsupported), and
+// a stream's first Kafka PDU: on connections opened before the capture
+// (the broker's to the controller) a request can be in flight when it
+// starts.
+func checkMatched(t *testing.T, tshark, file string, ports []int, unsupported map[string]bool) {
 	t.Helper()
-	out, err := tsharkRead(tshark, file, port, "-Y", "kafka.request_missing", "-T", "fields",
+	all, err := tsharkRead(tshark, file, ports, "-Y", "kafka", "-T", "fields", "-e", "frame.number", "-e", "tcp.stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstPDU := map[string]string{} // stream -> first frame with Kafka in it
+	for _, line := range strings.Split(strings.TrimSpace(all), "\n") {
+		if cols := strings.Split(line, "\t"); len(cols) == 2 && firstPDU[cols[1]] == "" {
+			firstPDU[cols[1]] = cols[0]
+		}
+	}
+	out, err := tsharkRead(tshark, file, ports, "-Y", "kafka.request_missing", "-T", "fields",
 		"-e", "frame.number", "-e", "tcp.stream")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		cols := strings.Split(line, "\t")
-		if len(cols) == 2 && !unsupported[cols[1]] {
+		if len(cols) == 2 && !unsupported[cols[1]] && firstPDU[cols[1]] != cols[0] {
 			t.Errorf("tshark could not match the response in frame %s to a request", cols[0])
 		}
 	}
@@ -224,9 +252,9 @@ func TestDeleteTopicsResponseLayoutV1toV3(t *testing.T) {
 
 // checkDecoded requires that tshark decoded a request and a response for
 // every (key, version) sent.
-func checkDecoded(t *testing.T, tshark, file string, port int, sent map[[2]int16]bool) {
+func checkDecoded(t *testing.T, tshark, file string, ports []int, sent map[[2]int16]bool) {
 	t.Helper()
-	out, err := tsharkRead(tshark, file, port, "-Y", "kafka", "-T", "fields", "-E", "occurrence=a",
+	out, err := tsharkRead(tshark, file, ports, "-Y", "kafka", "-T", "fields", "-E", "occurrence=a",
 		"-e", "kafka.request_key", "-e", "kafka.request.version", "-e", "kafka.response_key", "-e", "kafka.response.version")
 	if err != nil {
 		t.Fatal(err)
@@ -317,10 +345,10 @@ func sendSentinel(ctx context.Context, t *testing.T, e *sweepEnv) {
 	}
 }
 
-// tsharkRead runs tshark over a capture file with the broker port decoded
-// as Kafka.
-func tsharkRead(tshark, file string, port int, args ...string) (string, error) {
-	all := append([]string{"-r", file, "-n", "-d", fmt.Sprintf("tcp.port==%d,kafka", port)}, args...)
+// tsharkRead runs tshark over a capture file with the ports decoded as
+// Kafka.
+func tsharkRead(tshark, file string, ports []int, args ...string) (string, error) {
+	all := append(append([]string{"-r", file, "-n"}, decodeAsKafka(ports)...), args...)
 	out, err := exec.Command(tshark, all...).Output()
 	if ee, ok := err.(*exec.ExitError); ok {
 		return "", fmt.Errorf("tshark %v: %v: %s", all, err, ee.Stderr)
@@ -347,11 +375,29 @@ type capture struct {
 	stderr strings.Builder
 }
 
-func startCapture(t *testing.T, tshark string, port int, file string) *capture {
+// decodeAsKafka is tshark's decode-as arguments for the ports (Kafka has
+// no well-known port but 9092; a port decoded as Kafka is the server side,
+// which tells the dissector requests from responses).
+func decodeAsKafka(ports []int) []string {
+	var args []string
+	for _, p := range ports {
+		args = append(args, "-d", fmt.Sprintf("tcp.port==%d,kafka", p))
+	}
+	return args
+}
+
+// startCapture starts tshark on lo for the ports; ports[0] is probed to
+// learn when the capture is live.
+func startCapture(t *testing.T, tshark string, ports []int, file string) *capture {
 	t.Helper()
-	c := &capture{exited: make(chan error, 1), cmd: exec.Command(tshark, "-i", "lo", "-n", "-l", "-P",
-		"-w", file, "-f", fmt.Sprintf("tcp port %d", port), "-d", fmt.Sprintf("tcp.port==%d,kafka", port),
-		"-T", "fields", "-e", "frame.number", "-e", "kafka.response_key", "-e", "kafka.topic_name")}
+	var filter []string
+	for _, p := range ports {
+		filter = append(filter, fmt.Sprintf("tcp port %d", p))
+	}
+	args := append([]string{"-i", "lo", "-n", "-l", "-P", "-w", file, "-f", strings.Join(filter, " or ")},
+		decodeAsKafka(ports)...)
+	args = append(args, "-T", "fields", "-e", "frame.number", "-e", "kafka.response_key", "-e", "kafka.topic_name")
+	c := &capture{exited: make(chan error, 1), cmd: exec.Command(tshark, args...)}
 	stdout, err := c.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -376,7 +422,7 @@ func startCapture(t *testing.T, tshark string, port int, file string) *capture {
 	})
 	t.Cleanup(func() { c.stop(t) })
 	// Live once a packet we cause shows up: dial the port until one does.
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	waitFor(t, "tshark to capture a probe connection", 20*time.Second, func() bool {
 		if conn, err := net.Dial("tcp", addr); err == nil {
 			conn.Close()
