@@ -60,6 +60,9 @@ func startLegacy(c *cluster, nid int32, zkAddr string) *app.App {
 		{Key: "log.dirs", Value: c.dirs[nid]},
 		{Key: "zookeeper.connect", Value: zkAddr},
 		{Key: "zookeeper.session.timeout.ms", Value: "4000"},
+		// Kafka's 5 s between ControlledShutdown attempts would dominate
+		// every test that stops the controller while others stop too.
+		{Key: "controlled.shutdown.retry.backoff.ms", Value: "200"},
 	}, nil)
 	if err != nil {
 		c.t.Fatal(err)

@@ -167,6 +167,11 @@ type Config struct {
 	ZooKeeperSessionTimeoutMs int32
 	// ZooKeeperMaxInFlightRequests: zookeeper.max.in.flight.requests.
 	ZooKeeperMaxInFlightRequests int32
+	// ControlledShutdownMaxRetries: controlled.shutdown.max.retries
+	// (zk-legacy mode; a KRaft broker's controlled shutdown is heartbeats).
+	ControlledShutdownMaxRetries int32
+	// ControlledShutdownRetryBackoffMs: controlled.shutdown.retry.backoff.ms.
+	ControlledShutdownRetryBackoffMs int32
 
 	// MetricsListener is host:port for the Prometheus endpoint; empty
 	// disables it. kraftd extension: "metrics.listener".

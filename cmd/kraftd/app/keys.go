@@ -65,6 +65,8 @@ var keys = []Key{
 	{"zookeeper.connect", "", "zk-legacy mode: ZooKeeper connect string host:port[,host:port][/chroot].", stringField(func(c *Config) *string { return &c.ZooKeeperConnect })},
 	{"zookeeper.session.timeout.ms", "18000", "zk-legacy mode: ZooKeeper session timeout.", int32Field("zookeeper.session.timeout.ms", func(c *Config) *int32 { return &c.ZooKeeperSessionTimeoutMs })},
 	{"zookeeper.max.in.flight.requests", "10", "zk-legacy mode: maximum unacknowledged ZooKeeper requests.", int32Field("zookeeper.max.in.flight.requests", func(c *Config) *int32 { return &c.ZooKeeperMaxInFlightRequests })},
+	{"controlled.shutdown.max.retries", "3", "zk-legacy mode: ControlledShutdown attempts before a broker stops anyway.", int32Field("controlled.shutdown.max.retries", func(c *Config) *int32 { return &c.ControlledShutdownMaxRetries })},
+	{"controlled.shutdown.retry.backoff.ms", "5000", "zk-legacy mode: pause between ControlledShutdown attempts.", int32Field("controlled.shutdown.retry.backoff.ms", func(c *Config) *int32 { return &c.ControlledShutdownRetryBackoffMs })},
 	{"metrics.listener", "", "kraftd extension: host:port of the Prometheus /metrics endpoint; empty disables it.", stringField(func(c *Config) *string { return &c.MetricsListener })},
 }
 

@@ -79,7 +79,10 @@ func (r *legacyRole) Start(ctx context.Context) error {
 		Rack:                     rackPtr(cfg.BrokerRack),
 		NumPartitions:            cfg.NumPartitions,
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
-		Logger:                   cfg.Logger,
+		// Zero is legacyzk's "default"; a zero backoff must stay zero.
+		ControlledShutdownMaxRetries:     int(cfg.ControlledShutdownMaxRetries),
+		ControlledShutdownRetryBackoffMs: max(int(cfg.ControlledShutdownRetryBackoffMs), 1),
+		Logger:                           cfg.Logger,
 	})
 	if err != nil {
 		return fmt.Errorf("legacyzk: %w", err)

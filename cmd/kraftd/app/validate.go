@@ -54,6 +54,7 @@ func (c *Config) checkRanges() error {
 		{"default.replication.factor", int64(c.DefaultReplicationFactor)},
 		{"zookeeper.session.timeout.ms", int64(c.ZooKeeperSessionTimeoutMs)},
 		{"zookeeper.max.in.flight.requests", int64(c.ZooKeeperMaxInFlightRequests)},
+		{"controlled.shutdown.max.retries", int64(c.ControlledShutdownMaxRetries)},
 	}
 	for _, p := range positive {
 		if p.value < 1 {
@@ -71,6 +72,7 @@ func (c *Config) checkRanges() error {
 		{"metadata.max.idle.interval.ms", int64(c.MetadataMaxIdleIntervalMs)},
 		{"max.connections", int64(c.MaxConnections)},
 		{"connections.max.idle.ms", c.ConnectionsMaxIdleMs},
+		{"controlled.shutdown.retry.backoff.ms", int64(c.ControlledShutdownRetryBackoffMs)},
 	}
 	for _, p := range nonNegative {
 		if p.value < 0 {
