@@ -23,7 +23,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -415,13 +414,14 @@ func BenchmarkPropagation(b *testing.B) {
 // emulatedBroker registers over the wire and heartbeats at a fixed interval,
 // reporting the controller's high watermark as its applied offset (it is treated as
 // caught up). It records every heartbeat's round trip and whether it was ever fenced
-// again after its first unfence.
+// again after its first unfence. Only its own goroutine writes it; the benchmark reads
+// it after that goroutine ended.
 type emulatedBroker struct {
 	id         int32
 	epoch      int64
 	unfenced   bool
-	falseFence atomic.Int32
-	failures   atomic.Int32
+	falseFence int
+	failures   int
 	rtts       []time.Duration
 }
 
@@ -459,18 +459,18 @@ func (e *emulatedBroker) heartbeat(ctx context.Context, cl *protocol.Client, ctr
 	start := time.Now()
 	resp, err := cl.Request(ctx, ctrl, req)
 	if err != nil {
-		e.failures.Add(1)
+		e.failures++
 		return
 	}
 	e.rtts = append(e.rtts, time.Since(start))
 	r := resp.(*kmsg.BrokerHeartbeatResponse)
 	switch {
 	case r.ErrorCode != 0:
-		e.failures.Add(1)
+		e.failures++
 	case !r.IsFenced:
 		e.unfenced = true
 	case e.unfenced:
-		e.falseFence.Add(1)
+		e.falseFence++
 	}
 }
 
@@ -527,8 +527,8 @@ func BenchmarkHeartbeats100(b *testing.B) {
 	var falseFences, failures, neverUnfenced int
 	for _, e := range brokers {
 		all = append(all, e.rtts...)
-		falseFences += int(e.falseFence.Load())
-		failures += int(e.failures.Load())
+		falseFences += e.falseFence
+		failures += e.failures
 		if !e.unfenced {
 			neverUnfenced++
 		}
