@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -104,7 +107,28 @@ func (r *legacyRole) Start(ctx context.Context) error {
 	r.b, r.api = lb, api
 	r.mu.Unlock()
 	r.a.clusterID = clusterID
+	r.a.metrics.handle("POST /faults", faultsHandler(lb))
 	return nil
+}
+
+// faultsHandler is the admin endpoint of legacyzk's fault switches on
+// metrics.listener: POST /faults with the switch as the body, e.g.
+// "drop-update-metadata-to=2", "crash-after-zk-write", "pause-before-push",
+// "resume" or "clear" (legacyzk.Faults.Apply). It answers 204, or 400
+// naming an unknown switch. Like the metrics, bind it to loopback.
+func faultsHandler(lb *legacyzk.Broker) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(req.Body, 256))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if err := lb.Faults().Apply(strings.TrimSpace(string(body))); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
 }
 
 // gateClientAPIs registers every key broker.ClientAPI serves on reg with

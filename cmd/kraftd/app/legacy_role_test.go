@@ -2,11 +2,15 @@ package app
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"testing/synctest"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kraftd/kraftd/legacyzk"
 	"github.com/kraftd/kraftd/protocol"
 )
 
@@ -59,5 +63,32 @@ func TestGateClientAPIsEndsWithTheConnection(t *testing.T) {
 	cancel()
 	if _, err := gate(ctx, &protocol.Request{Key: 60, Body: kmsg.NewPtrDescribeClusterRequest()}); err == nil {
 		t.Fatal("a gated request outlived its connection")
+	}
+}
+
+// TestFaultsHandler: POST /faults flips legacyzk's switches by name and
+// refuses unknown ones.
+func TestFaultsHandler(t *testing.T) {
+	mem := legacyzk.NewMemServer()
+	lb, err := legacyzk.NewBroker(context.Background(), legacyzk.Config{NodeID: 1,
+		Dial: func(context.Context) (legacyzk.Store, error) { return mem.Connect(), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	h := faultsHandler(lb)
+	post := func(body string) int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/faults", strings.NewReader(body)))
+		return rec.Code
+	}
+	if code := post("pause-before-push\n"); code != http.StatusNoContent || !lb.Faults().PauseBeforePush.Load() {
+		t.Fatalf("pause-before-push: %d", code)
+	}
+	if code := post("clear"); code != http.StatusNoContent || lb.Faults().PauseBeforePush.Load() {
+		t.Fatalf("clear: %d", code)
+	}
+	if code := post("melt-down"); code != http.StatusBadRequest {
+		t.Fatalf("unknown switch: %d", code)
 	}
 }

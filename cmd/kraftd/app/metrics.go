@@ -23,6 +23,17 @@ type metricsServer struct {
 	srv      *http.Server
 	ln       net.Listener
 	wg       sync.WaitGroup
+	// extra are more endpoints (pattern -> handler), added by roles before
+	// start (zk-legacy: POST /faults).
+	extra map[string]http.Handler
+}
+
+// handle adds an endpoint; it must be called before start.
+func (m *metricsServer) handle(pattern string, h http.Handler) {
+	if m.extra == nil {
+		m.extra = map[string]http.Handler{}
+	}
+	m.extra[pattern] = h
 }
 
 // newMetrics builds the per-node registry with the Go runtime and process
@@ -42,6 +53,9 @@ func (m *metricsServer) start(addr string) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
+	for pattern, h := range m.extra {
+		mux.Handle(pattern, h)
+	}
 	m.ln = ln
 	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	m.wg.Go(func() {
