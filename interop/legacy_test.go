@@ -273,6 +273,17 @@ func TestKRaftCheckDivergenceInSync(t *testing.T) {
 	if rep.Divergent() || rep.Mode != app.ModeKRaft || !strings.HasPrefix(rep.Truth, "metadata log high watermark") {
 		t.Fatalf("KRaft report: %+v", rep)
 	}
+	// A stopped broker stays registered, fenced: Metadata hides it, the
+	// check still lists it (DescribeCluster with fenced brokers), as
+	// unreachable, not divergent.
+	c.stop(4)
+	rep, err := app.CheckDivergence(ctx, app.DivergenceConfig{Bootstrap: c.bootstrap(), Rounds: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Brokers) != 3 || rep.Brokers[2].ID != 4 || rep.Brokers[2].Status != "unreachable" || rep.Divergent() {
+		t.Fatalf("after stopping broker 4: %+v", rep)
+	}
 }
 
 // TestKRaftCheckDivergenceLaggingBroker: a KRaft broker whose metadata

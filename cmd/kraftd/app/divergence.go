@@ -312,18 +312,16 @@ func kraftVerdicts(brokers []brokerAddr, views map[int32]*kraftView, hwm int64, 
 	return out
 }
 
-// kraftBrokers is every broker listed by any reachable bootstrap broker.
+// kraftBrokers is every broker listed by any reachable bootstrap broker:
+// DescribeCluster v2 with IncludeFencedBrokers (KIP-1073), so a fenced
+// broker, which Metadata hides from clients, is checked too; Metadata
+// where DescribeCluster v2 is not served.
 func (c *divergenceCheck) kraftBrokers(ctx context.Context) ([]brokerAddr, error) {
 	seen := map[int32]string{}
 	var errs []error
 	for _, addr := range c.cfg.Bootstrap {
-		m, err := c.metadata(ctx, addr)
-		if err != nil {
+		if err := c.listBrokers(ctx, addr, seen); err != nil {
 			errs = append(errs, err)
-			continue
-		}
-		for _, b := range m.Brokers {
-			seen[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
 		}
 	}
 	if len(seen) == 0 {
@@ -335,6 +333,30 @@ func (c *divergenceCheck) kraftBrokers(ctx context.Context) ([]brokerAddr, error
 	}
 	slices.SortFunc(out, func(a, b brokerAddr) int { return int(a.id - b.id) })
 	return out, nil
+}
+
+// listBrokers adds the brokers addr knows to seen.
+func (c *divergenceCheck) listBrokers(ctx context.Context, addr string, seen map[int32]string) error {
+	req := kmsg.NewPtrDescribeClusterRequest()
+	req.SetVersion(2)
+	req.EndpointType = 1
+	req.IncludeFencedBrokers = true
+	if resp, err := c.request(ctx, addr, req); err == nil {
+		if dc := resp.(*kmsg.DescribeClusterResponse); dc.ErrorCode == 0 {
+			for _, b := range dc.Brokers {
+				seen[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+			}
+			return nil
+		}
+	}
+	m, err := c.metadata(ctx, addr)
+	if err != nil {
+		return err
+	}
+	for _, b := range m.Brokers {
+		seen[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+	}
+	return nil
 }
 
 // highWatermark asks the quorum (through any broker) for the
