@@ -31,8 +31,12 @@ export DEBIAN_FRONTEND=noninteractive
 if [[ " ${missing[*]} " == *" tshark "* ]]; then
 	echo "wireshark-common wireshark-common/install-setuid boolean false" | $sudo debconf-set-selections
 fi
-# apt-get update only when a package is not known to the local index.
+# apt-get update first when a package is not known to the local index, and once
+# more if the install fails (a stale index names versions the mirror dropped).
 if ! apt-cache show "${missing[@]}" >/dev/null 2>&1; then
 	$sudo apt-get update -qq
 fi
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if ! $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
+	$sudo apt-get update -qq
+	$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
