@@ -1,7 +1,10 @@
 // Package interop holds tests that look at kraftd from the outside: real
-// Kafka clients (franz-go kgo/kadm/kmsg, later others) against in-process
-// nodes started through cmd/kraftd/app, and the layering lint that keeps the
-// package graph in the shape DESIGN.md draws.
+// Kafka clients (franz-go kgo/kadm/kmsg, IBM/sarama, segmentio/kafka-go,
+// librdkafka through kcat, kafka-python) against in-process nodes started
+// through cmd/kraftd/app in both modes, a wire check with Wireshark's Kafka
+// dissector, a sweep over every advertised client-API version, benchmarks of
+// whole clusters, and the layering lint that keeps the package graph in the
+// shape DESIGN.md draws. README.md holds the client x mode x step table.
 //
 // The lint (layering_test.go) runs `go list -deps` over the module and
 // parses the sources. Its rules:
