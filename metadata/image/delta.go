@@ -28,8 +28,12 @@ import (
 //   - maps hold only entries changed by replayed records; a nil broker or
 //     controller, or an empty config map, means removed.
 type Delta struct {
-	base    *Image
+	base *Image
+	// edit points at token; keeping the token inside the Delta saves an
+	// allocation per delta, and nodes still holding it keep the Delta
+	// alive, so no later Delta can reuse its address.
 	edit    *editToken
+	token   editToken
 	prov    Provenance
 	applied *Image
 
@@ -46,12 +50,13 @@ func NewDelta(base *Image) *Delta {
 	if base == nil {
 		base = Empty()
 	}
-	return &Delta{
+	d := &Delta{
 		base:   base,
-		edit:   &editToken{},
 		prov:   base.prov,
 		topics: newTopicsDelta(base.topics),
 	}
+	d.edit = &d.token
+	return d
 }
 
 // Base is the image the delta started from.

@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"fmt"
 	"iter"
-	"maps"
 	"slices"
 
 	"github.com/kraftd/kraftd/metadata/records"
@@ -85,7 +84,7 @@ type TopicChange struct {
 //     token or shared with the base image.
 type topicsDelta struct {
 	base    topicsImage
-	changed map[records.UUID]*topicChange
+	changed topicChanges
 	deleted map[records.UUID]*Topic
 	names   map[string]records.UUID
 }
@@ -94,6 +93,71 @@ type topicChange struct {
 	topic   *Topic
 	created bool
 	parts   []int32 // touched partition ids, in replay order, may repeat
+	// buf backs parts for the usual delta that touches one or two
+	// partitions of a topic, saving an allocation per changed topic.
+	buf [2]int32
+}
+
+// smallChanges is how many changed topics topicChanges keeps in its slice
+// alone; a linear scan of so few beats hashing, and most deltas (one
+// committed batch of a live cluster) stay below it.
+const smallChanges = 8
+
+// topicChanges maps topic ids to the delta's working copies. It indexes
+// them with a map only once there are more than smallChanges, so that a
+// delta touching one topic allocates no map.
+type topicChanges struct {
+	list  []*topicChange // in no particular order
+	index map[records.UUID]*topicChange
+}
+
+func (cs *topicChanges) len() int { return len(cs.list) }
+
+func (cs *topicChanges) get(id records.UUID) (*topicChange, bool) {
+	if cs.index != nil {
+		c, ok := cs.index[id]
+		return c, ok
+	}
+	for _, c := range cs.list {
+		if c.topic.id == id {
+			return c, true
+		}
+	}
+	return nil, false
+}
+
+// add stores c, whose id must not be present yet.
+func (cs *topicChanges) add(c *topicChange) {
+	cs.list = append(cs.list, c)
+	switch {
+	case cs.index != nil:
+		cs.index[c.topic.id] = c
+	case len(cs.list) > smallChanges:
+		cs.index = make(map[records.UUID]*topicChange, 2*len(cs.list))
+		for _, c := range cs.list {
+			cs.index[c.topic.id] = c
+		}
+	}
+}
+
+func (cs *topicChanges) remove(id records.UUID) {
+	i := slices.IndexFunc(cs.list, func(c *topicChange) bool { return c.topic.id == id })
+	if i < 0 {
+		return
+	}
+	last := len(cs.list) - 1
+	cs.list[i] = cs.list[last]
+	cs.list[last] = nil
+	cs.list = cs.list[:last]
+	if cs.index != nil {
+		delete(cs.index, id)
+	}
+}
+
+func newTopicChange(t *Topic, created bool) *topicChange {
+	c := &topicChange{topic: t, created: created}
+	c.parts = c.buf[:0]
+	return c
 }
 
 func newTopicsDelta(base topicsImage) topicsDelta { return topicsDelta{base: base} }
@@ -109,7 +173,7 @@ func put[K comparable, V any](m *map[K]V, k K, v V) {
 
 // topic returns the live topic id as the delta sees it so far.
 func (d *topicsDelta) topic(id records.UUID) (*Topic, bool) {
-	if c, ok := d.changed[id]; ok {
+	if c, ok := d.changed.get(id); ok {
 		return c.topic, true
 	}
 	if _, ok := d.deleted[id]; ok {
@@ -137,7 +201,7 @@ func (d *topicsDelta) replayTopic(r *records.TopicRecord) error {
 	if d.nameTaken(r.Name) {
 		return fmt.Errorf("%w: name %q already exists", ErrDuplicateTopic, r.Name)
 	}
-	put(&d.changed, r.TopicID, &topicChange{topic: &Topic{name: r.Name, id: r.TopicID}, created: true})
+	d.changed.add(newTopicChange(&Topic{name: r.Name, id: r.TopicID}, true))
 	put(&d.names, r.Name, r.TopicID)
 	return nil
 }
@@ -145,12 +209,12 @@ func (d *topicsDelta) replayTopic(r *records.TopicRecord) error {
 // working returns the delta's own copy of t (the live topic with id t.id),
 // creating it on first change.
 func (d *topicsDelta) working(t *Topic) *topicChange {
-	if c, ok := d.changed[t.id]; ok {
+	if c, ok := d.changed.get(t.id); ok {
 		return c
 	}
 	cp := *t
-	c := &topicChange{topic: &cp}
-	put(&d.changed, t.id, c)
+	c := newTopicChange(&cp, false)
+	d.changed.add(c)
 	return c
 }
 
@@ -198,8 +262,8 @@ func (d *topicsDelta) replayRemoveTopic(r *records.RemoveTopicRecord) (string, e
 	if !ok {
 		return "", fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
 	}
-	if c, ok := d.changed[r.TopicID]; ok {
-		delete(d.changed, r.TopicID)
+	if c, ok := d.changed.get(r.TopicID); ok {
+		d.changed.remove(r.TopicID)
 		if c.created {
 			delete(d.names, t.name)
 		}
@@ -218,22 +282,25 @@ func (d *topicsDelta) apply(edit *editToken) topicsImage {
 	for _, t := range d.deleted {
 		next.numPartitions -= t.NumPartitions()
 	}
-	for id, c := range d.changed {
+	for _, c := range d.changed.list {
 		c.topic.parts.freeze(edit)
 		next.numPartitions += c.topic.NumPartitions()
-		if old, ok := d.base.byID.Get(id); ok && !c.created {
+		if old, ok := d.base.byID.Get(c.topic.id); ok && !c.created {
 			next.numPartitions -= old.NumPartitions()
 		}
 	}
-	if 8*(len(d.changed)+len(d.deleted)) > d.base.byID.Len() {
+	if 8*(d.changed.len()+len(d.deleted)) > d.base.byID.Len() {
 		return d.rebuild(next.numPartitions)
 	}
 	for id, t := range d.deleted {
 		next.byID = next.byID.Delete(id)
 		next.byName = next.byName.Delete(t.name)
 	}
-	for _, id := range slices.SortedFunc(maps.Keys(d.changed), compareUUID) {
-		c := d.changed[id]
+	// Sorting in place keeps the result independent of replay order
+	// without allocating; the list's order means nothing otherwise.
+	slices.SortFunc(d.changed.list, func(a, b *topicChange) int { return compareUUID(a.topic.id, b.topic.id) })
+	for _, c := range d.changed.list {
+		id := c.topic.id
 		next.byID = next.byID.Set(id, c.topic)
 		if _, existed := d.base.byID.Get(id); c.created || !existed {
 			next.byName = next.byName.Set(c.topic.name, id)
@@ -243,17 +310,17 @@ func (d *topicsDelta) apply(edit *editToken) topicsImage {
 }
 
 func (d *topicsDelta) rebuild(numPartitions int) topicsImage {
-	all := make([]*Topic, 0, d.base.byID.Len()+len(d.changed))
+	all := make([]*Topic, 0, d.base.byID.Len()+d.changed.len())
 	for id, t := range d.base.byID.All {
 		if _, gone := d.deleted[id]; gone {
 			continue
 		}
-		if _, changed := d.changed[id]; changed {
+		if _, changed := d.changed.get(id); changed {
 			continue
 		}
 		all = append(all, t)
 	}
-	for _, c := range d.changed {
+	for _, c := range d.changed.list {
 		all = append(all, c.topic)
 	}
 	ids := make([]records.UUID, len(all))
@@ -274,11 +341,12 @@ func (d *topicsDelta) rebuild(numPartitions int) topicsImage {
 // changes lists what the delta did to topics, sorted by name, a deleted
 // topic before a created one of the same name.
 func (d *topicsDelta) changes() []TopicChange {
-	out := make([]TopicChange, 0, len(d.changed)+len(d.deleted))
+	out := make([]TopicChange, 0, d.changed.len()+len(d.deleted))
 	for id, t := range d.deleted {
 		out = append(out, TopicChange{ID: id, Name: t.name, Deleted: true})
 	}
-	for id, c := range d.changed {
+	for _, c := range d.changed.list {
+		id := c.topic.id
 		parts := slices.Compact(slices.Sorted(slices.Values(c.parts)))
 		if parts == nil {
 			parts = []int32{}
