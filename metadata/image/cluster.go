@@ -179,6 +179,9 @@ func (d *Delta) replayRegisterController(r *records.RegisterControllerRecord) er
 
 // applyMap folds the changes (nil = removed) into a ptree in key order.
 func applyMap[V any](t ptree[int32, *V], changes map[int32]*V) ptree[int32, *V] {
+	if len(changes) == 0 {
+		return t
+	}
 	for _, id := range sortedKeys(changes) {
 		if v := changes[id]; v == nil {
 			t = t.Delete(id)

@@ -118,6 +118,9 @@ func (d *Delta) removeConfigs(res ConfigResource) {
 
 func (d *Delta) applyConfigs() ptree[ConfigResource, configSet] {
 	t := d.base.configs
+	if len(d.configs) == 0 {
+		return t // sorting even no keys allocates an iterator and a slice
+	}
 	for _, res := range slices.SortedFunc(maps.Keys(d.configs), compareResource) {
 		if m := d.configs[res]; len(m) == 0 {
 			t = t.Delete(res)

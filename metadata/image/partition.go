@@ -76,10 +76,6 @@ type Partition struct {
 	PartitionEpoch int32
 	// LeaderRecoveryState is LeaderRecovered or LeaderRecovering (KIP-704).
 	LeaderRecoveryState int8
-
-	// present distinguishes a partition from an empty slot in a partVec
-	// leaf; it sits in padding, so it costs nothing.
-	present bool
 }
 
 func (p *Partition) list(i int) []int32 {
@@ -141,8 +137,7 @@ func (p Partition) PreferredLeader() int32 {
 func (p Partition) Equal(q Partition) bool {
 	return p.ends == q.ends && slices.Equal(p.lists, q.lists) && slices.Equal(p.dirs, q.dirs) &&
 		p.Leader == q.Leader && p.LeaderEpoch == q.LeaderEpoch &&
-		p.PartitionEpoch == q.PartitionEpoch && p.LeaderRecoveryState == q.LeaderRecoveryState &&
-		p.present == q.present
+		p.PartitionEpoch == q.PartitionEpoch && p.LeaderRecoveryState == q.LeaderRecoveryState
 }
 
 // setLists packs the six lists into one allocation.
@@ -200,7 +195,6 @@ func partitionFromRecord(r *records.PartitionRecord) (Partition, error) {
 		LeaderEpoch:         r.LeaderEpoch,
 		PartitionEpoch:      r.PartitionEpoch,
 		LeaderRecoveryState: r.LeaderRecoveryState,
-		present:             true,
 	}
 	if err := checkRecoveryState(r.LeaderRecoveryState); err != nil {
 		return Partition{}, err

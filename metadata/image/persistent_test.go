@@ -101,7 +101,7 @@ func TestPartVecAgainstMap(t *testing.T) {
 			if rng.IntN(10) == 0 {
 				id = int32(rng.IntN(1 << 20))
 			}
-			p := Partition{present: true, Leader: int32(round*1000 + rng.IntN(1000))}
+			p := Partition{Leader: int32(round*1000 + rng.IntN(1000))}
 			if rng.IntN(4) == 0 {
 				v.Set(id, p, nil) // a write without a token always copies
 			} else {
