@@ -89,8 +89,13 @@ type topicsDelta struct {
 	names   map[string]records.UUID
 }
 
+// topicChange is the delta's working copy of one topic; base is nil iff
+// created is set.
 type topicChange struct {
-	topic   *Topic
+	topic *Topic
+	// base is the base image's version of a changed (not created) topic,
+	// kept so that Apply need not look it up again in a large image.
+	base    *Topic
 	created bool
 	parts   []int32 // touched partition ids, in replay order, may repeat
 	// buf backs parts for the usual delta that touches one or two
@@ -214,6 +219,7 @@ func (d *topicsDelta) working(t *Topic) *topicChange {
 	}
 	cp := *t
 	c := newTopicChange(&cp, false)
+	c.base = t // not in changed, so t comes from the base image
 	d.changed.add(c)
 	return c
 }
@@ -285,8 +291,8 @@ func (d *topicsDelta) apply(edit *editToken) topicsImage {
 	for _, c := range d.changed.list {
 		c.topic.parts.freeze(edit)
 		next.numPartitions += c.topic.NumPartitions()
-		if old, ok := d.base.byID.Get(c.topic.id); ok && !c.created {
-			next.numPartitions -= old.NumPartitions()
+		if c.base != nil {
+			next.numPartitions -= c.base.NumPartitions()
 		}
 	}
 	if 8*(d.changed.len()+len(d.deleted)) > d.base.byID.Len() {
@@ -300,10 +306,9 @@ func (d *topicsDelta) apply(edit *editToken) topicsImage {
 	// without allocating; the list's order means nothing otherwise.
 	slices.SortFunc(d.changed.list, func(a, b *topicChange) int { return compareUUID(a.topic.id, b.topic.id) })
 	for _, c := range d.changed.list {
-		id := c.topic.id
-		next.byID = next.byID.Set(id, c.topic)
-		if _, existed := d.base.byID.Get(id); c.created || !existed {
-			next.byName = next.byName.Set(c.topic.name, id)
+		next.byID = next.byID.Set(c.topic.id, c.topic)
+		if c.base == nil { // created, perhaps after deleting the same id
+			next.byName = next.byName.Set(c.topic.name, c.topic.id)
 		}
 	}
 	return next
