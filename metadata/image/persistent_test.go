@@ -213,3 +213,32 @@ func TestHamtCollisionNode(t *testing.T) {
 		t.Fatalf("deleted an absent key")
 	}
 }
+
+// TestTopicChangesAgainstMap adds and removes changes across the point
+// where topicChanges starts indexing with a map, comparing with a Go map.
+func TestTopicChangesAgainstMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	var cs topicChanges
+	model := map[records.UUID]*topicChange{}
+	for i := range 2000 {
+		id := records.UUID{15: byte(rng.IntN(3 * smallChanges))}
+		if _, ok := model[id]; ok && rng.IntN(2) == 0 {
+			cs.remove(id)
+			delete(model, id)
+		} else if !ok {
+			c := newTopicChange(&Topic{id: id}, true)
+			cs.add(c)
+			model[id] = c
+		}
+		if cs.len() != len(model) {
+			t.Fatalf("step %d: len %d, model %d", i, cs.len(), len(model))
+		}
+		for b := range 3 * smallChanges {
+			id := records.UUID{15: byte(b)}
+			got, ok := cs.get(id)
+			if want, inModel := model[id]; ok != inModel || got != want {
+				t.Fatalf("step %d: get %v: %v %v, want %v", i, id, got, ok, want)
+			}
+		}
+	}
+}
