@@ -18,9 +18,11 @@
 // Topics are indexed by id in a persistent hash trie (hamt.go) and by name
 // in a persistent AVL tree (ptree.go), which also holds brokers,
 // controllers and configs; partitions live in a persistent 16-way radix
-// vector per topic (pvec.go). Apply after a change to one partition copies
-// one leaf of at most 16 partitions plus a handful of trie nodes, so its
-// cost does not grow with the number of partitions. Inside an open Delta,
+// vector per topic (pvec.go). Apply after a change to one partition
+// allocates the new partition and copies one leaf of at most 16 pointers
+// plus a handful of trie nodes (about 2 KB and 19 allocations on a
+// 1M-partition image), so its cost barely grows with the number of
+// partitions. Inside an open Delta,
 // nodes the delta created are written in place, so replaying a snapshot
 // costs O(records). Each partition keeps its six replica lists in one
 // []int32: about 120 heap bytes per RF-3 partition, 170 with KIP-858
