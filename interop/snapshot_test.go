@@ -204,8 +204,15 @@ func TestKRaftSnapshotTransferCutMidway(t *testing.T) {
 		p := in.Topics[0].Partitions[0]
 		switch {
 		case p.Position == 0 && halves.Load() == 0:
+			resp, ok := halfChunk(dir, in, p)
+			if !ok {
+				// A newer snapshot replaced this one (and retention removed it) between
+				// the Fetch answer and this request: let the real handler answer
+				// SNAPSHOT_NOT_FOUND and cut the next download instead.
+				return nil, nil, false
+			}
 			halves.Add(1)
-			return halfChunk(t, dir, in, p), nil, true
+			return resp, nil, true
 		case p.Position > 0 && cuts.Load() == 0:
 			cuts.Add(1)
 			return nil, errors.New("cut midway"), true
@@ -224,12 +231,12 @@ func TestKRaftSnapshotTransferCutMidway(t *testing.T) {
 
 // halfChunk answers a FetchSnapshot at position 0 with the first half of the file,
 // as a leader whose answer the network then loses the rest of.
-func halfChunk(t *testing.T, dir string, in *kmsg.FetchSnapshotRequest, p kmsg.FetchSnapshotRequestTopicPartition) kmsg.Response {
+// It reports false when the leader no longer holds that snapshot.
+func halfChunk(dir string, in *kmsg.FetchSnapshotRequest, p kmsg.FetchSnapshotRequestTopicPartition) (kmsg.Response, bool) {
 	id := raftlog.SnapshotID{EndOffset: p.SnapshotID.EndOffset, Epoch: p.SnapshotID.Epoch}
 	data, err := os.ReadFile(filepath.Join(dir, raftlog.SnapshotFileName(id)))
 	if err != nil {
-		t.Errorf("reading the leader's snapshot: %v", err)
-		return nil
+		return nil, false
 	}
 	resp := kmsg.NewPtrFetchSnapshotResponse()
 	resp.Version = in.Version
@@ -241,5 +248,5 @@ func halfChunk(t *testing.T, dir string, in *kmsg.FetchSnapshotRequest, p kmsg.F
 	rt.Topic = in.Topics[0].Topic
 	rt.Partitions = []kmsg.FetchSnapshotResponseTopicPartition{rp}
 	resp.Topics = []kmsg.FetchSnapshotResponseTopic{rt}
-	return resp
+	return resp, true
 }
