@@ -16,12 +16,10 @@ import (
 	"flag"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -63,92 +61,22 @@ func profileMeasured(tb testing.TB) func() {
 	}
 }
 
-// benchCluster is an in-process KRaft cluster for benchmarks (the test cluster
-// builder takes a *testing.T; this one any testing.TB).
-type benchCluster struct {
-	tb          testing.TB
-	clusterID   string
-	voters      string
-	ctrlPorts   map[int32]int
-	brokerPorts map[int32]int
-	dirs        map[int32]string
-	nodes       map[int32]*app.App
-	overrides   []app.Setting
-}
-
-func benchPort(tb testing.TB) int {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+// benchCluster is the test cluster (cluster_test.go) with the timings the
+// benchmarks use: looser than the tests' so large operations do not trip
+// elections or session expiry, tight enough that failover fits in a run.
+type benchCluster = cluster
 
 func newBenchCluster(tb testing.TB, controllers, brokers int, overrides ...app.Setting) *benchCluster {
-	id, err := app.RandomUUID(nil)
-	if err != nil {
-		tb.Fatal(err)
+	opts := []Opt{Controllers(controllers), Brokers(brokers),
+		Override("controller.quorum.election.timeout.ms", "500"),
+		Override("controller.quorum.fetch.timeout.ms", "1000"),
+		Override("broker.heartbeat.interval.ms", "500"),
+		Override("broker.session.timeout.ms", "4000"),
+		Override("controller.quorum.append.linger.ms", "1")}
+	for _, o := range overrides {
+		opts = append(opts, Override(o.Key, o.Value))
 	}
-	c := &benchCluster{tb: tb, clusterID: id.String(), ctrlPorts: map[int32]int{}, brokerPorts: map[int32]int{},
-		dirs: map[int32]string{}, nodes: map[int32]*app.App{}, overrides: overrides}
-	var vs []string
-	for i := 1; i <= controllers; i++ {
-		c.ctrlPorts[int32(i)] = benchPort(tb)
-		vs = append(vs, fmt.Sprintf("%d@127.0.0.1:%d", i, c.ctrlPorts[int32(i)]))
-	}
-	c.voters = strings.Join(vs, ",")
-	for i := 1; i <= brokers; i++ {
-		c.brokerPorts[int32(controllers+i)] = benchPort(tb)
-	}
-	tb.Cleanup(c.stopAll)
-	for nid := range c.ctrlPorts {
-		c.start(nid)
-	}
-	for nid := range c.brokerPorts {
-		c.start(nid)
-	}
-	return c
-}
-
-func (c *benchCluster) start(nid int32) *app.App {
-	c.tb.Helper()
-	if c.dirs[nid] == "" {
-		c.dirs[nid] = c.tb.TempDir()
-	}
-	s := []app.Setting{
-		{Key: "node.id", Value: fmt.Sprint(nid)},
-		{Key: "controller.listener.names", Value: "CONTROLLER"},
-		{Key: "controller.quorum.voters", Value: c.voters},
-		{Key: "log.dirs", Value: c.dirs[nid]},
-		{Key: "cluster.id", Value: c.clusterID},
-		{Key: "controller.quorum.election.timeout.ms", Value: "500"},
-		{Key: "controller.quorum.fetch.timeout.ms", Value: "1000"},
-		{Key: "broker.heartbeat.interval.ms", Value: "500"},
-		{Key: "broker.session.timeout.ms", Value: "4000"},
-		{Key: "controller.quorum.append.linger.ms", Value: "1"},
-	}
-	if p, ok := c.ctrlPorts[nid]; ok {
-		s = append(s, app.Setting{Key: "process.roles", Value: "controller"},
-			app.Setting{Key: "listeners", Value: fmt.Sprintf("CONTROLLER://127.0.0.1:%d", p)})
-	} else {
-		s = append(s, app.Setting{Key: "process.roles", Value: "broker"},
-			app.Setting{Key: "listeners", Value: fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", c.brokerPorts[nid])})
-	}
-	cfg, err := app.LoadConfig(s, c.overrides)
-	if err != nil {
-		c.tb.Fatal(err)
-	}
-	a, err := app.New(cfg)
-	if err != nil {
-		c.tb.Fatal(err)
-	}
-	if err := a.Start(context.Background()); err != nil {
-		c.tb.Fatalf("node %d: %v", nid, err)
-	}
-	c.nodes[nid] = a
-	return a
+	return newCluster(tb, opts...)
 }
 
 // crash stops a node without a controlled shutdown (its stop context is already done).
@@ -157,21 +85,6 @@ func (c *benchCluster) crash(nid int32) {
 	cancel()
 	_ = c.nodes[nid].Stop(dead)
 	delete(c.nodes, nid)
-}
-
-func (c *benchCluster) stopAll() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for nid := range c.brokerPorts {
-		if a := c.nodes[nid]; a != nil {
-			_ = a.Stop(ctx)
-		}
-	}
-	for nid := range c.ctrlPorts {
-		if a := c.nodes[nid]; a != nil {
-			_ = a.Stop(ctx)
-		}
-	}
 }
 
 func (c *benchCluster) brokerAddrs() []string {
@@ -187,7 +100,7 @@ func (c *benchCluster) brokerAddrs() []string {
 
 // activeController waits for the quorum leader and returns its controller address.
 func (c *benchCluster) activeController() string {
-	c.tb.Helper()
+	c.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		for nid, p := range c.ctrlPorts {
@@ -199,18 +112,18 @@ func (c *benchCluster) activeController() string {
 		}
 		<-time.After(10 * time.Millisecond)
 	}
-	c.tb.Fatal("no active controller")
+	c.t.Fatal("no active controller")
 	return ""
 }
 
 func (c *benchCluster) waitBrokersRunning() {
-	c.tb.Helper()
+	c.t.Helper()
 	for nid := range c.brokerPorts {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err := c.nodes[nid].Broker().WaitState(ctx, broker.StateRunning)
 		cancel()
 		if err != nil {
-			c.tb.Fatalf("broker %d: %v", nid, err)
+			c.t.Fatalf("broker %d: %v", nid, err)
 		}
 	}
 }
@@ -583,7 +496,7 @@ func BenchmarkBrokerRestart(b *testing.B) {
 		fenceWait = append(fenceWait, time.Since(crashed))
 		b.StartTimer()
 		start := time.Now()
-		a := c.start(victim)
+		a := c.start(victim, c.overrides)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		err := a.Broker().WaitState(ctx, broker.StateRecovery)
 		caughtUp = append(caughtUp, time.Since(start))

@@ -25,6 +25,8 @@ type cluster struct {
 	brokerPorts map[int32]int
 	dirs        map[int32]string
 	nodes       map[int32]*app.App
+	// overrides are the Override options, applied on every (re)start.
+	overrides []app.Setting
 }
 
 type clusterOpts struct {
@@ -63,7 +65,7 @@ func newCluster(t testing.TB, opts ...Opt) *cluster {
 		t.Fatal(err)
 	}
 	c := &cluster{t: t, clusterID: id.String(), ctrlPorts: map[int32]int{}, brokerPorts: map[int32]int{},
-		dirs: map[int32]string{}, nodes: map[int32]*app.App{}}
+		dirs: map[int32]string{}, nodes: map[int32]*app.App{}, overrides: o.overrides}
 	var vs []string
 	for i := 1; i <= o.controllers; i++ {
 		nid := int32(i)

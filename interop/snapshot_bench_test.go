@@ -58,10 +58,10 @@ func BenchmarkFreshBrokerJoin(b *testing.B) {
 		b.StopTimer()
 		nid := next
 		next++
-		c.brokerPorts[nid] = benchPort(b)
+		c.brokerPorts[nid] = freePort(b)
 		b.StartTimer()
 		start := time.Now()
-		a := c.start(nid)
+		a := c.start(nid, c.overrides)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		err := a.Broker().WaitState(ctx, broker.StateRunning)
 		cancel()
@@ -85,7 +85,7 @@ func BenchmarkFreshBrokerJoin(b *testing.B) {
 
 // leaderApp is the controller node leading the quorum.
 func (c *benchCluster) leaderApp() *app.App {
-	c.tb.Helper()
+	c.t.Helper()
 	c.activeController()
 	for nid := range c.ctrlPorts {
 		if a := c.nodes[nid]; a != nil && a.Quorum() != nil && a.Quorum().Metrics().HighWatermark > 0 {
@@ -94,6 +94,6 @@ func (c *benchCluster) leaderApp() *app.App {
 			}
 		}
 	}
-	c.tb.Fatal("no leader")
+	c.t.Fatal("no leader")
 	return nil
 }
