@@ -81,13 +81,7 @@ func benchCluster(b *testing.B, lingerMs int64) (*Node, *commitWaiter, func()) {
 		w := newCommitWaiter()
 		n.Register(w)
 		waiters[id] = w
-		reg := protocol.NewRegistry()
-		n.RegisterHandlers(reg)
-		srv, _ := protocol.NewServer(protocol.ServerConfig{Listeners: []protocol.ListenerConfig{{Name: "CONTROLLER", Addr: addrs[id], Registry: reg}}})
-		if err := srv.Start(); err != nil {
-			b.Fatal(err)
-		}
-		n.Start()
+		srv := serveNode(b, n, addrs[id])
 		nodes, servers = append(nodes, n), append(servers, srv)
 	}
 	stop := func() {
@@ -275,13 +269,7 @@ func newBenchQuorum(b *testing.B, fetchTimeoutMs int64) *benchQuorum {
 		if err != nil {
 			b.Fatal(err)
 		}
-		reg := protocol.NewRegistry()
-		n.RegisterHandlers(reg)
-		srv, _ := protocol.NewServer(protocol.ServerConfig{Listeners: []protocol.ListenerConfig{{Name: "CONTROLLER", Addr: addrs[id], Registry: reg}}})
-		if err := srv.Start(); err != nil {
-			b.Fatal(err)
-		}
-		n.Start()
+		srv := serveNode(b, n, addrs[id])
 		c.nodes[id], c.servers[id] = n, srv
 	}
 	return c

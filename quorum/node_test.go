@@ -141,16 +141,7 @@ func (c *testCluster) start(id int32) *testNode {
 	}
 	rec := newRecorder(t)
 	node.Register(rec)
-	reg := protocol.NewRegistry()
-	node.RegisterHandlers(reg)
-	srv, err := protocol.NewServer(protocol.ServerConfig{Listeners: []protocol.ListenerConfig{{Name: "CONTROLLER", Addr: c.addrs[id], Registry: reg}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	node.Start()
+	srv := serveNode(t, node, c.addrs[id])
 	tn := &testNode{id: id, node: node, server: srv, rec: rec, store: store}
 	c.nodes[id] = tn
 	return tn
@@ -287,4 +278,21 @@ func TestNodeGracefulResignHandsOver(t *testing.T) {
 	if st2, _ := next.node.Status(context.Background()); st2.Epoch <= st.Epoch {
 		t.Fatalf("successor epoch %d", st2.Epoch)
 	}
+}
+
+// serveNode serves n's raft RPCs on a CONTROLLER listener at addr and starts the node.
+// The caller closes the server.
+func serveNode(t testing.TB, n *Node, addr string) *protocol.Server {
+	t.Helper()
+	reg := protocol.NewRegistry()
+	n.RegisterHandlers(reg)
+	srv, err := protocol.NewServer(protocol.ServerConfig{Listeners: []protocol.ListenerConfig{{Name: "CONTROLLER", Addr: addr, Registry: reg}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	n.Start()
+	return srv
 }

@@ -144,16 +144,7 @@ func (c *snapCluster) start(id int32) *snapNode {
 	}
 	rec := &stateRec{t: c.t, leader: LeaderAndEpoch{LeaderID: -1, EpochStartOffset: -1}}
 	node.Register(rec)
-	reg := protocol.NewRegistry()
-	node.RegisterHandlers(reg)
-	srv, err := protocol.NewServer(protocol.ServerConfig{Listeners: []protocol.ListenerConfig{{Name: "CONTROLLER", Addr: c.addrs[id], Registry: reg}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	node.Start()
+	srv := serveNode(t, node, c.addrs[id])
 	sn := &snapNode{node: node, server: srv, rec: rec}
 	c.nodes[id] = sn
 	return sn
