@@ -59,16 +59,19 @@ func (c *cluster) start(id int32) *Broker {
 // with the last reason it gave.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.After(timeout)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		ok, why := cond()
 		if ok {
 			return
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-deadline:
 			t.Fatalf("timed out waiting for %s: %s", what, why)
+		case <-tick.C:
 		}
-		time.Sleep(5 * time.Millisecond) // polling interval of a condition wait, not a readiness guess
 	}
 }
 
