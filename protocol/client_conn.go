@@ -49,8 +49,14 @@ type clientConn struct {
 }
 
 // pending is one request waiting for its response.
+//
+// The request is encoded and its response allocated by the caller's goroutine in
+// roundTrip, so that neither the writer nor the reader ever touches the caller's
+// kmsg.Request: a caller whose ctx ends may reuse it at once, while its late response
+// is still being read (the broker's forwarder resets the version right away).
 type pending struct {
-	req      kmsg.Request
+	frame    []byte        // the whole request with correlation id 0, patched when sent
+	resp     kmsg.Response // empty response of the request's key and version
 	corr     int32
 	canceled bool // guarded by clientConn.mu
 	done     chan result
@@ -163,7 +169,11 @@ func (cc *clientConn) isDead() bool {
 
 // roundTrip queues req and waits for its response, ctx, or connection death.
 func (cc *clientConn) roundTrip(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	p := &pending{req: req, done: make(chan result, 1)}
+	p := &pending{
+		frame: cc.c.formatter.AppendRequest(nil, req, 0),
+		resp:  req.ResponseKind(),
+		done:  make(chan result, 1),
+	}
 	select {
 	case cc.queue <- p:
 	case <-cc.dead:
@@ -214,7 +224,6 @@ func (cc *clientConn) register(p *pending) bool {
 
 func (cc *clientConn) writeLoop() {
 	bw := bufio.NewWriterSize(cc.nc, 64<<10)
-	var buf []byte
 	batching := false
 	for {
 		var p *pending
@@ -233,8 +242,9 @@ func (cc *clientConn) writeLoop() {
 			cc.nc.SetWriteDeadline(time.Now().Add(cc.c.cfg.RequestTimeout))
 			batching = true
 		}
-		buf = cc.c.formatter.AppendRequest(buf[:0], p.req, p.corr)
-		_, err := bw.Write(buf)
+		// int32 size, int16 key, int16 version, then the correlation id.
+		binary.BigEndian.PutUint32(p.frame[8:12], uint32(p.corr))
+		_, err := bw.Write(p.frame)
 		if err == nil && len(cc.queue) == 0 {
 			err = bw.Flush()
 			batching = false
@@ -278,14 +288,14 @@ func (cc *clientConn) deliver(frame []byte) error {
 		}
 		return fmt.Errorf("%w: response for %d, never sent", ErrCorrelation, corr)
 	}
-	p.done <- decodeResponse(p.req, frame[4:])
+	p.done <- decodeResponse(p.resp, frame[4:])
 	return nil
 }
 
-// decodeResponse parses a response body (after the correlation id) for req.
-// A body that does not decode fails only that request.
-func decodeResponse(req kmsg.Request, b []byte) result {
-	resp := req.ResponseKind()
+// decodeResponse parses a response body (after the correlation id) into resp, an
+// empty response of the request's key and version. A body that does not decode fails
+// only that request.
+func decodeResponse(resp kmsg.Response, b []byte) result {
 	r := kbin.Reader{Src: b}
 	if resp.IsFlexible() && resp.Key() != apiVersionsKey {
 		kmsg.SkipTags(&r)
@@ -294,7 +304,7 @@ func decodeResponse(req kmsg.Request, b []byte) result {
 		}
 	}
 	if err := resp.ReadFrom(r.Src); err != nil {
-		return result{err: fmt.Errorf("%w: %s v%d response: %v", ErrBadBody, kmsg.NameForKey(req.Key()), req.GetVersion(), err)}
+		return result{err: fmt.Errorf("%w: %s v%d response: %v", ErrBadBody, kmsg.NameForKey(resp.Key()), resp.GetVersion(), err)}
 	}
 	return result{resp: resp}
 }

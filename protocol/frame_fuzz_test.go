@@ -70,6 +70,6 @@ func FuzzResponseDecode(f *testing.F) {
 			return
 		}
 		req.SetVersion(version)
-		_ = decodeResponse(req, body)
+		_ = decodeResponse(req.ResponseKind(), body)
 	})
 }
