@@ -187,15 +187,16 @@ func TestKRaftBrokerFencedAndLeadershipMoves(t *testing.T) {
 		}
 		return true
 	})
-	brokers, err := adm.ListBrokers(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range brokers {
-		if b.NodeID == victim {
-			t.Fatalf("fenced broker %d still listed", victim)
+	// Every surviving broker stops listing it once it has applied the fence (the
+	// leadership moves and the fence need not reach every broker at the same moment).
+	waitFor(t, "every surviving broker to stop listing the fenced broker", 10*time.Second, func() bool {
+		for _, nid := range []int32{3, 4} {
+			if fmt.Sprint(listBrokers(c.brokerAddr(nid))) != "[3 4]" {
+				return false
+			}
 		}
-	}
+		return true
+	})
 	// Restart it: it registers with a new incarnation, catches up, and is unfenced.
 	a := c.start(victim, nil)
 	rctx, rcancel := context.WithTimeout(context.Background(), 15*time.Second)
