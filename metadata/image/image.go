@@ -232,24 +232,62 @@ func (img *Image) ProducerIDs() ProducerIDs { return img.producerIDs }
 // ids. Versions are those metadata.version calls for, raised where a field
 // needs a newer one. The records alias the image; do not modify them.
 func (img *Image) Records() []records.Record {
-	mv := img.MetadataVersion()
-	out := img.features.records()
-	for _, b := range img.brokers.All() {
-		out = append(out, b.record(mv))
-	}
-	for _, c := range img.controllers.All() {
-		out = append(out, c.record())
-	}
-	partVersion := int16(0)
-	if mv >= MV37IV2 {
-		partVersion = 1
-	}
-	for t := range img.Topics() {
-		out = append(out, records.Record{Message: &records.TopicRecord{Name: t.name, TopicID: t.id}})
-		for id, p := range t.parts.All {
-			out = append(out, p.toRecord(t.id, id, partVersion))
+	return slices.Collect(img.records(false))
+}
+
+// EachRecord yields the records of Records one by one without building
+// them all: what a snapshot writer streams. To spare the garbage collector
+// a million short-lived PartitionRecords, the yielded PartitionRecord is one
+// scratch value refilled for every partition: a record is valid only until
+// the next one is yielded, so encode it, do not keep it.
+func (img *Image) EachRecord() iter.Seq[records.Record] { return img.records(true) }
+
+func (img *Image) records(reuse bool) iter.Seq[records.Record] {
+	return func(yield func(records.Record) bool) {
+		mv := img.MetadataVersion()
+		for _, r := range img.features.records() {
+			if !yield(r) {
+				return
+			}
+		}
+		for _, b := range img.brokers.All() {
+			if !yield(b.record(mv)) {
+				return
+			}
+		}
+		for _, c := range img.controllers.All() {
+			if !yield(c.record()) {
+				return
+			}
+		}
+		partVersion := int16(0)
+		if mv >= MV37IV2 {
+			partVersion = 1
+		}
+		var scratch records.PartitionRecord
+		for t := range img.Topics() {
+			if !yield(records.Record{Message: &records.TopicRecord{Name: t.name, TopicID: t.id}}) {
+				return
+			}
+			for id, p := range t.parts.All {
+				pr := &scratch
+				if !reuse {
+					pr = new(records.PartitionRecord)
+				}
+				if !yield(p.toRecord(pr, t.id, id, partVersion)) {
+					return
+				}
+			}
+		}
+		for _, r := range configRecords(img.configs) {
+			if !yield(r) {
+				return
+			}
+		}
+		for _, r := range img.producerIDs.records() {
+			if !yield(r) {
+				return
+			}
 		}
 	}
-	out = append(out, configRecords(img.configs)...)
-	return append(out, img.producerIDs.records()...)
 }

@@ -274,10 +274,10 @@ func (next *Partition) mergeDirs(prev Partition, r *records.PartitionChangeRecor
 	return next.setDirs(dirs)
 }
 
-// toRecord is the PartitionRecord that recreates p, at the lowest version
-// able to carry its fields (but at least minVersion).
-func (p Partition) toRecord(topicID records.UUID, id int32, minVersion int16) records.Record {
-	r := &records.PartitionRecord{
+// toRecord fills r with the PartitionRecord that recreates p, at the lowest
+// version able to carry its fields (but at least minVersion). Its lists alias p.
+func (p Partition) toRecord(r *records.PartitionRecord, topicID records.UUID, id int32, minVersion int16) records.Record {
+	*r = records.PartitionRecord{
 		PartitionID:         id,
 		TopicID:             topicID,
 		Replicas:            p.Replicas(),

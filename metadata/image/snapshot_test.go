@@ -38,3 +38,34 @@ func TestFromSnapshotRejectsInvalid(t *testing.T) {
 		t.Fatal("loaded a partition without its topic")
 	}
 }
+
+// TestEachRecordEncodesAsRecords: streaming an image's records (one reused
+// PartitionRecord) encodes to the same bytes, in the same order, as Records().
+func TestEachRecordEncodesAsRecords(t *testing.T) {
+	for seed := range uint64(5) {
+		_, imgs := genLog(t, seed, 200)
+		img := imgs[len(imgs)-1]
+		var want [][]byte
+		for _, r := range img.Records() {
+			b, err := r.AppendTo(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, b)
+		}
+		i := 0
+		for r := range img.EachRecord() {
+			b, err := r.AppendTo(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i >= len(want) || string(b) != string(want[i]) {
+				t.Fatalf("seed %d: record %d of EachRecord differs from Records()", seed, i)
+			}
+			i++
+		}
+		if i != len(want) {
+			t.Fatalf("seed %d: EachRecord yielded %d records, Records() %d", seed, i, len(want))
+		}
+	}
+}

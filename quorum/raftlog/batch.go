@@ -193,15 +193,36 @@ func estimateRecords(recs []Record) int {
 }
 
 func appendRecord(dst []byte, offsetDelta int32, tsDelta int64, key, value []byte) []byte {
-	body := make([]byte, 0, len(key)+len(value)+16)
-	body = append(body, 0) // attributes
-	body = binary.AppendVarint(body, tsDelta)
-	body = binary.AppendVarint(body, int64(offsetDelta))
-	body = appendVarBytes(body, key)
-	body = appendVarBytes(body, value)
-	body = binary.AppendVarint(body, 0) // headers
-	dst = binary.AppendVarint(dst, int64(len(body)))
-	return append(dst, body...)
+	// The length prefix comes first, so size the body before writing it
+	// rather than building it in a scratch buffer: this runs for every
+	// record the leader appends and every record of a snapshot.
+	n := 1 + varintLen(tsDelta) + varintLen(int64(offsetDelta)) +
+		varBytesLen(key) + varBytesLen(value) + 1
+	dst = binary.AppendVarint(dst, int64(n))
+	dst = append(dst, 0) // attributes
+	dst = binary.AppendVarint(dst, tsDelta)
+	dst = binary.AppendVarint(dst, int64(offsetDelta))
+	dst = appendVarBytes(dst, key)
+	dst = appendVarBytes(dst, value)
+	return binary.AppendVarint(dst, 0) // headers
+}
+
+// varintLen is the size of v as a zig-zag varint.
+func varintLen(v int64) int {
+	u := uint64(v<<1) ^ uint64(v>>63)
+	n := 1
+	for u >= 0x80 {
+		u >>= 7
+		n++
+	}
+	return n
+}
+
+func varBytesLen(b []byte) int {
+	if b == nil {
+		return varintLen(-1)
+	}
+	return varintLen(int64(len(b))) + len(b)
 }
 
 func appendVarBytes(dst, b []byte) []byte {

@@ -165,14 +165,15 @@ func (s *snapshotRole) snapshot(ctx context.Context) bool {
 }
 
 // imageRecords streams an image's records encoded as metadata log records. The
-// values are carved out of 1 MiB arenas rather than allocated one by one: a
-// million-partition snapshot would otherwise be a million allocations for the
+// records are never collected (Image.EachRecord reuses one PartitionRecord) and
+// the values are carved out of 1 MiB arenas rather than allocated one by one: a
+// million-partition snapshot would otherwise be millions of allocations for the
 // garbage collector to chase while the node serves commits.
 func imageRecords(img *image.Image) iter.Seq2[raftlog.Record, error] {
 	const arenaBytes = 1 << 20
 	return func(yield func(raftlog.Record, error) bool) {
 		arena := make([]byte, 0, arenaBytes)
-		for _, r := range img.Records() {
+		for r := range img.EachRecord() {
 			if cap(arena)-len(arena) < 4096 {
 				arena = make([]byte, 0, arenaBytes) // the old one lives on in the records
 			}
