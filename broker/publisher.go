@@ -55,6 +55,7 @@ type publisher struct {
 
 	// Owned by the run goroutine.
 	delta  *image.Delta // open delta; nil when everything is published
+	dec    records.Decoder
 	preTxn *image.Image // image before an open transaction; nil outside one
 }
 
@@ -171,7 +172,7 @@ func (p *publisher) applyBatch(b raftlog.Batch) error {
 // BeginTransaction publishes what came before it, AbortTransaction discards
 // the records since BeginTransaction (Kafka's MetadataBatchLoader).
 func (p *publisher) applyRecord(r raftlog.Record, epoch int32) error {
-	rec, err := records.Decode(r.Value)
+	rec, err := p.dec.Decode(r.Value) // valid until the next record: the delta copies what it keeps
 	if err != nil {
 		return fmt.Errorf("record at offset %d: %w", r.Offset, err)
 	}

@@ -1,8 +1,6 @@
 package broker
 
 import (
-	"fmt"
-
 	"go.uber.org/zap"
 
 	"github.com/kraftd/kraftd/metadata/image"
@@ -28,21 +26,7 @@ var _ quorum.SnapshotListener = (*publisher)(nil)
 
 // loadSnapshot replaces the published image with the snapshot's.
 func (p *publisher) loadSnapshot(s quorum.Snapshot) error {
-	var recs []records.Record
-	for _, b := range s.Batches {
-		raw, err := b.Records()
-		if err != nil {
-			return fmt.Errorf("snapshot batch at %d: %w", b.BaseOffset, err)
-		}
-		for _, r := range raw {
-			rec, err := records.Decode(r.Value)
-			if err != nil {
-				return fmt.Errorf("snapshot record %d: %w", r.Offset, err)
-			}
-			recs = append(recs, rec)
-		}
-	}
-	img, err := image.FromSnapshot(recs, image.Provenance{
+	img, err := image.FromRecords(records.DecodeAll(s.Values()), image.Provenance{
 		Offset: s.ID.EndOffset - 1, Epoch: s.ID.Epoch, TimestampMs: s.LastContainedTimestampMs})
 	if err != nil {
 		return err

@@ -35,6 +35,25 @@ type Snapshot struct {
 	Batches                  []raftlog.Batch
 }
 
+// Values yields the value of every record in the snapshot's data batches, in
+// offset order, or the error of a batch that cannot be read.
+func (s Snapshot) Values() iter.Seq2[[]byte, error] {
+	return func(yield func([]byte, error) bool) {
+		for _, b := range s.Batches {
+			recs, err := b.Records()
+			if err != nil {
+				yield(nil, fmt.Errorf("snapshot batch at %d: %w", b.BaseOffset, err))
+				return
+			}
+			for _, r := range recs {
+				if !yield(r.Value, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // SnapshotListener is a Listener that can replace its whole state with a snapshot.
 // HandleLoadSnapshot is called on the driver goroutine, before any HandleCommit of
 // offsets at or above s.ID.EndOffset, and never while the node leads (KAFKA-12958).

@@ -18,21 +18,7 @@ var _ quorum.SnapshotListener = (*Controller)(nil)
 
 // SnapshotImage decodes a snapshot's records into the image they describe.
 func SnapshotImage(s quorum.Snapshot) (*image.Image, error) {
-	var recs []records.Record
-	for _, b := range s.Batches {
-		raw, err := b.Records()
-		if err != nil {
-			return nil, fmt.Errorf("%w: snapshot batch at %d: %w", ErrReplay, b.BaseOffset, err)
-		}
-		for _, r := range raw {
-			rec, err := records.Decode(r.Value)
-			if err != nil {
-				return nil, fmt.Errorf("%w: snapshot record %d: %w", ErrReplay, r.Offset, err)
-			}
-			recs = append(recs, rec)
-		}
-	}
-	img, err := image.FromSnapshot(recs, image.Provenance{
+	img, err := image.FromRecords(records.DecodeAll(s.Values()), image.Provenance{
 		Offset: s.ID.EndOffset - 1, Epoch: s.ID.Epoch, TimestampMs: s.LastContainedTimestampMs})
 	if err != nil {
 		return nil, fmt.Errorf("%w: snapshot (%d,%d): %w", ErrReplay, s.ID.EndOffset, s.ID.Epoch, err)

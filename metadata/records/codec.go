@@ -133,6 +133,9 @@ func notInVersion(msg, field string, version int16) error {
 type reader struct {
 	b   []byte
 	err error
+	// ints, when set, backs the []int32 the reader decodes (see Decoder):
+	// they are carved out of it instead of allocated one by one.
+	ints *[]int32
 }
 
 func (r *reader) fail(err error) {
@@ -280,7 +283,14 @@ func (r *reader) int32s(nullable bool) []int32 {
 	if n < 0 || (n == 0 && !nullable) {
 		return nil
 	}
-	vs := make([]int32, n)
+	var vs []int32
+	if r.ints != nil && cap(*r.ints)-len(*r.ints) >= n {
+		a := *r.ints
+		vs = a[len(a) : len(a)+n : len(a)+n]
+		*r.ints = a[:len(a)+n]
+	} else {
+		vs = make([]int32, n)
+	}
 	for i := range vs {
 		vs[i] = r.int32()
 	}
@@ -329,7 +339,7 @@ func (r *reader) tags(known func(tag uint32, sub *reader) bool) {
 		if r.err != nil {
 			return
 		}
-		sub := &reader{b: payload}
+		sub := &reader{b: payload, ints: r.ints}
 		if known == nil || !known(tag, sub) {
 			continue
 		}

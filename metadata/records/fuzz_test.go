@@ -17,10 +17,18 @@ func FuzzDecode(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	var dec Decoder // shared across inputs: what one input leaves must not leak into the next
 	f.Fuzz(func(t *testing.T, in []byte) {
 		rec, err := Decode(in)
+		reused, rerr := dec.Decode(in)
+		if (err == nil) != (rerr == nil) {
+			t.Fatalf("Decode error %v, Decoder.Decode error %v", err, rerr)
+		}
 		if err != nil {
 			return
+		}
+		if !reflect.DeepEqual(reused, rec) {
+			t.Fatalf("Decoder.Decode differs from Decode\n got %+v\nwant %+v", reused.Message, rec.Message)
 		}
 		out, err := rec.AppendTo(nil)
 		if err != nil {

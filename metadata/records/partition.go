@@ -85,11 +85,14 @@ func (m *PartitionRecord) AppendTo(b []byte, version int16) ([]byte, error) {
 }
 
 func (m *PartitionRecord) ReadFrom(b []byte, version int16) error {
+	return m.readFrom(reader{b: b}, version)
+}
+
+func (m *PartitionRecord) readFrom(r reader, version int16) error {
 	if err := checkVersion(m, version); err != nil {
 		return err
 	}
 	m.Default()
-	r := reader{b: b}
 	m.PartitionID = r.int32()
 	m.TopicID = r.uuid()
 	m.Replicas = r.int32s(false)

@@ -96,11 +96,14 @@ func (m *PartitionChangeRecord) AppendTo(b []byte, version int16) ([]byte, error
 }
 
 func (m *PartitionChangeRecord) ReadFrom(b []byte, version int16) error {
+	return m.readFrom(reader{b: b}, version)
+}
+
+func (m *PartitionChangeRecord) readFrom(r reader, version int16) error {
 	if err := checkVersion(m, version); err != nil {
 		return err
 	}
 	m.Default()
-	r := reader{b: b}
 	m.PartitionID = r.int32()
 	m.TopicID = r.uuid()
 	r.tags(func(tag uint32, sub *reader) bool {

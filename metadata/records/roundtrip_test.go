@@ -3,6 +3,7 @@ package records
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -126,5 +127,33 @@ func TestControlKey(t *testing.T) {
 	}
 	if ControlLeaderChange.String() != "LEADER_CHANGE" || ControlType(9).String() != "UNKNOWN(9)" {
 		t.Fatal("ControlType names")
+	}
+}
+
+// TestDecoderMatchesDecode: one Decoder, reused across every sample in turn
+// (each partition type twice in a row, full then sparse), decodes what Decode does.
+func TestDecoderMatchesDecode(t *testing.T) {
+	var dec Decoder
+	ss := samples()
+	for round := range 2 {
+		for i, s := range ss {
+			b, err := s.rec.AppendTo(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := Decode(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := dec.Decode(b)
+			if err != nil {
+				t.Fatalf("round %d sample %d: %v", round, i, err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("round %d sample %d (%s v%d): Decoder gave %+v, Decode %+v",
+					round, i, want.Message.Type(), want.Version, got.Message, want.Message)
+			}
+		}
+		slices.Reverse(ss)
 	}
 }

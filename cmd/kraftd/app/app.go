@@ -232,6 +232,17 @@ func (a *App) SnapshotsWritten() int64 {
 	return a.snapshots.written.Load()
 }
 
+// SnapshotDue reports whether this node is writing a metadata snapshot or has
+// committed enough since its last one to start the next: work it still owes.
+// Benchmarks that pack several nodes on a few cores wait for it to clear.
+func (a *App) SnapshotDue() bool {
+	if a.snapshots == nil {
+		return false
+	}
+	s := a.snapshots
+	return s.busy.Load() || s.pending.Load() >= s.maxBytes
+}
+
 // Quorum is the node's running KRaft replica (nil before Start or in zk-legacy mode).
 func (a *App) Quorum() *quorum.Node {
 	if a.quorum == nil {

@@ -115,21 +115,8 @@ func BenchmarkSnapshotLoad(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		var recs []records.Record
-		for _, bt := range s.Batches {
-			raw, err := bt.Records()
-			if err != nil {
-				b.Fatal(err)
-			}
-			for _, r := range raw {
-				rec, err := records.Decode(r.Value)
-				if err != nil {
-					b.Fatal(err)
-				}
-				recs = append(recs, rec)
-			}
-		}
-		got, err := image.FromSnapshot(recs, image.Provenance{Offset: id.EndOffset - 1, Epoch: 1})
+		// As the broker and the controller load one (publisher.loadSnapshot, SnapshotImage).
+		got, err := image.FromRecords(records.DecodeAll(s.Values()), image.Provenance{Offset: id.EndOffset - 1, Epoch: 1})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -33,6 +33,7 @@ type snapshotRole struct {
 
 	pending atomic.Int64 // committed bytes since the last snapshot
 	written atomic.Int64 // snapshots written, for tests and logs
+	busy    atomic.Bool  // a snapshot is being written
 	wake    chan struct{}
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -130,6 +131,8 @@ func (s *snapshotRole) run(ctx context.Context) {
 // snapshot writes one snapshot of the current committed image and waits for it.
 // It reports whether the bytes counted so far are covered by a snapshot.
 func (s *snapshotRole) snapshot(ctx context.Context) bool {
+	s.busy.Store(true)
+	defer s.busy.Store(false)
 	node := s.a.quorum.Node()
 	img := s.image()
 	prov := img.Provenance()
