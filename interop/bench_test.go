@@ -39,7 +39,7 @@ var (
 	benchControllers = flag.Int("kraftd.controllers", 3, "controllers (quorum voters) in the benchmarks")
 	benchHBBrokers   = flag.Int("kraftd.hb.brokers", 100, "emulated brokers in the heartbeat benchmark")
 	benchHBDuration  = flag.Duration("kraftd.hb.duration", 5*time.Second, "how long the emulated brokers heartbeat")
-	benchQuiet       = flag.Bool("kraftd.restart.quiet", true, "restart benchmark: restart once the other nodes' snapshots are written (false: right after the fencing)")
+	benchQuiet       = flag.Bool("kraftd.quiet", true, "propagation and restart benchmarks: measure once the nodes' snapshots due after the fill (or the fencing) are written; false: at once")
 	benchProfile     = flag.String("kraftd.cpuprofile", "", "write a CPU profile of the measured phase only (after the cluster is filled)")
 )
 
@@ -272,6 +272,13 @@ func BenchmarkPropagation(b *testing.B) {
 		}
 	}
 	b.Logf("cluster of %d partitions (rf %d) built in %v", *benchPartitions, rf, time.Since(fillStart))
+	// The fill commits ~75 MB per 1M partitions, so every node then writes
+	// snapshots; measure once they are done (-kraftd.quiet=false: at once).
+	quiet := time.Now()
+	for *benchQuiet && c.snapshotsDue() {
+		<-time.After(10 * time.Millisecond)
+	}
+	b.Logf("waited %v for the nodes' snapshots", time.Since(quiet))
 	fsyncMs, fsyncP99Ms, rttMs := floorMs(b, cl, b.TempDir(), addrs[0])
 	pollers := make([]*protocol.Client, len(addrs))
 	for i := range pollers {
@@ -333,7 +340,7 @@ func BenchmarkPropagation(b *testing.B) {
 		*benchPartitions, len(addrs), *benchControllers, b.N, p50, p99, floor, fsyncMs, rttMs, fsyncP99Ms, p99/floor,
 		ms(quantile(create, 0.5)), ms(quantile(e2e, 0.99)))
 	b.Logf("reproduce: go test ./interop -run '^$' -bench Propagation -benchtime %dx -kraftd.partitions %d "+
-		"-kraftd.brokers %d -kraftd.controllers %d", b.N, *benchPartitions, len(addrs), *benchControllers)
+		"-kraftd.brokers %d -kraftd.controllers %d -kraftd.quiet=%t", b.N, *benchPartitions, len(addrs), *benchControllers, *benchQuiet)
 }
 
 // emulatedBroker registers over the wire and heartbeats at a fixed interval,
@@ -542,6 +549,6 @@ func BenchmarkBrokerRestart(b *testing.B) {
 	b.Logf("partitions=%d: broker restart to unfenced p50 %.1f ms max %.1f ms (caught up, RECOVERY, p50 %.1f ms) "+
 		"over %d restarts (crash to fenced p50 %.0f ms, then the other nodes' snapshots p50 %.0f ms)", *benchPartitions, p50, ms(quantile(took, 1)),
 		ms(quantile(caughtUp, 0.5)), len(took), ms(quantile(fenceWait, 0.5)), ms(quantile(quietWait, 0.5)))
-	b.Logf("reproduce: go test ./interop -run '^$' -bench BrokerRestart -benchtime %dx -kraftd.partitions %d -kraftd.restart.quiet=%t",
+	b.Logf("reproduce: go test ./interop -run '^$' -bench BrokerRestart -benchtime %dx -kraftd.partitions %d -kraftd.quiet=%t",
 		b.N, *benchPartitions, *benchQuiet)
 }

@@ -52,11 +52,17 @@ func p99(ds []time.Duration) time.Duration {
 	return s[len(s)*99/100]
 }
 
-// syntheticRecords stands for a large image: n records shaped like PartitionRecords.
+// syntheticRecords stands for a large image: n records shaped like PartitionRecords,
+// carved out of 1 MiB arenas as the app's image encoder carves them.
 func syntheticRecords(n int) iter.Seq2[raftlog.Record, error] {
 	return func(yield func(raftlog.Record, error) bool) {
+		var arena []byte
 		for i := range n {
-			v := make([]byte, 90) // an image's records are encoded one by one too
+			if cap(arena)-len(arena) < 90 {
+				arena = make([]byte, 0, 1<<20)
+			}
+			arena = arena[:len(arena)+90]
+			v := arena[len(arena)-90 : len(arena) : len(arena)]
 			v[0], v[1], v[2] = byte(i), byte(i>>8), byte(i>>16)
 			if !yield(raftlog.Record{Value: v}, nil) {
 				return
