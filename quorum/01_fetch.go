@@ -11,6 +11,8 @@ package quorum
 //     on the listener the request came in on (KIP-951).
 //   - v17  ReplicaDirectoryId (tag 0, KIP-853); v18 (HighWatermark tag, KIP-1166) is not
 //     served yet.
+// Errors follow Kafka's validateLeaderOnlyRequest (see validateLeaderRequest), a leader
+// that is shutting down answering BROKER_NOT_AVAILABLE.
 // kmsg writes a tagged field whenever it is non-default, whatever the version, so every
 // version-gated field below is set only at the versions that define it.
 

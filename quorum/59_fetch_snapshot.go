@@ -7,8 +7,8 @@ package quorum
 //     from Position, with the snapshot's total Size; chunks are not batch aligned.
 //   - Errors: SNAPSHOT_NOT_FOUND (unknown id, or the bootstrap id 0-0),
 //     POSITION_OUT_OF_RANGE, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH /
-//     NOT_LEADER_OR_FOLLOWER as for Fetch, UNKNOWN_TOPIC_OR_PARTITION for another
-//     partition, INCONSISTENT_CLUSTER_ID.
+//     NOT_LEADER_OR_FOLLOWER / BROKER_NOT_AVAILABLE (leader shutting down) as for
+//     Fetch, UNKNOWN_TOPIC_OR_PARTITION for another partition, INCONSISTENT_CLUSTER_ID.
 //   - v1 (KIP-853): ReplicaDirectoryId (request tag 0) and NodeEndpoints (response tag
 //     0) naming the leader's address on this listener.
 // kmsg writes tagged fields whenever they are non-default, so the v1 fields are set

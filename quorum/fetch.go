@@ -38,18 +38,39 @@ func (r *Raft) handleFetch(nowMs int64, m Message) {
 	})
 }
 
-// validateFetch is Kafka's validateLeaderOnlyRequest plus the Fetch field checks.
+// validateFetch checks the Fetch fields (INVALID_REQUEST), then validates the epoch
+// as every leader-only request does, in Kafka's order (handleFetchRequest).
 func (r *Raft) validateFetch(req *FetchRequest) int16 {
-	switch {
-	case req.FetchOffset < 0 || req.LastFetchedEpoch < 0 || req.MaxWaitMs < 0 ||
-		req.LastFetchedEpoch > req.CurrentLeaderEpoch:
+	if req.FetchOffset < 0 || req.LastFetchedEpoch < 0 || req.MaxWaitMs < 0 ||
+		req.LastFetchedEpoch > req.CurrentLeaderEpoch {
 		return kerr.InvalidRequest.Code
-	case req.CurrentLeaderEpoch < r.epoch:
+	}
+	return r.validateLeaderRequest(req.CurrentLeaderEpoch)
+}
+
+// validateLeaderRequest is Kafka's validateLeaderOnlyRequest for Fetch and
+// FetchSnapshot, in its order: an older epoch is FENCED_LEADER_EPOCH, a newer one
+// UNKNOWN_LEADER_EPOCH, a node that does not lead the epoch answers
+// NOT_LEADER_OR_FOLLOWER, and a leader that is shutting down BROKER_NOT_AVAILABLE.
+//
+// Kafka's leader resigns on the first poll after its shutdown begins, and from then
+// on fails the leader check, so it answers BROKER_NOT_AVAILABLE only until that poll.
+// Shutdown here resigns at once, so that window would be empty. The resigned leader
+// of a shutdown therefore still counts as the epoch's leader here and keeps
+// answering BROKER_NOT_AVAILABLE for the whole hand-over. That answer makes a Kafka
+// fetcher back off this node, and an observer ask another voter. NOT_LEADER_OR_FOLLOWER
+// naming the same leader and epoch instead makes it fetch from here again at once.
+func (r *Raft) validateLeaderRequest(epoch int32) int16 {
+	shuttingDown := r.role == Resigned && r.resigned.shutdown
+	switch {
+	case epoch < r.epoch:
 		return kerr.FencedLeaderEpoch.Code
-	case req.CurrentLeaderEpoch > r.epoch:
+	case epoch > r.epoch:
 		return kerr.UnknownLeaderEpoch.Code
-	case r.role != Leader:
+	case r.role != Leader && !shuttingDown:
 		return kerr.NotLeaderForPartition.Code
+	case shuttingDown:
+		return kerr.BrokerNotAvailable.Code
 	}
 	return 0
 }

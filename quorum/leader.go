@@ -303,3 +303,22 @@ func (r *Raft) Resign(nowMs int64) error {
 	r.becomeResigned(r.nowMs, r.preferredSuccessors())
 	return nil
 }
+
+// Shutdown begins a graceful shutdown. A leader resigns as with Resign; a node that is
+// already Resigned keeps handing over. From then until the node leaves the epoch it
+// answers Fetch and FetchSnapshot with BROKER_NOT_AVAILABLE (see validateLeaderRequest),
+// so fetchers back off it and observers ask another voter who leads. Any other role
+// has nothing to hand over: Shutdown returns ErrNotLeader and the node may stop at once.
+func (r *Raft) Shutdown(nowMs int64) error {
+	r.nowMs = max(r.nowMs, nowMs)
+	switch r.role {
+	case Leader:
+		r.becomeResigned(r.nowMs, r.preferredSuccessors())
+	case Resigned:
+	default:
+		return ErrNotLeader
+	}
+	r.resigned.shutdown = true
+	r.logf("%d shutting down at epoch %d", r.cfg.NodeID, r.epoch)
+	return nil
+}

@@ -291,12 +291,11 @@ func (n *Node) Step(ctx context.Context, m Message) (Message, error) {
 }
 
 // Close resigns leadership gracefully (EndQuorumEpoch to the voters, waiting until they
-// acknowledge or ctx expires), then stops the driver and closes storage.
+// acknowledge or ctx expires; fetchers get BROKER_NOT_AVAILABLE meanwhile), then stops
+// the driver and closes storage.
 func (n *Node) Close(ctx context.Context) error {
 	_ = n.do(ctx, func() {
-		if n.raft.Status().Role == Leader {
-			_ = n.raft.Resign(n.nowMs())
-		}
+		_ = n.raft.Shutdown(n.nowMs()) // ErrNotLeader: nothing to hand over
 	})
 	n.waitEndEpochAcked(ctx)
 	n.cancel()

@@ -6,6 +6,10 @@ type resignedState struct {
 	successors []int32
 	acked      map[int32]bool
 	nextSendMs int64
+	// shutdown: the hand-over is a graceful shutdown (Shutdown), not a lost
+	// check-quorum, a Resign or a restart; Fetch and FetchSnapshot get
+	// BROKER_NOT_AVAILABLE until the node leaves the epoch.
+	shutdown bool
 }
 
 func (r *Raft) sendEndEpoch(nowMs int64) {

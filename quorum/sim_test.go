@@ -288,9 +288,15 @@ func (s *sim) chaos() {
 		s.calmLinks(false)
 	case p < 88:
 		if l := s.leader(); l != nil && !l.busy(s.nowMs) {
-			s.faultf(l.id, "RESIGN")
-			if err := l.raft.Resign(s.nowMs); err != nil {
-				s.fail("leader %d Resign: %v", l.id, err)
+			// A shutdown that is never completed: the node keeps running, answering
+			// fetchers BROKER_NOT_AVAILABLE until it leaves the epoch.
+			name, resign := "RESIGN", l.raft.Resign
+			if s.rng.IntN(2) == 0 {
+				name, resign = "SHUTDOWN", l.raft.Shutdown
+			}
+			s.faultf(l.id, "%s", name)
+			if err := resign(s.nowMs); err != nil {
+				s.fail("leader %d %s: %v", l.id, name, err)
 			}
 			s.pump(l)
 		}

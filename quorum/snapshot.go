@@ -210,19 +210,6 @@ func (r *Raft) readSnapshot(id raftlog.SnapshotID, position int64, maxBytes int)
 	return r.cfg.Snapshots.ReadSnapshot(id, position, maxBytes)
 }
 
-// validateLeaderRequest is Kafka's validateLeaderOnlyRequest for an epoch.
-func (r *Raft) validateLeaderRequest(epoch int32) int16 {
-	switch {
-	case epoch < r.epoch:
-		return kerr.FencedLeaderEpoch.Code
-	case epoch > r.epoch:
-		return kerr.UnknownLeaderEpoch.Code
-	case r.role != Leader:
-		return kerr.NotLeaderForPartition.Code
-	}
-	return 0
-}
-
 func (r *Raft) replyFetchSnapshot(m Message, resp *FetchSnapshotResponse) {
 	resp.LeaderID, resp.LeaderEpoch = r.leaderID, r.epoch
 	if r.role == Resigned || r.role == Leader {

@@ -190,6 +190,62 @@ func TestFetchSnapshotErrors(t *testing.T) {
 	}
 }
 
+// TestShuttingDownLeaderAnswersBrokerNotAvailable: behaviour 20. A leader that began a
+// graceful shutdown answers Fetch and FetchSnapshot with BROKER_NOT_AVAILABLE, after
+// the epoch checks (validateLeaderOnlyRequest's order); a resignation that is not a
+// shutdown answers NOT_LEADER_OR_FOLLOWER, and a non-leader has nothing to shut down.
+func TestShuttingDownLeaderAnswersBrokerNotAvailable(t *testing.T) {
+	fs := func(epoch int32, sid raftlog.SnapshotID) quorum.Message {
+		return quorum.Message{FetchSnapshot: &quorum.FetchSnapshotRequest{
+			ReplicaID: 3, MaxBytes: 1 << 20, CurrentLeaderEpoch: epoch, SnapshotID: sid}}
+	}
+	fetch := func(epoch int32) quorum.Message {
+		return quorum.Message{Fetch: &quorum.FetchRequest{
+			ReplicaID: 3, MaxBytes: 1 << 20, CurrentLeaderEpoch: epoch, FetchOffset: 4, LastFetchedEpoch: min(epoch, 1)}}
+	}
+	for _, shutdown := range []bool{true, false} {
+		e := electedEnv(t)
+		id, err := e.TakeSnapshot(e.Nodes[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Nodes[2].Raft.Shutdown(e.NowMs); !errors.Is(err, quorum.ErrNotLeader) {
+			t.Fatalf("follower Shutdown: %v, want ErrNotLeader", err)
+		}
+		stop, want := e.Nodes[1].Raft.Resign, kerr.NotLeaderForPartition.Code
+		if shutdown {
+			stop, want = e.Nodes[1].Raft.Shutdown, kerr.BrokerNotAvailable.Code
+		}
+		if err := stop(e.NowMs); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			name string
+			m    quorum.Message
+			code int16
+		}{
+			{"fetch snapshot", fs(1, id), want},
+			{"fetch snapshot, older epoch", fs(0, id), kerr.FencedLeaderEpoch.Code},
+			{"fetch snapshot, newer epoch", fs(2, id), kerr.UnknownLeaderEpoch.Code},
+			{"fetch", fetch(1), want},
+			{"fetch, older epoch", fetch(0), kerr.FencedLeaderEpoch.Code},
+			{"fetch, newer epoch", fetch(2), kerr.UnknownLeaderEpoch.Code},
+		} {
+			out := stepLeader(t, e, tc.m)
+			code, leader := int16(-1), int32(-1)
+			switch {
+			case out.FetchSnapshotResp != nil:
+				code, leader = out.FetchSnapshotResp.ErrorCode, out.FetchSnapshotResp.LeaderID
+			case out.FetchResp != nil:
+				code, leader = out.FetchResp.ErrorCode, out.FetchResp.LeaderID
+			}
+			if code != tc.code || leader != 1 {
+				t.Errorf("shutdown=%t %s: got %s, want error %d naming leader 1", shutdown, tc.name, out, tc.code)
+			}
+		}
+	}
+}
+
 // TestSnapshotDownloadDroppedOnNewEpoch: behaviour 39. A download in progress is
 // abandoned when a newer leader appears; the follower restarts from position 0 with
 // the new leader.

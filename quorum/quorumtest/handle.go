@@ -41,6 +41,8 @@ func (e *Env) Handle(tc *TestCase) string {
 		err = e.handlePropose(tc)
 	case "resign":
 		err = e.handleResign(tc)
+	case "shutdown":
+		err = e.handleShutdown(tc)
 	case "raft-state":
 		e.handleRaftState(tc)
 	case "log":

@@ -36,6 +36,16 @@ func (e *Env) handleResign(tc *TestCase) error {
 	return n.Raft.Resign(e.NowMs)
 }
 
+// shutdown node=N: begin a graceful shutdown (a leader resigns and answers fetchers
+// BROKER_NOT_AVAILABLE); the node keeps running.
+func (e *Env) handleShutdown(tc *TestCase) error {
+	n, err := e.nodeArg(tc)
+	if err != nil {
+		return err
+	}
+	return n.Raft.Shutdown(e.NowMs)
+}
+
 // raft-state [node=...]
 func (e *Env) handleRaftState(tc *TestCase) {
 	ns, err := e.nodesArg(tc, "node")
