@@ -56,8 +56,13 @@ type Config struct {
 	LogDirs [][16]byte
 
 	// ControllerAddrs maps each controller (voter) id to its controller
-	// listener host:port (controller.quorum.voters). Required.
+	// listener host:port (controller.quorum.voters).
 	ControllerAddrs map[int32]string
+	// ControllerBootstrapServers are controller host:port addresses to find the
+	// active controller through when ControllerAddrs is empty
+	// (controller.quorum.bootstrap.servers); the quorum's leader changes then
+	// carry the leader's address. One of the two is required.
+	ControllerBootstrapServers []string
 	// ControllerListenerName names the controller listener; informational.
 	ControllerListenerName string
 	// ControllerClient overrides the client used for controller traffic
@@ -113,7 +118,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: no cluster id", ErrInvalidConfig)
 	case len(c.Listeners) == 0:
 		return fmt.Errorf("%w: no advertised listeners", ErrInvalidConfig)
-	case len(c.ControllerAddrs) == 0:
+	case len(c.ControllerAddrs) == 0 && len(c.ControllerBootstrapServers) == 0:
 		return fmt.Errorf("%w: no controller addresses", ErrInvalidConfig)
 	}
 	for _, ms := range []int64{c.HeartbeatIntervalMs, c.SessionTimeoutMs, c.InitialRegistrationTimeoutMs,

@@ -22,28 +22,45 @@ import (
 // Kafka's NodeToControllerChannelManager does for a KRaft broker.
 //
 // The active controller is the quorum leader (KIP-631), reached on its
-// controller listener address. While no leader is known, or after the
-// believed leader answered NOT_CONTROLLER, requests go round-robin over
-// every configured controller, so a broker still finds the controller when
+// controller listener address: the static voter's (controller.quorum.voters)
+// or the endpoint the quorum learned from the leader's Fetch answers
+// (controller.quorum.bootstrap.servers). While no leader is known, or after the
+// believed leader answered NOT_CONTROLLER, requests go round-robin over every
+// configured controller address, so a broker still finds the controller when
 // its own quorum replica has not heard of a leader yet.
 //
-// INVARIANTS: leader is -1 or a key of addrs; changed is closed exactly
-// when leader changes (then replaced).
+// INVARIANTS: leader is -1 iff leaderAddr is ""; changed is closed exactly
+// when leader changes (then replaced); bootstrap is not empty.
 type controllerChannel struct {
-	client *protocol.Client
-	ownCl  bool
-	log    *zap.Logger
-	addrs  map[int32]string
-	ids    []int32 // sorted keys of addrs
+	client    *protocol.Client
+	ownCl     bool
+	log       *zap.Logger
+	addrs     map[int32]string // static voters' addresses by id
+	bootstrap []string         // round-robin targets while no leader is known
 
-	mu      sync.Mutex
-	leader  int32
-	next    int // round-robin index into ids
-	changed chan struct{}
+	mu         sync.Mutex
+	leader     int32
+	leaderAddr string
+	next       int // round-robin index into bootstrap
+	changed    chan struct{}
 
 	// versions is the last ApiVersions table of a controller we talked to,
 	// used to cap the forwarded APIs we advertise (KIP-590).
 	versions atomic.Pointer[map[int16][2]int16]
+}
+
+// ctrlTarget is one controller a request goes to; id is -1 for a bootstrap
+// address whose node id is not known.
+type ctrlTarget struct {
+	id   int32
+	addr string
+}
+
+func (t ctrlTarget) String() string {
+	if t.id < 0 {
+		return "controller at " + t.addr
+	}
+	return fmt.Sprintf("controller %d", t.id)
 }
 
 func newControllerChannel(cfg *Config) *controllerChannel {
@@ -51,9 +68,14 @@ func newControllerChannel(cfg *Config) *controllerChannel {
 		client:  cfg.ControllerClient,
 		log:     cfg.Logger.Named("controller-channel"),
 		addrs:   maps.Clone(cfg.ControllerAddrs),
-		ids:     slices.Sorted(maps.Keys(cfg.ControllerAddrs)),
 		leader:  -1,
 		changed: make(chan struct{}),
+	}
+	for _, id := range slices.Sorted(maps.Keys(cfg.ControllerAddrs)) {
+		c.bootstrap = append(c.bootstrap, cfg.ControllerAddrs[id])
+	}
+	if len(c.bootstrap) == 0 {
+		c.bootstrap = slices.Clone(cfg.ControllerBootstrapServers)
 	}
 	if c.client == nil {
 		c.client = protocol.NewClient(protocol.ClientConfig{
@@ -75,41 +97,50 @@ func (c *controllerChannel) close() {
 // setLeader records the quorum's leader. Called from the quorum driver
 // goroutine: it only takes a short lock.
 func (c *controllerChannel) setLeader(l quorum.LeaderAndEpoch) {
-	id := l.LeaderID
-	if _, ok := c.addrs[id]; !ok {
-		id = -1
+	id, addr := l.LeaderID, l.LeaderAddr
+	if addr == "" {
+		addr = c.addrs[id]
+	}
+	if id < 0 || addr == "" {
+		id, addr = -1, ""
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if id == c.leader {
+	if id == c.leader && addr == c.leaderAddr {
 		return
 	}
-	c.leader = id
+	c.leader, c.leaderAddr = id, addr
 	close(c.changed)
 	c.changed = make(chan struct{})
 }
 
 // target returns the controller to try next and a channel closed when the
 // leader changes.
-func (c *controllerChannel) target() (int32, string, <-chan struct{}) {
+func (c *controllerChannel) target() (ctrlTarget, <-chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	id := c.leader
-	if id < 0 {
-		id = c.ids[c.next%len(c.ids)]
+	if c.leader >= 0 {
+		return ctrlTarget{c.leader, c.leaderAddr}, c.changed
 	}
-	return id, c.addrs[id], c.changed
+	addr := c.bootstrap[c.next%len(c.bootstrap)]
+	id := int32(-1)
+	for vid, a := range c.addrs {
+		if a == addr {
+			id = vid
+		}
+	}
+	return ctrlTarget{id, addr}, c.changed
 }
 
-// notController forgets id as the active controller (it said so, or did
+// notController forgets t as the active controller (it said so, or did
 // not answer) and moves the round-robin on.
-func (c *controllerChannel) notController(id int32) {
+func (c *controllerChannel) notController(t ctrlTarget) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.leader == id {
-		c.leader = -1
+	if c.leader >= 0 && c.leaderAddr == t.addr {
+		c.leader, c.leaderAddr = -1, ""
 	}
-	if len(c.ids) > 0 && c.ids[c.next%len(c.ids)] == id {
+	if c.bootstrap[c.next%len(c.bootstrap)] == t.addr {
 		c.next++
 	}
 }
@@ -117,12 +148,12 @@ func (c *controllerChannel) notController(id int32) {
 // send sends req to the current target once. The version is the lower of
 // req's and the controller's max (so a forwarded request keeps every field
 // both sides know); on return req's version is what was sent.
-func (c *controllerChannel) send(ctx context.Context, req kmsg.Request) (int32, kmsg.Response, error) {
-	id, addr, _ := c.target()
-	versions, err := c.client.PeerVersions(ctx, addr)
+func (c *controllerChannel) send(ctx context.Context, req kmsg.Request) (ctrlTarget, kmsg.Response, error) {
+	t, _ := c.target()
+	versions, err := c.client.PeerVersions(ctx, t.addr)
 	if err != nil {
-		c.notController(id)
-		return id, nil, err
+		c.notController(t)
+		return t, nil, err
 	}
 	c.versions.Store(&versions)
 	want := req.GetVersion()
@@ -131,16 +162,16 @@ func (c *controllerChannel) send(ctx context.Context, req kmsg.Request) (int32, 
 	}
 	r, ok := versions[req.Key()]
 	if !ok || r[0] > want {
-		return id, nil, fmt.Errorf("%w: controller %d does not serve key %d at v%d",
-			protocol.ErrUnsupportedVersion, id, req.Key(), want)
+		return t, nil, fmt.Errorf("%w: %s does not serve key %d at v%d",
+			protocol.ErrUnsupportedVersion, t, req.Key(), want)
 	}
 	req.SetVersion(min(want, r[1]))
-	resp, err := c.client.Request(ctx, addr, req)
+	resp, err := c.client.Request(ctx, t.addr, req)
 	if err != nil {
-		c.notController(id)
-		return id, nil, err
+		c.notController(t)
+		return t, nil, err
 	}
-	return id, resp, nil
+	return t, resp, nil
 }
 
 // forward sends req to the active controller until it gets an answer that
@@ -153,7 +184,7 @@ func (c *controllerChannel) forward(ctx context.Context, req kmsg.Request,
 	backoff := 20 * time.Millisecond
 	for {
 		req.SetVersion(clientVersion)
-		id, resp, err := c.send(ctx, req)
+		t, resp, err := c.send(ctx, req)
 		switch {
 		case err == nil && !isNotController(resp):
 			resp.SetVersion(clientVersion)
@@ -161,20 +192,20 @@ func (c *controllerChannel) forward(ctx context.Context, req kmsg.Request,
 		case errors.Is(err, protocol.ErrUnsupportedVersion):
 			return nil, err
 		case err == nil:
-			c.notController(id)
+			c.notController(t)
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		_, _, changed := c.target()
-		t := time.NewTimer(backoff)
+		_, changed := c.target()
+		timer := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
-			t.Stop()
+			timer.Stop()
 			return nil, ctx.Err()
 		case <-changed:
-			t.Stop()
-		case <-t.C:
+			timer.Stop()
+		case <-timer.C:
 		}
 		backoff = min(2*backoff, time.Second)
 	}

@@ -230,16 +230,16 @@ func (l *lifecycle) sendRegistration(ctx context.Context) (int64, error) {
 	defer cancel()
 	req := l.registrationRequest()
 	req.SetVersion(-1)
-	id, kresp, err := l.ch.send(ctx, req)
+	t, kresp, err := l.ch.send(ctx, req)
 	if err != nil {
-		return -1, fmt.Errorf("controller %d: %w", id, err)
+		return -1, fmt.Errorf("%s: %w", t, err)
 	}
 	resp := kresp.(*kmsg.BrokerRegistrationResponse)
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 		if isNotControllerCode(resp.ErrorCode) {
-			l.ch.notController(id)
+			l.ch.notController(t)
 		}
-		return -1, fmt.Errorf("controller %d: %w", id, err)
+		return -1, fmt.Errorf("%s: %w", t, err)
 	}
 	return resp.BrokerEpoch, nil
 }
@@ -281,16 +281,16 @@ func (l *lifecycle) sendHeartbeat(ctx context.Context) (*kmsg.BrokerHeartbeatRes
 	// readyToUnfence is set on reaching RECOVERY and stays set.
 	req.WantFence = state == StateStarting
 	req.WantShutdown = state == StatePendingControlledShutdown
-	id, kresp, err := l.ch.send(ctx, req)
+	t, kresp, err := l.ch.send(ctx, req)
 	if err != nil {
-		return nil, fmt.Errorf("controller %d: %w", id, err)
+		return nil, fmt.Errorf("%s: %w", t, err)
 	}
 	resp := kresp.(*kmsg.BrokerHeartbeatResponse)
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 		if isNotControllerCode(resp.ErrorCode) {
-			l.ch.notController(id)
+			l.ch.notController(t)
 		}
-		return nil, fmt.Errorf("controller %d: %w", id, err)
+		return nil, fmt.Errorf("%s: %w", t, err)
 	}
 	return resp, nil
 }
@@ -319,7 +319,7 @@ func (l *lifecycle) sleep(ctx context.Context, d time.Duration, shutdown <-chan 
 	if d <= 0 {
 		return wakeTimer
 	}
-	_, _, leaderChanged := l.ch.target()
+	_, leaderChanged := l.ch.target()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

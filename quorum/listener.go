@@ -12,6 +12,10 @@ type LeaderAndEpoch struct {
 	LeaderID         int32 // -1 when unknown
 	Epoch            int32
 	EpochStartOffset int64 // -1 unless LeaderID is the local node
+	// LeaderAddr is the leader's host:port on the controller listener when the
+	// node knows it (a static voter's address, or the endpoint an observer of
+	// controller.quorum.bootstrap.servers learned from the leader); "" otherwise.
+	LeaderAddr string
 }
 
 // Listener is a state machine fed by the quorum (the metadata controller, a broker's
