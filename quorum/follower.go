@@ -24,6 +24,10 @@ type followerState struct {
 	fetchedOK bool
 	// rediscover: send the next Fetch to a random voter rather than the leader.
 	rediscover bool
+	// avoid is the node whose Fetch just failed (an error from the leader, a
+	// timeout, BROKER_NOT_AVAILABLE): the rediscovery Fetch goes to another voter
+	// when there is one. -1: none.
+	avoid int32
 	// snap is a snapshot download in progress: FetchSnapshot replaces Fetch until done.
 	snap *snapshotFetch
 }
@@ -45,11 +49,29 @@ func (r *Raft) tickFollower(nowMs int64) {
 			r.startElection(nowMs)
 			return
 		}
-		f.rediscover = true
+		// testObserverSendDiscoveryFetchAfterFetchTimeout: no answer from the leader
+		// for a whole fetch timeout; ask another voter who leads now.
+		f.rediscoverAvoiding(r.leaderID)
 		f.inflight = 0
 		f.fetchDeadlineMs = nowMs + r.cfg.FetchTimeoutMs
 	}
 	r.maybeSendFetch(nowMs)
+}
+
+func (f *followerState) rediscoverAvoiding(id int32) { f.rediscover, f.avoid = true, id }
+
+// fetchFailed handles a Fetch or FetchSnapshot that got no usable answer from node
+// from: the request failed (timeout, connection) or the node answered
+// BROKER_NOT_AVAILABLE (it is shutting down). The fetcher retries after the retry
+// backoff. An observer, or a fetcher that knows no leader, sends that retry to
+// another voter (testObserverLeaderRediscoveryAfter{BrokerNotAvailableError,
+// RequestTimeout}): Kafka backs off its connection to the failed node and sends the
+// Fetch to a bootstrap server that is ready instead.
+func (r *Raft) fetchFailed(nowMs int64, f *followerState, from int32) {
+	f.nextFetchMs = nowMs + r.cfg.RetryBackoffMs
+	if !r.isVoter || r.leaderID < 0 {
+		f.rediscoverAvoiding(from)
+	}
 }
 
 // maybeSendFetch sends the next Fetch when none is in flight and it is due.
@@ -60,7 +82,7 @@ func (r *Raft) maybeSendFetch(nowMs int64) {
 	}
 	to := r.leaderID
 	if f.rediscover {
-		to = r.randomVoter()
+		to = r.randomVoter(f.avoid)
 	} else if f.snap != nil {
 		f.inflight = r.sendFetchSnapshot(to, f.snap)
 		return
@@ -74,11 +96,16 @@ func (r *Raft) maybeSendDiscoveryFetch(nowMs int64) {
 	if d == nil || d.inflight != 0 || nowMs < d.nextFetchMs {
 		return
 	}
-	d.inflight = r.sendFetch(r.randomVoter())
+	d.inflight = r.sendFetch(r.randomVoter(d.avoid))
 }
 
-func (r *Raft) randomVoter() int32 {
+// randomVoter picks one of the other voters at random, never avoid unless it is the
+// only one.
+func (r *Raft) randomVoter(avoid int32) int32 {
 	others := r.otherVoters()
+	if len(others) > 1 {
+		others = slices.DeleteFunc(others, func(v int32) bool { return v == avoid })
+	}
 	return others[r.cfg.Rand.IntN(len(others))]
 }
 
@@ -109,10 +136,7 @@ func (r *Raft) handleFetchResponse(nowMs int64, m Message) error {
 	f.inflight = 0
 	resp := m.FetchResp
 	if m.Err != nil || resp.ErrorCode == kerr.BrokerNotAvailable.Code {
-		f.nextFetchMs = nowMs + r.cfg.RetryBackoffMs
-		if !r.isVoter || r.leaderID < 0 {
-			f.rediscover = true
-		}
+		r.fetchFailed(nowMs, f, m.From)
 		return nil
 	}
 	if handled, err := r.handleCommonResponse(nowMs, m.From, resp.TopLevelErrorCode, resp.ErrorCode, resp.LeaderID, resp.LeaderEpoch); handled || err != nil {
@@ -120,7 +144,10 @@ func (r *Raft) handleFetchResponse(nowMs int64, m Message) error {
 			// An error from the leader itself sends an observer back to the bootstrap
 			// voters; an error from another voter sends it back to the leader.
 			f.nextFetchMs = nowMs + r.cfg.RetryBackoffMs
-			f.rediscover = !r.isVoter && m.From == r.leaderID
+			f.rediscover = false
+			if !r.isVoter && m.From == r.leaderID {
+				f.rediscoverAvoiding(m.From)
+			}
 		}
 		return err
 	}

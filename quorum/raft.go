@@ -278,7 +278,7 @@ func (r *Raft) enterUnattached(nowMs int64) {
 		r.electionDeadlineMs = nowMs + r.randomElectionTimeoutMs()
 		return
 	}
-	r.discover = &followerState{fetchDeadlineMs: noDeadline, nextFetchMs: nowMs, rediscover: true}
+	r.discover = &followerState{fetchDeadlineMs: noDeadline, nextFetchMs: nowMs, rediscover: true, avoid: -1}
 	r.maybeSendDiscoveryFetch(nowMs)
 }
 
@@ -294,7 +294,7 @@ func (r *Raft) becomeFollower(nowMs int64, epoch, leaderID int32) {
 	r.transitionEpoch(epoch)
 	r.leaderID = leaderID
 	r.role = Follower
-	r.follow = &followerState{fetchDeadlineMs: nowMs + r.cfg.FetchTimeoutMs, nextFetchMs: nowMs}
+	r.follow = &followerState{fetchDeadlineMs: nowMs + r.cfg.FetchTimeoutMs, nextFetchMs: nowMs, avoid: -1}
 	r.persist()
 	r.logf("%d became follower of %d at epoch %d", r.cfg.NodeID, leaderID, epoch)
 	r.maybeSendFetch(nowMs)

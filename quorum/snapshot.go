@@ -250,8 +250,9 @@ func (r *Raft) handleFetchSnapshotResponse(nowMs int64, m Message) error {
 	}
 	f.inflight = 0
 	resp := m.FetchSnapshotResp
-	if m.Err != nil {
-		f.nextFetchMs = nowMs + r.cfg.RetryBackoffMs
+	if m.Err != nil || resp.ErrorCode == kerr.BrokerNotAvailable.Code {
+		// Not a success: the fetch timer keeps running and the download is kept.
+		r.fetchFailed(nowMs, f, m.From)
 		return nil
 	}
 	if handled, err := r.handleCommonResponse(nowMs, m.From, resp.TopLevelErrorCode, resp.ErrorCode, resp.LeaderID, resp.LeaderEpoch); handled || err != nil {

@@ -300,9 +300,16 @@ done:
 }
 
 // TestSnapshotDownloadRetriesSamePosition: a FetchSnapshot that fails (timeout, cut
-// connection) is retried from the same position with the same leader, so the
-// partial file continues where it stopped.
+// connection) or is answered BROKER_NOT_AVAILABLE (the leader is shutting down) is
+// retried from the same position with the same leader, so the partial file continues
+// where it stopped.
 func TestSnapshotDownloadRetriesSamePosition(t *testing.T) {
+	for _, bna := range []bool{false, true} {
+		testSnapshotDownloadRetriesSamePosition(t, bna)
+	}
+}
+
+func testSnapshotDownloadRetriesSamePosition(t *testing.T, bna bool) {
 	e := electedEnv(t)
 	if _, err := e.TakeSnapshot(e.Nodes[1]); err != nil {
 		t.Fatal(err)
@@ -316,16 +323,26 @@ func TestSnapshotDownloadRetriesSamePosition(t *testing.T) {
 	var positions []int64
 	failed := false
 	for range 200 {
-		e.ProcessReady(n4)
-		e.ProcessReady(e.Nodes[1])
+		for _, id := range e.IDs() { // an observer retries a failed chunk via another voter
+			e.ProcessReady(e.Nodes[id])
+		}
 		net := e.Net
 		e.Net = nil
+		if len(net) == 0 {
+			e.Tick(20, []int32{4}) // a retry backoff
+		}
 		for _, m := range net {
 			if m.FetchSnapshot != nil && m.From == 4 {
 				positions = append(positions, m.FetchSnapshot.Position)
 				if m.FetchSnapshot.Position > 0 && !failed {
 					failed = true
-					e.Deliver(quorumtest.FailedResponse(m))
+					resp := quorumtest.FailedResponse(m)
+					if bna {
+						resp.Err = nil
+						resp.FetchSnapshotResp = &quorum.FetchSnapshotResponse{ErrorCode: kerr.BrokerNotAvailable.Code,
+							LeaderID: 1, LeaderEpoch: 1, SnapshotID: m.FetchSnapshot.SnapshotID, Position: m.FetchSnapshot.Position}
+					}
+					e.Deliver(resp)
 					e.Tick(100, []int32{4}) // past the retry backoff
 					continue
 				}
@@ -337,11 +354,11 @@ func TestSnapshotDownloadRetriesSamePosition(t *testing.T) {
 		}
 	}
 	if !failed || len(n4.Loads) != 1 {
-		t.Fatalf("failed=%t loads=%v", failed, n4.Loads)
+		t.Fatalf("bna=%t: failed=%t loads=%v", bna, failed, n4.Loads)
 	}
 	for i := 1; i < len(positions); i++ {
 		if positions[i] < positions[i-1] {
-			t.Fatalf("download went back: positions %v", positions)
+			t.Fatalf("bna=%t: download went back: positions %v", bna, positions)
 		}
 	}
 	var repeated bool
@@ -349,9 +366,9 @@ func TestSnapshotDownloadRetriesSamePosition(t *testing.T) {
 		repeated = repeated || positions[i] > 0 && positions[i] == positions[i-1]
 	}
 	if !repeated {
-		t.Fatalf("the failed chunk was not asked again at its position: %v", positions)
+		t.Fatalf("bna=%t: the failed chunk was not asked again at its position: %v", bna, positions)
 	}
 	if got, want := quorumtest.BatchesString(n4.StateMachine()), quorumtest.BatchesString(e.Nodes[1].StateMachine()); got != want {
-		t.Fatalf("observer state %s, leader %s", got, want)
+		t.Fatalf("bna=%t: observer state %s, leader %s", bna, got, want)
 	}
 }

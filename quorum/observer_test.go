@@ -1,0 +1,108 @@
+package quorum_test
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kraftd/kraftd/quorum"
+	"github.com/kraftd/kraftd/quorum/quorumtest"
+)
+
+// observerEnv returns voters 1, 2, 3 and observer 4 with node 1 leading epoch 1 and
+// the observer following it.
+func observerEnv(t *testing.T, seed uint64) *quorumtest.Env {
+	t.Helper()
+	e := quorumtest.NewEnv(seed)
+	for _, id := range []int32{1, 2, 3, 4} {
+		if err := e.AddNode(quorum.Config{NodeID: id, Voters: []int32{1, 2, 3}, DisablePreVote: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.Tick(2000, []int32{1})
+	stabilize(e)
+	if st := e.Nodes[4].Raft.Status(); st.Role != quorum.Follower || st.LeaderID != 1 {
+		t.Fatalf("setup: observer is %s of %d, want follower of 1", st.Role, st.LeaderID)
+	}
+	return e
+}
+
+// takeMsgs removes and returns the in-flight messages that match.
+func takeMsgs(e *quorumtest.Env, match func(quorum.Message) bool) []quorum.Message {
+	var got, keep []quorum.Message
+	for _, m := range e.Net {
+		if match(m) {
+			got = append(got, m)
+		} else {
+			keep = append(keep, m)
+		}
+	}
+	e.Net = keep
+	return got
+}
+
+// takeFetch processes node from's Ready and takes the one Fetch it sent.
+func takeFetch(t *testing.T, e *quorumtest.Env, from int32) quorum.Message {
+	t.Helper()
+	e.ProcessReady(e.Nodes[from])
+	got := takeMsgs(e, func(m quorum.Message) bool { return m.From == from && m.Fetch != nil })
+	if len(got) != 1 {
+		t.Fatalf("node %d has %d fetches in flight, want 1: %v", from, len(got), got)
+	}
+	return got[0]
+}
+
+// TestObserverRediscoveryAvoidsFailedNode: behaviour 28
+// (testObserverLeaderRediscoveryAfterBrokerNotAvailableError,
+// testObserverLeaderRediscoveryAfterRequestTimeout,
+// testObserverSendDiscoveryFetchAfterFetchTimeout). Whatever the seed, when the leader
+// answers BROKER_NOT_AVAILABLE, when a Fetch to it times out, or after a fetch timeout
+// with no successful fetch, the observer's next Fetch goes to another voter. It still
+// follows leader 1 in epoch 1. A discovering observer likewise does not retry the
+// voter whose Fetch just failed.
+func TestObserverRediscoveryAvoidsFailedNode(t *testing.T) {
+	const backoffMs = 20 // Config.RetryBackoffMs default
+	for seed := uint64(1); seed <= 30; seed++ {
+		for _, trigger := range []string{"broker-not-available", "request-timeout", "fetch-timeout"} {
+			e := observerEnv(t, seed)
+			// Answer the parked fetch so the observer has a fresh one in flight to node 1.
+			e.Tick(500, []int32{1})
+			e.ProcessReady(e.Nodes[1])
+			for _, r := range takeMsgs(e, func(m quorum.Message) bool { return m.To == 4 }) {
+				e.Deliver(r)
+			}
+			m := takeFetch(t, e, 4)
+			if m.To != 1 {
+				t.Fatalf("seed %d: observer fetches from %d, want leader 1", seed, m.To)
+			}
+			switch trigger {
+			case "broker-not-available":
+				e.Deliver(quorum.Message{From: 1, To: 4, RequestID: m.RequestID, FetchResp: &quorum.FetchResponse{
+					ErrorCode: kerr.BrokerNotAvailable.Code, HighWatermark: -1, LeaderID: 1, LeaderEpoch: 1}})
+				e.Tick(backoffMs, []int32{4})
+			case "request-timeout":
+				e.Deliver(quorumtest.FailedResponse(m))
+				e.Tick(backoffMs, []int32{4})
+			case "fetch-timeout":
+				e.Tick(2000, []int32{4}) // no answer for fetch.timeout.ms
+			}
+			next := takeFetch(t, e, 4)
+			st := e.Nodes[4].Raft.Status()
+			if next.To == 1 || st.Role != quorum.Follower || st.LeaderID != 1 || st.Epoch != 1 {
+				t.Errorf("seed %d %s: next fetch %s as %s of %d at epoch %d; want it to another voter, still following 1 at epoch 1",
+					seed, trigger, next, st.Role, st.LeaderID, st.Epoch)
+			}
+		}
+		// Discovery: the Unattached observer's first Fetch fails; the retry goes elsewhere.
+		e := quorumtest.NewEnv(seed)
+		if err := e.AddNode(quorum.Config{NodeID: 4, Voters: []int32{1, 2, 3}}); err != nil {
+			t.Fatal(err)
+		}
+		first := takeFetch(t, e, 4)
+		e.Deliver(quorumtest.FailedResponse(first))
+		e.Tick(backoffMs, nil)
+		if next := takeFetch(t, e, 4); next.To == first.To {
+			t.Errorf("seed %d discovery: retried %d after its fetch failed", seed, next.To)
+		}
+	}
+}
