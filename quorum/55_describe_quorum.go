@@ -3,7 +3,8 @@ package quorum
 // DescribeQuorum (key 55), v0-v2. Answered by the raft leader from its replica progress
 // (KIP-595); v1 adds LastFetchTimestamp and LastCaughtUpTimestamp (KIP-836); v2 adds
 // directory ids, error messages and the voters' endpoints in Nodes (KIP-853). A
-// non-leader answers NOT_LEADER_OR_FOLLOWER with its view of the leader.
+// non-leader answers NOT_LEADER_OR_FOLLOWER with its view of the leader. Observers are
+// listed until they go 300 s without a fetch (observerSessionTimeoutMs).
 
 import (
 	"context"

@@ -98,8 +98,10 @@ func (r *Raft) noteFetcher(nowMs int64, req *FetchRequest, valid bool) {
 	}
 	rs := r.lead.replicas[req.ReplicaID]
 	if rs == nil {
+		// Voters all have an entry, so this is an observer (expireObservers drops it).
 		rs = &replicaState{id: req.ReplicaID, endOffset: -1, lastFetchMs: -1, lastCaughtUpMs: -1}
 		r.lead.replicas[req.ReplicaID] = rs
+		r.lead.observerExpiryMs = min(r.lead.observerExpiryMs, nowMs+observerSessionTimeoutMs)
 	}
 	rs.lastFetchMs = nowMs
 	if !valid {

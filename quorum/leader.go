@@ -36,12 +36,21 @@ type parkedFetch struct {
 	deadlineMs int64
 }
 
+// observerSessionTimeoutMs is how long the leader keeps the replica state of an
+// observer that stopped fetching (Kafka's LeaderState.OBSERVER_SESSION_TIMEOUT_MS).
+// Brokers come and go; without it DescribeQuorum would list every broker that ever
+// fetched in the epoch.
+const observerSessionTimeoutMs int64 = 300_000
+
 // leaderState is the per-epoch state of a leader.
 //
 // INVARIANTS:
 //   - epochStartOffset is the offset of this epoch's LeaderChange batch.
 //   - hwEstablished only once the majority offset passed epochStartOffset.
 //   - observers (voter false) never contribute to the high watermark.
+//   - every voter has an entry in replicas; an observer's entry is dropped once it has
+//     not fetched for observerSessionTimeoutMs.
+//   - observerExpiryMs <= lastFetchMs+observerSessionTimeoutMs of every observer entry.
 type leaderState struct {
 	epochStartOffset int64
 	hwEstablished    bool
@@ -53,6 +62,10 @@ type leaderState struct {
 	beginEpochMs int64
 	// checkQuorumMs is when a majority must have fetched within the window.
 	checkQuorumMs int64
+	// observerExpiryMs is when the first observer entry may expire. Only a lower bound:
+	// fetches move an entry's expiry later without touching it, so expireObservers
+	// recomputes it, keeping every entry that fetched meanwhile.
+	observerExpiryMs int64
 
 	// acc holds proposals not yet drained into a batch.
 	acc      []raftlog.Record
@@ -61,7 +74,7 @@ type leaderState struct {
 }
 
 func (l *leaderState) nextDeadlineMs() int64 {
-	d := min(l.beginEpochMs, l.checkQuorumMs, l.accUntil)
+	d := min(l.beginEpochMs, l.checkQuorumMs, l.accUntil, l.observerExpiryMs)
 	for _, p := range l.parked {
 		d = min(d, p.deadlineMs)
 	}
@@ -90,6 +103,7 @@ func (r *Raft) becomeLeader(nowMs int64) {
 		replicas:         map[int32]*replicaState{},
 		beginEpochMs:     nowMs,
 		checkQuorumMs:    noDeadline,
+		observerExpiryMs: noDeadline,
 		accUntil:         noDeadline,
 	}
 	for _, v := range r.cfg.Voters {
@@ -136,7 +150,33 @@ func (r *Raft) tickLeader(nowMs int64) {
 		r.sendBeginEpoch()
 		l.beginEpochMs = nowMs + r.cfg.FetchTimeoutMs/2
 	}
+	if nowMs >= l.observerExpiryMs {
+		r.expireObservers(nowMs)
+	}
 	r.expireParkedFetches(nowMs)
+}
+
+// expireObservers drops the replica state of every observer that has not fetched for
+// observerSessionTimeoutMs (spec section 2.3), so DescribeQuorum stops listing it; it
+// comes back with its next fetch. Voters are never dropped.
+func (r *Raft) expireObservers(nowMs int64) {
+	l := r.lead
+	l.observerExpiryMs = noDeadline
+	var expired []int32
+	for id, rs := range l.replicas {
+		switch {
+		case rs.voter:
+		case nowMs-rs.lastFetchMs >= observerSessionTimeoutMs:
+			expired = append(expired, id)
+		default:
+			l.observerExpiryMs = min(l.observerExpiryMs, rs.lastFetchMs+observerSessionTimeoutMs)
+		}
+	}
+	slices.Sort(expired) // map order is random; keep the log deterministic
+	for _, id := range expired {
+		r.debugf("%d drops observer %d: no fetch since %d ms", r.cfg.NodeID, id, l.replicas[id].lastFetchMs)
+		delete(l.replicas, id)
+	}
 }
 
 // sendBeginEpoch announces the leader to every other voter, as Kafka 4.x does each

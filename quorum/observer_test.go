@@ -106,3 +106,41 @@ func TestObserverRediscoveryAvoidsFailedNode(t *testing.T) {
 		}
 	}
 }
+
+// TestObserverExpiryIsADeadline: the 300 s observer session timeout is a timer of its
+// own. A driver that ticks the leader only at NextDeadlineMs drops an observer that
+// stopped fetching exactly 300 s after its last fetch, even when no other timer is due
+// earlier (one voter, so no check-quorum; the begin-epoch resend every 500 s).
+func TestObserverExpiryIsADeadline(t *testing.T) {
+	const sessionMs = 300_000
+	e := quorumtest.NewEnv(1)
+	for _, id := range []int32{1, 4} {
+		if err := e.AddNode(quorum.Config{NodeID: id, Voters: []int32{1}, FetchTimeoutMs: 1_000_000}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stabilize(e)
+	leader := e.Nodes[1].Raft
+	obs := leader.Status().Observers
+	if len(obs) != 1 || obs[0].ReplicaID != 4 {
+		t.Fatalf("setup: observers %+v, want observer 4", obs)
+	}
+	lastFetchMs := obs[0].LastFetchTimestampMs
+	e.Crash(e.Nodes[4])
+	for wakeups := 0; len(leader.Status().Observers) > 0; wakeups++ {
+		d := leader.NextDeadlineMs()
+		if wakeups > 10 || d > lastFetchMs+sessionMs {
+			t.Fatalf("after %d wake-ups the next deadline is %d ms after the last fetch; observer still listed",
+				wakeups, d-lastFetchMs)
+		}
+		e.Tick(d-e.NowMs, []int32{1})
+		e.ProcessReady(e.Nodes[1])
+		e.Net = nil // answers to the stopped observer are lost
+	}
+	if got := e.NowMs - lastFetchMs; got != sessionMs {
+		t.Fatalf("observer dropped %d ms after its last fetch, want %d", got, sessionMs)
+	}
+	if vs := leader.Status().Voters; len(vs) != 1 || vs[0].ReplicaID != 1 {
+		t.Fatalf("voters %+v, want voter 1", vs)
+	}
+}
