@@ -27,11 +27,15 @@ type cluster struct {
 	nodes       map[int32]*app.App
 	// overrides are the Override options, applied on every (re)start.
 	overrides []app.Setting
+	// bootstrapBrokers: brokers know the controllers only through
+	// controller.quorum.bootstrap.servers, not controller.quorum.voters.
+	bootstrapBrokers bool
 }
 
 type clusterOpts struct {
 	controllers, brokers int
 	overrides            []app.Setting
+	bootstrapBrokers     bool
 }
 
 // Opt configures newCluster (STYLE rule 18: options for the test builder only).
@@ -39,6 +43,10 @@ type Opt func(*clusterOpts)
 
 func Controllers(n int) Opt { return func(o *clusterOpts) { o.controllers = n } }
 func Brokers(n int) Opt     { return func(o *clusterOpts) { o.brokers = n } }
+
+// BootstrapBrokers gives brokers controller.quorum.bootstrap.servers (every
+// controller's address) instead of controller.quorum.voters.
+func BootstrapBrokers() Opt { return func(o *clusterOpts) { o.bootstrapBrokers = true } }
 func Override(key, value string) Opt {
 	return func(o *clusterOpts) { o.overrides = append(o.overrides, app.Setting{Key: key, Value: value}) }
 }
@@ -65,7 +73,7 @@ func newCluster(t testing.TB, opts ...Opt) *cluster {
 		t.Fatal(err)
 	}
 	c := &cluster{t: t, clusterID: id.String(), ctrlPorts: map[int32]int{}, brokerPorts: map[int32]int{},
-		dirs: map[int32]string{}, nodes: map[int32]*app.App{}, overrides: o.overrides}
+		dirs: map[int32]string{}, nodes: map[int32]*app.App{}, overrides: o.overrides, bootstrapBrokers: o.bootstrapBrokers}
 	var vs []string
 	for i := 1; i <= o.controllers; i++ {
 		nid := int32(i)
@@ -114,6 +122,13 @@ func (c *cluster) settings(nid int32) []app.Setting {
 	if p, ok := c.ctrlPorts[nid]; ok {
 		return append(s, app.Setting{Key: "process.roles", Value: "controller"},
 			app.Setting{Key: "listeners", Value: fmt.Sprintf("CONTROLLER://127.0.0.1:%d", p)})
+	}
+	if c.bootstrapBrokers {
+		var servers []string
+		for _, id := range c.controllers {
+			servers = append(servers, fmt.Sprintf("127.0.0.1:%d", c.ctrlPorts[id]))
+		}
+		s[2] = app.Setting{Key: "controller.quorum.bootstrap.servers", Value: strings.Join(servers, ",")}
 	}
 	return append(s, app.Setting{Key: "process.roles", Value: "broker"},
 		app.Setting{Key: "listeners", Value: fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", c.brokerPorts[nid])})

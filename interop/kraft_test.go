@@ -15,6 +15,7 @@ import (
 
 	"github.com/kraftd/kraftd/broker"
 	"github.com/kraftd/kraftd/protocol"
+	"github.com/kraftd/kraftd/quorum"
 )
 
 func adminFor(t *testing.T, seeds ...string) *kadm.Client {
@@ -240,5 +241,70 @@ func TestKcatListsBrokersAndTopics(t *testing.T) {
 	s := string(out)
 	if !strings.Contains(s, "2 brokers:") || !strings.Contains(s, "broker 2 at 127.0.0.1:") || !strings.Contains(s, "broker 3 at 127.0.0.1:") {
 		t.Fatalf("kcat -L output:\n%s", s)
+	}
+}
+
+// TestKRaftBrokersFromBootstrapServers: brokers configured with only
+// controller.quorum.bootstrap.servers (the controllers keep their static voter set)
+// discover the quorum leader through a Fetch to a bootstrap address, follow the
+// endpoint its answers advertise, register with the active controller, serve topics
+// created through them, and find the new leader after the active controller stops.
+func TestKRaftBrokersFromBootstrapServers(t *testing.T) {
+	c := newCluster(t, Controllers(3), Brokers(2), BootstrapBrokers())
+	for nid := range c.brokerPorts {
+		if v := c.nodes[nid].Config().QuorumVoters; len(v) != 0 {
+			t.Fatalf("broker %d has voters %v: the test would not exercise bootstrap servers", nid, v)
+		}
+	}
+	waitRunning(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	create := func(topic string) {
+		t.Helper()
+		resp, err := adminFor(t, c.bootstrap()...).CreateTopics(ctx, 3, 2, nil, topic)
+		if err == nil {
+			err = resp[topic].Err
+		}
+		if err != nil {
+			t.Fatalf("create %s: %v", topic, err)
+		}
+		waitFor(t, "both brokers to show "+topic, 10*time.Second, func() bool {
+			for nid := range c.brokerPorts {
+				if v, err := partitionView(t, c.brokerAddr(nid), topic); err != nil || len(v) != 3 {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	create("before-failover")
+	var leader int32 = -1
+	for nid := range c.ctrlPorts {
+		if a := c.nodes[nid]; a.Quorum().Metrics().Role == quorum.Leader {
+			leader = nid
+		}
+	}
+	if leader < 0 {
+		t.Fatal("no quorum leader among the controllers")
+	}
+	for nid := range c.brokerPorts {
+		if m := c.nodes[nid].Quorum().Metrics(); m.LeaderID != leader {
+			t.Fatalf("broker %d follows %d, the leader is %d", nid, m.LeaderID, leader)
+		}
+	}
+	c.stop(leader)
+	waitFor(t, "both brokers to follow a new leader", 15*time.Second, func() bool {
+		for nid := range c.brokerPorts {
+			if m := c.nodes[nid].Quorum().Metrics(); m.LeaderID < 0 || m.LeaderID == leader {
+				return false
+			}
+		}
+		return true
+	})
+	create("after-failover")
+	for nid := range c.brokerPorts {
+		if s := c.nodes[nid].Broker().State(); s != broker.StateRunning {
+			t.Fatalf("broker %d is %v after the failover", nid, s)
+		}
 	}
 }

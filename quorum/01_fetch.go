@@ -19,6 +19,9 @@ package quorum
 import (
 	"context"
 	"fmt"
+	"math"
+	"net"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -75,6 +78,11 @@ func decodeFetchResponse(r *kmsg.FetchResponse) (*FetchResponse, error) {
 	}
 	if p.SnapshotID.EndOffset >= 0 && p.SnapshotID.Epoch >= 0 {
 		out.SnapshotID = &raftlog.SnapshotID{EndOffset: p.SnapshotID.EndOffset, Epoch: p.SnapshotID.Epoch}
+	}
+	for _, b := range r.Brokers {
+		if b.NodeID == out.LeaderID && out.LeaderID >= 0 && b.Port > 0 && b.Port <= math.MaxUint16 {
+			out.LeaderAddr = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+		}
 	}
 	batches, _, err := raftlog.SplitBatches(p.RecordBatches)
 	if err != nil {

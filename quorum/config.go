@@ -16,7 +16,10 @@ type Config struct {
 	// ClusterID is checked on every inbound request; "" disables the check.
 	ClusterID string
 	// Voters is the static voter set (controller.quorum.voters). A NodeID not in it makes
-	// this node an observer: it fetches but never votes or campaigns.
+	// this node an observer: it fetches but never votes or campaigns. Empty makes it an
+	// observer that knows the controllers only by address
+	// (controller.quorum.bootstrap.servers): its discovery Fetches go to AnyVoter and it
+	// follows whichever leader the answers name.
 	Voters []int32
 
 	// ElectionTimeoutMs is controller.quorum.election.timeout.ms (1000). The effective
@@ -66,9 +69,6 @@ const AppendLingerMsNone = -1
 func (c *Config) Validate() error {
 	if c.NodeID < 0 {
 		return fmt.Errorf("%w: node id %d", ErrInvalidConfig, c.NodeID)
-	}
-	if len(c.Voters) == 0 {
-		return fmt.Errorf("%w: no voters", ErrInvalidConfig)
 	}
 	seen := map[int32]bool{}
 	for _, v := range c.Voters {

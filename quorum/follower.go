@@ -103,6 +103,9 @@ func (r *Raft) maybeSendDiscoveryFetch(nowMs int64) {
 // only one.
 func (r *Raft) randomVoter(avoid int32) int32 {
 	others := r.otherVoters()
+	if len(others) == 0 {
+		return AnyVoter // an observer of bootstrap addresses: the driver picks one
+	}
 	if len(others) > 1 {
 		others = slices.DeleteFunc(others, func(v int32) bool { return v == avoid })
 	}

@@ -153,6 +153,9 @@ type FetchResponse struct {
 	// SnapshotID, when set, tells the fetcher to FetchSnapshot first (KIP-630).
 	SnapshotID *raftlog.SnapshotID
 	Batches    []raftlog.Batch
+	// LeaderAddr is the leader's host:port from the response's NodeEndpoints (v16+),
+	// "" when absent; the driver learns from it where to fetch next, the core ignores it.
+	LeaderAddr string
 }
 
 // String renders m on one line for transcripts and debug logs.

@@ -25,6 +25,11 @@ type NodeConfig struct {
 	// VoterAddrs maps each voter id to its controller listener host:port
 	// (controller.quorum.voters).
 	VoterAddrs map[int32]string
+	// BootstrapAddrs are controller host:port addresses an observer with no voter set
+	// (Raft.Voters empty) discovers the leader through (controller.quorum.bootstrap.servers);
+	// it then fetches from the address the leader's answers advertise (Fetch v16+
+	// NodeEndpoints). Ignored when Raft.Voters is set.
+	BootstrapAddrs []string
 	// ListenerName is the controller listener's name, used in DescribeQuorum's Nodes
 	// and the endpoint hints of responses.
 	ListenerName string
@@ -71,6 +76,7 @@ type Node struct {
 	// Owned by the driver goroutine.
 	listeners     []Listener
 	pending       map[uint64]chan Message // inbound request id -> reply
+	learned       map[int32]string        // leader endpoints advertised to an observer of bootstrap addresses
 	nextInbound   uint64
 	applied       int64 // next offset to deliver to listeners
 	pendingLeader *LeaderAndEpoch
@@ -110,6 +116,9 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 			return nil, fmt.Errorf("%w: no address for voter %d", ErrInvalidConfig, v)
 		}
 	}
+	if len(cfg.Raft.Voters) == 0 && len(cfg.BootstrapAddrs) == 0 {
+		return nil, fmt.Errorf("%w: neither voters nor bootstrap addresses", ErrInvalidConfig)
+	}
 	if cfg.Raft.Logger == nil {
 		cfg.Raft.Logger = cfg.Logger
 	}
@@ -141,6 +150,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		events:  make(chan func(), 256),
 		done:    make(chan struct{}),
 		pending: make(map[uint64]chan Message),
+		learned: make(map[int32]string),
 		applied: loaded.StartOffset,
 	}
 	n.baseMs = n.start.UnixMilli()
@@ -456,7 +466,7 @@ func (n *Node) deliver(rd Ready) {
 	}
 	if s := rd.SoftState; s != nil {
 		n.commits.reset()
-		le := LeaderAndEpoch{LeaderID: s.LeaderID, Epoch: s.Epoch, EpochStartOffset: -1}
+		le := LeaderAndEpoch{LeaderID: s.LeaderID, Epoch: s.Epoch, EpochStartOffset: -1, LeaderAddr: n.addrOf(s.LeaderID)}
 		if s.Role == Leader {
 			le.EpochStartOffset = s.EpochStartOffset
 		}
@@ -487,11 +497,18 @@ func (n *Node) sendAll(msgs []Message) {
 // a synthesized failure) back into the core on the driver goroutine.
 func (n *Node) sendRequest(m Message) {
 	to := m.To
-	if to == AnyVoter {
-		voters := n.cfg.Raft.Voters
+	var addr string
+	switch voters := n.cfg.Raft.Voters; {
+	case to == AnyVoter && len(voters) > 0:
 		to = voters[rand.IntN(len(voters))]
+		addr = n.cfg.VoterAddrs[to]
+	case to == AnyVoter:
+		// A bootstrap address of unknown id: the answer comes back from AnyVoter, and
+		// the core learns the leader from its CurrentLeader.
+		addr = n.cfg.BootstrapAddrs[rand.IntN(len(n.cfg.BootstrapAddrs))]
+	default:
+		addr = n.addrOf(to)
 	}
-	addr := n.cfg.VoterAddrs[to]
 	timeout := time.Duration(n.cfg.Raft.RequestTimeoutMs) * time.Millisecond
 	if m.Fetch != nil {
 		timeout += time.Duration(m.Fetch.MaxWaitMs) * time.Millisecond
@@ -501,6 +518,9 @@ func (n *Node) sendRequest(m Message) {
 		defer cancel()
 		resp := n.roundTrip(ctx, addr, to, m)
 		n.post(func() {
+			if f := resp.FetchResp; f != nil && f.LeaderAddr != "" && n.cfg.VoterAddrs[f.LeaderID] == "" {
+				n.learned[f.LeaderID] = f.LeaderAddr
+			}
 			if err := n.raft.Step(n.nowMs(), resp); err != nil {
 				n.fail(err)
 			}
@@ -599,4 +619,13 @@ func (n *Node) addLeaderEndpoints(req kmsg.Request) {
 			r.LeaderEndpoints = []kmsg.EndQuorumEpochRequestLeaderEndpoint{{Name: name, Host: host, Port: port}}
 		}
 	}
+}
+
+// addrOf is where node id is reached: a static voter's address, or the endpoint the
+// leader's Fetch answers advertised (observers of bootstrap addresses); "" if unknown.
+func (n *Node) addrOf(id int32) string {
+	if a := n.cfg.VoterAddrs[id]; a != "" {
+		return a
+	}
+	return n.learned[id]
 }

@@ -232,3 +232,26 @@ func TestAppServesMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestControllerNeedsStaticVoters: controller.quorum.bootstrap.servers alone is enough
+// for a broker (interop's TestKRaftBrokersFromBootstrapServers) but not for a
+// controller, which would need the voter set kept in the log (KIP-853): Start says so.
+func TestControllerNeedsStaticVoters(t *testing.T) {
+	c := embedded(t,
+		Setting{"listeners", "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0"},
+		Setting{"log.dirs", t.TempDir()},
+		Setting{"cluster.id", testClusterID},
+		Setting{"controller.quorum.voters", ""},
+		Setting{"controller.quorum.bootstrap.servers", "127.0.0.1:9093"})
+	a, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = a.Start(t.Context())
+	if err == nil || !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "needs controller.quorum.voters") {
+		t.Fatalf("Start of a controller without voters: %v", err)
+	}
+	if err := a.Stop(t.Context()); err != nil {
+		t.Errorf("Stop after failed Start: %v", err)
+	}
+}

@@ -41,6 +41,7 @@ func (r *brokerRole) Prepare(context.Context) error {
 		Rack:                         cfg.BrokerRack,
 		Listeners:                    listeners,
 		ControllerAddrs:              ctrl,
+		ControllerBootstrapServers:   cfg.QuorumBootstrapServers,
 		ControllerListenerName:       controllerListener,
 		HeartbeatIntervalMs:          int64(cfg.BrokerHeartbeatIntervalMs),
 		SessionTimeoutMs:             int64(cfg.BrokerSessionTimeoutMs),

@@ -34,7 +34,7 @@ var keys = []Key{
 	{"controller.listener.names", "", "Comma-separated listener names used by the controller; the first is the one peers dial.", listField(func(c *Config) *[]string { return &c.ControllerListenerNames })},
 	{"inter.broker.listener.name", "PLAINTEXT", "Listener brokers use to reach each other.", stringField(func(c *Config) *string { return &c.InterBrokerListenerName })},
 	{"controller.quorum.voters", "", "Static quorum: comma-separated id@host:port.", setVoters},
-	{"controller.quorum.bootstrap.servers", "", "Dynamic quorum (KIP-853): comma-separated host:port of controllers.", setBootstrapServers},
+	{"controller.quorum.bootstrap.servers", "", "Comma-separated host:port of controllers a broker finds the quorum leader through instead of controller.quorum.voters; controllers still need the voters (dynamic quorums, KIP-853, are not supported).", setBootstrapServers},
 	{"controller.quorum.election.timeout.ms", "1000", "Time without a leader before a voter starts an election (plus up to the same again of jitter).", int32Field("controller.quorum.election.timeout.ms", func(c *Config) *int32 { return &c.QuorumElectionTimeoutMs })},
 	{"controller.quorum.fetch.timeout.ms", "2000", "Time without a successful fetch before a follower starts an election.", int32Field("controller.quorum.fetch.timeout.ms", func(c *Config) *int32 { return &c.QuorumFetchTimeoutMs })},
 	{"controller.quorum.election.backoff.max.ms", "1000", "Maximum backoff before a new election after a failed one.", int32Field("controller.quorum.election.backoff.max.ms", func(c *Config) *int32 { return &c.QuorumElectionBackoffMaxMs })},

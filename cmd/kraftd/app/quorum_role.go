@@ -59,9 +59,12 @@ func (q *quorumRole) raftConfig() quorum.Config {
 // App lock held, so it reads App fields directly.
 func (q *quorumRole) Start(ctx context.Context) error {
 	c := &q.a.cfg
-	if len(c.QuorumVoters) == 0 {
-		return fmt.Errorf("%w: controller.quorum.bootstrap.servers (dynamic quorums, KIP-853) is not supported yet; "+
-			"set controller.quorum.voters", ErrInvalidConfig)
+	if len(c.QuorumVoters) == 0 && c.HasRole(RoleController) {
+		// A broker finds the controllers through controller.quorum.bootstrap.servers; a
+		// controller would need the voter set kept in the log (kraft.version 1).
+		return fmt.Errorf("%w: a controller needs controller.quorum.voters: dynamic quorums "+
+			"(KIP-853, controller.quorum.bootstrap.servers alone) are not supported yet; "+
+			"brokers may use controller.quorum.bootstrap.servers", ErrInvalidConfig)
 	}
 	dir := filepath.Join(c.MetadataDir(), "__cluster_metadata-0")
 	log := c.Logger.Named("quorum").With(zap.Int32("node", c.NodeID))
@@ -81,12 +84,13 @@ func (q *quorumRole) Start(ctx context.Context) error {
 		listener = c.ControllerListenerNames[0]
 	}
 	node, err := quorum.NewNode(quorum.NodeConfig{
-		Raft:         q.raftConfig(),
-		Storage:      store,
-		VoterAddrs:   addrs,
-		ListenerName: listener,
-		Logger:       log,
-		OnFatal:      q.a.reportFatal,
+		Raft:           q.raftConfig(),
+		Storage:        store,
+		VoterAddrs:     addrs,
+		BootstrapAddrs: c.QuorumBootstrapServers,
+		ListenerName:   listener,
+		Logger:         log,
+		OnFatal:        q.a.reportFatal,
 
 		OnCommitLatency: q.metrics.observeCommit,
 		RetentionBytes:  retentionLimit(c.MetadataMaxRetentionBytes),
