@@ -74,9 +74,14 @@ type Node struct {
 	done   chan struct{}
 
 	// Owned by the driver goroutine.
-	listeners     []Listener
-	pending       map[uint64]chan Message // inbound request id -> reply
-	learned       map[int32]string        // leader endpoints advertised to an observer of bootstrap addresses
+	listeners []Listener
+	pending   map[uint64]chan Message // inbound request id -> reply
+	// A leader's appends being fsynced on the flusher goroutine (flushing, which
+	// reports on flushDone) and those written since, not yet handed to it.
+	flushing      *flush
+	flushDone     chan error
+	unflushed     []Ready
+	learned       map[int32]string // leader endpoints advertised to an observer of bootstrap addresses
 	nextInbound   uint64
 	applied       int64 // next offset to deliver to listeners
 	pendingLeader *LeaderAndEpoch
@@ -144,14 +149,15 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		start:   time.Now(),
-		events:  make(chan func(), 256),
-		done:    make(chan struct{}),
-		pending: make(map[uint64]chan Message),
-		learned: make(map[int32]string),
-		applied: loaded.StartOffset,
+		cfg:       cfg,
+		log:       cfg.Logger,
+		start:     time.Now(),
+		events:    make(chan func(), 256),
+		done:      make(chan struct{}),
+		pending:   make(map[uint64]chan Message),
+		flushDone: make(chan error, 1),
+		learned:   make(map[int32]string),
+		applied:   loaded.StartOffset,
 	}
 	n.baseMs = n.start.UnixMilli()
 	n.raft, err = NewRaft(cfg.Raft, loaded, n.nowMs())
@@ -366,6 +372,9 @@ func (n *Node) run() {
 		n.drainReady()
 		n.gauges.update(n.raft, n.applied)
 		if n.ctx.Err() != nil {
+			if n.flushing != nil {
+				n.flushCompleted(<-n.flushDone) // storage closes after this goroutine
+			}
 			n.failPending()
 			return
 		}
@@ -374,6 +383,11 @@ func (n *Node) run() {
 		select {
 		case fn := <-n.events:
 			fn()
+		case err := <-n.flushDone:
+			n.flushCompleted(err)
+			if async, ok := n.cfg.Storage.(raftlog.AsyncSyncer); ok && n.fatal == nil {
+				n.startFlush(async)
+			}
 		case <-timer.C:
 			n.raft.Tick(n.nowMs())
 			n.periodicClean()
@@ -401,6 +415,15 @@ func (n *Node) drainReady() {
 	for n.fatal == nil && n.raft.HasReady() {
 		rd := n.raft.Ready()
 		n.sendAll(rd.Messages)
+		if n.appendAsync(rd) {
+			continue
+		}
+		if n.needsStorage(rd) {
+			if err := n.joinFlush(); err != nil {
+				n.fail(err)
+				return
+			}
+		}
 		if err := n.persistDownload(&rd); err != nil {
 			n.fail(err)
 			return
@@ -414,8 +437,108 @@ func (n *Node) drainReady() {
 			n.busyNs.Store(time.Now().UnixNano())
 		}
 		n.deliver(rd)
+		n.advance(rd)
+	}
+}
+
+// advance calls Advance(rd) once everything appended before rd is durable: at once,
+// or after the leader's flushes in flight (Advance calls stay in Ready order).
+func (n *Node) advance(rd Ready) {
+	switch {
+	case len(n.unflushed) > 0:
+		n.unflushed = append(n.unflushed, rd)
+	case n.flushing != nil:
+		n.flushing.readys = append(n.flushing.readys, rd)
+	default:
 		n.raft.Advance(rd)
 	}
+}
+
+// needsStorage reports whether handling rd touches storage, or sends messages that
+// may vouch for what earlier Readys appended (a follower's Fetch is its durability
+// ack); such a Ready waits for the flush in flight.
+func (n *Node) needsStorage(rd Ready) bool {
+	return rd.QuorumState != nil || rd.TruncateTo >= 0 || len(rd.Append) > 0 ||
+		len(rd.SnapshotChunks) > 0 || rd.LoadSnapshot != nil ||
+		(len(rd.MessagesAfterPersist) > 0 && n.raft.role != Leader)
+}
+
+// appendAsync handles a leader's Ready that only appends: the batches are written at
+// once, their fsync runs on the flusher goroutine, and only Advance, which counts
+// them toward the high watermark, waits for it. The driver meanwhile keeps serving
+// the followers' Fetches from memory, so their fsyncs overlap the leader's instead of
+// queueing behind it (Raft allows a leader to replicate what is not yet durable
+// locally; it only may not count it). Committed batches in rd are below the high
+// watermark, hence already durable here, and are delivered at once.
+func (n *Node) appendAsync(rd Ready) bool {
+	async, ok := n.cfg.Storage.(raftlog.AsyncSyncer)
+	if !ok || n.raft.role != Leader || len(rd.Append) == 0 || rd.QuorumState != nil || rd.TruncateTo >= 0 ||
+		len(rd.MessagesAfterPersist) > 0 || len(rd.SnapshotChunks) > 0 || rd.LoadSnapshot != nil || n.toLoad != nil {
+		return false
+	}
+	if err := n.cfg.Storage.Append(rd.Append); err != nil {
+		n.fail(err)
+		return true
+	}
+	n.busyNs.Store(time.Now().UnixNano())
+	n.deliver(rd)
+	n.unflushed = append(n.unflushed, rd)
+	n.startFlush(async)
+	return true
+}
+
+// startFlush hands the appends not yet being flushed to the flusher goroutine, unless
+// a flush is in flight (its completion starts the next).
+func (n *Node) startFlush(async raftlog.AsyncSyncer) {
+	if n.flushing != nil || len(n.unflushed) == 0 {
+		return
+	}
+	work, finish := async.PrepareSync()
+	batch := n.unflushed
+	n.unflushed = nil
+	n.flushing = &flush{readys: batch, finish: finish}
+	n.wg.Go(func() { n.flushDone <- work() })
+}
+
+// flushCompleted records the outcome of the flush in flight: on success its Readys
+// are durable and Advance may count them.
+func (n *Node) flushCompleted(err error) {
+	f := n.flushing
+	n.flushing = nil
+	if err := f.finish(err); err != nil {
+		n.fail(err)
+		return
+	}
+	for _, rd := range f.readys {
+		n.raft.Advance(rd)
+	}
+}
+
+// joinFlush waits for the flush in flight and makes everything appended since durable
+// too, so that the caller may use storage directly. Driver goroutine only.
+func (n *Node) joinFlush() error {
+	if n.flushing != nil {
+		n.flushCompleted(<-n.flushDone)
+	}
+	if n.fatal != nil {
+		return n.fatal
+	}
+	if len(n.unflushed) > 0 {
+		if err := n.cfg.Storage.Sync(); err != nil {
+			return err
+		}
+		for _, rd := range n.unflushed {
+			n.raft.Advance(rd)
+		}
+		n.unflushed = nil
+	}
+	return nil
+}
+
+// flush is a leader's fsync in flight on the flusher goroutine.
+type flush struct {
+	readys []Ready
+	finish func(error) error
 }
 
 func (n *Node) persist(rd Ready) error {

@@ -82,6 +82,8 @@ type testCluster struct {
 	addrs map[int32]string
 	nodes map[int32]*testNode
 	dirs  map[int32]string
+	// wrap, when set, wraps each node's storage (fault injection).
+	wrap func(id int32, s *raftlog.FileStorage) raftlog.Storage
 }
 
 func freeAddrs(t testing.TB, n int) []string {
@@ -102,7 +104,11 @@ func freeAddrs(t testing.TB, n int) []string {
 }
 
 func newTestCluster(t *testing.T, voters int) *testCluster {
-	c := &testCluster{t: t, addrs: map[int32]string{}, nodes: map[int32]*testNode{}, dirs: map[int32]string{}}
+	return newTestClusterWrapped(t, voters, nil)
+}
+
+func newTestClusterWrapped(t *testing.T, voters int, wrap func(int32, *raftlog.FileStorage) raftlog.Storage) *testCluster {
+	c := &testCluster{t: t, addrs: map[int32]string{}, nodes: map[int32]*testNode{}, dirs: map[int32]string{}, wrap: wrap}
 	for i, a := range freeAddrs(t, voters) {
 		id := int32(i + 1)
 		c.addrs[id] = a
@@ -128,13 +134,17 @@ func (c *testCluster) start(id int32) *testNode {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var st raftlog.Storage = store
+	if c.wrap != nil {
+		st = c.wrap(id, store)
+	}
 	node, err := NewNode(NodeConfig{
 		Raft: Config{
 			NodeID: id, ClusterID: "test-cluster-id-AAAAAA", Voters: c.voterIDs(),
 			ElectionTimeoutMs: 150, FetchTimeoutMs: 300, ElectionBackoffMaxMs: 100, AppendLingerMs: 2,
 			RequestTimeoutMs: 300, FetchMaxWaitMs: 100,
 		},
-		Storage: store, VoterAddrs: c.addrs, ListenerName: "CONTROLLER",
+		Storage: st, VoterAddrs: c.addrs, ListenerName: "CONTROLLER",
 	})
 	if err != nil {
 		t.Fatal(err)

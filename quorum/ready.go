@@ -23,7 +23,13 @@ type SoftState struct {
 //  4. Send MessagesAfterPersist (vote grants, epoch acks, a follower's Fetch, which is
 //     its durability ack, ...).
 //  5. Apply Committed to the state machine, in order.
-//  6. Call Advance(rd). Do not call Step, Tick or Propose between Ready and Advance.
+//  6. Call Advance(rd). Do not call Step, Tick or Propose between Ready and Advance,
+//     with one exception: a Leader's Ready that only appends (no QuorumState,
+//     TruncateTo, MessagesAfterPersist or snapshot work) may be Advanced after its
+//     fsync completes, and the driver may go on stepping and handling later Readys
+//     meanwhile, as long as Advance calls keep Ready order and any Ready that touches
+//     storage first waits for them (Node.appendAsync). Only the leader's own flushed
+//     offset, which counts toward the high watermark, waits for Advance.
 type Ready struct {
 	QuorumState *raftlog.QuorumState
 	// TruncateTo is -1 when there is nothing to truncate.

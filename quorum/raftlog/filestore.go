@@ -84,7 +84,10 @@ type FileStorage struct {
 
 	epochsDirty bool // leader-epoch-checkpoint must be rewritten at the next Sync
 	dirDirty    bool // files were created, renamed or removed since the last dir fsync
-	failed      error
+	// mut counts changes that make a Sync necessary, so that a PrepareSync finishing
+	// after further changes leaves their dirty marks for the next Sync.
+	mut    uint64
+	failed error
 }
 
 var _ Storage = (*FileStorage)(nil)
@@ -165,7 +168,7 @@ func (s *FileStorage) scanDir() ([]int64, error) {
 			if err := os.Remove(filepath.Join(s.dir, name)); err != nil {
 				return nil, ioErr(err)
 			}
-			s.dirDirty = true
+			s.markDir()
 		}
 	}
 	slices.Sort(bases)
@@ -282,7 +285,7 @@ func (s *FileStorage) dropSegmentFiles(bases []int64) error {
 		if err := sg.remove(); err != nil {
 			return s.fail(err)
 		}
-		s.dirDirty = true
+		s.markDir()
 	}
 	return nil
 }
@@ -320,7 +323,7 @@ func (s *FileStorage) checkEpochCheckpoint() error {
 	}
 	entries, derr := DecodeEpochCheckpoint(data)
 	if err != nil || derr != nil || !slices.Equal(entries, s.epochs.entries) {
-		s.epochsDirty = true
+		s.markEpochs()
 	}
 	return nil
 }
@@ -430,8 +433,9 @@ func (s *FileStorage) write(b Batch) error {
 	})
 	sg.size += int64(b.Size())
 	sg.dirty = true
+	s.mut++
 	if s.epochs.Assign(b.Epoch, b.BaseOffset) {
-		s.epochsDirty = true
+		s.markEpochs()
 	}
 	return nil
 }
@@ -447,7 +451,7 @@ func (s *FileStorage) addSegment(base int64) error {
 		return s.fail(ioErr(err))
 	}
 	s.segments = append(s.segments, sg)
-	s.dirDirty = true
+	s.markDir()
 	return nil
 }
 
@@ -469,7 +473,7 @@ func (s *FileStorage) TruncateTo(offset int64) error {
 			return s.fail(err)
 		}
 		s.segments = s.segments[:len(s.segments)-1]
-		s.dirDirty = true
+		s.markDir()
 	}
 	sg := s.active()
 	pos, keep := sg.cutFrom(offset)
@@ -477,8 +481,9 @@ func (s *FileStorage) TruncateTo(offset int64) error {
 		return s.fail(ioErr(err))
 	}
 	sg.batches, sg.size, sg.dirty = sg.batches[:keep], pos, true
+	s.mut++
 	if s.epochs.TruncateFromEnd(s.EndOffset()) {
-		s.epochsDirty = true
+		s.markEpochs()
 	}
 	return nil
 }
@@ -514,6 +519,63 @@ func (s *FileStorage) Sync() error {
 	}
 	return nil
 }
+
+// PrepareSync implements AsyncSyncer: work fsyncs what Sync would (the dirty segments,
+// a rewritten leader-epoch-checkpoint, the directory) touching nothing but the files
+// captured now, so it may run on another goroutine while the owner goes on appending;
+// finish, on the owner's goroutine, records the outcome: an error fails the storage
+// as a failed Sync does, success clears the dirty marks unless something changed
+// since PrepareSync. Between the two the owner may only Append.
+func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error) {
+	if s.failed != nil {
+		err := s.failedErr()
+		return func() error { return nil }, func(error) error { return err }
+	}
+	var files []*os.File
+	var segs []*segment
+	for _, sg := range s.segments {
+		if sg.dirty {
+			files, segs = append(files, sg.f), append(segs, sg)
+		}
+	}
+	var epochs []byte
+	if s.epochsDirty {
+		epochs = EncodeEpochCheckpoint(s.epochs.entries)
+	}
+	dir, syncD, mut := s.dir, s.dirDirty || epochs != nil, s.mut
+	work = func() error {
+		for _, f := range files {
+			if err := f.Sync(); err != nil {
+				return ioErr(err)
+			}
+		}
+		if epochs != nil {
+			if err := writeFileAtomic(dir, LeaderEpochCheckpointFile, epochs); err != nil {
+				return err
+			}
+		}
+		if syncD {
+			return syncDir(dir)
+		}
+		return nil
+	}
+	finish = func(err error) error {
+		if err != nil {
+			return s.fail(err)
+		}
+		if s.mut == mut {
+			for _, sg := range segs {
+				sg.dirty = false
+			}
+			s.epochsDirty, s.dirDirty = false, false
+		}
+		return nil
+	}
+	return work, finish
+}
+
+func (s *FileStorage) markDir()    { s.dirDirty = true; s.mut++ }
+func (s *FileStorage) markEpochs() { s.epochsDirty = true; s.mut++ }
 
 // SaveQuorumState implements Storage: quorum-state.tmp is written and fsynced,
 // renamed over quorum-state, and the directory fsynced, so a crash leaves either

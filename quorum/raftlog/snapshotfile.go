@@ -246,7 +246,7 @@ func (s *FileStorage) DeleteSnapshotsBefore(endOffset int64) error {
 			return s.fail(ioErr(err))
 		}
 		s.snapshots = s.snapshots[1:]
-		s.dirDirty = true
+		s.markDir()
 		if err := os.Remove(deleted); err != nil {
 			return s.fail(ioErr(err))
 		}
@@ -278,11 +278,11 @@ func (s *FileStorage) SetLogStart(offset int64) error {
 			return s.fail(err)
 		}
 		s.segments = s.segments[1:]
-		s.dirDirty = true
+		s.markDir()
 	}
 	s.startOffset = offset
 	if s.epochs.TruncateFromStart(offset) {
-		s.epochsDirty = true
+		s.markEpochs()
 	}
 	return nil
 }
@@ -302,7 +302,7 @@ func (s *FileStorage) ResetLog(offset int64) error {
 	s.segments = nil
 	s.startOffset = offset
 	s.epochs.Clear()
-	s.epochsDirty = true
+	s.markEpochs()
 	return s.addSegment(offset)
 }
 
@@ -324,7 +324,7 @@ func (s *FileStorage) restoreLogStart() {
 		if id.EndOffset > s.startOffset && id.EndOffset <= s.EndOffset() {
 			s.startOffset = id.EndOffset
 			if s.epochs.TruncateFromStart(id.EndOffset) {
-				s.epochsDirty = true
+				s.markEpochs()
 			}
 		}
 		return

@@ -58,6 +58,12 @@ var ErrStorageFailed = errors.New("raftlog: storage failed")
 
 // Storage persists the metadata log and the quorum state. Calls are made by one
 // goroutine (the quorum driver). Any error is fatal to the node.
+// AsyncSyncer is a Storage that can fsync on another goroutine while its owner keeps
+// appending (FileStorage): a leader then serves its followers during its own fsync.
+type AsyncSyncer interface {
+	PrepareSync() (work func() error, finish func(error) error)
+}
+
 type Storage interface {
 	// Load reads everything back at start-up.
 	Load() (Loaded, error)

@@ -1,0 +1,96 @@
+package quorum
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
+
+// gatedStorage holds the leader's asynchronous fsyncs (PrepareSync's work) until the
+// gate opens, as a slow disk would.
+type gatedStorage struct {
+	*raftlog.FileStorage
+	mu   sync.Mutex
+	gate chan struct{} // nil: not gated
+}
+
+func (g *gatedStorage) PrepareSync() (func() error, func(error) error) {
+	work, finish := g.FileStorage.PrepareSync()
+	g.mu.Lock()
+	gate := g.gate
+	g.mu.Unlock()
+	if gate == nil {
+		return work, finish
+	}
+	return func() error { <-gate; return work() }, finish
+}
+
+func (g *gatedStorage) hold() chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gate = make(chan struct{})
+	return g.gate
+}
+
+// TestLeaderCountsItsAppendOnlyOnceFsynced: the leader replicates a record while its
+// own fsync of it is still running (appendAsync), but the high watermark counts the
+// leader only once that fsync is done. With one follower down the majority is the
+// leader plus the other follower, so the record commits only after both are durable.
+func TestLeaderCountsItsAppendOnlyOnceFsynced(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	stores := map[int32]*gatedStorage{}
+	var mu sync.Mutex
+	c := newTestClusterWrapped(t, 3, func(id int32, s *raftlog.FileStorage) raftlog.Storage {
+		g := &gatedStorage{FileStorage: s}
+		mu.Lock()
+		stores[id] = g
+		mu.Unlock()
+		return g
+	})
+	defer c.closeAll()
+	var lead *testNode
+	waitFor(t, "a leader that committed", 5*time.Second, func() bool { lead = c.leader(); return lead != nil })
+	var follower int32 = -1
+	for id := range c.nodes {
+		if id != lead.id && follower < 0 {
+			follower = id
+		} else if id != lead.id {
+			c.crash(id)
+		}
+	}
+	st, _ := lead.node.Status(context.Background())
+	mu.Lock()
+	gate := stores[lead.id].hold()
+	mu.Unlock()
+	off, err := lead.node.Propose(context.Background(), st.Epoch, []raftlog.Record{{Value: []byte("durable?")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The follower gets it and acknowledges it (its next Fetch starts past it).
+	waitFor(t, "the follower's ack of the record", 5*time.Second, func() bool {
+		s, _ := lead.node.Status(context.Background())
+		for _, v := range s.Voters {
+			if v.ReplicaID == follower && v.LogEndOffset > off {
+				return true
+			}
+		}
+		return false
+	})
+	s, _ := lead.node.Status(context.Background())
+	if s.HighWatermark > off {
+		t.Fatalf("high watermark %d covers offset %d before the leader's own fsync finished", s.HighWatermark, off)
+	}
+	if s.FlushedEndOffset > off {
+		t.Fatalf("leader's flushed end %d covers offset %d while its fsync is held", s.FlushedEndOffset, off)
+	}
+	close(gate)
+	waitFor(t, "the commit once the leader's fsync completes", 5*time.Second, func() bool {
+		s, _ := lead.node.Status(context.Background())
+		return s.HighWatermark > off
+	})
+}
