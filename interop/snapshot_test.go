@@ -204,7 +204,7 @@ func TestKRaftSnapshotTransferCutMidway(t *testing.T) {
 		p := in.Topics[0].Partitions[0]
 		switch {
 		case p.Position == 0 && halves.Load() == 0:
-			resp, ok := halfChunk(dir, in, p)
+			resp, ok := halfChunk(dir, 1, in, p)
 			if !ok {
 				// A newer snapshot replaced this one (and retention removed it) between
 				// the Fetch answer and this request: let the real handler answer
@@ -230,9 +230,9 @@ func TestKRaftSnapshotTransferCutMidway(t *testing.T) {
 }
 
 // halfChunk answers a FetchSnapshot at position 0 with the first half of the file,
-// as a leader whose answer the network then loses the rest of.
+// as leader would whose answer the network then loses the rest of.
 // It reports false when the leader no longer holds that snapshot.
-func halfChunk(dir string, in *kmsg.FetchSnapshotRequest, p kmsg.FetchSnapshotRequestTopicPartition) (kmsg.Response, bool) {
+func halfChunk(dir string, leader int32, in *kmsg.FetchSnapshotRequest, p kmsg.FetchSnapshotRequestTopicPartition) (kmsg.Response, bool) {
 	id := raftlog.SnapshotID{EndOffset: p.SnapshotID.EndOffset, Epoch: p.SnapshotID.Epoch}
 	data, err := os.ReadFile(filepath.Join(dir, raftlog.SnapshotFileName(id)))
 	if err != nil {
@@ -242,11 +242,65 @@ func halfChunk(dir string, in *kmsg.FetchSnapshotRequest, p kmsg.FetchSnapshotRe
 	resp.Version = in.Version
 	rp := kmsg.NewFetchSnapshotResponseTopicPartition()
 	rp.SnapshotID.EndOffset, rp.SnapshotID.Epoch = id.EndOffset, id.Epoch
-	rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = 1, p.CurrentLeaderEpoch
+	rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = leader, p.CurrentLeaderEpoch
 	rp.Size, rp.Position, rp.Bytes = int64(len(data)), 0, data[:len(data)/2]
 	rt := kmsg.NewFetchSnapshotResponseTopic()
 	rt.Topic = in.Topics[0].Topic
 	rt.Partitions = []kmsg.FetchSnapshotResponseTopicPartition{rp}
 	resp.Topics = []kmsg.FetchSnapshotResponseTopic{rt}
 	return resp, true
+}
+
+// TestKRaftSnapshotTransferResumesFromNewLeader: a wiped broker's snapshot download
+// is cut midway by the leader (half a file, then every later chunk fails) and the
+// leader then stops. The broker finds the new leader, downloads the snapshot from it
+// and ends with the same image as the broker that never stopped.
+func TestKRaftSnapshotTransferResumesFromNewLeader(t *testing.T) {
+	c := newCluster(t, append(snapshotOpts(), Controllers(3), Brokers(2))...)
+	waitRunning(t, c)
+	createTopics(t, c, 8, 2, "a", "b")
+	c.stop(5)
+	c.wipe(5)
+	createTopics(t, c, 8, 1, "c")
+	waitLogCleanedPast(t, c, 0)
+
+	old, lead := leaderApp(t, c)
+	dir := filepath.Join(c.dirs[old], "__cluster_metadata-0")
+	var halves, cuts atomic.Int32
+	cut := make(chan struct{})
+	lead.Server().ControlKey(59, func(req *protocol.Request) (kmsg.Response, error, bool) {
+		in := req.Body.(*kmsg.FetchSnapshotRequest)
+		p := in.Topics[0].Partitions[0]
+		if p.Position == 0 && halves.Load() == 0 {
+			if resp, ok := halfChunk(dir, old, in, p); ok {
+				halves.Add(1)
+				return resp, nil, true
+			}
+			return nil, nil, false // a newer snapshot replaced it: let the handler say so
+		}
+		if halves.Load() == 0 {
+			return nil, nil, false
+		}
+		if cuts.Add(1) == 1 {
+			close(cut)
+		}
+		return nil, errors.New("cut midway"), true
+	})
+	fresh := c.start(5, snapshotSettings())
+	select {
+	case <-cut:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the download never reached its second chunk (%d half chunks)", halves.Load())
+	}
+	c.stop(old)
+	waitRunningBroker(t, fresh.Broker())
+	waitSameImage(t, "the broker to load the new leader's snapshot and catch up",
+		func() string { return c.nodes[4].Broker().Image().Dump() },
+		func() string { return fresh.Broker().Image().Dump() })
+	if now, _ := leaderApp(t, c); now == old {
+		t.Fatalf("controller %d still leads after it stopped", old)
+	}
+	if halves.Load() != 1 || cuts.Load() < 1 {
+		t.Fatalf("faults injected: %d half chunks, %d cuts; want 1 and at least 1", halves.Load(), cuts.Load())
+	}
 }
