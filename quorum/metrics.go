@@ -15,8 +15,9 @@ type NodeMetrics struct {
 	Epoch    int32
 	LeaderID int32 // -1 when no leader is known
 	// HighWatermark is -1 on a leader that has not committed in its epoch yet.
-	HighWatermark int64
-	LogEndOffset  int64
+	HighWatermark  int64
+	LogStartOffset int64
+	LogEndOffset   int64
 	// AppliedOffset is the next offset to hand to listeners (all below it were delivered).
 	AppliedOffset int64
 }
@@ -25,8 +26,8 @@ type NodeMetrics struct {
 // stores them after every pass over Ready; Node.Metrics loads them from any
 // goroutine.
 type nodeGauges struct {
-	role, epoch, leader atomic.Int32
-	hw, leo, applied    atomic.Int64
+	role, epoch, leader   atomic.Int32
+	hw, lso, leo, applied atomic.Int64
 }
 
 // update is called on the driver goroutine only.
@@ -39,6 +40,7 @@ func (g *nodeGauges) update(r *Raft, applied int64) {
 	g.epoch.Store(r.epoch)
 	g.leader.Store(r.leaderID)
 	g.hw.Store(hw)
+	g.lso.Store(r.log.startOffset)
 	g.leo.Store(r.log.endOffset())
 	g.applied.Store(applied)
 }
@@ -48,12 +50,13 @@ func (g *nodeGauges) update(r *Raft, applied int64) {
 func (n *Node) Metrics() NodeMetrics {
 	g := &n.gauges
 	return NodeMetrics{
-		Role:          Role(g.role.Load()),
-		Epoch:         g.epoch.Load(),
-		LeaderID:      g.leader.Load(),
-		HighWatermark: g.hw.Load(),
-		LogEndOffset:  g.leo.Load(),
-		AppliedOffset: g.applied.Load(),
+		Role:           Role(g.role.Load()),
+		Epoch:          g.epoch.Load(),
+		LeaderID:       g.leader.Load(),
+		HighWatermark:  g.hw.Load(),
+		LogStartOffset: g.lso.Load(),
+		LogEndOffset:   g.leo.Load(),
+		AppliedOffset:  g.applied.Load(),
 	}
 }
 

@@ -186,6 +186,7 @@ func (a *App) addRoles() {
 		a.components = append(a.components, namedComponent{name: "broker", c: a.broker})
 	}
 	a.snapshots = newSnapshotRole(a)
+	a.metrics.registry.MustRegister(newSnapshotMetrics(a.snapshots, a.cfg.NodeID))
 	a.quorum.addListener(a.snapshots)
 	a.components = append(a.components, namedComponent{name: "snapshots", c: a.snapshots})
 }

@@ -23,9 +23,16 @@ import (
 //	kraftd_raft_current_leader           gauge      current-leader (-1 when unknown)
 //	kraftd_raft_current_state{state}     gauge      current-state: 1 for the node's role, 0 for the others
 //	kraftd_raft_high_watermark           gauge      high-watermark (-1 on a new leader until it commits)
+//	kraftd_raft_log_start_offset         gauge      log-start-offset (moves only to a snapshot's end)
 //	kraftd_raft_log_end_offset           gauge      log-end-offset
 //	kraftd_raft_applied_offset           gauge      next offset handed to the state machines
 //	kraftd_raft_commit_latency_seconds   histogram  commit-latency-avg/max: leader's Propose to commit delivered
+//
+// Snapshots (Kafka's SnapshotEmitter metrics), on every KRaft node:
+//
+//	kraftd_snapshot_latest_generated_bytes    gauge    LatestSnapshotGeneratedBytes (0 before the first)
+//	kraftd_snapshot_latest_generated_age_ms   gauge    LatestSnapshotGeneratedAgeMs (since the node started, before the first)
+//	kraftd_snapshots_written_total            counter  snapshots this node wrote since it started
 //
 // Controller (Kafka's KafkaController group), on controller nodes:
 //
@@ -69,11 +76,12 @@ func newQuorumMetrics(q *quorumRole, node int32) *quorumMetrics {
 			"1 for the replica's current role (Kafka's current-state), 0 for the others.", []string{"state"}, labels),
 	}
 	for name, help := range map[string]string{
-		"current_epoch":  "The quorum epoch this replica is in.",
-		"current_leader": "The leader's node id, -1 when unknown.",
-		"high_watermark": "The replica's high watermark (-1 on a leader that has not committed in its epoch).",
-		"log_end_offset": "The end offset of the replica's metadata log.",
-		"applied_offset": "The next offset to hand to the controller or broker (every offset below it was delivered).",
+		"current_epoch":    "The quorum epoch this replica is in.",
+		"current_leader":   "The leader's node id, -1 when unknown.",
+		"high_watermark":   "The replica's high watermark (-1 on a leader that has not committed in its epoch).",
+		"log_end_offset":   "The end offset of the replica's metadata log.",
+		"log_start_offset": "The first offset of the replica's metadata log; below it only a snapshot holds the metadata.",
+		"applied_offset":   "The next offset to hand to the controller or broker (every offset below it was delivered).",
 	} {
 		m.descs[name] = prometheus.NewDesc("kraftd_raft_"+name, help, nil, labels)
 	}
@@ -98,11 +106,12 @@ func (m *quorumMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	nm := node.Metrics()
 	for name, v := range map[string]float64{
-		"current_epoch":  float64(nm.Epoch),
-		"current_leader": float64(nm.LeaderID),
-		"high_watermark": float64(nm.HighWatermark),
-		"log_end_offset": float64(nm.LogEndOffset),
-		"applied_offset": float64(nm.AppliedOffset),
+		"current_epoch":    float64(nm.Epoch),
+		"current_leader":   float64(nm.LeaderID),
+		"high_watermark":   float64(nm.HighWatermark),
+		"log_end_offset":   float64(nm.LogEndOffset),
+		"log_start_offset": float64(nm.LogStartOffset),
+		"applied_offset":   float64(nm.AppliedOffset),
 	} {
 		ch <- prometheus.MustNewConstMetric(m.descs[name], prometheus.GaugeValue, v)
 	}
@@ -232,4 +241,38 @@ func (m *controllerMetrics) wrapHeartbeats(reg *protocol.Registry) {
 
 func nodeLabels(node int32) prometheus.Labels {
 	return prometheus.Labels{"node": strconv.Itoa(int(node))}
+}
+
+// snapshotMetrics reads the snapshot role's counters on scrape.
+type snapshotMetrics struct {
+	s                   *snapshotRole
+	bytes, age, written *prometheus.Desc
+}
+
+func newSnapshotMetrics(s *snapshotRole, node int32) *snapshotMetrics {
+	labels := nodeLabels(node)
+	return &snapshotMetrics{
+		s: s,
+		bytes: prometheus.NewDesc("kraftd_snapshot_latest_generated_bytes",
+			"Size of the latest metadata snapshot this node wrote (Kafka's LatestSnapshotGeneratedBytes); 0 before the first.", nil, labels),
+		age: prometheus.NewDesc("kraftd_snapshot_latest_generated_age_ms",
+			"Time since this node last wrote a metadata snapshot, or since it started (Kafka's LatestSnapshotGeneratedAgeMs).", nil, labels),
+		written: prometheus.NewDesc("kraftd_snapshots_written_total",
+			"Metadata snapshots this node wrote since it started.", nil, labels),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (m *snapshotMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.bytes
+	ch <- m.age
+	ch <- m.written
+}
+
+// Collect implements prometheus.Collector.
+func (m *snapshotMetrics) Collect(ch chan<- prometheus.Metric) {
+	age := time.Since(time.UnixMilli(m.s.lastAtMs.Load())).Milliseconds()
+	ch <- prometheus.MustNewConstMetric(m.bytes, prometheus.GaugeValue, float64(m.s.lastBytes.Load()))
+	ch <- prometheus.MustNewConstMetric(m.age, prometheus.GaugeValue, float64(max(age, 0)))
+	ch <- prometheus.MustNewConstMetric(m.written, prometheus.CounterValue, float64(m.s.written.Load()))
 }

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -139,3 +142,77 @@ func TestQuorumMetricsBeforeStart(t *testing.T) {
 
 // waitTick paces polling of the metrics endpoint.
 func waitTick() { <-time.After(20 * time.Millisecond) }
+
+// TestSnapshotMetrics: a node that snapshots after every commit reports the latest
+// snapshot's size (the file's), a small age, the count written and a log start that
+// moved past 0 (retention 0 keeps no log below the snapshot).
+func TestSnapshotMetrics(t *testing.T) {
+	c := embedded(t,
+		Setting{"listeners", "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0"},
+		Setting{"log.dirs", t.TempDir()},
+		Setting{"cluster.id", testClusterID},
+		Setting{"controller.quorum.voters", "1@127.0.0.1:0"},
+		Setting{"broker.heartbeat.interval.ms", "100"},
+		Setting{"metadata.log.max.record.bytes.between.snapshots", "1"},
+		Setting{"metadata.max.retention.bytes", "0"},
+		Setting{"metadata.max.idle.interval.ms", "0"}, // no NoOps: the log goes quiet once the broker runs
+		Setting{"metrics.listener", "127.0.0.1:0"})
+	a, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := `{node="1"}`
+	if err := a.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := a.Broker().WaitState(ctx, broker.StateRunning); err != nil {
+		t.Fatalf("broker not running: %v", err)
+	}
+	var m map[string]float64
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m = scrape(t, a)
+		if m["kraftd_snapshots_written_total"+l] >= 1 && m["kraftd_raft_log_start_offset"+l] > 0 && !a.SnapshotDue() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no snapshot counted or log start still 0: %v", m)
+		}
+		waitTick()
+	}
+	// Stopped, the node writes no more snapshots: the gauge must name the newest file.
+	if err := a.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := a.Metrics().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := map[string]float64{}
+	for _, mf := range mfs {
+		for _, mm := range mf.GetMetric() {
+			final[mf.GetName()] = mm.GetGauge().GetValue() + mm.GetCounter().GetValue()
+		}
+	}
+	cfg := a.Config()
+	files, _ := filepath.Glob(filepath.Join(cfg.MetadataDir(), "__cluster_metadata-0", "*.checkpoint"))
+	if len(files) == 0 {
+		t.Fatal("no snapshot file")
+	}
+	slices.Sort(files) // the names are zero-padded end offsets: the last is the newest
+	fi, err := os.Stat(files[len(files)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := final["kraftd_snapshot_latest_generated_bytes"]; b != float64(fi.Size()) {
+		t.Errorf("latest snapshot bytes %v, newest snapshot file %s has %d", b, filepath.Base(files[len(files)-1]), fi.Size())
+	}
+	if age := final["kraftd_snapshot_latest_generated_age_ms"]; age < 0 || age > 10_000 {
+		t.Errorf("latest snapshot age %v ms", age)
+	}
+	if final["kraftd_snapshots_written_total"] < m["kraftd_snapshots_written_total"+l] {
+		t.Errorf("written count went down: %v after %v", final["kraftd_snapshots_written_total"], m["kraftd_snapshots_written_total"+l])
+	}
+}

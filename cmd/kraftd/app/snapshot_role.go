@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,21 +33,25 @@ type snapshotRole struct {
 	interval time.Duration
 	image    func() *image.Image
 
-	pending atomic.Int64 // committed bytes since the last snapshot
-	written atomic.Int64 // snapshots written, for tests and logs
-	busy    atomic.Bool  // a snapshot is being written
-	wake    chan struct{}
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	pending   atomic.Int64 // committed bytes since the last snapshot
+	written   atomic.Int64 // snapshots written, for tests, logs and metrics
+	busy      atomic.Bool  // a snapshot is being written
+	lastBytes atomic.Int64 // size of the latest snapshot written
+	lastAtMs  atomic.Int64 // when it was written (Unix ms); the start before the first
+	wake      chan struct{}
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
 }
 
 func newSnapshotRole(a *App) *snapshotRole {
-	return &snapshotRole{
+	s := &snapshotRole{
 		a:        a,
 		maxBytes: a.cfg.MetadataLogMaxRecordBytesBetweenSnapshots,
 		interval: time.Duration(a.cfg.MetadataLogMaxSnapshotIntervalMs) * time.Millisecond,
 		wake:     make(chan struct{}, 1),
 	}
+	s.lastAtMs.Store(time.Now().UnixMilli())
+	return s
 }
 
 // HandleCommit implements quorum.Listener: it counts and, when due, wakes the loop.
@@ -162,6 +168,10 @@ func (s *snapshotRole) snapshot(ctx context.Context) bool {
 		return false
 	}
 	s.written.Add(1)
+	s.lastAtMs.Store(time.Now().UnixMilli())
+	if fi, err := os.Stat(filepath.Join(s.a.cfg.MetadataDir(), "__cluster_metadata-0", raftlog.SnapshotFileName(id))); err == nil {
+		s.lastBytes.Store(fi.Size())
+	}
 	log.Info("metadata snapshot written", zap.Duration("took", time.Since(start)),
 		zap.Int("partitions", img.NumPartitions()))
 	return true
