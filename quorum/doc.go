@@ -48,7 +48,11 @@
 // The core has none. The driver (node.go) is the only goroutine that touches a Raft.
 // Node.WriteSnapshot starts one writer goroutine per snapshot (at most one at a time),
 // owned by the Node and stopped with it: it encodes and fsyncs the file, then hands
-// the rename and the log cleaning back to the driver.
+// the rename and the log cleaning back to the driver. On a leader with FileStorage,
+// a flusher goroutine (at most one at a time, started by the driver and awaited by it
+// before any other storage work and at stop) fsyncs the batches the driver has just
+// written, so that the driver keeps serving followers meanwhile; the leader's own
+// offset counts toward the high watermark only once that fsync returned.
 //
 // # Snapshots (KIP-630)
 //

@@ -57,7 +57,9 @@ type NodeConfig struct {
 // feeds committed batches to listeners.
 //
 // Goroutines: the driver loop (run), plus one per outbound request in flight, each
-// owned by the Node and stopped by Close through the node context.
+// owned by the Node and stopped by Close through the node context, and on a leader
+// the flusher of appendAsync (one at a time; the driver waits for it before other
+// storage work and before it exits).
 type Node struct {
 	cfg    NodeConfig
 	log    *zap.Logger
