@@ -27,25 +27,11 @@ func observerEnv(t *testing.T, seed uint64) *quorumtest.Env {
 	return e
 }
 
-// takeMsgs removes and returns the in-flight messages that match.
-func takeMsgs(e *quorumtest.Env, match func(quorum.Message) bool) []quorum.Message {
-	var got, keep []quorum.Message
-	for _, m := range e.Net {
-		if match(m) {
-			got = append(got, m)
-		} else {
-			keep = append(keep, m)
-		}
-	}
-	e.Net = keep
-	return got
-}
-
 // takeFetch processes node from's Ready and takes the one Fetch it sent.
 func takeFetch(t *testing.T, e *quorumtest.Env, from int32) quorum.Message {
 	t.Helper()
 	e.ProcessReady(e.Nodes[from])
-	got := takeMsgs(e, func(m quorum.Message) bool { return m.From == from && m.Fetch != nil })
+	got := e.Take(func(m quorum.Message) bool { return m.From == from && m.Fetch != nil })
 	if len(got) != 1 {
 		t.Fatalf("node %d has %d fetches in flight, want 1: %v", from, len(got), got)
 	}
@@ -68,7 +54,7 @@ func TestObserverRediscoveryAvoidsFailedNode(t *testing.T) {
 			// Answer the parked fetch so the observer has a fresh one in flight to node 1.
 			e.Tick(500, []int32{1})
 			e.ProcessReady(e.Nodes[1])
-			for _, r := range takeMsgs(e, func(m quorum.Message) bool { return m.To == 4 }) {
+			for _, r := range e.Take(func(m quorum.Message) bool { return m.To == 4 }) {
 				e.Deliver(r)
 			}
 			m := takeFetch(t, e, 4)

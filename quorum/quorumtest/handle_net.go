@@ -85,8 +85,8 @@ func filter(tc *TestCase) (func(quorum.Message) bool, error) {
 	}, nil
 }
 
-// take removes and returns the matching in-flight messages.
-func (e *Env) take(match func(quorum.Message) bool) []quorum.Message {
+// Take removes and returns the matching in-flight messages.
+func (e *Env) Take(match func(quorum.Message) bool) []quorum.Message {
 	var got, keep []quorum.Message
 	for _, m := range e.Net {
 		if match(m) {
@@ -105,7 +105,7 @@ func (e *Env) handleDeliver(tc *TestCase, drop bool) error {
 	if err != nil {
 		return err
 	}
-	for _, m := range e.take(match) {
+	for _, m := range e.Take(match) {
 		if drop {
 			fmt.Fprintf(e.Out, "dropped %s\n", m)
 			continue
@@ -122,7 +122,7 @@ func (e *Env) handleFail(tc *TestCase) error {
 	if err != nil {
 		return err
 	}
-	for _, m := range e.take(func(m quorum.Message) bool { return m.IsRequest() && match(m) }) {
+	for _, m := range e.Take(func(m quorum.Message) bool { return m.IsRequest() && match(m) }) {
 		resp := FailedResponse(m)
 		e.Deliver(resp)
 	}
@@ -163,7 +163,7 @@ func (e *Env) handleStabilize(tc *TestCase) error {
 		for _, n := range ns {
 			moved = e.ProcessReady(n) || moved
 		}
-		batch := e.take(func(m quorum.Message) bool { return set[m.From] && set[m.To] })
+		batch := e.Take(func(m quorum.Message) bool { return set[m.From] && set[m.To] })
 		for _, m := range batch {
 			e.Deliver(m)
 			moved = true

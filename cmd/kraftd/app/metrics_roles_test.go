@@ -127,13 +127,9 @@ func TestQuorumMetricsBeforeStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mfs, err := a.Metrics().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	names := map[string]bool{}
-	for _, mf := range mfs {
-		names[mf.GetName()] = true
+	for name := range gather(t, a) {
+		names[name] = true
 	}
 	if !names["kraftd_raft_commit_latency_seconds"] || names["kraftd_raft_current_epoch"] || !names["kraftd_controller_active"] {
 		t.Errorf("families before start: %v", names)
@@ -186,16 +182,7 @@ func TestSnapshotMetrics(t *testing.T) {
 	if err := a.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	mfs, err := a.Metrics().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	final := map[string]float64{}
-	for _, mf := range mfs {
-		for _, mm := range mf.GetMetric() {
-			final[mf.GetName()] = mm.GetGauge().GetValue() + mm.GetCounter().GetValue()
-		}
-	}
+	final := gather(t, a)
 	cfg := a.Config()
 	files, _ := filepath.Glob(filepath.Join(cfg.MetadataDir(), "__cluster_metadata-0", "*.checkpoint"))
 	if len(files) == 0 {
@@ -215,4 +202,22 @@ func TestSnapshotMetrics(t *testing.T) {
 	if final["kraftd_snapshots_written_total"] < m["kraftd_snapshots_written_total"+l] {
 		t.Errorf("written count went down: %v after %v", final["kraftd_snapshots_written_total"], m["kraftd_snapshots_written_total"+l])
 	}
+}
+
+// gather reads the registry directly (no listener needed): each family's last
+// gauge or counter value by name.
+func gather(t *testing.T, a *App) map[string]float64 {
+	t.Helper()
+	mfs, err := a.Metrics().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		out[mf.GetName()] = 0
+		for _, mm := range mf.GetMetric() {
+			out[mf.GetName()] = mm.GetGauge().GetValue() + mm.GetCounter().GetValue()
+		}
+	}
+	return out
 }
