@@ -361,6 +361,11 @@ func (n *Node) maybeClean() error {
 	if !ok {
 		return nil
 	}
+	// The flusher may be fsyncing a segment about to be deleted, and Sync below must
+	// not run beside it.
+	if err := n.joinFlush(); err != nil {
+		return err
+	}
 	if err := n.snaps.SetLogStart(start); err != nil {
 		return err
 	}
