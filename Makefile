@@ -15,7 +15,7 @@ SEEDS     ?= 100
 CONTROLLERS ?= 3
 BROKERS     ?= 3
 
-.PHONY: all build run dev dev-zk zookeeper deps test test-short lint fmt-check vet interop fuzz bench sim invariants clean
+.PHONY: all build run dev dev-zk zookeeper deps test test-short lint fmt-check vet interop fuzz bench sim durability invariants clean
 
 all: build
 
@@ -98,6 +98,12 @@ bench:
 ## the Sim tests and the -sim.seeds flag.
 sim:
 	$(GO) test ./quorum -run Sim -sim.seeds=$(SEEDS)
+
+## durability: loopback nodes with slow in-memory disks crash and restart at random;
+## nothing committed may be lost (2 s a seed): make durability DURABILITY_SEEDS=50.
+DURABILITY_SEEDS ?= 20
+durability:
+	$(GO) test ./quorum -count=1 -run NodeCrashesLoseNothing -durability.seeds=$(DURABILITY_SEEDS) -timeout 30m
 
 ## invariants: tests with the expensive assertions compiled in.
 invariants:

@@ -105,6 +105,27 @@ func (m *MemStorage) Sync() error {
 	return nil
 }
 
+// PrepareSync implements AsyncSyncer: work makes durable what the log holds now, not
+// what is appended while it runs, as an fsync started now would. Between the two the
+// owner may only Append, so the log then is a prefix of the log later.
+func (m *MemStorage) PrepareSync() (work func() error, finish func(error) error) {
+	m.mu.Lock()
+	captured := slices.Clone(m.cur)
+	m.mu.Unlock()
+	work = func() error {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.failed != nil {
+			return m.failed
+		}
+		if len(captured) > len(m.durable) {
+			m.durable = captured
+		}
+		return nil
+	}
+	return work, func(err error) error { return err }
+}
+
 // SaveQuorumState implements Storage; the state is durable at once.
 func (m *MemStorage) SaveQuorumState(st QuorumState) error {
 	m.mu.Lock()
