@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"math/rand/v2"
 
@@ -48,6 +49,7 @@ type inflight struct {
 type core struct {
 	cfg     Config
 	log     *zap.Logger
+	dec     records.Decoder // committed batches decode into it, one record at a time
 	rng     *rand.Rand
 	propose proposeFunc
 
@@ -170,11 +172,7 @@ func (c *core) commitBatch(b raftlog.Batch) error {
 	if b.Control {
 		return nil
 	}
-	recs, err := decodeBatch(b)
-	if err != nil {
-		return err
-	}
-	next, err := c.committed.replay(recs, b.Epoch)
+	next, err := c.committed.replay(decodeBatch(&c.dec, b), b.Epoch)
 	if err != nil {
 		return err
 	}
@@ -185,20 +183,32 @@ func (c *core) commitBatch(b raftlog.Batch) error {
 	return nil
 }
 
-func decodeBatch(b raftlog.Batch) ([]offsetRecord, error) {
-	raw, err := b.Records()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrReplay, err)
-	}
-	out := make([]offsetRecord, len(raw))
-	for i, r := range raw {
-		rec, err := records.Decode(r.Value)
+// decodeBatch streams b's records decoded into dec, reused from one record to the
+// next, so a standby replays a million-partition change without a million
+// allocations; a nil dec allocates every record (for callers that keep them).
+func decodeBatch(dec *records.Decoder, b raftlog.Batch) iter.Seq2[offsetRecord, error] {
+	return func(yield func(offsetRecord, error) bool) {
+		raw, err := b.Records()
 		if err != nil {
-			return nil, fmt.Errorf("%w: offset %d: %w", ErrReplay, r.Offset, err)
+			yield(offsetRecord{}, fmt.Errorf("%w: %w", ErrReplay, err))
+			return
 		}
-		out[i] = offsetRecord{offset: r.Offset, rec: rec}
+		for _, r := range raw {
+			var rec records.Record
+			if dec != nil {
+				rec, err = dec.Decode(r.Value)
+			} else {
+				rec, err = records.Decode(r.Value)
+			}
+			if err != nil {
+				yield(offsetRecord{}, fmt.Errorf("%w: offset %d: %w", ErrReplay, r.Offset, err))
+				return
+			}
+			if !yield(offsetRecord{offset: r.Offset, rec: rec}, nil) {
+				return
+			}
+		}
 	}
-	return out, nil
 }
 
 func (c *core) releaseWaiters() {
@@ -355,7 +365,7 @@ func (c *core) appendBatch(b encoded) error {
 	for i, r := range b.recs {
 		recs[i] = offsetRecord{offset: c.nextOffset + int64(i), rec: r}
 	}
-	next, err := c.pending.replay(recs, c.leader.Epoch)
+	next, err := c.pending.replay(seqOf(recs), c.leader.Epoch)
 	if err != nil {
 		// Our own records must apply; anything else is a bug in a handler.
 		panic(fmt.Sprintf("controller: appended records do not replay: %v", err))

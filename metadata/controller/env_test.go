@@ -71,11 +71,8 @@ func replayLog(t interface{ Fatal(...any) }, batches []raftlog.Batch) *image.Ima
 		if b.Control {
 			continue
 		}
-		recs, err := decodeBatch(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if v, err = v.replay(recs, b.Epoch); err != nil {
+		var err error
+		if v, err = v.replay(decodeBatch(new(records.Decoder), b), b.Epoch); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -217,9 +214,12 @@ func (e *env) printBatch(b raftlog.Batch) {
 		fmt.Fprintf(&e.out, "batch %d epoch=%d: control LEADER_CHANGE\n", b.BaseOffset, b.Epoch)
 		return
 	}
-	recs, err := decodeBatch(b)
-	if err != nil {
-		e.t.Fatal(err)
+	var recs []offsetRecord
+	for r, err := range decodeBatch(nil, b) {
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		recs = append(recs, r)
 	}
 	fmt.Fprintf(&e.out, "batch %d-%d epoch=%d:\n", b.BaseOffset, b.LastOffset, b.Epoch)
 	if len(recs) > 8 {

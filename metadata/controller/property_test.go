@@ -142,7 +142,7 @@ func partitionOf(t *rapid.T, replicas, isr []int32, leader int32) image.Partitio
 		{0, topicRecord("t")},
 		{1, partitionRec(replicas, isr, leader)},
 	}
-	next, err := v.replay(recs, 1)
+	next, err := v.replay(seqOf(recs), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

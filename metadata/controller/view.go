@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"iter"
 	"maps"
 
 	"github.com/kraftd/kraftd/metadata/image"
@@ -45,14 +46,29 @@ func (v *view) visible() *image.Image {
 	return v.img
 }
 
+// seqOf streams recs to replay.
+func seqOf(recs []offsetRecord) iter.Seq2[offsetRecord, error] {
+	return func(yield func(offsetRecord, error) bool) {
+		for _, r := range recs {
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}
+}
+
 // replay applies one batch worth of records and returns the next view; v
 // is unchanged. An error names the offending offset; the log cannot be
-// applied past it.
-func (v *view) replay(recs []offsetRecord, quorumEpoch int32) (*view, error) {
+// applied past it. Each record is used only until the next is asked for, so
+// the stream may decode into reused memory (records.Decoder).
+func (v *view) replay(recs iter.Seq2[offsetRecord, error], quorumEpoch int32) (*view, error) {
 	next := *v
 	d := image.NewDelta(v.img)
 	ownOffsets := false
-	for _, r := range recs {
+	for r, err := range recs {
+		if err != nil {
+			return nil, err
+		}
 		switch m := r.rec.Message.(type) {
 		case *records.BeginTransactionRecord:
 			if next.txnBase != nil {
