@@ -106,12 +106,15 @@ func BenchmarkCommitLatencyDuringSnapshot(b *testing.B) {
 		}
 	}
 	var ratios []float64
+	var allBase, allDuring []time.Duration // every round's samples, for a pooled p99
 	for b.Loop() {
 		closed := make(chan struct{})
 		close(closed)
 		propose(closed, 300)
 		waitCond(b, "the baseline commits", 10*time.Second, func() bool { return lat.len() >= 300 })
-		base := p99(lat.take())
+		baseSamples := lat.take()
+		allBase = append(allBase, baseSamples...)
+		base := p99(baseSamples)
 
 		// Every proposal committed on the leader first: a count read while some are
 		// still in flight is one the followers overtake.
@@ -135,7 +138,9 @@ func BenchmarkCommitLatencyDuringSnapshot(b *testing.B) {
 			close(finished)
 		}()
 		propose(finished, 100)
-		during := p99(lat.take())
+		duringSamples := lat.take()
+		allDuring = append(allDuring, duringSamples...)
+		during := p99(duringSamples)
 		b.ReportMetric(float64(base.Microseconds())/1000, "p99-ms-baseline")
 		b.ReportMetric(float64(during.Microseconds())/1000, "p99-ms-during-snapshot")
 		b.ReportMetric(float64(took.Milliseconds()), "snapshot-write-ms")
@@ -144,11 +149,18 @@ func BenchmarkCommitLatencyDuringSnapshot(b *testing.B) {
 		}
 	}
 	if len(ratios) > 0 {
+		// A round's p99 rests on its two or three slowest commits out of a few hundred,
+		// which this shared disk's own fsync p99 (several ms) dominates; the p99 of all
+		// rounds' samples pooled is the steadier figure.
 		slices.Sort(ratios)
+		pooled := float64(p99(allDuring)) / float64(p99(allBase))
+		b.ReportMetric(pooled, "p99-ratio-pooled")
 		b.ReportMetric(ratios[len(ratios)/2], "p99-ratio-median")
 		b.ReportMetric(ratios[len(ratios)-1], "p99-ratio-max")
-		b.Logf("p99 during/without a %d-record snapshot over %d rounds: median %.2fx, max %.2fx (goal <= 2x); "+
+		b.Logf("p99 during/without a %d-record snapshot: pooled over %d+%d samples %.2fx (%v vs %v); per round "+
+			"over %d rounds median %.2fx, max %.2fx (goal <= 2x); "+
 			"reproduce: go test ./quorum -run '^$' -bench CommitLatencyDuringSnapshot -benchtime %dx -snapshot.records %d",
-			*benchSnapshotRecords, len(ratios), ratios[len(ratios)/2], ratios[len(ratios)-1], len(ratios), *benchSnapshotRecords)
+			*benchSnapshotRecords, len(allDuring), len(allBase), pooled, p99(allDuring), p99(allBase),
+			len(ratios), ratios[len(ratios)/2], ratios[len(ratios)-1], len(ratios), *benchSnapshotRecords)
 	}
 }
