@@ -20,14 +20,14 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// ephemeralConfig is a combined node on 127.0.0.1 with kernel-chosen ports.
-func ephemeralConfig(t *testing.T) Config {
+// ephemeralConfig is a combined node on 127.0.0.1 with kernel-chosen ports, a
+// fresh data directory and the test cluster id, plus extra settings.
+func ephemeralConfig(t *testing.T, extra ...Setting) Config {
 	t.Helper()
-	c := embedded(t,
-		Setting{"listeners", "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0"},
-		Setting{"log.dirs", t.TempDir()},
-		Setting{"cluster.id", testClusterID})
-	return c
+	return embedded(t, append([]Setting{
+		{"listeners", "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0"},
+		{"log.dirs", t.TempDir()},
+		{"cluster.id", testClusterID}}, extra...)...)
 }
 
 // apiVersions sends ApiVersions v3 and returns the decoded response.
@@ -237,10 +237,7 @@ func TestAppServesMetrics(t *testing.T) {
 // for a broker (interop's TestKRaftBrokersFromBootstrapServers) but not for a
 // controller, which would need the voter set kept in the log (KIP-853): Start says so.
 func TestControllerNeedsStaticVoters(t *testing.T) {
-	c := embedded(t,
-		Setting{"listeners", "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0"},
-		Setting{"log.dirs", t.TempDir()},
-		Setting{"cluster.id", testClusterID},
+	c := ephemeralConfig(t,
 		Setting{"controller.quorum.voters", ""},
 		Setting{"controller.quorum.bootstrap.servers", "127.0.0.1:9093"})
 	a, err := New(c)

@@ -50,10 +50,7 @@ func scrape(t *testing.T, a *App) map[string]float64 {
 // runs: the node leads the quorum, has committed (so the commit histogram has
 // samples), sees one registered unfenced broker and counts its heartbeats.
 func TestRoleMetricsOnACombinedNode(t *testing.T) {
-	c := embedded(t,
-		Setting{"listeners", "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0"},
-		Setting{"log.dirs", t.TempDir()},
-		Setting{"cluster.id", testClusterID},
+	c := ephemeralConfig(t,
 		Setting{"controller.quorum.voters", "1@127.0.0.1:0"},
 		Setting{"broker.heartbeat.interval.ms", "100"},
 		Setting{"metrics.listener", "127.0.0.1:0"})
@@ -143,10 +140,7 @@ func waitTick() { <-time.After(20 * time.Millisecond) }
 // snapshot's size (the file's), a small age, the count written and a log start that
 // moved past 0 (retention 0 keeps no log below the snapshot).
 func TestSnapshotMetrics(t *testing.T) {
-	c := embedded(t,
-		Setting{"listeners", "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0"},
-		Setting{"log.dirs", t.TempDir()},
-		Setting{"cluster.id", testClusterID},
+	c := ephemeralConfig(t,
 		Setting{"controller.quorum.voters", "1@127.0.0.1:0"},
 		Setting{"broker.heartbeat.interval.ms", "100"},
 		Setting{"metadata.log.max.record.bytes.between.snapshots", "1"},
