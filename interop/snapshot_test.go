@@ -85,6 +85,24 @@ func leaderApp(t *testing.T, c *cluster) (int32, *app.App) {
 	return id, c.nodes[id]
 }
 
+// wipedBrokerCluster starts controllers plus two brokers that snapshot after every
+// commit, creates topics (replication factor rf), stops the last broker and wipes its
+// disk, creates more, and waits until every controller's log starts past 0: the
+// stopped broker can come back only through a snapshot. The cluster is returned with
+// that broker stopped.
+func wipedBrokerCluster(t *testing.T, controllers int, rf int16) *cluster {
+	t.Helper()
+	c := newCluster(t, append(snapshotOpts(), Controllers(controllers), Brokers(2))...)
+	waitRunning(t, c)
+	createTopics(t, c, 6, rf, "before")
+	last := int32(controllers + 2)
+	c.stop(last)
+	c.wipe(last)
+	createTopics(t, c, 3, 1, "while-away")
+	waitLogCleanedPast(t, c, 0)
+	return c
+}
+
 // waitLogCleanedPast waits until every running controller's log starts above offset.
 func waitLogCleanedPast(t *testing.T, c *cluster, offset int64) {
 	t.Helper()
@@ -116,14 +134,8 @@ func waitSameImage(t *testing.T, what string, a, b func() string) {
 // Fetch at offset 0, downloads it with FetchSnapshot, loads it, replays the tail,
 // is unfenced, and ends with exactly the image of the broker that never stopped.
 func TestKRaftWipedBrokerRejoinsThroughSnapshot(t *testing.T) {
-	c := newCluster(t, append(snapshotOpts(), Controllers(3), Brokers(2))...)
-	waitRunning(t, c)
-	createTopics(t, c, 6, 2, "before")
-	c.stop(5)
-	c.wipe(5)
-	createTopics(t, c, 3, 1, "while-away")
+	c := wipedBrokerCluster(t, 3, 2)
 	_, lead := leaderApp(t, c)
-	waitLogCleanedPast(t, c, 0)
 	if lead.SnapshotsWritten() == 0 {
 		t.Fatal("the leader wrote no snapshot")
 	}
@@ -189,13 +201,7 @@ func TestKRaftStaleControllerCatchesUpThroughSnapshot(t *testing.T) {
 // with half the snapshot and then cuts the connection on the next chunk. The
 // fetcher retries at the same position and completes with a valid snapshot.
 func TestKRaftSnapshotTransferCutMidway(t *testing.T) {
-	c := newCluster(t, append(snapshotOpts(), Controllers(1), Brokers(2))...)
-	waitRunning(t, c)
-	createTopics(t, c, 8, 1, "a", "b")
-	c.stop(3)
-	c.wipe(3)
-	createTopics(t, c, 8, 1, "c")
-	waitLogCleanedPast(t, c, 0)
+	c := wipedBrokerCluster(t, 1, 1)
 
 	var halves, cuts atomic.Int32
 	dir := filepath.Join(c.dirs[1], "__cluster_metadata-0")
@@ -256,13 +262,7 @@ func halfChunk(dir string, leader int32, in *kmsg.FetchSnapshotRequest, p kmsg.F
 // leader then stops. The broker finds the new leader, downloads the snapshot from it
 // and ends with the same image as the broker that never stopped.
 func TestKRaftSnapshotTransferResumesFromNewLeader(t *testing.T) {
-	c := newCluster(t, append(snapshotOpts(), Controllers(3), Brokers(2))...)
-	waitRunning(t, c)
-	createTopics(t, c, 8, 2, "a", "b")
-	c.stop(5)
-	c.wipe(5)
-	createTopics(t, c, 8, 1, "c")
-	waitLogCleanedPast(t, c, 0)
+	c := wipedBrokerCluster(t, 3, 2)
 
 	old, lead := leaderApp(t, c)
 	dir := filepath.Join(c.dirs[old], "__cluster_metadata-0")
