@@ -47,6 +47,12 @@ type Config struct {
 	// FetchMaxBytes caps one Fetch response's records (8 MiB); at least one batch is sent.
 	FetchMaxBytes int32
 
+	// KRaftVersion is the kraft.version feature level. Only 0, the static voter set of
+	// controller.quorum.voters, is implemented; Validate rejects any other. At 0 the
+	// voter-only requests (Vote, BeginQuorumEpoch, EndQuorumEpoch) are checked against
+	// the voter set (voterSetError), as Kafka 3.7 does.
+	KRaftVersion int16
+
 	// DisablePreVote turns KIP-996 pre-vote off (it is on by default). Pre-vote is also
 	// skipped while any voter is known not to support Vote v2 (SetPeerSupportsPreVote).
 	DisablePreVote bool
@@ -69,6 +75,9 @@ const AppendLingerMsNone = -1
 func (c *Config) Validate() error {
 	if c.NodeID < 0 {
 		return fmt.Errorf("%w: node id %d", ErrInvalidConfig, c.NodeID)
+	}
+	if c.KRaftVersion != 0 {
+		return fmt.Errorf("%w: kraft.version %d (only 0, a static voter set, is implemented)", ErrInvalidConfig, c.KRaftVersion)
 	}
 	seen := map[int32]bool{}
 	for _, v := range c.Voters {

@@ -18,8 +18,6 @@ var (
 	// ErrTruncateBelowHighWatermark: the leader asked this node to truncate committed data.
 	// Fatal: the node must stop rather than lose committed records.
 	ErrTruncateBelowHighWatermark = errors.New("quorum: truncation below high watermark")
-	// ErrInconsistentLeader: two leaders were seen for one epoch. Fatal.
-	ErrInconsistentLeader = errors.New("quorum: two leaders in one epoch")
 	// ErrInvalidResponse: a peer answered INVALID_REQUEST, i.e. this node sent a malformed
 	// request. Fatal, as in Kafka: it is a bug.
 	ErrInvalidResponse = errors.New("quorum: peer reported an invalid request")

@@ -187,6 +187,12 @@ func (r *Raft) applyFetchedData(resp *FetchResponse) error {
 			r.debugf("%d drops fetched batch at %d, log ends at %d", r.cfg.NodeID, b.BaseOffset, leo)
 			break
 		}
+		if b.LastOffset < b.BaseOffset || b.Epoch < r.log.lastEpoch() || b.Epoch > r.epoch {
+			// The leader of this epoch has only written epochs up to it, in order.
+			r.debugf("%d drops fetched batch at %d: offsets %d..%d, epoch %d (log epoch %d, epoch %d)",
+				r.cfg.NodeID, b.BaseOffset, b.BaseOffset, b.LastOffset, b.Epoch, r.log.lastEpoch(), r.epoch)
+			break
+		}
 		r.log.append(b)
 		leo = b.NextOffset()
 	}
@@ -216,11 +222,11 @@ func (r *Raft) truncateDiverged(div EpochEndOffset) error {
 	return nil
 }
 
-// handleBeginEpoch: a new leader announces itself.
-func (r *Raft) handleBeginEpoch(nowMs int64, m Message) error {
+// handleBeginEpoch: a new leader announces itself. Every check that can refuse the
+// request runs before anything is adopted; a refused request changes nothing.
+func (r *Raft) handleBeginEpoch(nowMs int64, m Message) {
 	req := m.BeginEpoch
 	resp := &BeginQuorumEpochResponse{}
-	var err error
 	switch {
 	case req.LeaderID < 0 || req.LeaderEpoch < 0:
 		resp.ErrorCode = kerr.InvalidRequest.Code
@@ -228,10 +234,15 @@ func (r *Raft) handleBeginEpoch(nowMs int64, m Message) error {
 		resp.ErrorCode = kerr.InvalidVoterKey.Code
 	case req.LeaderEpoch < r.epoch:
 		resp.ErrorCode = kerr.FencedLeaderEpoch.Code
+	case r.voterSetError(req.LeaderID) != 0:
+		resp.ErrorCode = kerr.InconsistentVoterSet.Code
+	case req.LeaderID == r.cfg.NodeID || !usableEpoch(req.LeaderEpoch):
+		// A leader announces itself to the others only; epochCeiling is never adopted.
+		resp.ErrorCode = kerr.InvalidRequest.Code
+	case r.conflictingLeader("BeginQuorumEpoch", m.From, req.LeaderEpoch, req.LeaderID):
+		resp.ErrorCode = kerr.InvalidRequest.Code
 	case req.LeaderEpoch > r.epoch || r.leaderID < 0:
-		err = r.learnLeader(nowMs, req.LeaderEpoch, req.LeaderID)
-	case r.leaderID != req.LeaderID:
-		err = ErrInconsistentLeader
+		r.learnLeader(nowMs, req.LeaderEpoch, req.LeaderID)
 	case r.role == Unattached || r.role == Prospective:
 		// Leader already known (e.g. a failed pre-vote round): follow it again.
 		r.becomeFollower(nowMs, req.LeaderEpoch, req.LeaderID)
@@ -241,23 +252,26 @@ func (r *Raft) handleBeginEpoch(nowMs int64, m Message) error {
 		resp.LeaderID = r.cfg.NodeID
 	}
 	r.send(Message{To: m.From, RequestID: m.RequestID, BeginEpochResp: resp})
-	return err
 }
 
 // handleEndEpoch: the leader is resigning. Its followers shorten their fetch timer by
 // their rank among the preferred successors, so the most caught-up voter campaigns
 // first; an Unattached voter campaigns at once.
-func (r *Raft) handleEndEpoch(nowMs int64, m Message) error {
+func (r *Raft) handleEndEpoch(nowMs int64, m Message) {
 	req := m.EndEpoch
 	resp := &EndQuorumEpochResponse{}
-	var err error
 	switch {
 	case req.LeaderID < 0 || req.LeaderEpoch < 0:
 		resp.ErrorCode = kerr.InvalidRequest.Code
 	case req.LeaderEpoch < r.epoch:
 		resp.ErrorCode = kerr.FencedLeaderEpoch.Code
-	case req.LeaderEpoch == r.epoch && r.leaderID >= 0 && r.leaderID != req.LeaderID:
-		err = ErrInconsistentLeader
+	case r.voterSetError(req.LeaderID) != 0:
+		resp.ErrorCode = kerr.InconsistentVoterSet.Code
+	case req.LeaderID == r.cfg.NodeID || !usableEpoch(req.LeaderEpoch):
+		// A resigning leader tells the others only; epochCeiling is never adopted.
+		resp.ErrorCode = kerr.InvalidRequest.Code
+	case r.conflictingLeader("EndQuorumEpoch", m.From, req.LeaderEpoch, req.LeaderID):
+		resp.ErrorCode = kerr.InvalidRequest.Code
 	default:
 		// The sender is leaving: adopt a newer epoch without following it.
 		if req.LeaderEpoch > r.epoch {
@@ -270,7 +284,6 @@ func (r *Raft) handleEndEpoch(nowMs int64, m Message) error {
 		resp.LeaderID = r.cfg.NodeID
 	}
 	r.send(Message{To: m.From, RequestID: m.RequestID, EndEpochResp: resp})
-	return err
 }
 
 func (r *Raft) reactToEndEpoch(nowMs int64, req *EndQuorumEpochRequest) {

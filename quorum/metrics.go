@@ -20,6 +20,13 @@ type NodeMetrics struct {
 	LogEndOffset   int64
 	// AppliedOffset is the next offset to hand to listeners (all below it were delivered).
 	AppliedOffset int64
+	// ConflictingLeaderTotal counts requests and responses that named another leader
+	// for an epoch whose leader this node knew (rejected; each logged at ERROR).
+	ConflictingLeaderTotal int64
+	// InconsistentVoterSetTotal counts Vote, BeginQuorumEpoch and EndQuorumEpoch
+	// requests refused with INCONSISTENT_VOTER_SET: sent by a non-voter, or to an
+	// observer.
+	InconsistentVoterSetTotal int64
 }
 
 // nodeGauges mirrors the core's monitoring fields in atomics. The driver
@@ -28,6 +35,7 @@ type NodeMetrics struct {
 type nodeGauges struct {
 	role, epoch, leader   atomic.Int32
 	hw, lso, leo, applied atomic.Int64
+	conflicting, voterSet atomic.Int64
 }
 
 // update is called on the driver goroutine only.
@@ -43,6 +51,9 @@ func (g *nodeGauges) update(r *Raft, applied int64) {
 	g.lso.Store(r.log.startOffset)
 	g.leo.Store(r.log.endOffset())
 	g.applied.Store(applied)
+	c := r.Counters()
+	g.conflicting.Store(c.ConflictingLeader)
+	g.voterSet.Store(c.InconsistentVoterSet)
 }
 
 // Metrics returns the latest monitoring view; safe from any goroutine, before
@@ -57,6 +68,9 @@ func (n *Node) Metrics() NodeMetrics {
 		LogStartOffset: g.lso.Load(),
 		LogEndOffset:   g.leo.Load(),
 		AppliedOffset:  g.applied.Load(),
+
+		ConflictingLeaderTotal:    g.conflicting.Load(),
+		InconsistentVoterSetTotal: g.voterSet.Load(),
 	}
 }
 

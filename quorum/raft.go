@@ -53,7 +53,8 @@ const noDeadline int64 = 1<<63 - 1
 // Ready returns. It is not safe for concurrent use; one driver goroutine owns it.
 //
 // INVARIANTS:
-//   - epoch never decreases; at most one leader is recorded per epoch (leaderID).
+//   - epoch never decreases and stays below epochCeiling; at most one leader is
+//     recorded per epoch (leaderID), and only a voter (kraft.version 0).
 //   - votedID, once set in an epoch, does not change within it.
 //   - hw <= log.endOffset() except transiently on a leader (majority may be ahead of
 //     its own flush); hw never decreases within the process lifetime.
@@ -94,6 +95,7 @@ type Raft struct {
 	discover *followerState
 
 	noPreVote map[int32]bool
+	counters  counters
 
 	nextRequestID uint64
 	nowMs         int64
@@ -124,6 +126,9 @@ func NewRaft(cfg Config, loaded raftlog.Loaded, nowMs int64) (*Raft, error) {
 	}
 	rl, err := newRaftLog(loaded)
 	if err != nil {
+		return nil, err
+	}
+	if err := validateQuorumState(&cfg, loaded.State, rl.lastEpoch()); err != nil {
 		return nil, err
 	}
 	r := &Raft{
@@ -249,6 +254,7 @@ func (r *Raft) leave() {
 // transitionEpoch checks the rule that no transition goes to a lower epoch.
 func (r *Raft) transitionEpoch(epoch int32) {
 	assertf(epoch >= r.epoch, "monotonic epoch: transition from epoch %d to %d", r.epoch, epoch)
+	assertf(epoch < epochCeiling, "epoch ceiling: transition from epoch %d to %d", r.epoch, epoch)
 	if epoch > r.epoch {
 		r.votedID = -1
 		r.leaderID = -1
@@ -285,9 +291,9 @@ func (r *Raft) enterUnattached(nowMs int64) {
 // becomeFollower follows leaderID in epoch.
 func (r *Raft) becomeFollower(nowMs int64, epoch, leaderID int32) {
 	assertf(leaderID != r.cfg.NodeID, "cannot follow self at epoch %d", epoch)
-	if epoch == r.epoch && r.leaderID >= 0 && r.leaderID != leaderID {
-		panic(fmt.Sprintf("quorum: invariant violated: single leader per epoch: %d and %d in epoch %d", r.leaderID, leaderID, epoch))
-	}
+	// Callers reject a conflicting leader first (conflictingLeader): no peer reaches this.
+	assertf(epoch > r.epoch || r.leaderID < 0 || r.leaderID == leaderID,
+		"single leader per epoch: %d and %d in epoch %d", r.leaderID, leaderID, epoch)
 	assertf(epoch > r.epoch || r.role != Leader && r.role != Resigned,
 		"leader or resigned follows another at its own epoch %d", epoch)
 	r.leave()
@@ -303,6 +309,9 @@ func (r *Raft) becomeFollower(nowMs int64, epoch, leaderID int32) {
 // startElection is the action of an expired election or fetch timer.
 func (r *Raft) startElection(nowMs int64) {
 	assertf(r.isVoter, "observer %d never campaigns", r.cfg.NodeID)
+	if r.epochExhausted(nowMs) {
+		return
+	}
 	// A resigned leader skips pre-vote: every voter already knows it stepped down.
 	if r.role != Resigned && r.preVoteUsable() {
 		r.becomeProspective(nowMs)
@@ -340,8 +349,12 @@ func (r *Raft) becomeProspective(nowMs int64) {
 	r.maybeWinElection(nowMs)
 }
 
-// becomeCandidate bumps the epoch and votes for itself.
+// becomeCandidate bumps the epoch and votes for itself. At the last usable epoch it
+// stays where it is (epochExhausted): epochCeiling is never created.
 func (r *Raft) becomeCandidate(nowMs int64) {
+	if r.epochExhausted(nowMs) {
+		return
+	}
 	r.becomeCandidateAt(nowMs, r.epoch+1)
 }
 

@@ -6,7 +6,9 @@ import (
 
 // Step hands the core one inbound request, or the response (or failure) of a request
 // it sent. Errors are fatal to the node (ErrTruncateBelowHighWatermark,
-// ErrInconsistentLeader, ErrInvalidResponse): the driver must stop it.
+// ErrInvalidResponse, ErrSnapshotBehindApplied): the driver must stop it. No request
+// makes Step fail or panic, whatever its sender, ids, epochs or offsets: a request that
+// cannot be honoured is answered with an error code and changes nothing (FuzzStep).
 func (r *Raft) Step(nowMs int64, m Message) error {
 	r.nowMs = max(r.nowMs, nowMs)
 	nowMs = r.nowMs
@@ -19,11 +21,11 @@ func (r *Raft) Step(nowMs int64, m Message) error {
 	case m.VoteResp != nil:
 		return r.handleVoteResponse(nowMs, m)
 	case m.BeginEpoch != nil:
-		return r.handleBeginEpoch(nowMs, m)
+		r.handleBeginEpoch(nowMs, m)
 	case m.BeginEpochResp != nil:
 		return r.handleBeginEpochResponse(nowMs, m)
 	case m.EndEpoch != nil:
-		return r.handleEndEpoch(nowMs, m)
+		r.handleEndEpoch(nowMs, m)
 	case m.EndEpochResp != nil:
 		return r.handleEndEpochResponse(nowMs, m)
 	case m.Fetch != nil:

@@ -20,6 +20,8 @@ func (r *Raft) sendVotes(preVote bool) {
 }
 
 // handleVote answers a Vote request (KIP-595 section "Vote", KIP-996 for PreVote).
+// Every check that can refuse the request runs before the epoch is adopted, so a
+// refused request changes nothing: no epoch, no vote, nothing persisted.
 func (r *Raft) handleVote(nowMs int64, m Message) {
 	req := m.Vote
 	resp := &VoteResponse{PreVote: req.PreVote}
@@ -35,6 +37,11 @@ func (r *Raft) handleVote(nowMs int64, m Message) {
 		code = kerr.FencedLeaderEpoch.Code
 	case req.VoterID >= 0 && req.VoterID != r.cfg.NodeID:
 		code = kerr.InvalidVoterKey.Code
+	case r.voterSetError(req.CandidateID) != 0:
+		code = kerr.InconsistentVoterSet.Code
+	case req.CandidateID == r.cfg.NodeID || !usableEpoch(req.CandidateEpoch):
+		// Nobody asks itself for a vote; epochCeiling is never adopted.
+		code = kerr.InvalidRequest.Code
 	case req.LastOffset < 0 || req.LastOffsetEpoch < 0 || req.LastOffsetEpoch > req.CandidateEpoch ||
 		(!req.PreVote && req.LastOffsetEpoch == req.CandidateEpoch):
 		// A candidate's log holds only epochs below the one it campaigns in.
@@ -42,6 +49,13 @@ func (r *Raft) handleVote(nowMs int64, m Message) {
 	}
 	if code != 0 {
 		resp.ErrorCode = code
+		reply()
+		return
+	}
+	if !req.PreVote && req.CandidateEpoch > r.epoch && r.hasLiveLeader(nowMs) {
+		// Leader stickiness: not granted, and the epoch is not adopted.
+		r.debugf("%d ignores vote for %d at epoch %d: leader %d is live at epoch %d",
+			r.cfg.NodeID, req.CandidateID, req.CandidateEpoch, r.leaderID, r.epoch)
 		reply()
 		return
 	}
@@ -158,6 +172,10 @@ func (r *Raft) prospectiveLost(nowMs int64) {
 // older epoch or UNKNOWN_LEADER_EPOCH is dropped; a newer epoch, FENCED_LEADER_EPOCH or
 // NOT_LEADER_OR_FOLLOWER moves this node to the leader and epoch the response names.
 // It reports whether the response was fully handled.
+//
+// A response is checked like a request before it moves anything: an epoch that is not
+// usable, a leader outside a static voter set, or a leader other than the one known
+// for the epoch (counted and logged at ERROR; Kafka stops the process) is ignored.
 func (r *Raft) handleCommonResponse(nowMs int64, from int32, topErr, partErr int16, leaderID, leaderEpoch int32) (bool, error) {
 	switch {
 	case topErr == kerr.InvalidRequest.Code || partErr == kerr.InvalidRequest.Code:
@@ -167,19 +185,29 @@ func (r *Raft) handleCommonResponse(nowMs int64, from int32, topErr, partErr int
 		return true, nil
 	case leaderEpoch < r.epoch || partErr == kerr.UnknownLeaderEpoch.Code:
 		return true, nil
+	case !usableEpoch(leaderEpoch) || leaderID >= 0 && !r.mayLead(leaderID):
+		r.debugf("%d ignores response from %d naming leader %d at epoch %d", r.cfg.NodeID, from, leaderID, leaderEpoch)
+		return true, nil
+	case leaderID >= 0 && r.conflictingLeader("response", from, leaderEpoch, leaderID):
+		return true, nil
 	}
 	if leaderEpoch > r.epoch || (leaderEpoch == r.epoch && leaderID >= 0 && r.leaderID < 0) {
-		return true, r.learnLeader(nowMs, leaderEpoch, leaderID)
-	}
-	if leaderEpoch == r.epoch && leaderID >= 0 && leaderID != r.leaderID {
-		return true, ErrInconsistentLeader
+		r.learnLeader(nowMs, leaderEpoch, leaderID)
+		return true, nil
 	}
 	return partErr == kerr.FencedLeaderEpoch.Code || partErr == kerr.NotLeaderForPartition.Code, nil
 }
 
+// mayLead reports whether id may be a leader here: any id for an observer that knows
+// the voters only by address, a voter otherwise (kraft.version 0).
+func (r *Raft) mayLead(id int32) bool {
+	return len(r.cfg.Voters) == 0 || r.cfg.KRaftVersion >= 1 || r.cfg.isVoter(id)
+}
+
 // learnLeader moves to epoch with leaderID (-1: unknown), as any message showing a
-// newer epoch or a newly known leader requires.
-func (r *Raft) learnLeader(nowMs int64, epoch, leaderID int32) error {
+// newer epoch or a newly known leader requires. Callers have checked that epoch is
+// usable and leaderID is neither a conflicting leader nor a non-voter.
+func (r *Raft) learnLeader(nowMs int64, epoch, leaderID int32) {
 	switch {
 	case leaderID == r.cfg.NodeID:
 		// Someone believes this node leads an epoch it does not lead here (e.g. a leader
@@ -187,13 +215,9 @@ func (r *Raft) learnLeader(nowMs int64, epoch, leaderID int32) error {
 		if epoch > r.epoch {
 			r.becomeUnattached(nowMs, epoch, -1)
 		}
-		return nil
-	case epoch == r.epoch && (r.role == Leader || r.role == Resigned):
-		return ErrInconsistentLeader
 	case leaderID >= 0:
 		r.becomeFollower(nowMs, epoch, leaderID)
 	case epoch > r.epoch:
 		r.becomeUnattached(nowMs, epoch, -1)
 	}
-	return nil
 }

@@ -1,0 +1,348 @@
+package quorum_test
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kraftd/kraftd/quorum"
+	"github.com/kraftd/kraftd/quorum/quorumtest"
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
+
+// Issue 12, "Quorum RPCs from outside the voter set": every attack is stepped into the
+// production core of a 3-voter quorum (leader 1, followers 2 and 3, one record
+// committed), and must be answered with an error code while changing nothing.
+
+// committedEnv returns voters 1, 2, 3 (pre-vote on, as in production) with node 1
+// leading and a record committed everywhere.
+func committedEnv(t *testing.T) *quorumtest.Env {
+	t.Helper()
+	e := quorumtest.NewEnv(7)
+	for _, id := range []int32{1, 2, 3} {
+		if err := e.AddNode(quorum.Config{NodeID: id, ClusterID: "c", Voters: []int32{1, 2, 3}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.Tick(2000, []int32{1})
+	stabilize(e)
+	if _, _, err := e.Nodes[1].Raft.Propose(e.NowMs, []raftlog.Record{{Value: []byte("a")}}); err != nil {
+		t.Fatal(err)
+	}
+	e.Tick(25, []int32{1}) // linger
+	stabilize(e)
+	for _, id := range e.IDs() {
+		st := e.Nodes[id].Raft.Status()
+		if st.LeaderID != 1 || st.AppliedOffset < 2 {
+			t.Fatalf("setup: node %d: %s", id, quorumtest.StateLine(e.Nodes[id]))
+		}
+	}
+	return e
+}
+
+// attack steps m into node m.To and returns the node's answer. It fails the test if
+// the core panics or returns an error, if the answer is missing, if anything was
+// persisted, or if role, epoch, leader or vote changed.
+func attack(t *testing.T, e *quorumtest.Env, m quorum.Message) quorum.Message {
+	t.Helper()
+	n := e.Nodes[m.To]
+	e.ProcessReady(n)
+	m.RequestID = 4242
+	before, disk := n.Raft.Status(), n.State
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Fatalf("node %d panicked on %s: %v", m.To, m, p)
+			}
+		}()
+		if err := n.Raft.Step(e.NowMs, m); err != nil {
+			t.Fatalf("node %d stopped on %s: %v", m.To, m, err)
+		}
+	}()
+	rd := n.Raft.Ready()
+	if rd.QuorumState != nil {
+		t.Errorf("%s: node %d persisted quorum-state %+v", m, m.To, *rd.QuorumState)
+		n.State = *rd.QuorumState
+	}
+	var resp *quorum.Message
+	for _, out := range append(rd.Messages, rd.MessagesAfterPersist...) {
+		if out.To == m.From && out.RequestID == m.RequestID && !out.IsRequest() {
+			resp = &out
+			continue
+		}
+		e.Net = append(e.Net, out)
+	}
+	n.Raft.Advance(rd)
+	after := n.Raft.Status()
+	if after.Role != before.Role || after.Epoch != before.Epoch || after.LeaderID != before.LeaderID ||
+		after.VotedID != before.VotedID || n.State.LeaderEpoch != disk.LeaderEpoch {
+		t.Errorf("%s changed node %d: %s epoch %d leader %d voted %d -> %s epoch %d leader %d voted %d",
+			m, m.To, before.Role, before.Epoch, before.LeaderID, before.VotedID,
+			after.Role, after.Epoch, after.LeaderID, after.VotedID)
+	}
+	if resp == nil {
+		t.Fatalf("%s: node %d sent no answer", m, m.To)
+	}
+	return *resp
+}
+
+func voteReq(from, to, epoch int32, lastEpoch int32, lastOffset int64) quorum.Message {
+	return quorum.Message{From: from, To: to, Vote: &quorum.VoteRequest{ClusterID: "c", VoterID: -1,
+		CandidateEpoch: epoch, CandidateID: from, LastOffsetEpoch: lastEpoch, LastOffset: lastOffset}}
+}
+
+func beginReq(from, to, epoch int32) quorum.Message {
+	return quorum.Message{From: from, To: to, BeginEpoch: &quorum.BeginQuorumEpochRequest{ClusterID: "c", VoterID: -1,
+		LeaderID: from, LeaderEpoch: epoch}}
+}
+
+func endReq(from, to, epoch int32) quorum.Message {
+	return quorum.Message{From: from, To: to, EndEpoch: &quorum.EndQuorumEpochRequest{ClusterID: "c",
+		LeaderID: from, LeaderEpoch: epoch, PreferredSuccessors: []int32{to}}}
+}
+
+// partErr is the partition-level error code of a Vote, BeginQuorumEpoch or
+// EndQuorumEpoch answer.
+func partErr(t *testing.T, m quorum.Message) int16 {
+	t.Helper()
+	switch {
+	case m.VoteResp != nil:
+		if m.VoteResp.VoteGranted {
+			t.Errorf("%s: vote granted", m)
+		}
+		return m.VoteResp.ErrorCode
+	case m.BeginEpochResp != nil:
+		return m.BeginEpochResp.ErrorCode
+	case m.EndEpochResp != nil:
+		return m.EndEpochResp.ErrorCode
+	}
+	t.Fatalf("unexpected answer %s", m)
+	return 0
+}
+
+// assertQuorumKept runs the cluster for several fetch timeouts and checks that node 1
+// still leads epoch and every node follows it.
+func assertQuorumKept(t *testing.T, e *quorumtest.Env, epoch int32) {
+	t.Helper()
+	for range 20 {
+		e.Tick(500, nil)
+		stabilize(e)
+	}
+	for _, id := range e.IDs() {
+		st := e.Nodes[id].Raft.Status()
+		if st.Epoch != epoch || st.LeaderID != 1 {
+			t.Errorf("node %d left leader 1 at epoch %d: %s", id, epoch, quorumtest.StateLine(e.Nodes[id]))
+		}
+	}
+	if e.Fatal != nil {
+		t.Errorf("a node stopped: %v", e.Fatal)
+	}
+}
+
+func TestNonVoterRequestsChangeNothing(t *testing.T) {
+	const nonVoter = 99
+	inconsistent := kerr.InconsistentVoterSet.Code
+	for _, tc := range []struct {
+		name string
+		msg  func(epoch int32) quorum.Message
+	}{
+		// The issue's first attack: two controllers panicked, the third was stuck.
+		{"vote at MaxInt32 to a follower", func(int32) quorum.Message { return voteReq(nonVoter, 2, math.MaxInt32, 1, 2) }},
+		{"vote at MaxInt32 to the leader", func(int32) quorum.Message { return voteReq(nonVoter, 1, math.MaxInt32, 1, 2) }},
+		{"vote at epoch+1", func(ep int32) quorum.Message { return voteReq(nonVoter, 3, ep+1, ep, 2) }},
+		{"pre-vote", func(ep int32) quorum.Message {
+			m := voteReq(nonVoter, 2, ep, ep, 2)
+			m.Vote.PreVote = true
+			return m
+		}},
+		// Stopped the node ("two leaders in one epoch").
+		{"begin epoch naming 99 at the current epoch", func(ep int32) quorum.Message { return beginReq(nonVoter, 2, ep) }},
+		// Made the node follow 99 until the next election.
+		{"begin epoch naming 99 at epoch+1", func(ep int32) quorum.Message { return beginReq(nonVoter, 2, ep+1) }},
+		{"begin epoch naming 99 at MaxInt32", func(int32) quorum.Message { return beginReq(nonVoter, 3, math.MaxInt32) }},
+		// Panicked at once.
+		{"end epoch at MaxInt32", func(int32) quorum.Message { return endReq(nonVoter, 2, math.MaxInt32) }},
+		{"end epoch at the current epoch", func(ep int32) quorum.Message { return endReq(nonVoter, 2, ep) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := committedEnv(t)
+			epoch := e.Nodes[1].Raft.Status().Epoch
+			m := tc.msg(epoch)
+			if got := partErr(t, attack(t, e, m)); got != inconsistent {
+				t.Errorf("%s: error %s, want INCONSISTENT_VOTER_SET", m, kerr.ErrorForCode(got))
+			}
+			if c := e.Nodes[m.To].Raft.Counters(); c.InconsistentVoterSet != 1 {
+				t.Errorf("InconsistentVoterSet counter %d, want 1", c.InconsistentVoterSet)
+			}
+			assertQuorumKept(t, e, epoch)
+			// The node restarts from what it persisted.
+			if err := e.Start(e.Nodes[m.To]); err != nil {
+				t.Fatalf("restart: %v", err)
+			}
+		})
+	}
+}
+
+// TestMaxEpochNeverAdopted: even from a voter, epoch 2147483647 is INVALID_REQUEST.
+func TestMaxEpochNeverAdopted(t *testing.T) {
+	invalid := kerr.InvalidRequest.Code
+	for _, tc := range []struct {
+		name string
+		msg  quorum.Message
+	}{
+		{"vote", voteReq(3, 2, math.MaxInt32, 1, 2)},
+		{"vote to the leader", voteReq(3, 1, math.MaxInt32, 1, 2)},
+		{"pre-vote", func() quorum.Message { m := voteReq(3, 2, math.MaxInt32, 1, 2); m.Vote.PreVote = true; return m }()},
+		{"begin epoch", beginReq(3, 2, math.MaxInt32)},
+		{"end epoch", endReq(1, 2, math.MaxInt32)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := committedEnv(t)
+			epoch := e.Nodes[1].Raft.Status().Epoch
+			if got := partErr(t, attack(t, e, tc.msg)); got != invalid {
+				t.Errorf("%s: error %s, want INVALID_REQUEST", tc.msg, kerr.ErrorForCode(got))
+			}
+			assertQuorumKept(t, e, epoch)
+		})
+	}
+}
+
+// TestEpochCeilingNeverCreated: a voter at the last usable epoch (MaxInt32-1, reached
+// here by a Vote from a voter) never campaigns into MaxInt32, whatever its timers do.
+func TestEpochCeilingNeverCreated(t *testing.T) {
+	e := quorumtest.NewEnv(3)
+	for _, id := range []int32{1, 2, 3} {
+		if err := e.AddNode(quorum.Config{NodeID: id, Voters: []int32{1, 2, 3}, DisablePreVote: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.Deliver(voteReq(2, 1, math.MaxInt32-1, 0, 0))
+	e.Deliver(voteReq(2, 3, math.MaxInt32-1, 0, 0))
+	stabilize(e)
+	for range 50 { // 50 s: every timer fires many times
+		e.Tick(1000, nil)
+		stabilize(e)
+	}
+	for _, id := range e.IDs() {
+		st := e.Nodes[id].Raft.Status()
+		if st.Epoch != math.MaxInt32-1 {
+			t.Errorf("node %d at epoch %d", id, st.Epoch)
+		}
+		if e.Nodes[id].State.LeaderEpoch == math.MaxInt32 {
+			t.Errorf("node %d persisted epoch MaxInt32", id)
+		}
+	}
+	if e.Fatal != nil {
+		t.Fatal(e.Fatal)
+	}
+}
+
+// TestConflictingLeaderRejected: a BeginQuorumEpoch (or EndQuorumEpoch) naming another
+// voter as leader of an epoch whose leader is known gets INVALID_REQUEST, is counted,
+// and the node keeps its leader and keeps running (it used to stop).
+func TestConflictingLeaderRejected(t *testing.T) {
+	invalid := kerr.InvalidRequest.Code
+	for _, tc := range []struct {
+		name string
+		msg  func(epoch int32) quorum.Message
+	}{
+		{"begin epoch to a follower", func(ep int32) quorum.Message { return beginReq(3, 2, ep) }},
+		{"begin epoch to the leader", func(ep int32) quorum.Message { return beginReq(3, 1, ep) }},
+		{"end epoch to a follower", func(ep int32) quorum.Message { return endReq(3, 2, ep) }},
+		{"begin epoch naming the receiver", func(ep int32) quorum.Message { return beginReq(2, 2, ep+1) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := committedEnv(t)
+			epoch := e.Nodes[1].Raft.Status().Epoch
+			m := tc.msg(epoch)
+			if got := partErr(t, attack(t, e, m)); got != invalid {
+				t.Errorf("%s: error %s, want INVALID_REQUEST", m, kerr.ErrorForCode(got))
+			}
+			if m.From != m.To {
+				if c := e.Nodes[m.To].Raft.Counters(); c.ConflictingLeader != 1 {
+					t.Errorf("ConflictingLeader counter %d, want 1", c.ConflictingLeader)
+				}
+			}
+			assertQuorumKept(t, e, epoch)
+		})
+	}
+}
+
+// TestLeaderStickiness: a voter that heard from a live leader within the fetch timeout
+// neither grants a Vote at a higher epoch nor adopts the epoch; the leader neither.
+// After the fetch timeout without a successful fetch, or after the leader resigned, the
+// same Vote is honoured; and a crashed leader is still replaced.
+func TestLeaderStickiness(t *testing.T) {
+	e := committedEnv(t)
+	epoch := e.Nodes[1].Raft.Status().Epoch
+	for _, to := range []int32{2, 1} {
+		resp := attack(t, e, voteReq(3, to, epoch+1, epoch, 2))
+		if r := resp.VoteResp; r.VoteGranted || r.ErrorCode != 0 || r.LeaderEpoch != epoch || r.LeaderID != 1 {
+			t.Errorf("node %d answered a vote at a higher epoch with %s", to, resp)
+		}
+	}
+	assertQuorumKept(t, e, epoch)
+
+	// The leader resigned: the follower that got its EndQuorumEpoch grants.
+	e2 := committedEnv(t)
+	e2.Deliver(endReq(1, 2, epoch))
+	e2.Deliver(voteReq(3, 2, epoch+1, epoch, 2))
+	if st := e2.Nodes[2].Raft.Status(); st.Epoch != epoch+1 || st.VotedID != 3 {
+		t.Errorf("after EndQuorumEpoch: %s", quorumtest.StateLine(e2.Nodes[2]))
+	}
+
+	// No successful fetch for a whole fetch timeout (2 s): not sticky any more.
+	e3 := committedEnv(t)
+	e3.NowMs += 2000
+	e3.Deliver(voteReq(3, 2, epoch+1, epoch, 2))
+	if st := e3.Nodes[2].Raft.Status(); st.Epoch != epoch+1 || st.VotedID != 3 {
+		t.Errorf("after the fetch timeout: %s", quorumtest.StateLine(e3.Nodes[2]))
+	}
+
+	// A crashed leader is replaced, with and without pre-vote.
+	for _, preVote := range []bool{true, false} {
+		e4 := committedEnv(t)
+		for _, id := range e4.IDs() {
+			e4.Nodes[id].Raft.SetPeerSupportsPreVote(id%3+1, preVote)
+		}
+		e4.Crash(e4.Nodes[1])
+		var lead int32 = -1
+		for i := 0; i < 40 && lead < 0; i++ {
+			e4.Tick(250, nil)
+			stabilize(e4)
+			for _, id := range []int32{2, 3} {
+				if st := e4.Nodes[id].Raft.Status(); st.Role == quorum.Leader && st.Epoch > epoch {
+					lead = id
+				}
+			}
+		}
+		if lead < 0 {
+			t.Errorf("pre-vote %t: no new leader 10 s after the leader crashed: %s / %s", preVote,
+				quorumtest.StateLine(e4.Nodes[2]), quorumtest.StateLine(e4.Nodes[3]))
+		}
+	}
+}
+
+// TestUnusableQuorumStateStopsStart: a persisted quorum-state that cannot be used
+// fails NewRaft with a message that says what to do, instead of a panic later.
+func TestUnusableQuorumStateStopsStart(t *testing.T) {
+	for _, st := range []raftlog.QuorumState{
+		{LeaderID: -1, LeaderEpoch: math.MaxInt32, VotedID: -1}, // the issue's poisoned file
+		{LeaderID: -1, LeaderEpoch: -3, VotedID: -1},
+		{LeaderID: 99, LeaderEpoch: 4, VotedID: -1},
+		{LeaderID: -1, LeaderEpoch: 4, VotedID: 99},
+		{LeaderID: -7, LeaderEpoch: 4, VotedID: -1},
+	} {
+		_, err := quorum.NewRaft(quorum.Config{NodeID: 1, Voters: []int32{1, 2, 3}}, raftlog.Loaded{State: st}, 0)
+		if !errors.Is(err, quorum.ErrUnusableQuorumState) || !strings.Contains(err.Error(), "move the quorum-state file") {
+			t.Errorf("%+v: %v", st, err)
+		}
+	}
+	ok := raftlog.QuorumState{LeaderID: 2, LeaderEpoch: math.MaxInt32 - 1, VotedID: 3}
+	if _, err := quorum.NewRaft(quorum.Config{NodeID: 1, Voters: []int32{1, 2, 3}}, raftlog.Loaded{State: ok}, 0); err != nil {
+		t.Errorf("%+v: %v", ok, err)
+	}
+}
