@@ -337,7 +337,7 @@ func TestUnusableQuorumStateStopsStart(t *testing.T) {
 		{LeaderID: -7, LeaderEpoch: 4, VotedID: -1},
 	} {
 		_, err := quorum.NewRaft(quorum.Config{NodeID: 1, Voters: []int32{1, 2, 3}}, raftlog.Loaded{State: st}, 0)
-		if !errors.Is(err, quorum.ErrUnusableQuorumState) || !strings.Contains(err.Error(), "move the quorum-state file") {
+		if !errors.Is(err, quorum.ErrUnusableQuorumState) || !strings.Contains(err.Error(), "move the quorum-state file in its __cluster_metadata-0 directory aside") {
 			t.Errorf("%+v: %v", st, err)
 		}
 	}

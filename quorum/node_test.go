@@ -84,6 +84,8 @@ type testCluster struct {
 	dirs  map[int32]string
 	// wrap, when set, wraps each node's storage (fault injection).
 	wrap func(id int32, s *raftlog.FileStorage) raftlog.Storage
+	// tune, when set, adjusts each node's core config before it starts.
+	tune func(*Config)
 }
 
 func freeAddrs(t testing.TB, n int) []string {
@@ -138,14 +140,15 @@ func (c *testCluster) start(id int32) *testNode {
 	if c.wrap != nil {
 		st = c.wrap(id, store)
 	}
-	node, err := NewNode(NodeConfig{
-		Raft: Config{
-			NodeID: id, ClusterID: "test-cluster-id-AAAAAA", Voters: c.voterIDs(),
-			ElectionTimeoutMs: 150, FetchTimeoutMs: 300, ElectionBackoffMaxMs: 100, AppendLingerMs: 2,
-			RequestTimeoutMs: 300, FetchMaxWaitMs: 100,
-		},
-		Storage: st, VoterAddrs: c.addrs, ListenerName: "CONTROLLER",
-	})
+	cfg := Config{
+		NodeID: id, ClusterID: "test-cluster-id-AAAAAA", Voters: c.voterIDs(),
+		ElectionTimeoutMs: 150, FetchTimeoutMs: 300, ElectionBackoffMaxMs: 100, AppendLingerMs: 2,
+		RequestTimeoutMs: 300, FetchMaxWaitMs: 100,
+	}
+	if c.tune != nil {
+		c.tune(&cfg)
+	}
+	node, err := NewNode(NodeConfig{Raft: cfg, Storage: st, VoterAddrs: c.addrs, ListenerName: "CONTROLLER"})
 	if err != nil {
 		t.Fatal(err)
 	}

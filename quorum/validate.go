@@ -138,20 +138,22 @@ var ErrUnusableQuorumState = fmt.Errorf("quorum: unusable quorum-state")
 // and the voted-for id must be voters. Anything else would panic later or keep the
 // node from ever electing, so it stops the node with what to do.
 func validateQuorumState(cfg *Config, st raftlog.QuorumState, logEpoch int32) error {
-	const fix = "; check controller.quorum.voters against the other controllers; if it is right, " +
-		"the file was written from a forged or corrupt request: stop this node, move the quorum-state " +
-		"file in the __cluster_metadata-0 directory aside and restart (the node then starts Unattached " +
-		"at its log's last epoch and rejoins the quorum)"
+	const moveAside = "stop this node, move the quorum-state file in its __cluster_metadata-0 directory " +
+		"aside and restart it (it then starts Unattached at its log's last epoch and rejoins the quorum)"
+	const forged = "; it was written from a forged or corrupt request: " + moveAside
+	const voters = "; check controller.quorum.voters against the other controllers; if it is right, " + moveAside
 	static := len(cfg.Voters) > 0 && cfg.KRaftVersion == 0
 	switch {
 	case !usableEpoch(st.LeaderEpoch):
-		return fmt.Errorf("%w: leader epoch %d is outside [0, %d)%s", ErrUnusableQuorumState, st.LeaderEpoch, epochCeiling, fix)
+		return fmt.Errorf("%w: leader epoch %d is not in [0, %d]%s", ErrUnusableQuorumState, st.LeaderEpoch, epochCeiling-1, forged)
 	case !usableEpoch(logEpoch):
-		return fmt.Errorf("%w: the log's last epoch %d is outside [0, %d)%s", ErrUnusableQuorumState, logEpoch, epochCeiling, fix)
-	case st.LeaderID < -1 || static && st.LeaderID >= 0 && !cfg.isVoter(st.LeaderID):
-		return fmt.Errorf("%w: leader %d is not a voter of %v%s", ErrUnusableQuorumState, st.LeaderID, cfg.Voters, fix)
-	case st.VotedID < -1 || static && st.VotedID >= 0 && !cfg.isVoter(st.VotedID):
-		return fmt.Errorf("%w: voted-for %d is not a voter of %v%s", ErrUnusableQuorumState, st.VotedID, cfg.Voters, fix)
+		return fmt.Errorf("%w: the log's last epoch %d is not in [0, %d]%s", ErrUnusableQuorumState, logEpoch, epochCeiling-1, forged)
+	case st.LeaderID < -1 || st.VotedID < -1:
+		return fmt.Errorf("%w: leader %d, voted-for %d%s", ErrUnusableQuorumState, st.LeaderID, st.VotedID, forged)
+	case static && st.LeaderID >= 0 && !cfg.isVoter(st.LeaderID):
+		return fmt.Errorf("%w: leader %d is not a voter of %v%s", ErrUnusableQuorumState, st.LeaderID, cfg.Voters, voters)
+	case static && st.VotedID >= 0 && !cfg.isVoter(st.VotedID):
+		return fmt.Errorf("%w: voted-for %d is not a voter of %v%s", ErrUnusableQuorumState, st.VotedID, cfg.Voters, voters)
 	}
 	return nil
 }
