@@ -27,6 +27,8 @@ import (
 //	kraftd_raft_log_end_offset           gauge      log-end-offset
 //	kraftd_raft_applied_offset           gauge      next offset handed to the state machines
 //	kraftd_raft_commit_latency_seconds   histogram  commit-latency-avg/max: leader's Propose to commit delivered
+//	kraftd_raft_conflicting_leader_total       counter  requests/responses naming another leader for a known epoch (rejected, logged at ERROR)
+//	kraftd_raft_inconsistent_voter_set_total   counter  Vote/BeginQuorumEpoch/EndQuorumEpoch refused with INCONSISTENT_VOTER_SET
 //
 // Snapshots (Kafka's SnapshotEmitter metrics), on every KRaft node:
 //
@@ -59,6 +61,7 @@ type quorumMetrics struct {
 	role          *quorumRole
 	commitLatency prometheus.Histogram
 	descs         map[string]*prometheus.Desc
+	counters      map[string]*prometheus.Desc
 	state         *prometheus.Desc
 }
 
@@ -71,7 +74,8 @@ func newQuorumMetrics(q *quorumRole, node int32) *quorumMetrics {
 			Help:        "Time from the leader accepting a proposed batch to its commit being delivered.",
 			ConstLabels: labels, Buckets: latencyBuckets,
 		}),
-		descs: map[string]*prometheus.Desc{},
+		descs:    map[string]*prometheus.Desc{},
+		counters: map[string]*prometheus.Desc{},
 		state: prometheus.NewDesc("kraftd_raft_current_state",
 			"1 for the replica's current role (Kafka's current-state), 0 for the others.", []string{"state"}, labels),
 	}
@@ -85,12 +89,23 @@ func newQuorumMetrics(q *quorumRole, node int32) *quorumMetrics {
 	} {
 		m.descs[name] = prometheus.NewDesc("kraftd_raft_"+name, help, nil, labels)
 	}
+	for name, help := range map[string]string{
+		"conflicting_leader_total": "Quorum requests and responses that named another leader for an epoch whose leader " +
+			"this node knew; each was rejected and logged at ERROR.",
+		"inconsistent_voter_set_total": "Vote, BeginQuorumEpoch and EndQuorumEpoch requests refused with " +
+			"INCONSISTENT_VOTER_SET: the candidate or leader is not a voter, or this node is an observer.",
+	} {
+		m.counters[name] = prometheus.NewDesc("kraftd_raft_"+name, help, nil, labels)
+	}
 	return m
 }
 
 // Describe implements prometheus.Collector.
 func (m *quorumMetrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range m.descs {
+		ch <- d
+	}
+	for _, d := range m.counters {
 		ch <- d
 	}
 	ch <- m.state
@@ -114,6 +129,12 @@ func (m *quorumMetrics) Collect(ch chan<- prometheus.Metric) {
 		"applied_offset":   float64(nm.AppliedOffset),
 	} {
 		ch <- prometheus.MustNewConstMetric(m.descs[name], prometheus.GaugeValue, v)
+	}
+	for name, v := range map[string]int64{
+		"conflicting_leader_total":     nm.ConflictingLeaderTotal,
+		"inconsistent_voter_set_total": nm.InconsistentVoterSetTotal,
+	} {
+		ch <- prometheus.MustNewConstMetric(m.counters[name], prometheus.CounterValue, float64(v))
 	}
 	for _, r := range []quorum.Role{quorum.Unattached, quorum.Prospective, quorum.Candidate,
 		quorum.Leader, quorum.Follower, quorum.Resigned} {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/kraftd/kraftd/broker"
+	"github.com/kraftd/kraftd/quorum"
 )
 
 // scrape fetches /metrics and returns every sample as "name{labels}" -> value.
@@ -81,7 +85,17 @@ func TestRoleMetricsOnACombinedNode(t *testing.T) {
 		}
 		waitTick()
 	}
+	// A Vote from a non-voter is refused and counted (issue 12).
+	vote := quorum.Message{From: 99, Vote: &quorum.VoteRequest{VoterID: -1, CandidateEpoch: math.MaxInt32,
+		CandidateID: 99, LastOffset: 1 << 20}}
+	if out, err := a.Quorum().Step(ctx, vote); err != nil || out.VoteResp == nil ||
+		out.VoteResp.ErrorCode != kerr.InconsistentVoterSet.Code {
+		t.Fatalf("vote from 99: %v %v", out, err)
+	}
+	m = scrape(t, a)
 	want := map[string]float64{
+		"kraftd_raft_inconsistent_voter_set_total" + l:         1,
+		"kraftd_raft_conflicting_leader_total" + l:             0,
 		"kraftd_raft_current_leader" + l:                       1,
 		`kraftd_raft_current_state{node="1",state="leader"}`:   1,
 		`kraftd_raft_current_state{node="1",state="follower"}`: 0,
