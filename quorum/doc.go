@@ -43,6 +43,22 @@
 // Unattached (discovering the leader by fetching from random voters) or Follower.
 // Transitions are the becomeX methods; illegal ones panic with the invariant's name.
 //
+// # Untrusted peers
+//
+// Everything a peer sends is checked before anything is adopted or persisted
+// (validate.go). With the static voter set of kraft.version 0, Vote, BeginQuorumEpoch
+// and EndQuorumEpoch whose candidate or leader is not a voter, or that reach an
+// observer, get INCONSISTENT_VOTER_SET (Kafka 3.7). Epoch 2147483647 is never adopted
+// (INVALID_REQUEST) nor created: a node at 2147483646 does not campaign. A request or
+// response naming another leader for an epoch whose leader is known is rejected
+// (INVALID_REQUEST), logged at ERROR and counted; Kafka stops the process there. A
+// follower that fetched from its leader within the fetch timeout, and a leader
+// fetched from by a majority, neither grant nor adopt a Vote at a higher epoch
+// (leader stickiness, Raft thesis 4.2.3) until the leader resigns. A persisted
+// quorum-state no election could follow stops NewRaft with what to do. The ids
+// themselves are not authenticated: on a PLAINTEXT listener anyone who can reach it
+// can claim a voter's id. FuzzStep checks that no message panics the core.
+//
 // # Goroutines
 //
 // The core has none. The driver (node.go) is the only goroutine that touches a Raft.
