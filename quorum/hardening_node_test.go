@@ -149,7 +149,8 @@ func TestNodeRefusesUnusableQuorumState(t *testing.T) {
 	defer store.Close()
 	_, err = NewNode(NodeConfig{Raft: Config{NodeID: 1, Voters: []int32{1, 2, 3}}, Storage: store,
 		VoterAddrs: map[int32]string{1: "127.0.0.1:1", 2: "127.0.0.1:2", 3: "127.0.0.1:3"}})
-	if !errors.Is(err, ErrUnusableQuorumState) || !strings.Contains(err.Error(), "2147483647") {
+	if !errors.Is(err, ErrUnusableQuorumState) || !strings.Contains(err.Error(), "2147483647") ||
+		!strings.Contains(err.Error(), dir) {
 		t.Fatalf("NewNode: %v", err)
 	}
 	t.Log(err)

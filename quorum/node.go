@@ -163,6 +163,9 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	}
 	n.baseMs = n.start.UnixMilli()
 	n.raft, err = NewRaft(cfg.Raft, loaded, n.nowMs())
+	if errors.Is(err, ErrUnusableQuorumState) && snaps != nil {
+		return nil, fmt.Errorf("%w (directory %s)", err, snaps.Dir())
+	}
 	if err != nil {
 		return nil, err
 	}
