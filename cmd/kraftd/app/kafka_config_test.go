@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/kraftd/kraftd/broker"
 	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/quorum"
 )
@@ -337,5 +339,47 @@ func (c kafkaConn) apiVersions(t *testing.T, corr int32) {
 	size := int(hdr[0])<<24 | int(hdr[1])<<16 | int(hdr[2])<<8 | int(hdr[3])
 	if _, err := io.ReadFull(c, make([]byte, size-4)); err != nil {
 		t.Fatalf("ApiVersions %d body: %v", corr, err)
+	}
+}
+
+// TestStockKafkaControllerAndBrokerStart: Kafka 3.7's separate controller and
+// broker files start a controller and a broker that registers with it, with
+// only addresses and directories moved.
+func TestStockKafkaControllerAndBrokerStart(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrlAddr := ln.Addr().String()
+	ln.Close()
+	voters := Setting{"controller.quorum.voters", "1@" + ctrlAddr}
+	cc, err := loadKafkaFile(t, "3.7.0/kraft/controller.properties", voters,
+		Setting{"listeners", "CONTROLLER://" + ctrlAddr},
+		Setting{"log.dirs", t.TempDir()}, Setting{"cluster.id", testClusterID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, err := loadKafkaFile(t, "3.7.0/kraft/broker.properties", voters,
+		Setting{"listeners", "PLAINTEXT://127.0.0.1:0"}, Setting{"advertised.listeners", "PLAINTEXT://127.0.0.1:0"},
+		Setting{"log.dirs", t.TempDir()}, Setting{"cluster.id", testClusterID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []Config{cc, bc} {
+		a, err := New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		defer a.Stop(t.Context())
+		if c.HasRole(RoleBroker) {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			if err := a.Broker().WaitState(ctx, broker.StateRunning); err != nil {
+				t.Fatalf("the broker did not register and unfence: %v", err)
+			}
+		}
 	}
 }
