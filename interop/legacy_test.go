@@ -2,6 +2,7 @@ package interop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kraftd/kraftd/cmd/kraftd/app"
+	"github.com/kraftd/kraftd/legacyzk"
 	"github.com/kraftd/kraftd/legacyzk/zktest"
 	"github.com/kraftd/kraftd/protocol"
 )
@@ -28,7 +30,7 @@ import (
 // its own log directory. It returns a *cluster, so every helper and client
 // adapter written for KRaft clusters works unchanged; it has no
 // controllers (the controller is whichever broker wins /controller).
-func newLegacyCluster(t testing.TB, n int) (*cluster, *zktest.Server) {
+func newLegacyCluster(t testing.TB, n int, extra ...app.Setting) (*cluster, *zktest.Server) {
 	zk := zktest.Run(t)
 	c := &cluster{t: t, ctrlPorts: map[int32]int{}, brokerPorts: map[int32]int{},
 		dirs: map[int32]string{}, nodes: map[int32]*app.App{}}
@@ -39,7 +41,7 @@ func newLegacyCluster(t testing.TB, n int) (*cluster, *zktest.Server) {
 	}
 	t.Cleanup(c.stopAll) // runs before zktest's cleanup stops ZooKeeper
 	for i := 1; i <= n; i++ {
-		startLegacy(c, int32(i), zk.Addr)
+		startLegacy(c, int32(i), zk.Addr, extra...)
 	}
 	c.clusterID = c.nodes[1].ClusterID()
 	for nid, a := range c.nodes {
@@ -50,8 +52,9 @@ func newLegacyCluster(t testing.TB, n int) (*cluster, *zktest.Server) {
 	return c, zk
 }
 
-// startLegacy starts broker nid of c in zk-legacy mode against zkAddr.
-func startLegacy(c *cluster, nid int32, zkAddr string) *app.App {
+// startLegacy starts broker nid of c in zk-legacy mode against zkAddr, with
+// extra settings on top.
+func startLegacy(c *cluster, nid int32, zkAddr string, extra ...app.Setting) *app.App {
 	c.t.Helper()
 	cfg, err := app.LoadConfig([]app.Setting{
 		{Key: "mode", Value: "zk-legacy"},
@@ -63,7 +66,7 @@ func startLegacy(c *cluster, nid int32, zkAddr string) *app.App {
 		// Kafka's 5 s between ControlledShutdown attempts would dominate
 		// every test that stops the controller while others stop too.
 		{Key: "controlled.shutdown.retry.backoff.ms", Value: "200"},
-	}, nil)
+	}, extra)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -139,6 +142,10 @@ func TestLegacyTopicsSameOnEveryBroker(t *testing.T) {
 	t.Parallel()
 	c, _ := newLegacyCluster(t, 3)
 	ids := legacyBrokerIDs(t, c)
+	// Without kraftd.fault.injection.enable the fault switches stay off.
+	if err := c.nodes[ids[0]].LegacyBroker().Faults().Apply("pause-before-push"); !errors.Is(err, legacyzk.ErrFaultInjectionDisabled) {
+		t.Fatalf("fault switch without kraftd.fault.injection.enable: %v", err)
+	}
 	adm := adminFor(t, c.brokerAddr(ids[0]))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -187,7 +194,7 @@ func TestLegacyTopicsSameOnEveryBroker(t *testing.T) {
 // the deaf broker, and that a controller failover heals it.
 func TestLegacyDivergenceSeenAndHealed(t *testing.T) {
 	t.Parallel()
-	c, zk := newLegacyCluster(t, 3)
+	c, zk := newLegacyCluster(t, 3, app.Setting{Key: "kraftd.fault.injection.enable", Value: "true"})
 	ids := legacyBrokerIDs(t, c)
 	check := func() *app.DivergenceReport {
 		t.Helper()

@@ -75,7 +75,7 @@ func NewBroker(ctx context.Context, cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{cfg: cfg, log: cfg.Logger.Named("legacyzk").With(zap.Int32("node", cfg.NodeID)),
-		faults: &Faults{}, stats: &Stats{}, replicas: map[TopicPartition]ReplicaState{}}
+		faults: &Faults{enabled: cfg.FaultInjection}, stats: &Stats{}, replicas: map[TopicPartition]ReplicaState{}}
 	b.cache.Store(image.Empty())
 	if err := b.startServer(); err != nil {
 		return nil, err

@@ -52,6 +52,11 @@ type Config struct {
 	// a session loss (default 100).
 	RetryBackoffMs int
 
+	// FaultInjection arms the fault switches (Broker.Faults); without it
+	// they are inert and Faults.Apply refuses them. For test clusters only
+	// (kraftd.fault.injection.enable).
+	FaultInjection bool
+
 	// CrashSessionLingerMs is how long the ZooKeeper session of a node
 	// killed by the CrashAfterZkWrite fault outlives it: a dead process's
 	// ephemerals go only when ZooKeeper expires its session. Default: the

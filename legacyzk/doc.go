@@ -54,8 +54,10 @@
 //
 // # Fault switches (faults.go)
 //
-// Broker.Faults() returns the node's switches; Faults.Apply takes them by
-// name for an admin endpoint: crash-after-zk-write (the controller writes
+// Broker.Faults() returns the node's switches. They act only on a broker
+// started with Config.FaultInjection (otherwise Apply returns
+// ErrFaultInjectionDisabled). Faults.Apply takes them by name for an admin
+// endpoint: crash-after-zk-write (the controller writes
 // ZooKeeper, then the node dies before pushing; its session lingers
 // CrashSessionLingerMs), drop-update-metadata-to=<id>, pause-before-push
 // (a zombie: frozen with pushes queued; after Resume its pushes leave with

@@ -254,12 +254,12 @@ func (c *controller) alive(b int32) bool {
 // CrashAfterZkWrite kills the node instead, PauseBeforePush queues them
 // behind frozen senders and freezes the event loop until Resume.
 func (c *controller) sendPushes(pushes []Push, tr *pushTracker) error {
-	if c.faults.CrashAfterZkWrite.CompareAndSwap(true, false) {
+	if c.faults.fire(&c.faults.CrashAfterZkWrite) {
 		c.log.Info("fault: crashing after the ZooKeeper write, before the push", zap.Int("dropped", len(pushes)))
 		c.crash()
 		return ErrCrashed
 	}
-	if c.faults.PauseBeforePush.CompareAndSwap(true, false) {
+	if c.faults.fire(&c.faults.PauseBeforePush) {
 		resume := c.faults.pause()
 		c.chans.send(pushes, tr)
 		c.log.Info("fault: paused before push (zombie)", zap.Int("queued", len(pushes)))

@@ -14,9 +14,14 @@ import (
 
 // Faults are the switches that reproduce the ZooKeeper era's divergence
 // cases (zk-era.md section 5). They are safe to flip from any goroutine;
-// the app can expose them on an admin endpoint. The zero value injects
-// nothing.
+// the app can expose them on an admin endpoint. They act only when the
+// broker was started with Config.FaultInjection: otherwise Apply refuses
+// every switch and the controller and senders ignore them. The zero value
+// injects nothing.
 type Faults struct {
+	// enabled is Config.FaultInjection; it never changes after NewBroker.
+	enabled bool
+
 	// CrashAfterZkWrite: the next time the controller has written a state
 	// change to ZooKeeper and is about to push it, it crashes instead:
 	// nothing is sent and the node's ZooKeeper session is closed (its
@@ -43,7 +48,12 @@ type Faults struct {
 func (f *Faults) DropUpdateMetadataTo(id int32) { f.dropUM.Store(id + 1) }
 
 func (f *Faults) dropsUpdateMetadataTo(target int32, req kmsg.Request) bool {
-	return f.dropUM.Load() == target+1 && req.Key() == 6
+	return f.enabled && f.dropUM.Load() == target+1 && req.Key() == 6
+}
+
+// fire reports whether an armed one-shot switch fires now, disarming it.
+func (f *Faults) fire(sw *atomic.Bool) bool {
+	return f.enabled && sw.CompareAndSwap(true, false)
 }
 
 // pause freezes the senders and returns the channel Resume closes.
@@ -92,6 +102,10 @@ func (f *Faults) waitUnpaused(ctx context.Context) bool {
 // ErrUnknownFault: Faults.Apply got a switch name it does not know.
 var ErrUnknownFault = errors.New("legacyzk: unknown fault switch")
 
+// ErrFaultInjectionDisabled: Faults.Apply on a broker started without
+// Config.FaultInjection.
+var ErrFaultInjectionDisabled = errors.New("legacyzk: fault injection is disabled")
+
 // Apply flips a switch by name, for an admin endpoint or a flag:
 //
 //	crash-after-zk-write          arm CrashAfterZkWrite
@@ -100,6 +114,9 @@ var ErrUnknownFault = errors.New("legacyzk: unknown fault switch")
 //	resume                        end a pause
 //	clear                         disarm everything and resume
 func (f *Faults) Apply(cmd string) error {
+	if !f.enabled {
+		return fmt.Errorf("%w (kraftd.fault.injection.enable): %q", ErrFaultInjectionDisabled, cmd)
+	}
 	name, arg, _ := strings.Cut(cmd, "=")
 	switch name {
 	case "crash-after-zk-write":

@@ -46,7 +46,7 @@ func newMemCluster(t *testing.T, ids ...int32) *cluster {
 func (c *cluster) start(id int32) *Broker {
 	c.t.Helper()
 	b, err := NewBroker(context.Background(), Config{NodeID: id, Dial: c.dial, Logger: testLogger(c.t).With(zap.Int32("id", id)),
-		ControlledShutdownRetryBackoffMs: 50, RetryBackoffMs: 20, CrashSessionLingerMs: 800})
+		ControlledShutdownRetryBackoffMs: 50, RetryBackoffMs: 20, CrashSessionLingerMs: 800, FaultInjection: true})
 	if err != nil {
 		c.t.Fatalf("start broker %d: %v", id, err)
 	}

@@ -150,7 +150,7 @@ func TestParseConnect(t *testing.T) {
 var updateMetadataProbe = kmsg.UpdateMetadataRequest{}
 
 func TestFaultsApply(t *testing.T) {
-	var f Faults
+	f := Faults{enabled: true}
 	for _, cmd := range []string{"crash-after-zk-write", "pause-before-push", "drop-update-metadata-to=3"} {
 		if err := f.Apply(cmd); err != nil {
 			t.Fatal(err)
@@ -164,6 +164,25 @@ func TestFaultsApply(t *testing.T) {
 	}
 	if err := f.Apply("explode"); !errors.Is(err, ErrUnknownFault) {
 		t.Fatal(err)
+	}
+}
+
+// TestFaultsDisabled: without Config.FaultInjection no switch can be armed
+// through Apply, and a switch set anyway does not fire.
+func TestFaultsDisabled(t *testing.T) {
+	var f Faults
+	for _, cmd := range []string{"crash-after-zk-write", "pause-before-push", "drop-update-metadata-to=3", "clear"} {
+		if err := f.Apply(cmd); !errors.Is(err, ErrFaultInjectionDisabled) {
+			t.Fatalf("Apply(%q) = %v", cmd, err)
+		}
+	}
+	if f.CrashAfterZkWrite.Load() || f.PauseBeforePush.Load() {
+		t.Fatal("a disabled Apply armed a switch")
+	}
+	f.CrashAfterZkWrite.Store(true)
+	f.DropUpdateMetadataTo(3)
+	if f.fire(&f.CrashAfterZkWrite) || f.dropsUpdateMetadataTo(3, &updateMetadataProbe) {
+		t.Fatal("a switch fired with fault injection disabled")
 	}
 }
 

@@ -93,7 +93,7 @@ func (c *conn) armReadDeadline() bool {
 	if c.draining {
 		return false
 	}
-	c.nc.SetReadDeadline(time.Now().Add(c.srv.cfg.IdleTimeout))
+	c.nc.SetReadDeadline(c.srv.cfg.idleDeadline())
 	return true
 }
 
@@ -214,7 +214,7 @@ func (c *conn) writeLoop() {
 	pending := 0
 	for frame := range c.out {
 		if pending == 0 {
-			c.nc.SetWriteDeadline(time.Now().Add(c.srv.cfg.IdleTimeout))
+			c.nc.SetWriteDeadline(c.srv.cfg.idleDeadline())
 		}
 		_, err := bw.Write(frame)
 		pending += len(frame)

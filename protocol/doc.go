@@ -21,7 +21,8 @@
 // kmsg or not registered on the listener; a version outside the registered
 // range (for any API but ApiVersions); a body kmsg cannot decode; a
 // Handler error or panic; no complete request within IdleTimeout; a peer
-// that does not read our responses for IdleTimeout. Trailing bytes after a
+// that does not read our responses for IdleTimeout (neither when IdleTimeout
+// is negative, Kafka's connections.max.idle.ms=-1). Trailing bytes after a
 // well-formed body are tolerated, as both kmsg and Kafka tolerate them.
 // ApiVersions at an unsupported version is answered with a v0 body
 // carrying UNSUPPORTED_VERSION and ApiVersions' own range, and the

@@ -51,6 +51,8 @@ type ServerConfig struct {
 	// IdleTimeout is connections.max.idle.ms (default 10 minutes): a
 	// connection that completes no request for this long is closed, and
 	// so is one whose peer stops reading our responses for this long.
+	// Negative (IdleTimeoutNever) never closes a connection for being idle,
+	// as Kafka's -1.
 	IdleTimeout time.Duration
 	// MaxBufferedBytesPerConn bounds encoded responses queued for one
 	// connection (default 64 MiB). When full, that connection stops
@@ -66,6 +68,19 @@ const (
 	DefaultIdleTimeout             = 10 * time.Minute
 	DefaultMaxBufferedBytesPerConn = 64 << 20
 )
+
+// IdleTimeoutNever as ServerConfig.IdleTimeout keeps idle connections open
+// (Kafka's connections.max.idle.ms=-1).
+const IdleTimeoutNever time.Duration = -1
+
+// idleDeadline is when a connection idle from now on times out; the zero
+// time (no deadline) when IdleTimeout is negative.
+func (cfg *ServerConfig) idleDeadline() time.Time {
+	if cfg.IdleTimeout < 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(cfg.IdleTimeout)
+}
 
 // ControlFunc is a fault-injection hook, see Server.ControlKey.
 type ControlFunc func(*Request) (kmsg.Response, error, bool)
@@ -130,7 +145,7 @@ func validateServerConfig(cfg *ServerConfig) error {
 	if cfg.MaxConnections <= 0 {
 		cfg.MaxConnections = DefaultMaxConnections
 	}
-	if cfg.IdleTimeout <= 0 {
+	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
 	}
 	if cfg.MaxBufferedBytesPerConn <= 0 {

@@ -328,6 +328,26 @@ func TestIdleTimeout(t *testing.T) {
 	}
 }
 
+// TestIdleTimeoutNever: a negative IdleTimeout (connections.max.idle.ms=-1)
+// keeps idle connections open instead of falling back to the 10-minute
+// default: a connection idle for longer than another server's timeout (which
+// closed its own) still answers.
+func TestIdleTimeoutNever(t *testing.T) {
+	never := startTestServer(t, func(cfg *ServerConfig, _ *Registry) { cfg.IdleTimeout = IdleTimeoutNever })
+	if never.cfg.IdleTimeout >= 0 {
+		t.Fatalf("IdleTimeout -1 became %v", never.cfg.IdleTimeout)
+	}
+	short := startTestServer(t, func(cfg *ServerConfig, _ *Registry) { cfg.IdleTimeout = 50 * time.Millisecond })
+	kept, closed := dialRaw(t, never.addr), dialRaw(t, short.addr)
+	checkEcho(t, kept.roundTrip(metadataReq(1, "a"), 1), "a")
+	checkEcho(t, closed.roundTrip(metadataReq(1, "b"), 1), "b")
+	closed.expectClosed() // at least 50 ms of idleness have passed
+	checkEcho(t, kept.roundTrip(metadataReq(1, "c"), 2), "c")
+	if countLogs(never.logs, "idle timeout") != 0 {
+		t.Fatal("a server that never times out logged an idle timeout")
+	}
+}
+
 // TestGracefulShutdown: Shutdown stops accepting, lets the in-flight slow
 // request finish and be answered, then closes the connection.
 func TestGracefulShutdown(t *testing.T) {

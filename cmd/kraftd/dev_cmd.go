@@ -37,7 +37,10 @@ are node ids 1..N, brokers N+1..N+M, and node id i listens on port P+i (with
 --base-port 0, on any free ports). With --mode zk-legacy there are no
 controller nodes: kraftd dev starts a ZooKeeper on port P (Debian's zookeeper
 package; data under DIR/zookeeper) and brokers 1..M, one of which wins
-/controller; ZooKeeper stops after the brokers. Data goes under DIR/node-<id>; without --dir
+/controller; ZooKeeper stops after the brokers. The brokers run with their
+fault switches on (kraftd.fault.injection.enable) and serve them, with their
+metrics, on a loopback port each, printed on the "faults:" line (POST a switch
+such as drop-update-metadata-to=2 there). Data goes under DIR/node-<id>; without --dir
 a temporary directory is used and removed at exit. Once every node answers
 ApiVersions the bootstrap and controller addresses are printed; the nodes'
 logs follow on stderr, each line prefixed with [node-<id>]. Ctrl-C stops every
@@ -155,14 +158,21 @@ type devNode struct {
 	id     int
 	broker bool
 	port   int
-	dir    string
-	cmd    *exec.Cmd
-	logs   [2]*linePrefixer // stdout, stderr
-	done   chan struct{}
-	err    error
+	// metricsPort is the loopback port of a zk-legacy broker's metrics and
+	// fault switches (0 in kraft mode).
+	metricsPort int
+	dir         string
+	cmd         *exec.Cmd
+	logs        [2]*linePrefixer // stdout, stderr
+	done        chan struct{}
+	err         error
 }
 
 func (n *devNode) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port)) }
+
+func (n *devNode) metricsAddr() string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(n.metricsPort))
+}
 
 func (n *devNode) role() string {
 	if n.broker {
@@ -212,10 +222,19 @@ func newDevCluster(o devOptions, exe string, signals <-chan os.Signal, stdout, s
 	}
 	c := &devCluster{o: o, exe: exe, clusterID: id.String(), stdout: stdout, signals: signals,
 		logs: &lockedWriter{w: stderr}, exits: make(chan *devNode, n)}
+	var metricsPorts []int
+	if o.mode == string(app.ModeZKLegacy) {
+		if metricsPorts, err = devPorts(0, n); err != nil {
+			return nil, err
+		}
+	}
 	var voters []string
 	for i := range n {
 		node := &devNode{id: i + 1, broker: i >= o.controllers, port: ports[i],
 			dir: filepath.Join(o.dir, "node-"+strconv.Itoa(i+1)), done: make(chan struct{})}
+		if metricsPorts != nil {
+			node.metricsPort = metricsPorts[i]
+		}
 		c.nodes = append(c.nodes, node)
 		if !node.broker {
 			voters = append(voters, fmt.Sprintf("%d@%s", node.id, node.addr()))
@@ -301,6 +320,9 @@ func (c *devCluster) legacyNodeArgs(n *devNode) []string {
 		"--mode", string(app.ModeZKLegacy), "--node-id", strconv.Itoa(n.id),
 		"--listeners", "PLAINTEXT://" + n.addr(), "--log-dirs", n.dir,
 		"--zookeeper-connect", c.zk.Addr, "--log-format", "console", "--log-level", c.o.logLevel,
+		// A dev cluster is where one tries the ZooKeeper era's divergence cases
+		// out: fault switches on, served on loopback only.
+		"--metrics-listener", n.metricsAddr(), "--kraftd-fault-injection-enable", "true",
 	}
 	for _, ov := range c.o.overrides {
 		args = append(args, "--override", ov)
@@ -444,6 +466,11 @@ func (c *devCluster) printReady() {
 	}
 	if c.legacy() {
 		fmt.Fprintf(&b, "zookeeper: %s\n", c.zk.Addr)
+		faults := make([]string, len(c.nodes))
+		for i, n := range c.nodes {
+			faults[i] = "http://" + n.metricsAddr() + "/faults"
+		}
+		fmt.Fprintf(&b, "faults: %s\n", strings.Join(faults, ","))
 	} else {
 		fmt.Fprintf(&b, "controllers: %s\n", strings.Join(controllers, ","))
 	}

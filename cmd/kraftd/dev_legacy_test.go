@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -36,6 +37,24 @@ func TestProcessDevZkLegacy(t *testing.T) {
 	}
 	if !zkserver.Serving(zk) {
 		t.Fatalf("no ZooKeeper serving at %s", zk)
+	}
+	// Every broker serves its fault switches on loopback.
+	faults := strings.Split(p.waitLine(t, "faults: "), ",")
+	if len(faults) != 3 {
+		t.Fatalf("faults line lists %v", faults)
+	}
+	for _, url := range faults {
+		if !strings.HasPrefix(url, "http://127.0.0.1:") {
+			t.Fatalf("fault switches served on %s", url)
+		}
+		resp, err := http.Post(url, "text/plain", strings.NewReader("clear"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("POST %s: %s", url, resp.Status)
+		}
 	}
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(bootstrap, ",")...), kgo.RequestTimeoutOverhead(5*time.Second))

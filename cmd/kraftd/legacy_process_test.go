@@ -44,7 +44,7 @@ func TestProcessZkLegacyDivergence(t *testing.T) {
 	t.Cleanup(c.killAll) // before zk.Stop: cleanups run last first
 	for id := 1; id <= 3; id++ {
 		c.procs[id] = &kproc{id: id, port: freePort(t), metricsPort: freePort(t), role: "broker", dir: t.TempDir()}
-		startLegacyProc(t, bin, c.procs[id], zk.Addr)
+		startLegacyProc(t, bin, c.procs[id], zk.Addr, "--kraftd-fault-injection-enable", "true")
 	}
 	eventually(t, "every broker to list brokers 1, 2 and 3", 20*time.Second, func() bool {
 		for _, addr := range c.brokerAddrs() {
@@ -94,16 +94,66 @@ func TestProcessZkLegacyDivergence(t *testing.T) {
 	}
 }
 
-// startLegacyProc runs p as a zk-legacy broker with its admin endpoint on
-// its metrics port.
-func startLegacyProc(t *testing.T, bin string, p *kproc, zkAddr string) {
+// TestProcessZkLegacyFaultsOff: a zk-legacy broker started without
+// --kraftd-fault-injection-enable serves its metrics but no POST /faults;
+// with it, a metrics listener on all interfaces stops the start naming the
+// setting.
+func TestProcessZkLegacyFaultsOff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	bin := buildBinary(t)
+	out, err := exec.Command(bin, "--mode", "zk-legacy", "--node-id", "1", "--zookeeper-connect", "127.0.0.1:1",
+		"--listeners", "PLAINTEXT://127.0.0.1:0", "--log-dirs", t.TempDir(),
+		"--metrics-listener", "0.0.0.0:0", "--kraftd-fault-injection-enable", "true").CombinedOutput()
+	if exitCode(err) != exitError || !strings.Contains(string(out), "kraftd.fault.injection.enable") ||
+		!strings.Contains(string(out), "loopback") {
+		t.Fatalf("fault switches on 0.0.0.0: exit %d\n%s", exitCode(err), out)
+	}
+	if _, _, err := zkserver.Find(); errors.Is(err, zkserver.ErrNotInstalled) {
+		t.Skip(err)
+	}
+	zk, err := zkserver.Start(zkserver.Config{Dir: t.TempDir(), TickMs: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(zk.Stop)
+	c := &procCluster{t: t, bin: bin, procs: map[int]*kproc{}}
+	t.Cleanup(c.killAll)
+	p := &kproc{id: 1, port: freePort(t), metricsPort: freePort(t), role: "broker", dir: t.TempDir()}
+	c.procs[1] = p
+	startLegacyProc(t, bin, p, zk.Addr)
+	base := fmt.Sprintf("http://127.0.0.1:%d", p.metricsPort)
+	eventually(t, "the metrics endpoint", 20*time.Second, func() bool {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	resp, err := http.Post(base+"/faults", "text/plain", strings.NewReader("pause-before-push"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("POST /faults without --kraftd-fault-injection-enable: %s", resp.Status)
+	}
+}
+
+// startLegacyProc runs p as a zk-legacy broker with its metrics on its
+// loopback metrics port, plus extra flags (--kraftd-fault-injection-enable
+// true adds the fault switches' admin endpoint there).
+func startLegacyProc(t *testing.T, bin string, p *kproc, zkAddr string, extra ...string) {
 	t.Helper()
 	p.out = &syncBuffer{}
-	p.cmd = exec.Command(bin, "--mode", "zk-legacy", "--node-id", strconv.Itoa(p.id),
-		"--listeners", "PLAINTEXT://"+p.addr(), "--log-dirs", p.dir, "--zookeeper-connect", zkAddr,
+	args := []string{"--mode", "zk-legacy", "--node-id", strconv.Itoa(p.id),
+		"--listeners", "PLAINTEXT://" + p.addr(), "--log-dirs", p.dir, "--zookeeper-connect", zkAddr,
 		"--metrics-listener", fmt.Sprintf("127.0.0.1:%d", p.metricsPort),
 		"--override", "zookeeper.session.timeout.ms=4000",
-		"--override", "controlled.shutdown.retry.backoff.ms=200", "--log-format", "json")
+		"--override", "controlled.shutdown.retry.backoff.ms=200", "--log-format", "json"}
+	p.cmd = exec.Command(bin, append(args, extra...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

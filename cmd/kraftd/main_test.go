@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -64,6 +65,51 @@ func TestCLIErrorsNameTheKey(t *testing.T) {
 	}
 	if _, _, status, err := newCLI("test", "", nil).load([]string{"--no-such-flag"}, os.Stderr); status != exitUsage || err == nil {
 		t.Errorf("unknown flag: status %d err %v", status, err)
+	}
+}
+
+// TestCLIKafkaMeanings: flags take Kafka's meaning or fail with a message
+// naming the key, instead of silently falling back to a default.
+func TestCLIKafkaMeanings(t *testing.T) {
+	base := []string{"--node-id", "1", "--process-roles", "broker,controller",
+		"--listeners", "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+		"--controller-listener-names", "CONTROLLER", "--controller-quorum-voters", "1@127.0.0.1:9093"}
+	refused := map[string][]string{
+		"log.dirs is set but names no directory": {"--log-dirs", ""},
+		"max.connections":                        {"--log-dirs", t.TempDir(), "--max-connections", "0"},
+		"connections.max.idle.ms":                {"--log-dirs", t.TempDir(), "--connections-max-idle-ms", "0"},
+	}
+	for want, extra := range refused {
+		_, _, status, err := newCLI("test", "", nil).load(append(slices.Clone(base), extra...), os.Stderr)
+		if err == nil || !strings.Contains(err.Error(), want) || status != exitError {
+			t.Errorf("%v: status %d err %v, want %q", extra, status, err, want)
+		}
+	}
+	cfg, _, _, err := newCLI("test", "", nil).load(append(slices.Clone(base), "--log-dirs", t.TempDir(),
+		"--connections-max-idle-ms", "-1"), os.Stderr)
+	if err != nil || cfg.ConnectionsMaxIdleMs != -1 {
+		t.Fatalf("--connections-max-idle-ms -1: %v (%d)", err, cfg.ConnectionsMaxIdleMs)
+	}
+}
+
+// TestCLIStockKafkaFile: Kafka 3.7's config/kraft/server.properties goes
+// through --config (its unused settings are not errors) and the flags move it
+// onto a free directory; Kafka 4.x's combined file, whose controller needs a
+// dynamic quorum, is refused saying what to set.
+func TestCLIStockKafkaFile(t *testing.T) {
+	file := filepath.Join("app", "testdata", "kafka", "3.7.0", "kraft", "server.properties")
+	cfg, _, _, err := newCLI("test", "", nil).load([]string{"--config", file, "--log-dirs", t.TempDir()}, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NodeID != 1 || len(cfg.QuorumVoters) != 1 || !slices.Contains(cfg.IgnoredKafkaKeys(), "num.io.threads") {
+		t.Fatalf("node %d voters %v ignored %v", cfg.NodeID, cfg.QuorumVoters, cfg.IgnoredKafkaKeys())
+	}
+	file = filepath.Join("app", "testdata", "kafka", "4.x", "server.properties")
+	_, _, status, err := newCLI("test", "", nil).load([]string{"--config", file, "--log-dirs", t.TempDir()}, os.Stderr)
+	if err == nil || status != exitError || !strings.Contains(err.Error(), "KIP-853") ||
+		!strings.Contains(err.Error(), "set controller.quorum.voters") {
+		t.Fatalf("4.x server.properties: status %d err %v", status, err)
 	}
 }
 

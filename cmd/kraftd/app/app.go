@@ -123,6 +123,11 @@ func New(cfg Config) (*App, error) {
 		log:        cfg.Logger.Named("app").With(zap.Int32("node", cfg.NodeID)),
 		registries: make(map[string]*protocol.Registry, len(cfg.Listeners)),
 	}
+	if ignored := cfg.IgnoredKafkaKeys(); len(ignored) > 0 {
+		// Kafka's stock server.properties sets thread counts, socket buffers,
+		// retention of data topics...: accepted, but said once.
+		a.log.Warn("ignoring Kafka settings kraftd does not use", zap.Strings("keys", ignored))
+	}
 	a.metrics = newMetrics(a.log)
 	a.fatal = make(chan error, 1)
 	if err := resolveEphemeralPorts(&a.cfg); err != nil {

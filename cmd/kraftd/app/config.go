@@ -176,6 +176,11 @@ type Config struct {
 	// MetricsListener is host:port for the Prometheus endpoint; empty
 	// disables it. kraftd extension: "metrics.listener".
 	MetricsListener string
+	// FaultInjectionEnable arms legacyzk's fault switches in zk-legacy mode
+	// and serves them as POST /faults on MetricsListener, which must then be
+	// a loopback address. Off by default; for test clusters only. kraftd
+	// extension: "kraftd.fault.injection.enable".
+	FaultInjectionEnable bool
 
 	// Logger receives all logs; nil means zap.NewNop().
 	Logger *zap.Logger
@@ -186,8 +191,13 @@ type Config struct {
 	Rand io.Reader
 
 	// explicit records which keys were set, for defaults that depend on
-	// whether the user said something (the security protocol map).
+	// whether the user said something (the security protocol map, log.dirs,
+	// broker.id).
 	explicit map[string]bool
+	// brokerID is broker.id, Kafka's synonym of node.id (LoadConfig).
+	brokerID int32
+	// ignored are the Kafka settings set but not used by kraftd.
+	ignored []string
 }
 
 // DefaultConfig returns a Config holding Kafka's default for every key.
@@ -202,12 +212,17 @@ func DefaultConfig() Config {
 	return c
 }
 
-// Set assigns one server.properties key. The error names the key, e.g.
+// Set assigns one server.properties key. A setting Kafka defines but kraftd
+// does not use is accepted and listed by IgnoredKafkaKeys (a few are refused
+// for their value, see kafkaKeyChecks). The error names the key, e.g.
 // `config: unknown key "foo.bar"` or `config: node.id: "x" is not an integer`.
 func (c *Config) Set(key, value string) error {
-	k, ok := keyIndex[key]
+	k, ok := lookupKey(key)
 	if !ok {
-		return fmt.Errorf("%w %q", ErrUnknownKey, key)
+		if kafkaKnownKey(key) {
+			return c.noteKafkaKey(key, strings.TrimSpace(value))
+		}
+		return unknownKey(key)
 	}
 	if err := k.set(c, strings.TrimSpace(value)); err != nil {
 		return err
@@ -237,7 +252,25 @@ func LoadConfig(layers ...[]Setting) (Config, error) {
 			}
 		}
 	}
+	if err := c.applyBrokerID(); err != nil {
+		return Config{}, err
+	}
 	return c, nil
+}
+
+// applyBrokerID makes broker.id a synonym of node.id, as Kafka's
+// KafkaConfig.populateSynonyms does: a ZooKeeper-era file names the node with
+// broker.id only.
+func (c *Config) applyBrokerID() error {
+	switch {
+	case !c.explicit["broker.id"]:
+	case !c.explicit["node.id"]:
+		c.NodeID = c.brokerID
+	case c.NodeID != c.brokerID:
+		return invalid("you must set `node.id` to the same value as `broker.id` (node.id=%d, broker.id=%d)",
+			c.NodeID, c.brokerID)
+	}
+	return nil
 }
 
 // ReadPropertiesFile parses a server.properties file into settings.
@@ -271,10 +304,7 @@ func (c *Config) HasRole(r Role) bool {
 // AllLogDirs returns every directory that must hold meta.properties: the
 // data directories plus the metadata directory, without duplicates.
 func (c *Config) AllLogDirs() []string {
-	dirs := c.LogDirs
-	if len(dirs) == 0 && c.LogDir != "" {
-		dirs = []string{c.LogDir}
-	}
+	dirs := c.dataDirs()
 	out := append([]string(nil), dirs...)
 	if md := c.metadataDir(); md != "" && !contains(out, md) {
 		out = append(out, md)
@@ -282,15 +312,28 @@ func (c *Config) AllLogDirs() []string {
 	return out
 }
 
+// dataDirs is log.dirs, or log.dir when log.dirs was not set at all. As in
+// Kafka, log.dirs set to an empty list does not fall back to log.dir
+// (Validate refuses it).
+func (c *Config) dataDirs() []string {
+	if len(c.LogDirs) > 0 || c.explicit["log.dirs"] {
+		return c.LogDirs
+	}
+	if c.LogDir == "" {
+		return nil
+	}
+	return []string{c.LogDir}
+}
+
 // metadataDir is metadata.log.dir, or the first data directory.
 func (c *Config) metadataDir() string {
 	if c.MetadataLogDir != "" {
 		return c.MetadataLogDir
 	}
-	if len(c.LogDirs) > 0 {
-		return c.LogDirs[0]
+	if dirs := c.dataDirs(); len(dirs) > 0 {
+		return dirs[0]
 	}
-	return c.LogDir
+	return ""
 }
 
 // MetadataDir is the directory holding __cluster_metadata-0.

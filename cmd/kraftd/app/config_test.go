@@ -183,7 +183,8 @@ func TestValidateAcceptsRoleSplits(t *testing.T) {
 	if err := broker.Validate(); err != nil {
 		t.Errorf("broker only: %v", err)
 	}
-	dynamic := embedded(t, Setting{"controller.quorum.voters", ""}, Setting{"controller.quorum.bootstrap.servers", "127.0.0.1:9093"})
+	dynamic := embedded(t, Setting{"process.roles", "broker"}, Setting{"node.id", "4"}, Setting{"listeners", "PLAINTEXT://127.0.0.1:9092"},
+		Setting{"controller.quorum.voters", ""}, Setting{"controller.quorum.bootstrap.servers", "127.0.0.1:9093"})
 	if err := dynamic.Validate(); err != nil {
 		t.Errorf("bootstrap servers: %v", err)
 	}
@@ -198,8 +199,16 @@ func TestAllLogDirs(t *testing.T) {
 	if got := strings.Join(c.AllLogDirs(), ","); got != "/a,/b,/m" {
 		t.Errorf("AllLogDirs = %s", got)
 	}
-	c = embedded(t, Setting{"log.dirs", ""}, Setting{"log.dir", "/single"})
+	c, err := LoadConfig([]Setting{{"log.dir", "/single"}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got := strings.Join(c.AllLogDirs(), ","); got != "/single" || c.MetadataDir() != "/single" {
 		t.Errorf("AllLogDirs = %s metadata %s", got, c.MetadataDir())
+	}
+	// As in Kafka, log.dirs set to nothing does not fall back to log.dir.
+	c = embedded(t, Setting{"log.dirs", ""}, Setting{"log.dir", "/single"})
+	if got := c.AllLogDirs(); len(got) != 0 || c.MetadataDir() != "" {
+		t.Errorf("AllLogDirs = %v metadata %q", got, c.MetadataDir())
 	}
 }

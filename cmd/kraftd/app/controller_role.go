@@ -35,22 +35,7 @@ func (p quorumProposer) Propose(ctx context.Context, epoch int32, recs []raftlog
 // Prepare is called by App.Start with the App lock held; it reads App fields directly.
 func (r *controllerRole) Prepare(ctx context.Context) error {
 	cfg := &r.a.cfg
-	voters := make([]controller.Voter, 0, len(cfg.QuorumVoters))
-	for _, v := range cfg.QuorumVoters {
-		voters = append(voters, controller.Voter{ID: v.ID, Host: v.Host, Port: int32(v.Port)})
-	}
-	c, err := controller.New(controller.Config{
-		NodeID:                   cfg.NodeID,
-		ClusterID:                r.a.clusterID,
-		Quorum:                   quorumProposer{q: r.a.quorum},
-		Logger:                   cfg.Logger,
-		SessionTimeoutMs:         int64(cfg.BrokerSessionTimeoutMs),
-		HeartbeatIntervalMs:      int64(cfg.BrokerHeartbeatIntervalMs),
-		MaxIdleIntervalMs:        int64(cfg.MetadataMaxIdleIntervalMs),
-		DefaultNumPartitions:     cfg.NumPartitions,
-		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
-		Voters:                   voters,
-	})
+	c, err := controller.New(r.controllerConfig())
 	if err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
@@ -65,6 +50,27 @@ func (r *controllerRole) Prepare(ctx context.Context) error {
 	r.c = c
 	r.mu.Unlock()
 	return nil
+}
+
+// controllerConfig maps the node's settings to controller.Config.
+func (r *controllerRole) controllerConfig() controller.Config {
+	cfg := &r.a.cfg
+	voters := make([]controller.Voter, 0, len(cfg.QuorumVoters))
+	for _, v := range cfg.QuorumVoters {
+		voters = append(voters, controller.Voter{ID: v.ID, Host: v.Host, Port: int32(v.Port)})
+	}
+	return controller.Config{
+		NodeID:                   cfg.NodeID,
+		ClusterID:                r.a.clusterID,
+		Quorum:                   quorumProposer{q: r.a.quorum},
+		Logger:                   cfg.Logger,
+		SessionTimeoutMs:         int64(cfg.BrokerSessionTimeoutMs),
+		HeartbeatIntervalMs:      int64(cfg.BrokerHeartbeatIntervalMs),
+		MaxIdleIntervalMs:        maxIdleInterval(cfg.MetadataMaxIdleIntervalMs),
+		DefaultNumPartitions:     cfg.NumPartitions,
+		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
+		Voters:                   voters,
+	}
 }
 
 // Start runs the controller's event loop.
@@ -88,3 +94,12 @@ func (r *controllerRole) Controller() *controller.Controller {
 }
 
 var _ quorum.Listener = (*controller.Controller)(nil)
+
+// maxIdleInterval maps metadata.max.idle.interval.ms to controller.Config,
+// where zero means the default: Kafka's 0 (no NoOpRecords) is negative there.
+func maxIdleInterval(ms int32) int64 {
+	if ms == 0 {
+		return -1
+	}
+	return int64(ms)
+}

@@ -27,7 +27,8 @@
 //     port), so App's own server does not; the cluster id comes from
 //     /cluster/id and meta.properties is written as version 0 (broker.id),
 //     as ZooKeeper-era Kafka does. Stop is Kafka's controlled shutdown.
-//     POST /faults on metrics.listener flips legacyzk's fault switches.
+//     With kraftd.fault.injection.enable, POST /faults on a loopback
+//     metrics.listener flips legacyzk's fault switches.
 //   - divergence.go: CheckDivergence, the logic of `kraftd
 //     check-divergence`: each broker's Metadata against ZooKeeper
 //     (zk-legacy), or against the brokers at the same image offset and the

@@ -27,6 +27,7 @@ func Keys() []Key { return append([]Key(nil), keys...) }
 var keys = []Key{
 	{"mode", "kraft", "kraftd extension: kraft or zk-legacy.", setMode},
 	{"node.id", "-1", "Node id; required.", int32Field("node.id", func(c *Config) *int32 { return &c.NodeID })},
+	{"broker.id", "-1", "Kafka's ZooKeeper-era name of node.id: when only one of the two is set, the other takes its value; when both are, they must be equal.", int32Field("broker.id", func(c *Config) *int32 { return &c.brokerID })},
 	{"process.roles", "", "Comma-separated roles: broker, controller or both.", setRoles},
 	{"listeners", "PLAINTEXT://:9092", "Comma-separated NAME://host:port endpoints to bind.", endpointsField("listeners", func(c *Config) *[]Endpoint { return &c.Listeners })},
 	{"advertised.listeners", "", "Endpoints published to clients and peers; empty means listeners without the controller listeners.", endpointsField("advertised.listeners", func(c *Config) *[]Endpoint { return &c.AdvertisedListeners })},
@@ -55,8 +56,8 @@ var keys = []Key{
 	{"metadata.log.max.snapshot.interval.ms", "3600000", "Time after which a snapshot is taken if anything changed; 0 disables.", int64Field("metadata.log.max.snapshot.interval.ms", func(c *Config) *int64 { return &c.MetadataLogMaxSnapshotIntervalMs })},
 	{"metadata.max.idle.interval.ms", "500", "The active controller appends a NoOpRecord after this long without writes; 0 disables.", int32Field("metadata.max.idle.interval.ms", func(c *Config) *int32 { return &c.MetadataMaxIdleIntervalMs })},
 	{"socket.request.max.bytes", "104857600", "Largest request frame accepted.", int32Field("socket.request.max.bytes", func(c *Config) *int32 { return &c.SocketRequestMaxBytes })},
-	{"max.connections", "2147483647", "Maximum concurrent connections per node.", int32Field("max.connections", func(c *Config) *int32 { return &c.MaxConnections })},
-	{"connections.max.idle.ms", "600000", "Idle connections are closed after this long.", int64Field("connections.max.idle.ms", func(c *Config) *int64 { return &c.ConnectionsMaxIdleMs })},
+	{"max.connections", "2147483647", "Maximum concurrent connections per node; at least 1 (Kafka's 0 blocks every client connection; kraftd refuses it).", int32Field("max.connections", func(c *Config) *int32 { return &c.MaxConnections })},
+	{"connections.max.idle.ms", "600000", "Idle connections are closed after this long; -1 (any negative value) never closes them, as in Kafka; 0 is refused (Kafka closes every connection as soon as it is idle).", int64Field("connections.max.idle.ms", func(c *Config) *int64 { return &c.ConnectionsMaxIdleMs })},
 	{"num.partitions", "1", "Default partition count of new topics.", int32Field("num.partitions", func(c *Config) *int32 { return &c.NumPartitions })},
 	{"default.replication.factor", "1", "Default replication factor of new topics.", int16Field("default.replication.factor", func(c *Config) *int16 { return &c.DefaultReplicationFactor })},
 	{"auto.create.topics.enable", "false", "Create unknown topics on Metadata requests (Kafka's default is true; kraftd's is false).", boolField("auto.create.topics.enable", func(c *Config) *bool { return &c.AutoCreateTopicsEnable })},
@@ -68,6 +69,15 @@ var keys = []Key{
 	{"controlled.shutdown.max.retries", "3", "zk-legacy mode: ControlledShutdown attempts before a broker stops anyway.", int32Field("controlled.shutdown.max.retries", func(c *Config) *int32 { return &c.ControlledShutdownMaxRetries })},
 	{"controlled.shutdown.retry.backoff.ms", "5000", "zk-legacy mode: pause between ControlledShutdown attempts.", int32Field("controlled.shutdown.retry.backoff.ms", func(c *Config) *int32 { return &c.ControlledShutdownRetryBackoffMs })},
 	{"metrics.listener", "", "kraftd extension: host:port of the Prometheus /metrics endpoint; empty disables it.", stringField(func(c *Config) *string { return &c.MetricsListener })},
+	{"kraftd.fault.injection.enable", "false", "kraftd extension, zk-legacy mode, for test clusters: arms legacyzk's fault switches and serves POST /faults on metrics.listener, which must then bind a loopback address.", boolField("kraftd.fault.injection.enable", func(c *Config) *bool { return &c.FaultInjectionEnable })},
+}
+
+// lookupKey finds the kraftd key a server.properties name sets. Keys whose name
+// holds a part chosen by the user (listener.name.<listener>.<key>) are matched
+// here too, next to the exact names of the table.
+func lookupKey(name string) (Key, bool) {
+	k, ok := keyIndex[name]
+	return k, ok
 }
 
 var keyIndex = func() map[string]Key {

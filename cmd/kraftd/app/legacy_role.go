@@ -85,6 +85,7 @@ func (r *legacyRole) Start(ctx context.Context) error {
 		// Zero is legacyzk's "default"; a zero backoff must stay zero.
 		ControlledShutdownMaxRetries:     int(cfg.ControlledShutdownMaxRetries),
 		ControlledShutdownRetryBackoffMs: max(int(cfg.ControlledShutdownRetryBackoffMs), 1),
+		FaultInjection:                   cfg.FaultInjectionEnable,
 		Logger:                           cfg.Logger,
 	})
 	if err != nil {
@@ -107,15 +108,20 @@ func (r *legacyRole) Start(ctx context.Context) error {
 	r.b, r.api = lb, api
 	r.mu.Unlock()
 	r.a.clusterID = clusterID
-	r.a.metrics.handle("POST /faults", faultsHandler(lb))
+	if cfg.FaultInjectionEnable {
+		// Validate allowed it only on a loopback metrics.listener; the
+		// metrics server checks the bound address again.
+		r.a.metrics.handleLoopbackOnly("POST /faults", faultsHandler(lb))
+	}
 	return nil
 }
 
 // faultsHandler is the admin endpoint of legacyzk's fault switches on
-// metrics.listener: POST /faults with the switch as the body, e.g.
+// metrics.listener, served only with kraftd.fault.injection.enable and a
+// loopback metrics.listener: POST /faults with the switch as the body, e.g.
 // "drop-update-metadata-to=2", "crash-after-zk-write", "pause-before-push",
 // "resume" or "clear" (legacyzk.Faults.Apply). It answers 204, or 400
-// naming an unknown switch. Like the metrics, bind it to loopback.
+// naming an unknown switch.
 func faultsHandler(lb *legacyzk.Broker) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(req.Body, 256))

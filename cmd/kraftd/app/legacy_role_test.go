@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"testing/synctest"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
 
 	"github.com/kraftd/kraftd/legacyzk"
 	"github.com/kraftd/kraftd/protocol"
@@ -70,7 +73,7 @@ func TestGateClientAPIsEndsWithTheConnection(t *testing.T) {
 // refuses unknown ones.
 func TestFaultsHandler(t *testing.T) {
 	mem := legacyzk.NewMemServer()
-	lb, err := legacyzk.NewBroker(context.Background(), legacyzk.Config{NodeID: 1,
+	lb, err := legacyzk.NewBroker(context.Background(), legacyzk.Config{NodeID: 1, FaultInjection: true,
 		Dial: func(context.Context) (legacyzk.Store, error) { return mem.Connect(), nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -90,5 +93,66 @@ func TestFaultsHandler(t *testing.T) {
 	}
 	if code := post("melt-down"); code != http.StatusBadRequest {
 		t.Fatalf("unknown switch: %d", code)
+	}
+}
+
+// TestFaultInjectionNeedsFlagAndLoopback: legacyzk's fault switches are off
+// unless kraftd.fault.injection.enable says otherwise, and then only in
+// zk-legacy mode and on a loopback metrics.listener.
+func TestFaultInjectionNeedsFlagAndLoopback(t *testing.T) {
+	zk := func(extra ...Setting) Config {
+		return embedded(t, append([]Setting{{"mode", "zk-legacy"}, {"process.roles", ""},
+			{"zookeeper.connect", "127.0.0.1:2181"}}, extra...)...)
+	}
+	if c := zk(); c.FaultInjectionEnable {
+		t.Fatal("fault injection on by default")
+	}
+	cases := map[string]Config{
+		"must then bind a loopback address": zk(Setting{"kraftd.fault.injection.enable", "true"},
+			Setting{"metrics.listener", "0.0.0.0:9100"}),
+		"not \":9100\"":                    zk(Setting{"kraftd.fault.injection.enable", "true"}, Setting{"metrics.listener", ":9100"}),
+		"kraft mode has no fault switches": embedded(t, Setting{"kraftd.fault.injection.enable", "true"}),
+	}
+	for want, c := range cases {
+		if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate = %v, want %q", err, want)
+		}
+	}
+	for _, addr := range []string{"127.0.0.1:9100", "localhost:9100", "[::1]:9100"} {
+		c := zk(Setting{"kraftd.fault.injection.enable", "true"}, Setting{"metrics.listener", addr})
+		if err := c.Validate(); err != nil {
+			t.Errorf("metrics.listener %s: %v", addr, err)
+		}
+	}
+}
+
+// TestMetricsLoopbackOnly: once an endpoint is loopback-only, the metrics
+// server refuses to serve on any other bound address, even when the name
+// given looked local.
+func TestMetricsLoopbackOnly(t *testing.T) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var external string
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && ipn.IP.To4() != nil {
+			external = ipn.IP.String()
+			break
+		}
+	}
+	if external == "" {
+		t.Skip("no non-loopback IPv4 address to bind")
+	}
+	m := newMetrics(zap.NewNop())
+	m.handleLoopbackOnly("POST /faults", http.NotFoundHandler())
+	if err := m.start(net.JoinHostPort(external, "0")); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("start on %s: %v", external, err)
+	}
+	if err := m.start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.stop(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -26,6 +26,9 @@ type metricsServer struct {
 	// extra are more endpoints (pattern -> handler), added by roles before
 	// start (zk-legacy: POST /faults).
 	extra map[string]http.Handler
+	// loopbackOnly: an endpoint in extra must not be reachable from other
+	// hosts, so start refuses a bound address that is not loopback.
+	loopbackOnly bool
 }
 
 // handle adds an endpoint; it must be called before start.
@@ -34,6 +37,13 @@ func (m *metricsServer) handle(pattern string, h http.Handler) {
 		m.extra = map[string]http.Handler{}
 	}
 	m.extra[pattern] = h
+}
+
+// handleLoopbackOnly adds an endpoint that only local processes may reach
+// (legacyzk's fault switches); start then refuses a non-loopback address.
+func (m *metricsServer) handleLoopbackOnly(pattern string, h http.Handler) {
+	m.handle(pattern, h)
+	m.loopbackOnly = true
 }
 
 // newMetrics builds the per-node registry with the Go runtime and process
@@ -50,6 +60,11 @@ func (m *metricsServer) start(addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("app: metrics.listener %s: %w", addr, err)
+	}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); m.loopbackOnly && (!ok || !tcp.IP.IsLoopback()) {
+		ln.Close()
+		return fmt.Errorf("%w: metrics.listener %s bound %s, which is not a loopback address; "+
+			"kraftd.fault.injection.enable serves POST /faults only on loopback", ErrInvalidConfig, addr, ln.Addr())
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))

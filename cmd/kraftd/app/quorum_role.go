@@ -48,30 +48,41 @@ func (q *quorumRole) raftConfig() quorum.Config {
 		Voters:               voters,
 		ElectionTimeoutMs:    int64(c.QuorumElectionTimeoutMs),
 		FetchTimeoutMs:       int64(c.QuorumFetchTimeoutMs),
-		ElectionBackoffMaxMs: int64(c.QuorumElectionBackoffMaxMs),
-		AppendLingerMs:       int64(c.QuorumAppendLingerMs),
+		ElectionBackoffMaxMs: smallestIfZero(int64(c.QuorumElectionBackoffMaxMs)),
+		AppendLingerMs:       appendLinger(c.QuorumAppendLingerMs),
 		RequestTimeoutMs:     int64(c.QuorumRequestTimeoutMs),
-		RetryBackoffMs:       int64(c.QuorumRetryBackoffMs),
+		RetryBackoffMs:       smallestIfZero(int64(c.QuorumRetryBackoffMs)),
 	}
+}
+
+// appendLinger maps controller.quorum.append.linger.ms to quorum.Config, where
+// zero means the default: Kafka's 0 (no lingering) is AppendLingerMsNone.
+func appendLinger(ms int32) int64 {
+	if ms == 0 {
+		return quorum.AppendLingerMsNone
+	}
+	return int64(ms)
+}
+
+// smallestIfZero maps a backoff to quorum.Config, where zero means the
+// default: Kafka's 0 (no backoff) becomes 1 ms, the smallest it can say.
+func smallestIfZero(ms int64) int64 {
+	if ms == 0 {
+		return 1
+	}
+	return ms
 }
 
 // Start opens __cluster_metadata-0 and starts the driver. Called by App.Start with the
 // App lock held, so it reads App fields directly.
 func (q *quorumRole) Start(ctx context.Context) error {
 	c := &q.a.cfg
-	if len(c.QuorumVoters) == 0 && c.HasRole(RoleController) {
-		// A broker finds the controllers through controller.quorum.bootstrap.servers; a
-		// controller would need the voter set kept in the log (kraft.version 1).
-		return fmt.Errorf("%w: a controller needs controller.quorum.voters: dynamic quorums "+
-			"(KIP-853, controller.quorum.bootstrap.servers alone) are not supported yet; "+
-			"brokers may use controller.quorum.bootstrap.servers", ErrInvalidConfig)
-	}
+	// Validate refused a controller without controller.quorum.voters: a broker
+	// finds the controllers through controller.quorum.bootstrap.servers, a
+	// controller would need the voter set kept in the log (KIP-853).
 	dir := filepath.Join(c.MetadataDir(), "__cluster_metadata-0")
 	log := c.Logger.Named("quorum").With(zap.Int32("node", c.NodeID))
-	store, err := raftlog.OpenFileStorage(dir, raftlog.FileOptions{
-		SegmentBytes: c.MetadataLogSegmentBytes,
-		Logger:       log,
-	})
+	store, err := raftlog.OpenFileStorage(dir, metadataLogOptions(c, log))
 	if err != nil {
 		return fmt.Errorf("opening the metadata log in %s: %w", dir, err)
 	}
@@ -132,6 +143,15 @@ func (q *quorumRole) Node() *quorum.Node {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.node
+}
+
+// metadataLogOptions are the FileStorage settings of __cluster_metadata-0.
+func metadataLogOptions(c *Config, log *zap.Logger) raftlog.FileOptions {
+	return raftlog.FileOptions{
+		SegmentBytes: c.MetadataLogSegmentBytes,
+		SegmentMs:    c.MetadataLogSegmentMs,
+		Logger:       log,
+	}
 }
 
 // retentionLimit maps a metadata.max.retention.* value to quorum.NodeConfig's

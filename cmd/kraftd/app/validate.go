@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"net"
 	"strings"
 
 	"go.uber.org/zap"
@@ -21,7 +22,7 @@ func (c *Config) Validate() error {
 	if c.Mode == ModeZKLegacy {
 		roleCheck = c.checkZKLegacy
 	}
-	checks := []func() error{c.checkRanges, c.checkDirs, roleCheck, c.checkListeners}
+	checks := []func() error{c.checkRanges, c.checkConnections, c.checkDirs, roleCheck, c.checkListeners, c.checkFaultInjection}
 	for _, check := range checks {
 		if err := check(); err != nil {
 			return err
@@ -70,8 +71,6 @@ func (c *Config) checkRanges() error {
 		{"controller.quorum.retry.backoff.ms", int64(c.QuorumRetryBackoffMs)},
 		{"metadata.log.max.snapshot.interval.ms", c.MetadataLogMaxSnapshotIntervalMs},
 		{"metadata.max.idle.interval.ms", int64(c.MetadataMaxIdleIntervalMs)},
-		{"max.connections", int64(c.MaxConnections)},
-		{"connections.max.idle.ms", c.ConnectionsMaxIdleMs},
 		{"controlled.shutdown.retry.backoff.ms", int64(c.ControlledShutdownRetryBackoffMs)},
 	}
 	for _, p := range nonNegative {
@@ -87,9 +86,33 @@ func (c *Config) checkRanges() error {
 	return nil
 }
 
+// checkConnections gives max.connections and connections.max.idle.ms Kafka's
+// meaning where kraftd can, and refuses the values whose Kafka meaning would
+// leave the node unreachable rather than letting them fall back to a default.
+func (c *Config) checkConnections() error {
+	if c.MaxConnections < 1 {
+		// Kafka accepts 0 and then blocks every new connection outside the
+		// inter-broker listener: clients and, on a controller, the quorum.
+		return badValue("max.connections", fmt.Sprint(c.MaxConnections),
+			"must be at least 1 (with 0 the node would accept no client connection)")
+	}
+	if c.ConnectionsMaxIdleMs == 0 {
+		// Kafka closes a connection as soon as it is idle at 0; a negative value
+		// (-1) turns idle closing off.
+		return badValue("connections.max.idle.ms", "0",
+			"would close every connection as soon as it is idle; use a positive number of milliseconds, or -1 never to close idle connections")
+	}
+	return nil
+}
+
+// checkDirs wants at least one data directory. As in Kafka, log.dirs set to
+// an empty list is an error, not a fall back to log.dir.
 func (c *Config) checkDirs() error {
-	if len(c.AllLogDirs()) == 0 {
-		return invalid("log.dirs (or log.dir) must name at least one directory")
+	if len(c.dataDirs()) == 0 {
+		if c.explicit["log.dirs"] {
+			return invalid("log.dirs is set but names no directory; at least one log directory must be defined via log.dirs or log.dir")
+		}
+		return invalid("at least one log directory must be defined via log.dirs or log.dir")
 	}
 	return nil
 }
@@ -163,6 +186,13 @@ func (c *Config) checkKRaft() error {
 }
 
 func (c *Config) checkControllerRole() error {
+	if len(c.QuorumVoters) == 0 {
+		return invalid("a controller needs controller.quorum.voters: dynamic quorums (KIP-853: controllers that find " +
+			"each other through controller.quorum.bootstrap.servers alone, as in the controller and server properties " +
+			"Kafka 3.9 and 4.x ship) are not supported yet; set controller.quorum.voters to the static voter set " +
+			"(id@host:port of every controller, e.g. 1@localhost:9093) on each controller; brokers may keep " +
+			"controller.quorum.bootstrap.servers")
+	}
 	if len(c.ControllerEndpoints()) == 0 {
 		return invalid("controller.listener.names must contain at least one value appearing in the 'listeners' " +
 			"configuration when running the KRaft controller role")
@@ -171,7 +201,7 @@ func (c *Config) checkControllerRole() error {
 		return invalid("the listeners config must only contain KRaft controller listeners from " +
 			"controller.listener.names when process.roles=controller")
 	}
-	if len(c.QuorumVoters) > 0 && !c.isVoter() {
+	if !c.isVoter() {
 		return invalid("if process.roles contains the 'controller' role, the node id %d must be included in "+
 			"the set of voters controller.quorum.voters=%s", c.NodeID, joinVoters(c.QuorumVoters))
 	}
@@ -218,6 +248,38 @@ func (c *Config) checkZKLegacy() error {
 		return badValue("zookeeper.connect", c.ZooKeeperConnect, err.Error())
 	}
 	return nil
+}
+
+// checkFaultInjection keeps legacyzk's fault switches to test clusters: they
+// exist only in zk-legacy mode, and their HTTP endpoint is served only on a
+// metrics.listener bound to loopback (App checks the bound address again).
+func (c *Config) checkFaultInjection() error {
+	if !c.FaultInjectionEnable {
+		return nil
+	}
+	if c.Mode != ModeZKLegacy {
+		return invalid("kraftd.fault.injection.enable is for zk-legacy mode (the ZooKeeper-era divergence cases); " +
+			"kraft mode has no fault switches")
+	}
+	if c.MetricsListener == "" {
+		return nil // the switches are reachable only in-process (tests)
+	}
+	host, _, _ := splitHostPort(c.MetricsListener) // checkRanges parsed it
+	if !loopbackHost(host) {
+		return invalid("kraftd.fault.injection.enable serves POST /faults on metrics.listener, which must then bind "+
+			"a loopback address (127.0.0.1:PORT, [::1]:PORT or localhost:PORT), not %q", c.MetricsListener)
+	}
+	return nil
+}
+
+// loopbackHost reports whether host names the loopback interface: localhost or
+// a loopback IP. An empty host (all interfaces) is not.
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (c *Config) isVoter() bool {
