@@ -70,6 +70,8 @@ func parseRequestHeader(r *kbin.Reader) (requestHeader, error) {
 //   - ApiVersions at a version outside its range: NOT an error; the body is
 //     left unparsed and Request.Body is a v0 ApiVersionsRequest, so the
 //     handler can answer with the KIP-511 fallback;
+//   - a body kmsg reads leniently (a negative count on a non-nullable
+//     array, see checkStrict) is an error, as in Kafka's generated readers;
 //   - trailing bytes after a complete body are tolerated, as kmsg and
 //     Kafka's generated readers both tolerate them (newer clients may add
 //     fields an older server does not read).
@@ -112,6 +114,9 @@ func decodeRequest(reg *Registry, frame []byte) (req *Request, h Handler, err er
 		}
 	}
 	if err := body.ReadFrom(r.Src); err != nil {
+		return nil, nil, fmt.Errorf("%w: %s v%d: %v", ErrBadBody, kmsg.NameForKey(hdr.key), hdr.version, err)
+	}
+	if err := checkStrict(body, r.Src); err != nil {
 		return nil, nil, fmt.Errorf("%w: %s v%d: %v", ErrBadBody, kmsg.NameForKey(hdr.key), hdr.version, err)
 	}
 	return req, handler, nil
