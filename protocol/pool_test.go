@@ -1,0 +1,76 @@
+package protocol
+
+import (
+	"encoding/binary"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// bigMetadata is a Metadata v1 request of about n KB: n topics of 1000
+// bytes, each echoed back.
+func bigMetadata(n int) *kmsg.MetadataRequest {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = strings.Repeat(string(rune('a'+i%26)), 1000)
+	}
+	return metadataReq(1, names...)
+}
+
+// TestQueuedMaxRequestBytes: while stalled half-sent requests hold the
+// whole pool (queued.max.request.bytes), other connections are not read
+// (the pool does not grow past its bound plus one request) and are served
+// as soon as memory is released.
+func TestQueuedMaxRequestBytes(t *testing.T) {
+	const poolBytes, maxFrame = 256 << 10, 1 << 20
+	s := startTestServer(t, func(cfg *ServerConfig, _ *Registry) {
+		cfg.QueuedMaxRequestBytes = poolBytes
+		cfg.MaxRequestBytes = maxFrame
+	})
+	var stalled []*rawConn
+	for range 3 {
+		c := dialRaw(t, s.addr)
+		frame := append(binary.BigEndian.AppendUint32(nil, maxFrame), make([]byte, 200<<10)...)
+		c.write(frame) // 200 KB of a 1 MB frame, then silence
+		stalled = append(stalled, c)
+	}
+	waitFor(t, "stalled frames to fill the pool", func() bool { return s.pool.usedBytes() > poolBytes })
+	good := dialRaw(t, s.addr)
+	good.send(metadataReq(1, "good"), 1)
+	good.expectNoAnswerYet()
+	if used := s.pool.usedBytes(); used > poolBytes+maxFrame {
+		t.Fatalf("pool holds %d bytes, bound %d plus one %d-byte frame", used, poolBytes, maxFrame)
+	}
+	for _, c := range stalled {
+		c.nc.Close()
+	}
+	checkEcho(t, good.recv(metadataReq(1), 1), "good")
+	waitFor(t, "pool to empty", func() bool { return s.pool.usedBytes() == 0 })
+}
+
+// TestRequestLargerThanPool: a request larger than the whole pool is read
+// through the overdraft instead of waiting forever, and so are two
+// requests that each need most of the pool, sent interleaved.
+func TestRequestLargerThanPool(t *testing.T) {
+	s := startTestServer(t, func(cfg *ServerConfig, _ *Registry) { cfg.QueuedMaxRequestBytes = 64 << 10 })
+	big := bigMetadata(200)
+	a, b := dialRaw(t, s.addr), dialRaw(t, s.addr)
+	checkBig := func(resp kmsg.Response) {
+		t.Helper()
+		if m := resp.(*kmsg.MetadataResponse); len(m.Topics) != len(big.Topics) {
+			t.Fatalf("echoed %d topics, want %d", len(m.Topics), len(big.Topics))
+		}
+	}
+	checkBig(a.roundTrip(big, 1))
+	fa, fb := a.f.AppendRequest(nil, big, 2), b.f.AppendRequest(nil, big, 2)
+	half := len(fa) / 2
+	a.write(fa[:half])
+	b.write(fb[:half])
+	waitFor(t, "both halves read", func() bool { return s.pool.usedBytes() >= int64(half) })
+	a.write(fa[half:])
+	b.write(fb[half:])
+	checkBig(a.recv(big, 2))
+	checkBig(b.recv(big, 2))
+	waitFor(t, "pool to empty", func() bool { return s.pool.usedBytes() == 0 })
+}
