@@ -144,6 +144,11 @@ type Config struct {
 	SocketRequestMaxBytes int32
 	// MaxConnections: max.connections.
 	MaxConnections int32
+	// ListenerMaxConnections: listener.name.<name>.max.connections, by
+	// upper-case listener name.
+	ListenerMaxConnections map[string]int32
+	// QueuedMaxRequestBytes: queued.max.request.bytes; <= 0 means no bound.
+	QueuedMaxRequestBytes int64
 	// ConnectionsMaxIdleMs: connections.max.idle.ms.
 	ConnectionsMaxIdleMs int64
 	// NumPartitions: num.partitions.
@@ -205,7 +210,7 @@ func DefaultConfig() Config {
 // Set assigns one server.properties key. The error names the key, e.g.
 // `config: unknown key "foo.bar"` or `config: node.id: "x" is not an integer`.
 func (c *Config) Set(key, value string) error {
-	k, ok := keyIndex[key]
+	k, ok := lookupKey(key)
 	if !ok {
 		return fmt.Errorf("%w %q", ErrUnknownKey, key)
 	}
