@@ -2,10 +2,13 @@ package protocol
 
 import (
 	"encoding/binary"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // bigMetadata is a Metadata v1 request of about n KB: n topics of 1000
@@ -72,5 +75,30 @@ func TestRequestLargerThanPool(t *testing.T) {
 	b.write(fb[half:])
 	checkBig(a.recv(big, 2))
 	checkBig(b.recv(big, 2))
+	waitFor(t, "pool to empty", func() bool { return s.pool.usedBytes() == 0 })
+}
+
+// TestPoolWaitEndsAtIdleTimeout: a connection that cannot get request
+// memory within connections.max.idle.ms is closed as idle, and so is the
+// stalled one holding the memory.
+func TestPoolWaitEndsAtIdleTimeout(t *testing.T) {
+	s := startTestServer(t, func(cfg *ServerConfig, _ *Registry) {
+		cfg.QueuedMaxRequestBytes = 16 << 10
+		cfg.IdleTimeout = 400 * time.Millisecond
+	})
+	waiting := dialRaw(t, s.addr) // first, so its idle clock ends first
+	waitFor(t, "first connection accepted", func() bool { return s.connCount() == 1 })
+	stalled := dialRaw(t, s.addr)
+	stalled.write(append(binary.BigEndian.AppendUint32(nil, 1<<20), make([]byte, 40<<10)...))
+	waitFor(t, "stalled frame to hold the pool", func() bool { return s.pool.usedBytes() >= 32<<10 })
+	waiting.send(metadataReq(1, "w"), 1)
+	waiting.expectClosed()
+	stalled.expectClosed()
+	waitFor(t, "idle log lines", func() bool { return countLogs(s.logs, "idle timeout") == 2 })
+	if countLogs(s.logs.FilterMessageSnippet("idle timeout").Filter(func(e observer.LoggedEntry) bool {
+		return strings.Contains(fmt.Sprint(e.ContextMap()["error"]), "queued.max.request.bytes")
+	}), "idle") != 1 {
+		t.Fatal("no idle-timeout line naming queued.max.request.bytes")
+	}
 	waitFor(t, "pool to empty", func() bool { return s.pool.usedBytes() == 0 })
 }

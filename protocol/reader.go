@@ -260,8 +260,12 @@ func (p *requestPool) reserve(fr *frameReader, n int64) error {
 		}
 		ch := p.waitCh
 		p.mu.Unlock()
-		if timer == nil {
-			timer = time.NewTimer(time.Until(fr.deadline))
+		var expired <-chan time.Time
+		if !fr.deadline.IsZero() {
+			if timer == nil {
+				timer = time.NewTimer(time.Until(fr.deadline))
+			}
+			expired = timer.C
 		}
 		select {
 		case <-ch:
@@ -269,7 +273,7 @@ func (p *requestPool) reserve(fr *frameReader, n int64) error {
 			return ErrClosed
 		case <-p.stop:
 			return ErrClosed
-		case <-timer.C:
+		case <-expired:
 			return errNoMemory
 		}
 	}
