@@ -30,8 +30,9 @@ import (
 // built when there is something to log).
 //
 // INVARIANTS: only the reader appends to queue and sets closing; only the
-// writer closes writerDone; bytes in queue (plus those being written) <=
-// budget max, except for a single response larger than the whole budget.
+// writer closes writerDone; the cost of the responses in queue (plus those
+// being written) <= budget max, except for a single response larger than
+// the whole budget; so at most outQueueLen responses are queued.
 type conn struct {
 	srv      *Server
 	nc       net.Conn
@@ -214,9 +215,20 @@ func (c *conn) checkResponse(req *Request, resp kmsg.Response, err error) (kmsg.
 	return resp, nil
 }
 
+// outQueueLen bounds how many responses may be queued by count, besides
+// the byte budget: a response costs at least 1/outQueueLen of the budget,
+// so a peer that pipelines tiny requests and reads nothing cannot queue
+// millions of small buffers.
+const outQueueLen = 256
+
+// cost is what a queued response takes from the budget.
+func (c *conn) cost(frame []byte) int {
+	return max(len(frame), c.budget.max/outQueueLen)
+}
+
 // enqueue hands an encoded response to the writer, waiting for budget.
 func (c *conn) enqueue(frame []byte) bool {
-	if !c.budget.acquire(len(frame), c.writerDone) {
+	if !c.budget.acquire(c.cost(frame), c.writerDone) {
 		return false
 	}
 	c.qmu.Lock()
@@ -282,7 +294,7 @@ func (c *conn) writeLoop() {
 func (c *conn) write(frames [][]byte) bool {
 	total := 0
 	for _, f := range frames {
-		total += len(f)
+		total += c.cost(f)
 	}
 	c.nc.SetWriteDeadline(time.Now().Add(c.srv.cfg.IdleTimeout))
 	var err error

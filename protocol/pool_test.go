@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,4 +102,41 @@ func TestPoolWaitEndsAtIdleTimeout(t *testing.T) {
 		t.Fatal("no idle-timeout line naming queued.max.request.bytes")
 	}
 	waitFor(t, "pool to empty", func() bool { return s.pool.usedBytes() == 0 })
+}
+
+// TestUnreadResponsesBounded: a peer that pipelines requests and reads no
+// response stops being read once outQueueLen responses are queued, however
+// small they are; then it gets every answer in order.
+func TestUnreadResponsesBounded(t *testing.T) {
+	s := startTestServer(t, nil)
+	c := dialRaw(t, s.addr)
+	name := strings.Repeat("n", 10<<10)
+	const n = 1500
+	var all []byte
+	for i := range n {
+		all = append(all, c.f.AppendRequest(nil, metadataReq(1, name), int32(i))...)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { c.nc.Write(all) })
+	var sc *conn
+	waitFor(t, "responses to fill the queue budget", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for cc := range s.conns {
+			sc = cc
+		}
+		sc.budget.mu.Lock()
+		defer sc.budget.mu.Unlock()
+		return sc.budget.used == sc.budget.max
+	})
+	sc.qmu.Lock()
+	queued := len(sc.queue)
+	sc.qmu.Unlock()
+	if queued > outQueueLen {
+		t.Fatalf("%d responses queued, bound %d", queued, outQueueLen)
+	}
+	for i := range n {
+		checkEcho(t, c.recv(metadataReq(1), int32(i)), name)
+	}
 }
