@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +8,7 @@ import (
 	"net"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -21,48 +21,63 @@ import (
 // the Handler and encodes the response, one request at a time: this is
 // Kafka's "mute the channel until the response is sent" rule, which keeps
 // responses in request order without any reordering buffer. The writer
-// goroutine batches encoded responses into as few write syscalls as it can,
-// so a pipelining client is not paying one syscall per response.
+// goroutine writes every queued response in as few writes as it can, so a
+// pipelining client is not paying one syscall per response.
 //
-// INVARIANTS: only the reader sends on out and closes it; only the writer
-// closes writerDone; bytes in out (plus those being written) <= budget max,
-// except for a single response larger than the whole budget.
+// An idle connection holds little besides its two goroutines: no read
+// buffer (see frameReader), no write buffer (responses are written from
+// the frames themselves), an empty queue, and no logger of its own (one is
+// built when there is something to log).
+//
+// INVARIANTS: only the reader appends to queue and sets closing; only the
+// writer closes writerDone; the cost of the responses in queue (plus those
+// being written) <= budget max, except for a single response larger than
+// the whole budget; so at most outQueueLen responses are queued.
 type conn struct {
 	srv      *Server
 	nc       net.Conn
-	listener string
-	reg      *Registry
-	log      *zap.Logger
+	listener *listenerState
 
 	ctx    context.Context // handler ctx; canceled when the conn dies
 	cancel context.CancelFunc
 
-	out        chan []byte // encoded response frames, reader -> writer
+	fr frameReader
+
+	qmu        sync.Mutex
+	queue      [][]byte      // encoded response frames, reader -> writer
+	closing    bool          // the reader is done: the writer exits once queue is empty
+	wake       chan struct{} // capacity 1: queue or closing changed
 	writerDone chan struct{}
-	budget     *byteBudget
+	budget     byteBudget
+
+	lastActive atomic.Int64 // unix ns of the last request: the least recent is closed first
+	evicted    bool         // guarded by srv.mu: closed to make room, not yet forgotten
 
 	mu       sync.Mutex // orders drain against armReadDeadline
 	draining bool
 }
 
-// outQueueLen bounds how many responses may be queued by count; the byte
-// budget bounds them by size.
-const outQueueLen = 256
-
-func newConn(s *Server, nc net.Conn, lc ListenerConfig) *conn {
+func newConn(s *Server, nc net.Conn, ls *listenerState) *conn {
 	ctx, cancel := context.WithCancel(s.ctx)
-	return &conn{
+	c := &conn{
 		srv:        s,
 		nc:         nc,
-		listener:   lc.Name,
-		reg:        lc.Registry,
-		log:        s.log.With(zap.String("listener", lc.Name), zap.Stringer("remote", nc.RemoteAddr())),
+		listener:   ls,
 		ctx:        ctx,
 		cancel:     cancel,
-		out:        make(chan []byte, outQueueLen),
+		wake:       make(chan struct{}, 1),
 		writerDone: make(chan struct{}),
-		budget:     newByteBudget(s.cfg.MaxBufferedBytesPerConn),
+		budget:     byteBudget{max: s.cfg.MaxBufferedBytesPerConn},
 	}
+	c.fr = frameReader{src: nc, pool: &s.pool, ctx: ctx}
+	c.lastActive.Store(time.Now().UnixNano())
+	return c
+}
+
+// log returns the connection's logger; it is built only when a line is
+// written, since most connections never log.
+func (c *conn) log() *zap.Logger {
+	return c.srv.log.With(zap.String("listener", c.listener.cfg.Name), zap.Stringer("remote", c.nc.RemoteAddr()))
 }
 
 func (c *conn) serve() {
@@ -70,6 +85,7 @@ func (c *conn) serve() {
 	var writer sync.WaitGroup
 	writer.Go(c.writeLoop)
 	c.readLoop()
+	c.fr.close()
 	writer.Wait()
 	c.cancel()
 	c.nc.Close()
@@ -78,6 +94,7 @@ func (c *conn) serve() {
 // drain asks the reader to stop after the request it is processing. The
 // past read deadline wakes a reader blocked in Read; the mutex makes sure
 // a reader that is just about to arm a fresh deadline sees draining first.
+// A reader waiting for pool memory is woken by the server's stop channel.
 func (c *conn) drain() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -93,7 +110,8 @@ func (c *conn) armReadDeadline() bool {
 	if c.draining {
 		return false
 	}
-	c.nc.SetReadDeadline(c.srv.cfg.idleDeadline())
+	c.fr.deadline = c.srv.cfg.idleDeadline()
+	c.nc.SetReadDeadline(c.fr.deadline)
 	return true
 }
 
@@ -104,15 +122,17 @@ func (c *conn) isDraining() bool {
 }
 
 func (c *conn) readLoop() {
-	defer close(c.out)
-	br := bufio.NewReaderSize(c.nc, 32<<10)
+	defer c.closeQueue()
 	for c.armReadDeadline() {
-		frame, err := readFrame(br, c.srv.cfg.MaxRequestBytes)
+		frame, err := c.fr.next(c.srv.cfg.MaxRequestBytes)
 		if err != nil {
 			c.logReadError(err)
 			return
 		}
-		if !c.handleFrame(frame) {
+		c.lastActive.Store(time.Now().UnixNano())
+		ok := c.handleFrame(frame)
+		c.fr.releaseBody()
+		if !ok {
 			return
 		}
 	}
@@ -121,15 +141,15 @@ func (c *conn) readLoop() {
 // handleFrame decodes, dispatches and queues the answer to one frame. It
 // returns false when the connection must be closed (already logged).
 func (c *conn) handleFrame(frame []byte) bool {
-	req, h, err := decodeRequest(c.reg, frame)
+	req, h, err := decodeRequest(c.listener.cfg.Registry, frame)
 	if err != nil {
-		c.log.Warn("closing connection: bad request", zap.Error(err))
+		c.log().Warn("closing connection: bad request", zap.Error(err))
 		return false
 	}
-	req.Listener, req.RemoteAddr = c.listener, c.nc.RemoteAddr()
+	req.Listener, req.RemoteAddr = c.listener.cfg.Name, c.nc.RemoteAddr()
 	resp, err := c.dispatch(req, h)
 	if err != nil {
-		c.log.Warn("closing connection: request not handled",
+		c.log().Warn("closing connection: request not handled",
 			zap.String("api", kmsg.NameForKey(req.Key)), zap.Int16("version", req.Version),
 			zap.Int32("correlation_id", req.CorrelationID), zap.Error(err))
 		return false
@@ -146,15 +166,17 @@ func (c *conn) logReadError(err error) {
 	var ne net.Error
 	switch {
 	case errors.Is(err, ErrFrameSize):
-		c.log.Warn("closing connection: bad frame", zap.Error(err))
-	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
-		c.log.Debug("connection closed by peer")
+		c.log().Warn("closing connection: bad frame", zap.Error(err))
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, ErrClosed):
+		if ce := c.srv.log.Check(zap.DebugLevel, "connection closed"); ce != nil {
+			c.log().Debug("connection closed", zap.Error(err))
+		}
 	case errors.As(err, &ne) && ne.Timeout():
 		if !c.isDraining() {
-			c.log.Info("closing connection: idle timeout", zap.Duration("idle_timeout", c.srv.cfg.IdleTimeout))
+			c.log().Info("closing connection: idle timeout", zap.Duration("idle_timeout", c.srv.cfg.IdleTimeout), zap.Error(err))
 		}
 	default:
-		c.log.Info("closing connection: read failed", zap.Error(err))
+		c.log().Info("closing connection: read failed", zap.Error(err))
 	}
 }
 
@@ -193,47 +215,139 @@ func (c *conn) checkResponse(req *Request, resp kmsg.Response, err error) (kmsg.
 	return resp, nil
 }
 
+// outQueueLen bounds how many responses may be queued by count, besides
+// the byte budget: a response costs at least 1/outQueueLen of the budget,
+// so a peer that pipelines tiny requests and reads nothing cannot queue
+// millions of small buffers.
+const outQueueLen = 256
+
+// cost is what a queued response takes from the budget.
+func (c *conn) cost(frame []byte) int {
+	return max(len(frame), c.budget.max/outQueueLen)
+}
+
 // enqueue hands an encoded response to the writer, waiting for budget.
 func (c *conn) enqueue(frame []byte) bool {
-	if !c.budget.acquire(len(frame), c.writerDone) {
+	if !c.budget.acquire(c.cost(frame), c.writerDone) {
 		return false
 	}
+	c.qmu.Lock()
+	c.queue = append(c.queue, frame)
+	c.qmu.Unlock()
+	c.signal()
+	return true
+}
+
+// closeQueue tells the writer that nothing more will be queued.
+func (c *conn) closeQueue() {
+	c.qmu.Lock()
+	c.closing = true
+	c.qmu.Unlock()
+	c.signal()
+}
+
+func (c *conn) signal() {
 	select {
-	case c.out <- frame:
-		return true
-	case <-c.writerDone:
-		return false
+	case c.wake <- struct{}{}:
+	default:
 	}
 }
 
-// writeLoop writes queued responses, flushing whenever the queue is empty
-// so that a burst of pipelined responses leaves in one write.
+// take removes every queued response; done reports that the queue is
+// empty and the reader has finished.
+func (c *conn) take(spare [][]byte) (frames [][]byte, done bool) {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	frames, c.queue = c.queue, spare[:0]
+	if len(frames) == 0 {
+		c.queue = nil // an idle connection keeps no queue array
+	}
+	return frames, len(frames) == 0 && c.closing
+}
+
+// writeLoop writes every queued response at once, so a burst of pipelined
+// responses leaves together.
 func (c *conn) writeLoop() {
 	defer close(c.writerDone)
-	bw := bufio.NewWriterSize(c.nc, 64<<10)
-	pending := 0
-	for frame := range c.out {
-		if pending == 0 {
-			c.nc.SetWriteDeadline(c.srv.cfg.idleDeadline())
+	var spare [][]byte
+	for range c.wake {
+		for {
+			frames, done := c.take(spare)
+			if done {
+				return
+			}
+			if len(frames) == 0 {
+				break
+			}
+			if !c.write(frames) {
+				return
+			}
+			clear(frames)
+			spare = frames
 		}
-		_, err := bw.Write(frame)
-		pending += len(frame)
-		c.recycle(frame)
-		if err == nil && len(c.out) == 0 {
-			err = bw.Flush()
-			c.budget.release(pending)
-			pending = 0
-		}
-		if err != nil {
-			c.log.Info("closing connection: write failed", zap.Error(err))
-			c.cancel()
-			c.nc.Close()
-			return
-		}
+		spare = nil // idle: hold no array
 	}
-	if err := bw.Flush(); err != nil {
-		c.log.Debug("final flush failed", zap.Error(err))
+}
+
+// write sends frames, recycles them and returns their budget; false means
+// the connection is dead (already logged and closed).
+func (c *conn) write(frames [][]byte) bool {
+	total := 0
+	for _, f := range frames {
+		total += c.cost(f)
 	}
+	c.nc.SetWriteDeadline(c.srv.cfg.idleDeadline())
+	var err error
+	if len(frames) == 1 {
+		_, err = c.nc.Write(frames[0])
+	} else {
+		err = c.writeCoalesced(frames)
+	}
+	for _, f := range frames {
+		c.recycle(f)
+	}
+	c.budget.release(total)
+	if err != nil {
+		c.log().Info("closing connection: write failed", zap.Error(err))
+		c.cancel()
+		c.nc.Close()
+		return false
+	}
+	return true
+}
+
+// writeBufBytes is the size of the pooled buffer that several small
+// responses are copied into, so that they leave in one write. (Plain
+// writes rather than writev: the race detector orders a peer's read after
+// a write(2), which tests that check handler side effects rely on.)
+const writeBufBytes = 64 << 10
+
+var writeBufPool = sync.Pool{New: func() any { b := make([]byte, 0, writeBufBytes); return &b }}
+
+func (c *conn) writeCoalesced(frames [][]byte) error {
+	bp := writeBufPool.Get().(*[]byte)
+	defer writeBufPool.Put(bp)
+	buf := (*bp)[:0]
+	for _, f := range frames {
+		if len(buf) > 0 && len(buf)+len(f) > cap(buf) {
+			if _, err := c.nc.Write(buf); err != nil {
+				return err
+			}
+			buf = buf[:0]
+		}
+		if len(f) >= cap(buf) {
+			if _, err := c.nc.Write(f); err != nil {
+				return err
+			}
+			continue
+		}
+		buf = append(buf, f...)
+	}
+	if len(buf) > 0 {
+		_, err := c.nc.Write(buf)
+		return err
+	}
+	return nil
 }
 
 // recycle returns small response buffers to the server's pool.

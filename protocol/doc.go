@@ -19,24 +19,47 @@
 // (and one log line says why) for: a size prefix that is zero, negative or
 // above MaxRequestBytes; a header that does not parse; a key unknown to
 // kmsg or not registered on the listener; a version outside the registered
-// range (for any API but ApiVersions); a body kmsg cannot decode; a
-// Handler error or panic; no complete request within IdleTimeout; a peer
-// that does not read our responses for IdleTimeout (neither when IdleTimeout
-// is negative, Kafka's connections.max.idle.ms=-1). Trailing bytes after a
+// range (for any API but ApiVersions); a body kmsg cannot decode, or one
+// it reads more leniently than Kafka's generated readers (a negative
+// length on a non-nullable field, see checkStrict); a Handler error or
+// panic; no complete request within IdleTimeout (waiting for request
+// memory counts); a peer that does not read our responses for IdleTimeout
+// (neither when IdleTimeout is negative, Kafka's connections.max.idle.ms=-1);
+// a connection of another listener while the inter-broker listener needs
+// room past max.connections. Trailing bytes after a
 // well-formed body are tolerated, as both kmsg and Kafka tolerate them.
 // ApiVersions at an unsupported version is answered with a v0 body
 // carrying UNSUPPORTED_VERSION and ApiVersions' own range, and the
 // connection stays open.
 //
+// # Limits
+//
+// One Server is one Kafka SocketServer, with its own limits:
+//
+//   - socket.request.max.bytes caps one frame; the body buffer grows as
+//     bytes arrive, so a size prefix alone allocates nothing;
+//   - queued.max.request.bytes bounds the bytes of requests being read or
+//     handled (requestPool): past it, reading pauses, except for one
+//     request at a time, which may overdraw;
+//   - max.connections and listener.name.NAME.max.connections: at a limit
+//     the listener stops accepting until a connection closes (Kafka's
+//     ConnectionQuotas); the inter-broker listener is exempt from
+//     max.connections when the server has other listeners;
+//   - MaxBufferedBytesPerConn bounds the responses queued per connection.
+//
+// An idle connection holds its two goroutines and about 6 KB besides: no
+// read buffer (frameReader), no write buffer, no queue array.
+//
 // # Goroutine map
 //
 //	Server
-//	  acceptLoop         one per listener; stops when the listener closes
+//	  acceptLoop         one per listener; stops when the listener closes;
+//	                     waits in admit while its listener has no slot
 //	  conn.serve         one per connection: reads a frame, decodes it, runs
 //	                     the Handler, encodes the response; strictly one
 //	                     request at a time, so responses are in order
-//	  conn.writeLoop     one per connection: batches queued responses into
-//	                     few writes; the queue is bounded in count and bytes
+//	  conn.writeLoop     one per connection: writes queued responses in as
+//	                     few writes as it can; the queue is bounded in bytes
 //	Client
 //	  runDial            one per dial in progress (backoff, dial, ApiVersions)
 //	  clientConn.write   one per connection: assigns correlation ids, batches

@@ -14,23 +14,35 @@ import (
 // header never carries tags, and an unsupported version is still answered.
 const apiVersionsKey int16 = 18
 
-// readFrame reads one size-prefixed frame from r. A size of zero, a negative
-// size or a size above maxBytes is rejected before any body byte is read,
-// as Kafka's NetworkReceive does, so a hostile prefix cannot make us
-// allocate. The returned slice is freshly allocated and owned by the caller:
-// kmsg's decoders alias byte fields into it.
+// readFrame reads one size-prefixed frame from r; the client reads
+// responses with it (the server uses frameReader). A size of zero, a
+// negative size or a size above maxBytes is rejected before any body byte
+// is read, as Kafka's NetworkReceive does, and the buffer grows as the
+// body arrives, so a hostile prefix cannot make us allocate. The returned
+// slice is freshly allocated and owned by the caller: kmsg's decoders
+// alias byte fields into it.
 func readFrame(r *bufio.Reader, maxBytes int32) ([]byte, error) {
 	var sizeBuf [4]byte
 	if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
 		return nil, err
 	}
-	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-	if size <= 0 || size > maxBytes {
+	size := int(int32(binary.BigEndian.Uint32(sizeBuf[:])))
+	if size <= 0 || size > int(maxBytes) {
 		return nil, fmt.Errorf("%w: %d (max %d)", ErrFrameSize, size, maxBytes)
 	}
-	body := make([]byte, size)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return nil, err
+	body := make([]byte, 0, min(size, 64<<10))
+	for len(body) < size {
+		if len(body) == cap(body) {
+			body = append(body, make([]byte, min(size, 2*cap(body))-len(body))...)[:len(body)]
+		}
+		n, err := r.Read(body[len(body):cap(body)])
+		body = body[:len(body)+n]
+		if err != nil && len(body) < size {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
 	}
 	return body, nil
 }
@@ -70,6 +82,8 @@ func parseRequestHeader(r *kbin.Reader) (requestHeader, error) {
 //   - ApiVersions at a version outside its range: NOT an error; the body is
 //     left unparsed and Request.Body is a v0 ApiVersionsRequest, so the
 //     handler can answer with the KIP-511 fallback;
+//   - a body kmsg reads leniently (a negative count on a non-nullable
+//     array, see checkStrict) is an error, as in Kafka's generated readers;
 //   - trailing bytes after a complete body are tolerated, as kmsg and
 //     Kafka's generated readers both tolerate them (newer clients may add
 //     fields an older server does not read).
@@ -112,6 +126,9 @@ func decodeRequest(reg *Registry, frame []byte) (req *Request, h Handler, err er
 		}
 	}
 	if err := body.ReadFrom(r.Src); err != nil {
+		return nil, nil, fmt.Errorf("%w: %s v%d: %v", ErrBadBody, kmsg.NameForKey(hdr.key), hdr.version, err)
+	}
+	if err := checkStrict(body, r.Src); err != nil {
 		return nil, nil, fmt.Errorf("%w: %s v%d: %v", ErrBadBody, kmsg.NameForKey(hdr.key), hdr.version, err)
 	}
 	return req, handler, nil

@@ -1,10 +1,10 @@
 package protocol
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"testing"
+	"testing/iotest"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -52,7 +52,13 @@ func FuzzFrame(f *testing.F) {
 			_ = req.Body.AppendTo(nil) // re-encoding what we decoded must not panic either
 		}
 		framed := append(frameOf(payload), payload...)
-		got, err := readFrame(bufio.NewReader(bytes.NewReader(framed)), 1<<20)
+		fr := frameReader{src: iotest.OneByteReader(bytes.NewReader(framed)), pool: &requestPool{capacity: 1 << 16}, ctx: context.Background()}
+		got, err := fr.next(1 << 20)
+		fr.releaseBody()
+		fr.close()
+		if used := fr.pool.usedBytes(); used != 0 {
+			t.Fatalf("%d pool bytes still held after the frame was released", used)
+		}
 		if len(payload) > 0 && len(payload) <= 1<<20 && (err != nil || !bytes.Equal(got, payload)) {
 			t.Fatalf("readFrame: %v", err)
 		}

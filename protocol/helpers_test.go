@@ -179,7 +179,7 @@ func checkEcho(t *testing.T, resp kmsg.Response, want string) {
 }
 
 // waitFor polls cond until it holds; it fails the test after testTimeout.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.After(testTimeout)
 	tick := time.NewTicker(time.Millisecond)

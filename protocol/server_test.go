@@ -289,27 +289,6 @@ func TestStalledPeersDoNotBlockOthers(t *testing.T) {
 	}
 }
 
-func TestMaxConnections(t *testing.T) {
-	s := startTestServer(t, func(cfg *ServerConfig, _ *Registry) { cfg.MaxConnections = 2 })
-	a, b := dialRaw(t, s.addr), dialRaw(t, s.addr)
-	checkEcho(t, a.roundTrip(metadataReq(1, "a"), 1), "a")
-	checkEcho(t, b.roundTrip(metadataReq(1, "b"), 1), "b")
-	extra := dialRaw(t, s.addr)
-	extra.send(metadataReq(1, "c"), 1)
-	extra.expectClosed()
-	if countLogs(s.logs, "max.connections") != 1 {
-		t.Fatal("no max.connections log line")
-	}
-	a.nc.Close()
-	waitFor(t, "server to drop conn a", func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return len(s.conns) == 1
-	})
-	c := dialRaw(t, s.addr)
-	checkEcho(t, c.roundTrip(metadataReq(1, "c"), 1), "c")
-}
-
 func TestIdleTimeout(t *testing.T) {
 	const idle = 100 * time.Millisecond
 	s := startTestServer(t, func(cfg *ServerConfig, _ *Registry) { cfg.IdleTimeout = idle })

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
 	"github.com/kraftd/kraftd/broker"
@@ -86,8 +87,15 @@ type App struct {
 	cfg        Config
 	log        *zap.Logger
 	registries map[string]*protocol.Registry
-	server     *protocol.Server
-	metrics    *metricsServer
+	// server serves the broker listeners and controllerServer the
+	// controller listeners: two SocketServers, as in Kafka, each with its
+	// own connection limits and request memory, so that clients filling
+	// max.connections on the broker listeners cannot lock voters and
+	// brokers out of the controller listener. Either is nil without such
+	// listeners.
+	server           *protocol.Server
+	controllerServer *protocol.Server
+	metrics          *metricsServer
 
 	quorum     *quorumRole
 	controller *controllerRole
@@ -134,7 +142,7 @@ func New(cfg Config) (*App, error) {
 		return nil, err
 	}
 	cfg = a.cfg
-	listeners := make([]protocol.ListenerConfig, 0, len(cfg.Listeners))
+	var brokerListeners, controllerListeners []protocol.ListenerConfig
 	legacy, _ := cfg.LegacyListener()
 	for _, l := range cfg.Listeners {
 		reg := protocol.NewRegistry()
@@ -142,24 +150,52 @@ func New(cfg Config) (*App, error) {
 		if cfg.Mode == ModeZKLegacy && l.Name == legacy.Name {
 			continue // bound and served by the legacy broker (legacy_role.go)
 		}
-		listeners = append(listeners, protocol.ListenerConfig{Name: l.Name, Addr: l.Addr(), Registry: reg})
+		lc := protocol.ListenerConfig{Name: l.Name, Addr: l.Addr(), Registry: reg, MaxConnections: int(cfg.ListenerMaxConnections[l.Name])}
+		if contains(cfg.ControllerListenerNames, l.Name) {
+			controllerListeners = append(controllerListeners, lc)
+		} else {
+			brokerListeners = append(brokerListeners, lc)
+		}
+	}
+	for name := range cfg.ListenerMaxConnections {
+		if _, ok := a.registries[name]; !ok {
+			a.log.Warn("listener.name.<name>.max.connections names no listener", zap.String("listener", name))
+		}
 	}
 	a.addRoles()
+	var err error
+	if a.server, err = a.newServer(brokerListeners, cfg.InterBrokerListenerName, "protocol"); err != nil {
+		return nil, err
+	}
+	if a.controllerServer, err = a.newServer(controllerListeners, "", "protocol.controller"); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// newServer builds one socket server for listeners (nil when there are
+// none, e.g. zk-legacy with its one listener served by legacyzk).
+func (a *App) newServer(listeners []protocol.ListenerConfig, interBroker, logName string) (*protocol.Server, error) {
 	if len(listeners) == 0 {
-		return a, nil // zk-legacy with its one listener: no server of App's own
+		return nil, nil
+	}
+	queued := a.cfg.QueuedMaxRequestBytes
+	if queued <= 0 {
+		queued = -1 // Kafka's meaning of -1 and 0: no pool
 	}
 	srv, err := protocol.NewServer(protocol.ServerConfig{
-		Listeners:       listeners,
-		MaxRequestBytes: cfg.SocketRequestMaxBytes,
-		MaxConnections:  int(cfg.MaxConnections),
-		IdleTimeout:     time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,
-		Logger:          cfg.Logger.Named("protocol"),
+		Listeners:             listeners,
+		MaxRequestBytes:       a.cfg.SocketRequestMaxBytes,
+		MaxConnections:        int(a.cfg.MaxConnections),
+		InterBrokerListener:   interBroker,
+		QueuedMaxRequestBytes: queued,
+		IdleTimeout:           time.Duration(a.cfg.ConnectionsMaxIdleMs) * time.Millisecond,
+		Logger:                a.cfg.Logger.Named(logName),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
-	a.server = srv
-	return a, nil
+	return srv, nil
 }
 
 // addRoles adds the components of the configured roles. Every role is built in its
@@ -264,10 +300,37 @@ func (a *App) Config() Config { return a.cfg }
 // "PLAINTEXT"), or nil for an unknown listener name.
 func (a *App) Registry(listener string) *protocol.Registry { return a.registries[listener] }
 
-// Server returns the protocol server, for fault-injection hooks in tests.
-// It is nil in zk-legacy mode when the legacy broker serves the only
-// listener (legacyzk binds it itself).
-func (a *App) Server() *protocol.Server { return a.server }
+// Server returns the socket server of the broker listeners or, on a node
+// without them (a controller-only node), of the controller listeners; nil
+// in zk-legacy mode when the legacy broker serves the only listener
+// (legacyzk binds it itself). For fault-injection hooks on every listener
+// use ControlKey.
+func (a *App) Server() *protocol.Server {
+	if a.server != nil {
+		return a.server
+	}
+	return a.controllerServer
+}
+
+// Servers returns the node's socket servers: the broker listeners' and the
+// controller listeners', those that exist.
+func (a *App) Servers() []*protocol.Server {
+	var out []*protocol.Server
+	for _, s := range []*protocol.Server{a.server, a.controllerServer} {
+		if s != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ControlKey installs a fault-injection hook for one API key on every
+// listener of the node (see protocol.Server.ControlKey).
+func (a *App) ControlKey(key int16, fn func(*protocol.Request) (kmsg.Response, error, bool)) {
+	for _, s := range a.Servers() {
+		s.ControlKey(key, fn)
+	}
+}
 
 // Metrics is the node's Prometheus registry; roles register collectors
 // here. It is served on metrics.listener when that is set.
@@ -303,8 +366,8 @@ func (a *App) ClusterID() string {
 // Addr returns the bound address of a listener once started, which is how
 // callers learn an ephemeral port (listeners with port 0).
 func (a *App) Addr(listener string) net.Addr {
-	if a.server != nil {
-		if addr := a.server.Addr(listener); addr != nil {
+	for _, s := range a.Servers() {
+		if addr := s.Addr(listener); addr != nil {
 			return addr
 		}
 	}
@@ -353,8 +416,11 @@ func (a *App) Start(ctx context.Context) error {
 			return errors.Join(err, a.stopComponents(ctx))
 		}
 	}
-	if a.server != nil {
-		if err := a.server.Start(); err != nil {
+	for i, srv := range a.Servers() {
+		if err := srv.Start(); err != nil {
+			for _, started := range a.Servers()[:i] {
+				started.Close()
+			}
 			return errors.Join(fmt.Errorf("app: %w", err), a.metrics.stop(ctx), a.stopComponents(ctx))
 		}
 	}
@@ -385,8 +451,9 @@ func (a *App) Stop(ctx context.Context) error {
 		}
 	}
 	// Shutdown falls back to closing every connection when ctx expires.
-	if a.server != nil {
-		if err := a.server.Shutdown(ctx); err != nil {
+	// The broker listeners go first, the controller listeners last.
+	for _, srv := range a.Servers() {
+		if err := srv.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("app: shutting down listeners: %w", err))
 		}
 	}

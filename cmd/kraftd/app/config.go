@@ -144,6 +144,11 @@ type Config struct {
 	SocketRequestMaxBytes int32
 	// MaxConnections: max.connections.
 	MaxConnections int32
+	// ListenerMaxConnections: listener.name.<name>.max.connections, by
+	// upper-case listener name.
+	ListenerMaxConnections map[string]int32
+	// QueuedMaxRequestBytes: queued.max.request.bytes; <= 0 means no bound.
+	QueuedMaxRequestBytes int64
 	// ConnectionsMaxIdleMs: connections.max.idle.ms.
 	ConnectionsMaxIdleMs int64
 	// NumPartitions: num.partitions.

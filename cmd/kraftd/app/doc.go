@@ -35,8 +35,10 @@
 //     quorum's high watermark (KRaft: a lagging broker is "behind at offset
 //     N", never divergent).
 //
-// Goroutines: App starts none of its own. The protocol.Server it owns runs
-// the accept and per-connection goroutines and stops them in Shutdown/Close;
+// Goroutines: App starts none of its own. The protocol.Servers it owns
+// (one for the broker listeners, one for the controller listeners, as
+// Kafka's two SocketServers) run the accept and per-connection goroutines
+// and stop them in Shutdown/Close;
 // roles added later (quorum driver, controller loop, broker lifecycle) are
 // started by Start and stopped by Stop in reverse start order. The signal
 // wait lives in main, which calls Stop when SIGINT or SIGTERM arrives:

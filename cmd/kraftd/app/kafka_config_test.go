@@ -159,7 +159,7 @@ func TestKafkaKeysTyposAndPrefixes(t *testing.T) {
 	}
 	known := []string{
 		"num.io.threads", "super.users", "unstable.api.versions.enable", "zookeeper.clientCnxnSocket",
-		"listener.name.internal.ssl.keystore.location", "listener.name.CONTROLLER.max.connections",
+		"listener.name.internal.ssl.keystore.location", "listener.name.CONTROLLER.connections.max.reauth.ms",
 		"listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config", "config.providers",
 		"config.providers.file.class", "rsm.config.bucket", "metrics.context.region",
 		"group.share.enable", "transaction.two.phase.commit.enable",

@@ -37,7 +37,7 @@ var kafkaPrefixes = []string{"config.providers.", "metrics.context.", "rsm.confi
 // kafkaKnownKey reports whether Kafka's broker or controller would recognise name:
 // one of kafkaKeys, "config.providers", a name under kafkaPrefixes, or a
 // per-listener override listener.name.<listener>.<key> whose <key> is one of those
-// or a SASL-mechanism-prefixed <mechanism>.<key>
+// or a SASL-mechanism-prefixed <mechanism>.<sasl key>
 // (listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config).
 func kafkaKnownKey(name string) bool {
 	if kafkaKeySet[name] || name == "config.providers" {
@@ -59,8 +59,10 @@ func kafkaKnownKey(name string) bool {
 	if kafkaKeySet[key] {
 		return true
 	}
+	// Only SASL settings take a mechanism prefix (the JAAS config and callback
+	// handlers of one mechanism on one listener).
 	mechanism, key, ok := strings.Cut(key, ".")
-	return ok && mechanism != "" && kafkaKeySet[key]
+	return ok && mechanism != "" && strings.HasPrefix(key, "sasl.") && kafkaKeySet[key]
 }
 
 // kafkaKeyChecks refuse values of Kafka settings kraftd does not implement when

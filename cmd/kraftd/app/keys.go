@@ -56,7 +56,8 @@ var keys = []Key{
 	{"metadata.log.max.snapshot.interval.ms", "3600000", "Time after which a snapshot is taken if anything changed; 0 disables.", int64Field("metadata.log.max.snapshot.interval.ms", func(c *Config) *int64 { return &c.MetadataLogMaxSnapshotIntervalMs })},
 	{"metadata.max.idle.interval.ms", "500", "The active controller appends a NoOpRecord after this long without writes; 0 disables.", int32Field("metadata.max.idle.interval.ms", func(c *Config) *int32 { return &c.MetadataMaxIdleIntervalMs })},
 	{"socket.request.max.bytes", "104857600", "Largest request frame accepted.", int32Field("socket.request.max.bytes", func(c *Config) *int32 { return &c.SocketRequestMaxBytes })},
-	{"max.connections", "2147483647", "Maximum concurrent connections per node; at least 1 (Kafka's 0 blocks every client connection; kraftd refuses it).", int32Field("max.connections", func(c *Config) *int32 { return &c.MaxConnections })},
+	{"max.connections", "2147483647", "Maximum concurrent connections of one socket server (the broker listeners, or the controller listeners, which have a server of their own as in Kafka). At the limit a listener stops accepting until a connection closes; the inter-broker listener is not held back, and closes the least recently active connection of another listener instead. At least 1 (Kafka's 0 blocks every client connection; kraftd refuses it).", int32Field("max.connections", func(c *Config) *int32 { return &c.MaxConnections })},
+	{"queued.max.request.bytes", "268435456", "Bytes of requests being read or handled, over all connections of one socket server, before reading pauses; one request at a time may go past it. A frame's buffer grows as its bytes arrive. kraftd's default is 256 MiB; Kafka's is -1, no bound (0 or less means no bound here too).", int64Field("queued.max.request.bytes", func(c *Config) *int64 { return &c.QueuedMaxRequestBytes })},
 	{"connections.max.idle.ms", "600000", "Idle connections are closed after this long; -1 (any negative value) never closes them, as in Kafka; 0 is refused (Kafka closes every connection as soon as it is idle).", int64Field("connections.max.idle.ms", func(c *Config) *int64 { return &c.ConnectionsMaxIdleMs })},
 	{"num.partitions", "1", "Default partition count of new topics.", int32Field("num.partitions", func(c *Config) *int32 { return &c.NumPartitions })},
 	{"default.replication.factor", "1", "Default replication factor of new topics.", int16Field("default.replication.factor", func(c *Config) *int16 { return &c.DefaultReplicationFactor })},
@@ -72,12 +73,66 @@ var keys = []Key{
 	{"kraftd.fault.injection.enable", "false", "kraftd extension, zk-legacy mode, for test clusters: arms legacyzk's fault switches and serves POST /faults on metrics.listener, which must then bind a loopback address.", boolField("kraftd.fault.injection.enable", func(c *Config) *bool { return &c.FaultInjectionEnable })},
 }
 
-// lookupKey finds the kraftd key a server.properties name sets. Keys whose name
-// holds a part chosen by the user (listener.name.<listener>.<key>) are matched
-// here too, next to the exact names of the table.
+// PatternKey is a family of keys with a variable part in the name, like
+// Kafka's listener-prefixed settings (listener.name.<name>.max.connections).
+// Files and --override set them; they have no flag of their own. Key.Name
+// is the pattern, as the README shows it.
+type PatternKey struct {
+	Key
+	prefix, suffix string
+	setFor         func(c *Config, name, value string) error
+}
+
+// PatternKeys returns the key families in documentation order.
+func PatternKeys() []PatternKey { return append([]PatternKey(nil), patternKeys...) }
+
+var patternKeys = []PatternKey{
+	{
+		Key:    Key{Name: "listener.name.<name>.max.connections", Doc: "Maximum concurrent connections of the listener named in the key, in any case (as in Kafka: listener.name.internal.max.connections), on top of max.connections; at the limit the listener stops accepting until one of its connections closes. Unset means no listener limit; set from a file or --override."},
+		prefix: "listener.name.", suffix: ".max.connections",
+		setFor: setListenerMaxConnections,
+	},
+}
+
+// lookupKey finds the key a name sets: a key of the table, or a member of a
+// key family (then the returned Key's set is bound to the variable part).
 func lookupKey(name string) (Key, bool) {
-	k, ok := keyIndex[name]
-	return k, ok
+	if k, ok := keyIndex[name]; ok {
+		return k, true
+	}
+	for _, p := range patternKeys {
+		rest, ok := strings.CutPrefix(name, p.prefix)
+		if !ok {
+			continue
+		}
+		variable, ok := strings.CutSuffix(rest, p.suffix)
+		if !ok || variable == "" || strings.Contains(variable, ".") {
+			continue
+		}
+		k := p.Key
+		k.Name = name
+		k.set = func(c *Config, v string) error { return p.setFor(c, variable, v) }
+		return k, true
+	}
+	return Key{}, false
+}
+
+func setListenerMaxConnections(c *Config, listener, v string) error {
+	key := "listener.name." + listener + ".max.connections"
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil {
+		return badValue(key, v, "is not an integer")
+	}
+	if n < 1 {
+		// Kafka refuses it too when set dynamically; statically, 0 would
+		// silently make the listener accept nothing.
+		return badValue(key, v, "must be at least 1")
+	}
+	if c.ListenerMaxConnections == nil {
+		c.ListenerMaxConnections = make(map[string]int32)
+	}
+	c.ListenerMaxConnections[strings.ToUpper(listener)] = int32(n)
+	return nil
 }
 
 var keyIndex = func() map[string]Key {

@@ -26,6 +26,9 @@ func configTable() string {
 		}
 		b.WriteString("| `" + k.Name + "` | " + def + " | " + strings.ReplaceAll(k.Doc, "|", `\|`) + " |\n")
 	}
+	for _, p := range PatternKeys() {
+		b.WriteString("| `" + p.Name + "` | (none) | " + strings.ReplaceAll(p.Doc, "|", `\|`) + " |\n")
+	}
 	return b.String()
 }
 
