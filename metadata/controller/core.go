@@ -311,7 +311,11 @@ func (c *core) write(res Result, req kmsg.Request, done func(kmsg.Response), now
 	if len(res.Records) > 0 {
 		if code := c.appendRecords(res.Records, nowMs); code != 0 {
 			if done != nil {
-				done(errorResponse(req, code))
+				var msg *string
+				if code == kerr.PolicyViolation.Code {
+					msg = errExcessivelyLarge.msg
+				}
+				done(errorResponseMessage(req, code, msg))
 			}
 			return
 		}

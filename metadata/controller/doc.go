@@ -45,13 +45,17 @@
 // 3.6-IV1+), proposed back to back from the event loop. Readers (brokers,
 // standbys) hold an open transaction back until its end marker; a new
 // leader that finds one open writes AbortTransactionRecord on activation.
-// Kafka instead refuses operations over 10000 records with POLICY_VIOLATION;
-// kraftd only does so when the metadata.version has no transactions.
+// Kafka instead refuses user operations over 10000 records
+// (MAX_RECORDS_PER_USER_OP) with POLICY_VIOLATION; kraftd does so over
+// Config.MaxRecordsPerUserOp (default 200000), or over one batch when the
+// metadata.version has no transactions. The cap is checked from the
+// request's counts before anything of their size is allocated, so
+// NumPartitions 2147483647 costs nothing.
 //
 // # Where kraftd differs from Kafka (on purpose)
 //
-//   - Operations over 10000 records use a transaction instead of failing
-//     (above).
+//   - Operations over 10000 records use a transaction instead of failing,
+//     up to Config.MaxRecordsPerUserOp (above).
 //   - No ZkMigrationStateRecord in the bootstrap records (no migration,
 //     and the records package has no codec for it).
 //   - A new broker incarnation replacing one whose session expired before

@@ -49,6 +49,7 @@ func (r *controllerRole) Prepare(ctx context.Context) error {
 		MaxIdleIntervalMs:        int64(cfg.MetadataMaxIdleIntervalMs),
 		DefaultNumPartitions:     cfg.NumPartitions,
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
+		MaxRecordsPerUserOp:      int(cfg.ControllerMaxRecordsPerUserOp),
 		Voters:                   voters,
 	})
 	if err != nil {
