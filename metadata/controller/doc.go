@@ -52,6 +52,12 @@
 // request's counts before anything of their size is allocated, so
 // NumPartitions 2147483647 costs nothing.
 //
+// The event loop appends such an operation one batch per step and, between
+// steps, adopts commits and answers the requests that write nothing (steady
+// BrokerHeartbeats, DescribeCluster); anything that would write waits until
+// the last batch is appended, so no record lands inside the operation's
+// transaction that the operation did not plan for.
+//
 // # Where kraftd differs from Kafka (on purpose)
 //
 //   - Operations over 10000 records use a transaction instead of failing,
@@ -63,6 +69,10 @@
 //     never sit on a fenced broker (Kafka before KIP-966 leaves them).
 //   - DescribeCluster(EndpointType 2) is answered below metadata.version
 //     3.7-IV0, from Config.Voters.
+//   - A BrokerHeartbeat that writes nothing is answered at once when the
+//     broker's registration is the same in the committed and the pending
+//     view (it reveals nothing uncommitted); Kafka answers every heartbeat
+//     only once the log end commits, so one large create delays them all.
 //   - Topic configs are not checked against Kafka's config schema, and the
 //     CreateTopics response lists only the configs given.
 //   - metadata.version 3.7-IV2 and later (log directories, ELR) are not
