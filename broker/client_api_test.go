@@ -62,7 +62,7 @@ func (a *recordingAdmin) CreatePartitions(context.Context, *kmsg.CreatePartition
 
 // legacyImage is what a ZooKeeper-era cache could hold: brokers 1 and 2
 // unfenced on PLAINTEXT, topic foo with one partition led by 2.
-func legacyImage(t *testing.T) *image.Image {
+func legacyImage(t testing.TB) *image.Image {
 	t.Helper()
 	d := image.NewDelta(image.Empty())
 	recs := []records.Message{

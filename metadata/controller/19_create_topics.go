@@ -23,7 +23,16 @@ package controller
 //     NumPartitions 0 or < -1: INVALID_PARTITIONS, -1 takes the default,
 //     and the striped placer spreads replicas over usable brokers
 //     (INVALID_REPLICATION_FACTOR "Unable to replicate the partition N
-//     time(s): ..." when it cannot).
+//     time(s): ..." when it cannot);
+//   - the records of the topics that pass (topic, configs, partitions)
+//     count against Config.MaxRecordsPerUserOp, Kafka's BoundedList of
+//     MAX_RECORDS_PER_USER_OP: past it the whole request is answered
+//     POLICY_VIOLATION "Unable to perform excessively large batch
+//     operation." for every topic, ValidateOnly or not. kraftd counts a
+//     topic's records before placing or copying anything (NumPartitions
+//     2147483647 costs nothing), so a manual assignment over the cap fails
+//     with POLICY_VIOLATION even where Kafka, which validates the entries
+//     first, would report an invalid one.
 //
 // A created topic is a TopicRecord, its ConfigRecords, then one
 // PartitionRecord per partition with ISR = the active replicas, leader =
@@ -67,6 +76,7 @@ func (c *core) createTopics(req *kmsg.CreateTopicsRequest) Result {
 		counts[t.Topic]++
 	}
 	var recs []records.Record
+	budget := recordBudget(c.cfg.MaxRecordsPerUserOp)
 	created := map[string]bool{}
 	for _, t := range req.Topics {
 		if created[t.Topic] {
@@ -81,7 +91,14 @@ func (c *core) createTopics(req *kmsg.CreateTopicsRequest) Result {
 		case t.Topic == clusterMetadataTopic:
 			err = errf(kerr.InvalidRequest, "Creation of internal topic %s is prohibited.", clusterMetadataTopic)
 		default:
-			recs, err = c.createTopic(t, &rt, recs)
+			left := budget
+			recs, err = c.createTopic(t, &rt, recs, &budget)
+			if err != nil {
+				budget = left // a topic that fails writes nothing
+			}
+		}
+		if err == errExcessivelyLarge {
+			return excessivelyLarge(req)
 		}
 		created[t.Topic] = true
 		if err != nil {
@@ -95,9 +112,10 @@ func (c *core) createTopics(req *kmsg.CreateTopicsRequest) Result {
 	return Result{Records: recs, Response: resp}
 }
 
-// createTopic validates one topic and appends its records.
+// createTopic validates one topic and appends its records; it takes them
+// from budget before building any (errExcessivelyLarge when they do not fit).
 func (c *core) createTopic(t kmsg.CreateTopicsRequestTopic, rt *kmsg.CreateTopicsResponseTopic,
-	recs []records.Record) ([]records.Record, *apiError) {
+	recs []records.Record, budget *recordBudget) ([]records.Record, *apiError) {
 	img := c.pending.img
 	if err := c.validateNewTopicName(t.Topic); err != nil {
 		return recs, err
@@ -108,7 +126,8 @@ func (c *core) createTopic(t kmsg.CreateTopicsRequestTopic, rt *kmsg.CreateTopic
 	if err := checkConfigs(t.Configs); err != nil {
 		return recs, err
 	}
-	assignments, err := c.assignReplicas(t)
+	cfgs := sortedConfigs(t.Configs)
+	assignments, err := c.assignReplicas(t, 1+len(cfgs), budget)
 	if err != nil {
 		return recs, err
 	}
@@ -116,7 +135,7 @@ func (c *core) createTopic(t kmsg.CreateTopicsRequestTopic, rt *kmsg.CreateTopic
 	rt.TopicID, rt.NumPartitions = id, int32(len(assignments))
 	rt.ReplicationFactor = int16(len(assignments[0]))
 	recs = append(recs, records.Record{Message: &records.TopicRecord{Name: t.Topic, TopicID: id}})
-	for _, cfg := range sortedConfigs(t.Configs) {
+	for _, cfg := range cfgs {
 		recs = append(recs, records.Record{Message: &records.ConfigRecord{
 			ResourceType: image.ConfigTopic, ResourceName: t.Topic, Name: cfg.Name, Value: cfg.Value}})
 		rc := kmsg.NewCreateTopicsResponseTopicConfig()
@@ -222,10 +241,11 @@ func sortedConfigs(cfgs []kmsg.CreateTopicsRequestTopicConfig) []kmsg.CreateTopi
 }
 
 // assignReplicas returns the replica list of every new partition, from the
-// request's manual assignment or from the placer.
-func (c *core) assignReplicas(t kmsg.CreateTopicsRequestTopic) ([][]int32, *apiError) {
+// request's manual assignment or from the placer, once the topic's records
+// (fixed of them besides one per partition) are taken from budget.
+func (c *core) assignReplicas(t kmsg.CreateTopicsRequestTopic, fixed int, budget *recordBudget) ([][]int32, *apiError) {
 	if len(t.ReplicaAssignment) > 0 {
-		return c.manualAssignment(t)
+		return c.manualAssignment(t, fixed, budget)
 	}
 	switch {
 	case t.ReplicationFactor < -1 || t.ReplicationFactor == 0:
@@ -240,15 +260,21 @@ func (c *core) assignReplicas(t kmsg.CreateTopicsRequestTopic) ([][]int32, *apiE
 	if rf == -1 {
 		rf = c.cfg.DefaultReplicationFactor
 	}
-	return c.place(int(count), int(rf))
+	return c.place(int(count), int(rf), fixed, budget)
 }
 
-// place runs the striped placer over the usable brokers.
-func (c *core) place(count, rf int) ([][]int32, *apiError) {
-	out, err := newStripedPlacer(c.rng, c.usableBrokers()).place(count, rf)
-	if err != nil {
+// place runs the striped placer over the usable brokers. The replication
+// factor is checked against them, and count+fixed records taken from
+// budget, before anything of size count is allocated.
+func (c *core) place(count, rf, fixed int, budget *recordBudget) ([][]int32, *apiError) {
+	p := newStripedPlacer(c.rng, c.usableBrokers())
+	if err := p.check(rf); err != nil {
 		return nil, errf(kerr.InvalidReplicationFactor, "Unable to replicate the partition %d time(s): %s", rf, err)
 	}
+	if !budget.take(fixed + count) {
+		return nil, errExcessivelyLarge
+	}
+	out := p.place(count, rf)
 	for _, replicas := range out {
 		if len(activeOf(c.pending.img, replicas)) == 0 {
 			return nil, errf(kerr.InvalidReplicationFactor,
@@ -270,14 +296,17 @@ func (c *core) usableBrokers() []usableBroker {
 	return out
 }
 
-func (c *core) manualAssignment(t kmsg.CreateTopicsRequestTopic) ([][]int32, *apiError) {
+func (c *core) manualAssignment(t kmsg.CreateTopicsRequestTopic, fixed int, budget *recordBudget) ([][]int32, *apiError) {
 	if t.ReplicationFactor != -1 {
 		return nil, errf(kerr.InvalidRequest, "A manual partition assignment was specified, but replication factor was not set to -1.")
 	}
 	if t.NumPartitions != -1 {
 		return nil, errf(kerr.InvalidRequest, "A manual partition assignment was specified, but numPartitions was not set to -1.")
 	}
-	byID := map[int32][]int32{}
+	if !budget.take(fixed + len(t.ReplicaAssignment)) {
+		return nil, errExcessivelyLarge
+	}
+	byID := make(map[int32][]int32, len(t.ReplicaAssignment))
 	rf := -1
 	for _, a := range t.ReplicaAssignment {
 		if _, dup := byID[a.Partition]; dup {
@@ -305,21 +334,38 @@ func (c *core) manualAssignment(t kmsg.CreateTopicsRequestTopic) ([][]int32, *ap
 }
 
 // validateManualAssignment is Kafka's validateManualPartitionAssignment; rf
-// is -1 when any size is allowed.
+// is -1 when any size is allowed. Kafka sorts the list and reports the
+// first id, in ascending order, that is not registered or is repeated;
+// this finds the same id in one pass without copying the (untrusted, up to
+// a frame long) list, with memory bounded by the registered brokers.
 func (c *core) validateManualAssignment(replicas []int32, rf int) *apiError {
 	if len(replicas) == 0 {
 		return errf(kerr.InvalidReplicaAssignment, "The manual partition assignment includes an empty replica list.")
 	}
-	sorted := slices.Sorted(slices.Values(replicas))
-	for i, id := range sorted {
-		if _, ok := c.pending.img.Broker(id); !ok {
-			return errf(kerr.InvalidReplicaAssignment,
-				"The manual partition assignment includes broker %d, but no such broker is registered.", id)
+	img := c.pending.img
+	bad, repeated, found := int32(0), false, false
+	note := func(id int32, twice bool) {
+		if !found || id < bad {
+			bad, repeated, found = id, twice, true
 		}
-		if i > 0 && sorted[i-1] == id {
-			return errf(kerr.InvalidReplicaAssignment,
-				"The manual partition assignment includes the broker %d more than once.", id)
+	}
+	seen := make(map[int32]struct{}, min(len(replicas), 64))
+	for _, id := range replicas {
+		if _, ok := img.Broker(id); !ok {
+			note(id, false)
+		} else if _, twice := seen[id]; twice {
+			note(id, true)
+		} else {
+			seen[id] = struct{}{}
 		}
+	}
+	switch {
+	case found && repeated:
+		return errf(kerr.InvalidReplicaAssignment,
+			"The manual partition assignment includes the broker %d more than once.", bad)
+	case found:
+		return errf(kerr.InvalidReplicaAssignment,
+			"The manual partition assignment includes broker %d, but no such broker is registered.", bad)
 	}
 	if rf >= 0 && len(replicas) != rf {
 		return errf(kerr.InvalidReplicaAssignment,

@@ -9,7 +9,10 @@ package controller
 // v6 entry with both or neither is INVALID_REQUEST, an unknown name is
 // UNKNOWN_TOPIC_OR_PARTITION, an unknown id UNKNOWN_TOPIC_ID, and a name
 // that resolves to an id also given is INVALID_REQUEST. Each deleted topic
-// is one RemoveTopicRecord (which also drops its configs on replay).
+// is one RemoveTopicRecord (which also drops its configs on replay). More
+// deletions than Config.MaxRecordsPerUserOp answer every topic
+// POLICY_VIOLATION (Kafka's BoundedList of MAX_RECORDS_PER_USER_OP; its
+// DeleteTopics error response carries no message).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -38,6 +41,7 @@ func (c *core) deleteTopics(req *kmsg.DeleteTopicsRequest) Result {
 	targets := deleteTargets(req, add)
 	img := c.pending.img
 	var recs []records.Record
+	budget := recordBudget(c.cfg.MaxRecordsPerUserOp)
 	deleted := map[records.UUID]bool{}
 	for _, t := range targets {
 		id, name := t.id, t.name
@@ -59,6 +63,9 @@ func (c *core) deleteTopics(req *kmsg.DeleteTopicsRequest) Result {
 		if deleted[id] {
 			add(name, id, errf(kerr.InvalidRequest, "The provided topic name maps to an ID that was already supplied."))
 			continue
+		}
+		if !budget.take(1) {
+			return excessivelyLarge(req)
 		}
 		deleted[id] = true
 		recs = append(recs, records.Record{Message: &records.RemoveTopicRecord{TopicID: id}})

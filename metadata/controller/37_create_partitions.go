@@ -12,6 +12,12 @@ package controller
 // CreateTopics with the replication factor of partition 0, and written as
 // PartitionRecords. ValidateOnly writes nothing. A topic named twice is
 // INVALID_REQUEST, as Kafka's ControllerApis reports it.
+//
+// The new partitions count against Config.MaxRecordsPerUserOp as in
+// CreateTopics: they are taken from the request's budget once the count
+// and the replication factor have passed, before anything is placed or
+// copied, and a request over the cap is answered POLICY_VIOLATION
+// "Unable to perform excessively large batch operation." for every topic.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -28,6 +34,7 @@ func (c *core) createPartitions(req *kmsg.CreatePartitionsRequest) Result {
 		counts[t.Topic]++
 	}
 	var recs []records.Record
+	budget := recordBudget(c.cfg.MaxRecordsPerUserOp)
 	done := map[string]bool{}
 	for _, t := range req.Topics {
 		if done[t.Topic] {
@@ -40,7 +47,13 @@ func (c *core) createPartitions(req *kmsg.CreatePartitionsRequest) Result {
 		if counts[t.Topic] > 1 {
 			err = errf(kerr.InvalidRequest, "Duplicate topic name.")
 		} else {
-			recs, err = c.createPartitionsFor(t, recs)
+			left := budget
+			if recs, err = c.createPartitionsFor(t, recs, &budget); err != nil {
+				budget = left // a topic that fails writes nothing
+			}
+		}
+		if err == errExcessivelyLarge {
+			return excessivelyLarge(req)
 		}
 		if err != nil {
 			rt.ErrorCode, rt.ErrorMessage = err.code, err.msg
@@ -53,7 +66,8 @@ func (c *core) createPartitions(req *kmsg.CreatePartitionsRequest) Result {
 	return Result{Records: recs, Response: resp}
 }
 
-func (c *core) createPartitionsFor(t kmsg.CreatePartitionsRequestTopic, recs []records.Record) ([]records.Record, *apiError) {
+func (c *core) createPartitionsFor(t kmsg.CreatePartitionsRequestTopic, recs []records.Record,
+	budget *recordBudget) ([]records.Record, *apiError) {
 	topic, ok := c.pending.img.TopicByName(t.Topic)
 	if !ok {
 		return recs, &apiError{code: kerr.UnknownTopicOrPartition.Code}
@@ -75,6 +89,10 @@ func (c *core) createPartitionsFor(t kmsg.CreatePartitionsRequestTopic, recs []r
 	rf := len(p0.Replicas())
 	var assignments [][]int32
 	if t.Assignment != nil {
+		if !budget.take(additional) {
+			return recs, errExcessivelyLarge
+		}
+		assignments = make([][]int32, 0, additional)
 		for i, a := range t.Assignment {
 			if err := c.validateManualAssignment(a.Replicas, rf); err != nil {
 				return recs, err
@@ -88,7 +106,7 @@ func (c *core) createPartitionsFor(t kmsg.CreatePartitionsRequestTopic, recs []r
 		}
 	} else {
 		var err *apiError
-		if assignments, err = c.place(additional, rf); err != nil {
+		if assignments, err = c.place(additional, rf, 0, budget); err != nil {
 			return recs, err
 		}
 	}

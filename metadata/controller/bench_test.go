@@ -11,11 +11,14 @@ import (
 )
 
 // activeCore is a core leading epoch 1 over fl with brokers 1..n
-// registered and unfenced, everything committed.
-func activeCore(tb testing.TB, fl *fakeLog, brokers int) *core {
+// registered and unfenced, everything committed; opts adjust its Config.
+func activeCore(tb testing.TB, fl *fakeLog, brokers int, opts ...func(*Config)) *core {
 	tb.Helper()
 	cfg := Config{NodeID: 1, ClusterID: testClusterID, Quorum: nopQuorum{}, MaxIdleIntervalMs: -1,
 		Rand: rand.New(rand.NewPCG(5, 6))}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	if err := cfg.Validate(); err != nil {
 		tb.Fatal(err)
 	}

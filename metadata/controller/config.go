@@ -45,6 +45,11 @@ const (
 	mvMin   int16 = 4  // 3.3-IV0, the oldest bootstrap level Kafka accepts
 )
 
+// DefaultMaxRecordsPerUserOp is Config.MaxRecordsPerUserOp's default: 20
+// times Kafka's fixed MAX_RECORDS_PER_USER_OP (10000), room for a
+// 100,000-partition topic (100,001 records plus its configs) in one request.
+const DefaultMaxRecordsPerUserOp = 200000
+
 // Config configures a Controller. Zero values take the defaults noted.
 type Config struct {
 	// NodeID is this controller's node.id. Required (>= 0).
@@ -88,6 +93,16 @@ type Config struct {
 	// MaxBatchBytes caps the encoded size of one appended batch (default
 	// 8 MiB, the quorum's own limit).
 	MaxBatchBytes int
+	// MaxRecordsPerUserOp caps the records one CreateTopics,
+	// CreatePartitions or DeleteTopics request may produce (default
+	// 200000; zero or negative takes the default). Handlers count a
+	// topic's records before they build them, so a request over the cap
+	// is answered POLICY_VIOLATION "Unable to perform excessively large
+	// batch operation." before anything proportional to it is allocated.
+	// Kafka's cap (MAX_RECORDS_PER_USER_OP, since 3.5) is fixed at 10000;
+	// kraftd's default is above it so that a topic of 100,000 partitions
+	// can be created in one request (written as a metadata transaction).
+	MaxRecordsPerUserOp int
 	// Voters are the controllers DescribeCluster reports while none has
 	// registered.
 	Voters []Voter
@@ -121,6 +136,7 @@ func (c *Config) Validate() error {
 	setDefault(&c.MetadataVersion, mv36IV2)
 	setDefault(&c.MaxRecordsPerBatch, 10000)
 	setDefault(&c.MaxBatchBytes, 8<<20)
+	setDefault(&c.MaxRecordsPerUserOp, DefaultMaxRecordsPerUserOp)
 	if c.HeartbeatIntervalMs >= c.SessionTimeoutMs {
 		return fmt.Errorf("%w: heartbeat interval %d ms not below session timeout %d ms",
 			ErrInvalidConfig, c.HeartbeatIntervalMs, c.SessionTimeoutMs)

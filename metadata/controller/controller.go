@@ -36,6 +36,11 @@ type Controller struct {
 	closed  bool
 	wake    chan struct{} // cap 1: inbox has items
 	ops     chan op
+	// deferred are ops received while core was busy appending a large
+	// operation that could not be served then; the loop runs them, in
+	// arrival order, before receiving more. Each connection has at most one
+	// request in flight, so there are at most as many as connections.
+	deferred []op
 
 	// published is the committed image, for readers outside the loop.
 	published sync.Mutex
@@ -69,6 +74,7 @@ func New(cfg Config) (*Controller, error) {
 		return cfg.Quorum.Propose(ctx, epoch, recs)
 	})
 	c.core.onCommit = c.publish
+	c.core.stepAppends = true
 	return c, nil
 }
 
@@ -133,6 +139,18 @@ func (c *Controller) loop() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		if c.core.busy() {
+			if !c.stepBusy() {
+				return
+			}
+			continue
+		}
+		if len(c.deferred) > 0 {
+			o := c.deferred[0]
+			c.deferred = c.deferred[1:]
+			c.runOp(o)
+			continue
+		}
 		c.armTimer(timer)
 		select {
 		case <-c.ctx.Done():
@@ -146,6 +164,43 @@ func (c *Controller) loop() {
 			c.core.tick(c.nowMs())
 		}
 	}
+}
+
+// maxOpsPerBusyStep bounds the requests stepBusy takes between two batches.
+const maxOpsPerBusyStep = 64
+
+// stepBusy is one loop step while core appends a large operation batch by
+// batch: adopt commits and leader changes, answer the requests that write
+// nothing (steady heartbeats, DescribeCluster) and set the others aside,
+// then append the next batch. A heartbeat thus waits for one batch, not for
+// a 100,000-partition create. It returns false when the controller closes.
+func (c *Controller) stepBusy() bool {
+	select {
+	case <-c.ctx.Done():
+		c.core.shutdown()
+		return false
+	case <-c.wake:
+		c.drainInbox()
+	default:
+	}
+	// Bounded, so that heartbeats answered at once and sent again cannot
+	// starve the append.
+	for n, more := 0, true; more && n < maxOpsPerBusyStep; n++ {
+		select {
+		case o := <-c.ops:
+			if !o.tick && c.core.writesNothing(o.req) {
+				c.runOp(o)
+			} else {
+				c.deferred = append(c.deferred, o)
+			}
+		default:
+			more = false
+		}
+	}
+	if c.core.busy() { // leadership may have gone with the inbox
+		c.core.appendNext(c.nowMs())
+	}
+	return true
 }
 
 func (c *Controller) armTimer(t *time.Timer) {

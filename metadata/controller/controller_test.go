@@ -93,12 +93,16 @@ type fakeClock struct{ ms atomic.Int64 }
 func (c *fakeClock) now() time.Time          { return time.UnixMilli(c.ms.Load()) }
 func (c *fakeClock) advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 
-func startController(t *testing.T, q *fakeQuorum, clock *fakeClock) *Controller {
+func startController(t *testing.T, q *fakeQuorum, clock *fakeClock, opts ...func(*Config)) *Controller {
 	t.Helper()
-	c, err := New(Config{
+	cfg := Config{
 		NodeID: 1, ClusterID: testClusterID, Quorum: q,
 		MaxIdleIntervalMs: -1, Clock: clock.now, Rand: rand.New(rand.NewPCG(3, 4)),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,5 +339,87 @@ func TestCommitOfMergedProposals(t *testing.T) {
 	}
 	if want := replayLog(t, fl.batches); !c.committed.visible().Equal(want) {
 		t.Fatalf("image after merged commit:\n%s\nreplay:\n%s", c.committed.visible().Dump(), want.Dump())
+	}
+}
+
+// activeWithBroker elects node 1 and registers and unfences broker 1,
+// everything committed; it returns the broker epoch.
+func activeWithBroker(t *testing.T, q *fakeQuorum, c *Controller) int64 {
+	t.Helper()
+	q.elect(1, 1)
+	q.waitProposed(t)
+	q.commit()
+	ch := call(c, registration(1))
+	q.waitProposed(t)
+	q.commit()
+	epoch := await(t, ch).(*kmsg.BrokerRegistrationResponse).BrokerEpoch
+	ch = call(c, heartbeat(1, epoch, 1<<40))
+	q.waitProposed(t)
+	q.commit()
+	if r := await(t, ch).(*kmsg.BrokerHeartbeatResponse); r.ErrorCode != 0 || r.IsFenced {
+		t.Fatalf("unfence: error %d fenced %t", r.ErrorCode, r.IsFenced)
+	}
+	return epoch
+}
+
+// A steady heartbeat reveals only committed state, so it is answered at
+// once rather than after another request's uncommitted records (issue 12).
+func TestSteadyHeartbeatDoesNotWaitForOtherWrites(t *testing.T) {
+	q := newFakeQuorum(false)
+	c := startController(t, q, &fakeClock{})
+	epoch := activeWithBroker(t, q, c)
+	create := call(c, createTopic("t", 3, 1))
+	q.waitProposed(t)
+	r := await(t, call(c, heartbeat(1, epoch, 1<<40))).(*kmsg.BrokerHeartbeatResponse)
+	if r.ErrorCode != 0 || r.IsFenced {
+		t.Fatalf("heartbeat: error %d fenced %t", r.ErrorCode, r.IsFenced)
+	}
+	select {
+	case <-create:
+		t.Fatal("create answered before its records committed")
+	default:
+	}
+	q.commit()
+	if r := await(t, create).(*kmsg.CreateTopicsResponse); r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create: error %d", r.Topics[0].ErrorCode)
+	}
+}
+
+// While an operation too large for one batch is appended one batch per
+// loop step, heartbeats that write nothing are served between its batches
+// and answered at once (issue 12: a 100,000-partition create held every
+// heartbeat for its whole duration); its own answer waits for all of them.
+func TestHeartbeatServedBetweenBatchesOfALargeCreate(t *testing.T) {
+	fl := &fakeLog{leaderEpoch: -1}
+	c := activeCore(t, fl, 1, func(cfg *Config) { cfg.MaxRecordsPerBatch = 10 })
+	c.stepAppends = true
+	epoch := c.pending.regOffsets[1]
+	var created kmsg.Response
+	c.handle(createTopic("big", 100, 1), 0, func(r kmsg.Response) { created = r }) // 103 records: 12 batches
+	steps := 0
+	for ; c.busy(); steps++ {
+		hb := heartbeat(1, epoch, 1<<40)
+		if !c.writesNothing(hb) {
+			t.Fatal("a steady heartbeat would write")
+		}
+		var r kmsg.Response
+		c.handle(hb, 0, func(resp kmsg.Response) { r = resp })
+		if r == nil || r.(*kmsg.BrokerHeartbeatResponse).ErrorCode != 0 {
+			t.Fatalf("step %d: heartbeat not answered at once: %v", steps, r)
+		}
+		c.appendNext(0)
+	}
+	if steps != 11 {
+		t.Errorf("%d steps after the first batch, want 11", steps)
+	}
+	if created != nil {
+		t.Fatal("create answered before its records committed")
+	}
+	commitAll(t, c, fl)
+	if created == nil || created.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode != 0 {
+		t.Fatalf("create: %v", created)
+	}
+	if got := replayLog(t, fl.batches); got.NumPartitions() != 100 {
+		t.Fatalf("%d partitions replayed", got.NumPartitions())
 	}
 }

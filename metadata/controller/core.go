@@ -19,6 +19,15 @@ import (
 // proposeFunc appends one batch; see Quorum.Propose.
 type proposeFunc func(quorumEpoch int32, recs []raftlog.Record) (lastOffset int64, err error)
 
+// appendOp is an operation whose batches (a metadata transaction) are
+// not all appended yet: its response is queued after the last one.
+type appendOp struct {
+	batches []encoded
+	res     Result
+	req     kmsg.Request
+	done    func(kmsg.Response)
+}
+
 // waiter is a response held until the log is committed through offset.
 type waiter struct {
 	offset int64
@@ -67,6 +76,14 @@ type core struct {
 
 	sessions *sessions
 	waiters  []waiter
+	// appending is the operation whose batches are being appended one
+	// loop step at a time (only when stepAppends is set), or nil.
+	appending *appendOp
+	// stepAppends makes write append one batch of a multi-batch
+	// operation and leave the rest to appendNext, called by the event
+	// loop between other work; off, write appends every batch at once
+	// (transcripts, fuzzing, benchmarks driving core directly).
+	stepAppends bool
 	// onCommit, if set, sees every new committed image before the
 	// responses it releases are sent, so a caller that got a response can
 	// read the image it implies.
@@ -121,6 +138,12 @@ func (c *core) renounce(why string, args ...any) {
 	c.active, c.activating = false, false
 	c.pending, c.inflight = c.committed, nil
 	c.sessions = newSessions(c.cfg.SessionTimeoutMs)
+	if a := c.appending; a != nil {
+		c.appending = nil
+		if a.done != nil {
+			a.done(notController(a.req))
+		}
+	}
 	ws := c.waiters
 	c.waiters = nil
 	for _, w := range ws {
@@ -307,41 +330,42 @@ func (c *core) dispatch(req kmsg.Request, nowMs int64) Result {
 
 // write appends res.Records (if any) and queues the response behind
 // everything appended so far, so a reply never reveals uncommitted state.
+// With stepAppends, an operation that needs several batches leaves all
+// but the first to appendNext; no other records may be written until it
+// is done (busy).
 func (c *core) write(res Result, req kmsg.Request, done func(kmsg.Response), nowMs int64) {
-	if len(res.Records) > 0 {
-		if code := c.appendRecords(res.Records, nowMs); code != 0 {
-			if done != nil {
-				done(errorResponse(req, code))
+	if len(res.Records) == 0 {
+		c.reply(res, req, done)
+		return
+	}
+	if c.appending != nil {
+		panic(fmt.Sprintf("controller: %d records written while a multi-batch operation is being appended", len(res.Records)))
+	}
+	batches, code := c.encode(res.Records)
+	if code != 0 {
+		if done != nil {
+			var msg *string
+			if code == kerr.PolicyViolation.Code {
+				msg = errExcessivelyLarge.msg
 			}
-			return
+			done(errorResponseMessage(req, code, msg))
 		}
-	}
-	wait := c.nextOffset - 1
-	if res.appended != nil {
-		res.appended(wait)
-	}
-	if done == nil {
 		return
 	}
-	if wait <= c.committedOffset {
-		done(res.Response)
-		return
+	c.appending = &appendOp{batches: batches, res: res, req: req, done: done}
+	c.appendNext(nowMs)
+	for !c.stepAppends && c.appending != nil {
+		c.appendNext(nowMs)
 	}
-	c.waiters = append(c.waiters, waiter{offset: wait, req: req, resp: res.Response, done: done})
 }
 
-// appendRecords proposes recs (split into a transaction if they do not fit
-// one batch) and replays each appended batch into pending. A non-zero
-// result is the error code for the request; losing leadership midway
-// renounces, which answers every waiter.
+// appendRecords appends recs at once, every batch, for a handler that
+// must know where its own records land (a registration fencing the old
+// incarnation first). A non-zero result is the error code for the request.
 func (c *core) appendRecords(recs []records.Record, nowMs int64) int16 {
-	batches, ok, err := split(recs, c.cfg.MaxRecordsPerBatch, c.cfg.MaxBatchBytes, c.metadataVersion() >= mv36IV1)
-	switch {
-	case err != nil:
-		c.log.Error("cannot encode records", zap.Error(err))
-		return kerr.UnknownServerError.Code
-	case !ok:
-		return kerr.PolicyViolation.Code
+	batches, code := c.encode(recs)
+	if code != 0 {
+		return code
 	}
 	for _, b := range batches {
 		if err := c.appendBatch(b); err != nil {
@@ -351,6 +375,59 @@ func (c *core) appendRecords(recs []records.Record, nowMs int64) int16 {
 	}
 	c.lastAppendMs = nowMs
 	return 0
+}
+
+// busy reports whether an operation's batches are still being appended.
+func (c *core) busy() bool { return c.appending != nil }
+
+// appendNext appends the next batch of the operation being written and,
+// after its last, queues its response. Losing leadership midway renounces,
+// which answers it and every waiter with NOT_CONTROLLER.
+func (c *core) appendNext(nowMs int64) {
+	a := c.appending
+	if err := c.appendBatch(a.batches[0]); err != nil {
+		c.renounce("append failed: %v", err)
+		return
+	}
+	a.batches = a.batches[1:]
+	c.lastAppendMs = nowMs
+	if len(a.batches) > 0 {
+		return
+	}
+	c.appending = nil
+	c.reply(a.res, a.req, a.done)
+}
+
+// reply queues res's response until everything appended so far commits,
+// or answers it at once when that is already so or when it reveals only
+// committed state (answersNow).
+func (c *core) reply(res Result, req kmsg.Request, done func(kmsg.Response)) {
+	wait := c.nextOffset - 1
+	if res.appended != nil {
+		res.appended(wait)
+	}
+	if done == nil {
+		return
+	}
+	if wait <= c.committedOffset || len(res.Records) == 0 && c.answersNow(req) {
+		done(res.Response)
+		return
+	}
+	c.waiters = append(c.waiters, waiter{offset: wait, req: req, resp: res.Response, done: done})
+}
+
+// encode splits recs into batches (a transaction if they do not fit one);
+// a non-zero result is the error code for the request.
+func (c *core) encode(recs []records.Record) ([]encoded, int16) {
+	batches, ok, err := split(recs, c.cfg.MaxRecordsPerBatch, c.cfg.MaxBatchBytes, c.metadataVersion() >= mv36IV1)
+	switch {
+	case err != nil:
+		c.log.Error("cannot encode records", zap.Error(err))
+		return nil, kerr.UnknownServerError.Code
+	case !ok:
+		return nil, kerr.PolicyViolation.Code
+	}
+	return batches, 0
 }
 
 func (c *core) appendBatch(b encoded) error {
@@ -379,7 +456,7 @@ func (c *core) appendBatch(b encoded) error {
 // tick runs the periodic duties at nowMs: fence brokers whose session
 // expired (one per batch), and append a NoOpRecord when idle.
 func (c *core) tick(nowMs int64) {
-	for c.active {
+	for c.active && !c.busy() {
 		id := c.sessions.stale(nowMs)
 		if id < 0 {
 			break
@@ -389,7 +466,7 @@ func (c *core) tick(nowMs int64) {
 		c.sessions.fence(id)
 		c.write(Result{Records: recs}, nil, nil, nowMs)
 	}
-	if c.active && c.cfg.MaxIdleIntervalMs > 0 && nowMs-c.lastAppendMs >= c.cfg.MaxIdleIntervalMs &&
+	if c.active && !c.busy() && c.cfg.MaxIdleIntervalMs > 0 && nowMs-c.lastAppendMs >= c.cfg.MaxIdleIntervalMs &&
 		c.metadataVersion() >= mv33IV1 {
 		c.write(Result{Records: []records.Record{{Message: &records.NoOpRecord{}}}}, nil, nil, nowMs)
 	}

@@ -45,13 +45,23 @@
 // 3.6-IV1+), proposed back to back from the event loop. Readers (brokers,
 // standbys) hold an open transaction back until its end marker; a new
 // leader that finds one open writes AbortTransactionRecord on activation.
-// Kafka instead refuses operations over 10000 records with POLICY_VIOLATION;
-// kraftd only does so when the metadata.version has no transactions.
+// Kafka instead refuses user operations over 10000 records
+// (MAX_RECORDS_PER_USER_OP) with POLICY_VIOLATION; kraftd does so over
+// Config.MaxRecordsPerUserOp (default 200000), or over one batch when the
+// metadata.version has no transactions. The cap is checked from the
+// request's counts before anything of their size is allocated, so
+// NumPartitions 2147483647 costs nothing.
+//
+// The event loop appends such an operation one batch per step and, between
+// steps, adopts commits and answers the requests that write nothing (steady
+// BrokerHeartbeats, DescribeCluster); anything that would write waits until
+// the last batch is appended, so no record lands inside the operation's
+// transaction that the operation did not plan for.
 //
 // # Where kraftd differs from Kafka (on purpose)
 //
-//   - Operations over 10000 records use a transaction instead of failing
-//     (above).
+//   - Operations over 10000 records use a transaction instead of failing,
+//     up to Config.MaxRecordsPerUserOp (above).
 //   - No ZkMigrationStateRecord in the bootstrap records (no migration,
 //     and the records package has no codec for it).
 //   - A new broker incarnation replacing one whose session expired before
@@ -59,6 +69,10 @@
 //     never sit on a fenced broker (Kafka before KIP-966 leaves them).
 //   - DescribeCluster(EndpointType 2) is answered below metadata.version
 //     3.7-IV0, from Config.Voters.
+//   - A BrokerHeartbeat that writes nothing is answered at once when the
+//     broker's registration is the same in the committed and the pending
+//     view (it reveals nothing uncommitted); Kafka answers every heartbeat
+//     only once the log end commits, so one large create delays them all.
 //   - Topic configs are not checked against Kafka's config schema, and the
 //     CreateTopics response lists only the configs given.
 //   - metadata.version 3.7-IV2 and later (log directories, ELR) are not

@@ -105,6 +105,9 @@ func newEnv(t *testing.T, tc *testCase) *env {
 	if v := tc.arg("max-records", ""); v != "" {
 		e.cfg.MaxRecordsPerBatch = atoi(t, v)
 	}
+	if v := tc.arg("max-user-op", ""); v != "" {
+		e.cfg.MaxRecordsPerUserOp = atoi(t, v)
+	}
 	if v := tc.arg("mv", ""); v != "" {
 		e.cfg.MetadataVersion = int16(atoi(t, v))
 	}

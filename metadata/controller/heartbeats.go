@@ -3,6 +3,8 @@ package controller
 import (
 	"math"
 	"slices"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // brokerState is a broker's state at the active controller (Kafka's
@@ -147,4 +149,58 @@ func (ss *sessions) fence(id int32) {
 	if s, ok := ss.byID[id]; ok {
 		s.fenced, s.controlledShutdownOffset = true, -1
 	}
+}
+
+// answersNow reports whether req's response, computed from the pending
+// view without writing anything, may be sent before what is appended
+// commits: a BrokerHeartbeat whose broker's registration (epoch, fencing,
+// controlled shutdown) is the same in the committed image readers see as in
+// the pending one reveals nothing uncommitted. Kafka holds every heartbeat
+// answer until the log end commits; kraftd does not make a steady broker
+// wait for another request's records (a 100,000-partition create).
+func (c *core) answersNow(req kmsg.Request) bool {
+	hb, ok := req.(*kmsg.BrokerHeartbeatRequest)
+	if !ok {
+		return false
+	}
+	id := hb.BrokerID
+	p, inPending := c.pending.img.Broker(id)
+	v, inCommitted := c.committed.visible().Broker(id)
+	committedReg := c.committed.regOffsets
+	if c.committed.txnBase != nil {
+		committedReg = c.committed.txnBase.regOffsets
+	}
+	return inPending && inCommitted && p.Epoch == v.Epoch && p.Fenced == v.Fenced &&
+		p.InControlledShutdown == v.InControlledShutdown && c.pending.regOffsets[id] == committedReg[id]
+}
+
+// writesNothing reports whether handling req now appends no records:
+// DescribeCluster, a steady heartbeat, or anything while not active (it is
+// answered NOT_CONTROLLER).
+func (c *core) writesNothing(req kmsg.Request) bool {
+	if _, ok := req.(*kmsg.DescribeClusterRequest); ok || !c.active {
+		return true
+	}
+	return c.steadyHeartbeat(req)
+}
+
+// steadyHeartbeat reports, without changing anything, whether req is a
+// BrokerHeartbeat that writes no records: a known broker at its epoch whose
+// state the heartbeat does not move. The event loop serves these (and
+// nothing else that writes) while a large operation is being appended.
+func (c *core) steadyHeartbeat(req kmsg.Request) bool {
+	hb, ok := req.(*kmsg.BrokerHeartbeatRequest)
+	if !ok {
+		return false
+	}
+	img := c.pending.img
+	b, ok := img.Broker(hb.BrokerID)
+	s, hasSession := c.sessions.byID[hb.BrokerID]
+	if !ok || !hasSession || b.Epoch != hb.BrokerEpoch {
+		return true // STALE_BROKER_EPOCH, no records
+	}
+	cur := currentState(s)
+	next := nextState(cur, hb, c.pending.regOffsets[hb.BrokerID], s, c.sessions,
+		func() bool { return hasLeaderships(img, hb.BrokerID) })
+	return next == cur
 }

@@ -127,16 +127,14 @@ func (p *stripedPlacer) check(rf int) error {
 	return nil
 }
 
-// place returns count replica lists of rf brokers each.
-func (p *stripedPlacer) place(count, rf int) ([][]int32, error) {
-	if err := p.check(rf); err != nil {
-		return nil, err
-	}
+// place returns count replica lists of rf brokers each; check(rf) must
+// have passed.
+func (p *stripedPlacer) place(count, rf int) [][]int32 {
 	out := make([][]int32, count)
 	for i := range out {
 		out[i] = p.placeOne(rf)
 	}
-	return out, nil
+	return out
 }
 
 func (p *stripedPlacer) placeOne(rf int) []int32 {

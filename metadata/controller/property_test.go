@@ -28,10 +28,11 @@ func TestPlacementSpreadsLeaders(t *testing.T) {
 			brokers = append(brokers, usableBroker{id: int32(i), fenced: i >= n})
 		}
 		rng := rand.New(rand.NewPCG(rapid.Uint64().Draw(t, "seed"), 1))
-		out, err := newStripedPlacer(rng, brokers).place(n*rounds, rf)
-		if err != nil {
+		p := newStripedPlacer(rng, brokers)
+		if err := p.check(rf); err != nil {
 			t.Fatal(err)
 		}
+		out := p.place(n*rounds, rf)
 		leads := map[int32]int{}
 		for _, r := range out {
 			if len(r) != rf || len(slices.Compact(slices.Sorted(slices.Values(r)))) != rf {
@@ -61,10 +62,11 @@ func TestPlacementRackAware(t *testing.T) {
 			rackOf[int32(i)] = r
 		}
 		rng := rand.New(rand.NewPCG(rapid.Uint64().Draw(t, "seed"), 2))
-		out, err := newStripedPlacer(rng, brokers).place(20, rf)
-		if err != nil {
+		p := newStripedPlacer(rng, brokers)
+		if err := p.check(rf); err != nil {
 			t.Fatal(err)
 		}
+		out := p.place(20, rf)
 		for _, r := range out {
 			seen := map[string]bool{}
 			for _, id := range r {

@@ -90,6 +90,12 @@ func encodeAll(recs []records.Record) ([]raftlog.Record, int, error) {
 // Kafka's AbstractRequest.getErrorResponse builds it; used for
 // NOT_CONTROLLER and for failures before any record is written.
 func errorResponse(req kmsg.Request, code int16) kmsg.Response {
+	return errorResponseMessage(req, code, nil)
+}
+
+// errorResponseMessage is errorResponse with msg as the error message where
+// Kafka's getErrorResponse sets one (CreateTopics, CreatePartitions).
+func errorResponseMessage(req kmsg.Request, code int16, msg *string) kmsg.Response {
 	resp := req.ResponseKind()
 	resp.SetVersion(req.GetVersion())
 	switch r := resp.(type) {
@@ -106,7 +112,7 @@ func errorResponse(req kmsg.Request, code int16) kmsg.Response {
 	case *kmsg.CreateTopicsResponse:
 		for _, t := range req.(*kmsg.CreateTopicsRequest).Topics {
 			rt := kmsg.NewCreateTopicsResponseTopic()
-			rt.Topic, rt.ErrorCode, rt.NumPartitions, rt.ReplicationFactor = t.Topic, code, -1, -1
+			rt.Topic, rt.ErrorCode, rt.ErrorMessage, rt.NumPartitions, rt.ReplicationFactor = t.Topic, code, msg, -1, -1
 			r.Topics = append(r.Topics, rt)
 		}
 	case *kmsg.DeleteTopicsResponse:
@@ -114,7 +120,7 @@ func errorResponse(req kmsg.Request, code int16) kmsg.Response {
 	case *kmsg.CreatePartitionsResponse:
 		for _, t := range req.(*kmsg.CreatePartitionsRequest).Topics {
 			rt := kmsg.NewCreatePartitionsResponseTopic()
-			rt.Topic, rt.ErrorCode = t.Topic, code
+			rt.Topic, rt.ErrorCode, rt.ErrorMessage = t.Topic, code, msg
 			r.Topics = append(r.Topics, rt)
 		}
 	}
@@ -139,6 +145,34 @@ func notController(req kmsg.Request) kmsg.Response {
 	return errorResponse(req, kerr.NotController.Code)
 }
 
-// excessivelyLarge is Kafka's answer to an operation that does not fit the
-// log (EventHandlerExceptionInfo maps BoundedListTooLongException to it).
+// excessivelyLargeMessage is Kafka's answer to an operation over its record
+// cap (EventHandlerExceptionInfo maps BoundedListTooLongException to
+// POLICY_VIOLATION with it).
 const excessivelyLargeMessage = "Unable to perform excessively large batch operation."
+
+// errExcessivelyLarge is what a handler step returns when the records it
+// would write do not fit the request's recordBudget: the whole request is
+// answered with excessivelyLarge, nothing is written.
+var errExcessivelyLarge = &apiError{code: kerr.PolicyViolation.Code, msg: kmsg.StringPtr(excessivelyLargeMessage)}
+
+// recordBudget is how many more records one user operation may write:
+// Config.MaxRecordsPerUserOp at the start, Kafka's BoundedList of
+// MAX_RECORDS_PER_USER_OP. Handlers take a topic's records from it before
+// they build (or place, or copy) anything for them.
+type recordBudget int
+
+// take reserves n records and reports whether they fit.
+func (b *recordBudget) take(n int) bool {
+	if n < 0 || n > int(*b) {
+		return false
+	}
+	*b -= recordBudget(n)
+	return true
+}
+
+// excessivelyLarge is Kafka's answer to a request over the record cap:
+// its error response (AbstractRequest.getErrorResponse) with
+// POLICY_VIOLATION and the message for every topic.
+func excessivelyLarge(req kmsg.Request) Result {
+	return Result{Response: errorResponseMessage(req, kerr.PolicyViolation.Code, errExcessivelyLarge.msg)}
+}

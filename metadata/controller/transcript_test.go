@@ -13,7 +13,7 @@ import (
 
 // TestTranscripts runs testdata/*.txt. Commands:
 //
-//	init [controllers=N] [mv=N] [max-records=N] [partitions=N] [rf=N] [idle]
+//	init [controllers=N] [mv=N] [max-records=N] [max-user-op=N] [partitions=N] [rf=N] [idle]
 //	                          fresh controllers 1..N (default 1) over an empty log
 //	lead [node=N] [epoch=N] [keep]  node (default 1) becomes quorum leader: LeaderChange is
 //	                          written and committed; requests go to it from now on

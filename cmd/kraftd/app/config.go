@@ -151,6 +151,10 @@ type Config struct {
 	QueuedMaxRequestBytes int64
 	// ConnectionsMaxIdleMs: connections.max.idle.ms.
 	ConnectionsMaxIdleMs int64
+	// ControllerMaxRecordsPerUserOp: controller.max.records.per.user.op
+	// (kraftd extension), the controller's cap on the records of one
+	// CreateTopics, CreatePartitions or DeleteTopics request.
+	ControllerMaxRecordsPerUserOp int32
 	// NumPartitions: num.partitions.
 	NumPartitions int32
 	// DefaultReplicationFactor: default.replication.factor.

@@ -69,6 +69,7 @@ func (r *controllerRole) controllerConfig() controller.Config {
 		MaxIdleIntervalMs:        maxIdleInterval(cfg.MetadataMaxIdleIntervalMs),
 		DefaultNumPartitions:     cfg.NumPartitions,
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
+		MaxRecordsPerUserOp:      int(cfg.ControllerMaxRecordsPerUserOp),
 		Voters:                   voters,
 	}
 }

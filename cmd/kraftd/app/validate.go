@@ -52,6 +52,7 @@ func (c *Config) checkRanges() error {
 		{"metadata.log.max.record.bytes.between.snapshots", c.MetadataLogMaxRecordBytesBetweenSnapshots},
 		{"socket.request.max.bytes", int64(c.SocketRequestMaxBytes)},
 		{"num.partitions", int64(c.NumPartitions)},
+		{"controller.max.records.per.user.op", int64(c.ControllerMaxRecordsPerUserOp)},
 		{"default.replication.factor", int64(c.DefaultReplicationFactor)},
 		{"zookeeper.session.timeout.ms", int64(c.ZooKeeperSessionTimeoutMs)},
 		{"zookeeper.max.in.flight.requests", int64(c.ZooKeeperMaxInFlightRequests)},

@@ -1,0 +1,205 @@
+package controller
+
+import (
+	"math"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Issue 12: counts and assignment sizes from the network are checked
+// against the per-request record cap before anything proportional to them
+// is allocated. Before the cap, NumPartitions 2147483647 made the placer
+// allocate 2^31 replica lists (about 51 GB) and the controller died.
+
+// tooLarge reports whether every topic of a CreateTopics or
+// CreatePartitions response is Kafka's answer to an over-cap request.
+func tooLarge(t *testing.T, resp kmsg.Response) {
+	t.Helper()
+	check := func(topic string, code int16, msg *string) {
+		if code != kerr.PolicyViolation.Code || msg == nil || *msg != excessivelyLargeMessage {
+			t.Errorf("%s: error %d %v, want POLICY_VIOLATION %q", topic, code, msgOf(msg), excessivelyLargeMessage)
+		}
+	}
+	switch r := resp.(type) {
+	case *kmsg.CreateTopicsResponse:
+		for _, rt := range r.Topics {
+			check(rt.Topic, rt.ErrorCode, rt.ErrorMessage)
+			if rt.NumPartitions != -1 || rt.ReplicationFactor != -1 {
+				t.Errorf("%s: partitions %d rf %d in an error answer", rt.Topic, rt.NumPartitions, rt.ReplicationFactor)
+			}
+		}
+	case *kmsg.CreatePartitionsResponse:
+		for _, rt := range r.Topics {
+			check(rt.Topic, rt.ErrorCode, rt.ErrorMessage)
+		}
+	default:
+		t.Fatalf("unexpected %T", resp)
+	}
+}
+
+func msgOf(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
+}
+
+// noWrites runs req on c and checks that nothing was appended.
+func noWrites(t *testing.T, c *core, fl *fakeLog, req kmsg.Request) kmsg.Response {
+	t.Helper()
+	before := fl.endOffset()
+	resp := run(t, c, fl, req)
+	if after := fl.endOffset(); after != before {
+		t.Errorf("%d records appended", after-before)
+	}
+	return resp
+}
+
+func TestCreateTopicsMaxPartitionsIsPolicyViolation(t *testing.T) {
+	fl := &fakeLog{leaderEpoch: -1}
+	c := activeCore(t, fl, 3)
+	for _, validateOnly := range []bool{false, true} {
+		req := createTopic("huge", math.MaxInt32, 3)
+		req.ValidateOnly = validateOnly
+		tooLarge(t, noWrites(t, c, fl, req))
+	}
+	// The whole request fails, like Kafka's BoundedListTooLongException:
+	// the small topic next to the huge one is not created either.
+	req := createTopic("small", 1, 1)
+	big := kmsg.NewCreateTopicsRequestTopic()
+	big.Topic, big.NumPartitions, big.ReplicationFactor = "huge", math.MaxInt32, 1
+	req.Topics = append(req.Topics, big)
+	resp := noWrites(t, c, fl, req).(*kmsg.CreateTopicsResponse)
+	if len(resp.Topics) != 2 {
+		t.Fatalf("%d topics answered, want 2", len(resp.Topics))
+	}
+	tooLarge(t, resp)
+	// A replication factor the brokers cannot reach is still reported as
+	// such (Kafka's placer checks it before placing anything).
+	resp = noWrites(t, c, fl, createTopic("huge", math.MaxInt32, 4)).(*kmsg.CreateTopicsResponse)
+	if code := resp.Topics[0].ErrorCode; code != kerr.InvalidReplicationFactor.Code {
+		t.Errorf("rf 4 of 3 brokers: error %d, want INVALID_REPLICATION_FACTOR", code)
+	}
+}
+
+// The default cap lets a 100,000-partition topic through in one request.
+func TestCreateTopics100kPartitionsUnderDefaultCap(t *testing.T) {
+	fl := &fakeLog{leaderEpoch: -1}
+	c := activeCore(t, fl, 1)
+	req := createTopic("big", 100_000, 1)
+	req.Topics[0].Configs = []kmsg.CreateTopicsRequestTopicConfig{{Name: "retention.ms", Value: kmsg.StringPtr("1000")}}
+	resp := run(t, c, fl, req).(*kmsg.CreateTopicsResponse)
+	if rt := resp.Topics[0]; rt.ErrorCode != 0 || rt.NumPartitions != 100_000 {
+		t.Fatalf("error %d partitions %d", rt.ErrorCode, rt.NumPartitions)
+	}
+	if n := c.committed.img.NumPartitions(); n != 100_000 {
+		t.Fatalf("%d partitions committed", n)
+	}
+}
+
+func TestCreateTopicsHugeManualAssignmentIsPolicyViolation(t *testing.T) {
+	fl := &fakeLog{leaderEpoch: -1}
+	c := activeCore(t, fl, 3)
+	// One TopicRecord plus DefaultMaxRecordsPerUserOp PartitionRecords:
+	// one over the cap.
+	req := createTopic("manual", -1, -1)
+	replicas := []int32{1, 2, 3}
+	for i := range DefaultMaxRecordsPerUserOp {
+		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		a.Partition, a.Replicas = int32(i), replicas
+		req.Topics[0].ReplicaAssignment = append(req.Topics[0].ReplicaAssignment, a)
+	}
+	tooLarge(t, noWrites(t, c, fl, req))
+	req.ValidateOnly = true
+	tooLarge(t, noWrites(t, c, fl, req))
+}
+
+// Replica lists are checked in one pass for Kafka's first offending id in
+// ascending order, however long the list.
+func TestManualAssignmentReplicaChecks(t *testing.T) {
+	fl := &fakeLog{leaderEpoch: -1}
+	c := activeCore(t, fl, 3)
+	long := make([]int32, 1_000_000)
+	for i := range long {
+		long[i] = int32(i%3 + 1)
+	}
+	for _, tc := range []struct {
+		replicas []int32
+		want     string
+	}{
+		{long, "The manual partition assignment includes the broker 1 more than once."},
+		{[]int32{3, -5, 2, 3}, "The manual partition assignment includes broker -5, but no such broker is registered."},
+		{[]int32{2, 1, 2, 9}, "The manual partition assignment includes the broker 2 more than once."},
+		{[]int32{9, 3, 3}, "The manual partition assignment includes the broker 3 more than once."},
+		{[]int32{math.MaxInt32, math.MinInt32}, "The manual partition assignment includes broker -2147483648, but no such broker is registered."},
+		{[]int32{}, "The manual partition assignment includes an empty replica list."},
+	} {
+		req := createTopic("manual", -1, -1)
+		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		a.Replicas = tc.replicas
+		req.Topics[0].ReplicaAssignment = []kmsg.CreateTopicsRequestTopicReplicaAssignment{a}
+		rt := noWrites(t, c, fl, req).(*kmsg.CreateTopicsResponse).Topics[0]
+		if rt.ErrorCode != kerr.InvalidReplicaAssignment.Code || msgOf(rt.ErrorMessage) != tc.want {
+			t.Errorf("replicas %.10v: error %d %q, want %q", tc.replicas, rt.ErrorCode, msgOf(rt.ErrorMessage), tc.want)
+		}
+	}
+}
+
+func createPartitions(topic string, count int32) *kmsg.CreatePartitionsRequest {
+	req := kmsg.NewPtrCreatePartitionsRequest()
+	req.Version = 3
+	t := kmsg.NewCreatePartitionsRequestTopic()
+	t.Topic, t.Count = topic, count
+	req.Topics = append(req.Topics, t)
+	return req
+}
+
+func TestCreatePartitionsMaxCountIsPolicyViolation(t *testing.T) {
+	fl := &fakeLog{leaderEpoch: -1}
+	c := activeCore(t, fl, 3)
+	if r := run(t, c, fl, createTopic("t", 1, 3)).(*kmsg.CreateTopicsResponse); r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create: error %d", r.Topics[0].ErrorCode)
+	}
+	for _, validateOnly := range []bool{false, true} {
+		req := createPartitions("t", math.MaxInt32)
+		req.ValidateOnly = validateOnly
+		tooLarge(t, noWrites(t, c, fl, req))
+	}
+	// Assignments that do not match the count are refused by their length.
+	req := createPartitions("t", math.MaxInt32)
+	req.Topics[0].Assignment = []kmsg.CreatePartitionsRequestTopicAssignment{{Replicas: []int32{1, 2, 3}}}
+	rt := noWrites(t, c, fl, req).(*kmsg.CreatePartitionsResponse).Topics[0]
+	if rt.ErrorCode != kerr.InvalidReplicaAssignment.Code {
+		t.Errorf("one assignment for 2^31-2 partitions: error %d", rt.ErrorCode)
+	}
+}
+
+func TestDeleteTopicsOverCapIsPolicyViolation(t *testing.T) {
+	fl := &fakeLog{leaderEpoch: -1}
+	c := activeCore(t, fl, 1, func(cfg *Config) { cfg.MaxRecordsPerUserOp = 2 })
+	for _, name := range []string{"a", "b", "c"} {
+		if r := run(t, c, fl, createTopic(name, 1, 1)).(*kmsg.CreateTopicsResponse); r.Topics[0].ErrorCode != 0 {
+			t.Fatalf("create %s: error %d", name, r.Topics[0].ErrorCode)
+		}
+	}
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	req.Version = 5
+	req.TopicNames = []string{"a", "b", "c"}
+	resp := noWrites(t, c, fl, req).(*kmsg.DeleteTopicsResponse)
+	if len(resp.Topics) != 3 {
+		t.Fatalf("%d topics answered", len(resp.Topics))
+	}
+	for _, rt := range resp.Topics {
+		if rt.ErrorCode != kerr.PolicyViolation.Code {
+			t.Errorf("%s: error %d, want POLICY_VIOLATION", msgOf(rt.Topic), rt.ErrorCode)
+		}
+	}
+	req.TopicNames = []string{"a", "b"}
+	for _, rt := range run(t, c, fl, req).(*kmsg.DeleteTopicsResponse).Topics {
+		if rt.ErrorCode != 0 {
+			t.Errorf("%s: error %d", msgOf(rt.Topic), rt.ErrorCode)
+		}
+	}
+}
