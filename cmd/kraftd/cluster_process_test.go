@@ -49,10 +49,11 @@ type procCluster struct {
 	bin    string
 	voters string
 	procs  map[int]*kproc
+	extra  []string // more arguments for every process
 }
 
-func newProcCluster(t *testing.T, bin string, controllers, brokers int) *procCluster {
-	c := &procCluster{t: t, bin: bin, procs: map[int]*kproc{}}
+func newProcCluster(t *testing.T, bin string, controllers, brokers int, extra ...string) *procCluster {
+	c := &procCluster{t: t, bin: bin, procs: map[int]*kproc{}, extra: extra}
 	var vs []string
 	for id := 1; id <= controllers+brokers; id++ {
 		p := &kproc{id: id, port: freePort(t), metricsPort: freePort(t), role: "broker", dir: t.TempDir()}
@@ -90,6 +91,7 @@ func (c *procCluster) start(id int) {
 		"--override", fmt.Sprintf("broker.heartbeat.interval.ms=%d", procHeartbeatMs),
 		"--override", fmt.Sprintf("broker.session.timeout.ms=%d", procSessionMs),
 		"--log-format", "json")
+	p.cmd.Args = append(p.cmd.Args, c.extra...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		c.t.Fatal(err)
