@@ -150,10 +150,14 @@ type Config struct {
 	NumPartitions int32
 	// DefaultReplicationFactor: default.replication.factor.
 	DefaultReplicationFactor int16
-	// AutoCreateTopicsEnable is auto.create.topics.enable. Kafka defaults
-	// it to true; kraftd defaults it to false so that a typo in a topic name
-	// is an error rather than a new topic. Set it to true to match Kafka.
+	// AutoCreateTopicsEnable is auto.create.topics.enable (true, as Kafka).
 	AutoCreateTopicsEnable bool
+	// MessageMaxBytes: message.max.bytes.
+	MessageMaxBytes int32
+	// LogSegmentBytes: log.segment.bytes.
+	LogSegmentBytes int32
+	// MinInsyncReplicas: min.insync.replicas.
+	MinInsyncReplicas int32
 	// BrokerRack: broker.rack.
 	BrokerRack string
 
@@ -280,6 +284,15 @@ func (c *Config) AllLogDirs() []string {
 		out = append(out, md)
 	}
 	return out
+}
+
+// DataDir is the directory partition logs live in: the first of log.dirs, or
+// log.dir (one directory for now; JBOD can come later).
+func (c *Config) DataDir() string {
+	if len(c.LogDirs) > 0 {
+		return c.LogDirs[0]
+	}
+	return c.LogDir
 }
 
 // metadataDir is metadata.log.dir, or the first data directory.
