@@ -352,4 +352,3 @@ func TestInitProducerID(t *testing.T) {
 		t.Fatalf("transactional: %+v", r)
 	}
 }
-

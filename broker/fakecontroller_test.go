@@ -43,7 +43,7 @@ type fakeController struct {
 	// producerIDBlock is the AllocateProducerIds block size; 0 refuses
 	// (STALE_BROKER_EPOCH). nextProducerID is the next block's start.
 	producerIDBlock, nextProducerID int64
-	changed    chan struct{}                   // closed and replaced on every request
+	changed                         chan struct{} // closed and replaced on every request
 }
 
 func newFakeController(t *testing.T, active bool, maxVers map[int16]int16) *fakeController {
