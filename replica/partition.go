@@ -233,9 +233,9 @@ func (p *Partition) appendLocked(b storage.Batch, requiredAcks int16, minInsyncR
 
 // validate parses a Produce request's records for this partition as Kafka's
 // ProduceRequest and LogValidator do for magic 2: exactly one batch, a valid CRC,
-// no control batch, not larger than max.message.bytes, and (uncompressed) a
-// record count and offset deltas that match the header. Compressed batches are
-// stored as sent; their records are not checked yet.
+// no control batch, not larger than max.message.bytes, and records (decompressed
+// when compressed) whose count and offset deltas match the header. A compressed
+// batch is stored as sent, never recompressed.
 func (p *Partition) validate(records []byte) (storage.Batch, error) {
 	if int64(len(records)) > p.limits.segmentBytes {
 		return storage.Batch{}, fmt.Errorf("%w: %d bytes", ErrRecordListTooLarge, len(records))
@@ -262,27 +262,28 @@ func (p *Partition) validate(records []byte) (storage.Batch, error) {
 	case b.ProducerID() >= 0 && (b.ProducerEpoch() < 0 || b.BaseSequence() < 0):
 		return storage.Batch{}, fmt.Errorf("%w: producer id %d with epoch %d, sequence %d", ErrInvalidRecord, b.ProducerID(), b.ProducerEpoch(), b.BaseSequence())
 	}
-	if b.Compression() == 0 {
-		if err := checkRecords(b); err != nil {
-			return storage.Batch{}, err
-		}
+	if err := checkRecords(b); err != nil {
+		return storage.Batch{}, err
 	}
 	return b, nil
 }
 
-// checkRecords decodes an uncompressed batch: every record must parse and the
-// offset deltas must run 0, 1, ... (Kafka's LogValidator: INVALID_RECORD).
+// checkRecords walks the batch's records: every record must parse, there must
+// be as many as the header says, and the offset deltas must run 0, 1, ...
+// Kafka's record iterator throws InvalidRecordException for each of these, so
+// all are INVALID_RECORD (CORRUPT_MESSAGE stays for a batch whose CRC or framing
+// is wrong).
 func checkRecords(b storage.Batch) error {
-	recs, err := b.Records()
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrCorruptRecords, err)
-	}
-	for i, r := range recs {
+	err := b.ScanRecords(func(i int, r storage.RecordHeader) error {
 		if r.Offset != b.BaseOffset+int64(i) {
 			return fmt.Errorf("%w: record %d has offset delta %d", ErrInvalidRecord, i, r.Offset-b.BaseOffset)
 		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, ErrInvalidRecord) {
+		return fmt.Errorf("%w: %w", ErrInvalidRecord, err)
 	}
-	return nil
+	return err
 }
 
 // WaitCommitted blocks until the high watermark passes lastOffset (acks=-1),
@@ -385,16 +386,14 @@ func (p *Partition) OffsetForTimestamp(tsMs int64, currentLeaderEpoch int32) (of
 		return -1, -1, -1, false, nil
 	}
 	off, ts := b.BaseOffset, b.MaxTimestampMs
-	if b.Compression() == 0 {
-		if recs, err := b.Records(); err == nil {
-			for _, r := range recs {
-				if r.TimestampMs >= tsMs {
-					off, ts = r.Offset, r.TimestampMs
-					break
-				}
-			}
+	errFound := errors.New("found")
+	_ = b.ScanRecords(func(_ int, r storage.RecordHeader) error {
+		if r.TimestampMs >= tsMs {
+			off, ts = r.Offset, r.TimestampMs
+			return errFound
 		}
-	}
+		return nil
+	})
 	if off >= hw {
 		return -1, -1, -1, false, nil
 	}

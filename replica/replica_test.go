@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -10,6 +11,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kraftd/kraftd/storage"
 )
@@ -221,6 +224,12 @@ func TestAppendValidation(t *testing.T) {
 	binary.BigEndian.PutUint32(countLie[57:], 3)
 	binary.BigEndian.PutUint32(countLie[17:], crc32.Checksum(countLie[21:], castagnoli))
 	big := storage.EncodeBatch(0, 0, 0, false, []storage.Record{{Value: make([]byte, 300)}}).Raw
+	// A zstd batch whose header claims 3 records (lastOffsetDelta 2) but whose
+	// compressed data holds 2: only decompressing shows it.
+	zstdLie := zstdBatch(t, 2)
+	binary.BigEndian.PutUint32(zstdLie[23:], 2) // lastOffsetDelta
+	binary.BigEndian.PutUint32(zstdLie[57:], 3) // record count
+	binary.BigEndian.PutUint32(zstdLie[17:], crc32.Checksum(zstdLie[21:], castagnoli))
 	for _, tc := range []struct {
 		name    string
 		records []byte
@@ -233,6 +242,7 @@ func TestAppendValidation(t *testing.T) {
 		{"count", countLie, ErrInvalidRecord},
 		{"too large", big, ErrMessageTooLarge},
 		{"empty", nil, ErrInvalidRecord},
+		{"zstd count", zstdLie, ErrInvalidRecord},
 	} {
 		if _, err := p.AppendAsLeader(tc.records, 1, 1); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
@@ -241,6 +251,29 @@ func TestAppendValidation(t *testing.T) {
 	if p.Log().EndOffset() != 0 {
 		t.Fatalf("rejected batches reached the log: end %d", p.Log().EndOffset())
 	}
+	// An honest zstd batch is appended as sent.
+	good := zstdBatch(t, 2)
+	appendOK(t, p, good)
+	data, err := p.Log().Read(0, 1<<20, 2)
+	if err != nil || len(data) != len(good) || !bytes.Equal(data[61:], good[61:]) {
+		t.Fatalf("stored zstd batch differs from the one sent (%v)", err)
+	}
+}
+
+// zstdBatch is a producer's zstd batch of n records (franz-go's compressor).
+func zstdBatch(t *testing.T, n int) []byte {
+	t.Helper()
+	plain := batch(n, -1, 0, 0)
+	c, err := kgo.DefaultCompressor(kgo.ZstdCompression())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := c.Compress(new(bytes.Buffer), plain[61:])
+	raw := append(append([]byte(nil), plain[:61]...), body...)
+	raw[22] |= 4 // zstd
+	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
+	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], castagnoli))
+	return raw
 }
 
 func TestListOffsets(t *testing.T) {
