@@ -15,9 +15,11 @@
 //
 // Not yet (issue 13): followers do not fetch from their leader, so a partition
 // with a follower in its ISR never advances its high watermark; no
-// AlterPartition (ISR shrink/expand); producer state is in memory only (a
-// restarted leader accepts any sequence from a producer it does not know, as
-// Kafka does for a producer without state); no retention; no
+// AlterPartition (ISR shrink/expand); producer state is rebuilt at open from
+// the active segment only, with no producer-state snapshots (a producer whose
+// last batches are in older segments is unknown after a restart, and an
+// unknown producer may start at any sequence, as in Kafka), and producer ids
+// never expire (producer.id.expiration.ms); no retention; no
 // replication-offset-checkpoint (a restarted leader alone in its ISR starts with
 // high watermark = log end offset).
 //

@@ -138,7 +138,11 @@ func (m *Manager) Apply(st PartitionState) error {
 	if err != nil {
 		return err
 	}
-	p := newPartition(st, m.cfg.BrokerID, l, limits{maxMessageBytes: m.cfg.MaxMessageBytes, segmentBytes: m.cfg.Log.SegmentBytes})
+	p, err := newPartition(st, m.cfg.BrokerID, l, limits{maxMessageBytes: m.cfg.MaxMessageBytes, segmentBytes: m.cfg.Log.SegmentBytes})
+	if err != nil {
+		_ = l.Close()
+		return fmt.Errorf("%w: %s: %w", ErrStorage, st.TopicPartition, err)
+	}
 	m.parts[st.TopicPartition] = p
 	role := "follower"
 	if st.Leader == m.cfg.BrokerID {

@@ -66,11 +66,40 @@ type limits struct {
 	segmentBytes    int64
 }
 
-func newPartition(st PartitionState, brokerID int32, log *storage.Log, lim limits) *Partition {
+func newPartition(st PartitionState, brokerID int32, log *storage.Log, lim limits) (*Partition, error) {
 	p := &Partition{tp: st.TopicPartition, brokerID: brokerID, log: log, limits: lim,
 		producers: map[int64]*producerState{}, changed: make(chan struct{})}
+	if err := p.loadProducers(); err != nil {
+		return nil, err
+	}
 	p.become(st)
-	return p
+	return p, nil
+}
+
+// loadProducers rebuilds idempotent producer state from the batches of the
+// active segment (the newest data: where a producer retrying after a broker
+// restart has its last batches), so a retry that was appended before the
+// restart is still answered as a duplicate. Kafka reloads it from
+// producer-state snapshots plus the log after them; kraftd writes no
+// snapshots yet, so a producer whose last batches lie in older segments
+// starts with no state here (any sequence accepted, as Kafka does for an
+// unknown producer).
+func (p *Partition) loadProducers() error {
+	return p.log.WalkBatches(p.log.ActiveSegmentBase(), func(h storage.BatchInfo) bool {
+		if h.ProducerID < 0 || h.BaseSequence < 0 {
+			return true
+		}
+		st := p.producers[h.ProducerID]
+		if st == nil {
+			st = &producerState{epoch: h.ProducerEpoch}
+			p.producers[h.ProducerID] = st
+		}
+		if h.ProducerEpoch >= st.epoch {
+			st.update(h.ProducerEpoch, producerBatch{firstSeq: h.BaseSequence,
+				lastSeq: lastSeqOf(h.BaseSequence, h.LastOffset-h.BaseOffset), firstOffset: h.BaseOffset, lastOffset: h.LastOffset})
+		}
+		return true
+	})
 }
 
 // TopicPartition is the partition's name.

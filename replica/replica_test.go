@@ -317,3 +317,27 @@ func TestApplyReplacesLogOfOlderTopic(t *testing.T) {
 		t.Fatalf("left %v", entries)
 	}
 }
+
+// A retry of a batch appended before a broker restart is still a duplicate:
+// producer state is rebuilt from the active segment when the log opens.
+func TestProducerStateSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	m := newManager(t, dir)
+	p := lead(t, m)
+	appendOK(t, p, batch(3, 7, 0, 0))
+	appendOK(t, p, batch(2, 7, 0, 3))
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m = newManager(t, dir)
+	p = lead(t, m)
+	if res := appendOK(t, p, batch(2, 7, 0, 3)); !res.Duplicate || res.BaseOffset != 3 {
+		t.Fatalf("retry after restart: %+v", res)
+	}
+	if _, err := p.AppendAsLeader(batch(1, 7, 0, 9), -1, 1); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("gap after restart: %v", err)
+	}
+	if _, err := p.AppendAsLeader(batch(1, 7, 0, 5), -1, 1); err != nil {
+		t.Fatalf("next sequence after restart: %v", err)
+	}
+}

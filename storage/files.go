@@ -45,6 +45,11 @@ type BatchInfo struct {
 	MaxTimestampMs         int64
 	Position               int64 // byte position in the segment file
 	Size                   int64 // bytes
+	// ProducerID, ProducerEpoch and BaseSequence are the idempotent producer
+	// fields (-1 for other batches).
+	ProducerID    int64
+	ProducerEpoch int16
+	BaseSequence  int32
 }
 
 // NextOffset is the offset following the batch.
@@ -123,7 +128,8 @@ func ScanSegment(path string, next int64, prevEpoch int32, visit func(BatchInfo,
 			break
 		}
 		info := BatchInfo{BaseOffset: b.BaseOffset, LastOffset: b.LastOffset, Epoch: b.Epoch,
-			MaxTimestampMs: b.MaxTimestampMs, Position: res.Valid, Size: size}
+			MaxTimestampMs: b.MaxTimestampMs, Position: res.Valid, Size: size,
+			ProducerID: b.ProducerID(), ProducerEpoch: b.ProducerEpoch(), BaseSequence: b.BaseSequence()}
 		if visit != nil {
 			visit(info, b)
 		}

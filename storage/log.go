@@ -383,6 +383,8 @@ func (sg *logSegment) readHeader(pos int64) (BatchInfo, error) {
 		BaseOffset: base, LastOffset: base + int64(int32(be.Uint32(h[offLastDelta:]))),
 		Epoch: int32(be.Uint32(h[offLeaderEpoch:])), MaxTimestampMs: int64(be.Uint64(h[offMaxTimestamp:])),
 		Position: pos, Size: length + logOverhead,
+		ProducerID: int64(be.Uint64(h[offProducerID:])), ProducerEpoch: int16(be.Uint16(h[offProducerEpoch:])),
+		BaseSequence: int32(be.Uint32(h[offBaseSequence:])),
 	}, nil
 }
 
@@ -704,6 +706,38 @@ func (sg *logSegment) span(offset int64, maxBytes int, maxOffset int64) (start, 
 		return pos, pos, nil
 	}
 	return start, pos, nil
+}
+
+// ActiveSegmentBase is the base offset of the segment appends go to.
+func (l *Log) ActiveSegmentBase() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.active().base
+}
+
+// WalkBatches calls fn with the header of every batch from the one holding
+// from to the log end, in order, reading headers only; fn returning false
+// stops the walk.
+func (l *Log) WalkBatches(from int64, fn func(BatchInfo) bool) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if from < l.segments[0].base || from > l.endOffset() {
+		return fmt.Errorf("%w: offset %d, log [%d, %d)", ErrOffsetOutOfRange, from, l.segments[0].base, l.endOffset())
+	}
+	for i := segmentFor(l.segments, from); i < len(l.segments); i++ {
+		sg := l.segments[i]
+		for pos := floorOffset(sg.idx, int32(max(from-sg.base, 0))); pos < sg.size; {
+			h, err := sg.readHeader(pos)
+			if err != nil {
+				return err
+			}
+			if h.LastOffset >= from && !fn(h) {
+				return nil
+			}
+			pos += h.Size
+		}
+	}
+	return nil
 }
 
 // OffsetForTimestamp finds the first batch whose max timestamp is at or after
