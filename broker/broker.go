@@ -55,8 +55,13 @@ func New(cfg Config) (*Broker, error) {
 	var producerIDs ProducerIDSource
 	if cfg.Replicas != nil {
 		producerIDs = &producerIDBlocks{b: b, timeoutMs: int32(cfg.ControllerRequestTimeoutMs)}
+		strays := false // checked; only the publisher goroutine touches it
 		b.pub.onPublish = func(prev, next *image.Image) {
 			SyncReplicas(cfg.Replicas, cfg.NodeID, prev, next, b.log)
+			if !strays && b.life.State() >= StateRecovery {
+				strays = true
+				DeleteStrays(cfg.Replicas, cfg.NodeID, next, b.log)
+			}
 		}
 	}
 	b.api = newClientAPI(ClientAPIConfig{

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kraftd/kraftd/metadata/image"
+	"github.com/kraftd/kraftd/metadata/records"
 	"github.com/kraftd/kraftd/replica"
 )
 
@@ -168,5 +169,25 @@ func syncPartition(m *replica.Manager, nodeID int32, t *image.Topic, id int32, l
 		Replicas: part.Replicas(), ISR: part.ISR()}
 	if err := m.Apply(st); err != nil {
 		log.Error("hosting a partition failed", zap.Stringer("partition", tp), zap.Error(err))
+	}
+}
+
+// DeleteStrays removes partition logs left on disk that img no longer
+// assigns to nodeID: their topic was deleted, or recreated under a new id, or
+// the replica moved, while the broker was down. The broker runs it once, on
+// the first publish after the controller found it caught up (RECOVERY), as
+// Kafka's broker does after its initial metadata catch-up; an older image
+// would take a newer topic's log for a stray.
+func DeleteStrays(m *replica.Manager, nodeID int32, img *image.Image, log *zap.Logger) {
+	_, err := m.DeleteStrays(func(tp replica.TopicPartition, id [16]byte) bool {
+		t, ok := img.TopicByID(records.UUID(id))
+		if !ok || t.Name() != tp.Topic {
+			return false
+		}
+		p, ok := t.Partition(tp.Partition)
+		return ok && slices.Contains(p.Replicas(), nodeID)
+	})
+	if err != nil {
+		log.Error("deleting stray partition logs failed", zap.Error(err))
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -168,4 +170,56 @@ func TestKcatProduceConsume(t *testing.T) {
 	if string(out) != expect.String() {
 		t.Fatalf("kcat -C printed\n%s\nwant\n%s", out, expect.String())
 	}
+}
+
+// A topic deleted while a broker was down leaves no log behind: once the
+// restarted broker has caught up with the metadata, its directory for the
+// topic is deleted as a stray, while the logs of live topics stay.
+func TestStrayLogDeletedAfterRestart(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, Controllers(1), Brokers(2))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := newFranzAdmin(t, c).(*franzAdmin)
+	for _, topic := range []string{"doomed", "alive"} {
+		if _, err := adm.adm.CreateTopic(ctx, 4, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+		produceN(t, ctx, c.bootstrap(), topic, 40)
+	}
+	// Pick a broker holding a partition of each topic.
+	var down int32 = -1
+	for nid := range c.brokerPorts {
+		if dirExists(filepath.Join(c.dirs[nid], "doomed-0")) || dirExists(filepath.Join(c.dirs[nid], "doomed-1")) {
+			down = nid
+		}
+	}
+	if down < 0 {
+		t.Fatal("no broker holds doomed-0 or doomed-1")
+	}
+	doomedDirs, _ := filepath.Glob(filepath.Join(c.dirs[down], "doomed-*"))
+	aliveDirs, _ := filepath.Glob(filepath.Join(c.dirs[down], "alive-*"))
+	c.stop(down)
+	if _, err := adm.adm.DeleteTopics(ctx, "doomed"); err != nil {
+		t.Fatal(err)
+	}
+	c.start(down, c.overrides)
+	waitFor(t, "the stray logs to go", 20*time.Second, func() bool {
+		for _, d := range doomedDirs {
+			if dirExists(d) {
+				return false
+			}
+		}
+		return true
+	})
+	for _, d := range aliveDirs {
+		if !dirExists(d) {
+			t.Fatalf("live log %s was deleted", d)
+		}
+	}
+}
+
+func dirExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
 }

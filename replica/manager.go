@@ -181,6 +181,78 @@ func (m *Manager) openLog(st PartitionState) (*storage.Log, error) {
 	return l, nil
 }
 
+// DeleteStrays removes the partition directories under Dir that hold a log
+// this broker should not have: keep says, for a directory's partition and the
+// topic id in its partition.metadata, whether the metadata still assigns that
+// replica here (a topic deleted, or a replica moved away, while the broker was
+// down). Hosted partitions and directories without a readable
+// partition.metadata (the metadata log's __cluster_metadata-0, anything that
+// is not a partition log) are left alone. Directories an interrupted Delete
+// left ("*-delete") are removed too. It returns the directories removed.
+//
+// Call it only with metadata the broker has caught up on (Kafka does it once,
+// after the broker's initial catch-up): an older image would call a newer
+// topic's log a stray.
+func (m *Manager) DeleteStrays(keep func(tp TopicPartition, topicID [16]byte) bool) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	entries, err := os.ReadDir(m.cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	var removed []string
+	var errs []error
+	for _, e := range entries {
+		dir := filepath.Join(m.cfg.Dir, e.Name())
+		if !e.IsDir() || !m.isStray(e.Name(), dir, keep) {
+			continue
+		}
+		m.log.Info("deleting stray partition log", zap.String("dir", dir))
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, dir)
+	}
+	if len(errs) > 0 {
+		return removed, fmt.Errorf("%w: %w", ErrStorage, errors.Join(errs...))
+	}
+	return removed, nil
+}
+
+// isStray decides for one directory; mu held.
+func (m *Manager) isStray(name, dir string, keep func(TopicPartition, [16]byte) bool) bool {
+	if strings.HasSuffix(name, "-delete") {
+		return true
+	}
+	tp, ok := parsePartitionDir(name)
+	if !ok {
+		return false
+	}
+	if _, hosted := m.parts[tp]; hosted {
+		return false
+	}
+	data, err := os.ReadFile(filepath.Join(dir, storage.PartitionMetadataFile))
+	if err != nil {
+		return false
+	}
+	id, err := storage.DecodePartitionMetadata(data)
+	return err == nil && !keep(tp, id)
+}
+
+// parsePartitionDir splits "<topic>-<partition>".
+func parsePartitionDir(name string) (TopicPartition, bool) {
+	i := strings.LastIndexByte(name, '-')
+	if i <= 0 {
+		return TopicPartition{}, false
+	}
+	p, err := strconv.ParseInt(name[i+1:], 10, 32)
+	if err != nil || p < 0 {
+		return TopicPartition{}, false
+	}
+	return TopicPartition{Topic: name[:i], Partition: int32(p)}, true
+}
+
 // Remove stops hosting tp; with deleteLog its directory is removed too (topic
 // deleted, or replica moved away), otherwise its log is only closed.
 func (m *Manager) Remove(tp TopicPartition, deleteLog bool) error {

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -339,5 +340,41 @@ func TestProducerStateSurvivesRestart(t *testing.T) {
 	}
 	if _, err := p.AppendAsLeader(batch(1, 7, 0, 5), -1, 1); err != nil {
 		t.Fatalf("next sequence after restart: %v", err)
+	}
+}
+
+func TestDeleteStrays(t *testing.T) {
+	dir := t.TempDir()
+	m := newManager(t, dir)
+	lead(t, m) // demo-0, hosted
+	mk := func(name string, id *[16]byte) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if id != nil {
+			if err := os.WriteFile(filepath.Join(dir, name, storage.PartitionMetadataFile), storage.EncodePartitionMetadata(*id), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	gone, kept := [16]byte{5}, [16]byte{6}
+	mk("gone-0", &gone)             // topic deleted while down
+	mk("kept-1", &kept)             // still assigned here (keep says so)
+	mk("__cluster_metadata-0", nil) // the metadata log: no partition.metadata
+	mk("old-0.0506-delete", nil)    // an interrupted delete
+	mk("not a partition", &gone)    // no "-<n>" suffix
+	removed, err := m.DeleteStrays(func(tp TopicPartition, id [16]byte) bool { return id == kept })
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	var left []string
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	want := []string{"__cluster_metadata-0", "demo-0", "kept-1", "not a partition"}
+	if len(removed) != 2 || !slices.Equal(left, want) {
+		t.Fatalf("removed %v, left %v, want %v", removed, left, want)
 	}
 }
