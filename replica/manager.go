@@ -107,10 +107,12 @@ func (m *Manager) Hosted() []TopicPartition {
 }
 
 // partitionDir is <dir>/<topic>-<partition>. Topic names are checked by the
-// controller (Kafka's legal characters [a-zA-Z0-9._-]); a name that could
-// leave the directory is refused here anyway.
+// controller (Kafka's legal characters [a-zA-Z0-9._-], no __cluster_metadata);
+// a name that could leave the directory, or land on the metadata log's
+// directory (which shares log.dirs on a combined node), is refused here anyway.
 func (m *Manager) partitionDir(tp TopicPartition) (string, error) {
-	if tp.Topic == "" || tp.Topic == "." || tp.Topic == ".." || strings.ContainsAny(tp.Topic, `/\`) || tp.Partition < 0 {
+	if tp.Topic == "" || tp.Topic == "." || tp.Topic == ".." || tp.Topic == "__cluster_metadata" ||
+		strings.ContainsAny(tp.Topic, `/\`) || tp.Partition < 0 {
 		return "", fmt.Errorf("replica: illegal partition name %q-%d", tp.Topic, tp.Partition)
 	}
 	return filepath.Join(m.cfg.Dir, tp.Topic+"-"+strconv.Itoa(int(tp.Partition))), nil

@@ -378,3 +378,19 @@ func TestDeleteStrays(t *testing.T) {
 		t.Fatalf("removed %v, left %v, want %v", removed, left, want)
 	}
 }
+
+// A partition name that would leave the log directory or land on the metadata
+// log is refused before anything touches the disk.
+func TestApplyRefusesDangerousNames(t *testing.T) {
+	dir := t.TempDir()
+	m := newManager(t, dir)
+	for _, topic := range []string{"..", "a/b", "__cluster_metadata", ""} {
+		st := PartitionState{TopicPartition: TopicPartition{topic, 0}, Leader: 1, Replicas: []int32{1}, ISR: []int32{1}}
+		if err := m.Apply(st); err == nil {
+			t.Errorf("topic %q accepted", topic)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("created %v", entries)
+	}
+}
