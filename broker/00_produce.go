@@ -35,6 +35,10 @@ import (
 //     waiting at TimeoutMillis; a duplicate waits for its original batch.
 //   - acks=0 gets no response; if any partition failed, the connection is
 //     closed instead, so the producer learns something went wrong.
+//   - message.timestamp.type=LogAppendTime (topic, or the cluster's
+//     log.message.timestamp.type): the batch is stamped with the broker's
+//     time (max timestamp and attribute, CRC recomputed), returned in
+//     LogAppendTime; CreateTime answers -1.
 //   - Transactional batches: INVALID_TXN_STATE (no transaction coordinator
 //     yet, so no partition is ever in a transaction).
 func (c *ClientAPI) handleProduce(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
@@ -62,7 +66,7 @@ func (c *ClientAPI) handleProduce(ctx context.Context, req *protocol.Request) (k
 					}
 				}
 			} else {
-				sp.BaseOffset, sp.LogStartOffset = res.BaseOffset, res.LogStartOffset
+				sp.BaseOffset, sp.LogStartOffset, sp.LogAppendTime = res.BaseOffset, res.LogStartOffset, res.LogAppendTimeMs
 				if body.Acks == -1 {
 					waits = append(waits, producedWait{topic: ti, partition: pi, p: p, lastOffset: res.LastOffset})
 				}
@@ -94,7 +98,7 @@ func (c *ClientAPI) produceOne(img *image.Image, t *image.Topic, topic string,
 	if err != nil {
 		return replica.AppendResult{}, nil, err
 	}
-	res, err := p.AppendAsLeader(rp.Records, acks, c.minInsyncReplicas(img, topic))
+	res, err := p.AppendAsLeader(rp.Records, c.appendOptions(img, topic, acks, time.Now().UnixMilli()))
 	return res, p, err
 }
 

@@ -100,17 +100,29 @@ func partitionLeaderHint(t *image.Topic, partition int32) leaderHint {
 	return leaderHint{leaderID: p.Leader, leaderEpoch: p.LeaderEpoch, ok: true}
 }
 
-// minInsyncReplicas is the topic's min.insync.replicas, else the cluster's
-// dynamic default, else the broker's static value.
-func (c *ClientAPI) minInsyncReplicas(img *image.Image, topic string) int {
-	for _, res := range []image.ConfigResource{{Type: image.ConfigTopic, Name: topic}, {Type: image.ConfigBroker}} {
-		if v, ok := img.ConfigValue(res, "min.insync.replicas"); ok {
-			if n, err := strconv.Atoi(v); err == nil && n > 0 {
-				return n
-			}
+// topicConfig is a topic's setting from the image: the topic's own config,
+// else the cluster-wide dynamic broker default (brokerKey).
+func topicConfig(img *image.Image, topic, key, brokerKey string) (string, bool) {
+	if v, ok := img.ConfigValue(image.ConfigResource{Type: image.ConfigTopic, Name: topic}, key); ok {
+		return v, true
+	}
+	return img.ConfigValue(image.ConfigResource{Type: image.ConfigBroker}, brokerKey)
+}
+
+// appendOptions are a produce's settings for one topic: min.insync.replicas
+// (topic, cluster default, else the broker's static value) and
+// message.timestamp.type (LogAppendTime stamps batches with nowMs).
+func (c *ClientAPI) appendOptions(img *image.Image, topic string, acks int16, nowMs int64) replica.AppendOptions {
+	opts := replica.AppendOptions{RequiredAcks: acks, MinInsyncReplicas: c.cfg.MinInsyncReplicas, LogAppendTimeMs: -1}
+	if v, ok := topicConfig(img, topic, "min.insync.replicas", "min.insync.replicas"); ok {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			opts.MinInsyncReplicas = n
 		}
 	}
-	return c.cfg.MinInsyncReplicas
+	if v, ok := topicConfig(img, topic, "message.timestamp.type", "log.message.timestamp.type"); ok && v == "LogAppendTime" {
+		opts.LogAppendTimeMs = nowMs
+	}
+	return opts
 }
 
 // SyncReplicas makes the replica manager host what next says this broker

@@ -249,7 +249,7 @@ func TestFetchLongPoll(t *testing.T) {
 		start = time.Now()
 		go func() { done <- call(t, c.handleFetch, req).(*kmsg.FetchResponse).Topics[0].Partitions[0] }()
 		synctest.Wait()
-		if _, err := p.AppendAsLeader(recordBatch(3), 1, 1); err != nil {
+		if _, err := p.AppendAsLeader(recordBatch(3), replica.AppendOptions{RequiredAcks: 1, MinInsyncReplicas: 1, LogAppendTimeMs: -1}); err != nil {
 			t.Fatal(err)
 		}
 		fp = <-done
@@ -350,5 +350,30 @@ func TestInitProducerID(t *testing.T) {
 	txn := "tx"
 	if r := init(&txn); r.ErrorCode != kerr.NotCoordinator.Code {
 		t.Fatalf("transactional: %+v", r)
+	}
+}
+
+// Topic configs from the image shape appends: message.timestamp.type
+// LogAppendTime stamps the batch and answers LogAppendTime; a topic
+// min.insync.replicas above the ISR refuses acks=-1 with NOT_ENOUGH_REPLICAS
+// (acks=1 still appends).
+func TestProduceTopicConfigs(t *testing.T) {
+	d := newDataHarness(t, 0)
+	set := func(name, value string) *records.ConfigRecord {
+		return &records.ConfigRecord{ResourceType: 2, ResourceName: "demo", Name: name, Value: &value}
+	}
+	d.commit(set("message.timestamp.type", "LogAppendTime"), set("min.insync.replicas", "2"))
+	before := time.Now().UnixMilli()
+	sp := d.produce(11, 1, "demo", 0, recordBatch(1))
+	if sp.ErrorCode != 0 || sp.LogAppendTime < before || sp.LogAppendTime > time.Now().UnixMilli() {
+		t.Fatalf("LogAppendTime produce: %+v", sp)
+	}
+	if sp := d.produce(11, -1, "demo", 0, recordBatch(1)); sp.ErrorCode != kerr.NotEnoughReplicas.Code {
+		t.Fatalf("acks=-1 below min.insync.replicas: error %d", sp.ErrorCode)
+	}
+	_, fp := d.fetch(fetchReq(11, "demo", d.demoID, 0, 0))
+	b, err := storage.ParseBatch(fp.RecordBatches)
+	if err != nil || !b.LogAppendTime() || b.MaxTimestampMs != sp.LogAppendTime {
+		t.Fatalf("fetched batch: append time %v, max ts %d, want %d (%v)", b.LogAppendTime(), b.MaxTimestampMs, sp.LogAppendTime, err)
 	}
 }

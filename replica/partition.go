@@ -188,6 +188,18 @@ func (p *Partition) checkLeaderEpoch(current int32) error {
 	return fmt.Errorf("%w: %d, current %d", ErrUnknownLeaderEpoch, current, p.state.LeaderEpoch)
 }
 
+// AppendOptions are the per-request and per-topic settings of a leader append.
+type AppendOptions struct {
+	// RequiredAcks is the produce request's acks (-1 checks MinInsyncReplicas).
+	RequiredAcks int16
+	// MinInsyncReplicas is the topic's min.insync.replicas.
+	MinInsyncReplicas int
+	// LogAppendTimeMs >= 0 stamps the batch with the broker's time
+	// (message.timestamp.type=LogAppendTime); -1 keeps the producer's
+	// timestamps (CreateTime).
+	LogAppendTimeMs int64
+}
+
 // AppendResult is the outcome of a leader append.
 type AppendResult struct {
 	// BaseOffset is the offset of the first record appended (or of the original
@@ -197,22 +209,25 @@ type AppendResult struct {
 	LastOffset int64
 	// LogStartOffset is the log start offset after the append.
 	LogStartOffset int64
+	// LogAppendTimeMs is the timestamp given to the batch under LogAppendTime,
+	// else -1.
+	LogAppendTimeMs int64
 	// Duplicate is set when an idempotent retry was answered from producer state.
 	Duplicate bool
 }
 
 // AppendAsLeader validates records (a Produce request's data for this
 // partition: exactly one RecordBatch v2), checks idempotent sequences, assigns
-// offsets and the leader epoch, and appends. requiredAcks -1 enforces
-// minInsyncReplicas before the append; waiting for the high watermark is
-// WaitCommitted's job.
-func (p *Partition) AppendAsLeader(records []byte, requiredAcks int16, minInsyncReplicas int) (AppendResult, error) {
+// offsets and the leader epoch (and the log append time if asked), and
+// appends. RequiredAcks -1 enforces MinInsyncReplicas before the append;
+// waiting for the high watermark is WaitCommitted's job.
+func (p *Partition) AppendAsLeader(records []byte, opts AppendOptions) (AppendResult, error) {
 	b, err := p.validate(records)
 	if err != nil {
 		return AppendResult{}, err
 	}
 	p.mu.Lock()
-	res, moved, err := p.appendLocked(b, requiredAcks, minInsyncReplicas)
+	res, moved, err := p.appendLocked(b, opts)
 	p.mu.Unlock()
 	if moved {
 		p.notify()
@@ -220,13 +235,13 @@ func (p *Partition) AppendAsLeader(records []byte, requiredAcks int16, minInsync
 	return res, err
 }
 
-func (p *Partition) appendLocked(b storage.Batch, requiredAcks int16, minInsyncReplicas int) (AppendResult, bool, error) {
+func (p *Partition) appendLocked(b storage.Batch, opts AppendOptions) (AppendResult, bool, error) {
 	if !p.isLeader() {
 		return AppendResult{}, false, fmt.Errorf("%w: %s is led by %d", ErrNotLeader, p.tp, p.state.Leader)
 	}
-	if requiredAcks == -1 && len(p.state.ISR) < minInsyncReplicas {
+	if opts.RequiredAcks == -1 && len(p.state.ISR) < opts.MinInsyncReplicas {
 		return AppendResult{}, false, fmt.Errorf("%w: %d in sync, min.insync.replicas %d",
-			ErrNotEnoughReplicas, len(p.state.ISR), minInsyncReplicas)
+			ErrNotEnoughReplicas, len(p.state.ISR), opts.MinInsyncReplicas)
 	}
 	pid, epoch := b.ProducerID(), b.ProducerEpoch()
 	var seq producerBatch
@@ -239,11 +254,16 @@ func (p *Partition) appendLocked(b storage.Batch, requiredAcks int16, minInsyncR
 		}
 		if dup != nil {
 			return AppendResult{BaseOffset: dup.firstOffset, LastOffset: dup.lastOffset,
-				LogStartOffset: p.log.StartOffset(), Duplicate: true}, false, nil
+				LogStartOffset: p.log.StartOffset(), LogAppendTimeMs: -1, Duplicate: true}, false, nil
 		}
 	}
 	b.SetBaseOffset(p.log.EndOffset())
 	b.SetLeaderEpoch(p.state.LeaderEpoch)
+	appendTimeMs := int64(-1)
+	if opts.LogAppendTimeMs >= 0 {
+		b.SetLogAppendTime(opts.LogAppendTimeMs)
+		appendTimeMs = opts.LogAppendTimeMs
+	}
 	if err := p.log.Append([]storage.Batch{b}); err != nil {
 		return AppendResult{}, false, fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
 	}
@@ -257,7 +277,8 @@ func (p *Partition) appendLocked(b storage.Batch, requiredAcks int16, minInsyncR
 		st.update(epoch, seq)
 	}
 	moved := p.maybeAdvanceHW()
-	return AppendResult{BaseOffset: b.BaseOffset, LastOffset: b.LastOffset, LogStartOffset: p.log.StartOffset()}, moved, nil
+	return AppendResult{BaseOffset: b.BaseOffset, LastOffset: b.LastOffset, LogStartOffset: p.log.StartOffset(),
+		LogAppendTimeMs: appendTimeMs}, moved, nil
 }
 
 // validate parses a Produce request's records for this partition as Kafka's

@@ -39,6 +39,12 @@ func batch(n int, pid int64, epoch int16, seq int32) []byte {
 
 var topicID = [16]byte{1, 2, 3}
 
+// The produce options of acks=-1 and acks=1 (CreateTime, min.insync.replicas 1).
+var (
+	acksAll    = AppendOptions{RequiredAcks: -1, MinInsyncReplicas: 1, LogAppendTimeMs: -1}
+	acksLeader = AppendOptions{RequiredAcks: 1, MinInsyncReplicas: 1, LogAppendTimeMs: -1}
+)
+
 func newManager(t *testing.T, dir string) *Manager {
 	t.Helper()
 	m, err := New(Config{Dir: dir, BrokerID: 1})
@@ -68,7 +74,7 @@ func lead(t *testing.T, m *Manager, isr ...int32) *Partition {
 
 func appendOK(t *testing.T, p *Partition, records []byte) AppendResult {
 	t.Helper()
-	res, err := p.AppendAsLeader(records, -1, 1)
+	res, err := p.AppendAsLeader(records, acksAll)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +136,7 @@ func TestFollowerAndNotLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, _ := m.Partition(st.TopicPartition)
-	if _, err := p.AppendAsLeader(batch(1, -1, 0, 0), 1, 1); !errors.Is(err, ErrNotLeader) {
+	if _, err := p.AppendAsLeader(batch(1, -1, 0, 0), acksLeader); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("append on a follower: %v", err)
 	}
 	if _, err := p.ReadAsLeader(0, 100, -1); !errors.Is(err, ErrNotLeader) {
@@ -143,7 +149,7 @@ func TestFollowerAndNotLeader(t *testing.T) {
 func TestHighWatermarkWaitsForISR(t *testing.T) {
 	m := newManager(t, t.TempDir())
 	p := lead(t, m, 1, 2)
-	res, err := p.AppendAsLeader(batch(1, -1, 0, 0), 1, 1)
+	res, err := p.AppendAsLeader(batch(1, -1, 0, 0), acksLeader)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +161,7 @@ func TestHighWatermarkWaitsForISR(t *testing.T) {
 	if err := p.WaitCommitted(ctx, res.LastOffset); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("acks=-1 wait: %v", err)
 	}
-	if _, err := p.AppendAsLeader(batch(1, -1, 0, 0), -1, 3); !errors.Is(err, ErrNotEnoughReplicas) {
+	if _, err := p.AppendAsLeader(batch(1, -1, 0, 0), AppendOptions{RequiredAcks: -1, MinInsyncReplicas: 3, LogAppendTimeMs: -1}); !errors.Is(err, ErrNotEnoughReplicas) {
 		t.Fatalf("min.insync.replicas 3 with 2 in sync: %v", err)
 	}
 	// Losing leadership wakes a waiting acks=-1 produce.
@@ -180,20 +186,20 @@ func TestIdempotentSequences(t *testing.T) {
 	if !dup.Duplicate || dup.BaseOffset != first.BaseOffset || p.Log().EndOffset() != 5 {
 		t.Fatalf("duplicate: %+v, end %d", dup, p.Log().EndOffset())
 	}
-	if _, err := p.AppendAsLeader(batch(1, 7, 0, 9), -1, 1); !errors.Is(err, ErrOutOfOrderSequence) {
+	if _, err := p.AppendAsLeader(batch(1, 7, 0, 9), acksAll); !errors.Is(err, ErrOutOfOrderSequence) {
 		t.Fatalf("gap: %v", err)
 	}
-	if _, err := p.AppendAsLeader(batch(1, 7, 1, 4), -1, 1); !errors.Is(err, ErrOutOfOrderSequence) {
+	if _, err := p.AppendAsLeader(batch(1, 7, 1, 4), acksAll); !errors.Is(err, ErrOutOfOrderSequence) {
 		t.Fatalf("new epoch not at 0: %v", err)
 	}
 	appendOK(t, p, batch(1, 7, 1, 0))
-	if _, err := p.AppendAsLeader(batch(1, 7, 0, 5), -1, 1); !errors.Is(err, ErrInvalidProducerEpoch) {
+	if _, err := p.AppendAsLeader(batch(1, 7, 0, 5), acksAll); !errors.Is(err, ErrInvalidProducerEpoch) {
 		t.Fatalf("old epoch: %v", err)
 	}
 	// Sequences wrap from MaxInt32 to 0.
 	appendOK(t, p, batch(2, 8, 0, math.MaxInt32-1))
 	appendOK(t, p, batch(2, 8, 0, 0))
-	if _, err := p.AppendAsLeader(batch(1, 8, 0, 0), -1, 1); !errors.Is(err, ErrOutOfOrderSequence) {
+	if _, err := p.AppendAsLeader(batch(1, 8, 0, 0), acksAll); !errors.Is(err, ErrOutOfOrderSequence) {
 		t.Fatalf("after wrap: %v", err)
 	}
 	// A batch straddling the wrap ends at sequence 1.
@@ -203,7 +209,7 @@ func TestIdempotentSequences(t *testing.T) {
 	for i := range 6 {
 		appendOK(t, p, batch(1, 10, 0, int32(i)))
 	}
-	if _, err := p.AppendAsLeader(batch(1, 10, 0, 0), -1, 1); !errors.Is(err, ErrOutOfOrderSequence) {
+	if _, err := p.AppendAsLeader(batch(1, 10, 0, 0), acksAll); !errors.Is(err, ErrOutOfOrderSequence) {
 		t.Fatalf("a sixth-oldest retry: %v", err)
 	}
 	if res := appendOK(t, p, batch(1, 10, 0, 1)); !res.Duplicate {
@@ -245,7 +251,7 @@ func TestAppendValidation(t *testing.T) {
 		{"empty", nil, ErrInvalidRecord},
 		{"zstd count", zstdLie, ErrInvalidRecord},
 	} {
-		if _, err := p.AppendAsLeader(tc.records, 1, 1); !errors.Is(err, tc.want) {
+		if _, err := p.AppendAsLeader(tc.records, acksLeader); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
@@ -335,10 +341,10 @@ func TestProducerStateSurvivesRestart(t *testing.T) {
 	if res := appendOK(t, p, batch(2, 7, 0, 3)); !res.Duplicate || res.BaseOffset != 3 {
 		t.Fatalf("retry after restart: %+v", res)
 	}
-	if _, err := p.AppendAsLeader(batch(1, 7, 0, 9), -1, 1); !errors.Is(err, ErrOutOfOrderSequence) {
+	if _, err := p.AppendAsLeader(batch(1, 7, 0, 9), acksAll); !errors.Is(err, ErrOutOfOrderSequence) {
 		t.Fatalf("gap after restart: %v", err)
 	}
-	if _, err := p.AppendAsLeader(batch(1, 7, 0, 5), -1, 1); err != nil {
+	if _, err := p.AppendAsLeader(batch(1, 7, 0, 5), acksAll); err != nil {
 		t.Fatalf("next sequence after restart: %v", err)
 	}
 }
@@ -392,5 +398,27 @@ func TestApplyRefusesDangerousNames(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Fatalf("created %v", entries)
+	}
+}
+
+// message.timestamp.type=LogAppendTime: the stored batch carries the broker's
+// time as its max timestamp and the timestamp-type attribute, with a valid CRC.
+func TestLogAppendTime(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	p := lead(t, m)
+	res, err := p.AppendAsLeader(batch(2, -1, 0, 0), AppendOptions{RequiredAcks: 1, MinInsyncReplicas: 1, LogAppendTimeMs: 1234567})
+	if err != nil || res.LogAppendTimeMs != 1234567 {
+		t.Fatalf("append: %+v %v", res, err)
+	}
+	data, err := p.Log().Read(0, 1<<20, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := storage.ParseBatch(data)
+	if err != nil || !b.LogAppendTime() || b.MaxTimestampMs != 1234567 {
+		t.Fatalf("stored batch: append time %v max ts %d err %v", b.LogAppendTime(), b.MaxTimestampMs, err)
+	}
+	if res := appendOK(t, p, batch(1, -1, 0, 0)); res.LogAppendTimeMs != -1 {
+		t.Fatalf("CreateTime append reports %d", res.LogAppendTimeMs)
 	}
 }

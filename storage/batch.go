@@ -46,6 +46,7 @@ const (
 	offRecordCount   = 57
 
 	attrCompressionMask = 0x07
+	attrLogAppendTime   = 0x08
 	attrTransactional   = 0x10
 	attrControl         = 0x20
 )
@@ -459,4 +460,22 @@ func (b *Batch) SetBaseOffset(baseOffset int64) {
 func (b *Batch) SetLeaderEpoch(epoch int32) {
 	binary.BigEndian.PutUint32(b.Raw[offLeaderEpoch:], uint32(epoch))
 	b.Epoch = epoch
+}
+
+// SetLogAppendTime marks the batch as timestamped by the broker
+// (message.timestamp.type=LogAppendTime): the timestamp-type attribute is set
+// and maxTimestamp becomes tsMs, which consumers then read as every record's
+// timestamp; the CRC is recomputed. Records keep their bytes.
+func (b *Batch) SetLogAppendTime(tsMs int64) {
+	be := binary.BigEndian
+	be.PutUint16(b.Raw[offAttributes:], be.Uint16(b.Raw[offAttributes:])|attrLogAppendTime)
+	be.PutUint64(b.Raw[offMaxTimestamp:], uint64(tsMs))
+	be.PutUint32(b.Raw[offCRC:], crc32.Checksum(b.Raw[offAttributes:], castagnoli))
+	b.MaxTimestampMs = tsMs
+}
+
+// LogAppendTime reports whether the batch's timestamps are the broker's
+// (the timestamp-type attribute).
+func (b Batch) LogAppendTime() bool {
+	return binary.BigEndian.Uint16(b.Raw[offAttributes:])&attrLogAppendTime != 0
 }
