@@ -11,7 +11,7 @@
 //	    00000000000000000000.index      sparse: (int32 relative offset, int32 position)
 //	    00000000000000000000.timeindex  sparse: (int64 timestamp, int32 relative offset)
 //	    leader-epoch-checkpoint         "0\n<count>\n<epoch> <startOffset>\n..."
-//	    partition.metadata              "version: 0\ntopic_id: <base64 uuid>\n"
+//	    partition.metadata              "version: 0\ntopic_id: <base64 uuid>"
 //
 // Every file is byte-compatible with Apache Kafka's.
 //

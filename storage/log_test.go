@@ -261,14 +261,17 @@ func TestLogRebuildsDamagedIndexOfOlderSegment(t *testing.T) {
 
 func TestPartitionMetadataFormat(t *testing.T) {
 	id := [16]byte{0xf8, 0x4f, 0x2b, 0x70, 0x5b, 0x3a, 0x4c, 0x0d, 0x9a, 0xe1, 0x22, 0x17, 0x2d, 0x5c, 0xf0, 0xff}
-	// Kafka's Uuid.toString: URL-safe base64, no padding.
-	want := "version: 0\ntopic_id: -E8rcFs6TA2a4SIXLVzw_w\n"
+	// Kafka's Uuid.toString: URL-safe base64, no padding; no final newline
+	// (PartitionMetadataFileFormatter.toFile).
+	want := "version: 0\ntopic_id: -E8rcFs6TA2a4SIXLVzw_w"
 	if got := string(EncodePartitionMetadata(id)); got != want {
 		t.Fatalf("got %q want %q", got, want)
 	}
-	back, err := DecodePartitionMetadata([]byte(want))
-	if err != nil || back != id {
-		t.Fatalf("decode: %x %v", back, err)
+	for _, text := range []string{want, want + "\n"} { // a newline-ended file reads too
+		back, err := DecodePartitionMetadata([]byte(text))
+		if err != nil || back != id {
+			t.Fatalf("decode %q: %x %v", text, back, err)
+		}
 	}
 	for _, bad := range []string{"", "version: 1\ntopic_id: -E8rcFs6TA2a4SIXLVzw_w\n", "version: 0\ntopic_id: short\n"} {
 		if _, err := DecodePartitionMetadata([]byte(bad)); !errors.Is(err, ErrCorruptPartitionMetadata) {

@@ -15,11 +15,12 @@ const PartitionMetadataFile = "partition.metadata"
 // ErrCorruptPartitionMetadata is returned by DecodePartitionMetadata.
 var ErrCorruptPartitionMetadata = errors.New("storage: corrupt partition.metadata")
 
-// EncodePartitionMetadata renders Kafka's PartitionMetadataFile:
-// "version: 0\ntopic_id: <id>\n", the id as Kafka's Uuid.toString prints it
-// (URL-safe base64 without padding).
+// EncodePartitionMetadata renders Kafka's PartitionMetadataFile as its
+// PartitionMetadataFileFormatter writes it: "version: 0\ntopic_id: <id>" with
+// no final newline, the id as Kafka's Uuid.toString prints it (URL-safe base64
+// without padding).
 func EncodePartitionMetadata(topicID [16]byte) []byte {
-	return []byte("version: 0\ntopic_id: " + base64.RawURLEncoding.EncodeToString(topicID[:]) + "\n")
+	return []byte("version: 0\ntopic_id: " + base64.RawURLEncoding.EncodeToString(topicID[:]))
 }
 
 // DecodePartitionMetadata parses a partition.metadata file (version 0 only).
