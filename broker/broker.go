@@ -52,8 +52,21 @@ func New(cfg Config) (*Broker, error) {
 	b.ch = newControllerChannel(&b.cfg)
 	b.pub = newPublisher(b.log.Named("publisher"), b.ch.setLeader, cfg.OnFatal)
 	b.life = newLifecycle(&b.cfg, b.ch, b.rnd, b.pub.appliedOffset.Load)
+	var producerIDs ProducerIDSource
+	if cfg.Replicas != nil {
+		producerIDs = &producerIDBlocks{b: b, timeoutMs: int32(cfg.ControllerRequestTimeoutMs)}
+		strays := false // checked; only the publisher goroutine touches it
+		b.pub.onPublish = func(prev, next *image.Image) {
+			SyncReplicas(cfg.Replicas, cfg.NodeID, prev, next, b.log)
+			if !strays && b.life.State() >= StateRecovery {
+				strays = true
+				DeleteStrays(cfg.Replicas, cfg.NodeID, next, b.log)
+			}
+		}
+	}
 	b.api = newClientAPI(ClientAPIConfig{
 		NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Metadata: b, Admin: b,
+		Replicas: cfg.Replicas, ProducerIDs: producerIDs, MinInsyncReplicas: max(cfg.MinInsyncReplicas, DefaultMinInsyncReplicas),
 		AutoCreateTopicsEnable: cfg.AutoCreateTopicsEnable,
 		DefaultNumPartitions:   cfg.DefaultNumPartitions, DefaultReplicationFactor: cfg.DefaultReplicationFactor,
 		AutoCreateTimeoutMs: int32(cfg.ControllerRequestTimeoutMs),

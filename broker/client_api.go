@@ -13,6 +13,7 @@ import (
 
 	"github.com/kraftd/kraftd/metadata/image"
 	"github.com/kraftd/kraftd/protocol"
+	"github.com/kraftd/kraftd/replica"
 )
 
 // MetadataSource is where client answers come from: the KRaft broker's
@@ -71,6 +72,18 @@ type ClientAPIConfig struct {
 	// StaticConfigs lists this broker's static settings for DescribeConfigs.
 	StaticConfigs []StaticConfig
 
+	// Replicas is the replica manager holding this broker's partition logs.
+	// With it, Register also serves the data plane: Produce, Fetch,
+	// ListOffsets and InitProducerId (which needs ProducerIDs). nil serves
+	// metadata and admin APIs only.
+	Replicas *replica.Manager
+	// ProducerIDs hands out producer ids for InitProducerId; required with
+	// Replicas.
+	ProducerIDs ProducerIDSource
+	// MinInsyncReplicas is the static min.insync.replicas (default 1); topic
+	// and cluster configs in the image override it.
+	MinInsyncReplicas int
+
 	// Rand backs the default ControllerID policy; nil is seeded from the
 	// clock.
 	Rand   *rand.Rand
@@ -84,6 +97,11 @@ func (c *ClientAPIConfig) validate() error {
 		return fmt.Errorf("%w: client API without a cluster id", ErrInvalidConfig)
 	case c.Metadata == nil || c.Admin == nil:
 		return fmt.Errorf("%w: client API needs a metadata source and an admin", ErrInvalidConfig)
+	case c.Replicas != nil && c.ProducerIDs == nil:
+		return fmt.Errorf("%w: a data plane needs a producer id source", ErrInvalidConfig)
+	}
+	if c.MinInsyncReplicas <= 0 {
+		c.MinInsyncReplicas = DefaultMinInsyncReplicas
 	}
 	if c.DefaultNumPartitions <= 0 {
 		c.DefaultNumPartitions = 1
@@ -136,8 +154,16 @@ func newClientAPI(cfg ClientAPIConfig, rnd *lockedRand) *ClientAPI {
 
 // Register serves the client APIs on reg, the registry of a broker
 // listener: Metadata v0-13, CreateTopics v0-7, DeleteTopics v0-6,
-// DescribeConfigs v0-4, CreatePartitions v0-3, DescribeCluster v0-2.
+// DescribeConfigs v0-4, CreatePartitions v0-3, DescribeCluster v0-2; with a
+// replica manager also Produce v3-11, Fetch v4-16, ListOffsets v1-8 and
+// InitProducerId v0-4.
 func (c *ClientAPI) Register(reg *protocol.Registry) {
+	if c.cfg.Replicas != nil {
+		reg.Register(0, 3, 11, c.handleProduce)
+		reg.Register(1, 4, 16, c.handleFetch)
+		reg.Register(2, 1, 8, c.handleListOffsets)
+		reg.Register(22, 0, 4, c.handleInitProducerID)
+	}
 	reg.Register(3, 0, 13, c.handleMetadata)
 	reg.Register(19, 0, 7, c.handleCreateTopics)
 	reg.Register(20, 0, 6, c.handleDeleteTopics)

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kraftd/kraftd/protocol"
+	"github.com/kraftd/kraftd/replica"
 )
 
 // Endpoint is one advertised broker listener, as it goes into
@@ -86,10 +87,18 @@ type Config struct {
 	// range this broker registers as supported.
 	MinMetadataVersion, MaxMetadataVersion int16
 
-	// AutoCreateTopicsEnable is auto.create.topics.enable. Kafka defaults it
-	// to true; kraftd defaults it to false (the zero value) because a typo in
-	// a topic name should not create a topic.
+	// AutoCreateTopicsEnable is auto.create.topics.enable. The zero value is
+	// false; kraftd's command line defaults it to true, as Kafka does, so a
+	// producer can write to a new topic right away.
 	AutoCreateTopicsEnable bool
+	// Replicas, when set, hosts this broker's partition logs: the broker keeps
+	// it in step with the published image (SyncReplicas) and serves Produce,
+	// Fetch, ListOffsets and InitProducerId. The caller owns it and closes it
+	// after Stop.
+	Replicas *replica.Manager
+	// MinInsyncReplicas is the static min.insync.replicas (1).
+	MinInsyncReplicas int
+
 	// DefaultNumPartitions (num.partitions, 1) and
 	// DefaultReplicationFactor (default.replication.factor, 1) shape
 	// auto-created topics.

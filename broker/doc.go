@@ -20,10 +20,18 @@
 //   - controller channel (controller_channel.go): finds the active
 //     controller (the quorum leader, else round-robin over the voters after
 //     NOT_CONTROLLER) over a protocol.Client of its own.
-//   - client API handlers, one file per API key: Metadata (3), CreateTopics
-//     (19, forwarded), DeleteTopics (20, forwarded), DescribeConfigs (32),
-//     CreatePartitions (37, forwarded), DescribeQuorum (55, forwarded),
-//     DescribeCluster (60), and ApiVersions decoration (18).
+//   - client API handlers, one file per API key: Produce (0), Fetch (1, data
+//     partitions), ListOffsets (2), Metadata (3), CreateTopics (19,
+//     forwarded), DeleteTopics (20, forwarded), InitProducerId (22),
+//     DescribeConfigs (32), CreatePartitions (37, forwarded), DescribeQuorum
+//     (55, forwarded), DescribeCluster (60), and ApiVersions decoration (18).
+//   - data plane (data_plane.go): with Config.Replicas set, the publisher
+//     calls SyncReplicas after every publish, so the replica manager hosts,
+//     leads and follows exactly what the image assigns to this broker and
+//     deletes the logs of deleted topics; Produce, Fetch and ListOffsets go
+//     to its partitions; InitProducerId hands out ids from blocks the active
+//     controller allocates (AllocateProducerIds). Replication between
+//     brokers is not done yet (package replica says what that implies).
 //   - ClientAPI (client_api.go): the handlers of keys 3, 19, 20, 32, 37 and
 //     60 as a value of their own, built from two small interfaces
 //     (MetadataSource: an image; Admin: CreateTopics/DeleteTopics/
@@ -39,6 +47,8 @@
 //	  publisher.run   applies queued batches, publishes images
 //	  lifecycle.run   registration, heartbeats, controlled shutdown
 //	  ClientAPI
+//	    (handlers)    Fetch long-polls and acks=-1 Produce waits run on the
+//	                  connection's goroutine, parked on replica.Partition.Changed
 //	    auto-create   one per Metadata request that auto-creates topics
 //	                  (only with auto.create.topics.enable); ClientAPI.Close
 //	                  (called by Stop) cancels and waits for them

@@ -40,7 +40,10 @@ type fakeController struct {
 	requests   map[int16]int                   // requests received per key
 	maxVers    map[int16]int16                 // override of served max versions
 	onCreate   func(*kmsg.CreateTopicsRequest) // observes CreateTopics
-	changed    chan struct{}                   // closed and replaced on every request
+	// producerIDBlock is the AllocateProducerIds block size; 0 refuses
+	// (STALE_BROKER_EPOCH). nextProducerID is the next block's start.
+	producerIDBlock, nextProducerID int64
+	changed                         chan struct{} // closed and replaced on every request
 }
 
 func newFakeController(t *testing.T, active bool, maxVers map[int16]int16) *fakeController {
@@ -65,6 +68,7 @@ func newFakeController(t *testing.T, active bool, maxVers map[int16]int16) *fake
 	serve(63, 1, f.handleHeartbeat)
 	serve(19, 7, f.handleCreateTopics)
 	serve(55, 2, f.handleDescribeQuorum)
+	serve(67, 0, f.handleAllocateProducerIDs)
 	srv, err := protocol.NewServer(protocol.ServerConfig{
 		Listeners: []protocol.ListenerConfig{{Name: "CONTROLLER", Addr: "127.0.0.1:0", Registry: reg}},
 		Logger:    zaptest.NewLogger(t).Named("fake-controller"),
@@ -221,5 +225,17 @@ func (f *fakeController) handleDescribeQuorum(_ context.Context, req *protocol.R
 	}
 	rt.Partitions = append(rt.Partitions, rp)
 	resp.Topics = append(resp.Topics, rt)
+	return resp, nil
+}
+
+func (f *fakeController) handleAllocateProducerIDs(_ context.Context, req *protocol.Request) (kmsg.Response, error) {
+	body := req.Body.(*kmsg.AllocateProducerIDsRequest)
+	resp := body.ResponseKind().(*kmsg.AllocateProducerIDsResponse)
+	if f.producerIDBlock == 0 || body.BrokerEpoch < 0 {
+		resp.ErrorCode = kerr.StaleBrokerEpoch.Code
+		return resp, nil
+	}
+	resp.ProducerIDStart, resp.ProducerIDLen = f.nextProducerID, int32(f.producerIDBlock)
+	f.nextProducerID += f.producerIDBlock
 	return resp, nil
 }

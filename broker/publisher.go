@@ -38,6 +38,10 @@ type publisher struct {
 	// onLeader is told about quorum leader changes (the lifecycle loop and
 	// the controller channel); it must not block.
 	onLeader func(quorum.LeaderAndEpoch)
+	// onPublish, if set before run starts, is called on the run goroutine
+	// with the previous and the new image before handlers see the new one
+	// (the replica manager follows the image through it).
+	onPublish func(prev, next *image.Image)
 
 	mu    sync.Mutex
 	queue []raftlog.Batch
@@ -216,6 +220,9 @@ func (p *publisher) openDelta() *image.Delta {
 
 // publish makes img the image handlers read.
 func (p *publisher) publish(img *image.Image) {
+	if p.onPublish != nil {
+		p.onPublish(p.cur.Load(), img)
+	}
 	prov := img.Provenance()
 	p.cur.Store(img)
 	p.appliedOffset.Store(prov.Offset)

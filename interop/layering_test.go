@@ -40,10 +40,12 @@ type importRule struct {
 // importRules is STYLE.md 2.1 "Allowed/Forbidden imports" as data.
 var importRules = []importRule{
 	{prefix: "protocol", allowed: []string{"protocol"}},
-	{prefix: "quorum", allowed: []string{"quorum", "protocol"}},
+	{prefix: "storage", allowed: []string{"storage"}},
+	{prefix: "quorum", allowed: []string{"quorum", "protocol", "storage"}},
 	{prefix: "metadata/records", allowed: []string{"metadata/records"}},
 	{prefix: "metadata/image", allowed: []string{"metadata/image", "metadata/records"}},
-	{prefix: "metadata/controller", allowed: []string{"metadata/controller", "metadata/image", "metadata/records", "quorum", "protocol"}},
+	{prefix: "metadata/controller", allowed: []string{"metadata/controller", "metadata/image", "metadata/records", "quorum", "protocol", "storage"}},
+	{prefix: "replica", allowed: []string{"replica", "storage"}},
 	{prefix: "broker", denied: []string{"metadata/controller", "legacyzk"}},
 	{prefix: "legacyzk", denied: []string{"broker", "metadata/controller"}},
 }
@@ -208,7 +210,7 @@ var sourceRules = []sourceRule{
 	{
 		name: "barego",
 		applies: func(rel string) bool {
-			return !isTest(rel) && underAny(dirOf(rel), []string{"quorum", "metadata", "legacyzk"})
+			return !isTest(rel) && underAny(dirOf(rel), []string{"quorum", "metadata", "legacyzk", "storage", "replica"})
 		},
 		check: func(n ast.Node) string {
 			if g, ok := n.(*ast.GoStmt); ok {

@@ -48,6 +48,10 @@ var sweepOrder = []struct {
 	{32, sweepDescribeConfigs},
 	{60, sweepDescribeCluster},
 	{55, sweepDescribeQuorum},
+	{22, sweepInitProducerID},
+	{0, sweepProduce},
+	{2, sweepListOffsets},
+	{1, sweepFetch},
 	{20, sweepDeleteTopics},
 }
 
@@ -90,7 +94,8 @@ func TestLegacyVersionSweep(t *testing.T) {
 	legacyBrokerIDs(t, c)
 	const interBroker = "ZooKeeper-era inter-broker request (controller push or controlled shutdown), covered by legacyzk's tests"
 	runSweep(t, sweepFixture(t, c, 1, "interop-sweep-legacy"), sweepScope{
-		absent:    map[int16]string{55: "a zk-legacy cluster has no KRaft quorum to describe"},
+		absent: map[int16]string{55: "a zk-legacy cluster has no KRaft quorum to describe",
+			0: noLegacyDataPlane, 1: noLegacyDataPlane, 2: noLegacyDataPlane, 22: noLegacyDataPlane},
 		notClient: map[int16]string{4: interBroker, 5: interBroker, 6: interBroker, 7: interBroker},
 	})
 }

@@ -1,415 +1,82 @@
 package raftlog
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"hash/crc32"
+
+	"github.com/kraftd/kraftd/storage"
 )
 
-// RecordBatch v2 layout (Kafka's DefaultRecordBatch; identical on disk and on the wire):
-//
-//	off len field
-//	  0   8 baseOffset
-//	  8   4 batchLength          bytes after this field
-//	 12   4 partitionLeaderEpoch the raft epoch that appended the batch
-//	 16   1 magic = 2
-//	 17   4 crc                  CRC-32C of bytes [21, end)
-//	 21   2 attributes           bit 5 = control batch; KRaft never compresses
-//	 23   4 lastOffsetDelta
-//	 27   8 baseTimestamp
-//	 35   8 maxTimestamp
-//	 43   8 producerId  = -1
-//	 51   2 producerEpoch = -1
-//	 53   4 baseSequence = -1
-//	 57   4 recordCount
-//	 61     records
+// The RecordBatch v2 codec and the leader epoch cache live in package storage,
+// shared with the partition logs of the data plane; these names keep the quorum's
+// vocabulary. The metadata log differs in one rule: KRaft never compresses, so
+// ParseBatch and SplitBatches here refuse compressed batches.
+
+// BatchHeaderSize is the size of a RecordBatch v2 header, records excluded.
+const BatchHeaderSize = storage.BatchHeaderSize
+
+type (
+	Batch       = storage.Batch
+	Record      = storage.Record
+	ControlType = storage.ControlType
+	EpochEntry  = storage.EpochEntry
+	EpochCache  = storage.EpochCache
+)
+
 const (
-	// BatchHeaderSize is the size of a RecordBatch v2 header, records excluded.
-	BatchHeaderSize = 61
-	// logOverhead is the part of the header not counted by batchLength.
-	logOverhead = 12
-
-	offBaseOffset    = 0
-	offBatchLength   = 8
-	offLeaderEpoch   = 12
-	offMagic         = 16
-	offCRC           = 17
-	offAttributes    = 21
-	offLastDelta     = 23
-	offBaseTimestamp = 27
-	offMaxTimestamp  = 35
-	offRecordCount   = 57
-
-	attrCompressionMask = 0x07
-	attrTransactional   = 0x10
-	attrControl         = 0x20
+	ControlAbort          = storage.ControlAbort
+	ControlCommit         = storage.ControlCommit
+	ControlLeaderChange   = storage.ControlLeaderChange
+	ControlSnapshotHeader = storage.ControlSnapshotHeader
+	ControlSnapshotFooter = storage.ControlSnapshotFooter
+	ControlKRaftVersion   = storage.ControlKRaftVersion
+	ControlKRaftVoters    = storage.ControlKRaftVoters
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// LeaderEpochCheckpointFile is the epoch cache's file name in the partition directory.
+const LeaderEpochCheckpointFile = storage.LeaderEpochCheckpointFile
 
-// Errors returned by the batch codec.
+// Errors of the batch and checkpoint codecs.
 var (
-	ErrCorruptBatch = errors.New("raftlog: corrupt record batch")
-	ErrShortBatch   = errors.New("raftlog: incomplete record batch")
+	ErrCorruptBatch           = storage.ErrCorruptBatch
+	ErrShortBatch             = storage.ErrShortBatch
+	ErrCorruptEpochCheckpoint = storage.ErrCorruptEpochCheckpoint
 )
 
-// ControlType is the type in a control record's key (Kafka's ControlRecordType).
-//
-// kmsg's ControlRecordKeyTypeLeaderChange is a deprecated alias for 3 (SnapshotHeader);
-// Kafka's LeaderChange is 2. These constants are the real ones.
-type ControlType int16
-
-const (
-	ControlAbort          ControlType = 0
-	ControlCommit         ControlType = 1
-	ControlLeaderChange   ControlType = 2
-	ControlSnapshotHeader ControlType = 3
-	ControlSnapshotFooter ControlType = 4
-	ControlKRaftVersion   ControlType = 5
-	ControlKRaftVoters    ControlType = 6
+// Codec functions shared with the partition logs.
+var (
+	EncodeBatch           = storage.EncodeBatch
+	ControlKey            = storage.ControlKey
+	ParseControlKey       = storage.ParseControlKey
+	EncodeEpochCheckpoint = storage.EncodeEpochCheckpoint
+	DecodeEpochCheckpoint = storage.DecodeEpochCheckpoint
 )
 
-func (t ControlType) String() string {
-	switch t {
-	case ControlAbort:
-		return "ABORT"
-	case ControlCommit:
-		return "COMMIT"
-	case ControlLeaderChange:
-		return "LEADER_CHANGE"
-	case ControlSnapshotHeader:
-		return "SNAPSHOT_HEADER"
-	case ControlSnapshotFooter:
-		return "SNAPSHOT_FOOTER"
-	case ControlKRaftVersion:
-		return "KRAFT_VERSION"
-	case ControlKRaftVoters:
-		return "KRAFT_VOTERS"
-	}
-	return fmt.Sprintf("UNKNOWN(%d)", int16(t))
-}
-
-// ControlKey is the 4-byte key of a control record: int16 version (0), int16 type.
-func ControlKey(t ControlType) []byte {
-	return []byte{0, 0, byte(uint16(t) >> 8), byte(t)}
-}
-
-// ParseControlKey decodes a control record key.
-func ParseControlKey(key []byte) (ControlType, error) {
-	if len(key) < 4 {
-		return 0, fmt.Errorf("%w: control key of %d bytes", ErrCorruptBatch, len(key))
-	}
-	if v := int16(binary.BigEndian.Uint16(key)); v != 0 {
-		return 0, fmt.Errorf("%w: control key version %d", ErrCorruptBatch, v)
-	}
-	return ControlType(binary.BigEndian.Uint16(key[2:])), nil
-}
-
-// Record is one record inside a batch. Metadata records have a nil Key and a framed
-// ApiMessageAndVersion Value; control records carry ControlKey(type) and the control
-// message body.
-type Record struct {
-	// Offset is absolute (baseOffset + offsetDelta) when decoded.
-	Offset      int64
-	TimestampMs int64
-	Key         []byte
-	Value       []byte
-}
-
-// Batch is one RecordBatch v2: its raw bytes plus the header fields the log needs.
-//
-// INVARIANTS: Raw is a complete batch with a valid CRC; BaseOffset, LastOffset and
-// Epoch equal the values encoded in Raw; LastOffset >= BaseOffset.
-type Batch struct {
-	BaseOffset int64
-	LastOffset int64
-	Epoch      int32
-	Control    bool
-	// MaxTimestampMs is the batch's maxTimestamp (append time on the leader).
-	MaxTimestampMs int64
-	Raw            []byte
-}
-
-// NextOffset is the offset following the batch.
-func (b Batch) NextOffset() int64 { return b.LastOffset + 1 }
-
-// Size is the batch's size in bytes.
-func (b Batch) Size() int { return len(b.Raw) }
-
-// EncodeBatch builds a RecordBatch v2 holding recs at offsets baseOffset, baseOffset+1, ...
-// Record Offset fields are ignored; timestamps come from each record (0 means timestampMs).
-// The batch is never compressed, as KRaft writes it.
-func EncodeBatch(baseOffset int64, epoch int32, timestampMs int64, control bool, recs []Record) Batch {
-	if len(recs) == 0 {
-		panic("raftlog: EncodeBatch with no records")
-	}
-	raw := make([]byte, BatchHeaderSize, BatchHeaderSize+estimateRecords(recs))
-	maxTs := timestampMs
-	for i, r := range recs {
-		ts := r.TimestampMs
-		if ts == 0 {
-			ts = timestampMs
-		}
-		if ts > maxTs {
-			maxTs = ts
-		}
-		raw = appendRecord(raw, int32(i), ts-timestampMs, r.Key, r.Value)
-	}
-	be := binary.BigEndian
-	be.PutUint64(raw[offBaseOffset:], uint64(baseOffset))
-	be.PutUint32(raw[offBatchLength:], uint32(len(raw)-logOverhead))
-	be.PutUint32(raw[offLeaderEpoch:], uint32(epoch))
-	raw[offMagic] = 2
-	var attrs uint16
-	if control {
-		attrs |= attrControl
-	}
-	be.PutUint16(raw[offAttributes:], attrs)
-	be.PutUint32(raw[offLastDelta:], uint32(len(recs)-1))
-	be.PutUint64(raw[offBaseTimestamp:], uint64(timestampMs))
-	be.PutUint64(raw[offMaxTimestamp:], uint64(maxTs))
-	be.PutUint64(raw[43:], ^uint64(0)) // producerId -1
-	be.PutUint16(raw[51:], ^uint16(0)) // producerEpoch -1
-	be.PutUint32(raw[53:], ^uint32(0)) // baseSequence -1
-	be.PutUint32(raw[offRecordCount:], uint32(len(recs)))
-	be.PutUint32(raw[offCRC:], crc32.Checksum(raw[offAttributes:], castagnoli))
-	return Batch{
-		BaseOffset:     baseOffset,
-		LastOffset:     baseOffset + int64(len(recs)) - 1,
-		Epoch:          epoch,
-		Control:        control,
-		MaxTimestampMs: maxTs,
-		Raw:            raw,
-	}
-}
-
-func estimateRecords(recs []Record) int {
-	n := 0
-	for _, r := range recs {
-		n += len(r.Key) + len(r.Value) + 16
-	}
-	return n
-}
-
-func appendRecord(dst []byte, offsetDelta int32, tsDelta int64, key, value []byte) []byte {
-	// The length prefix comes first, so size the body before writing it
-	// rather than building it in a scratch buffer: this runs for every
-	// record the leader appends and every record of a snapshot.
-	n := 1 + varintLen(tsDelta) + varintLen(int64(offsetDelta)) +
-		varBytesLen(key) + varBytesLen(value) + 1
-	dst = binary.AppendVarint(dst, int64(n))
-	dst = append(dst, 0) // attributes
-	dst = binary.AppendVarint(dst, tsDelta)
-	dst = binary.AppendVarint(dst, int64(offsetDelta))
-	dst = appendVarBytes(dst, key)
-	dst = appendVarBytes(dst, value)
-	return binary.AppendVarint(dst, 0) // headers
-}
-
-// varintLen is the size of v as a zig-zag varint.
-func varintLen(v int64) int {
-	u := uint64(v<<1) ^ uint64(v>>63)
-	n := 1
-	for u >= 0x80 {
-		u >>= 7
-		n++
-	}
-	return n
-}
-
-func varBytesLen(b []byte) int {
-	if b == nil {
-		return varintLen(-1)
-	}
-	return varintLen(int64(len(b))) + len(b)
-}
-
-func appendVarBytes(dst, b []byte) []byte {
-	if b == nil {
-		return binary.AppendVarint(dst, -1)
-	}
-	dst = binary.AppendVarint(dst, int64(len(b)))
-	return append(dst, b...)
-}
-
-// WithBaseOffset returns a copy of b rebased to baseOffset. The CRC does not cover the
-// base offset, so only the header field changes.
-func (b Batch) WithBaseOffset(baseOffset int64) Batch {
-	raw := append([]byte(nil), b.Raw...)
-	binary.BigEndian.PutUint64(raw[offBaseOffset:], uint64(baseOffset))
-	b.LastOffset = baseOffset + (b.LastOffset - b.BaseOffset)
-	b.BaseOffset = baseOffset
-	b.Raw = raw
-	return b
-}
-
-// ParseBatch decodes and validates the header of the single complete batch in raw
-// (which must be exactly one batch). Records are not decoded; see Records.
+// ParseBatch is storage.ParseBatch for the metadata log: a compressed batch is
+// corrupt here.
 func ParseBatch(raw []byte) (Batch, error) {
-	if len(raw) < BatchHeaderSize {
-		return Batch{}, fmt.Errorf("%w: %d bytes, header needs %d", ErrShortBatch, len(raw), BatchHeaderSize)
+	b, err := storage.ParseBatch(raw)
+	if err != nil {
+		return Batch{}, err
 	}
-	be := binary.BigEndian
-	length := int64(int32(be.Uint32(raw[offBatchLength:])))
-	if length < BatchHeaderSize-logOverhead {
-		return Batch{}, fmt.Errorf("%w: batch length %d", ErrCorruptBatch, length)
-	}
-	if int64(len(raw)) != length+logOverhead {
-		return Batch{}, fmt.Errorf("%w: batch length %d does not match %d bytes", ErrCorruptBatch, length, len(raw))
-	}
-	if raw[offMagic] != 2 {
-		return Batch{}, fmt.Errorf("%w: magic %d, want 2", ErrCorruptBatch, raw[offMagic])
-	}
-	if want, got := be.Uint32(raw[offCRC:]), crc32.Checksum(raw[offAttributes:], castagnoli); want != got {
-		return Batch{}, fmt.Errorf("%w: crc %08x, computed %08x", ErrCorruptBatch, want, got)
-	}
-	attrs := be.Uint16(raw[offAttributes:])
-	if attrs&attrCompressionMask != 0 {
+	if b.Compression() != 0 {
 		return Batch{}, fmt.Errorf("%w: compressed batches are not used by the metadata log", ErrCorruptBatch)
 	}
-	base := int64(be.Uint64(raw[offBaseOffset:]))
-	lastDelta := int32(be.Uint32(raw[offLastDelta:]))
-	if base < 0 || lastDelta < 0 {
-		return Batch{}, fmt.Errorf("%w: base offset %d, last offset delta %d", ErrCorruptBatch, base, lastDelta)
-	}
-	return Batch{
-		BaseOffset:     base,
-		LastOffset:     base + int64(lastDelta),
-		Epoch:          int32(be.Uint32(raw[offLeaderEpoch:])),
-		Control:        attrs&attrControl != 0,
-		MaxTimestampMs: int64(be.Uint64(raw[offMaxTimestamp:])),
-		Raw:            raw,
-	}, nil
+	return b, nil
 }
 
-// SplitBatches parses consecutive batches from a stream (a segment file or a Fetch
-// response's records). It returns the complete, valid batches and the number of bytes
-// they occupy. A trailing partial batch (Fetch responses may end with one) is not an
-// error: it is left out and n stops before it. A corrupt batch stops parsing with err
-// set; the batches before it are still returned, so a log can truncate a torn tail.
+// SplitBatches is storage.SplitBatches for the metadata log: a compressed batch
+// stops parsing as a corrupt one does.
 func SplitBatches(b []byte) (batches []Batch, n int, err error) {
-	for n < len(b) {
-		rest := b[n:]
-		if len(rest) < logOverhead {
-			return batches, n, nil
-		}
-		length := int64(int32(binary.BigEndian.Uint32(rest[offBatchLength:])))
-		if length < BatchHeaderSize-logOverhead {
-			return batches, n, fmt.Errorf("%w at byte %d: batch length %d", ErrCorruptBatch, n, length)
-		}
-		size := length + logOverhead
-		if int64(len(rest)) < size {
-			return batches, n, nil
-		}
-		batch, perr := ParseBatch(rest[:size:size])
-		if perr != nil {
-			return batches, n, fmt.Errorf("at byte %d: %w", n, perr)
-		}
-		batches = append(batches, batch)
-		n += int(size)
-	}
-	return batches, n, nil
-}
-
-// Records decodes the batch's records with absolute offsets and timestamps.
-func (b Batch) Records() ([]Record, error) {
-	be := binary.BigEndian
-	count := int32(be.Uint32(b.Raw[offRecordCount:]))
-	baseTs := int64(be.Uint64(b.Raw[offBaseTimestamp:]))
-	if count < 0 || int64(count) > int64(len(b.Raw)) {
-		return nil, fmt.Errorf("%w: record count %d", ErrCorruptBatch, count)
-	}
-	out := make([]Record, 0, count)
-	r := reader{b: b.Raw[BatchHeaderSize:]}
-	for i := int32(0); i < count; i++ {
-		rec, err := r.record(b.BaseOffset, baseTs)
-		if err != nil {
-			return nil, fmt.Errorf("batch at offset %d, record %d: %w", b.BaseOffset, i, err)
-		}
-		out = append(out, rec)
-	}
-	if len(r.b) != 0 {
-		return nil, fmt.Errorf("%w: %d trailing bytes in batch at offset %d", ErrCorruptBatch, len(r.b), b.BaseOffset)
-	}
-	if n := len(out); n > 0 && out[n-1].Offset != b.LastOffset {
-		return nil, fmt.Errorf("%w: last record offset %d, header says %d", ErrCorruptBatch, out[n-1].Offset, b.LastOffset)
-	}
-	return out, nil
-}
-
-// reader is a sticky-error-free cursor; every read checks bounds.
-type reader struct{ b []byte }
-
-func (r *reader) varint() (int64, error) {
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		return 0, fmt.Errorf("%w: bad varint", ErrCorruptBatch)
-	}
-	r.b = r.b[n:]
-	return v, nil
-}
-
-func (r *reader) bytes() ([]byte, error) {
-	n, err := r.varint()
-	if err != nil {
-		return nil, err
-	}
-	if n < 0 {
-		return nil, nil
-	}
-	if n > int64(len(r.b)) {
-		return nil, fmt.Errorf("%w: field of %d bytes, %d left", ErrCorruptBatch, n, len(r.b))
-	}
-	v := r.b[:n:n]
-	r.b = r.b[n:]
-	return v, nil
-}
-
-func (r *reader) record(baseOffset, baseTs int64) (Record, error) {
-	length, err := r.varint()
-	if err != nil {
-		return Record{}, err
-	}
-	if length < 0 || length > int64(len(r.b)) {
-		return Record{}, fmt.Errorf("%w: record length %d, %d left", ErrCorruptBatch, length, len(r.b))
-	}
-	body := reader{b: r.b[:length]}
-	r.b = r.b[length:]
-	if len(body.b) < 1 {
-		return Record{}, fmt.Errorf("%w: empty record", ErrCorruptBatch)
-	}
-	body.b = body.b[1:] // attributes, unused
-	tsDelta, err := body.varint()
-	if err != nil {
-		return Record{}, err
-	}
-	offDelta, err := body.varint()
-	if err != nil {
-		return Record{}, err
-	}
-	key, err := body.bytes()
-	if err != nil {
-		return Record{}, err
-	}
-	value, err := body.bytes()
-	if err != nil {
-		return Record{}, err
-	}
-	headers, err := body.varint()
-	if err != nil {
-		return Record{}, err
-	}
-	for i := int64(0); i < headers; i++ {
-		if _, err := body.bytes(); err != nil { // header key
-			return Record{}, err
-		}
-		if _, err := body.bytes(); err != nil { // header value
-			return Record{}, err
+	batches, n, err = storage.SplitBatches(b)
+	for i, batch := range batches {
+		if batch.Compression() != 0 {
+			pos := 0
+			for _, prev := range batches[:i] {
+				pos += prev.Size()
+			}
+			return batches[:i], pos, fmt.Errorf("at byte %d: %w: compressed batches are not used by the metadata log",
+				pos, ErrCorruptBatch)
 		}
 	}
-	if len(body.b) != 0 {
-		return Record{}, fmt.Errorf("%w: %d trailing bytes in record", ErrCorruptBatch, len(body.b))
-	}
-	return Record{Offset: baseOffset + offDelta, TimestampMs: baseTs + tsDelta, Key: key, Value: value}, nil
+	return batches, n, err
 }

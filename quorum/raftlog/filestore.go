@@ -9,6 +9,8 @@ import (
 	"slices"
 
 	"go.uber.org/zap"
+
+	"github.com/kraftd/kraftd/storage"
 )
 
 // Defaults of Kafka's metadata log settings.
@@ -236,22 +238,22 @@ func (s *FileStorage) recoverLog(bases []int64) error {
 		if err != nil {
 			return err
 		}
-		s.indexScanned(sg, res.batches)
-		if res.valid < res.total {
+		s.indexScanned(sg, res.Batches)
+		if res.Valid < res.Total {
 			if err := s.repairTail(sg, res); err != nil {
 				return err
 			}
 			return s.dropSegmentFiles(bases[i+1:])
 		}
 		next = sg.endOffset()
-		if n := len(res.batches); n > 0 {
-			prevEpoch = res.batches[n-1].Epoch
+		if n := len(res.Batches); n > 0 {
+			prevEpoch = res.Batches[n-1].Epoch
 		}
 	}
 	return nil
 }
 
-func (s *FileStorage) indexScanned(sg *segment, batches []Batch) {
+func (s *FileStorage) indexScanned(sg *segment, batches []storage.BatchInfo) {
 	sg.index(batches)
 	for _, b := range batches {
 		s.epochs.Assign(b.Epoch, b.BaseOffset)
@@ -259,14 +261,14 @@ func (s *FileStorage) indexScanned(sg *segment, batches []Batch) {
 }
 
 // repairTail cuts a segment back to its valid prefix.
-func (s *FileStorage) repairTail(sg *segment, res scanResult) error {
+func (s *FileStorage) repairTail(sg *segment, res storage.ScanResult) error {
 	s.log.Warn("truncating invalid log tail",
 		zap.String("segment", sg.path),
 		zap.Int64("offset", sg.endOffset()),
-		zap.Int64("position", res.valid),
-		zap.Int64("dropped_bytes", res.total-res.valid),
-		zap.NamedError("reason", res.reason))
-	if err := sg.f.Truncate(res.valid); err != nil {
+		zap.Int64("position", res.Valid),
+		zap.Int64("dropped_bytes", res.Total-res.Valid),
+		zap.NamedError("reason", res.Reason))
+	if err := sg.f.Truncate(res.Valid); err != nil {
 		return s.fail(ioErr(err))
 	}
 	sg.dirty = true
@@ -322,7 +324,7 @@ func (s *FileStorage) checkEpochCheckpoint() error {
 		return s.fail(ioErr(err))
 	}
 	entries, derr := DecodeEpochCheckpoint(data)
-	if err != nil || derr != nil || !slices.Equal(entries, s.epochs.entries) {
+	if err != nil || derr != nil || !slices.Equal(entries, s.epochs.Entries()) {
 		s.markEpochs()
 	}
 	return nil
@@ -505,7 +507,7 @@ func (s *FileStorage) Sync() error {
 		sg.dirty = false
 	}
 	if s.epochsDirty {
-		data := EncodeEpochCheckpoint(s.epochs.entries)
+		data := EncodeEpochCheckpoint(s.epochs.Entries())
 		if err := writeFileAtomic(s.dir, LeaderEpochCheckpointFile, data); err != nil {
 			return s.fail(err)
 		}
@@ -540,7 +542,7 @@ func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error
 	}
 	var epochs []byte
 	if s.epochsDirty {
-		epochs = EncodeEpochCheckpoint(s.epochs.entries)
+		epochs = EncodeEpochCheckpoint(s.epochs.Entries())
 	}
 	dir, syncD, mut := s.dir, s.dirDirty || epochs != nil, s.mut
 	work = func() error {
@@ -658,44 +660,18 @@ func (s *FileStorage) failedErr() error {
 	return fmt.Errorf("%w: refusing writes after an earlier failure: %w", ErrStorageFailed, s.failed)
 }
 
-// writeFileAtomic replaces dir/name with data through dir/name.tmp: write, fsync,
-// rename. The caller fsyncs dir to make the rename durable.
+// writeFileAtomic replaces dir/name with data through dir/name.tmp
+// (storage.WriteFileAtomic); the caller fsyncs dir.
 func writeFileAtomic(dir, name string, data []byte) error {
-	path := filepath.Join(dir, name)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
+	if err := storage.WriteFileAtomic(dir, name, data); err != nil {
 		return ioErr(err)
-	}
-	_, werr := f.Write(data)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, path)
-	}
-	if werr != nil {
-		_ = os.Remove(tmp) // best effort: a leftover .tmp is removed at the next open
-		return ioErr(werr)
 	}
 	return nil
 }
 
-// syncDir fsyncs a directory so that entries created, renamed or removed in it
-// survive a crash.
+// syncDir fsyncs a directory (storage.SyncDir).
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return ioErr(err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := storage.SyncDir(dir); err != nil {
 		return ioErr(err)
 	}
 	return nil

@@ -132,7 +132,7 @@ func TestRoundTripThroughReopen(t *testing.T) {
 	if !l.Batches[3].Control || l.State.LeaderEpoch != 3 || s.EndOffset() != 10 {
 		t.Fatalf("reloaded %+v end %d", l.State, s.EndOffset())
 	}
-	if want := []EpochEntry{{1, 0}, {2, 4}, {3, 9}}; !slices.Equal(s.EpochEntries(), want) {
+	if want := []EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: 4}, {Epoch: 3, StartOffset: 9}}; !slices.Equal(s.EpochEntries(), want) {
 		t.Fatalf("epochs %v", s.EpochEntries())
 	}
 	// The log keeps going after a reopen.
@@ -218,7 +218,7 @@ func TestTruncateAcrossSegments(t *testing.T) {
 	s = openTest(t, dir, opts)
 	want := append(slices.Clone(batches[:4]), next...)
 	sameBatches(t, load(t, s).Batches, want)
-	if e := s.EpochEntries(); !slices.Equal(e, []EpochEntry{{1, 0}, {2, 8}}) {
+	if e := s.EpochEntries(); !slices.Equal(e, []EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: 8}}) {
 		t.Fatalf("epochs %v", e)
 	}
 	if err := s.TruncateTo(3); err != nil {
@@ -317,7 +317,7 @@ func TestCorruptionInEarlierSegmentEndsTheLog(t *testing.T) {
 	// A bad CRC in the first batch of the middle segment (offsets 6..11).
 	path := filepath.Join(dir, segmentName(6))
 	data, _ := os.ReadFile(path)
-	data[offCRC] ^= 1
+	data[17] ^= 1 // a CRC byte (RecordBatch v2 offset 17)
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -509,7 +509,7 @@ func TestRecoveryStopsAtEpochRegression(t *testing.T) {
 	}
 	s := openTest(t, dir, FileOptions{})
 	sameBatches(t, load(t, s).Batches, []Batch{old[0], old[1], replacement})
-	if want := []EpochEntry{{1, 0}, {2, 4}}; !slices.Equal(s.EpochEntries(), want) {
+	if want := []EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: 4}}; !slices.Equal(s.EpochEntries(), want) {
 		t.Fatalf("epochs %v", s.EpochEntries())
 	}
 }

@@ -81,8 +81,8 @@ func (m *fileVsModel) check(t *rapid.T) {
 	for _, b := range want.Batches {
 		cache.Assign(b.Epoch, b.BaseOffset)
 	}
-	if e := m.file.EpochEntries(); !slices.Equal(e, cache.entries) {
-		t.Fatalf("epochs %v, want %v", e, cache.entries)
+	if e := m.file.EpochEntries(); !slices.Equal(e, cache.Entries()) {
+		t.Fatalf("epochs %v, want %v", e, cache.Entries())
 	}
 }
 

@@ -5,31 +5,25 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
+
+	"github.com/kraftd/kraftd/storage"
 )
 
-// Segment files are named like Kafka's: the base offset, zero-padded to 20 digits.
+// Segment files are named like Kafka's: the base offset, zero-padded to 20 digits
+// (storage.SegmentFileName).
 const (
-	logSuffix       = ".log"
-	indexSuffix     = ".index"
-	timeIndexSuffix = ".timeindex"
+	logSuffix       = storage.LogSuffix
+	indexSuffix     = storage.IndexSuffix
+	timeIndexSuffix = storage.TimeIndexSuffix
 )
 
 // segmentName is the file name of the segment whose first offset is base.
-func segmentName(base int64) string { return fmt.Sprintf("%020d%s", base, logSuffix) }
+func segmentName(base int64) string { return storage.SegmentFileName(base, logSuffix) }
 
 // parseSegmentName returns the base offset of a "%020d.log" file name.
 func parseSegmentName(name string) (int64, bool) {
-	digits, ok := strings.CutSuffix(name, logSuffix)
-	if !ok || len(digits) != 20 {
-		return 0, false
-	}
-	base, err := strconv.ParseInt(digits, 10, 64)
-	if err != nil || base < 0 {
-		return 0, false
-	}
-	return base, true
+	return storage.ParseSegmentFileName(name, logSuffix)
 }
 
 // batchPos locates one batch inside a segment file.
@@ -92,53 +86,25 @@ func openSegment(dir string, base int64) (*segment, error) {
 	return &segment{base: base, path: path, f: f}, nil
 }
 
-// scanResult is what reading one segment file found.
-type scanResult struct {
-	batches []Batch
-	valid   int64 // bytes of valid batches from the start of the file
-	total   int64 // bytes in the file
-	reason  error // why scanning stopped before total, if it did
-}
-
 // scanSegment reads the segment file and returns its longest valid prefix of
-// batches, where valid means: a complete batch with a correct CRC, offsets that
-// continue from next, and an epoch no older than prevEpoch. Batches returned alias
-// one buffer holding the whole file.
-func scanSegment(path string, next int64, prevEpoch int32) (scanResult, error) {
-	data, err := os.ReadFile(path)
+// batches (storage.ScanSegment, the recovery scan shared with the partition logs).
+func scanSegment(path string, next int64, prevEpoch int32) (storage.ScanResult, error) {
+	res, err := storage.ScanSegment(path, next, prevEpoch, nil)
 	if err != nil {
-		return scanResult{}, ioErr(err)
-	}
-	batches, n, perr := SplitBatches(data)
-	res := scanResult{total: int64(len(data)), reason: perr}
-	for _, b := range batches {
-		if b.BaseOffset != next {
-			res.reason = fmt.Errorf("batch at offset %d where %d was expected", b.BaseOffset, next)
-			break
-		}
-		if b.Epoch < prevEpoch {
-			res.reason = fmt.Errorf("batch at offset %d has epoch %d after epoch %d", b.BaseOffset, b.Epoch, prevEpoch)
-			break
-		}
-		res.batches = append(res.batches, b)
-		res.valid += int64(b.Size())
-		next, prevEpoch = b.NextOffset(), b.Epoch
-	}
-	if res.reason == nil && res.valid < res.total {
-		res.reason = fmt.Errorf("incomplete batch at byte %d", n)
+		return res, ioErr(err)
 	}
 	return res, nil
 }
 
 // index records the positions of scanned batches in the segment.
-func (sg *segment) index(batches []Batch) {
+func (sg *segment) index(batches []storage.BatchInfo) {
 	sg.batches = sg.batches[:0]
 	var pos int64
 	for _, b := range batches {
 		sg.batches = append(sg.batches, batchPos{
 			base: b.BaseOffset, last: b.LastOffset, epoch: b.Epoch, pos: pos, maxTsMs: b.MaxTimestampMs,
 		})
-		pos += int64(b.Size())
+		pos += b.Size
 	}
 	sg.size = pos
 }

@@ -142,7 +142,7 @@ func TestSnapshotLogStartAndDeletion(t *testing.T) {
 	if got := segmentFiles(t, dir); got[0] != segmentName(8) || len(got) != 3 {
 		t.Fatalf("segments %v", got)
 	}
-	if s.StartOffset() != 10 || !slices.Equal(s.EpochEntries(), []EpochEntry{{1, 10}}) {
+	if s.StartOffset() != 10 || !slices.Equal(s.EpochEntries(), []EpochEntry{{Epoch: 1, StartOffset: 10}}) {
 		t.Fatalf("start %d epochs %v", s.StartOffset(), s.EpochEntries())
 	}
 	l := load(t, s)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/kraftd/kraftd/broker"
+	"github.com/kraftd/kraftd/replica"
+	"github.com/kraftd/kraftd/storage"
 )
 
 // brokerRole runs the KRaft broker: registration and heartbeats with the active
@@ -15,9 +17,10 @@ import (
 // broker-only node, or sharing the voter on a combined node), and the client APIs on
 // every listener that is not a controller listener.
 type brokerRole struct {
-	a  *App
-	mu sync.Mutex
-	b  *broker.Broker
+	a        *App
+	mu       sync.Mutex
+	b        *broker.Broker
+	replicas *replica.Manager // partition logs; closed after the broker stops
 }
 
 // Prepare builds the broker; called by App.Start with the App lock held.
@@ -35,6 +38,16 @@ func (r *brokerRole) Prepare(context.Context) error {
 	if len(cfg.ControllerListenerNames) > 0 {
 		controllerListener = cfg.ControllerListenerNames[0]
 	}
+	replicas, err := replica.New(replica.Config{
+		Dir:             cfg.DataDir(),
+		BrokerID:        cfg.NodeID,
+		Log:             storage.LogConfig{SegmentBytes: int64(cfg.LogSegmentBytes)},
+		MaxMessageBytes: int(cfg.MessageMaxBytes),
+		Logger:          cfg.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
 	b, err := broker.New(broker.Config{
 		NodeID:                       cfg.NodeID,
 		ClusterID:                    r.a.clusterID,
@@ -48,12 +61,15 @@ func (r *brokerRole) Prepare(context.Context) error {
 		InitialRegistrationTimeoutMs: cfg.InitialBrokerRegistrationTimeoutMs,
 		ControllerRequestTimeoutMs:   int64(cfg.QuorumRequestTimeoutMs),
 		AutoCreateTopicsEnable:       cfg.AutoCreateTopicsEnable,
+		Replicas:                     replicas,
+		MinInsyncReplicas:            int(cfg.MinInsyncReplicas),
 		DefaultNumPartitions:         cfg.NumPartitions,
 		DefaultReplicationFactor:     cfg.DefaultReplicationFactor,
 		OnFatal:                      r.a.reportFatal,
 		Logger:                       cfg.Logger,
 	})
 	if err != nil {
+		_ = replicas.Close() // nothing was hosted yet
 		return fmt.Errorf("broker: %w", err)
 	}
 	for _, l := range cfg.BrokerEndpoints() {
@@ -68,7 +84,7 @@ func (r *brokerRole) Prepare(context.Context) error {
 		}
 	}
 	r.mu.Lock()
-	r.b = b
+	r.b, r.replicas = b, replicas
 	r.mu.Unlock()
 	return nil
 }
@@ -86,10 +102,14 @@ func (r *brokerRole) Stop(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := b.Stop(ctx); err != nil && !errors.Is(err, broker.ErrStopped) {
-		return err
+	err := b.Stop(ctx)
+	if errors.Is(err, broker.ErrStopped) {
+		err = nil
 	}
-	return nil
+	r.mu.Lock()
+	replicas := r.replicas
+	r.mu.Unlock()
+	return errors.Join(err, replicas.Close())
 }
 
 // Broker is the running broker or nil.

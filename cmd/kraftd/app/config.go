@@ -159,10 +159,14 @@ type Config struct {
 	NumPartitions int32
 	// DefaultReplicationFactor: default.replication.factor.
 	DefaultReplicationFactor int16
-	// AutoCreateTopicsEnable is auto.create.topics.enable. Kafka defaults
-	// it to true; kraftd defaults it to false so that a typo in a topic name
-	// is an error rather than a new topic. Set it to true to match Kafka.
+	// AutoCreateTopicsEnable is auto.create.topics.enable (true, as Kafka).
 	AutoCreateTopicsEnable bool
+	// MessageMaxBytes: message.max.bytes.
+	MessageMaxBytes int32
+	// LogSegmentBytes: log.segment.bytes.
+	LogSegmentBytes int32
+	// MinInsyncReplicas: min.insync.replicas.
+	MinInsyncReplicas int32
 	// BrokerRack: broker.rack.
 	BrokerRack string
 
@@ -332,6 +336,15 @@ func (c *Config) dataDirs() []string {
 		return nil
 	}
 	return []string{c.LogDir}
+}
+
+// DataDir is the directory partition logs live in: the first data directory
+// (one directory for now; JBOD can come later).
+func (c *Config) DataDir() string {
+	if dirs := c.dataDirs(); len(dirs) > 0 {
+		return dirs[0]
+	}
+	return ""
 }
 
 // metadataDir is metadata.log.dir, or the first data directory.

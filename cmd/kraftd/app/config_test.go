@@ -42,7 +42,7 @@ func TestDefaultConfigMatchesKafka(t *testing.T) {
 			t.Errorf("%s = %d, want %d", ch.name, ch.got, ch.want)
 		}
 	}
-	if c.Mode != ModeKRaft || c.AutoCreateTopicsEnable || c.InterBrokerListenerName != "PLAINTEXT" {
+	if c.Mode != ModeKRaft || !c.AutoCreateTopicsEnable || c.InterBrokerListenerName != "PLAINTEXT" {
 		t.Errorf("mode %q autocreate %v ibl %q", c.Mode, c.AutoCreateTopicsEnable, c.InterBrokerListenerName)
 	}
 }

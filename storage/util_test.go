@@ -1,4 +1,4 @@
-package raftlog
+package storage
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package raftlog
+package storage
 
 import (
 	"bufio"
@@ -13,7 +13,7 @@ import (
 const LeaderEpochCheckpointFile = "leader-epoch-checkpoint"
 
 // ErrCorruptEpochCheckpoint is returned by DecodeEpochCheckpoint.
-var ErrCorruptEpochCheckpoint = errors.New("raftlog: corrupt leader-epoch-checkpoint")
+var ErrCorruptEpochCheckpoint = errors.New("storage: corrupt leader-epoch-checkpoint")
 
 // EpochEntry says that leader epoch Epoch's batches start at StartOffset.
 type EpochEntry struct {

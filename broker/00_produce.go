@@ -1,0 +1,179 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/kraftd/kraftd/metadata/image"
+	"github.com/kraftd/kraftd/protocol"
+	"github.com/kraftd/kraftd/replica"
+)
+
+// Produce: v3-v11 (v3 is the first to carry RecordBatch v2 only; v12 would
+// announce transaction.version 2, v13 addresses topics by id).
+//
+// Behaviour, as Kafka's KafkaApis.handleProduceRequest / ReplicaManager:
+//   - Acks other than 0, 1, -1: INVALID_REQUIRED_ACKS on every partition.
+//   - Each partition's records go to its leader replica (replica.Partition.
+//     AppendAsLeader): one RecordBatch v2, valid CRC, idempotent sequence
+//     checks; errors per partition (CORRUPT_MESSAGE, INVALID_RECORD - as
+//     CORRUPT_MESSAGE before v8, which lacks it -, MESSAGE_TOO_LARGE,
+//     RECORD_LIST_TOO_LARGE, OUT_OF_ORDER_SEQUENCE_NUMBER,
+//     INVALID_PRODUCER_EPOCH, NOT_ENOUGH_REPLICAS for acks=-1 below
+//     min.insync.replicas). A topic the image does not know is
+//     UNKNOWN_TOPIC_OR_PARTITION; a partition hosted elsewhere
+//     NOT_LEADER_OR_FOLLOWER, with the leader and its endpoint on this
+//     listener from v10 on (KIP-951).
+//   - acks=-1 answers once the high watermark passes every appended batch
+//     (every ISR member has it), or REQUEST_TIMED_OUT for the partitions still
+//     waiting at TimeoutMillis; a duplicate waits for its original batch.
+//   - acks=0 gets no response; if any partition failed, the connection is
+//     closed instead, so the producer learns something went wrong.
+//   - message.timestamp.type=LogAppendTime (topic, or the cluster's
+//     log.message.timestamp.type): the batch is stamped with the broker's
+//     time (max timestamp and attribute, CRC recomputed), returned in
+//     LogAppendTime; CreateTime answers -1.
+//   - Transactional batches: INVALID_TXN_STATE (no transaction coordinator
+//     yet, so no partition is ever in a transaction).
+func (c *ClientAPI) handleProduce(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
+	body := req.Body.(*kmsg.ProduceRequest)
+	resp := body.ResponseKind().(*kmsg.ProduceResponse)
+	img := c.cfg.Metadata.Image()
+	var waits []producedWait
+	var hints []leaderHint
+	failed := false
+	for ti, rt := range body.Topics {
+		t, _ := img.TopicByName(rt.Topic)
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		for pi, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			res, p, err := c.produceOne(img, t, rt.Topic, rp, body.Acks)
+			if err != nil {
+				failed = true
+				c.setProduceError(body.Version, &sp, err)
+				if sp.ErrorCode == kerr.NotLeaderForPartition.Code && body.Version >= 10 {
+					if h := partitionLeaderHint(t, rp.Partition); h.ok {
+						sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = h.leaderID, h.leaderEpoch
+						hints = append(hints, h)
+					}
+				}
+			} else {
+				sp.BaseOffset, sp.LogStartOffset, sp.LogAppendTime = res.BaseOffset, res.LogStartOffset, res.LogAppendTimeMs
+				if body.Acks == -1 {
+					waits = append(waits, producedWait{topic: ti, partition: pi, p: p, lastOffset: res.LastOffset})
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if body.Acks == 0 {
+		if failed {
+			return nil, errors.New("broker: produce with acks=0 failed; closing the connection")
+		}
+		return nil, nil
+	}
+	if err := c.waitProduced(ctx, body, resp, waits); err != nil {
+		return nil, err
+	}
+	resp.Brokers = produceLeaderEndpoints(img, req.Listener, hints)
+	return resp, nil
+}
+
+// produceOne appends one partition's records.
+func (c *ClientAPI) produceOne(img *image.Image, t *image.Topic, topic string,
+	rp kmsg.ProduceRequestTopicPartition, acks int16) (replica.AppendResult, *replica.Partition, error) {
+	if acks != 0 && acks != 1 && acks != -1 {
+		return replica.AppendResult{}, nil, errInvalidRequiredAcks
+	}
+	p, err := c.hostedPartition(img, t, rp.Partition)
+	if err != nil {
+		return replica.AppendResult{}, nil, err
+	}
+	res, err := p.AppendAsLeader(rp.Records, c.appendOptions(img, topic, acks, time.Now().UnixMilli()))
+	return res, p, err
+}
+
+var errInvalidRequiredAcks = errors.New("broker: acks must be -1, 0 or 1")
+
+func (c *ClientAPI) setProduceError(version int16, sp *kmsg.ProduceResponseTopicPartition, err error) {
+	sp.BaseOffset = -1
+	if errors.Is(err, errInvalidRequiredAcks) {
+		sp.ErrorCode = kerr.InvalidRequiredAcks.Code
+	} else {
+		sp.ErrorCode = replicaErrorCode(err)
+	}
+	if version < 8 && sp.ErrorCode == kerr.InvalidRecord.Code {
+		sp.ErrorCode = kerr.CorruptMessage.Code
+	}
+	if version >= 8 {
+		msg := err.Error()
+		sp.ErrorMessage = &msg
+	}
+	if sp.ErrorCode == kerr.UnknownServerError.Code || sp.ErrorCode == kerr.KafkaStorageError.Code {
+		c.log.Warn("produce failed", zap.Error(err))
+	}
+}
+
+// producedWait is an acks=-1 append waiting for the high watermark.
+type producedWait struct {
+	topic, partition int
+	p                *replica.Partition
+	lastOffset       int64
+}
+
+// waitProduced waits for acks=-1 appends to commit, within the request's
+// timeout; a partition still waiting then says REQUEST_TIMED_OUT. It returns
+// an error only when the client's connection is gone.
+func (c *ClientAPI) waitProduced(ctx context.Context, body *kmsg.ProduceRequest, resp *kmsg.ProduceResponse, waits []producedWait) error {
+	if len(waits) == 0 {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Duration(max(body.TimeoutMillis, 0))*time.Millisecond)
+	defer cancel()
+	for _, w := range waits {
+		err := w.p.WaitCommitted(wctx, w.lastOffset)
+		if err == nil {
+			continue
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		sp := &resp.Topics[w.topic].Partitions[w.partition]
+		c.setProduceError(body.Version, sp, fmt.Errorf("waiting for offset %d to be replicated: %w", w.lastOffset, err))
+	}
+	return nil
+}
+
+// produceLeaderEndpoints lists the endpoints of the leaders named in KIP-951
+// hints, on the request's listener.
+func produceLeaderEndpoints(img *image.Image, listener string, hints []leaderHint) []kmsg.ProduceResponseBroker {
+	var out []kmsg.ProduceResponseBroker
+	seen := map[int32]bool{}
+	for _, h := range hints {
+		if seen[h.leaderID] {
+			continue
+		}
+		seen[h.leaderID] = true
+		br, ok := img.Broker(h.leaderID)
+		if !ok {
+			continue
+		}
+		ep, ok := br.Listener(listener)
+		if !ok {
+			continue
+		}
+		b := kmsg.NewProduceResponseBroker()
+		b.NodeID, b.Host, b.Port, b.Rack = br.ID, ep.Host, int32(ep.Port), br.Rack
+		out = append(out, b)
+	}
+	return out
+}

@@ -1,0 +1,195 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"math"
+	"reflect"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kraftd/kraftd/metadata/image"
+	"github.com/kraftd/kraftd/metadata/records"
+	"github.com/kraftd/kraftd/protocol"
+	"github.com/kraftd/kraftd/replica"
+)
+
+// Fetch of data partitions: v4-v16, on broker listeners. (quorum/01_fetch.go
+// answers Fetch of __cluster_metadata on the controller listener; the two never
+// share a listener, so the app routes by listener.)
+//
+// Behaviour, as Kafka's KafkaApis.handleFetchRequest / ReplicaManager.fetchMessages
+// for consumers:
+//   - Topics by name, or by id from v13 (an unknown id is UNKNOWN_TOPIC_ID); a
+//     partition this broker does not lead is NOT_LEADER_OR_FOLLOWER (v16 adds
+//     the leader and its endpoint, KIP-951); CurrentLeaderEpoch (v9+) fences
+//     with FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (KIP-320); an offset
+//     outside the log is OFFSET_OUT_OF_RANGE.
+//   - Records are whole batches below the high watermark. The last stable
+//     offset equals the high watermark (no transactions yet), so
+//     read_committed and read_uncommitted see the same records;
+//     AbortedTransactions is empty for read_committed and null otherwise.
+//   - Bytes: each partition at most PartitionMaxBytes, the response at most
+//     MaxBytes (v3+), except that the first partition with data returns at least
+//     one whole batch (KIP-74).
+//   - Long poll: with fewer than MinBytes and no error, the answer waits up to
+//     MaxWaitMillis for a high watermark move on any fetched partition.
+//   - No incremental fetch sessions (KIP-227): SessionID 0 is always answered,
+//     which clients read as "full fetches only"; a request naming a session is
+//     FETCH_SESSION_ID_NOT_FOUND.
+//   - Replica fetches (ReplicaID >= 0) are read as consumer fetches: followers
+//     do not replicate yet.
+func (c *ClientAPI) handleFetch(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
+	body := req.Body.(*kmsg.FetchRequest)
+	if body.SessionID != 0 {
+		resp := body.ResponseKind().(*kmsg.FetchResponse)
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		return resp, nil
+	}
+	wait := time.Duration(max(body.MaxWaitMillis, 0)) * time.Millisecond
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		resp, fr := c.fetchOnce(req.Listener, body)
+		if fr.bytes >= int(body.MinBytes) || fr.errors || wait <= 0 || len(fr.changed) == 0 {
+			return resp, nil
+		}
+		switch waitAny(ctx, timer.C, fr.changed) {
+		case waitCanceled:
+			return nil, ctx.Err()
+		case waitTimedOut:
+			resp, _ = c.fetchOnce(req.Listener, body)
+			return resp, nil
+		}
+	}
+}
+
+// fetchRound is what one pass over the request found.
+type fetchRound struct {
+	bytes   int
+	errors  bool
+	changed []<-chan struct{} // taken before reading: a move after the read closes them
+}
+
+// fetchOnce reads every requested partition once.
+func (c *ClientAPI) fetchOnce(listener string, body *kmsg.FetchRequest) (*kmsg.FetchResponse, fetchRound) {
+	resp := body.ResponseKind().(*kmsg.FetchResponse)
+	img := c.cfg.Metadata.Image()
+	var fr fetchRound
+	var hints []leaderHint
+	remaining := math.MaxInt32
+	if body.Version >= 3 {
+		remaining = int(max(body.MaxBytes, 0))
+	}
+	minOne := true
+	for _, rt := range body.Topics {
+		st := kmsg.NewFetchResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		t, unknownID := fetchTopic(img, body.Version, rt)
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewFetchResponseTopicPartition()
+			// Kafka answers empty records, never null: librdkafka rejects a
+			// null record set ("invalid MessageSetSize -1").
+			sp.Partition, sp.HighWatermark, sp.RecordBatches = rp.Partition, -1, []byte{}
+			if body.IsolationLevel == 1 {
+				sp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+			}
+			var p *replica.Partition
+			var err error
+			if unknownID {
+				sp.ErrorCode = kerr.UnknownTopicID.Code
+			} else if p, err = c.hostedPartition(img, t, rp.Partition); err == nil {
+				fr.changed = append(fr.changed, p.Changed())
+				limit := min(int(max(rp.PartitionMaxBytes, 0)), remaining)
+				var n int
+				n, err = fetchPartition(p, &sp, body.Version, rp, limit, minOne)
+				remaining -= n
+				fr.bytes += n
+				minOne = minOne && n == 0
+			}
+			if err != nil {
+				sp.ErrorCode = replicaErrorCode(err)
+			}
+			if sp.ErrorCode != 0 {
+				fr.errors = true
+				if sp.ErrorCode == kerr.NotLeaderForPartition.Code && body.Version >= 16 {
+					if h := partitionLeaderHint(t, rp.Partition); h.ok {
+						sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = h.leaderID, h.leaderEpoch
+						hints = append(hints, h)
+					}
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	for _, b := range produceLeaderEndpoints(img, listener, hints) {
+		fb := kmsg.NewFetchResponseBroker()
+		fb.NodeID, fb.Host, fb.Port, fb.Rack = b.NodeID, b.Host, b.Port, b.Rack
+		resp.Brokers = append(resp.Brokers, fb)
+	}
+	return resp, fr
+}
+
+// fetchTopic resolves a requested topic by id (v13+) or name; unknownID is set
+// for an id the image does not know.
+func fetchTopic(img *image.Image, version int16, rt kmsg.FetchRequestTopic) (t *image.Topic, unknownID bool) {
+	if version >= 13 {
+		t, ok := img.TopicByID(records.UUID(rt.TopicID))
+		return t, !ok
+	}
+	t, _ = img.TopicByName(rt.Topic)
+	return t, false
+}
+
+// fetchPartition reads one partition into sp and returns the bytes it added.
+// Without minOne, a first batch larger than limit is left out.
+func fetchPartition(p *replica.Partition, sp *kmsg.FetchResponseTopicPartition, version int16,
+	rp kmsg.FetchRequestTopicPartition, limit int, minOne bool) (int, error) {
+	epoch := int32(-1)
+	if version >= 9 {
+		epoch = rp.CurrentLeaderEpoch
+	}
+	rr, err := p.ReadAsLeader(rp.FetchOffset, max(limit, 0), epoch)
+	if err == nil || errors.Is(err, replica.ErrOffsetOutOfRange) {
+		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = rr.HighWatermark, rr.HighWatermark, rr.LogStartOffset
+	}
+	if err != nil {
+		return 0, err
+	}
+	if len(rr.Records) > limit && !minOne {
+		return 0, nil
+	}
+	if len(rr.Records) > 0 {
+		sp.RecordBatches = rr.Records
+	}
+	return len(rr.Records), nil
+}
+
+type waitResult int
+
+const (
+	waitChanged waitResult = iota
+	waitTimedOut
+	waitCanceled
+)
+
+// waitAny blocks until one of changed closes, timeout fires or ctx ends.
+func waitAny(ctx context.Context, timeout <-chan time.Time, changed []<-chan struct{}) waitResult {
+	cases := make([]reflect.SelectCase, 0, len(changed)+2)
+	cases = append(cases,
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timeout)})
+	for _, ch := range changed {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
+	}
+	switch i, _, _ := reflect.Select(cases); i {
+	case 0:
+		return waitCanceled
+	case 1:
+		return waitTimedOut
+	}
+	return waitChanged
+}

@@ -1,0 +1,74 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kraftd/kraftd/protocol"
+	"github.com/kraftd/kraftd/replica"
+)
+
+// ListOffsets: v1-v8 (v0's OldStyleOffsets are not served).
+//
+// Behaviour, as Kafka's ReplicaManager.fetchOffsetForTimestamp for consumers:
+//   - Timestamp -2 (earliest) and -4 (earliest local, KIP-405: there is no
+//     tiered storage, so the same): the log start offset; -1 (latest): the high
+//     watermark, which is also the last stable offset (read_committed) until
+//     transactions exist; -3 (max timestamp, v7+, KIP-734): the batch reaching
+//     the largest timestamp; t >= 0: the first record whose timestamp is at or
+//     after t. Nothing qualifying (or only at or above the high watermark):
+//     offset -1, timestamp -1, no error.
+//   - LeaderEpoch (v4+) is the epoch of the batch holding the offset (the
+//     current leader epoch for earliest/latest); CurrentLeaderEpoch fences
+//     (KIP-320). Errors per partition as Fetch: UNKNOWN_TOPIC_OR_PARTITION,
+//     NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH.
+//   - -3 before v7, -4 before v8, and any other negative timestamp (-5, latest
+//     tiered, needs v9, which is not served): UNSUPPORTED_VERSION.
+func (c *ClientAPI) handleListOffsets(_ context.Context, req *protocol.Request) (kmsg.Response, error) {
+	body := req.Body.(*kmsg.ListOffsetsRequest)
+	resp := body.ResponseKind().(*kmsg.ListOffsetsResponse)
+	img := c.cfg.Metadata.Image()
+	for _, rt := range body.Topics {
+		t, _ := img.TopicByName(rt.Topic)
+		st := kmsg.NewListOffsetsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.ErrorCode = listOffset(c, &sp, body.Version, rp, func() (*replica.Partition, error) {
+				return c.hostedPartition(img, t, rp.Partition)
+			})
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil
+}
+
+func listOffset(c *ClientAPI, sp *kmsg.ListOffsetsResponseTopicPartition, version int16,
+	rp kmsg.ListOffsetsRequestTopicPartition, partition func() (*replica.Partition, error)) int16 {
+	switch {
+	case rp.Timestamp == replica.MaxTimestamp && version < 7,
+		rp.Timestamp == replica.EarliestLocalTimestamp && version < 8,
+		rp.Timestamp < replica.EarliestLocalTimestamp:
+		return kerr.UnsupportedVersion.Code
+	}
+	p, err := partition()
+	if err != nil {
+		return replicaErrorCode(err)
+	}
+	epoch := int32(-1)
+	if version >= 4 {
+		epoch = rp.CurrentLeaderEpoch
+	}
+	offset, ts, leaderEpoch, found, err := p.OffsetForTimestamp(rp.Timestamp, epoch)
+	if err != nil {
+		return replicaErrorCode(err)
+	}
+	if found {
+		sp.Offset, sp.Timestamp, sp.LeaderEpoch = offset, ts, leaderEpoch
+	}
+	return 0
+}

@@ -1,0 +1,379 @@
+package broker
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/kraftd/kraftd/metadata/image"
+	"github.com/kraftd/kraftd/metadata/records"
+	"github.com/kraftd/kraftd/protocol"
+	"github.com/kraftd/kraftd/quorum"
+	"github.com/kraftd/kraftd/replica"
+	"github.com/kraftd/kraftd/storage"
+)
+
+// dataHarness is a broker (node 1) with a replica manager, fed an image where
+// it leads demo-0, follows demo-1 (led by node 2), and does not host other-0.
+type dataHarness struct {
+	*harness
+	replicas *replica.Manager
+	demoID   records.UUID
+}
+
+func newDataHarness(t *testing.T, maxMessageBytes int) *dataHarness {
+	t.Helper()
+	m, err := replica.New(replica.Config{Dir: t.TempDir(), BrokerID: 1, MaxMessageBytes: maxMessageBytes,
+		Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	h := newHarness(t, func(c *Config) { c.Replicas = m })
+	h.runPublisher()
+	d := &dataHarness{harness: h, replicas: m, demoID: uuid(7)}
+	h.commit(mvRecord(14),
+		brokerRecord(1, 10, false, nil, ep("PLAINTEXT", 19001)),
+		brokerRecord(2, 11, false, nil, ep("PLAINTEXT", 19002)),
+		topicRecord("demo", d.demoID),
+		partitionRecord(d.demoID, 0, 1, []int32{1}, []int32{1}),
+		partitionRecord(d.demoID, 1, 2, []int32{2, 1}, []int32{2, 1}),
+		topicRecord("other", uuid(8)),
+		partitionRecord(uuid(8), 0, 2, []int32{2}, []int32{2}))
+	if got := m.Hosted(); len(got) != 2 {
+		t.Fatalf("hosted %v after the image, want demo-0 and demo-1", got)
+	}
+	return d
+}
+
+// records builds one uncompressed producer batch of n records.
+func recordBatch(n int) []byte {
+	recs := make([]storage.Record, n)
+	for i := range recs {
+		recs[i] = storage.Record{Value: []byte{'v', byte('0' + i)}}
+	}
+	return storage.EncodeBatch(0, -1, time.Now().UnixMilli(), false, recs).Raw
+}
+
+func produceReq(version int16, acks int16, topic string, partition int32, records []byte) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(version)
+	req.Acks, req.TimeoutMillis = acks, 2000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = partition, records
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+func (d *dataHarness) produce(version int16, acks int16, topic string, partition int32, records []byte) kmsg.ProduceResponseTopicPartition {
+	d.t.Helper()
+	resp := d.request(produceReq(version, acks, topic, partition, records)).(*kmsg.ProduceResponse)
+	return resp.Topics[0].Partitions[0]
+}
+
+func fetchReq(version int16, topic string, id records.UUID, partition int32, offset int64) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(version)
+	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 0, 1, 1<<20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = topic, id
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = partition, offset, 1<<20, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+func (d *dataHarness) fetch(req *kmsg.FetchRequest) (*kmsg.FetchResponse, kmsg.FetchResponseTopicPartition) {
+	d.t.Helper()
+	resp := d.request(req).(*kmsg.FetchResponse)
+	return resp, resp.Topics[0].Partitions[0]
+}
+
+func TestProduceAndFetch(t *testing.T) {
+	d := newDataHarness(t, 0)
+	for i, v := range []int16{3, 7, 11} {
+		sp := d.produce(v, -1, "demo", 0, recordBatch(2))
+		if sp.ErrorCode != 0 || sp.BaseOffset != int64(2*i) || (v >= 5 && sp.LogStartOffset != 0) {
+			t.Fatalf("produce v%d: %+v", v, sp)
+		}
+	}
+	for _, v := range []int16{4, 11, 12, 13, 16} {
+		_, fp := d.fetch(fetchReq(v, "demo", d.demoID, 0, 2))
+		bs, n, err := storage.SplitBatches(fp.RecordBatches)
+		if fp.ErrorCode != 0 || err != nil || n != len(fp.RecordBatches) || len(bs) != 2 || bs[0].BaseOffset != 2 ||
+			fp.HighWatermark != 6 || fp.LastStableOffset != 6 || (v >= 5 && fp.LogStartOffset != 0) {
+			t.Fatalf("fetch v%d: error %d, %d batches from %v, hw %d lso %d", v, fp.ErrorCode, len(bs), bs, fp.HighWatermark, fp.LastStableOffset)
+		}
+	}
+	// At the end: empty records, never null (librdkafka rejects a null record set).
+	_, fp := d.fetch(fetchReq(11, "demo", d.demoID, 0, 6))
+	if fp.ErrorCode != 0 || fp.RecordBatches == nil || len(fp.RecordBatches) != 0 {
+		t.Fatalf("fetch at the end: error %d records %v", fp.ErrorCode, fp.RecordBatches)
+	}
+	// KIP-74: a response limit below one batch still returns the first batch whole.
+	req := fetchReq(11, "demo", d.demoID, 0, 0)
+	req.MaxBytes = 1
+	if _, fp := d.fetch(req); len(fp.RecordBatches) != len(recordBatch(2)) {
+		t.Fatalf("MaxBytes 1 returned %d bytes", len(fp.RecordBatches))
+	}
+	if _, fp := d.fetch(fetchReq(11, "demo", d.demoID, 0, 7)); fp.ErrorCode != kerr.OffsetOutOfRange.Code || fp.HighWatermark != 6 {
+		t.Fatalf("fetch past the end: %+v", fp)
+	}
+	if _, fp := d.fetch(fetchReq(13, "", uuid(99), 0, 0)); fp.ErrorCode != kerr.UnknownTopicID.Code {
+		t.Fatalf("unknown topic id: error %d", fp.ErrorCode)
+	}
+	if _, fp := d.fetch(fetchReq(11, "nope", records.UUID{}, 0, 0)); fp.ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("unknown topic: error %d", fp.ErrorCode)
+	}
+	fr := fetchReq(11, "demo", d.demoID, 0, 0)
+	fr.Topics[0].Partitions[0].CurrentLeaderEpoch = 5
+	if _, fp := d.fetch(fr); fp.ErrorCode != kerr.UnknownLeaderEpoch.Code {
+		t.Fatalf("newer leader epoch: error %d", fp.ErrorCode)
+	}
+	// A follower replica answers NOT_LEADER_OR_FOLLOWER with the KIP-951 hint (v16).
+	resp, fp := d.fetch(fetchReq(16, "", d.demoID, 1, 0))
+	if fp.ErrorCode != kerr.NotLeaderForPartition.Code || fp.CurrentLeader.LeaderID != 2 ||
+		len(resp.Brokers) != 1 || resp.Brokers[0].NodeID != 2 || resp.Brokers[0].Port != 19002 {
+		t.Fatalf("follower fetch: %+v brokers %+v", fp, resp.Brokers)
+	}
+	// A named session was never created here.
+	fs := fetchReq(11, "demo", d.demoID, 0, 0)
+	fs.SessionID = 42
+	if resp := d.request(fs).(*kmsg.FetchResponse); resp.ErrorCode != kerr.FetchSessionIDNotFound.Code {
+		t.Fatalf("session 42: error %d", resp.ErrorCode)
+	}
+}
+
+func TestProduceErrors(t *testing.T) {
+	d := newDataHarness(t, 200)
+	corrupt := recordBatch(1)
+	corrupt[len(corrupt)-1] ^= 1
+	twoBatches := append(recordBatch(1), recordBatch(1)...)
+	big := storage.EncodeBatch(0, -1, 0, false, []storage.Record{{Value: make([]byte, 300)}}).Raw
+	for _, tc := range []struct {
+		name      string
+		version   int16
+		acks      int16
+		topic     string
+		partition int32
+		records   []byte
+		want      int16
+	}{
+		{"acks 2", 11, 2, "demo", 0, recordBatch(1), kerr.InvalidRequiredAcks.Code},
+		{"crc", 11, 1, "demo", 0, corrupt, kerr.CorruptMessage.Code},
+		{"two batches v8+", 11, 1, "demo", 0, twoBatches, kerr.InvalidRecord.Code},
+		{"two batches v7", 7, 1, "demo", 0, twoBatches, kerr.CorruptMessage.Code},
+		{"too large", 11, 1, "demo", 0, big, kerr.MessageTooLarge.Code},
+		{"unknown topic", 11, 1, "nope", 0, recordBatch(1), kerr.UnknownTopicOrPartition.Code},
+		{"unknown partition", 11, 1, "demo", 9, recordBatch(1), kerr.UnknownTopicOrPartition.Code},
+		{"not hosted", 11, 1, "other", 0, recordBatch(1), kerr.NotLeaderForPartition.Code},
+		{"follower", 11, 1, "demo", 1, recordBatch(1), kerr.NotLeaderForPartition.Code},
+	} {
+		sp := d.produce(tc.version, tc.acks, tc.topic, tc.partition, tc.records)
+		if sp.ErrorCode != tc.want || sp.BaseOffset != -1 {
+			t.Errorf("%s: error %d base %d, want error %d", tc.name, sp.ErrorCode, sp.BaseOffset, tc.want)
+		}
+	}
+	// KIP-951: from v10 the leader and its endpoint come with the error.
+	resp := d.request(produceReq(10, 1, "demo", 1, recordBatch(1))).(*kmsg.ProduceResponse)
+	sp := resp.Topics[0].Partitions[0]
+	if sp.CurrentLeader.LeaderID != 2 || len(resp.Brokers) != 1 || resp.Brokers[0].Port != 19002 {
+		t.Fatalf("v10 hint: leader %+v brokers %+v", sp.CurrentLeader, resp.Brokers)
+	}
+	if p, _ := d.replicas.Partition(replica.TopicPartition{Topic: "demo", Partition: 0}); p.Log().EndOffset() != 0 {
+		t.Fatalf("refused produces reached the log: end offset %d", p.Log().EndOffset())
+	}
+}
+
+// acks=0 has no response; a failure closes the connection instead.
+func TestProduceAcksZero(t *testing.T) {
+	d := newDataHarness(t, 0)
+	call := func(records []byte) (kmsg.Response, error) {
+		return d.b.api.handleProduce(context.Background(), &protocol.Request{Key: 0, Version: 11, Listener: "PLAINTEXT",
+			Body: produceReq(11, 0, "demo", 0, records)})
+	}
+	if resp, err := call(recordBatch(1)); resp != nil || err != nil {
+		t.Fatalf("acks=0 success: %v %v", resp, err)
+	}
+	corrupt := recordBatch(1)
+	corrupt[len(corrupt)-1] ^= 1
+	if _, err := call(corrupt); err == nil {
+		t.Fatal("acks=0 failure kept the connection")
+	}
+	if p, _ := d.replicas.Partition(replica.TopicPartition{Topic: "demo", Partition: 0}); p.Log().EndOffset() != 1 {
+		t.Fatalf("end offset %d", p.Log().EndOffset())
+	}
+}
+
+// A fetch waiting for MinBytes is answered as soon as an append moves the
+// high watermark, not at MaxWaitMillis; with nothing appended it waits
+// MaxWaitMillis and answers empty. In a synctest bubble: synctest.Wait
+// returns once the fetch is parked, so the append surely comes after it.
+func TestFetchLongPoll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, err := replica.New(replica.Config{Dir: t.TempDir(), BrokerID: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		img := testImage(t,
+			brokerRecord(1, 10, false, nil, ep("PLAINTEXT", 9001)),
+			topicRecord("demo", uuid(7)),
+			partitionRecord(uuid(7), 0, 1, []int32{1}, []int32{1}))
+		SyncReplicas(m, 1, image.Empty(), img, zaptest.NewLogger(t))
+		c := newTestClientAPI(t, &recordingAdmin{}, func(cfg *ClientAPIConfig) {
+			cfg.Metadata, cfg.Replicas, cfg.ProducerIDs = staticSource{img}, m, noProducerIDs{}
+		})
+		p, _ := m.Partition(replica.TopicPartition{Topic: "demo", Partition: 0})
+
+		req := fetchReq(11, "demo", uuid(7), 0, 0)
+		req.MaxWaitMillis = 150
+		start := time.Now()
+		fp := call(t, c.handleFetch, req).(*kmsg.FetchResponse).Topics[0].Partitions[0]
+		if len(fp.RecordBatches) != 0 || time.Since(start) != 150*time.Millisecond {
+			t.Fatalf("empty long poll: %d bytes after %v", len(fp.RecordBatches), time.Since(start))
+		}
+
+		req = fetchReq(11, "demo", uuid(7), 0, 0)
+		req.MaxWaitMillis = 60000
+		done := make(chan kmsg.FetchResponseTopicPartition, 1)
+		start = time.Now()
+		go func() { done <- call(t, c.handleFetch, req).(*kmsg.FetchResponse).Topics[0].Partitions[0] }()
+		synctest.Wait()
+		if _, err := p.AppendAsLeader(recordBatch(3), replica.AppendOptions{RequiredAcks: 1, MinInsyncReplicas: 1, LogAppendTimeMs: -1}); err != nil {
+			t.Fatal(err)
+		}
+		fp = <-done
+		if len(fp.RecordBatches) == 0 || fp.HighWatermark != 3 || time.Since(start) != 0 {
+			t.Fatalf("woken fetch: %d bytes, hw %d, after %v", len(fp.RecordBatches), fp.HighWatermark, time.Since(start))
+		}
+	})
+}
+
+// testImage replays msgs into an image.
+func testImage(t *testing.T, msgs ...records.Message) *image.Image {
+	t.Helper()
+	d := image.NewDelta(image.Empty())
+	for i, m := range append([]records.Message{mvRecord(14)}, msgs...) {
+		if err := d.Replay(int64(i), 1, records.Record{Version: versionFor(m), Message: m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d.Apply()
+}
+
+type noProducerIDs struct{}
+
+func (noProducerIDs) NextProducerID(context.Context) (int64, error) { return -1, errNoProducerIDBlock }
+
+func TestListOffsets(t *testing.T) {
+	d := newDataHarness(t, 0)
+	d.produce(11, -1, "demo", 0, storage.EncodeBatch(0, -1, 1000, false, []storage.Record{{Value: []byte("a")}, {Value: []byte("b"), TimestampMs: 2000}}).Raw)
+	d.produce(11, -1, "demo", 0, storage.EncodeBatch(0, -1, 3000, false, []storage.Record{{Value: []byte("c")}}).Raw)
+	for _, tc := range []struct {
+		version       int16
+		ts            int64
+		err           int16
+		offset, tsOut int64
+	}{
+		{8, -2, 0, 0, -1}, {8, -1, 0, 3, -1}, {8, 0, 0, 0, 1000}, {8, 1500, 0, 1, 2000}, {8, 3000, 0, 2, 3000},
+		{8, 3001, 0, -1, -1}, {8, -3, 0, 2, 3000}, {8, -4, 0, 0, -1}, {6, -3, kerr.UnsupportedVersion.Code, -1, -1},
+		{1, -1, 0, 3, -1},
+	} {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.SetVersion(tc.version)
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "demo"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp = tc.ts
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		sp := d.request(req).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+		if sp.ErrorCode != tc.err || sp.Offset != tc.offset || sp.Timestamp != tc.tsOut {
+			t.Errorf("v%d ts %d: error %d offset %d ts %d, want %d %d %d", tc.version, tc.ts, sp.ErrorCode, sp.Offset, sp.Timestamp, tc.err, tc.offset, tc.tsOut)
+		}
+	}
+}
+
+// InitProducerId takes ids from AllocateProducerIds blocks: consecutive ids
+// within a block, the next block when it runs out, COORDINATOR_LOAD_IN_PROGRESS
+// when the controller refuses, NOT_COORDINATOR for a transactional id.
+func TestInitProducerID(t *testing.T) {
+	active := newFakeController(t, true, nil)
+	m, err := replica.New(replica.Config{Dir: t.TempDir(), BrokerID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	h := newHarness(t, func(c *Config) { c.ControllerAddrs = map[int32]string{3001: active.addr}; c.Replicas = m })
+	h.runPublisher()
+	h.b.Listener().HandleLeaderChange(quorum.LeaderAndEpoch{LeaderID: 3001, Epoch: 1, EpochStartOffset: -1})
+	init := func(txn *string) *kmsg.InitProducerIDResponse {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.SetVersion(4)
+		req.TransactionalID = txn
+		return h.request(req).(*kmsg.InitProducerIDResponse)
+	}
+	if r := init(nil); r.ErrorCode != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("unregistered broker: %+v", r)
+	}
+	h.b.life.brokerEpoch.Store(10)
+	active.mu.Lock()
+	active.producerIDBlock = 3
+	active.mu.Unlock()
+	var ids []int64
+	for range 4 {
+		r := init(nil)
+		if r.ErrorCode != 0 || r.ProducerEpoch != 0 {
+			t.Fatalf("init: %+v", r)
+		}
+		ids = append(ids, r.ProducerID)
+	}
+	if ids[0] != 0 || ids[1] != 1 || ids[2] != 2 || ids[3] != 3 {
+		t.Fatalf("ids %v, want 0 1 2 3 from blocks of 3", ids)
+	}
+	active.mu.Lock()
+	allocs := active.requests[67]
+	active.mu.Unlock()
+	if allocs != 2 { // the unregistered attempt never left the broker
+		t.Fatalf("%d AllocateProducerIds requests, want 2", allocs)
+	}
+	txn := "tx"
+	if r := init(&txn); r.ErrorCode != kerr.NotCoordinator.Code {
+		t.Fatalf("transactional: %+v", r)
+	}
+}
+
+// Topic configs from the image shape appends: message.timestamp.type
+// LogAppendTime stamps the batch and answers LogAppendTime; a topic
+// min.insync.replicas above the ISR refuses acks=-1 with NOT_ENOUGH_REPLICAS
+// (acks=1 still appends).
+func TestProduceTopicConfigs(t *testing.T) {
+	d := newDataHarness(t, 0)
+	set := func(name, value string) *records.ConfigRecord {
+		return &records.ConfigRecord{ResourceType: 2, ResourceName: "demo", Name: name, Value: &value}
+	}
+	d.commit(set("message.timestamp.type", "LogAppendTime"), set("min.insync.replicas", "2"))
+	before := time.Now().UnixMilli()
+	sp := d.produce(11, 1, "demo", 0, recordBatch(1))
+	if sp.ErrorCode != 0 || sp.LogAppendTime < before || sp.LogAppendTime > time.Now().UnixMilli() {
+		t.Fatalf("LogAppendTime produce: %+v", sp)
+	}
+	if sp := d.produce(11, -1, "demo", 0, recordBatch(1)); sp.ErrorCode != kerr.NotEnoughReplicas.Code {
+		t.Fatalf("acks=-1 below min.insync.replicas: error %d", sp.ErrorCode)
+	}
+	_, fp := d.fetch(fetchReq(11, "demo", d.demoID, 0, 0))
+	b, err := storage.ParseBatch(fp.RecordBatches)
+	if err != nil || !b.LogAppendTime() || b.MaxTimestampMs != sp.LogAppendTime {
+		t.Fatalf("fetched batch: append time %v, max ts %d, want %d (%v)", b.LogAppendTime(), b.MaxTimestampMs, sp.LogAppendTime, err)
+	}
+}

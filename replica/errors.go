@@ -1,0 +1,51 @@
+package replica
+
+import "errors"
+
+// Errors of the replica manager. The broker's handlers map them to Kafka error
+// codes (the kerr names are in brackets); only the handlers know the wire.
+var (
+	// ErrUnknownPartition: this broker hosts no replica of the partition
+	// [UNKNOWN_TOPIC_OR_PARTITION].
+	ErrUnknownPartition = errors.New("replica: unknown topic or partition")
+	// ErrNotLeader: the partition is hosted here but led elsewhere (or has no
+	// leader) [NOT_LEADER_OR_FOLLOWER].
+	ErrNotLeader = errors.New("replica: not the leader")
+	// ErrFencedLeaderEpoch: the request's current leader epoch is older than
+	// ours [FENCED_LEADER_EPOCH].
+	ErrFencedLeaderEpoch = errors.New("replica: fenced leader epoch")
+	// ErrUnknownLeaderEpoch: the request's current leader epoch is newer than
+	// ours [UNKNOWN_LEADER_EPOCH].
+	ErrUnknownLeaderEpoch = errors.New("replica: unknown leader epoch")
+	// ErrCorruptRecords: the records do not parse as RecordBatch v2 with valid
+	// CRCs [CORRUPT_MESSAGE].
+	ErrCorruptRecords = errors.New("replica: corrupt records")
+	// ErrInvalidRecord: a batch parses but breaks a rule (one batch per
+	// partition, record count, offset deltas, control batch from a client)
+	// [INVALID_RECORD].
+	ErrInvalidRecord = errors.New("replica: invalid record")
+	// ErrMessageTooLarge: a batch is larger than max.message.bytes
+	// [MESSAGE_TOO_LARGE].
+	ErrMessageTooLarge = errors.New("replica: batch larger than max.message.bytes")
+	// ErrRecordListTooLarge: the records exceed a segment [RECORD_LIST_TOO_LARGE].
+	ErrRecordListTooLarge = errors.New("replica: records larger than a segment")
+	// ErrNotEnoughReplicas: acks=-1 with fewer in-sync replicas than
+	// min.insync.replicas [NOT_ENOUGH_REPLICAS].
+	ErrNotEnoughReplicas = errors.New("replica: not enough in-sync replicas")
+	// ErrOutOfOrderSequence: an idempotent batch does not continue its
+	// producer's sequence [OUT_OF_ORDER_SEQUENCE_NUMBER].
+	ErrOutOfOrderSequence = errors.New("replica: out of order sequence number")
+	// ErrInvalidProducerEpoch: an idempotent batch carries an epoch older than
+	// its producer's latest [INVALID_PRODUCER_EPOCH].
+	ErrInvalidProducerEpoch = errors.New("replica: invalid producer epoch")
+	// ErrTransactionsUnsupported: a transactional batch; kraftd has no
+	// transaction coordinator yet, so no partition is ever part of a
+	// transaction (Kafka's verification answer) [INVALID_TXN_STATE].
+	ErrTransactionsUnsupported = errors.New("replica: transactional batch without a transaction")
+	// ErrOffsetOutOfRange: a fetch offset outside the log [OFFSET_OUT_OF_RANGE].
+	ErrOffsetOutOfRange = errors.New("replica: offset out of range")
+	// ErrStorage: the log failed [KAFKA_STORAGE_ERROR].
+	ErrStorage = errors.New("replica: storage error")
+	// ErrClosed: the manager is closed.
+	ErrClosed = errors.New("replica: manager closed")
+)

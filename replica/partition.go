@@ -1,0 +1,463 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/kraftd/kraftd/storage"
+)
+
+// TopicPartition names a partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+
+// PartitionState is what the metadata says about a partition this broker hosts:
+// the KRaft image's PartitionRecord/PartitionChangeRecord state, or a
+// LeaderAndIsr request in zk-legacy mode.
+type PartitionState struct {
+	TopicPartition
+	TopicID        [16]byte
+	Leader         int32
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	Replicas       []int32
+	ISR            []int32
+}
+
+// Partition is one hosted replica: its log, its role, its high watermark and
+// its producers' state.
+//
+// Leaders append and serve reads below the high watermark. Followers hold their
+// log but do not fetch from the leader yet (replication is a later step of
+// issue 13), so a partition with followers in its ISR never advances its high
+// watermark: acks=-1 times out and consumers see nothing, as Kafka behaves while
+// followers in the ISR are down and before the ISR shrinks.
+//
+// INVARIANTS: hw <= log end offset; hw only grows while the leader epoch stays;
+// producers and followerEnd are guarded by mu, as is every append.
+type Partition struct {
+	tp       TopicPartition
+	brokerID int32
+	log      *storage.Log
+	limits   limits
+
+	mu          sync.Mutex
+	state       PartitionState
+	followerEnd map[int32]int64 // log end offsets followers reported (none until replication)
+	producers   map[int64]*producerState
+
+	hw atomic.Int64
+
+	notifyMu sync.Mutex
+	changed  chan struct{} // closed and replaced when the high watermark moves or the role changes
+}
+
+// limits are the manager-wide bounds an append is checked against.
+type limits struct {
+	maxMessageBytes int
+	segmentBytes    int64
+}
+
+func newPartition(st PartitionState, brokerID int32, log *storage.Log, lim limits) (*Partition, error) {
+	p := &Partition{tp: st.TopicPartition, brokerID: brokerID, log: log, limits: lim,
+		producers: map[int64]*producerState{}, changed: make(chan struct{})}
+	if err := p.loadProducers(); err != nil {
+		return nil, err
+	}
+	p.become(st)
+	return p, nil
+}
+
+// loadProducers rebuilds idempotent producer state from the batches of the
+// active segment (the newest data: where a producer retrying after a broker
+// restart has its last batches), so a retry that was appended before the
+// restart is still answered as a duplicate. Kafka reloads it from
+// producer-state snapshots plus the log after them; kraftd writes no
+// snapshots yet, so a producer whose last batches lie in older segments
+// starts with no state here (any sequence accepted, as Kafka does for an
+// unknown producer).
+func (p *Partition) loadProducers() error {
+	return p.log.WalkBatches(p.log.ActiveSegmentBase(), func(h storage.BatchInfo) bool {
+		if h.ProducerID < 0 || h.BaseSequence < 0 {
+			return true
+		}
+		st := p.producers[h.ProducerID]
+		if st == nil {
+			st = &producerState{epoch: h.ProducerEpoch}
+			p.producers[h.ProducerID] = st
+		}
+		if h.ProducerEpoch >= st.epoch {
+			st.update(h.ProducerEpoch, producerBatch{firstSeq: h.BaseSequence,
+				lastSeq: lastSeqOf(h.BaseSequence, h.LastOffset-h.BaseOffset), firstOffset: h.BaseOffset, lastOffset: h.LastOffset})
+		}
+		return true
+	})
+}
+
+// TopicPartition is the partition's name.
+func (p *Partition) TopicPartition() TopicPartition { return p.tp }
+
+// Log is the partition's log.
+func (p *Partition) Log() *storage.Log { return p.log }
+
+// State returns the partition's metadata state.
+func (p *Partition) State() PartitionState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.state
+}
+
+// HighWatermark is the offset below which records are committed (visible to
+// consumers).
+func (p *Partition) HighWatermark() int64 { return p.hw.Load() }
+
+// Changed returns a channel closed at the next high watermark move or role
+// change (long-polling fetches and acks=-1 produces wait on it).
+func (p *Partition) Changed() <-chan struct{} {
+	p.notifyMu.Lock()
+	defer p.notifyMu.Unlock()
+	return p.changed
+}
+
+func (p *Partition) notify() {
+	p.notifyMu.Lock()
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.notifyMu.Unlock()
+}
+
+// become applies a new metadata state (a leader or ISR change).
+func (p *Partition) become(st PartitionState) {
+	p.mu.Lock()
+	prevEpoch := p.state.LeaderEpoch
+	p.state = st
+	p.state.Replicas, p.state.ISR = slices.Clone(st.Replicas), slices.Clone(st.ISR)
+	if st.Leader != p.brokerID || st.LeaderEpoch != prevEpoch {
+		p.followerEnd = map[int32]int64{}
+	}
+	p.maybeAdvanceHW()
+	p.mu.Unlock()
+	p.notify()
+}
+
+// isLeader reports whether this broker leads the partition; mu held.
+func (p *Partition) isLeader() bool { return p.state.Leader == p.brokerID }
+
+// maybeAdvanceHW moves the high watermark to the smallest log end offset among
+// the ISR members (the leader's own is its log end); mu held. It reports whether
+// it moved.
+func (p *Partition) maybeAdvanceHW() bool {
+	if !p.isLeader() {
+		return false
+	}
+	hw := p.log.EndOffset()
+	for _, id := range p.state.ISR {
+		if id == p.brokerID {
+			continue
+		}
+		end, ok := p.followerEnd[id]
+		if !ok {
+			end = p.hw.Load() // not heard from: it holds the high watermark where it is
+		}
+		hw = min(hw, end)
+	}
+	if hw <= p.hw.Load() {
+		return false
+	}
+	p.hw.Store(hw)
+	return true
+}
+
+// checkLeaderEpoch applies the request's current leader epoch (KIP-320; -1 skips
+// the check); mu held.
+func (p *Partition) checkLeaderEpoch(current int32) error {
+	switch {
+	case current < 0 || current == p.state.LeaderEpoch:
+		return nil
+	case current < p.state.LeaderEpoch:
+		return fmt.Errorf("%w: %d, current %d", ErrFencedLeaderEpoch, current, p.state.LeaderEpoch)
+	}
+	return fmt.Errorf("%w: %d, current %d", ErrUnknownLeaderEpoch, current, p.state.LeaderEpoch)
+}
+
+// AppendOptions are the per-request and per-topic settings of a leader append.
+type AppendOptions struct {
+	// RequiredAcks is the produce request's acks (-1 checks MinInsyncReplicas).
+	RequiredAcks int16
+	// MinInsyncReplicas is the topic's min.insync.replicas.
+	MinInsyncReplicas int
+	// LogAppendTimeMs >= 0 stamps the batch with the broker's time
+	// (message.timestamp.type=LogAppendTime); -1 keeps the producer's
+	// timestamps (CreateTime).
+	LogAppendTimeMs int64
+}
+
+// AppendResult is the outcome of a leader append.
+type AppendResult struct {
+	// BaseOffset is the offset of the first record appended (or of the original
+	// batch, for a duplicate).
+	BaseOffset int64
+	// LastOffset is the offset the high watermark must pass for acks=-1.
+	LastOffset int64
+	// LogStartOffset is the log start offset after the append.
+	LogStartOffset int64
+	// LogAppendTimeMs is the timestamp given to the batch under LogAppendTime,
+	// else -1.
+	LogAppendTimeMs int64
+	// Duplicate is set when an idempotent retry was answered from producer state.
+	Duplicate bool
+}
+
+// AppendAsLeader validates records (a Produce request's data for this
+// partition: exactly one RecordBatch v2), checks idempotent sequences, assigns
+// offsets and the leader epoch (and the log append time if asked), and
+// appends. RequiredAcks -1 enforces MinInsyncReplicas before the append;
+// waiting for the high watermark is WaitCommitted's job.
+func (p *Partition) AppendAsLeader(records []byte, opts AppendOptions) (AppendResult, error) {
+	b, err := p.validate(records)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	p.mu.Lock()
+	res, moved, err := p.appendLocked(b, opts)
+	p.mu.Unlock()
+	if moved {
+		p.notify()
+	}
+	return res, err
+}
+
+func (p *Partition) appendLocked(b storage.Batch, opts AppendOptions) (AppendResult, bool, error) {
+	if !p.isLeader() {
+		return AppendResult{}, false, fmt.Errorf("%w: %s is led by %d", ErrNotLeader, p.tp, p.state.Leader)
+	}
+	if opts.RequiredAcks == -1 && len(p.state.ISR) < opts.MinInsyncReplicas {
+		return AppendResult{}, false, fmt.Errorf("%w: %d in sync, min.insync.replicas %d",
+			ErrNotEnoughReplicas, len(p.state.ISR), opts.MinInsyncReplicas)
+	}
+	pid, epoch := b.ProducerID(), b.ProducerEpoch()
+	var seq producerBatch
+	if pid >= 0 {
+		seq.firstSeq = b.BaseSequence()
+		seq.lastSeq = lastSeqOf(seq.firstSeq, b.LastOffset-b.BaseOffset)
+		dup, err := p.producers[pid].check(epoch, seq.firstSeq, seq.lastSeq)
+		if err != nil {
+			return AppendResult{}, false, err
+		}
+		if dup != nil {
+			return AppendResult{BaseOffset: dup.firstOffset, LastOffset: dup.lastOffset,
+				LogStartOffset: p.log.StartOffset(), LogAppendTimeMs: -1, Duplicate: true}, false, nil
+		}
+	}
+	b.SetBaseOffset(p.log.EndOffset())
+	b.SetLeaderEpoch(p.state.LeaderEpoch)
+	appendTimeMs := int64(-1)
+	if opts.LogAppendTimeMs >= 0 {
+		b.SetLogAppendTime(opts.LogAppendTimeMs)
+		appendTimeMs = opts.LogAppendTimeMs
+	}
+	if err := p.log.Append([]storage.Batch{b}); err != nil {
+		return AppendResult{}, false, fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
+	}
+	if pid >= 0 {
+		st := p.producers[pid]
+		if st == nil {
+			st = &producerState{epoch: epoch}
+			p.producers[pid] = st
+		}
+		seq.firstOffset, seq.lastOffset = b.BaseOffset, b.LastOffset
+		st.update(epoch, seq)
+	}
+	moved := p.maybeAdvanceHW()
+	return AppendResult{BaseOffset: b.BaseOffset, LastOffset: b.LastOffset, LogStartOffset: p.log.StartOffset(),
+		LogAppendTimeMs: appendTimeMs}, moved, nil
+}
+
+// validate parses a Produce request's records for this partition as Kafka's
+// ProduceRequest and LogValidator do for magic 2: exactly one batch, a valid CRC,
+// no control batch, not larger than max.message.bytes, and records (decompressed
+// when compressed) whose count and offset deltas match the header. A compressed
+// batch is stored as sent, never recompressed.
+func (p *Partition) validate(records []byte) (storage.Batch, error) {
+	if int64(len(records)) > p.limits.segmentBytes {
+		return storage.Batch{}, fmt.Errorf("%w: %d bytes", ErrRecordListTooLarge, len(records))
+	}
+	batches, n, err := storage.SplitBatches(records)
+	switch {
+	case err != nil:
+		return storage.Batch{}, fmt.Errorf("%w: %w", ErrCorruptRecords, err)
+	case n != len(records):
+		return storage.Batch{}, fmt.Errorf("%w: %d trailing bytes", ErrCorruptRecords, len(records)-n)
+	case len(batches) != 1:
+		return storage.Batch{}, fmt.Errorf("%w: %d batches, produce v3+ carries exactly one per partition", ErrInvalidRecord, len(batches))
+	}
+	b := batches[0]
+	switch {
+	case b.Size() > p.limits.maxMessageBytes:
+		return storage.Batch{}, fmt.Errorf("%w: %d bytes, max %d", ErrMessageTooLarge, b.Size(), p.limits.maxMessageBytes)
+	case b.Control:
+		return storage.Batch{}, fmt.Errorf("%w: control batches come from brokers, not clients", ErrInvalidRecord)
+	case b.Transactional():
+		return storage.Batch{}, ErrTransactionsUnsupported
+	case b.RecordCount() <= 0 || int64(b.RecordCount()) != b.LastOffset-b.BaseOffset+1:
+		return storage.Batch{}, fmt.Errorf("%w: %d records, last offset delta %d", ErrInvalidRecord, b.RecordCount(), b.LastOffset-b.BaseOffset)
+	case b.ProducerID() >= 0 && (b.ProducerEpoch() < 0 || b.BaseSequence() < 0):
+		return storage.Batch{}, fmt.Errorf("%w: producer id %d with epoch %d, sequence %d", ErrInvalidRecord, b.ProducerID(), b.ProducerEpoch(), b.BaseSequence())
+	}
+	if err := checkRecords(b); err != nil {
+		return storage.Batch{}, err
+	}
+	return b, nil
+}
+
+// checkRecords walks the batch's records: every record must parse, there must
+// be as many as the header says, and the offset deltas must run 0, 1, ...
+// Kafka's record iterator throws InvalidRecordException for each of these, so
+// all are INVALID_RECORD (CORRUPT_MESSAGE stays for a batch whose CRC or framing
+// is wrong).
+func checkRecords(b storage.Batch) error {
+	err := b.ScanRecords(func(i int, r storage.RecordHeader) error {
+		if r.Offset != b.BaseOffset+int64(i) {
+			return fmt.Errorf("%w: record %d has offset delta %d", ErrInvalidRecord, i, r.Offset-b.BaseOffset)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, ErrInvalidRecord) {
+		return fmt.Errorf("%w: %w", ErrInvalidRecord, err)
+	}
+	return err
+}
+
+// WaitCommitted blocks until the high watermark passes lastOffset (acks=-1),
+// the partition stops being led here (ErrNotLeader), or ctx ends.
+func (p *Partition) WaitCommitted(ctx context.Context, lastOffset int64) error {
+	for {
+		ch := p.Changed()
+		if p.hw.Load() > lastOffset {
+			return nil
+		}
+		p.mu.Lock()
+		leader := p.isLeader()
+		p.mu.Unlock()
+		if !leader {
+			return fmt.Errorf("%w: %s lost leadership before %d committed", ErrNotLeader, p.tp, lastOffset)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// ReadResult is what a consumer fetch gets from one partition.
+type ReadResult struct {
+	Records        []byte
+	HighWatermark  int64
+	LogStartOffset int64
+	LogEndOffset   int64
+}
+
+// ReadAsLeader reads for a consumer: whole batches from offset below the high
+// watermark, at most maxBytes except that the first batch comes whole.
+func (p *Partition) ReadAsLeader(offset int64, maxBytes int, currentLeaderEpoch int32) (ReadResult, error) {
+	p.mu.Lock()
+	err := p.checkLeaderEpoch(currentLeaderEpoch)
+	if err == nil && !p.isLeader() {
+		err = fmt.Errorf("%w: %s is led by %d", ErrNotLeader, p.tp, p.state.Leader)
+	}
+	p.mu.Unlock()
+	if err != nil {
+		return ReadResult{}, err
+	}
+	hw := p.hw.Load()
+	res := ReadResult{HighWatermark: hw, LogStartOffset: p.log.StartOffset(), LogEndOffset: p.log.EndOffset()}
+	data, err := p.log.Read(offset, maxBytes, hw)
+	switch {
+	case errors.Is(err, storage.ErrOffsetOutOfRange):
+		return res, fmt.Errorf("%w: %w", ErrOffsetOutOfRange, err)
+	case err != nil:
+		return res, fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
+	}
+	res.Records = data
+	return res, nil
+}
+
+// Special ListOffsets timestamps (Kafka's ListOffsetsRequest).
+const (
+	LatestTimestamp        = -1
+	EarliestTimestamp      = -2
+	MaxTimestamp           = -3 // KIP-734
+	EarliestLocalTimestamp = -4 // KIP-405: the local log start; no tiered storage here
+)
+
+// OffsetForTimestamp answers ListOffsets for a consumer: the earliest offset,
+// the latest (the high watermark; it is also the last stable offset until
+// transactions exist), the record with the largest timestamp, or the first
+// record whose timestamp is at or after tsMs. found is false when no record
+// qualifies (Kafka answers offset -1, timestamp -1).
+func (p *Partition) OffsetForTimestamp(tsMs int64, currentLeaderEpoch int32) (offset, foundTsMs int64, leaderEpoch int32, found bool, err error) {
+	p.mu.Lock()
+	err = p.checkLeaderEpoch(currentLeaderEpoch)
+	if err == nil && !p.isLeader() {
+		err = fmt.Errorf("%w: %s is led by %d", ErrNotLeader, p.tp, p.state.Leader)
+	}
+	leaderEpoch = p.state.LeaderEpoch
+	p.mu.Unlock()
+	if err != nil {
+		return -1, -1, -1, false, err
+	}
+	hw := p.hw.Load()
+	switch tsMs {
+	case LatestTimestamp:
+		return hw, -1, leaderEpoch, true, nil
+	case EarliestTimestamp, EarliestLocalTimestamp:
+		return p.log.StartOffset(), -1, leaderEpoch, true, nil
+	case MaxTimestamp:
+		ts, off, ok := p.log.MaxTimestamp()
+		if !ok || off >= hw {
+			return -1, -1, -1, false, nil
+		}
+		return off, ts, p.epochAt(off), true, nil
+	}
+	b, ok, err := p.log.OffsetForTimestamp(tsMs)
+	if err != nil {
+		return -1, -1, -1, false, fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
+	}
+	if !ok {
+		return -1, -1, -1, false, nil
+	}
+	off, ts := b.BaseOffset, b.MaxTimestampMs
+	errFound := errors.New("found")
+	_ = b.ScanRecords(func(_ int, r storage.RecordHeader) error {
+		if r.TimestampMs >= tsMs {
+			off, ts = r.Offset, r.TimestampMs
+			return errFound
+		}
+		return nil
+	})
+	if off >= hw {
+		return -1, -1, -1, false, nil
+	}
+	return off, ts, b.Epoch, true, nil
+}
+
+// epochAt is the leader epoch of the batch holding offset, from the epoch cache.
+func (p *Partition) epochAt(offset int64) int32 {
+	epoch := int32(-1)
+	for _, e := range p.log.EpochEntries() {
+		if e.StartOffset > offset {
+			break
+		}
+		epoch = e.Epoch
+	}
+	return epoch
+}

@@ -1,0 +1,424 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kraftd/kraftd/storage"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// batch builds a producer's batch of n records (offsets from 0, as clients send
+// them); pid < 0 makes a non-idempotent batch.
+func batch(n int, pid int64, epoch int16, seq int32) []byte {
+	recs := make([]storage.Record, n)
+	for i := range recs {
+		recs[i] = storage.Record{Value: []byte{byte(i)}, TimestampMs: 1000 + int64(i)}
+	}
+	raw := storage.EncodeBatch(0, -1, 1000, false, recs).Raw
+	if pid >= 0 {
+		binary.BigEndian.PutUint64(raw[43:], uint64(pid))
+		binary.BigEndian.PutUint16(raw[51:], uint16(epoch))
+		binary.BigEndian.PutUint32(raw[53:], uint32(seq))
+		binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], castagnoli))
+	}
+	return raw
+}
+
+var topicID = [16]byte{1, 2, 3}
+
+// The produce options of acks=-1 and acks=1 (CreateTime, min.insync.replicas 1).
+var (
+	acksAll    = AppendOptions{RequiredAcks: -1, MinInsyncReplicas: 1, LogAppendTimeMs: -1}
+	acksLeader = AppendOptions{RequiredAcks: 1, MinInsyncReplicas: 1, LogAppendTimeMs: -1}
+)
+
+func newManager(t *testing.T, dir string) *Manager {
+	t.Helper()
+	m, err := New(Config{Dir: dir, BrokerID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+func lead(t *testing.T, m *Manager, isr ...int32) *Partition {
+	t.Helper()
+	if len(isr) == 0 {
+		isr = []int32{1}
+	}
+	st := PartitionState{TopicPartition: TopicPartition{"demo", 0}, TopicID: topicID, Leader: 1, LeaderEpoch: 3,
+		Replicas: isr, ISR: isr}
+	if err := m.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	p, ok := m.Partition(st.TopicPartition)
+	if !ok {
+		t.Fatal("not hosted")
+	}
+	return p
+}
+
+func appendOK(t *testing.T, p *Partition, records []byte) AppendResult {
+	t.Helper()
+	res, err := p.AppendAsLeader(records, acksAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestLeaderAppendReadAndReopen(t *testing.T) {
+	dir := t.TempDir()
+	m := newManager(t, dir)
+	p := lead(t, m)
+	for i := range 3 {
+		res := appendOK(t, p, batch(2, -1, 0, 0))
+		if res.BaseOffset != int64(2*i) || res.LastOffset != int64(2*i+1) {
+			t.Fatalf("append %d at %+v", i, res)
+		}
+	}
+	if p.HighWatermark() != 6 {
+		t.Fatalf("hw %d with the leader alone in the ISR", p.HighWatermark())
+	}
+	if err := p.WaitCommitted(context.Background(), 5); err != nil {
+		t.Fatal(err)
+	}
+	rr, err := p.ReadAsLeader(2, 1<<20, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs, _, err := storage.SplitBatches(rr.Records)
+	if err != nil || len(bs) != 2 || bs[0].BaseOffset != 2 || bs[0].Epoch != 3 || rr.HighWatermark != 6 {
+		t.Fatalf("read: %d batches %+v hw %d %v", len(bs), bs, rr.HighWatermark, err)
+	}
+	if _, err := p.ReadAsLeader(7, 100, -1); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("read past the end: %v", err)
+	}
+	if _, err := p.ReadAsLeader(0, 100, 2); !errors.Is(err, ErrFencedLeaderEpoch) {
+		t.Fatalf("old leader epoch: %v", err)
+	}
+	if _, err := p.ReadAsLeader(0, 100, 4); !errors.Is(err, ErrUnknownLeaderEpoch) {
+		t.Fatalf("new leader epoch: %v", err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "demo-0", storage.PartitionMetadataFile))
+	if err != nil || string(data) != string(storage.EncodePartitionMetadata(topicID)) {
+		t.Fatalf("partition.metadata %q %v", data, err)
+	}
+	m = newManager(t, dir)
+	p = lead(t, m)
+	if p.Log().EndOffset() != 6 || p.HighWatermark() != 6 {
+		t.Fatalf("after reopen: end %d hw %d", p.Log().EndOffset(), p.HighWatermark())
+	}
+}
+
+func TestFollowerAndNotLeader(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	st := PartitionState{TopicPartition: TopicPartition{"demo", 0}, TopicID: topicID, Leader: 2, LeaderEpoch: 1,
+		Replicas: []int32{2, 1}, ISR: []int32{2, 1}}
+	if err := m.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := m.Partition(st.TopicPartition)
+	if _, err := p.AppendAsLeader(batch(1, -1, 0, 0), acksLeader); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("append on a follower: %v", err)
+	}
+	if _, err := p.ReadAsLeader(0, 100, -1); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("read on a follower: %v", err)
+	}
+}
+
+// With a follower in the ISR and no replication yet, the high watermark stays:
+// acks=1 appends, acks=-1 waits until its deadline, min.insync.replicas gates.
+func TestHighWatermarkWaitsForISR(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	p := lead(t, m, 1, 2)
+	res, err := p.AppendAsLeader(batch(1, -1, 0, 0), acksLeader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.HighWatermark() != 0 {
+		t.Fatalf("hw %d with a silent follower in the ISR", p.HighWatermark())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := p.WaitCommitted(ctx, res.LastOffset); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("acks=-1 wait: %v", err)
+	}
+	if _, err := p.AppendAsLeader(batch(1, -1, 0, 0), AppendOptions{RequiredAcks: -1, MinInsyncReplicas: 3, LogAppendTimeMs: -1}); !errors.Is(err, ErrNotEnoughReplicas) {
+		t.Fatalf("min.insync.replicas 3 with 2 in sync: %v", err)
+	}
+	// Losing leadership wakes a waiting acks=-1 produce.
+	done := make(chan error, 1)
+	go func() { done <- p.WaitCommitted(context.Background(), res.LastOffset) }()
+	if err := m.Apply(PartitionState{TopicPartition: p.TopicPartition(), TopicID: topicID, Leader: 2, LeaderEpoch: 4,
+		Replicas: []int32{1, 2}, ISR: []int32{2}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("wait after losing leadership: %v", err)
+	}
+}
+
+func TestIdempotentSequences(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	p := lead(t, m)
+	first := appendOK(t, p, batch(3, 7, 0, 0))
+	appendOK(t, p, batch(2, 7, 0, 3))
+	// A retry of the first batch is answered with its original offsets.
+	dup := appendOK(t, p, batch(3, 7, 0, 0))
+	if !dup.Duplicate || dup.BaseOffset != first.BaseOffset || p.Log().EndOffset() != 5 {
+		t.Fatalf("duplicate: %+v, end %d", dup, p.Log().EndOffset())
+	}
+	if _, err := p.AppendAsLeader(batch(1, 7, 0, 9), acksAll); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("gap: %v", err)
+	}
+	if _, err := p.AppendAsLeader(batch(1, 7, 1, 4), acksAll); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("new epoch not at 0: %v", err)
+	}
+	appendOK(t, p, batch(1, 7, 1, 0))
+	if _, err := p.AppendAsLeader(batch(1, 7, 0, 5), acksAll); !errors.Is(err, ErrInvalidProducerEpoch) {
+		t.Fatalf("old epoch: %v", err)
+	}
+	// Sequences wrap from MaxInt32 to 0.
+	appendOK(t, p, batch(2, 8, 0, math.MaxInt32-1))
+	appendOK(t, p, batch(2, 8, 0, 0))
+	if _, err := p.AppendAsLeader(batch(1, 8, 0, 0), acksAll); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("after wrap: %v", err)
+	}
+	// A batch straddling the wrap ends at sequence 1.
+	appendOK(t, p, batch(4, 9, 0, math.MaxInt32-1))
+	appendOK(t, p, batch(1, 9, 0, 2))
+	// Only the last five batches are remembered.
+	for i := range 6 {
+		appendOK(t, p, batch(1, 10, 0, int32(i)))
+	}
+	if _, err := p.AppendAsLeader(batch(1, 10, 0, 0), acksAll); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("a sixth-oldest retry: %v", err)
+	}
+	if res := appendOK(t, p, batch(1, 10, 0, 1)); !res.Duplicate {
+		t.Fatalf("fifth-oldest retry not a duplicate: %+v", res)
+	}
+}
+
+func TestAppendValidation(t *testing.T) {
+	m, err := New(Config{Dir: t.TempDir(), BrokerID: 1, MaxMessageBytes: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	p := lead(t, m)
+	corrupt := batch(1, -1, 0, 0)
+	corrupt[len(corrupt)-1] ^= 1
+	control := storage.EncodeBatch(0, 0, 0, true, []storage.Record{{Key: storage.ControlKey(storage.ControlCommit), Value: []byte{0, 0, 0, 0, 0, 0}}}).Raw
+	countLie := batch(2, -1, 0, 0)
+	binary.BigEndian.PutUint32(countLie[57:], 3)
+	binary.BigEndian.PutUint32(countLie[17:], crc32.Checksum(countLie[21:], castagnoli))
+	big := storage.EncodeBatch(0, 0, 0, false, []storage.Record{{Value: make([]byte, 300)}}).Raw
+	// A zstd batch whose header claims 3 records (lastOffsetDelta 2) but whose
+	// compressed data holds 2: only decompressing shows it.
+	zstdLie := zstdBatch(t, 2)
+	binary.BigEndian.PutUint32(zstdLie[23:], 2) // lastOffsetDelta
+	binary.BigEndian.PutUint32(zstdLie[57:], 3) // record count
+	binary.BigEndian.PutUint32(zstdLie[17:], crc32.Checksum(zstdLie[21:], castagnoli))
+	for _, tc := range []struct {
+		name    string
+		records []byte
+		want    error
+	}{
+		{"crc", corrupt, ErrCorruptRecords},
+		{"truncated", batch(1, -1, 0, 0)[:30], ErrCorruptRecords},
+		{"two batches", append(batch(1, -1, 0, 0), batch(1, -1, 0, 0)...), ErrInvalidRecord},
+		{"control", control, ErrInvalidRecord},
+		{"count", countLie, ErrInvalidRecord},
+		{"too large", big, ErrMessageTooLarge},
+		{"empty", nil, ErrInvalidRecord},
+		{"zstd count", zstdLie, ErrInvalidRecord},
+	} {
+		if _, err := p.AppendAsLeader(tc.records, acksLeader); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if p.Log().EndOffset() != 0 {
+		t.Fatalf("rejected batches reached the log: end %d", p.Log().EndOffset())
+	}
+	// An honest zstd batch is appended as sent.
+	good := zstdBatch(t, 2)
+	appendOK(t, p, good)
+	data, err := p.Log().Read(0, 1<<20, 2)
+	if err != nil || len(data) != len(good) || !bytes.Equal(data[61:], good[61:]) {
+		t.Fatalf("stored zstd batch differs from the one sent (%v)", err)
+	}
+}
+
+// zstdBatch is a producer's zstd batch of n records (franz-go's compressor).
+func zstdBatch(t *testing.T, n int) []byte {
+	t.Helper()
+	plain := batch(n, -1, 0, 0)
+	c, err := kgo.DefaultCompressor(kgo.ZstdCompression())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := c.Compress(new(bytes.Buffer), plain[61:])
+	raw := append(append([]byte(nil), plain[:61]...), body...)
+	raw[22] |= 4 // zstd
+	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
+	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], castagnoli))
+	return raw
+}
+
+func TestListOffsets(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	p := lead(t, m)
+	appendOK(t, p, batch(3, -1, 0, 0)) // timestamps 1000-1002
+	appendOK(t, p, batch(3, -1, 0, 0)) // the same again: MAX_TIMESTAMP ties go to the earliest
+	for _, tc := range []struct {
+		ts, offset int64
+		found      bool
+	}{{LatestTimestamp, 6, true}, {EarliestTimestamp, 0, true}, {1001, 1, true}, {1002, 2, true}, {1003, -1, false}, {MaxTimestamp, 2, true}} {
+		off, _, _, found, err := p.OffsetForTimestamp(tc.ts, -1)
+		if err != nil || off != tc.offset || found != tc.found {
+			t.Errorf("ts %d: offset %d found %v err %v, want %d %v", tc.ts, off, found, err, tc.offset, tc.found)
+		}
+	}
+}
+
+func TestApplyReplacesLogOfOlderTopic(t *testing.T) {
+	dir := t.TempDir()
+	m := newManager(t, dir)
+	p := lead(t, m)
+	appendOK(t, p, batch(2, -1, 0, 0))
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m = newManager(t, dir)
+	st := PartitionState{TopicPartition: TopicPartition{"demo", 0}, TopicID: [16]byte{9}, Leader: 1, LeaderEpoch: 0,
+		Replicas: []int32{1}, ISR: []int32{1}}
+	if err := m.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	p, _ = m.Partition(st.TopicPartition)
+	if p.Log().EndOffset() != 0 {
+		t.Fatalf("recreated topic sees the old topic's %d records", p.Log().EndOffset())
+	}
+	if err := m.Remove(st.TopicPartition, true); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("left %v", entries)
+	}
+}
+
+// A retry of a batch appended before a broker restart is still a duplicate:
+// producer state is rebuilt from the active segment when the log opens.
+func TestProducerStateSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	m := newManager(t, dir)
+	p := lead(t, m)
+	appendOK(t, p, batch(3, 7, 0, 0))
+	appendOK(t, p, batch(2, 7, 0, 3))
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m = newManager(t, dir)
+	p = lead(t, m)
+	if res := appendOK(t, p, batch(2, 7, 0, 3)); !res.Duplicate || res.BaseOffset != 3 {
+		t.Fatalf("retry after restart: %+v", res)
+	}
+	if _, err := p.AppendAsLeader(batch(1, 7, 0, 9), acksAll); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("gap after restart: %v", err)
+	}
+	if _, err := p.AppendAsLeader(batch(1, 7, 0, 5), acksAll); err != nil {
+		t.Fatalf("next sequence after restart: %v", err)
+	}
+}
+
+func TestDeleteStrays(t *testing.T) {
+	dir := t.TempDir()
+	m := newManager(t, dir)
+	lead(t, m) // demo-0, hosted
+	mk := func(name string, id *[16]byte) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if id != nil {
+			if err := os.WriteFile(filepath.Join(dir, name, storage.PartitionMetadataFile), storage.EncodePartitionMetadata(*id), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	gone, kept := [16]byte{5}, [16]byte{6}
+	mk("gone-0", &gone)             // topic deleted while down
+	mk("kept-1", &kept)             // still assigned here (keep says so)
+	mk("__cluster_metadata-0", nil) // the metadata log: no partition.metadata
+	mk("old-0.0506-delete", nil)    // an interrupted delete
+	mk("not a partition", &gone)    // no "-<n>" suffix
+	removed, err := m.DeleteStrays(func(tp TopicPartition, id [16]byte) bool { return id == kept })
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	var left []string
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	want := []string{"__cluster_metadata-0", "demo-0", "kept-1", "not a partition"}
+	if len(removed) != 2 || !slices.Equal(left, want) {
+		t.Fatalf("removed %v, left %v, want %v", removed, left, want)
+	}
+}
+
+// A partition name that would leave the log directory or land on the metadata
+// log is refused before anything touches the disk.
+func TestApplyRefusesDangerousNames(t *testing.T) {
+	dir := t.TempDir()
+	m := newManager(t, dir)
+	for _, topic := range []string{"..", "a/b", "__cluster_metadata", ""} {
+		st := PartitionState{TopicPartition: TopicPartition{topic, 0}, Leader: 1, Replicas: []int32{1}, ISR: []int32{1}}
+		if err := m.Apply(st); err == nil {
+			t.Errorf("topic %q accepted", topic)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("created %v", entries)
+	}
+}
+
+// message.timestamp.type=LogAppendTime: the stored batch carries the broker's
+// time as its max timestamp and the timestamp-type attribute, with a valid CRC.
+func TestLogAppendTime(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	p := lead(t, m)
+	res, err := p.AppendAsLeader(batch(2, -1, 0, 0), AppendOptions{RequiredAcks: 1, MinInsyncReplicas: 1, LogAppendTimeMs: 1234567})
+	if err != nil || res.LogAppendTimeMs != 1234567 {
+		t.Fatalf("append: %+v %v", res, err)
+	}
+	data, err := p.Log().Read(0, 1<<20, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := storage.ParseBatch(data)
+	if err != nil || !b.LogAppendTime() || b.MaxTimestampMs != 1234567 {
+		t.Fatalf("stored batch: append time %v max ts %d err %v", b.LogAppendTime(), b.MaxTimestampMs, err)
+	}
+	if res := appendOK(t, p, batch(1, -1, 0, 0)); res.LogAppendTimeMs != -1 {
+		t.Fatalf("CreateTime append reports %d", res.LogAppendTimeMs)
+	}
+}

@@ -1,0 +1,30 @@
+// Package storage is the on-disk and on-wire form of Kafka logs, shared by the
+// KRaft metadata log (quorum/raftlog) and the partition logs of the data plane
+// (package replica): the RecordBatch v2 codec with its CRC-32C, the leader epoch
+// cache and its leader-epoch-checkpoint file, segment file names and the recovery
+// scan, and Log, one partition replica's directory.
+//
+// # Files (Log)
+//
+//	<log.dirs>/<topic>-<partition>/
+//	    00000000000000000000.log        RecordBatch v2 batches back to back, as sent
+//	    00000000000000000000.index      sparse: (int32 relative offset, int32 position)
+//	    00000000000000000000.timeindex  sparse: (int64 timestamp, int32 relative offset)
+//	    leader-epoch-checkpoint         "0\n<count>\n<epoch> <startOffset>\n..."
+//	    partition.metadata              "version: 0\ntopic_id: <base64 uuid>"
+//
+// Every file is byte-compatible with Apache Kafka's.
+//
+// # Durability and recovery
+//
+// As Kafka by default: no fsync on the append path (replication makes data
+// durable), fsync when a segment rolls and on Flush and Close. At open the active
+// segment is scanned batch by batch (CRC, offsets, epochs) and cut at the first
+// invalid byte; older segments were fsynced at roll and keep their indexes unless
+// those fail a sanity check, in which case they are rebuilt by a scan.
+//
+// # Goroutines
+//
+// None. A Log is safe for concurrent use (appends serialized, reads beside them).
+// The package imports nothing from the project.
+package storage

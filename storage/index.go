@@ -1,0 +1,147 @@
+package storage
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sort"
+)
+
+// Kafka's segment indexes are sparse: one entry per index.interval.bytes of log
+// (4096 by default), so a lookup lands at most that far before the wanted batch.
+//
+//	.index      8-byte entries: int32 offset relative to the segment base, int32
+//	            byte position of a batch in the .log file. As Kafka 3.x's
+//	            LogSegment.append does, the offset is the appended batch's last
+//	            offset and the position is that batch's start, so reading from
+//	            the floor entry's position never skips the wanted offset.
+//	.timeindex  12-byte entries: int64 timestamp, int32 relative offset; the
+//	            timestamps only grow (an entry is added when the segment's max
+//	            timestamp grew since the last one).
+//
+// Kafka preallocates both files and trims them when the segment stops being the
+// active one; kraftd appends entries as it goes, so the files always hold exactly
+// their entries, which is what Kafka's loader expects of a trimmed index.
+const (
+	offsetEntrySize = 8
+	timeEntrySize   = 12
+)
+
+type offsetEntry struct {
+	rel int32 // offset - base
+	pos int32
+}
+
+type timeEntry struct {
+	tsMs int64
+	rel  int32
+}
+
+// indexFile is one .index or .timeindex file plus its entries in memory.
+type indexFile struct {
+	path string
+	f    *os.File
+	size int64 // bytes written
+}
+
+func openIndexFile(path string) (*indexFile, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &indexFile{path: path, f: f}, nil
+}
+
+func (x *indexFile) append(entry []byte) error {
+	if _, err := x.f.WriteAt(entry, x.size); err != nil {
+		return err
+	}
+	x.size += int64(len(entry))
+	return nil
+}
+
+// reset empties the file, for a rebuild.
+func (x *indexFile) reset() error {
+	x.size = 0
+	return x.f.Truncate(0)
+}
+
+func (x *indexFile) close() error {
+	if x == nil || x.f == nil {
+		return nil
+	}
+	err := x.f.Close()
+	x.f = nil
+	return err
+}
+
+func encodeOffsetEntry(e offsetEntry) []byte {
+	var b [offsetEntrySize]byte
+	binary.BigEndian.PutUint32(b[0:], uint32(e.rel))
+	binary.BigEndian.PutUint32(b[4:], uint32(e.pos))
+	return b[:]
+}
+
+func encodeTimeEntry(e timeEntry) []byte {
+	var b [timeEntrySize]byte
+	binary.BigEndian.PutUint64(b[0:], uint64(e.tsMs))
+	binary.BigEndian.PutUint32(b[8:], uint32(e.rel))
+	return b[:]
+}
+
+// decodeOffsetIndex parses a .index file and checks it against the segment
+// (Kafka's OffsetIndex.sanityCheck plus ordering): entries strictly increasing
+// in offset and position, positions inside the segment's size. A file that fails
+// is rebuilt by the caller.
+func decodeOffsetIndex(data []byte, segSize int64) ([]offsetEntry, error) {
+	if len(data)%offsetEntrySize != 0 {
+		return nil, fmt.Errorf("offset index of %d bytes is not a multiple of %d", len(data), offsetEntrySize)
+	}
+	out := make([]offsetEntry, 0, len(data)/offsetEntrySize)
+	for i := 0; i < len(data); i += offsetEntrySize {
+		e := offsetEntry{rel: int32(binary.BigEndian.Uint32(data[i:])), pos: int32(binary.BigEndian.Uint32(data[i+4:]))}
+		if e.rel < 0 || e.pos < 0 || int64(e.pos) >= segSize {
+			return nil, fmt.Errorf("offset index entry %d (%d, %d) outside a segment of %d bytes", i/offsetEntrySize, e.rel, e.pos, segSize)
+		}
+		if n := len(out); n > 0 && (e.rel <= out[n-1].rel || e.pos <= out[n-1].pos) {
+			return nil, fmt.Errorf("offset index entry %d does not follow the previous one", i/offsetEntrySize)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// decodeTimeIndex parses a .timeindex file: timestamps and offsets non-decreasing.
+func decodeTimeIndex(data []byte) ([]timeEntry, error) {
+	if len(data)%timeEntrySize != 0 {
+		return nil, fmt.Errorf("time index of %d bytes is not a multiple of %d", len(data), timeEntrySize)
+	}
+	out := make([]timeEntry, 0, len(data)/timeEntrySize)
+	for i := 0; i < len(data); i += timeEntrySize {
+		e := timeEntry{tsMs: int64(binary.BigEndian.Uint64(data[i:])), rel: int32(binary.BigEndian.Uint32(data[i+8:]))}
+		if n := len(out); e.rel < 0 || n > 0 && (e.tsMs < out[n-1].tsMs || e.rel < out[n-1].rel) {
+			return nil, fmt.Errorf("time index entry %d out of order", i/timeEntrySize)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// floorOffset returns the position of the last entry whose offset is <= rel, or 0.
+func floorOffset(idx []offsetEntry, rel int32) int64 {
+	i := sort.Search(len(idx), func(i int) bool { return idx[i].rel > rel })
+	if i == 0 {
+		return 0
+	}
+	return int64(idx[i-1].pos)
+}
+
+// floorTime returns the relative offset of the last entry whose timestamp is
+// below tsMs (a batch at or after it may hold the first record >= tsMs), or 0.
+func floorTime(idx []timeEntry, tsMs int64) int32 {
+	i := sort.Search(len(idx), func(i int) bool { return idx[i].tsMs >= tsMs })
+	if i == 0 {
+		return 0
+	}
+	return idx[i-1].rel
+}

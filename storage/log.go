@@ -1,0 +1,857 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+)
+
+// Defaults of Kafka's partition log settings.
+const (
+	// DefaultLogSegmentBytes is log.segment.bytes' default, 1 GiB.
+	DefaultLogSegmentBytes = 1 << 30
+	// DefaultLogSegmentMs is log.roll.ms' default, 7 days.
+	DefaultLogSegmentMs = 7 * 24 * 60 * 60 * 1000
+	// DefaultIndexIntervalBytes is index.interval.bytes' default.
+	DefaultIndexIntervalBytes = 4096
+)
+
+// Errors of a partition Log.
+var (
+	// ErrOffsetOutOfRange: the offset is below the log start or above the log end.
+	ErrOffsetOutOfRange = errors.New("storage: offset out of range")
+	// ErrNonContiguous: an appended batch does not start at the log end offset.
+	ErrNonContiguous = errors.New("storage: batch does not continue the log")
+	// ErrEpochRegression: an appended batch carries an older leader epoch.
+	ErrEpochRegression = errors.New("storage: batch epoch older than the log's last epoch")
+	// ErrLogFailed: an I/O error happened earlier; the log refuses writes.
+	ErrLogFailed = errors.New("storage: log failed")
+	// ErrLogClosed: the log was closed or deleted.
+	ErrLogClosed = errors.New("storage: log closed")
+)
+
+// LogConfig configures a partition Log. Zero values take Kafka's defaults.
+type LogConfig struct {
+	// SegmentBytes rolls to a new segment when the active one would grow past it
+	// (segment.bytes). Zero or negative: DefaultLogSegmentBytes. Capped at
+	// math.MaxInt32 because index positions are 32-bit.
+	SegmentBytes int64
+	// SegmentMs rolls when a batch's max timestamp is more than SegmentMs after
+	// the active segment's first batch (segment.ms). Zero or negative:
+	// DefaultLogSegmentMs.
+	SegmentMs int64
+	// IndexIntervalBytes is the log bytes between two index entries
+	// (index.interval.bytes). Zero or negative: DefaultIndexIntervalBytes.
+	IndexIntervalBytes int64
+	// Logger receives recovery warnings. Nil: zap.NewNop().
+	Logger *zap.Logger
+}
+
+func (c *LogConfig) fillDefaults() {
+	if c.SegmentBytes <= 0 {
+		c.SegmentBytes = DefaultLogSegmentBytes
+	}
+	c.SegmentBytes = min(c.SegmentBytes, math.MaxInt32)
+	if c.SegmentMs <= 0 {
+		c.SegmentMs = DefaultLogSegmentMs
+	}
+	if c.IndexIntervalBytes <= 0 {
+		c.IndexIntervalBytes = DefaultIndexIntervalBytes
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+}
+
+// Log is one partition replica's log: a Kafka partition directory
+// (<log.dirs>/<topic>-<partition>) of segments (.log, .index, .timeindex), the
+// leader-epoch-checkpoint and partition.metadata, byte-compatible with Apache
+// Kafka's. Batches are stored exactly as appended (compressed ones stay
+// compressed).
+//
+// Durability, as Kafka's default: appends reach the page cache, not the disk;
+// replication is what makes them durable. Segments are fsynced when they roll
+// and on Flush and Close. At open the active segment (the only one written since
+// the last flush) is scanned and its torn or corrupt tail cut.
+//
+// Safe for concurrent use: appends are serialized, reads run beside them.
+//
+// INVARIANTS: segments is non-empty, sorted and contiguous (each base is the
+// previous segment's end); only the last one is written to; the epoch cache
+// holds the epochs of the batches in the log; every segment's indexes describe
+// its own batches.
+type Log struct {
+	dir string
+	cfg LogConfig
+	log *zap.Logger
+
+	mu       sync.RWMutex
+	segments []*logSegment
+	epochs   EpochCache
+	topicID  [16]byte
+	hasTopic bool
+	failed   error
+}
+
+// logSegment is one segment: its .log file, its indexes, and what appends need.
+//
+// INVARIANTS: end == base when empty, else the last batch's offset + 1; size is
+// the end of the last batch; idx and tidx mirror idxFile and tidxFile.
+type logSegment struct {
+	base     int64
+	path     string
+	f        *os.File
+	size     int64
+	end      int64
+	idx      []offsetEntry
+	tidx     []timeEntry
+	idxFile  *indexFile
+	tidxFile *indexFile
+	// sinceIndex counts bytes appended since the last index entry.
+	sinceIndex int64
+	// firstTsMs is the max timestamp of the first batch (segment.ms roll), -1 if empty.
+	firstTsMs int64
+	// maxTsMs is the largest batch max timestamp, maxTsOffset the last offset of
+	// that batch; -1 when empty.
+	maxTsMs, maxTsOffset int64
+	dirty                bool
+}
+
+// OpenLog opens (creating if missing) the partition directory dir and recovers it.
+func OpenLog(dir string, cfg LogConfig) (*Log, error) {
+	cfg.fillDefaults()
+	l := &Log{dir: dir, cfg: cfg, log: cfg.Logger.With(zap.String("dir", dir))}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	bases, err := l.scanDir()
+	if err != nil {
+		return nil, err
+	}
+	if err := l.loadTopicID(); err != nil {
+		return nil, err
+	}
+	if err := l.recover(bases); err != nil {
+		l.closeFiles()
+		return nil, err
+	}
+	if len(l.segments) == 0 {
+		if err := l.addSegment(0); err != nil {
+			l.closeFiles()
+			return nil, err
+		}
+	}
+	if err := l.writeEpochs(); err != nil {
+		l.closeFiles()
+		return nil, err
+	}
+	return l, nil
+}
+
+// scanDir lists the segment bases and removes leftovers of interrupted writes.
+func (l *Log) scanDir() ([]int64, error) {
+	entries, err := os.ReadDir(l.dir)
+	if err != nil {
+		return nil, err
+	}
+	var bases []int64
+	for _, e := range entries {
+		name := e.Name()
+		if base, ok := ParseSegmentFileName(name, LogSuffix); ok {
+			bases = append(bases, base)
+		} else if strings.HasSuffix(name, ".tmp") {
+			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	slices.Sort(bases)
+	return bases, nil
+}
+
+func (l *Log) loadTopicID() error {
+	data, err := os.ReadFile(filepath.Join(l.dir, PartitionMetadataFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	id, err := DecodePartitionMetadata(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", l.dir, err)
+	}
+	l.topicID, l.hasTopic = id, true
+	return nil
+}
+
+// recover loads the segments. Segments before the active one were fsynced at
+// roll: their indexes are trusted when they pass a sanity check and rebuilt by a
+// scan otherwise. The active segment is always scanned: its tail may be torn.
+// The first invalid batch ends the log (the rest of its segment and any later
+// segment are removed), as the metadata log does. The epoch cache comes from
+// leader-epoch-checkpoint, checked against the scanned batches, or from a scan of
+// every segment when the file is missing or unreadable.
+func (l *Log) recover(bases []int64) error {
+	cached, cerr := l.readEpochCheckpoint()
+	scanAll := cerr != nil
+	if !scanAll {
+		for _, e := range cached {
+			l.epochs.Assign(e.Epoch, e.StartOffset)
+		}
+	}
+	next, prevEpoch := int64(-1), int32(-1)
+	for i, base := range bases {
+		if next >= 0 && base != next {
+			l.log.Warn("segment does not continue the log; dropping it and later segments",
+				zap.Int64("base", base), zap.Int64("expected_base", next))
+			return l.dropSegmentFiles(bases[i:])
+		}
+		active := i == len(bases)-1
+		sg, err := l.openSegment(base)
+		if err != nil {
+			return err
+		}
+		l.segments = append(l.segments, sg)
+		if !active && !scanAll && sg.loadIndexes() == nil {
+			next = sg.end
+			continue
+		}
+		if next < 0 {
+			next = base
+		}
+		res, err := l.rebuildSegment(sg, next, prevEpoch)
+		if err != nil {
+			return err
+		}
+		if res.Valid < res.Total {
+			if err := l.repairTail(sg, res); err != nil {
+				return err
+			}
+			return l.dropSegmentFiles(bases[i+1:])
+		}
+		next = sg.end
+		if n := len(res.Batches); n > 0 {
+			prevEpoch = res.Batches[n-1].Epoch
+		}
+	}
+	l.epochs.TruncateFromEnd(l.endOffset())
+	return nil
+}
+
+func (l *Log) readEpochCheckpoint() ([]EpochEntry, error) {
+	data, err := os.ReadFile(filepath.Join(l.dir, LeaderEpochCheckpointFile))
+	if err != nil {
+		return nil, err
+	}
+	return DecodeEpochCheckpoint(data)
+}
+
+// rebuildSegment scans sg from scratch, rewriting its indexes and feeding the
+// epoch cache.
+func (l *Log) rebuildSegment(sg *logSegment, next int64, prevEpoch int32) (ScanResult, error) {
+	if err := sg.idxFile.reset(); err != nil {
+		return ScanResult{}, err
+	}
+	if err := sg.tidxFile.reset(); err != nil {
+		return ScanResult{}, err
+	}
+	sg.idx, sg.tidx, sg.size, sg.end, sg.sinceIndex = nil, nil, 0, sg.base, 0
+	var werr error
+	res, err := ScanSegment(sg.path, next, prevEpoch, func(info BatchInfo, _ Batch) {
+		l.epochs.Assign(info.Epoch, info.BaseOffset)
+		if werr == nil {
+			werr = sg.indexBatch(info, l.cfg.IndexIntervalBytes)
+		}
+	})
+	if err == nil {
+		err = werr
+	}
+	sg.dirty = true
+	return res, err
+}
+
+func (l *Log) repairTail(sg *logSegment, res ScanResult) error {
+	l.log.Warn("truncating invalid log tail", zap.String("segment", sg.path),
+		zap.Int64("offset", sg.end), zap.Int64("position", res.Valid),
+		zap.Int64("dropped_bytes", res.Total-res.Valid), zap.NamedError("reason", res.Reason))
+	if err := sg.f.Truncate(res.Valid); err != nil {
+		return err
+	}
+	sg.dirty = true
+	return nil
+}
+
+func (l *Log) dropSegmentFiles(bases []int64) error {
+	for _, base := range bases {
+		for _, suffix := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
+			path := filepath.Join(l.dir, SegmentFileName(base, suffix))
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+		l.log.Warn("deleted log segment after the end of the valid log", zap.Int64("base", base))
+	}
+	return nil
+}
+
+func (l *Log) openSegment(base int64) (*logSegment, error) {
+	sg := &logSegment{base: base, end: base, firstTsMs: -1, maxTsMs: -1, maxTsOffset: -1,
+		path: filepath.Join(l.dir, SegmentFileName(base, LogSuffix))}
+	var err error
+	if sg.f, err = os.OpenFile(sg.path, os.O_RDWR|os.O_CREATE, 0o644); err != nil {
+		return nil, err
+	}
+	st, err := sg.f.Stat()
+	if err != nil {
+		sg.close()
+		return nil, err
+	}
+	sg.size = st.Size()
+	if sg.idxFile, err = openIndexFile(filepath.Join(l.dir, SegmentFileName(base, IndexSuffix))); err != nil {
+		sg.close()
+		return nil, err
+	}
+	if sg.tidxFile, err = openIndexFile(filepath.Join(l.dir, SegmentFileName(base, TimeIndexSuffix))); err != nil {
+		sg.close()
+		return nil, err
+	}
+	return sg, nil
+}
+
+// loadIndexes reads a flushed segment's index files and finds its end by walking
+// the batch headers after the last offset index entry.
+func (sg *logSegment) loadIndexes() error {
+	data, err := os.ReadFile(sg.idxFile.path)
+	if err != nil {
+		return err
+	}
+	if sg.idx, err = decodeOffsetIndex(data, sg.size); err != nil {
+		return err
+	}
+	sg.idxFile.size = int64(len(data))
+	if data, err = os.ReadFile(sg.tidxFile.path); err != nil {
+		return err
+	}
+	if sg.tidx, err = decodeTimeIndex(data); err != nil {
+		return err
+	}
+	sg.tidxFile.size = int64(len(data))
+	if n := len(sg.tidx); n > 0 {
+		sg.maxTsMs, sg.maxTsOffset = sg.tidx[n-1].tsMs, sg.base+int64(sg.tidx[n-1].rel)
+	}
+	var pos int64
+	if n := len(sg.idx); n > 0 {
+		pos = int64(sg.idx[n-1].pos)
+	}
+	for pos < sg.size {
+		h, err := sg.readHeader(pos)
+		if err != nil {
+			return err
+		}
+		if pos+h.Size > sg.size || h.BaseOffset < sg.base {
+			return fmt.Errorf("%w: batch at byte %d of %s", ErrCorruptBatch, pos, sg.path)
+		}
+		sg.end = h.LastOffset + 1
+		pos += h.Size
+	}
+	return nil
+}
+
+// readHeader reads the header of the batch at pos.
+func (sg *logSegment) readHeader(pos int64) (BatchInfo, error) {
+	var h [BatchHeaderSize]byte
+	if _, err := sg.f.ReadAt(h[:], pos); err != nil {
+		return BatchInfo{}, err
+	}
+	be := binary.BigEndian
+	length := int64(int32(be.Uint32(h[offBatchLength:])))
+	if length < BatchHeaderSize-logOverhead {
+		return BatchInfo{}, fmt.Errorf("%w: batch length %d at byte %d of %s", ErrCorruptBatch, length, pos, sg.path)
+	}
+	base := int64(be.Uint64(h[offBaseOffset:]))
+	return BatchInfo{
+		BaseOffset: base, LastOffset: base + int64(int32(be.Uint32(h[offLastDelta:]))),
+		Epoch: int32(be.Uint32(h[offLeaderEpoch:])), MaxTimestampMs: int64(be.Uint64(h[offMaxTimestamp:])),
+		Position: pos, Size: length + logOverhead,
+		ProducerID: int64(be.Uint64(h[offProducerID:])), ProducerEpoch: int16(be.Uint16(h[offProducerEpoch:])),
+		BaseSequence: int32(be.Uint32(h[offBaseSequence:])),
+	}, nil
+}
+
+// indexBatch accounts for a batch appended (or found by a scan) at info.Position:
+// index entries every intervalBytes, as Kafka's LogSegment.append adds them.
+func (sg *logSegment) indexBatch(info BatchInfo, intervalBytes int64) error {
+	if sg.firstTsMs < 0 {
+		sg.firstTsMs = info.MaxTimestampMs
+	}
+	if info.MaxTimestampMs > sg.maxTsMs {
+		sg.maxTsMs, sg.maxTsOffset = info.MaxTimestampMs, info.LastOffset
+	}
+	if sg.sinceIndex > intervalBytes {
+		e := offsetEntry{rel: int32(info.LastOffset - sg.base), pos: int32(info.Position)}
+		if err := sg.idxFile.append(encodeOffsetEntry(e)); err != nil {
+			return err
+		}
+		sg.idx = append(sg.idx, e)
+		if err := sg.appendTimeEntry(); err != nil {
+			return err
+		}
+		sg.sinceIndex = 0
+	}
+	sg.sinceIndex += info.Size
+	sg.size = info.Position + info.Size
+	sg.end = info.LastOffset + 1
+	return nil
+}
+
+// appendTimeEntry records the segment's max timestamp so far when it grew.
+func (sg *logSegment) appendTimeEntry() error {
+	if sg.maxTsMs < 0 {
+		return nil
+	}
+	e := timeEntry{tsMs: sg.maxTsMs, rel: int32(sg.maxTsOffset - sg.base)}
+	if n := len(sg.tidx); n > 0 && (e.tsMs <= sg.tidx[n-1].tsMs || e.rel <= sg.tidx[n-1].rel) {
+		return nil
+	}
+	if err := sg.tidxFile.append(encodeTimeEntry(e)); err != nil {
+		return err
+	}
+	sg.tidx = append(sg.tidx, e)
+	return nil
+}
+
+func (sg *logSegment) sync() error {
+	if !sg.dirty {
+		return nil
+	}
+	for _, f := range []*os.File{sg.f, sg.idxFile.f, sg.tidxFile.f} {
+		if err := f.Sync(); err != nil {
+			return err
+		}
+	}
+	sg.dirty = false
+	return nil
+}
+
+func (sg *logSegment) close() error {
+	var first error
+	if sg.f != nil {
+		first = sg.f.Close()
+		sg.f = nil
+	}
+	if err := sg.idxFile.close(); first == nil {
+		first = err
+	}
+	if err := sg.tidxFile.close(); first == nil {
+		first = err
+	}
+	return first
+}
+
+// addSegment creates an empty active segment at base.
+func (l *Log) addSegment(base int64) error {
+	sg, err := l.openSegment(base)
+	if err != nil {
+		return err
+	}
+	for _, f := range []*os.File{sg.f, sg.idxFile.f, sg.tidxFile.f} {
+		if err := f.Truncate(0); err != nil { // a stale file of that name holds nothing we want
+			sg.close()
+			return err
+		}
+	}
+	sg.size = 0
+	l.segments = append(l.segments, sg)
+	return SyncDir(l.dir)
+}
+
+func (l *Log) active() *logSegment { return l.segments[len(l.segments)-1] }
+
+func (l *Log) endOffset() int64 {
+	if len(l.segments) == 0 {
+		return 0
+	}
+	return l.active().end
+}
+
+// Dir is the partition directory.
+func (l *Log) Dir() string { return l.dir }
+
+// StartOffset is the log start offset (the first segment's base).
+func (l *Log) StartOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.segments[0].base
+}
+
+// EndOffset is the log end offset: the offset the next batch gets.
+func (l *Log) EndOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.endOffset()
+}
+
+// LatestEpoch is the leader epoch of the last batch, -1 for an empty log.
+func (l *Log) LatestEpoch() int32 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.epochs.LatestEpoch()
+}
+
+// EpochEntries returns the leader epoch cache, oldest first.
+func (l *Log) EpochEntries() []EpochEntry {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.epochs.Entries()
+}
+
+// TopicID returns the id in partition.metadata, if the file exists.
+func (l *Log) TopicID() ([16]byte, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.topicID, l.hasTopic
+}
+
+// SetTopicID writes partition.metadata (durably) unless it already holds id.
+func (l *Log) SetTopicID(id [16]byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.hasTopic && l.topicID == id {
+		return nil
+	}
+	if err := WriteFileAtomic(l.dir, PartitionMetadataFile, EncodePartitionMetadata(id)); err != nil {
+		return l.fail(err)
+	}
+	if err := SyncDir(l.dir); err != nil {
+		return l.fail(err)
+	}
+	l.topicID, l.hasTopic = id, true
+	return nil
+}
+
+// Append writes batches at the log end. Each must start at the log end offset
+// (the caller assigns offsets with Batch.SetBaseOffset) and carry a leader epoch
+// no older than the log's latest. The data reaches the page cache, not the disk.
+func (l *Log) Append(batches []Batch) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.failed != nil {
+		return l.failed
+	}
+	for _, b := range batches {
+		if end := l.endOffset(); b.BaseOffset != end {
+			return fmt.Errorf("%w: base offset %d, log end offset %d", ErrNonContiguous, b.BaseOffset, end)
+		}
+		if last := l.epochs.LatestEpoch(); b.Epoch < last {
+			return fmt.Errorf("%w: epoch %d after %d", ErrEpochRegression, b.Epoch, last)
+		}
+		if l.shouldRoll(b) {
+			if err := l.roll(b.BaseOffset); err != nil {
+				return l.fail(err)
+			}
+		}
+		if err := l.write(b); err != nil {
+			return l.fail(err)
+		}
+	}
+	return nil
+}
+
+// shouldRoll applies Kafka's roll rules to a non-empty active segment: size,
+// time (by record timestamps), and offsets or positions the 32-bit index fields
+// cannot hold.
+func (l *Log) shouldRoll(b Batch) bool {
+	sg := l.active()
+	if sg.size == 0 {
+		return false
+	}
+	size := int64(b.Size())
+	if sg.size+size > l.cfg.SegmentBytes || b.LastOffset-sg.base > math.MaxInt32 {
+		return true
+	}
+	return sg.firstTsMs >= 0 && b.MaxTimestampMs-sg.firstTsMs > l.cfg.SegmentMs
+}
+
+// roll ends the active segment (a last time index entry, fsync of the segment
+// and its indexes) and starts a new one at base.
+func (l *Log) roll(base int64) error {
+	sg := l.active()
+	if err := sg.appendTimeEntry(); err != nil {
+		return err
+	}
+	sg.dirty = true
+	if err := sg.sync(); err != nil {
+		return err
+	}
+	return l.addSegment(base)
+}
+
+func (l *Log) write(b Batch) error {
+	sg := l.active()
+	pos := sg.size
+	if _, err := sg.f.WriteAt(b.Raw, pos); err != nil {
+		return err
+	}
+	sg.dirty = true
+	info := BatchInfo{BaseOffset: b.BaseOffset, LastOffset: b.LastOffset, Epoch: b.Epoch,
+		MaxTimestampMs: b.MaxTimestampMs, Position: pos, Size: int64(b.Size())}
+	if err := sg.indexBatch(info, l.cfg.IndexIntervalBytes); err != nil {
+		return err
+	}
+	if l.epochs.Assign(b.Epoch, b.BaseOffset) {
+		return l.writeEpochs()
+	}
+	return nil
+}
+
+// writeEpochs rewrites leader-epoch-checkpoint (a new epoch starts rarely: once
+// per leader election).
+func (l *Log) writeEpochs() error {
+	data := EncodeEpochCheckpoint(l.epochs.Entries())
+	if old, err := os.ReadFile(filepath.Join(l.dir, LeaderEpochCheckpointFile)); err == nil && string(old) == string(data) {
+		return nil
+	}
+	if err := WriteFileAtomic(l.dir, LeaderEpochCheckpointFile, data); err != nil {
+		return err
+	}
+	return SyncDir(l.dir)
+}
+
+// Read returns whole batches from the one holding offset: at most maxBytes of
+// them, except that the first batch is returned whole even when larger (KIP-74),
+// and none at or after maxOffset (the high watermark for consumers). An offset
+// equal to maxOffset or the log end gives no data; one below the log start or
+// above the log end is ErrOffsetOutOfRange.
+func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) ([]byte, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if errors.Is(l.failed, ErrLogClosed) {
+		return nil, ErrLogClosed
+	}
+	if offset < l.segments[0].base || offset > l.endOffset() {
+		return nil, fmt.Errorf("%w: offset %d, log [%d, %d)", ErrOffsetOutOfRange, offset, l.segments[0].base, l.endOffset())
+	}
+	i := segmentFor(l.segments, offset)
+	for ; i < len(l.segments) && offset < maxOffset; i++ {
+		sg := l.segments[i]
+		if offset >= sg.end {
+			continue
+		}
+		start, stop, err := sg.span(offset, maxBytes, maxOffset)
+		if err != nil {
+			return nil, err
+		}
+		if stop > start {
+			buf := make([]byte, stop-start)
+			if _, err := sg.f.ReadAt(buf, start); err != nil && !errors.Is(err, io.EOF) {
+				return nil, err
+			}
+			return buf, nil
+		}
+	}
+	return nil, nil
+}
+
+// segmentFor returns the index of the last segment whose base is <= offset.
+func segmentFor(segs []*logSegment, offset int64) int {
+	i, _ := slices.BinarySearchFunc(segs, offset, func(sg *logSegment, off int64) int {
+		switch {
+		case sg.base > off:
+			return 1
+		case sg.base < off:
+			return -1
+		}
+		return 0
+	})
+	if i < len(segs) && segs[i].base == offset {
+		return i
+	}
+	return max(i-1, 0)
+}
+
+// span finds the byte range of the batches Read returns from this segment.
+func (sg *logSegment) span(offset int64, maxBytes int, maxOffset int64) (start, stop int64, err error) {
+	pos := floorOffset(sg.idx, int32(offset-sg.base))
+	start = -1
+	for pos < sg.size {
+		h, err := sg.readHeader(pos)
+		if err != nil {
+			return 0, 0, err
+		}
+		switch {
+		case h.LastOffset < offset:
+		case h.BaseOffset >= maxOffset:
+			if start < 0 {
+				start = pos
+			}
+			return start, pos, nil
+		case start < 0:
+			start = pos
+		case pos+h.Size-start > int64(maxBytes):
+			return start, pos, nil
+		}
+		pos += h.Size
+	}
+	if start < 0 {
+		return pos, pos, nil
+	}
+	return start, pos, nil
+}
+
+// ActiveSegmentBase is the base offset of the segment appends go to.
+func (l *Log) ActiveSegmentBase() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.active().base
+}
+
+// WalkBatches calls fn with the header of every batch from the one holding
+// from to the log end, in order, reading headers only; fn returning false
+// stops the walk.
+func (l *Log) WalkBatches(from int64, fn func(BatchInfo) bool) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if from < l.segments[0].base || from > l.endOffset() {
+		return fmt.Errorf("%w: offset %d, log [%d, %d)", ErrOffsetOutOfRange, from, l.segments[0].base, l.endOffset())
+	}
+	for i := segmentFor(l.segments, from); i < len(l.segments); i++ {
+		sg := l.segments[i]
+		for pos := floorOffset(sg.idx, int32(max(from-sg.base, 0))); pos < sg.size; {
+			h, err := sg.readHeader(pos)
+			if err != nil {
+				return err
+			}
+			if h.LastOffset >= from && !fn(h) {
+				return nil
+			}
+			pos += h.Size
+		}
+	}
+	return nil
+}
+
+// OffsetForTimestamp finds the first batch whose max timestamp is at or after
+// tsMs and returns it (ListOffsets by timestamp; the caller picks the record).
+// ok is false when no batch qualifies.
+func (l *Log) OffsetForTimestamp(tsMs int64) (b Batch, ok bool, err error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	for _, sg := range l.segments {
+		if sg.maxTsMs < tsMs {
+			continue
+		}
+		pos := floorOffset(sg.idx, floorTime(sg.tidx, tsMs))
+		for pos < sg.size {
+			h, err := sg.readHeader(pos)
+			if err != nil {
+				return Batch{}, false, err
+			}
+			if h.MaxTimestampMs >= tsMs {
+				buf := make([]byte, h.Size)
+				if _, err := sg.f.ReadAt(buf, pos); err != nil {
+					return Batch{}, false, err
+				}
+				b, err := ParseBatch(buf)
+				return b, err == nil, err
+			}
+			pos += h.Size
+		}
+	}
+	return Batch{}, false, nil
+}
+
+// MaxTimestamp returns the largest batch max timestamp in the log and the last
+// offset of the batch carrying it (ListOffsets MAX_TIMESTAMP, KIP-734); ok is
+// false for an empty log.
+func (l *Log) MaxTimestamp() (tsMs, offset int64, ok bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	tsMs, offset = -1, -1
+	for _, sg := range l.segments {
+		if sg.maxTsMs > tsMs {
+			tsMs, offset = sg.maxTsMs, sg.maxTsOffset
+		}
+	}
+	return tsMs, offset, offset >= 0
+}
+
+// Flush fsyncs whatever was written since the last flush.
+func (l *Log) Flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.flush()
+}
+
+func (l *Log) flush() error {
+	if l.failed != nil {
+		return l.failed
+	}
+	for _, sg := range l.segments {
+		if err := sg.sync(); err != nil {
+			return l.fail(err)
+		}
+	}
+	return nil
+}
+
+// Close flushes the log and closes its files.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if errors.Is(l.failed, ErrLogClosed) {
+		return nil
+	}
+	err := l.flush()
+	if errors.Is(err, ErrLogClosed) {
+		return nil
+	}
+	if cerr := l.closeFiles(); err == nil {
+		err = cerr
+	}
+	l.failed = ErrLogClosed
+	return err
+}
+
+func (l *Log) closeFiles() error {
+	var first error
+	for _, sg := range l.segments {
+		if err := sg.close(); first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Delete closes the log and removes its directory: first renamed to
+// "<dir>.<suffix>-delete" as Kafka marks a deleted log, so a crash midway
+// leaves a directory no reload mistakes for a live log, then removed.
+func (l *Log) Delete(suffix string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_ = l.closeFiles() // the files are going away; a close error changes nothing
+	l.failed = ErrLogClosed
+	doomed := l.dir + "." + suffix + "-delete"
+	if err := os.Rename(l.dir, doomed); err != nil {
+		return err
+	}
+	return os.RemoveAll(doomed)
+}
+
+// fail records the first I/O failure; every later write returns it.
+func (l *Log) fail(err error) error {
+	if l.failed == nil {
+		l.failed = fmt.Errorf("%w: %w", ErrLogFailed, err)
+		l.log.Error("partition log failed; refusing writes", zap.Error(err))
+	}
+	return l.failed
+}
