@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,4 +155,94 @@ func TestNodeRefusesUnusableQuorumState(t *testing.T) {
 		t.Fatalf("NewNode: %v", err)
 	}
 	t.Log(err)
+}
+
+// TestNodeSurvivesInvalidRequestAnswers: voter 3 of a 3-voter quorum is a server that
+// answers every quorum RPC (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch,
+// FetchSnapshot) with INVALID_REQUEST, as a forged voter would, or a real one misled
+// by a forged packet. Such an answer stopped the node that got it (as in Kafka), so
+// voters 1 and 2 stopped at their first election. Now they elect a leader, commit,
+// count the refused answers and keep running.
+func TestNodeSurvivesInvalidRequestAnswers(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c := &testCluster{t: t, addrs: map[int32]string{}, nodes: map[int32]*testNode{}, dirs: map[int32]string{}}
+	for i, a := range freeAddrs(t, 3) {
+		id := int32(i + 1)
+		c.addrs[id], c.dirs[id] = a, t.TempDir()
+	}
+	reg := protocol.NewRegistry()
+	var answered atomic.Int64
+	invalid := func(_ context.Context, req *protocol.Request) (kmsg.Response, error) {
+		answered.Add(1)
+		resp := req.Body.ResponseKind()
+		resp.SetVersion(req.Version)
+		switch r := resp.(type) {
+		case *kmsg.VoteResponse:
+			r.ErrorCode = kerr.InvalidRequest.Code
+		case *kmsg.BeginQuorumEpochResponse:
+			r.ErrorCode = kerr.InvalidRequest.Code
+		case *kmsg.EndQuorumEpochResponse:
+			r.ErrorCode = kerr.InvalidRequest.Code
+		case *kmsg.FetchResponse:
+			r.ErrorCode = kerr.InvalidRequest.Code
+		case *kmsg.FetchSnapshotResponse:
+			r.ErrorCode = kerr.InvalidRequest.Code
+		}
+		return resp, nil
+	}
+	for _, key := range []int16{52, 53, 54, 1, 59} {
+		reg.Register(key, 0, map[int16]int16{52: voteMaxVersion, 53: beginEpochMaxVersion, 54: endEpochMaxVersion,
+			1: fetchMaxVersion, 59: fetchSnapshotMaxVersion}[key], invalid)
+	}
+	fake, err := protocol.NewServer(protocol.ServerConfig{Listeners: []protocol.ListenerConfig{{Name: "CONTROLLER", Addr: c.addrs[3], Registry: reg}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer fake.Close()
+	c.start(1)
+	c.start(2)
+	defer c.closeAll()
+
+	var lead *testNode
+	waitFor(t, "a leader that committed", 10*time.Second, func() bool {
+		for _, tn := range c.nodes {
+			select {
+			case <-tn.node.Done():
+				t.Fatalf("node %d stopped: %v", tn.id, tn.node.Err())
+			default:
+			}
+		}
+		lead = c.leader()
+		return lead != nil
+	})
+	st, _ := lead.node.Status(context.Background())
+	if _, err := lead.node.Propose(context.Background(), st.Epoch, []raftlog.Record{{Value: []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both nodes to apply the record", 10*time.Second, func() bool {
+		for _, tn := range c.nodes {
+			if v, _ := tn.rec.snapshot(); len(v) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	// The leader's BeginQuorumEpoch to voter 3 is answered INVALID_REQUEST each
+	// fetch.timeout/2; each answer is refused and counted, never fatal.
+	waitFor(t, "the leader to refuse answers from voter 3", 5*time.Second, func() bool {
+		return lead.node.Metrics().RefusedResponseTotal >= 2
+	})
+	for _, tn := range c.nodes {
+		select {
+		case <-tn.node.Done():
+			t.Errorf("node %d stopped: %v", tn.id, tn.node.Err())
+		default:
+		}
+	}
+	if answered.Load() == 0 {
+		t.Error("voter 3 answered nothing")
+	}
 }

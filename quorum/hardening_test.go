@@ -346,3 +346,116 @@ func TestUnusableQuorumStateStopsStart(t *testing.T) {
 		t.Errorf("%+v: %v", ok, err)
 	}
 }
+
+// inflightFetch runs the quorum until follower id has a Fetch on the network, and
+// takes it off: the test answers it in the leader's place.
+func inflightFetch(t *testing.T, e *quorumtest.Env, id int32) quorum.Message {
+	t.Helper()
+	for range 100 {
+		for _, n := range e.IDs() {
+			e.ProcessReady(e.Nodes[n])
+		}
+		if got := e.Take(func(m quorum.Message) bool { return m.From == id && m.Fetch != nil }); len(got) > 0 {
+			return got[0]
+		}
+		net := e.Net
+		e.Net = nil
+		for _, m := range net {
+			e.Deliver(m)
+		}
+		e.Tick(100, nil)
+	}
+	t.Fatalf("node %d sent no Fetch", id)
+	return quorum.Message{}
+}
+
+// TestRefusedResponsesKeepTheNodeRunning: answers to this node's quorum RPCs that it
+// cannot use stopped it (as in Kafka), so a peer misled by a forged packet, or a forged
+// voter, could stop the real leader. Each is now refused: logged at ERROR, counted in
+// RefusedResponse and handled as a failed request; the quorum keeps its leader.
+func TestRefusedResponsesKeepTheNodeRunning(t *testing.T) {
+	invalid := kerr.InvalidRequest.Code
+	for _, tc := range []struct {
+		name string
+		// answer returns the response to step into the quorum.
+		answer func(t *testing.T, e *quorumtest.Env, epoch int32) quorum.Message
+		// check, when set, checks the answered node afterwards.
+		check func(t *testing.T, n *quorumtest.Node, before quorum.Status)
+	}{
+		{name: "INVALID_REQUEST answer to the leader's BeginQuorumEpoch, naming another leader",
+			// A follower that a forged BeginQuorumEpoch made believe in leader 3.
+			answer: func(_ *testing.T, _ *quorumtest.Env, epoch int32) quorum.Message {
+				return quorum.Message{From: 2, To: 1, RequestID: 1 << 40, BeginEpochResp: &quorum.BeginQuorumEpochResponse{
+					ErrorCode: invalid, LeaderID: 3, LeaderEpoch: epoch}}
+			}},
+		{name: "INVALID_REQUEST answer to the leader's EndQuorumEpoch",
+			answer: func(_ *testing.T, _ *quorumtest.Env, epoch int32) quorum.Message {
+				return quorum.Message{From: 3, To: 1, RequestID: 1 << 40, EndEpochResp: &quorum.EndQuorumEpochResponse{
+					TopLevelErrorCode: invalid, LeaderID: -1, LeaderEpoch: -1}}
+			}},
+		{name: "INVALID_REQUEST answer to a follower's Fetch",
+			answer: func(t *testing.T, e *quorumtest.Env, epoch int32) quorum.Message {
+				f := inflightFetch(t, e, 2)
+				return quorum.Message{From: 1, To: 2, RequestID: f.RequestID, FetchResp: &quorum.FetchResponse{
+					TopLevelErrorCode: invalid, HighWatermark: -1, LeaderID: -1, LeaderEpoch: -1}}
+			}},
+		{name: "diverging epoch below the high watermark",
+			answer: func(t *testing.T, e *quorumtest.Env, epoch int32) quorum.Message {
+				f := inflightFetch(t, e, 2)
+				return quorum.Message{From: 1, To: 2, RequestID: f.RequestID, FetchResp: &quorum.FetchResponse{
+					HighWatermark: 2, LeaderID: 1, LeaderEpoch: epoch, DivergingEpoch: &quorum.EpochEndOffset{Epoch: 0, EndOffset: 0}}}
+			},
+			check: func(t *testing.T, n *quorumtest.Node, before quorum.Status) {
+				if st := n.Raft.Status(); st.LogEndOffset < before.LogEndOffset || st.HighWatermark < before.HighWatermark {
+					t.Errorf("log cut: end %d -> %d, hw %d -> %d", before.LogEndOffset, st.LogEndOffset, before.HighWatermark, st.HighWatermark)
+				}
+			}},
+		{name: "snapshot ending below the high watermark",
+			answer: func(t *testing.T, e *quorumtest.Env, epoch int32) quorum.Message {
+				f := inflightFetch(t, e, 2)
+				return quorum.Message{From: 1, To: 2, RequestID: f.RequestID, FetchResp: &quorum.FetchResponse{
+					HighWatermark: 2, LeaderID: 1, LeaderEpoch: epoch, SnapshotID: &raftlog.SnapshotID{EndOffset: 1, Epoch: 1}}}
+			}},
+		{name: "snapshot in a later epoch than the leader's",
+			answer: func(t *testing.T, e *quorumtest.Env, epoch int32) quorum.Message {
+				f := inflightFetch(t, e, 2)
+				return quorum.Message{From: 1, To: 2, RequestID: f.RequestID, FetchResp: &quorum.FetchResponse{
+					HighWatermark: 2, LeaderID: 1, LeaderEpoch: epoch, SnapshotID: &raftlog.SnapshotID{EndOffset: 100, Epoch: epoch + 1}}}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := committedEnv(t)
+			epoch := e.Nodes[1].Raft.Status().Epoch
+			m := tc.answer(t, e, epoch)
+			n := e.Nodes[m.To]
+			before := n.Raft.Status()
+			e.Deliver(m)
+			e.ProcessReady(n)
+			// A snapshot download, if one began, is served in full by "the leader":
+			// completing it is what stopped the node.
+			for _, req := range e.Take(func(r quorum.Message) bool { return r.From == m.To && r.FetchSnapshot != nil }) {
+				data := make([]byte, 64)
+				e.Deliver(quorum.Message{From: req.To, To: req.From, RequestID: req.RequestID,
+					FetchSnapshotResp: &quorum.FetchSnapshotResponse{LeaderID: 1, LeaderEpoch: epoch,
+						SnapshotID: req.FetchSnapshot.SnapshotID, Size: int64(len(data)), Bytes: data}})
+				e.ProcessReady(n)
+			}
+			if e.Fatal != nil {
+				t.Fatalf("node %d stopped: %v", m.To, e.Fatal)
+			}
+			if len(n.Loads) > 0 {
+				t.Errorf("node %d loaded snapshot %v", m.To, n.Loads)
+			}
+			if c := n.Raft.Counters(); c.RefusedResponse != 1 {
+				t.Errorf("RefusedResponse counter %d, want 1", c.RefusedResponse)
+			}
+			if !strings.Contains(e.Out.String(), "ERROR quorum: refused a peer's response") {
+				t.Errorf("no ERROR line in:\n%s", e.Out)
+			}
+			if tc.check != nil {
+				tc.check(t, n, before)
+			}
+			assertQuorumKept(t, e, epoch)
+		})
+	}
+}
