@@ -459,3 +459,36 @@ func TestRefusedResponsesKeepTheNodeRunning(t *testing.T) {
 		})
 	}
 }
+
+// TestPreVoteAtHigherEpochRespectsLiveLeader: KIP-996's rule that a voter which
+// fetched from its leader within the fetch timeout rejects pre-votes used to hold only
+// at its own epoch; a pre-vote from a higher epoch was granted on the log alone, so a
+// single stale or forged prospective collected pre-votes against a healthy leader.
+// The follower and the leader now reject it (and stay in their epoch); once the
+// follower has not fetched for a fetch timeout it grants it again.
+func TestPreVoteAtHigherEpochRespectsLiveLeader(t *testing.T) {
+	preVote := func(from, to, epoch int32) quorum.Message {
+		m := voteReq(from, to, epoch, epoch-1, 2)
+		m.Vote.PreVote = true
+		return m
+	}
+	e := committedEnv(t)
+	epoch := e.Nodes[1].Raft.Status().Epoch
+	for _, to := range []int32{2, 1} {
+		for _, ep := range []int32{epoch + 1, epoch + 5} {
+			resp := attack(t, e, preVote(3, to, ep))
+			if r := resp.VoteResp; r.VoteGranted || r.ErrorCode != 0 || r.LeaderEpoch != epoch || r.LeaderID != 1 {
+				t.Errorf("node %d answered a pre-vote at epoch %d with %s", to, ep, resp)
+			}
+		}
+	}
+	assertQuorumKept(t, e, epoch)
+
+	// No successful fetch for a whole fetch timeout (2 s): the pre-vote is granted.
+	e2 := committedEnv(t)
+	e2.NowMs += 2000
+	resp := attack(t, e2, preVote(3, 2, epoch+1))
+	if !resp.VoteResp.VoteGranted {
+		t.Errorf("after the fetch timeout: %s", resp)
+	}
+}

@@ -457,23 +457,24 @@ func (h *stepHarness) code() int16 {
 // plus a healthy exchange. A program is: start, then ops (see op, request, response).
 func fuzzSeeds() [][]byte {
 	const (
-		opRequest  = 0
-		opResponse = 3
-		opTick     = 5
-		opPropose  = 6
-		opRestart  = 7
-		reqVote    = 0
-		reqBegin   = 1
-		reqEnd     = 2
-		reqFetch   = 3
-		id2        = 2
-		id3        = 3
-		id99       = 5
-		epochSame  = 0
-		epochNext  = 1
-		epochMax   = 5
-		offsetLEO  = 0
-		clusterOK  = 0
+		opRequest   = 0
+		opResponse  = 3
+		opTick      = 5
+		opPropose   = 6
+		opRestart   = 7
+		reqVote     = 0
+		reqBegin    = 1
+		reqEnd      = 2
+		reqFetch    = 3
+		id2         = 2
+		id3         = 3
+		id99        = 5
+		epochSame   = 0
+		epochNext   = 1
+		epochMax    = 5
+		offsetLEO   = 0
+		clusterOK   = 0
+		codeInvalid = 7 // index of INVALID_REQUEST in code()
 	)
 	var seeds [][]byte
 	for start := byte(0); start < fuzzStarts; start++ {
@@ -488,6 +489,22 @@ func fuzzSeeds() [][]byte {
 			[]byte{start, opRequest, id3, clusterOK, reqBegin, 0, epochSame, opRequest, id3, clusterOK, reqEnd, epochSame, id2, id2, opTick, 5},
 			// A voter's Vote at MaxInt32 and at epoch+1 (leader stickiness), then fetch timeouts.
 			[]byte{start, opRequest, id3, clusterOK, reqVote, 0, epochMax, 7, offsetLEO, 1, opRequest, id3, clusterOK, reqVote, 0, epochNext, 7, offsetLEO, 1, opTick, 6, opTick, 6, opTick, 7},
+			// INVALID_REQUEST answers (top level, then partition level) to whatever was
+			// sent, with time passing between them: refused, never fatal.
+			[]byte{start, opResponse, 0, 1, 1, codeInvalid, 0, id2, epochSame, offsetLEO, 4, 2, 0, 0, opTick, 2,
+				opResponse, 0, 1, 1, 0, codeInvalid, id2, epochSame, offsetLEO, 4, 2, 0, 0, opTick, 4,
+				opResponse, 0, 1, 1, codeInvalid, codeInvalid, id2, epochSame, offsetLEO, 4, 2, 0, 0},
+			// The leader's Fetch answers: first the high watermark at the log end, then a
+			// diverging epoch (0, 0) below it, then a snapshot ending below it. (A fetch
+			// answer is: hw, log start, kind, its fields, batch base, batch count.)
+			[]byte{start, opResponse, 0, 1, 1, 0, 0, id2, epochSame, offsetLEO, 4, 2, 0, 0,
+				opResponse, 0, 1, 1, 0, 0, id2, epochSame, offsetLEO, 4, 0, 3, 4, 0, 0, opTick, 2,
+				opResponse, 0, 1, 1, 0, 0, id2, epochSame, offsetLEO, 4, 1, 2, 7, 0, 0, opTick, 2,
+				opResponse, 0, 1, 1, 0, 0, id2, epochSame, 0, 4, 7},
+			// Pre-votes from voter 3 at epoch+1 and epoch+2 (KIP-996 with a live leader).
+			[]byte{start, opResponse, 0, 1, 1, 0, 0, id2, epochSame, offsetLEO, 4, 2, 0, 0,
+				opRequest, id3, clusterOK, reqVote, 0, epochNext, epochSame, offsetLEO, 0,
+				opRequest, id3, clusterOK, reqVote, 0, 8, epochNext, offsetLEO, 0, opTick, 6},
 			// Healthy traffic: answer whatever was sent, propose, fetch, tick.
 			[]byte{start, opResponse, 0, 1, 1, 0, 0, 3, 0, 0, opPropose, 9, opRequest, id2, clusterOK, reqFetch, 2, 100, 0, 0, 0, 0, 0, 0, 0, 0, opTick, 4, opResponse, 0, 1, 1, 0, 0, 3, 0, 0, opRestart},
 		)

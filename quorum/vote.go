@@ -65,7 +65,7 @@ func (r *Raft) handleVote(nowMs int64, m Message) {
 	}
 	upToDate := r.log.isUpToDate(req.LastOffsetEpoch, req.LastOffset)
 	resp.VoteGranted = r.isVoter && r.cfg.isVoter(req.CandidateID) && req.CandidateID != r.cfg.NodeID &&
-		r.canGrantVote(req.CandidateID, req.PreVote, req.CandidateEpoch > r.epoch, upToDate)
+		r.canGrantVote(nowMs, req.CandidateID, req.PreVote, req.CandidateEpoch > r.epoch, upToDate)
 	if resp.VoteGranted && !req.PreVote && r.votedID < 0 {
 		r.votedID = req.CandidateID
 		r.electionDeadlineMs = nowMs + r.randomElectionTimeoutMs()
@@ -84,10 +84,18 @@ func grantWord(ok bool) string {
 }
 
 // canGrantVote holds the per-state rules of section 2.4 of the spec. A pre-vote from a
-// higher epoch is judged on the log alone: this node's epoch is stale.
-func (r *Raft) canGrantVote(candidate int32, preVote, higherEpoch, upToDate bool) bool {
+// higher epoch is judged on the log, unless this node hears from a live leader
+// (hasLiveLeader): KIP-996's rule that a voter which fetched from its leader within
+// the fetch timeout rejects pre-votes holds at every epoch. Kafka 4.x instead adopts
+// the higher epoch first (leaving the leader) and then grants on the log alone, so a
+// single stale or forged prospective at a higher epoch collects pre-votes from
+// followers of a healthy leader; here they refuse, and the epoch is not adopted (a
+// pre-vote never moves it). A voter stranded at a higher epoch still gets back:
+// the leader's BeginQuorumEpoch, answered FENCED_LEADER_EPOCH, moves the leader to
+// that epoch (sendBeginEpoch).
+func (r *Raft) canGrantVote(nowMs int64, candidate int32, preVote, higherEpoch, upToDate bool) bool {
 	if preVote && higherEpoch {
-		return upToDate
+		return upToDate && !r.hasLiveLeader(nowMs)
 	}
 	switch r.role {
 	case Unattached, Prospective:
