@@ -54,10 +54,20 @@
 // (INVALID_REQUEST), logged at ERROR and counted; Kafka stops the process there. A
 // follower that fetched from its leader within the fetch timeout, and a leader
 // fetched from by a majority, neither grant nor adopt a Vote at a higher epoch
-// (leader stickiness, Raft thesis 4.2.3) until the leader resigns. A persisted
-// quorum-state no election could follow stops NewRaft with what to do. The ids
-// themselves are not authenticated: on a PLAINTEXT listener anyone who can reach it
-// can claim a voter's id. FuzzStep checks that no message panics the core.
+// (leader stickiness, Raft thesis 4.2.3) until the leader resigns, nor a pre-vote at a
+// higher epoch (KIP-996's rule, at every epoch). A persisted quorum-state no election
+// could follow stops NewRaft with what to do.
+//
+// Answers are untrusted too: nothing a peer answers stops the node. An INVALID_REQUEST
+// answer (fatal in Kafka), a divergence below the high watermark, a snapshot id below
+// it or after the leader's epoch, or a snapshot chunk that does not continue the
+// download is refused (refuseResponse: ERROR, Counters.RefusedResponse) and handled as
+// a failed request; Step returns an error only for local storage. Counts a peer
+// controls are capped before anything is kept: observers tracked by a leader
+// (Config.MaxTrackedObservers), the buffer reserved for a snapshot download, the
+// leader addresses an observer remembers. The ids themselves are not authenticated:
+// on a PLAINTEXT listener anyone who can reach it can claim a voter's id. FuzzStep
+// checks that no message panics the core or makes Step fail.
 //
 // # Goroutines
 //

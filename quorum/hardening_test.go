@@ -492,3 +492,56 @@ func TestPreVoteAtHigherEpochRespectsLiveLeader(t *testing.T) {
 		t.Errorf("after the fetch timeout: %s", resp)
 	}
 }
+
+// TestObserverTrackingIsCapped: every Fetch with a new replica id added an observer
+// entry on the leader, kept 300 s, so forged ids grew the leader (and DescribeQuorum)
+// without bound. Past quorum.DefaultMaxTrackedObservers a Fetch from an unknown id is
+// still answered but not tracked; the observers already tracked stay; entries that
+// expire make room again.
+func TestObserverTrackingIsCapped(t *testing.T) {
+	e := committedEnv(t)
+	leader := e.Nodes[1]
+	epoch := leader.Raft.Status().Epoch
+	fetch := func(id int32) quorum.Message {
+		return quorum.Message{From: id, To: 1, RequestID: uint64(id), Fetch: &quorum.FetchRequest{ClusterID: "c",
+			ReplicaID: id, CurrentLeaderEpoch: epoch, FetchOffset: 0, LastFetchedEpoch: 0}}
+	}
+	const extra = 100
+	for id := int32(1000); id < 1000+quorum.DefaultMaxTrackedObservers+extra; id++ {
+		if err := leader.Raft.Step(e.NowMs, fetch(id)); err != nil {
+			t.Fatal(err)
+		}
+		rd := leader.Raft.Ready()
+		answered := false
+		for _, m := range rd.Messages {
+			answered = answered || m.FetchResp != nil && m.To == id && m.FetchResp.ErrorCode == 0 && len(m.FetchResp.Batches) > 0
+		}
+		if !answered {
+			t.Fatalf("fetch from %d not answered with records", id)
+		}
+		leader.Raft.Advance(rd)
+	}
+	st := leader.Raft.Status()
+	if len(st.Observers) != quorum.DefaultMaxTrackedObservers {
+		t.Errorf("%d observers tracked, want %d", len(st.Observers), quorum.DefaultMaxTrackedObservers)
+	}
+	if c := leader.Raft.Counters(); c.ObserversUntracked != extra {
+		t.Errorf("ObserversUntracked %d, want %d", c.ObserversUntracked, extra)
+	}
+	for _, o := range st.Observers {
+		if o.ReplicaID >= 1000+quorum.DefaultMaxTrackedObservers {
+			t.Errorf("observer %d tracked past the cap", o.ReplicaID)
+		}
+	}
+	// The session timeout frees the entries; a new observer is tracked again.
+	for range 301 {
+		e.Tick(1000, nil)
+		stabilize(e)
+	}
+	if err := leader.Raft.Step(e.NowMs, fetch(7)); err != nil {
+		t.Fatal(err)
+	}
+	if st := leader.Raft.Status(); len(st.Observers) != 1 || st.Observers[0].ReplicaID != 7 {
+		t.Errorf("after the session timeout: observers %v", st.Observers)
+	}
+}
