@@ -60,8 +60,8 @@
 //
 // Answers are untrusted too: nothing a peer answers stops the node. An INVALID_REQUEST
 // answer (fatal in Kafka), a divergence below the high watermark, a snapshot id below
-// it or after the leader's epoch, or a snapshot chunk that does not continue the
-// download is refused (refuseResponse: ERROR, Counters.RefusedResponse) and handled as
+// it or after the leader's epoch, a snapshot chunk that does not continue the
+// download, or a downloaded file that is not a valid snapshot is refused (refuseResponse: ERROR, Counters.RefusedResponse) and handled as
 // a failed request; Step returns an error only for local storage. Counts a peer
 // controls are capped before anything is kept: observers tracked by a leader
 // (Config.MaxTrackedObservers), the buffer reserved for a snapshot download, the
@@ -85,10 +85,11 @@
 // A leader answers a Fetch below its log start (or at offset 0, or with an epoch older
 // than the log start) with its latest SnapshotID; the follower switches to
 // FetchSnapshot, handing each chunk to the driver (Ready.SnapshotChunks), and when the
-// last one arrives resets its log to the snapshot's end and asks the driver to load it
-// (Ready.LoadSnapshot): the driver validates and commits the .part file, truncates the
-// log fully (ResetLog) and gives the snapshot to every SnapshotListener before any
-// later commit. The download belongs to the follower's epoch: a new leader restarts
+// last one arrives asks the driver to load it (Ready.LoadSnapshot): the driver
+// validates and commits the .part file, truncates the log fully (ResetLog) and gives
+// the snapshot to every SnapshotListener before any later commit; the core resets its
+// log to the snapshot's end at Advance. A file that is not a valid snapshot is
+// discarded and refused at Advance, and the follower fetches again. The download belongs to the follower's epoch: a new leader restarts
 // it. A leader never loads a snapshot. The log start moves only to the latest
 // snapshot (CompactLog), when the log kept below it passes the retention limits.
 //

@@ -77,7 +77,7 @@ func (r *Raft) fetchFailed(nowMs int64, f *followerState, from int32) {
 // maybeSendFetch sends the next Fetch when none is in flight and it is due.
 func (r *Raft) maybeSendFetch(nowMs int64) {
 	f := r.follow
-	if f == nil || f.inflight != 0 || nowMs < f.nextFetchMs {
+	if f == nil || f.inflight != 0 || nowMs < f.nextFetchMs || f.snap != nil && f.snap.done {
 		return
 	}
 	to := r.leaderID

@@ -247,13 +247,23 @@ func TestNodeSurvivesInvalidRequestAnswers(t *testing.T) {
 	}
 }
 
-// TestNodeSurvivesHugeSnapshotSize: a leader's FetchSnapshot answer announcing a size
-// of 2^62 bytes made the follower's driver reserve that much for the download, which
-// panicked the process (makeslice: cap out of range). Voter 2 here is a forged leader
-// that names itself with BeginQuorumEpoch, points node 1 at a snapshot, and answers
-// every FetchSnapshot with three bytes of a 2^62-byte file. Node 1 keeps running and
-// keeps downloading.
-func TestNodeSurvivesHugeSnapshotSize(t *testing.T) {
+// TestNodeSurvivesForgedSnapshots: voter 2 here is a forged leader that names itself
+// with BeginQuorumEpoch, points node 1 at a snapshot, and answers every FetchSnapshot
+// with three bytes: of a 2^62-byte file, which made the follower's driver reserve that
+// much for the download and panicked the process (makeslice: cap out of range); or of
+// a 3-byte file, complete but not a snapshot, which stopped the follower when its
+// driver failed to parse it (the core had already moved its log to the snapshot).
+// Node 1 keeps running and keeps downloading; the invalid file is refused and counted.
+func TestNodeSurvivesForgedSnapshots(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		size int64
+	}{{"size 2^62", 1 << 62}, {"complete but invalid", 3}} {
+		t.Run(tc.name, func(t *testing.T) { forgedSnapshotLeader(t, tc.size) })
+	}
+}
+
+func forgedSnapshotLeader(t *testing.T, size int64) {
 	defer goleak.VerifyNone(t)
 	c := &testCluster{t: t, addrs: map[int32]string{}, nodes: map[int32]*testNode{}, dirs: map[int32]string{},
 		tune: func(cfg *Config) { cfg.ElectionTimeoutMs, cfg.FetchTimeoutMs = 10_000, 10_000 }}
@@ -286,7 +296,7 @@ func TestNodeSurvivesHugeSnapshotSize(t *testing.T) {
 		p := kmsg.NewFetchSnapshotResponseTopicPartition()
 		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = 2, 1
 		p.SnapshotID = snap
-		p.Size, p.Position, p.Bytes = 1<<62, in.Topics[0].Partitions[0].Position, []byte{1, 2, 3}
+		p.Size, p.Position, p.Bytes = size, in.Topics[0].Partitions[0].Position, []byte{1, 2, 3}
 		tp := kmsg.NewFetchSnapshotResponseTopic()
 		tp.Topic = MetadataTopic
 		tp.Partitions = []kmsg.FetchSnapshotResponseTopicPartition{p}
@@ -320,8 +330,11 @@ func TestNodeSurvivesHugeSnapshotSize(t *testing.T) {
 		}
 		return chunks.Load() >= 3
 	})
-	if s, err := n.node.Status(context.Background()); err != nil || s.Role != Follower || s.LeaderID != 2 {
+	if s, err := n.node.Status(context.Background()); err != nil || s.Role != Follower || s.LeaderID != 2 || s.LogEndOffset != 0 {
 		t.Errorf("node 1: %+v %v", s, err)
+	}
+	if size == 3 && n.node.Metrics().RefusedResponseTotal == 0 {
+		t.Error("the invalid snapshot was not refused")
 	}
 }
 

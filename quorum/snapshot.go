@@ -52,6 +52,9 @@ type snapshotFetch struct {
 	id       raftlog.SnapshotID
 	size     int64
 	position int64
+	// done: every byte arrived; the driver is validating the file (no Fetch until
+	// finishSnapshotLoad).
+	done bool
 }
 
 // LatestSnapshot is the newest complete local snapshot the core knows of.
@@ -292,10 +295,34 @@ func (r *Raft) handleFetchSnapshotResponse(nowMs int64, m Message) {
 	r.snapChunks = append(r.snapChunks, SnapshotChunk{ID: s.id, Position: s.position, Size: s.size, Data: resp.Bytes})
 	s.position += int64(len(resp.Bytes))
 	if s.position == s.size {
-		f.snap = nil
-		r.installSnapshot(s.id)
+		// Complete: the driver validates the file (Ready.LoadSnapshot) and the core
+		// installs it, or drops it, at Advance. No Fetch meanwhile.
+		s.done = true
+		r.loadSnapshot = &s.id
+		return
 	}
 	r.maybeSendFetch(nowMs)
+}
+
+// finishSnapshotLoad runs at Advance of the Ready that carried LoadSnapshot: the
+// driver has validated and committed the downloaded file, or found it invalid
+// (rejected). A valid one is installed; an invalid one (its bytes come from the
+// leader) is refused like any unusable answer and the follower fetches again after
+// the retry backoff, instead of stopping.
+func (r *Raft) finishSnapshotLoad(id raftlog.SnapshotID, rejected bool) {
+	f := r.follow
+	if f == nil || f.snap == nil || !f.snap.done || f.snap.id != id {
+		return
+	}
+	f.snap = nil
+	if rejected {
+		r.refuseResponse(r.leaderID, "downloaded snapshot is not a valid snapshot file",
+			zap.Int64("snapshot_end_offset", id.EndOffset), zap.Int32("snapshot_epoch", id.Epoch))
+		f.nextFetchMs = r.nowMs + r.cfg.RetryBackoffMs
+	} else {
+		r.installSnapshot(id)
+	}
+	r.maybeSendFetch(r.nowMs)
 }
 
 // unusableSnapshot says why a leader's snapshot id cannot be what this follower needs
@@ -315,9 +342,9 @@ func (r *Raft) unusableSnapshot(id raftlog.SnapshotID) string {
 	return ""
 }
 
-// installSnapshot makes a downloaded snapshot the node's state: the log restarts at
-// its end and the listeners reload from it. A leader never gets here (only a
-// Follower downloads). The id passed unusableSnapshot when the download began; a
+// installSnapshot makes a downloaded, validated snapshot the node's state: the log
+// restarts at its end (the driver reset its storage already) and the listeners have
+// reloaded from it. A leader never gets here (only a Follower downloads). The id passed unusableSnapshot when the download began; a
 // snapshot that the high watermark has passed since (an observer's rediscovery Fetch
 // may have reached the leader meanwhile) is dropped, as loading it would move the
 // state machine backwards.
@@ -332,7 +359,6 @@ func (r *Raft) installSnapshot(id raftlog.SnapshotID) {
 	r.snapshot = &id
 	r.hw = max(r.hw, id.EndOffset)
 	r.applied = id.EndOffset
-	r.loadSnapshot = &id
 }
 
 // RetainedBelowSnapshot is the size and the oldest batch time of the log kept below

@@ -433,10 +433,14 @@ func (n *Node) persistDownload(rd *Ready) error {
 	}
 	snap, err := ParseSnapshot(*id, d.buf)
 	if err != nil {
+		// The bytes are the leader's: not a reason to stop. The core refuses the
+		// download at Advance (logged at ERROR, counted) and fetches again.
 		if d.w != nil {
 			_ = d.w.Abort()
 		}
-		return err
+		n.log.Warn("downloaded snapshot is invalid; discarded", zap.Error(err))
+		rd.snapshotRejected = true
+		return nil
 	}
 	if d.w != nil {
 		if err := d.w.Commit(); err != nil {

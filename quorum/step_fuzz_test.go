@@ -173,8 +173,12 @@ func (h *stepHarness) drain() {
 			h.state = *st
 		}
 		if rd.LoadSnapshot != nil {
-			id := *rd.LoadSnapshot
-			h.snap, h.start, h.batches = &id, id.EndOffset, nil
+			// The driver may find the downloaded file invalid (its bytes are the
+			// leader's): the core must drop it, not stop.
+			if rd.snapshotRejected = h.in.byte()%2 == 0; !rd.snapshotRejected {
+				id := *rd.LoadSnapshot
+				h.snap, h.start, h.batches = &id, id.EndOffset, nil
+			}
 		}
 		if rd.TruncateTo >= 0 {
 			i := slices.IndexFunc(h.batches, func(b raftlog.Batch) bool { return b.BaseOffset >= rd.TruncateTo })
