@@ -243,7 +243,8 @@ func (r *Raft) sendFetchSnapshot(to int32, s *snapshotFetch) uint64 {
 }
 
 // handleFetchSnapshotResponse appends a chunk to the download and, when it is
-// complete, resets the log to the snapshot and asks the driver to load it.
+// complete, asks the driver to validate and load it (finishSnapshotLoad resets the
+// log at Advance).
 func (r *Raft) handleFetchSnapshotResponse(nowMs int64, m Message) {
 	f := r.follow
 	if f == nil || f.inflight != m.RequestID {
@@ -295,8 +296,18 @@ func (r *Raft) handleFetchSnapshotResponse(nowMs int64, m Message) {
 	r.snapChunks = append(r.snapChunks, SnapshotChunk{ID: s.id, Position: s.position, Size: s.size, Data: resp.Bytes})
 	s.position += int64(len(resp.Bytes))
 	if s.position == s.size {
+		if s.id.EndOffset < r.hw {
+			// The high watermark passed it during the download (an observer's
+			// rediscovery Fetch may have reached the leader): loading it would move
+			// the state machine backwards.
+			r.logf("%d drops downloaded snapshot (%d,%d): high watermark %d is past it", r.cfg.NodeID, s.id.EndOffset, s.id.Epoch, r.hw)
+			f.snap = nil
+			r.maybeSendFetch(nowMs)
+			return
+		}
 		// Complete: the driver validates the file (Ready.LoadSnapshot) and the core
-		// installs it, or drops it, at Advance. No Fetch meanwhile.
+		// installs it, or drops it, at Advance. No Fetch meanwhile, so the high
+		// watermark stays at or below its end.
 		s.done = true
 		r.loadSnapshot = &s.id
 		return
@@ -344,20 +355,16 @@ func (r *Raft) unusableSnapshot(id raftlog.SnapshotID) string {
 
 // installSnapshot makes a downloaded, validated snapshot the node's state: the log
 // restarts at its end (the driver reset its storage already) and the listeners have
-// reloaded from it. A leader never gets here (only a Follower downloads). The id passed unusableSnapshot when the download began; a
-// snapshot that the high watermark has passed since (an observer's rediscovery Fetch
-// may have reached the leader meanwhile) is dropped, as loading it would move the
-// state machine backwards.
+// reloaded from it. A leader never gets here (only a Follower downloads), and the
+// high watermark was at or below the snapshot's end when the download completed and
+// has not moved since (no Fetch is sent until here).
 func (r *Raft) installSnapshot(id raftlog.SnapshotID) {
 	assertf(r.role == Follower, "only a follower loads a snapshot (role %s)", r.role)
-	if id.EndOffset < r.hw {
-		r.logf("%d drops downloaded snapshot (%d,%d): high watermark %d is past it", r.cfg.NodeID, id.EndOffset, id.Epoch, r.hw)
-		return
-	}
+	assertf(id.EndOffset >= r.hw, "snapshot (%d,%d) below high watermark %d", id.EndOffset, id.Epoch, r.hw)
 	r.logf("%d loaded snapshot (%d,%d), log restarts at %d", r.cfg.NodeID, id.EndOffset, id.Epoch, id.EndOffset)
 	r.log.resetTo(id)
 	r.snapshot = &id
-	r.hw = max(r.hw, id.EndOffset)
+	r.hw = id.EndOffset
 	r.applied = id.EndOffset
 }
 
