@@ -4,7 +4,8 @@ package quorum
 // (KIP-595); v1 adds LastFetchTimestamp and LastCaughtUpTimestamp (KIP-836); v2 adds
 // directory ids, error messages and the voters' endpoints in Nodes (KIP-853). A
 // non-leader answers NOT_LEADER_OR_FOLLOWER with its view of the leader. Observers are
-// listed until they go 300 s without a fetch (observerSessionTimeoutMs).
+// listed until they go 300 s without a fetch (observerSessionTimeoutMs), at most
+// Config.MaxTrackedObservers of them (DefaultMaxTrackedObservers, 4096; see noteFetcher).
 
 import (
 	"context"

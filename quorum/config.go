@@ -46,6 +46,9 @@ type Config struct {
 	MaxBatchBytes int
 	// FetchMaxBytes caps one Fetch response's records (8 MiB); at least one batch is sent.
 	FetchMaxBytes int32
+	// MaxTrackedObservers caps the observers a leader tracks (DefaultMaxTrackedObservers);
+	// see noteFetcher. Zero means the default.
+	MaxTrackedObservers int
 
 	// KRaftVersion is the kraft.version feature level. Only 0, the static voter set of
 	// controller.quorum.voters, is implemented; Validate rejects any other. At 0 the
@@ -119,6 +122,9 @@ func (c *Config) Validate() error {
 	}
 	if c.FetchMaxBytes <= 0 {
 		c.FetchMaxBytes = 8 << 20
+	}
+	if c.MaxTrackedObservers <= 0 {
+		c.MaxTrackedObservers = DefaultMaxTrackedObservers
 	}
 	if c.Rand == nil {
 		c.Rand = rand.New(rand.NewPCG(uint64(c.NodeID), 0x6b72616674))

@@ -54,10 +54,20 @@
 // (INVALID_REQUEST), logged at ERROR and counted; Kafka stops the process there. A
 // follower that fetched from its leader within the fetch timeout, and a leader
 // fetched from by a majority, neither grant nor adopt a Vote at a higher epoch
-// (leader stickiness, Raft thesis 4.2.3) until the leader resigns. A persisted
-// quorum-state no election could follow stops NewRaft with what to do. The ids
-// themselves are not authenticated: on a PLAINTEXT listener anyone who can reach it
-// can claim a voter's id. FuzzStep checks that no message panics the core.
+// (leader stickiness, Raft thesis 4.2.3) until the leader resigns, nor a pre-vote at a
+// higher epoch (KIP-996's rule, at every epoch). A persisted quorum-state no election
+// could follow stops NewRaft with what to do.
+//
+// Answers are untrusted too: nothing a peer answers stops the node. An INVALID_REQUEST
+// answer (fatal in Kafka), a divergence below the high watermark, a snapshot id below
+// it or after the leader's epoch, a snapshot chunk that does not continue the
+// download, or a downloaded file that is not a valid snapshot is refused (refuseResponse: ERROR, Counters.RefusedResponse) and handled as
+// a failed request; Step returns an error only for local storage. Counts a peer
+// controls are capped before anything is kept: observers tracked by a leader
+// (Config.MaxTrackedObservers), the buffer reserved for a snapshot download, the
+// leader addresses an observer remembers. The ids themselves are not authenticated:
+// on a PLAINTEXT listener anyone who can reach it can claim a voter's id. FuzzStep
+// checks that no message panics the core or makes Step fail.
 //
 // # Goroutines
 //
@@ -75,10 +85,11 @@
 // A leader answers a Fetch below its log start (or at offset 0, or with an epoch older
 // than the log start) with its latest SnapshotID; the follower switches to
 // FetchSnapshot, handing each chunk to the driver (Ready.SnapshotChunks), and when the
-// last one arrives resets its log to the snapshot's end and asks the driver to load it
-// (Ready.LoadSnapshot): the driver validates and commits the .part file, truncates the
-// log fully (ResetLog) and gives the snapshot to every SnapshotListener before any
-// later commit. The download belongs to the follower's epoch: a new leader restarts
+// last one arrives asks the driver to load it (Ready.LoadSnapshot): the driver
+// validates and commits the .part file, truncates the log fully (ResetLog) and gives
+// the snapshot to every SnapshotListener before any later commit; the core resets its
+// log to the snapshot's end at Advance. A file that is not a valid snapshot is
+// discarded and refused at Advance, and the follower fetches again. The download belongs to the follower's epoch: a new leader restarts
 // it. A leader never loads a snapshot. The log start moves only to the latest
 // snapshot (CompactLog), when the log kept below it passes the retention limits.
 //

@@ -15,12 +15,6 @@ var (
 	ErrBatchTooLarge = errors.New("quorum: record batch too large")
 	// ErrInvalidConfig: Config.Validate rejected the configuration.
 	ErrInvalidConfig = errors.New("quorum: invalid config")
-	// ErrTruncateBelowHighWatermark: the leader asked this node to truncate committed data.
-	// Fatal: the node must stop rather than lose committed records.
-	ErrTruncateBelowHighWatermark = errors.New("quorum: truncation below high watermark")
-	// ErrInvalidResponse: a peer answered INVALID_REQUEST, i.e. this node sent a malformed
-	// request. Fatal, as in Kafka: it is a bug.
-	ErrInvalidResponse = errors.New("quorum: peer reported an invalid request")
 	// ErrRequestFailed is what a driver may use as Message.Err for a failed outbound request.
 	ErrRequestFailed = errors.New("quorum: request failed")
 )

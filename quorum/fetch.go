@@ -89,9 +89,25 @@ func (r *Raft) divergence(fetchOffset int64, lastFetchedEpoch int32) *EpochEndOf
 	return nil
 }
 
+// DefaultMaxTrackedObservers is how many observers a leader tracks at most
+// (Config.MaxTrackedObservers): about 150 bytes each, 600 KB in all, and as many rows
+// in a DescribeQuorum answer. A real cluster has one observer per broker.
+const DefaultMaxTrackedObservers = 4096
+
 // noteFetcher records a fetcher's progress. A voter's fetch also counts toward
 // check-quorum and acknowledges BeginQuorumEpoch. Only a valid (non-diverging) fetch
 // offset is an acknowledged end offset.
+//
+// The replica id of a Fetch is whatever the sender wrote, so each new id would add an
+// observer entry, kept observerSessionTimeoutMs. Once Config.MaxTrackedObservers
+// observers are tracked, a Fetch from an id not tracked is still served in full but
+// not tracked (counted in Counters.ObserversUntracked): DescribeQuorum does not list
+// it, and a commit reaches it when the high watermark moves, or when its Fetch's
+// MaxWait runs out if it missed that move (without an entry the leader does not know
+// which high watermark it last sent it). Not tracking the newcomer, rather than
+// evicting the least recently seen, keeps every replica already tracked: a flood of
+// forged ids cannot push the real brokers out of DescribeQuorum, and admission costs
+// no scan. Tracked entries free up as observers stop fetching for the session timeout.
 func (r *Raft) noteFetcher(nowMs int64, req *FetchRequest, valid bool) {
 	if req.ReplicaID < 0 {
 		return
@@ -99,6 +115,10 @@ func (r *Raft) noteFetcher(nowMs int64, req *FetchRequest, valid bool) {
 	rs := r.lead.replicas[req.ReplicaID]
 	if rs == nil {
 		// Voters all have an entry, so this is an observer (expireObservers drops it).
+		if len(r.lead.replicas)-len(r.cfg.Voters) >= r.cfg.MaxTrackedObservers {
+			r.counters.observersUntracked++
+			return
+		}
 		rs = &replicaState{id: req.ReplicaID, endOffset: -1, lastFetchMs: -1, lastCaughtUpMs: -1}
 		r.lead.replicas[req.ReplicaID] = rs
 		r.lead.observerExpiryMs = min(r.lead.observerExpiryMs, nowMs+observerSessionTimeoutMs)

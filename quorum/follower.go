@@ -1,10 +1,10 @@
 package quorum
 
 import (
-	"fmt"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"go.uber.org/zap"
 )
 
 // followerState is the fetch loop of a Follower (and of an Unattached observer that is
@@ -77,7 +77,7 @@ func (r *Raft) fetchFailed(nowMs int64, f *followerState, from int32) {
 // maybeSendFetch sends the next Fetch when none is in flight and it is due.
 func (r *Raft) maybeSendFetch(nowMs int64) {
 	f := r.follow
-	if f == nil || f.inflight != 0 || nowMs < f.nextFetchMs {
+	if f == nil || f.inflight != 0 || nowMs < f.nextFetchMs || f.snap != nil && f.snap.done {
 		return
 	}
 	to := r.leaderID
@@ -127,23 +127,24 @@ func (r *Raft) sendFetch(to int32) uint64 {
 }
 
 // handleFetchResponse runs on a Follower (or discovering observer) for the answer to
-// its in-flight Fetch.
-func (r *Raft) handleFetchResponse(nowMs int64, m Message) error {
+// its in-flight Fetch. A leader's answer this node cannot apply (fetchedDataUsable) is
+// refused and handled as a failed Fetch.
+func (r *Raft) handleFetchResponse(nowMs int64, m Message) {
 	f := r.follow
 	if f == nil {
 		f = r.discover
 	}
 	if f == nil || f.inflight != m.RequestID {
-		return nil // late: sent in another role, epoch or round
+		return // late: sent in another role, epoch or round
 	}
 	f.inflight = 0
 	resp := m.FetchResp
 	if m.Err != nil || resp.ErrorCode == kerr.BrokerNotAvailable.Code {
 		r.fetchFailed(nowMs, f, m.From)
-		return nil
+		return
 	}
-	if handled, err := r.handleCommonResponse(nowMs, m.From, resp.TopLevelErrorCode, resp.ErrorCode, resp.LeaderID, resp.LeaderEpoch); handled || err != nil {
-		if err == nil && r.follow == f {
+	if r.handleCommonResponse(nowMs, m.From, resp.TopLevelErrorCode, resp.ErrorCode, resp.LeaderID, resp.LeaderEpoch) {
+		if r.follow == f {
 			// An error from the leader itself sends an observer back to the bootstrap
 			// voters; an error from another voter sends it back to the leader.
 			f.nextFetchMs = nowMs + r.cfg.RetryBackoffMs
@@ -152,31 +153,61 @@ func (r *Raft) handleFetchResponse(nowMs int64, m Message) error {
 				f.rediscoverAvoiding(m.From)
 			}
 		}
-		return err
+		return
 	}
 	if r.role != Follower || resp.ErrorCode != 0 || m.From != r.leaderID {
 		f.nextFetchMs = nowMs + r.cfg.RetryBackoffMs
-		return nil
+		return
+	}
+	if !r.fetchedDataUsable(m.From, resp) {
+		// Not a success: the fetch timer keeps running, as for a failed Fetch.
+		r.fetchFailed(nowMs, f, m.From)
+		return
 	}
 	f.fetchedOK, f.rediscover = true, false
 	f.fetchDeadlineMs = nowMs + r.cfg.FetchTimeoutMs
 	f.nextFetchMs = nowMs
-	if err := r.applyFetchedData(resp); err != nil {
-		return err
-	}
+	r.applyFetchedData(resp)
 	r.maybeSendFetch(nowMs)
-	return nil
+}
+
+// fetchedDataUsable checks what a leader's Fetch answer asks of this follower before
+// any of it is applied, and refuses (refuseResponse) what no leader of this epoch can
+// ask: a truncation below the high watermark (it would un-commit records others
+// applied; Kafka fails there), or a snapshot that ends below the high watermark or
+// lies in a later epoch than the leader's (Kafka fails once it is downloaded).
+// Batches that do not fit the log are dropped one by one in applyFetchedData.
+func (r *Raft) fetchedDataUsable(from int32, resp *FetchResponse) bool {
+	switch {
+	case resp.DivergingEpoch != nil:
+		div := *resp.DivergingEpoch
+		if to := r.divergenceTruncation(div); div.Epoch < 0 || div.EndOffset < 0 || to < r.hw {
+			r.refuseResponse(from, "diverging epoch would truncate below the high watermark",
+				zap.Int32("diverging_epoch", div.Epoch), zap.Int64("diverging_end_offset", div.EndOffset),
+				zap.Int64("high_watermark", r.hw))
+			return false
+		}
+	case resp.SnapshotID != nil:
+		if why := r.unusableSnapshot(*resp.SnapshotID); why != "" {
+			r.refuseResponse(from, why, zap.Int64("snapshot_end_offset", resp.SnapshotID.EndOffset),
+				zap.Int32("snapshot_epoch", resp.SnapshotID.Epoch), zap.Int64("high_watermark", r.hw))
+			return false
+		}
+	}
+	return true
 }
 
 // applyFetchedData truncates on divergence or appends the records, then follows the
-// leader's high watermark: hw = max(hw, min(leaderHW, LEO)).
-func (r *Raft) applyFetchedData(resp *FetchResponse) error {
+// leader's high watermark: hw = max(hw, min(leaderHW, LEO)). fetchedDataUsable
+// accepted resp.
+func (r *Raft) applyFetchedData(resp *FetchResponse) {
 	switch {
 	case resp.DivergingEpoch != nil:
-		return r.truncateDiverged(*resp.DivergingEpoch)
+		r.truncateDiverged(*resp.DivergingEpoch)
+		return
 	case resp.SnapshotID != nil:
 		r.startSnapshotFetch(*resp.SnapshotID)
-		return nil
+		return
 	}
 	leo := r.log.endOffset()
 	for _, b := range resp.Batches {
@@ -199,27 +230,32 @@ func (r *Raft) applyFetchedData(resp *FetchResponse) error {
 	if resp.HighWatermark >= 0 {
 		r.hw = max(r.hw, min(resp.HighWatermark, r.log.endOffset()))
 	}
-	return nil
 }
 
-// truncateDiverged cuts the log back to where it agrees with the leader (spec section
-// 2.7). Truncating committed data is fatal: it would un-commit records others applied.
-func (r *Raft) truncateDiverged(div EpochEndOffset) error {
-	// The local end of the largest local epoch <= the leader's: where the two logs can
-	// still agree. Taking the minimum with the leader's end is always safe; a further
-	// divergence shows up in the next Fetch.
+// divergenceTruncation is where the log is cut back to agree with the leader (spec
+// section 2.7): the local end of the largest local epoch <= the leader's, at most the
+// leader's end, on a batch boundary. Taking the minimum with the leader's end is
+// always safe; a further divergence shows up in the next Fetch.
+func (r *Raft) divergenceTruncation(div EpochEndOffset) int64 {
 	_, localEnd := r.log.endOffsetForEpoch(div.Epoch)
 	to := min(localEnd, div.EndOffset, r.log.endOffset())
+	if to <= r.log.startOffset {
+		// Nothing below the log start can be cut (and batchIndex has no batch there).
+		return to
+	}
 	if i := r.log.batchIndex(to); i >= 0 {
 		to = r.log.batches[i].BaseOffset
 	}
-	if to < r.hw {
-		return fmt.Errorf("%w: diverging epoch (%d,%d) needs truncation to %d, high watermark %d",
-			ErrTruncateBelowHighWatermark, div.Epoch, div.EndOffset, to, r.hw)
-	}
+	return to
+}
+
+// truncateDiverged cuts the log back to divergenceTruncation, which
+// fetchedDataUsable checked is not below the high watermark.
+func (r *Raft) truncateDiverged(div EpochEndOffset) {
+	to := r.divergenceTruncation(div)
+	assertf(to >= r.hw, "truncation to %d below high watermark %d", to, r.hw)
 	r.logf("%d truncated log to %d (diverging epoch %d ends at %d)", r.cfg.NodeID, to, div.Epoch, div.EndOffset)
 	r.log.truncateTo(to)
-	return nil
 }
 
 // handleBeginEpoch: a new leader announces itself. Every check that can refuse the

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,4 +155,250 @@ func TestNodeRefusesUnusableQuorumState(t *testing.T) {
 		t.Fatalf("NewNode: %v", err)
 	}
 	t.Log(err)
+}
+
+// TestNodeSurvivesInvalidRequestAnswers: voter 3 of a 3-voter quorum is a server that
+// answers every quorum RPC (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch,
+// FetchSnapshot) with INVALID_REQUEST, as a forged voter would, or a real one misled
+// by a forged packet. Such an answer stopped the node that got it (as in Kafka), so
+// voters 1 and 2 stopped at their first election. Now they elect a leader, commit,
+// count the refused answers and keep running.
+func TestNodeSurvivesInvalidRequestAnswers(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c := &testCluster{t: t, addrs: map[int32]string{}, nodes: map[int32]*testNode{}, dirs: map[int32]string{}}
+	for i, a := range freeAddrs(t, 3) {
+		id := int32(i + 1)
+		c.addrs[id], c.dirs[id] = a, t.TempDir()
+	}
+	reg := protocol.NewRegistry()
+	var answered atomic.Int64
+	invalid := func(_ context.Context, req *protocol.Request) (kmsg.Response, error) {
+		answered.Add(1)
+		resp := req.Body.ResponseKind()
+		resp.SetVersion(req.Version)
+		switch r := resp.(type) {
+		case *kmsg.VoteResponse:
+			r.ErrorCode = kerr.InvalidRequest.Code
+		case *kmsg.BeginQuorumEpochResponse:
+			r.ErrorCode = kerr.InvalidRequest.Code
+		case *kmsg.EndQuorumEpochResponse:
+			r.ErrorCode = kerr.InvalidRequest.Code
+		case *kmsg.FetchResponse:
+			r.ErrorCode = kerr.InvalidRequest.Code
+		case *kmsg.FetchSnapshotResponse:
+			r.ErrorCode = kerr.InvalidRequest.Code
+		}
+		return resp, nil
+	}
+	for _, key := range []int16{52, 53, 54, 1, 59} {
+		reg.Register(key, 0, map[int16]int16{52: voteMaxVersion, 53: beginEpochMaxVersion, 54: endEpochMaxVersion,
+			1: fetchMaxVersion, 59: fetchSnapshotMaxVersion}[key], invalid)
+	}
+	fake, err := protocol.NewServer(protocol.ServerConfig{Listeners: []protocol.ListenerConfig{{Name: "CONTROLLER", Addr: c.addrs[3], Registry: reg}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer fake.Close()
+	c.start(1)
+	c.start(2)
+	defer c.closeAll()
+
+	var lead *testNode
+	waitFor(t, "a leader that committed", 10*time.Second, func() bool {
+		for _, tn := range c.nodes {
+			select {
+			case <-tn.node.Done():
+				t.Fatalf("node %d stopped: %v", tn.id, tn.node.Err())
+			default:
+			}
+		}
+		lead = c.leader()
+		return lead != nil
+	})
+	st, _ := lead.node.Status(context.Background())
+	if _, err := lead.node.Propose(context.Background(), st.Epoch, []raftlog.Record{{Value: []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both nodes to apply the record", 10*time.Second, func() bool {
+		for _, tn := range c.nodes {
+			if v, _ := tn.rec.snapshot(); len(v) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	// The leader's BeginQuorumEpoch to voter 3 is answered INVALID_REQUEST each
+	// fetch.timeout/2; each answer is refused and counted, never fatal.
+	waitFor(t, "the leader to refuse answers from voter 3", 5*time.Second, func() bool {
+		return lead.node.Metrics().RefusedResponseTotal >= 2
+	})
+	for _, tn := range c.nodes {
+		select {
+		case <-tn.node.Done():
+			t.Errorf("node %d stopped: %v", tn.id, tn.node.Err())
+		default:
+		}
+	}
+	if answered.Load() == 0 {
+		t.Error("voter 3 answered nothing")
+	}
+}
+
+// TestNodeSurvivesForgedSnapshots: voter 2 here is a forged leader that names itself
+// with BeginQuorumEpoch, points node 1 at a snapshot, and answers every FetchSnapshot
+// with three bytes: of a 2^62-byte file, which made the follower's driver reserve that
+// much for the download and panicked the process (makeslice: cap out of range); or of
+// a 3-byte file, complete but not a snapshot, which stopped the follower when its
+// driver failed to parse it (the core had already moved its log to the snapshot).
+// Node 1 keeps running and keeps downloading; the invalid file is refused and counted.
+func TestNodeSurvivesForgedSnapshots(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		size int64
+	}{{"size 2^62", 1 << 62}, {"complete but invalid", 3}} {
+		t.Run(tc.name, func(t *testing.T) { forgedSnapshotLeader(t, tc.size) })
+	}
+}
+
+func forgedSnapshotLeader(t *testing.T, size int64) {
+	defer goleak.VerifyNone(t)
+	c := &testCluster{t: t, addrs: map[int32]string{}, nodes: map[int32]*testNode{}, dirs: map[int32]string{},
+		tune: func(cfg *Config) { cfg.ElectionTimeoutMs, cfg.FetchTimeoutMs = 10_000, 10_000 }}
+	for i, a := range freeAddrs(t, 3) {
+		id := int32(i + 1)
+		c.addrs[id], c.dirs[id] = a, t.TempDir()
+	}
+	snap := kmsg.NewFetchSnapshotResponseTopicPartitionSnapshotID()
+	snap.EndOffset, snap.Epoch = 10, 1
+	var chunks atomic.Int64
+	reg := protocol.NewRegistry()
+	reg.Register(1, 0, fetchMaxVersion, func(_ context.Context, req *protocol.Request) (kmsg.Response, error) {
+		resp := kmsg.NewPtrFetchResponse()
+		resp.Version = req.Version
+		p := kmsg.NewFetchResponseTopicPartition()
+		p.HighWatermark = 10
+		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = 2, 1
+		p.SnapshotID.EndOffset, p.SnapshotID.Epoch = snap.EndOffset, snap.Epoch
+		tp := kmsg.NewFetchResponseTopic()
+		tp.TopicID = MetadataTopicID
+		tp.Partitions = []kmsg.FetchResponseTopicPartition{p}
+		resp.Topics = []kmsg.FetchResponseTopic{tp}
+		return resp, nil
+	})
+	reg.Register(59, 0, fetchSnapshotMaxVersion, func(_ context.Context, req *protocol.Request) (kmsg.Response, error) {
+		in := req.Body.(*kmsg.FetchSnapshotRequest)
+		chunks.Add(1)
+		resp := kmsg.NewPtrFetchSnapshotResponse()
+		resp.Version = req.Version
+		p := kmsg.NewFetchSnapshotResponseTopicPartition()
+		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = 2, 1
+		p.SnapshotID = snap
+		p.Size, p.Position, p.Bytes = size, in.Topics[0].Partitions[0].Position, []byte{1, 2, 3}
+		tp := kmsg.NewFetchSnapshotResponseTopic()
+		tp.Topic = MetadataTopic
+		tp.Partitions = []kmsg.FetchSnapshotResponseTopicPartition{p}
+		resp.Topics = []kmsg.FetchSnapshotResponseTopic{tp}
+		return resp, nil
+	})
+	fake, err := protocol.NewServer(protocol.ServerConfig{Listeners: []protocol.ListenerConfig{{Name: "CONTROLLER", Addr: c.addrs[2], Registry: reg}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer fake.Close()
+	n := c.start(1)
+	defer c.closeAll()
+
+	cl := protocol.NewClient(protocol.ClientConfig{})
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cl.Request(ctx, c.addrs[1], encodeBeginEpoch(&BeginQuorumEpochRequest{VoterID: 1, LeaderID: 2, LeaderEpoch: 1},
+		"test-cluster-id-AAAAAA", 1)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "node 1 to download chunks", 5*time.Second, func() bool {
+		select {
+		case <-n.node.Done():
+			t.Fatalf("node 1 stopped: %v", n.node.Err())
+		default:
+		}
+		return chunks.Load() >= 3
+	})
+	if s, err := n.node.Status(context.Background()); err != nil || s.Role != Follower || s.LeaderID != 2 || s.LogEndOffset != 0 {
+		t.Errorf("node 1: %+v %v", s, err)
+	}
+	if size == 3 && n.node.Metrics().RefusedResponseTotal == 0 {
+		t.Error("the invalid snapshot was not refused")
+	}
+}
+
+// TestObserverLearnedAddressesBounded: an observer of bootstrap addresses remembers
+// the leader endpoint each Fetch answer advertises. A peer naming a new leader id with
+// an address in every answer grew that map by one entry per answer; it now holds at
+// most maxLearnedAddrs.
+func TestObserverLearnedAddressesBounded(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	addr := freeAddrs(t, 1)[0]
+	var answers atomic.Int32
+	reg := protocol.NewRegistry()
+	reg.Register(1, 0, fetchMaxVersion, func(_ context.Context, req *protocol.Request) (kmsg.Response, error) {
+		id := 100 + answers.Add(1)
+		resp := kmsg.NewPtrFetchResponse()
+		resp.Version = req.Version
+		p := kmsg.NewFetchResponseTopicPartition()
+		// An epoch older than the observer's: the core drops the answer and asks again
+		// at once; the driver has learned the address by then.
+		p.ErrorCode = kerr.NotLeaderForPartition.Code
+		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = id, -1
+		tp := kmsg.NewFetchResponseTopic()
+		tp.TopicID = MetadataTopicID
+		tp.Partitions = []kmsg.FetchResponseTopicPartition{p}
+		resp.Topics = []kmsg.FetchResponseTopic{tp}
+		b := kmsg.NewFetchResponseBroker()
+		b.NodeID, b.Host, b.Port = id, "127.0.0.1", 1
+		resp.Brokers = []kmsg.FetchResponseBroker{b}
+		return resp, nil
+	})
+	fake, err := protocol.NewServer(protocol.ServerConfig{Listeners: []protocol.ListenerConfig{{Name: "CONTROLLER", Addr: addr, Registry: reg}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer fake.Close()
+	store, err := raftlog.OpenFileStorage(t.TempDir(), raftlog.FileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := NewNode(NodeConfig{Raft: Config{NodeID: 7, ClusterID: "test-cluster-id-AAAAAA", RetryBackoffMs: 1,
+		FetchMaxWaitMs: 10, RequestTimeoutMs: 300}, Storage: store, BootstrapAddrs: []string{addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Start()
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		n.Close(ctx)
+	}()
+	learned := func() int {
+		var l int
+		if err := n.do(context.Background(), func() { l = len(n.learned) }); err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	waitFor(t, "many answers naming new leaders", 10*time.Second, func() bool {
+		return answers.Load() >= 4*maxLearnedAddrs && learned() > 0
+	})
+	if l := learned(); l > maxLearnedAddrs {
+		t.Errorf("observer remembers %d leader addresses, want at most %d", l, maxLearnedAddrs)
+	}
 }

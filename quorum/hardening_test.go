@@ -346,3 +346,202 @@ func TestUnusableQuorumStateStopsStart(t *testing.T) {
 		t.Errorf("%+v: %v", ok, err)
 	}
 }
+
+// inflightFetch runs the quorum until follower id has a Fetch on the network, and
+// takes it off: the test answers it in the leader's place.
+func inflightFetch(t *testing.T, e *quorumtest.Env, id int32) quorum.Message {
+	t.Helper()
+	for range 100 {
+		for _, n := range e.IDs() {
+			e.ProcessReady(e.Nodes[n])
+		}
+		if got := e.Take(func(m quorum.Message) bool { return m.From == id && m.Fetch != nil }); len(got) > 0 {
+			return got[0]
+		}
+		net := e.Net
+		e.Net = nil
+		for _, m := range net {
+			e.Deliver(m)
+		}
+		e.Tick(100, nil)
+	}
+	t.Fatalf("node %d sent no Fetch", id)
+	return quorum.Message{}
+}
+
+// TestRefusedResponsesKeepTheNodeRunning: answers to this node's quorum RPCs that it
+// cannot use stopped it (as in Kafka), so a peer misled by a forged packet, or a forged
+// voter, could stop the real leader. Each is now refused: logged at ERROR, counted in
+// RefusedResponse and handled as a failed request; the quorum keeps its leader.
+func TestRefusedResponsesKeepTheNodeRunning(t *testing.T) {
+	invalid := kerr.InvalidRequest.Code
+	for _, tc := range []struct {
+		name string
+		// answer returns the response to step into the quorum.
+		answer func(t *testing.T, e *quorumtest.Env, epoch int32) quorum.Message
+		// check, when set, checks the answered node afterwards.
+		check func(t *testing.T, n *quorumtest.Node, before quorum.Status)
+	}{
+		{name: "INVALID_REQUEST answer to the leader's BeginQuorumEpoch, naming another leader",
+			// A follower that a forged BeginQuorumEpoch made believe in leader 3.
+			answer: func(_ *testing.T, _ *quorumtest.Env, epoch int32) quorum.Message {
+				return quorum.Message{From: 2, To: 1, RequestID: 1 << 40, BeginEpochResp: &quorum.BeginQuorumEpochResponse{
+					ErrorCode: invalid, LeaderID: 3, LeaderEpoch: epoch}}
+			}},
+		{name: "INVALID_REQUEST answer to the leader's EndQuorumEpoch",
+			answer: func(_ *testing.T, _ *quorumtest.Env, epoch int32) quorum.Message {
+				return quorum.Message{From: 3, To: 1, RequestID: 1 << 40, EndEpochResp: &quorum.EndQuorumEpochResponse{
+					TopLevelErrorCode: invalid, LeaderID: -1, LeaderEpoch: -1}}
+			}},
+		{name: "INVALID_REQUEST answer to a follower's Fetch",
+			answer: func(t *testing.T, e *quorumtest.Env, epoch int32) quorum.Message {
+				f := inflightFetch(t, e, 2)
+				return quorum.Message{From: 1, To: 2, RequestID: f.RequestID, FetchResp: &quorum.FetchResponse{
+					TopLevelErrorCode: invalid, HighWatermark: -1, LeaderID: -1, LeaderEpoch: -1}}
+			}},
+		{name: "diverging epoch below the high watermark",
+			answer: func(t *testing.T, e *quorumtest.Env, epoch int32) quorum.Message {
+				f := inflightFetch(t, e, 2)
+				return quorum.Message{From: 1, To: 2, RequestID: f.RequestID, FetchResp: &quorum.FetchResponse{
+					HighWatermark: 2, LeaderID: 1, LeaderEpoch: epoch, DivergingEpoch: &quorum.EpochEndOffset{Epoch: 0, EndOffset: 0}}}
+			},
+			check: func(t *testing.T, n *quorumtest.Node, before quorum.Status) {
+				if st := n.Raft.Status(); st.LogEndOffset < before.LogEndOffset || st.HighWatermark < before.HighWatermark {
+					t.Errorf("log cut: end %d -> %d, hw %d -> %d", before.LogEndOffset, st.LogEndOffset, before.HighWatermark, st.HighWatermark)
+				}
+			}},
+		{name: "snapshot ending below the high watermark",
+			answer: func(t *testing.T, e *quorumtest.Env, epoch int32) quorum.Message {
+				f := inflightFetch(t, e, 2)
+				return quorum.Message{From: 1, To: 2, RequestID: f.RequestID, FetchResp: &quorum.FetchResponse{
+					HighWatermark: 2, LeaderID: 1, LeaderEpoch: epoch, SnapshotID: &raftlog.SnapshotID{EndOffset: 1, Epoch: 1}}}
+			}},
+		{name: "snapshot in a later epoch than the leader's",
+			answer: func(t *testing.T, e *quorumtest.Env, epoch int32) quorum.Message {
+				f := inflightFetch(t, e, 2)
+				return quorum.Message{From: 1, To: 2, RequestID: f.RequestID, FetchResp: &quorum.FetchResponse{
+					HighWatermark: 2, LeaderID: 1, LeaderEpoch: epoch, SnapshotID: &raftlog.SnapshotID{EndOffset: 100, Epoch: epoch + 1}}}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := committedEnv(t)
+			epoch := e.Nodes[1].Raft.Status().Epoch
+			m := tc.answer(t, e, epoch)
+			n := e.Nodes[m.To]
+			before := n.Raft.Status()
+			e.Deliver(m)
+			e.ProcessReady(n)
+			// A snapshot download, if one began, is served in full by "the leader":
+			// completing it is what stopped the node.
+			for _, req := range e.Take(func(r quorum.Message) bool { return r.From == m.To && r.FetchSnapshot != nil }) {
+				data := make([]byte, 64)
+				e.Deliver(quorum.Message{From: req.To, To: req.From, RequestID: req.RequestID,
+					FetchSnapshotResp: &quorum.FetchSnapshotResponse{LeaderID: 1, LeaderEpoch: epoch,
+						SnapshotID: req.FetchSnapshot.SnapshotID, Size: int64(len(data)), Bytes: data}})
+				e.ProcessReady(n)
+			}
+			if e.Fatal != nil {
+				t.Fatalf("node %d stopped: %v", m.To, e.Fatal)
+			}
+			if len(n.Loads) > 0 {
+				t.Errorf("node %d loaded snapshot %v", m.To, n.Loads)
+			}
+			if c := n.Raft.Counters(); c.RefusedResponse != 1 {
+				t.Errorf("RefusedResponse counter %d, want 1", c.RefusedResponse)
+			}
+			if !strings.Contains(e.Out.String(), "ERROR quorum: refused a peer's response") {
+				t.Errorf("no ERROR line in:\n%s", e.Out)
+			}
+			if tc.check != nil {
+				tc.check(t, n, before)
+			}
+			assertQuorumKept(t, e, epoch)
+		})
+	}
+}
+
+// TestPreVoteAtHigherEpochRespectsLiveLeader: KIP-996's rule that a voter which
+// fetched from its leader within the fetch timeout rejects pre-votes used to hold only
+// at its own epoch; a pre-vote from a higher epoch was granted on the log alone, so a
+// single stale or forged prospective collected pre-votes against a healthy leader.
+// The follower and the leader now reject it (and stay in their epoch); once the
+// follower has not fetched for a fetch timeout it grants it again.
+func TestPreVoteAtHigherEpochRespectsLiveLeader(t *testing.T) {
+	preVote := func(from, to, epoch int32) quorum.Message {
+		m := voteReq(from, to, epoch, epoch-1, 2)
+		m.Vote.PreVote = true
+		return m
+	}
+	e := committedEnv(t)
+	epoch := e.Nodes[1].Raft.Status().Epoch
+	for _, to := range []int32{2, 1} {
+		for _, ep := range []int32{epoch + 1, epoch + 5} {
+			resp := attack(t, e, preVote(3, to, ep))
+			if r := resp.VoteResp; r.VoteGranted || r.ErrorCode != 0 || r.LeaderEpoch != epoch || r.LeaderID != 1 {
+				t.Errorf("node %d answered a pre-vote at epoch %d with %s", to, ep, resp)
+			}
+		}
+	}
+	assertQuorumKept(t, e, epoch)
+
+	// No successful fetch for a whole fetch timeout (2 s): the pre-vote is granted.
+	e2 := committedEnv(t)
+	e2.NowMs += 2000
+	resp := attack(t, e2, preVote(3, 2, epoch+1))
+	if !resp.VoteResp.VoteGranted {
+		t.Errorf("after the fetch timeout: %s", resp)
+	}
+}
+
+// TestObserverTrackingIsCapped: every Fetch with a new replica id added an observer
+// entry on the leader, kept 300 s, so forged ids grew the leader (and DescribeQuorum)
+// without bound. Past quorum.DefaultMaxTrackedObservers a Fetch from an unknown id is
+// still answered but not tracked; the observers already tracked stay; entries that
+// expire make room again.
+func TestObserverTrackingIsCapped(t *testing.T) {
+	e := committedEnv(t)
+	leader := e.Nodes[1]
+	epoch := leader.Raft.Status().Epoch
+	fetch := func(id int32) quorum.Message {
+		return quorum.Message{From: id, To: 1, RequestID: uint64(id), Fetch: &quorum.FetchRequest{ClusterID: "c",
+			ReplicaID: id, CurrentLeaderEpoch: epoch, FetchOffset: 0, LastFetchedEpoch: 0}}
+	}
+	const extra = 100
+	for id := int32(1000); id < 1000+quorum.DefaultMaxTrackedObservers+extra; id++ {
+		if err := leader.Raft.Step(e.NowMs, fetch(id)); err != nil {
+			t.Fatal(err)
+		}
+		rd := leader.Raft.Ready()
+		answered := false
+		for _, m := range rd.Messages {
+			answered = answered || m.FetchResp != nil && m.To == id && m.FetchResp.ErrorCode == 0 && len(m.FetchResp.Batches) > 0
+		}
+		if !answered {
+			t.Fatalf("fetch from %d not answered with records", id)
+		}
+		leader.Raft.Advance(rd)
+	}
+	st := leader.Raft.Status()
+	if len(st.Observers) != quorum.DefaultMaxTrackedObservers {
+		t.Errorf("%d observers tracked, want %d", len(st.Observers), quorum.DefaultMaxTrackedObservers)
+	}
+	if c := leader.Raft.Counters(); c.ObserversUntracked != extra {
+		t.Errorf("ObserversUntracked %d, want %d", c.ObserversUntracked, extra)
+	}
+	for _, o := range st.Observers {
+		if o.ReplicaID >= 1000+quorum.DefaultMaxTrackedObservers {
+			t.Errorf("observer %d tracked past the cap", o.ReplicaID)
+		}
+	}
+	// The session timeout frees the entries; a new observer is tracked again.
+	for range 301 {
+		e.Tick(1000, nil)
+		stabilize(e)
+	}
+	if err := leader.Raft.Step(e.NowMs, fetch(7)); err != nil {
+		t.Fatal(err)
+	}
+	if st := leader.Raft.Status(); len(st.Observers) != 1 || st.Observers[0].ReplicaID != 7 {
+		t.Errorf("after the session timeout: observers %v", st.Observers)
+	}
+}

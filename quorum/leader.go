@@ -49,7 +49,8 @@ const observerSessionTimeoutMs int64 = 300_000
 //   - hwEstablished only once the majority offset passed epochStartOffset.
 //   - observers (voter false) never contribute to the high watermark.
 //   - every voter has an entry in replicas; an observer's entry is dropped once it has
-//     not fetched for observerSessionTimeoutMs.
+//     not fetched for observerSessionTimeoutMs; at most Config.MaxTrackedObservers
+//     observers have one (noteFetcher).
 //   - observerExpiryMs <= lastFetchMs+observerSessionTimeoutMs of every observer entry.
 type leaderState struct {
 	epochStartOffset int64

@@ -27,6 +27,15 @@ type NodeMetrics struct {
 	// requests refused with INCONSISTENT_VOTER_SET: sent by a non-voter, or to an
 	// observer.
 	InconsistentVoterSetTotal int64
+	// RefusedResponseTotal counts peers' answers to this node's quorum RPCs that it
+	// refused (an INVALID_REQUEST answer, a divergence below its high watermark, an
+	// unusable snapshot id or chunk; see Counters.RefusedResponse). Each was logged at
+	// ERROR and handled as a failed request; Kafka stops the process on most of them.
+	RefusedResponseTotal int64
+	// ObserversUntrackedTotal counts Fetches a leader served from observers it did
+	// not track (DescribeQuorum does not list them) because it already tracked
+	// MaxTrackedObservers observers.
+	ObserversUntrackedTotal int64
 }
 
 // nodeGauges mirrors the core's monitoring fields in atomics. The driver
@@ -36,6 +45,7 @@ type nodeGauges struct {
 	role, epoch, leader   atomic.Int32
 	hw, lso, leo, applied atomic.Int64
 	conflicting, voterSet atomic.Int64
+	refused, untracked    atomic.Int64
 }
 
 // update is called on the driver goroutine only.
@@ -54,6 +64,8 @@ func (g *nodeGauges) update(r *Raft, applied int64) {
 	c := r.Counters()
 	g.conflicting.Store(c.ConflictingLeader)
 	g.voterSet.Store(c.InconsistentVoterSet)
+	g.refused.Store(c.RefusedResponse)
+	g.untracked.Store(c.ObserversUntracked)
 }
 
 // Metrics returns the latest monitoring view; safe from any goroutine, before
@@ -71,6 +83,8 @@ func (n *Node) Metrics() NodeMetrics {
 
 		ConflictingLeaderTotal:    g.conflicting.Load(),
 		InconsistentVoterSetTotal: g.voterSet.Load(),
+		RefusedResponseTotal:      g.refused.Load(),
+		ObserversUntrackedTotal:   g.untracked.Load(),
 	}
 }
 

@@ -647,7 +647,7 @@ func (n *Node) sendRequest(m Message) {
 		resp := n.roundTrip(ctx, addr, to, m)
 		n.post(func() {
 			if f := resp.FetchResp; f != nil && f.LeaderAddr != "" && n.cfg.VoterAddrs[f.LeaderID] == "" {
-				n.learned[f.LeaderID] = f.LeaderAddr
+				n.learnLeaderAddr(f.LeaderID, f.LeaderAddr)
 			}
 			if err := n.raft.Step(n.nowMs(), resp); err != nil {
 				n.fail(err)
@@ -747,6 +747,20 @@ func (n *Node) addLeaderEndpoints(req kmsg.Request) {
 			r.LeaderEndpoints = []kmsg.EndQuorumEpochRequestLeaderEndpoint{{Name: name, Host: host, Port: port}}
 		}
 	}
+}
+
+// maxLearnedAddrs bounds the leader endpoints an observer remembers. Each Fetch answer
+// may name a new leader id with its address, so without a bound a peer could grow the
+// map by one entry per answer; only the current leader's address is needed, and a
+// forgotten one comes back with that leader's next answer.
+const maxLearnedAddrs = 16
+
+// learnLeaderAddr remembers the address a Fetch answer advertised for leader id.
+func (n *Node) learnLeaderAddr(id int32, addr string) {
+	if _, ok := n.learned[id]; !ok && len(n.learned) >= maxLearnedAddrs {
+		clear(n.learned)
+	}
+	n.learned[id] = addr
 }
 
 // addrOf is where node id is reached: a static voter's address, or the endpoint the

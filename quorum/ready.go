@@ -49,8 +49,13 @@ type Ready struct {
 	SnapshotChunks []SnapshotChunk
 	// LoadSnapshot, when set, completes the download: validate and commit the partial
 	// file, reset the log to start at its end (instead of TruncateTo), make that
-	// durable, and load it into the state machine before applying Committed.
+	// durable, and load it into the state machine before applying Committed. The core
+	// moves its log to the snapshot at Advance. Node, the driver in this package,
+	// marks a file that is not a valid snapshot (snapshotRejected) instead of
+	// stopping: the core then drops the download at Advance and fetches again.
 	LoadSnapshot *raftlog.SnapshotID
+	// snapshotRejected: the driver found the LoadSnapshot file invalid.
+	snapshotRejected bool
 
 	flushEnd int64
 }
@@ -96,7 +101,10 @@ func (r *Raft) Ready() Ready {
 	r.log.pendingTruncate = -1
 	r.log.unstableFrom = r.log.endOffset()
 	r.msgs, r.msgsAfter = nil, nil
-	rd.Committed = r.log.committedBetween(r.applied, r.hw)
+	if rd.LoadSnapshot == nil {
+		// (A snapshot being loaded replaces everything below its end.)
+		rd.Committed = r.log.committedBetween(r.applied, r.hw)
+	}
 	if n := len(rd.Committed); n > 0 {
 		assertf(rd.Committed[0].BaseOffset == r.applied, "gap-free commit: next %d, batch at %d", r.applied, rd.Committed[0].BaseOffset)
 		r.applied = rd.Committed[n-1].NextOffset()
@@ -111,6 +119,9 @@ func (r *Raft) Ready() Ready {
 // Advance tells the core that everything in rd is durable. For a leader this can move
 // the high watermark (its own flushed offset counts toward the majority).
 func (r *Raft) Advance(rd Ready) {
+	if id := rd.LoadSnapshot; id != nil {
+		r.finishSnapshotLoad(*id, rd.snapshotRejected)
+	}
 	if rd.QuorumState != nil {
 		r.stateInFlight = false
 	}

@@ -39,25 +39,23 @@ func (r *Raft) tickResigned(nowMs int64) {
 	}
 }
 
-func (r *Raft) handleEndEpochResponse(nowMs int64, m Message) error {
+func (r *Raft) handleEndEpochResponse(nowMs int64, m Message) {
 	resp := m.EndEpochResp
 	if m.Err != nil {
-		return nil
+		return
 	}
-	if handled, err := r.handleCommonResponse(nowMs, m.From, resp.TopLevelErrorCode, resp.ErrorCode, resp.LeaderID, resp.LeaderEpoch); handled || err != nil {
-		return err
+	if r.handleCommonResponse(nowMs, m.From, resp.TopLevelErrorCode, resp.ErrorCode, resp.LeaderID, resp.LeaderEpoch) {
+		return
 	}
 	if r.resigned != nil && resp.LeaderEpoch == r.epoch && resp.ErrorCode == 0 {
 		r.resigned.acked[m.From] = true
 	}
-	return nil
 }
 
-func (r *Raft) handleBeginEpochResponse(nowMs int64, m Message) error {
+func (r *Raft) handleBeginEpochResponse(nowMs int64, m Message) {
 	resp := m.BeginEpochResp
 	if m.Err != nil {
-		return nil
+		return
 	}
-	_, err := r.handleCommonResponse(nowMs, m.From, resp.TopLevelErrorCode, resp.ErrorCode, resp.LeaderID, resp.LeaderEpoch)
-	return err
+	r.handleCommonResponse(nowMs, m.From, resp.TopLevelErrorCode, resp.ErrorCode, resp.LeaderID, resp.LeaderEpoch)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"go.uber.org/zap"
 
 	"github.com/kraftd/kraftd/quorum/raftlog"
 )
@@ -33,9 +34,6 @@ var (
 	// ErrInvalidSnapshotID: a snapshot id that is not committed, not batch aligned or
 	// whose epoch does not match the log (Kafka's createSnapshot checks).
 	ErrInvalidSnapshotID = errors.New("quorum: invalid snapshot id")
-	// ErrSnapshotBehindApplied: a downloaded snapshot ends below what the listeners
-	// already applied; loading it would move the state backwards. Fatal.
-	ErrSnapshotBehindApplied = errors.New("quorum: snapshot behind applied state")
 )
 
 // SnapshotChunk is a piece of a snapshot a follower downloaded. The driver appends
@@ -54,6 +52,9 @@ type snapshotFetch struct {
 	id       raftlog.SnapshotID
 	size     int64
 	position int64
+	// done: every byte arrived; the driver is validating the file (no Fetch until
+	// finishSnapshotLoad).
+	done bool
 }
 
 // LatestSnapshot is the newest complete local snapshot the core knows of.
@@ -242,68 +243,129 @@ func (r *Raft) sendFetchSnapshot(to int32, s *snapshotFetch) uint64 {
 }
 
 // handleFetchSnapshotResponse appends a chunk to the download and, when it is
-// complete, resets the log to the snapshot and asks the driver to load it.
-func (r *Raft) handleFetchSnapshotResponse(nowMs int64, m Message) error {
+// complete, asks the driver to validate and load it (finishSnapshotLoad resets the
+// log at Advance).
+func (r *Raft) handleFetchSnapshotResponse(nowMs int64, m Message) {
 	f := r.follow
 	if f == nil || f.inflight != m.RequestID {
-		return nil
+		return
 	}
 	f.inflight = 0
 	resp := m.FetchSnapshotResp
 	if m.Err != nil || resp.ErrorCode == kerr.BrokerNotAvailable.Code {
 		// Not a success: the fetch timer keeps running and the download is kept.
 		r.fetchFailed(nowMs, f, m.From)
-		return nil
+		return
 	}
-	if handled, err := r.handleCommonResponse(nowMs, m.From, resp.TopLevelErrorCode, resp.ErrorCode, resp.LeaderID, resp.LeaderEpoch); handled || err != nil {
-		if err == nil && r.follow == f {
+	if r.handleCommonResponse(nowMs, m.From, resp.TopLevelErrorCode, resp.ErrorCode, resp.LeaderID, resp.LeaderEpoch) {
+		if r.follow == f {
 			f.nextFetchMs = nowMs + r.cfg.RetryBackoffMs
 		}
-		return err
+		return
 	}
 	if r.role != Follower || m.From != r.leaderID || f.snap == nil {
 		f.nextFetchMs = nowMs + r.cfg.RetryBackoffMs
-		return nil
+		return
+	}
+	s := f.snap
+	if resp.ErrorCode == 0 && (resp.SnapshotID != s.id || resp.Position != s.position ||
+		(s.size != 0 && resp.Size != s.size) || resp.Size <= 0 || int64(len(resp.Bytes)) > resp.Size-resp.Position ||
+		len(resp.Bytes) == 0 && resp.Position < resp.Size) {
+		// A chunk that does not continue the download, or makes no progress: not a
+		// success, so the fetch timer keeps running and a leader that never sends a
+		// usable chunk is replaced. Fetch names the snapshot again after the backoff.
+		r.refuseResponse(m.From, "snapshot chunk does not continue the download",
+			zap.Int64("snapshot_end_offset", s.id.EndOffset), zap.Int32("snapshot_epoch", s.id.Epoch),
+			zap.Int64("position", s.position), zap.Int64("size", s.size), zap.Stringer("response", resp))
+		f.snap = nil
+		r.fetchFailed(nowMs, f, m.From)
+		return
 	}
 	f.fetchedOK = true
 	f.fetchDeadlineMs = nowMs + r.cfg.FetchTimeoutMs
 	f.nextFetchMs = nowMs
-	s := f.snap
-	if resp.ErrorCode != 0 || resp.SnapshotID != s.id || resp.Position != s.position ||
-		(s.size != 0 && resp.Size != s.size) || resp.Size <= 0 || resp.Position+int64(len(resp.Bytes)) > resp.Size {
+	if resp.ErrorCode != 0 {
+		// SNAPSHOT_NOT_FOUND (cleaned meanwhile), POSITION_OUT_OF_RANGE, ...: back to
+		// Fetch, which names the snapshot to download now.
 		r.logf("%d drops snapshot download (%d,%d) at %d: %s", r.cfg.NodeID, s.id.EndOffset, s.id.Epoch, s.position, resp)
-		f.snap = nil // back to Fetch, which names the snapshot to download now
+		f.snap = nil
 		r.maybeSendFetch(nowMs)
-		return nil
+		return
 	}
 	s.size = resp.Size
 	r.snapChunks = append(r.snapChunks, SnapshotChunk{ID: s.id, Position: s.position, Size: s.size, Data: resp.Bytes})
 	s.position += int64(len(resp.Bytes))
 	if s.position == s.size {
-		f.snap = nil
-		if err := r.installSnapshot(s.id); err != nil {
-			return err
+		if s.id.EndOffset < r.hw {
+			// The high watermark passed it during the download (an observer's
+			// rediscovery Fetch may have reached the leader): loading it would move
+			// the state machine backwards.
+			r.logf("%d drops downloaded snapshot (%d,%d): high watermark %d is past it", r.cfg.NodeID, s.id.EndOffset, s.id.Epoch, r.hw)
+			f.snap = nil
+			r.maybeSendFetch(nowMs)
+			return
 		}
+		// Complete: the driver validates the file (Ready.LoadSnapshot) and the core
+		// installs it, or drops it, at Advance. No Fetch meanwhile, so the high
+		// watermark stays at or below its end.
+		s.done = true
+		r.loadSnapshot = &s.id
+		return
 	}
 	r.maybeSendFetch(nowMs)
-	return nil
 }
 
-// installSnapshot makes a downloaded snapshot the node's state: the log restarts at
-// its end and the listeners reload from it. A leader never gets here (only a
-// Follower downloads).
-func (r *Raft) installSnapshot(id raftlog.SnapshotID) error {
-	assertf(r.role == Follower, "only a follower loads a snapshot (role %s)", r.role)
-	if id.EndOffset < r.applied {
-		return fmt.Errorf("%w: snapshot (%d,%d), applied %d", ErrSnapshotBehindApplied, id.EndOffset, id.Epoch, r.applied)
+// finishSnapshotLoad runs at Advance of the Ready that carried LoadSnapshot: the
+// driver has validated and committed the downloaded file, or found it invalid
+// (rejected). A valid one is installed; an invalid one (its bytes come from the
+// leader) is refused like any unusable answer and the follower fetches again after
+// the retry backoff, instead of stopping.
+func (r *Raft) finishSnapshotLoad(id raftlog.SnapshotID, rejected bool) {
+	f := r.follow
+	if f == nil || f.snap == nil || !f.snap.done || f.snap.id != id {
+		return
 	}
+	f.snap = nil
+	if rejected {
+		r.refuseResponse(r.leaderID, "downloaded snapshot is not a valid snapshot file",
+			zap.Int64("snapshot_end_offset", id.EndOffset), zap.Int32("snapshot_epoch", id.Epoch))
+		f.nextFetchMs = r.nowMs + r.cfg.RetryBackoffMs
+	} else {
+		r.installSnapshot(id)
+	}
+	r.maybeSendFetch(r.nowMs)
+}
+
+// unusableSnapshot says why a leader's snapshot id cannot be what this follower needs
+// ("" when it can): it must end at or above the high watermark (the follower's
+// committed records are in the leader's log, so its snapshot cannot end below them;
+// loading it would move the state machine backwards) and lie in an epoch no later
+// than the leader's.
+func (r *Raft) unusableSnapshot(id raftlog.SnapshotID) string {
+	switch {
+	case id == bootstrapSnapshot || id.EndOffset <= 0 || id.Epoch < 0:
+		return "snapshot id is not one a leader serves"
+	case id.EndOffset < r.hw:
+		return "snapshot ends below the high watermark"
+	case id.Epoch > r.epoch:
+		return "snapshot epoch is after the leader's epoch"
+	}
+	return ""
+}
+
+// installSnapshot makes a downloaded, validated snapshot the node's state: the log
+// restarts at its end (the driver reset its storage already) and the listeners have
+// reloaded from it. A leader never gets here (only a Follower downloads), and the
+// high watermark was at or below the snapshot's end when the download completed and
+// has not moved since (no Fetch is sent until here).
+func (r *Raft) installSnapshot(id raftlog.SnapshotID) {
+	assertf(r.role == Follower, "only a follower loads a snapshot (role %s)", r.role)
+	assertf(id.EndOffset >= r.hw, "snapshot (%d,%d) below high watermark %d", id.EndOffset, id.Epoch, r.hw)
 	r.logf("%d loaded snapshot (%d,%d), log restarts at %d", r.cfg.NodeID, id.EndOffset, id.Epoch, id.EndOffset)
 	r.log.resetTo(id)
 	r.snapshot = &id
-	r.hw = max(r.hw, id.EndOffset)
+	r.hw = id.EndOffset
 	r.applied = id.EndOffset
-	r.loadSnapshot = &id
-	return nil
 }
 
 // RetainedBelowSnapshot is the size and the oldest batch time of the log kept below

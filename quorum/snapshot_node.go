@@ -402,6 +402,11 @@ func (n *Node) periodicClean() {
 }
 
 // download is a snapshot being received through FetchSnapshot.
+// downloadReserveBytes caps the buffer reserved for a snapshot download before its
+// bytes arrive. The announced size is the leader's word (1<<62 made the reservation
+// panic the process); a larger snapshot grows the buffer as its chunks come in.
+const downloadReserveBytes = 64 << 20
+
 type download struct {
 	id  raftlog.SnapshotID
 	w   *raftlog.SnapshotWriter // nil when the file already exists locally
@@ -428,10 +433,14 @@ func (n *Node) persistDownload(rd *Ready) error {
 	}
 	snap, err := ParseSnapshot(*id, d.buf)
 	if err != nil {
+		// The bytes are the leader's: not a reason to stop. The core refuses the
+		// download at Advance (logged at ERROR, counted) and fetches again.
 		if d.w != nil {
 			_ = d.w.Abort()
 		}
-		return err
+		n.log.Warn("downloaded snapshot is invalid; discarded", zap.Error(err))
+		rd.snapshotRejected = true
+		return nil
 	}
 	if d.w != nil {
 		if err := d.w.Commit(); err != nil {
@@ -464,7 +473,9 @@ func (n *Node) writeChunk(c SnapshotChunk) error {
 		if err != nil && !errors.Is(err, raftlog.ErrSnapshotExists) {
 			return err
 		}
-		n.dl = &download{id: c.ID, w: w, buf: make([]byte, 0, c.Size)}
+		// Size comes from the leader's answer: reserve at most downloadReserveBytes
+		// up front and let the buffer grow with the bytes that actually arrive.
+		n.dl = &download{id: c.ID, w: w, buf: make([]byte, 0, min(max(c.Size, 0), downloadReserveBytes))}
 	}
 	d := n.dl
 	if int64(len(d.buf)) != c.Position {

@@ -5,10 +5,13 @@ import (
 )
 
 // Step hands the core one inbound request, or the response (or failure) of a request
-// it sent. Errors are fatal to the node (ErrTruncateBelowHighWatermark,
-// ErrInvalidResponse, ErrSnapshotBehindApplied): the driver must stop it. No request
-// makes Step fail or panic, whatever its sender, ids, epochs or offsets: a request that
-// cannot be honoured is answered with an error code and changes nothing (FuzzStep).
+// it sent. An error is fatal to the node (the driver must stop it), and only local
+// storage can cause one (reading a snapshot chunk to serve FetchSnapshot). Nothing a
+// peer sends makes Step fail or panic, whatever its sender, ids, epochs, offsets or
+// error codes (FuzzStep): a request that cannot be honoured is answered with an error
+// code and changes nothing; a response that cannot be used is ignored, or refused
+// (logged at ERROR, counted in Counters.RefusedResponse) and handled as a failed
+// request.
 func (r *Raft) Step(nowMs int64, m Message) error {
 	r.nowMs = max(r.nowMs, nowMs)
 	nowMs = r.nowMs
@@ -19,23 +22,23 @@ func (r *Raft) Step(nowMs int64, m Message) error {
 	case m.Vote != nil:
 		r.handleVote(nowMs, m)
 	case m.VoteResp != nil:
-		return r.handleVoteResponse(nowMs, m)
+		r.handleVoteResponse(nowMs, m)
 	case m.BeginEpoch != nil:
 		r.handleBeginEpoch(nowMs, m)
 	case m.BeginEpochResp != nil:
-		return r.handleBeginEpochResponse(nowMs, m)
+		r.handleBeginEpochResponse(nowMs, m)
 	case m.EndEpoch != nil:
 		r.handleEndEpoch(nowMs, m)
 	case m.EndEpochResp != nil:
-		return r.handleEndEpochResponse(nowMs, m)
+		r.handleEndEpochResponse(nowMs, m)
 	case m.Fetch != nil:
 		r.handleFetch(nowMs, m)
 	case m.FetchResp != nil:
-		return r.handleFetchResponse(nowMs, m)
+		r.handleFetchResponse(nowMs, m)
 	case m.FetchSnapshot != nil:
 		return r.handleFetchSnapshot(nowMs, m)
 	case m.FetchSnapshotResp != nil:
-		return r.handleFetchSnapshotResponse(nowMs, m)
+		r.handleFetchSnapshotResponse(nowMs, m)
 	}
 	return nil
 }

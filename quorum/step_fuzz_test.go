@@ -2,7 +2,6 @@ package quorum
 
 import (
 	"encoding/binary"
-	"errors"
 	"math"
 	"slices"
 	"testing"
@@ -19,7 +18,8 @@ import (
 // persisted. The driver's duties are done as Node does them (persist, Advance).
 //
 // It asserts what no peer may break:
-//   - no panic, and no request makes Step fail;
+//   - no panic, and no request or response makes Step fail (a response it cannot use
+//     is refused, never fatal);
 //   - the epoch never decreases, stays in [0, MaxInt32), and one epoch never gets two
 //     leaders, nor a leader outside the voter set;
 //   - a vote once cast in an epoch does not change;
@@ -37,7 +37,7 @@ func FuzzStep(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, program []byte) {
 		h := newStepHarness(t, program)
-		for i := 0; i < 64 && !h.stopped && h.in.more(); i++ {
+		for i := 0; i < 64 && h.in.more(); i++ {
 			h.op()
 		}
 	})
@@ -83,9 +83,8 @@ type stepHarness struct {
 	// leaders maps each epoch to the leader this node recorded for it.
 	leaders map[int32]int32
 	// voted maps each epoch to the vote this node cast in it.
-	voted   map[int32]int32
-	epoch   int32
-	stopped bool
+	voted map[int32]int32
+	epoch int32
 }
 
 const (
@@ -174,8 +173,12 @@ func (h *stepHarness) drain() {
 			h.state = *st
 		}
 		if rd.LoadSnapshot != nil {
-			id := *rd.LoadSnapshot
-			h.snap, h.start, h.batches = &id, id.EndOffset, nil
+			// The driver may find the downloaded file invalid (its bytes are the
+			// leader's): the core must drop it, not stop.
+			if rd.snapshotRejected = h.in.byte()%2 == 0; !rd.snapshotRejected {
+				id := *rd.LoadSnapshot
+				h.snap, h.start, h.batches = &id, id.EndOffset, nil
+			}
 		}
 		if rd.TruncateTo >= 0 {
 			i := slices.IndexFunc(h.batches, func(b raftlog.Batch) bool { return b.BaseOffset >= rd.TruncateTo })
@@ -224,19 +227,11 @@ func (h *stepHarness) check() {
 	}
 }
 
-// step delivers m; a request must never fail, a response may stop the node with one
-// of the fatal errors the driver stops on.
+// step delivers m. Nothing a peer sends may make Step fail: the only error Step
+// returns comes from local storage, and the harness has none (no snapshot files).
 func (h *stepHarness) step(m Message) {
-	err := h.r.Step(h.nowMs, m)
-	switch {
-	case err == nil:
-	case m.IsRequest():
-		h.t.Fatalf("request %s made Step fail: %v", m, err)
-	case errors.Is(err, ErrInvalidResponse), errors.Is(err, ErrTruncateBelowHighWatermark),
-		errors.Is(err, ErrSnapshotBehindApplied):
-		h.stopped = true // Node.fail: the driver stops here
-	default:
-		h.t.Fatalf("response %s: unexpected error %v", m, err)
+	if err := h.r.Step(h.nowMs, m); err != nil {
+		h.t.Fatalf("%s made Step fail: %v", m, err)
 	}
 }
 
@@ -466,23 +461,24 @@ func (h *stepHarness) code() int16 {
 // plus a healthy exchange. A program is: start, then ops (see op, request, response).
 func fuzzSeeds() [][]byte {
 	const (
-		opRequest  = 0
-		opResponse = 3
-		opTick     = 5
-		opPropose  = 6
-		opRestart  = 7
-		reqVote    = 0
-		reqBegin   = 1
-		reqEnd     = 2
-		reqFetch   = 3
-		id2        = 2
-		id3        = 3
-		id99       = 5
-		epochSame  = 0
-		epochNext  = 1
-		epochMax   = 5
-		offsetLEO  = 0
-		clusterOK  = 0
+		opRequest   = 0
+		opResponse  = 3
+		opTick      = 5
+		opPropose   = 6
+		opRestart   = 7
+		reqVote     = 0
+		reqBegin    = 1
+		reqEnd      = 2
+		reqFetch    = 3
+		id2         = 2
+		id3         = 3
+		id99        = 5
+		epochSame   = 0
+		epochNext   = 1
+		epochMax    = 5
+		offsetLEO   = 0
+		clusterOK   = 0
+		codeInvalid = 7 // index of INVALID_REQUEST in code()
 	)
 	var seeds [][]byte
 	for start := byte(0); start < fuzzStarts; start++ {
@@ -497,6 +493,22 @@ func fuzzSeeds() [][]byte {
 			[]byte{start, opRequest, id3, clusterOK, reqBegin, 0, epochSame, opRequest, id3, clusterOK, reqEnd, epochSame, id2, id2, opTick, 5},
 			// A voter's Vote at MaxInt32 and at epoch+1 (leader stickiness), then fetch timeouts.
 			[]byte{start, opRequest, id3, clusterOK, reqVote, 0, epochMax, 7, offsetLEO, 1, opRequest, id3, clusterOK, reqVote, 0, epochNext, 7, offsetLEO, 1, opTick, 6, opTick, 6, opTick, 7},
+			// INVALID_REQUEST answers (top level, then partition level) to whatever was
+			// sent, with time passing between them: refused, never fatal.
+			[]byte{start, opResponse, 0, 1, 1, codeInvalid, 0, id2, epochSame, offsetLEO, 4, 2, 0, 0, opTick, 2,
+				opResponse, 0, 1, 1, 0, codeInvalid, id2, epochSame, offsetLEO, 4, 2, 0, 0, opTick, 4,
+				opResponse, 0, 1, 1, codeInvalid, codeInvalid, id2, epochSame, offsetLEO, 4, 2, 0, 0},
+			// The leader's Fetch answers: first the high watermark at the log end, then a
+			// diverging epoch (0, 0) below it, then a snapshot ending below it. (A fetch
+			// answer is: hw, log start, kind, its fields, batch base, batch count.)
+			[]byte{start, opResponse, 0, 1, 1, 0, 0, id2, epochSame, offsetLEO, 4, 2, 0, 0,
+				opResponse, 0, 1, 1, 0, 0, id2, epochSame, offsetLEO, 4, 0, 3, 4, 0, 0, opTick, 2,
+				opResponse, 0, 1, 1, 0, 0, id2, epochSame, offsetLEO, 4, 1, 2, 7, 0, 0, opTick, 2,
+				opResponse, 0, 1, 1, 0, 0, id2, epochSame, 0, 4, 7},
+			// Pre-votes from voter 3 at epoch+1 and epoch+2 (KIP-996 with a live leader).
+			[]byte{start, opResponse, 0, 1, 1, 0, 0, id2, epochSame, offsetLEO, 4, 2, 0, 0,
+				opRequest, id3, clusterOK, reqVote, 0, epochNext, epochSame, offsetLEO, 0,
+				opRequest, id3, clusterOK, reqVote, 0, 8, epochNext, offsetLEO, 0, opTick, 6},
 			// Healthy traffic: answer whatever was sent, propose, fetch, tick.
 			[]byte{start, opResponse, 0, 1, 1, 0, 0, 3, 0, 0, opPropose, 9, opRequest, id2, clusterOK, reqFetch, 2, 100, 0, 0, 0, 0, 0, 0, 0, 0, opTick, 4, opResponse, 0, 1, 1, 0, 0, 3, 0, 0, opRestart},
 		)

@@ -56,6 +56,23 @@ func (r *Raft) conflictingLeader(kind string, from, epoch, leaderID int32) bool 
 	return true
 }
 
+// refuseResponse logs at ERROR and counts a peer's answer to one of this node's
+// requests that it will not act on: an INVALID_REQUEST answer, or content it cannot
+// apply without breaking an invariant (a divergence below its high watermark, a
+// snapshot that ends below it or lies in a later epoch). Kafka stops the process on
+// the first (it takes it for a bug in its own request) and on most of the others
+// (IllegalStateException); here a peer's answer never stops the node, since the peer
+// may be a forged voter, or a real one misled by a forged packet. The caller then
+// treats the response as a failed request: a fetcher retries after the retry backoff,
+// an election round waits for its timer, BeginQuorumEpoch and EndQuorumEpoch are sent
+// again on their schedule.
+func (r *Raft) refuseResponse(from int32, what string, fields ...zap.Field) {
+	r.counters.refusedResponse++
+	r.logger.Error("quorum: refused a peer's response; treating it as a failed request",
+		append([]zap.Field{zap.String("reason", what), zap.Int32("from", from), zap.Int32("epoch", r.epoch),
+			zap.Stringer("role", r.role)}, fields...)...)
+}
+
 // Counters are totals since the core started, for monitoring.
 type Counters struct {
 	// ConflictingLeader counts requests and responses that named a leader other than
@@ -64,16 +81,30 @@ type Counters struct {
 	// InconsistentVoterSet counts Vote, BeginQuorumEpoch and EndQuorumEpoch requests
 	// answered INCONSISTENT_VOTER_SET (a sender or receiver outside the voter set).
 	InconsistentVoterSet int64
+	// RefusedResponse counts peers' responses refused as invalid (refuseResponse):
+	// INVALID_REQUEST answers and content that cannot be applied. Each was logged at
+	// ERROR and handled as a failed request.
+	RefusedResponse int64
+	// ObserversUntracked counts Fetches from observers that were served but not
+	// tracked because the leader already tracked maxTrackedObservers of them.
+	ObserversUntracked int64
 }
 
 type counters struct {
 	conflictingLeader    int64
 	inconsistentVoterSet int64
+	refusedResponse      int64
+	observersUntracked   int64
 }
 
 // Counters returns the monitoring totals.
 func (r *Raft) Counters() Counters {
-	return Counters{ConflictingLeader: r.counters.conflictingLeader, InconsistentVoterSet: r.counters.inconsistentVoterSet}
+	return Counters{
+		ConflictingLeader:    r.counters.conflictingLeader,
+		InconsistentVoterSet: r.counters.inconsistentVoterSet,
+		RefusedResponse:      r.counters.refusedResponse,
+		ObserversUntracked:   r.counters.observersUntracked,
+	}
 }
 
 // hasLiveLeader is leader stickiness (Raft thesis section 4.2.3): a voter that has

@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
+	"go.uber.org/zap"
 )
 
 // sendVotes asks every other voter for a vote (or a pre-vote at the current epoch).
@@ -64,7 +65,7 @@ func (r *Raft) handleVote(nowMs int64, m Message) {
 	}
 	upToDate := r.log.isUpToDate(req.LastOffsetEpoch, req.LastOffset)
 	resp.VoteGranted = r.isVoter && r.cfg.isVoter(req.CandidateID) && req.CandidateID != r.cfg.NodeID &&
-		r.canGrantVote(req.CandidateID, req.PreVote, req.CandidateEpoch > r.epoch, upToDate)
+		r.canGrantVote(nowMs, req.CandidateID, req.PreVote, req.CandidateEpoch > r.epoch, upToDate)
 	if resp.VoteGranted && !req.PreVote && r.votedID < 0 {
 		r.votedID = req.CandidateID
 		r.electionDeadlineMs = nowMs + r.randomElectionTimeoutMs()
@@ -83,10 +84,18 @@ func grantWord(ok bool) string {
 }
 
 // canGrantVote holds the per-state rules of section 2.4 of the spec. A pre-vote from a
-// higher epoch is judged on the log alone: this node's epoch is stale.
-func (r *Raft) canGrantVote(candidate int32, preVote, higherEpoch, upToDate bool) bool {
+// higher epoch is judged on the log, unless this node hears from a live leader
+// (hasLiveLeader): KIP-996's rule that a voter which fetched from its leader within
+// the fetch timeout rejects pre-votes holds at every epoch. Kafka 4.x instead adopts
+// the higher epoch first (leaving the leader) and then grants on the log alone, so a
+// single stale or forged prospective at a higher epoch collects pre-votes from
+// followers of a healthy leader; here they refuse, and the epoch is not adopted (a
+// pre-vote never moves it). A voter stranded at a higher epoch still gets back:
+// the leader's BeginQuorumEpoch, answered FENCED_LEADER_EPOCH, moves the leader to
+// that epoch (sendBeginEpoch).
+func (r *Raft) canGrantVote(nowMs int64, candidate int32, preVote, higherEpoch, upToDate bool) bool {
 	if preVote && higherEpoch {
-		return upToDate
+		return upToDate && !r.hasLiveLeader(nowMs)
 	}
 	switch r.role {
 	case Unattached, Prospective:
@@ -110,10 +119,10 @@ func (r *Raft) canGrantVote(candidate int32, preVote, higherEpoch, upToDate bool
 }
 
 // handleVoteResponse counts a (pre-)vote for the current election round.
-func (r *Raft) handleVoteResponse(nowMs int64, m Message) error {
+func (r *Raft) handleVoteResponse(nowMs int64, m Message) {
 	resp := m.VoteResp
 	if m.Err != nil || r.ballot == nil || resp.PreVote != r.ballot.preVote {
-		return nil
+		return
 	}
 	if resp.TopLevelErrorCode == kerr.UnsupportedVersion.Code && resp.PreVote {
 		// KIP-996: a peer without Vote v2 cannot pre-vote; campaign for real.
@@ -121,13 +130,13 @@ func (r *Raft) handleVoteResponse(nowMs int64, m Message) error {
 		if r.role == Prospective {
 			r.becomeCandidate(nowMs)
 		}
-		return nil
+		return
 	}
-	if handled, err := r.handleCommonResponse(nowMs, m.From, resp.TopLevelErrorCode, resp.ErrorCode, resp.LeaderID, resp.LeaderEpoch); handled || err != nil {
-		return err
+	if r.handleCommonResponse(nowMs, m.From, resp.TopLevelErrorCode, resp.ErrorCode, resp.LeaderID, resp.LeaderEpoch) {
+		return
 	}
 	if resp.LeaderEpoch != r.epoch || resp.ErrorCode != 0 || !r.cfg.isVoter(m.From) {
-		return nil
+		return
 	}
 	if resp.VoteGranted {
 		r.ballot.granted[m.From] = true
@@ -135,7 +144,6 @@ func (r *Raft) handleVoteResponse(nowMs int64, m Message) error {
 		r.ballot.rejected[m.From] = true
 	}
 	r.maybeWinElection(nowMs)
-	return nil
 }
 
 // maybeWinElection acts once a majority has answered one way.
@@ -173,29 +181,34 @@ func (r *Raft) prospectiveLost(nowMs int64) {
 // NOT_LEADER_OR_FOLLOWER moves this node to the leader and epoch the response names.
 // It reports whether the response was fully handled.
 //
-// A response is checked like a request before it moves anything: an epoch that is not
-// usable, a leader outside a static voter set, or a leader other than the one known
+// An INVALID_REQUEST answer is refused (refuseResponse: logged at ERROR, counted,
+// handled as a failed request); Kafka stops the process on it. A response is checked
+// like a request before it moves anything: an epoch that is not usable, a leader outside a static voter set, or a leader other than the one known
 // for the epoch (counted and logged at ERROR; Kafka stops the process) is ignored.
-func (r *Raft) handleCommonResponse(nowMs int64, from int32, topErr, partErr int16, leaderID, leaderEpoch int32) (bool, error) {
+func (r *Raft) handleCommonResponse(nowMs int64, from int32, topErr, partErr int16, leaderID, leaderEpoch int32) bool {
 	switch {
 	case topErr == kerr.InvalidRequest.Code || partErr == kerr.InvalidRequest.Code:
-		return true, ErrInvalidResponse
+		// Not fatal, unlike Kafka: a forged packet may have made the peer disagree.
+		r.refuseResponse(from, "peer answered INVALID_REQUEST",
+			zap.Int16("top_error", topErr), zap.Int16("error", partErr),
+			zap.Int32("peer_leader", leaderID), zap.Int32("peer_epoch", leaderEpoch))
+		return true
 	case topErr != 0:
 		r.debugf("%d ignores response from %d: %s", r.cfg.NodeID, from, errName(topErr))
-		return true, nil
+		return true
 	case leaderEpoch < r.epoch || partErr == kerr.UnknownLeaderEpoch.Code:
-		return true, nil
+		return true
 	case !usableEpoch(leaderEpoch) || leaderID >= 0 && !r.mayLead(leaderID):
 		r.debugf("%d ignores response from %d naming leader %d at epoch %d", r.cfg.NodeID, from, leaderID, leaderEpoch)
-		return true, nil
+		return true
 	case leaderID >= 0 && r.conflictingLeader("response", from, leaderEpoch, leaderID):
-		return true, nil
+		return true
 	}
 	if leaderEpoch > r.epoch || (leaderEpoch == r.epoch && leaderID >= 0 && r.leaderID < 0) {
 		r.learnLeader(nowMs, leaderEpoch, leaderID)
-		return true, nil
+		return true
 	}
-	return partErr == kerr.FencedLeaderEpoch.Code || partErr == kerr.NotLeaderForPartition.Code, nil
+	return partErr == kerr.FencedLeaderEpoch.Code || partErr == kerr.NotLeaderForPartition.Code
 }
 
 // mayLead reports whether id may be a leader here: any id for an observer that knows

@@ -29,6 +29,8 @@ import (
 //	kraftd_raft_commit_latency_seconds   histogram  commit-latency-avg/max: leader's Propose to commit delivered
 //	kraftd_raft_conflicting_leader_total       counter  requests/responses naming another leader for a known epoch (rejected, logged at ERROR)
 //	kraftd_raft_inconsistent_voter_set_total   counter  Vote/BeginQuorumEpoch/EndQuorumEpoch refused with INCONSISTENT_VOTER_SET
+//	kraftd_raft_refused_response_total         counter  peers' answers refused (INVALID_REQUEST, unusable content; logged at ERROR, retried)
+//	kraftd_raft_observers_untracked_total      counter  leader: Fetches served from observers past the tracked-observer cap
 //
 // Snapshots (Kafka's SnapshotEmitter metrics), on every KRaft node:
 //
@@ -94,6 +96,11 @@ func newQuorumMetrics(q *quorumRole, node int32) *quorumMetrics {
 			"this node knew; each was rejected and logged at ERROR.",
 		"inconsistent_voter_set_total": "Vote, BeginQuorumEpoch and EndQuorumEpoch requests refused with " +
 			"INCONSISTENT_VOTER_SET: the candidate or leader is not a voter, or this node is an observer.",
+		"refused_response_total": "Answers to this node's quorum requests that it refused: INVALID_REQUEST, " +
+			"or content it cannot apply (a truncation below its high watermark, an unusable snapshot); each was " +
+			"logged at ERROR and handled as a failed request.",
+		"observers_untracked_total": "Fetches the leader served from observers it did not track (not listed " +
+			"by DescribeQuorum) because it already tracked the maximum number of observers.",
 	} {
 		m.counters[name] = prometheus.NewDesc("kraftd_raft_"+name, help, nil, labels)
 	}
@@ -133,6 +140,8 @@ func (m *quorumMetrics) Collect(ch chan<- prometheus.Metric) {
 	for name, v := range map[string]int64{
 		"conflicting_leader_total":     nm.ConflictingLeaderTotal,
 		"inconsistent_voter_set_total": nm.InconsistentVoterSetTotal,
+		"refused_response_total":       nm.RefusedResponseTotal,
+		"observers_untracked_total":    nm.ObserversUntrackedTotal,
 	} {
 		ch <- prometheus.MustNewConstMetric(m.counters[name], prometheus.CounterValue, float64(v))
 	}

@@ -96,6 +96,8 @@ func TestRoleMetricsOnACombinedNode(t *testing.T) {
 	want := map[string]float64{
 		"kraftd_raft_inconsistent_voter_set_total" + l:         1,
 		"kraftd_raft_conflicting_leader_total" + l:             0,
+		"kraftd_raft_refused_response_total" + l:               0,
+		"kraftd_raft_observers_untracked_total" + l:            0,
 		"kraftd_raft_current_leader" + l:                       1,
 		`kraftd_raft_current_state{node="1",state="leader"}`:   1,
 		`kraftd_raft_current_state{node="1",state="follower"}`: 0,
