@@ -16,9 +16,6 @@ import (
 	"github.com/kraftd/kraftd/storage"
 )
 
-// DefaultMaxMessageBytes is message.max.bytes' default (1 MiB + 12 bytes).
-const DefaultMaxMessageBytes = 1048588
-
 // Config configures a Manager.
 type Config struct {
 	// Dir is the log directory partition logs live in (the first of log.dirs).
@@ -26,12 +23,20 @@ type Config struct {
 	Dir string
 	// BrokerID is this broker's node.id. Required, >= 0.
 	BrokerID int32
-	// Log configures every partition log (segment.bytes, index.interval.bytes).
+	// Log configures every partition log (index.interval.bytes); its segment
+	// settings are the topic's (Topic, SetTopicConfig).
 	Log storage.LogConfig
-	// MaxMessageBytes is message.max.bytes: the largest batch a producer may
-	// append. Zero or negative: DefaultMaxMessageBytes.
-	MaxMessageBytes int
-	Logger          *zap.Logger
+	// Topic is the broker's default topic configuration (its static
+	// log.segment.bytes, log.roll.ms, log.retention.ms, log.retention.bytes,
+	// message.max.bytes, compression.type, log.cleanup.policy); a topic
+	// without a config of its own (SetTopicConfig) gets it. The zero value
+	// is Kafka's defaults (DefaultTopicConfig).
+	Topic TopicConfig
+	// RetentionCheckIntervalMs is log.retention.check.interval.ms: how often
+	// the background goroutine deletes segments by retention. Zero or
+	// negative: DefaultRetentionCheckIntervalMs.
+	RetentionCheckIntervalMs int64
+	Logger                   *zap.Logger
 }
 
 // Validate checks c and fills in defaults.
@@ -42,11 +47,9 @@ func (c *Config) Validate() error {
 	case c.BrokerID < 0:
 		return fmt.Errorf("replica: broker id %d", c.BrokerID)
 	}
-	if c.MaxMessageBytes <= 0 {
-		c.MaxMessageBytes = DefaultMaxMessageBytes
-	}
-	if c.Log.SegmentBytes <= 0 {
-		c.Log.SegmentBytes = storage.DefaultLogSegmentBytes
+	c.Topic.fillDefaults()
+	if c.RetentionCheckIntervalMs <= 0 {
+		c.RetentionCheckIntervalMs = DefaultRetentionCheckIntervalMs
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
@@ -65,9 +68,10 @@ type Manager struct {
 	cfg Config
 	log *zap.Logger
 
-	mu     sync.RWMutex
-	parts  map[TopicPartition]*Partition
-	closed bool
+	mu        sync.RWMutex
+	parts     map[TopicPartition]*Partition
+	topicCfgs map[string]TopicConfig // SetTopicConfig; absent: cfg.Topic
+	closed    bool
 }
 
 // New creates the log directory if needed. Logs are opened as Apply names them.
@@ -78,7 +82,8 @@ func New(cfg Config) (*Manager, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger.Named("replicas"), parts: map[TopicPartition]*Partition{}}, nil
+	return &Manager{cfg: cfg, log: cfg.Logger.Named("replicas"), parts: map[TopicPartition]*Partition{},
+		topicCfgs: map[string]TopicConfig{}}, nil
 }
 
 // Partition returns the hosted partition tp.
@@ -104,6 +109,51 @@ func (m *Manager) Hosted() []TopicPartition {
 		return int(a.Partition - b.Partition)
 	})
 	return out
+}
+
+// DefaultTopicConfig is the broker's default topic configuration
+// (Config.Topic after Validate).
+func (m *Manager) DefaultTopicConfig() TopicConfig { return m.cfg.Topic }
+
+// TopicConfig is the configuration the partitions of topic get.
+func (m *Manager) TopicConfig(topic string) TopicConfig {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.topicConfigLocked(topic)
+}
+
+func (m *Manager) topicConfigLocked(topic string) TopicConfig {
+	if c, ok := m.topicCfgs[topic]; ok {
+		return c
+	}
+	return m.cfg.Topic
+}
+
+// SetTopicConfig sets topic's effective configuration (from the metadata:
+// the topic's configs layered over the broker's defaults) and applies it to
+// the open logs of its hosted partitions: the next append rolls and checks
+// sizes by it, the next retention pass deletes by it. Partitions hosted
+// later open with it.
+func (m *Manager) SetTopicConfig(topic string, cfg TopicConfig) {
+	cfg.fillDefaults()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.topicCfgs[topic]; ok && old == cfg {
+		return
+	}
+	m.topicCfgs[topic] = cfg
+	for tp, p := range m.parts {
+		if tp.Topic == topic {
+			p.setConfig(cfg)
+		}
+	}
+}
+
+// ForgetTopicConfig drops what SetTopicConfig set for a deleted topic.
+func (m *Manager) ForgetTopicConfig(topic string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.topicCfgs, topic)
 }
 
 // partitionDir is <dir>/<topic>-<partition>. Topic names are checked by the
@@ -140,7 +190,7 @@ func (m *Manager) Apply(st PartitionState) error {
 	if err != nil {
 		return err
 	}
-	p, err := newPartition(st, m.cfg.BrokerID, l, limits{maxMessageBytes: m.cfg.MaxMessageBytes, segmentBytes: m.cfg.Log.SegmentBytes})
+	p, err := newPartition(st, m.cfg.BrokerID, l, m.topicConfigLocked(st.Topic))
 	if err != nil {
 		_ = l.Close()
 		return fmt.Errorf("%w: %s: %w", ErrStorage, st.TopicPartition, err)
@@ -162,6 +212,8 @@ func (m *Manager) openLog(st PartitionState) (*storage.Log, error) {
 	}
 	cfg := m.cfg.Log
 	cfg.Logger = m.log
+	tc := m.topicConfigLocked(st.Topic)
+	cfg.SegmentBytes, cfg.SegmentMs = tc.SegmentBytes, tc.SegmentMs
 	l, err := storage.OpenLog(dir, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: open %s: %w", ErrStorage, dir, err)

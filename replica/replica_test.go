@@ -218,7 +218,7 @@ func TestIdempotentSequences(t *testing.T) {
 }
 
 func TestAppendValidation(t *testing.T) {
-	m, err := New(Config{Dir: t.TempDir(), BrokerID: 1, MaxMessageBytes: 200})
+	m, err := New(Config{Dir: t.TempDir(), BrokerID: 1, Topic: TopicConfig{MaxMessageBytes: 200}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -484,6 +484,18 @@ func (l *Log) endOffset() int64 {
 	return l.active().end
 }
 
+// SetRollConfig applies new segment.bytes and segment.ms to the open log
+// (a topic config update); zero or negative values take the defaults. The
+// next append rolls by them.
+func (l *Log) SetRollConfig(segmentBytes, segmentMs int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cfg := l.cfg
+	cfg.SegmentBytes, cfg.SegmentMs = segmentBytes, segmentMs
+	cfg.fillDefaults()
+	l.cfg = cfg
+}
+
 // Dir is the partition directory.
 func (l *Log) Dir() string { return l.dir }
 

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/kraftd/kraftd/broker"
 	"github.com/kraftd/kraftd/replica"
-	"github.com/kraftd/kraftd/storage"
 )
 
 // brokerRole runs the KRaft broker: registration and heartbeats with the active
@@ -38,12 +38,19 @@ func (r *brokerRole) Prepare(context.Context) error {
 	if len(cfg.ControllerListenerNames) > 0 {
 		controllerListener = cfg.ControllerListenerNames[0]
 	}
+	topicDefaults, err := replica.DefaultTopicConfig().With(func(_, brokerKey string) (string, bool) {
+		v, ok := staticTopicDefaults(cfg)[brokerKey]
+		return v, ok
+	})
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
 	replicas, err := replica.New(replica.Config{
-		Dir:             cfg.DataDir(),
-		BrokerID:        cfg.NodeID,
-		Log:             storage.LogConfig{SegmentBytes: int64(cfg.LogSegmentBytes)},
-		MaxMessageBytes: int(cfg.MessageMaxBytes),
-		Logger:          cfg.Logger,
+		Dir:                      cfg.DataDir(),
+		BrokerID:                 cfg.NodeID,
+		Topic:                    topicDefaults,
+		RetentionCheckIntervalMs: cfg.LogRetentionCheckIntervalMs,
+		Logger:                   cfg.Logger,
 	})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
@@ -63,6 +70,7 @@ func (r *brokerRole) Prepare(context.Context) error {
 		AutoCreateTopicsEnable:       cfg.AutoCreateTopicsEnable,
 		Replicas:                     replicas,
 		MinInsyncReplicas:            int(cfg.MinInsyncReplicas),
+		LogMessageTimestampType:      cfg.LogMessageTimestampType,
 		DefaultNumPartitions:         cfg.NumPartitions,
 		DefaultReplicationFactor:     cfg.DefaultReplicationFactor,
 		OnFatal:                      r.a.reportFatal,
@@ -87,6 +95,20 @@ func (r *brokerRole) Prepare(context.Context) error {
 	r.b, r.replicas = b, replicas
 	r.mu.Unlock()
 	return nil
+}
+
+// staticTopicDefaults are the server.properties values of the broker
+// settings behind topic configs (replica.TopicConfigKeys' broker names).
+func staticTopicDefaults(cfg *Config) map[string]string {
+	return map[string]string{
+		"log.segment.bytes":   strconv.Itoa(int(cfg.LogSegmentBytes)),
+		"log.roll.ms":         strconv.FormatInt(cfg.EffectiveLogRollMs(), 10),
+		"log.retention.ms":    strconv.FormatInt(cfg.EffectiveLogRetentionMs(), 10),
+		"log.retention.bytes": strconv.FormatInt(cfg.LogRetentionBytes, 10),
+		"message.max.bytes":   strconv.Itoa(int(cfg.MessageMaxBytes)),
+		"compression.type":    cfg.CompressionType,
+		"log.cleanup.policy":  cfg.LogCleanupPolicy,
+	}
 }
 
 // Start begins registration; it returns at once (a combined node's own controller

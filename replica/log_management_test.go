@@ -1,0 +1,150 @@
+package replica
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/kraftd/kraftd/storage"
+)
+
+// keyedBatch is a producer batch of n records; keys[i] nil makes record i
+// keyless. Values are 500 compressible bytes.
+func keyedBatch(keys ...[]byte) []byte {
+	recs := make([]storage.Record, len(keys))
+	for i, k := range keys {
+		recs[i] = storage.Record{Key: k, Value: bytes.Repeat([]byte{'v'}, 500), TimestampMs: 1000}
+	}
+	return storage.EncodeBatch(0, -1, 1000, false, recs).Raw
+}
+
+// TopicConfig.With layers values over defaults in TopicConfigKeys order; a
+// value that does not parse leaves the default and is reported by name.
+func TestTopicConfigWith(t *testing.T) {
+	vals := map[string]string{
+		"segment.bytes": "1000", "log.roll.ms": "60000", "retention.ms": "-1", "log.retention.bytes": "-5",
+		"max.message.bytes": "x", "compression.type": "ZSTD", "cleanup.policy": "compact",
+	}
+	cfg, err := DefaultTopicConfig().With(func(topicKey, brokerKey string) (string, bool) {
+		if v, ok := vals[topicKey]; ok {
+			return v, true
+		}
+		v, ok := vals[brokerKey]
+		return v, ok
+	})
+	want := TopicConfig{SegmentBytes: 1000, SegmentMs: 60000, RetentionMs: -1, RetentionBytes: -1,
+		MaxMessageBytes: DefaultMaxMessageBytes, CompressionType: "zstd", Compact: true}
+	if cfg != want {
+		t.Fatalf("config %+v, want %+v", cfg, want)
+	}
+	if err == nil || !strings.Contains(err.Error(), "max.message.bytes") || strings.Contains(err.Error(), "segment.bytes") {
+		t.Fatalf("error %v, want one naming max.message.bytes only", err)
+	}
+	if _, err := DefaultTopicConfig().With(func(k, _ string) (string, bool) { return "brotli", k == "compression.type" }); err == nil {
+		t.Fatal("unknown codec accepted")
+	}
+}
+
+// cleanup.policy=compact: a record without a key is INVALID_RECORD naming
+// that record (Kafka's per-record error); keyed batches append.
+func TestCompactedTopicRequiresKeys(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	p := lead(t, m)
+	appendOK(t, p, keyedBatch([]byte("a"), nil)) // delete policy: keys optional
+	cfg := DefaultTopicConfig()
+	cfg.Delete, cfg.Compact = false, true
+	m.SetTopicConfig("demo", cfg)
+	_, err := p.AppendAsLeader(keyedBatch([]byte("a"), nil), acksLeader)
+	var re *RecordError
+	if !errors.As(err, &re) || !errors.Is(err, ErrInvalidRecord) || re.Index != 1 ||
+		re.Message != "Compacted topic cannot accept message without key in topic partition demo-0." {
+		t.Fatalf("keyless record on a compacted topic: %v", err)
+	}
+	appendOK(t, p, keyedBatch([]byte("a"), []byte("b")))
+	if end := p.Log().EndOffset(); end != 4 {
+		t.Fatalf("log end %d, want 4", end)
+	}
+}
+
+// compression.type other than producer: batches of another codec are stored
+// recompressed (and checked against max.message.bytes again); producer keeps
+// them as sent.
+func TestTopicCompressionType(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	p := lead(t, m)
+	stored := func(offset int64) storage.Batch {
+		t.Helper()
+		data, err := p.Log().Read(offset, 1<<20, offset+100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs, _, err := storage.SplitBatches(data)
+		if err != nil || len(bs) == 0 {
+			t.Fatalf("read at %d: %d batches, %v", offset, len(bs), err)
+		}
+		return bs[0]
+	}
+	appendOK(t, p, keyedBatch(nil, nil))
+	if c := stored(0).Compression(); c != storage.CompressionNone {
+		t.Fatalf("producer: stored with codec %d", c)
+	}
+	cfg := DefaultTopicConfig()
+	cfg.CompressionType = "zstd"
+	m.SetTopicConfig("demo", cfg)
+	res := appendOK(t, p, keyedBatch(nil, nil))
+	b := stored(res.BaseOffset)
+	if b.Compression() != storage.CompressionZstd || b.Size() >= len(keyedBatch(nil, nil)) || b.BaseOffset != 2 || b.Epoch != 3 {
+		t.Fatalf("zstd topic: stored codec %d, %d bytes, base %d, epoch %d", b.Compression(), b.Size(), b.BaseOffset, b.Epoch)
+	}
+	n := 0
+	if err := b.ScanRecords(func(int, storage.RecordHeader) error { n++; return nil }); err != nil || n != 2 {
+		t.Fatalf("recompressed records: %d, %v", n, err)
+	}
+	// Decompressed to uncompressed, a small zstd batch outgrows max.message.bytes.
+	cfg.CompressionType, cfg.MaxMessageBytes = CompressionUncompressed, 400
+	m.SetTopicConfig("demo", cfg)
+	small, err := storage.ParseBatch(keyedBatch(nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if small, err = small.Recompress(storage.CompressionZstd); err != nil || small.Size() > 400 {
+		t.Fatalf("zstd batch of %d bytes, %v", small.Size(), err)
+	}
+	if _, err := p.AppendAsLeader(small.Raw, acksLeader); !errors.Is(err, ErrMessageTooLarge) {
+		t.Fatalf("recompressed past max.message.bytes: %v", err)
+	}
+}
+
+// A topic config update applies to the open log: segment.bytes rolls the
+// next append, max.message.bytes refuses it.
+func TestTopicConfigUpdateAppliesToOpenLog(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	p := lead(t, m)
+	appendOK(t, p, keyedBatch(nil))
+	appendOK(t, p, keyedBatch(nil))
+	if base := p.Log().ActiveSegmentBase(); base != 0 {
+		t.Fatalf("rolled at %d with the default segment.bytes", base)
+	}
+	cfg := DefaultTopicConfig()
+	cfg.SegmentBytes = 1000
+	m.SetTopicConfig("demo", cfg)
+	appendOK(t, p, keyedBatch(nil))
+	if base := p.Log().ActiveSegmentBase(); base != 2 {
+		t.Fatalf("active segment at %d after segment.bytes 1000, want 2", base)
+	}
+	if _, err := p.AppendAsLeader(keyedBatch(nil, nil, nil), acksLeader); !errors.Is(err, ErrRecordListTooLarge) {
+		t.Fatalf("records larger than segment.bytes: %v", err)
+	}
+	cfg.MaxMessageBytes = 100
+	m.SetTopicConfig("demo", cfg)
+	if _, err := p.AppendAsLeader(keyedBatch(nil), acksLeader); !errors.Is(err, ErrMessageTooLarge) {
+		t.Fatalf("batch over the new max.message.bytes: %v", err)
+	}
+	// A partition opened later gets the topic's config.
+	m2 := newManager(t, t.TempDir())
+	m2.SetTopicConfig("demo", cfg)
+	if got := lead(t, m2).Config(); got != cfg {
+		t.Fatalf("new partition config %+v, want %+v", got, cfg)
+	}
+}
