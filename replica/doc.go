@@ -19,13 +19,17 @@
 // the active segment only, with no producer-state snapshots (a producer whose
 // last batches are in older segments is unknown after a restart, and an
 // unknown producer may start at any sequence, as in Kafka), and producer ids
-// never expire (producer.id.expiration.ms); no retention; no
+// never expire (producer.id.expiration.ms); no
 // replication-offset-checkpoint (a restarted leader alone in its ISR starts with
 // high watermark = log end offset).
 //
 // # Goroutines
 //
-// None. Partitions are safe for concurrent use: appends and role changes are
-// serialized by the partition's mutex, reads run beside them, and waiters
-// (long-polling fetches, acks=-1 produces) wait on Partition.Changed.
+// One, started by Manager.Start and stopped by Manager.Close (which waits for
+// it): the log manager's background work, as Kafka's LogManager scheduler
+// runs it, never on the metadata publisher's goroutine: retention every
+// log.retention.check.interval.ms (CleanupLogs). Partitions are safe for
+// concurrent use: appends and role changes are serialized by the partition's
+// mutex, reads run beside them, and waiters (long-polling fetches, acks=-1
+// produces) wait on Partition.Changed.
 package replica

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/kraftd/kraftd/storage"
 )
@@ -147,4 +149,72 @@ func TestTopicConfigUpdateAppliesToOpenLog(t *testing.T) {
 	if got := lead(t, m2).Config(); got != cfg {
 		t.Fatalf("new partition config %+v, want %+v", got, cfg)
 	}
+}
+
+// Retention through the manager: CleanupLogs deletes by the topic's
+// retention.ms below the high watermark; ListOffsets earliest then answers
+// the new log start offset and a read below it is OFFSET_OUT_OF_RANGE. A
+// compact-only topic keeps everything.
+func TestCleanupLogs(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	p := lead(t, m)
+	cfg := DefaultTopicConfig()
+	cfg.SegmentBytes, cfg.RetentionMs = int64(len(batch(2, -1, 0, 0))), 60000
+	m.SetTopicConfig("demo", cfg)
+	for range 3 {
+		appendOK(t, p, batch(2, -1, 0, 0)) // record timestamps 1000-1001
+	}
+	compactOnly := cfg
+	compactOnly.Delete, compactOnly.Compact = false, true
+	m.SetTopicConfig("demo", compactOnly)
+	if n := m.CleanupLogs(1 << 40); n != 0 {
+		t.Fatalf("compact-only topic lost %d segments", n)
+	}
+	m.SetTopicConfig("demo", cfg)
+	if n := m.CleanupLogs(1000 + 60000); n != 0 {
+		t.Fatalf("deleted %d segments not yet past retention.ms", n)
+	}
+	if n := m.CleanupLogs(1001 + 60001); n != 3 {
+		t.Fatalf("deleted %d segments, want all 3 (the log rolls)", n)
+	}
+	if off, _, _, _, err := p.OffsetForTimestamp(EarliestTimestamp, -1); err != nil || off != 6 {
+		t.Fatalf("earliest %d (%v), want 6", off, err)
+	}
+	if _, err := p.ReadAsLeader(4, 1<<20, -1); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("read below the log start: %v", err)
+	}
+	if res := appendOK(t, p, batch(1, -1, 0, 0)); res.BaseOffset != 6 || res.LogStartOffset != 6 {
+		t.Fatalf("append after retention: %+v", res)
+	}
+}
+
+// Start's goroutine runs retention every log.retention.check.interval.ms
+// and Close stops it (synctest: the bubble fails if it leaks).
+func TestRetentionRunsInTheBackground(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, err := New(Config{Dir: t.TempDir(), BrokerID: 1, RetentionCheckIntervalMs: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := lead(t, m)
+		cfg := DefaultTopicConfig()
+		cfg.SegmentBytes = int64(len(batch(2, -1, 0, 0)))
+		m.SetTopicConfig("demo", cfg)
+		appendOK(t, p, batch(2, -1, 0, 0)) // from 1970: older than 7 days in the bubble's 2000
+		appendOK(t, p, batch(2, -1, 0, 0))
+		m.Start()
+		time.Sleep(999 * time.Millisecond)
+		synctest.Wait()
+		if s := p.Log().StartOffset(); s != 0 {
+			t.Fatalf("retention ran early: start %d", s)
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if s := p.Log().StartOffset(); s != 4 {
+			t.Fatalf("log start %d after the first retention check, want 4", s)
+		}
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

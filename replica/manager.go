@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -36,7 +38,10 @@ type Config struct {
 	// the background goroutine deletes segments by retention. Zero or
 	// negative: DefaultRetentionCheckIntervalMs.
 	RetentionCheckIntervalMs int64
-	Logger                   *zap.Logger
+	// Now is the wall clock retention compares record timestamps with. nil
+	// is time.Now.
+	Now    func() time.Time
+	Logger *zap.Logger
 }
 
 // Validate checks c and fills in defaults.
@@ -48,6 +53,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("replica: broker id %d", c.BrokerID)
 	}
 	c.Topic.fillDefaults()
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	if c.RetentionCheckIntervalMs <= 0 {
 		c.RetentionCheckIntervalMs = DefaultRetentionCheckIntervalMs
 	}
@@ -72,6 +80,8 @@ type Manager struct {
 	parts     map[TopicPartition]*Partition
 	topicCfgs map[string]TopicConfig // SetTopicConfig; absent: cfg.Topic
 	closed    bool
+	stop      context.CancelFunc // ends the background goroutine (Start)
+	wg        sync.WaitGroup     // the background goroutine
 }
 
 // New creates the log directory if needed. Logs are opened as Apply names them.
@@ -330,11 +340,19 @@ func (m *Manager) removeLocked(tp TopicPartition, deleteLog bool) error {
 	return p.log.Delete(hex.EncodeToString(id[:]))
 }
 
-// Close closes every log (flushing it). Later Apply calls fail.
+// Close stops the background goroutine and closes every log (flushing it).
+// Later Apply calls fail.
 func (m *Manager) Close() error {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	stop := m.stop
 	m.closed = true
+	m.mu.Unlock()
+	if stop != nil {
+		stop()
+		m.wg.Wait()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	var errs []error
 	for tp, p := range m.parts {
 		p.become(PartitionState{TopicPartition: tp, Leader: -1, LeaderEpoch: p.State().LeaderEpoch})

@@ -106,6 +106,16 @@ func (p *Partition) setConfig(cfg TopicConfig) {
 	p.log.SetRollConfig(cfg.SegmentBytes, cfg.SegmentMs)
 }
 
+// deleteOldSegments applies the topic's retention at nowMs, below the high
+// watermark; nothing without cleanup.policy delete.
+func (p *Partition) deleteOldSegments(nowMs int64) (int, error) {
+	cfg := p.cfg.Load()
+	if !cfg.Delete {
+		return 0, nil
+	}
+	return p.log.DeleteOldSegments(nowMs, p.hw.Load(), storage.Retention{Ms: cfg.RetentionMs, Bytes: cfg.RetentionBytes})
+}
+
 // TopicPartition is the partition's name.
 func (p *Partition) TopicPartition() TopicPartition { return p.tp }
 

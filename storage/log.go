@@ -96,6 +96,9 @@ type Log struct {
 
 	mu       sync.RWMutex
 	segments []*logSegment
+	// startOffset is the log start offset: the first offset readers may
+	// ask for. Invariant: segments[0].base <= startOffset <= end offset.
+	startOffset int64
 	epochs   EpochCache
 	topicID  [16]byte
 	hasTopic bool
@@ -150,6 +153,7 @@ func OpenLog(dir string, cfg LogConfig) (*Log, error) {
 			return nil, err
 		}
 	}
+	l.startOffset = l.segments[0].base
 	if err := l.writeEpochs(); err != nil {
 		l.closeFiles()
 		return nil, err
@@ -499,11 +503,30 @@ func (l *Log) SetRollConfig(segmentBytes, segmentMs int64) {
 // Dir is the partition directory.
 func (l *Log) Dir() string { return l.dir }
 
-// StartOffset is the log start offset (the first segment's base).
+// StartOffset is the log start offset: the first segment's base, or above
+// it after SetStartOffset.
 func (l *Log) StartOffset() int64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return l.segments[0].base
+	return l.startOffset
+}
+
+// Size is the bytes of all segment files.
+func (l *Log) Size() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var n int64
+	for _, sg := range l.segments {
+		n += sg.size
+	}
+	return n
+}
+
+// NumSegments is the number of segments, the active one included.
+func (l *Log) NumSegments() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(l.segments)
 }
 
 // EndOffset is the log end offset: the offset the next batch gets.
@@ -650,8 +673,8 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) ([]byte, error) 
 	if errors.Is(l.failed, ErrLogClosed) {
 		return nil, ErrLogClosed
 	}
-	if offset < l.segments[0].base || offset > l.endOffset() {
-		return nil, fmt.Errorf("%w: offset %d, log [%d, %d)", ErrOffsetOutOfRange, offset, l.segments[0].base, l.endOffset())
+	if offset < l.startOffset || offset > l.endOffset() {
+		return nil, fmt.Errorf("%w: offset %d, log [%d, %d)", ErrOffsetOutOfRange, offset, l.startOffset, l.endOffset())
 	}
 	i := segmentFor(l.segments, offset)
 	for ; i < len(l.segments) && offset < maxOffset; i++ {

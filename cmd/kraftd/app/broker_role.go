@@ -111,9 +111,16 @@ func staticTopicDefaults(cfg *Config) map[string]string {
 	}
 }
 
-// Start begins registration; it returns at once (a combined node's own controller
+// Start starts the replica manager's background work and begins
+// registration; it returns at once (a combined node's own controller
 // listener is not serving yet).
-func (r *brokerRole) Start(ctx context.Context) error { return r.Broker().Start(ctx) }
+func (r *brokerRole) Start(ctx context.Context) error {
+	r.mu.Lock()
+	replicas := r.replicas
+	r.mu.Unlock()
+	replicas.Start() // retention; stopped by replicas.Close in Stop
+	return r.Broker().Start(ctx)
+}
 
 // Stop runs a controlled shutdown (WantShutDown until the controller says
 // ShouldShutdown, bounded by ctx) and stops the broker.
