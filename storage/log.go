@@ -99,10 +99,10 @@ type Log struct {
 	// startOffset is the log start offset: the first offset readers may
 	// ask for. Invariant: segments[0].base <= startOffset <= end offset.
 	startOffset int64
-	epochs   EpochCache
-	topicID  [16]byte
-	hasTopic bool
-	failed   error
+	epochs      EpochCache
+	topicID     [16]byte
+	hasTopic    bool
+	failed      error
 }
 
 // logSegment is one segment: its .log file, its indexes, and what appends need.
