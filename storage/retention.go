@@ -33,7 +33,12 @@ func (l *Log) DeleteOldSegments(nowMs, highWatermark int64, r Retention) (int, e
 	if l.failed != nil {
 		return 0, l.failed
 	}
-	deleted := 0
+	// Segments wholly below a raised log start offset go first (Kafka's
+	// deleteLogStartOffsetBreachedSegments).
+	deleted, err := l.deleteWhile(highWatermark, func(sg *logSegment) bool { return sg.end <= l.startOffset })
+	if err != nil {
+		return deleted, err
+	}
 	if r.Ms >= 0 {
 		n, err := l.deleteWhile(highWatermark, func(sg *logSegment) bool {
 			return nowMs-sg.newestMs() > r.Ms
