@@ -111,10 +111,10 @@ type Log struct {
 	// recoveryPoint is the offset below which every byte was fsynced.
 	// Invariant: recoveryPoint <= end offset.
 	recoveryPoint int64
-	epochs      EpochCache
-	topicID     [16]byte
-	hasTopic    bool
-	failed      error
+	epochs        EpochCache
+	topicID       [16]byte
+	hasTopic      bool
+	failed        error
 }
 
 // logSegment is one segment: its .log file, its indexes, and what appends need.
