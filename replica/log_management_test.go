@@ -3,6 +3,8 @@ package replica
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -212,6 +214,171 @@ func TestRetentionRunsInTheBackground(t *testing.T) {
 		synctest.Wait()
 		if s := p.Log().StartOffset(); s != 4 {
 			t.Fatalf("log start %d after the first retention check, want 4", s)
+		}
+		// replica.high.watermark.checkpoint.interval.ms: 5 s.
+		hwFile := filepath.Join(m.cfg.Dir, storage.ReplicationOffsetCheckpointFile)
+		if _, err := os.Stat(hwFile); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("high watermarks checkpointed before the interval: %v", err)
+		}
+		time.Sleep(4 * time.Second)
+		synctest.Wait()
+		if got := readFile(t, hwFile); got != "0\n1\ndemo 0 4\n" {
+			t.Fatalf("periodic checkpoint %q", got)
+		}
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// hwBelowEnd leads demo-0 with high watermark 4 and log end 6: alone in the
+// ISR for 4 records, then with follower 2 (not heard from) for 2 more.
+func hwBelowEnd(t *testing.T, m *Manager) *Partition {
+	t.Helper()
+	p := lead(t, m)
+	appendOK(t, p, batch(4, -1, 0, 0))
+	p = lead(t, m, 1, 2)
+	if _, err := p.AppendAsLeader(batch(2, -1, 0, 0), acksLeader); err != nil {
+		t.Fatal(err)
+	}
+	if p.HighWatermark() != 4 || p.Log().EndOffset() != 6 {
+		t.Fatalf("hw %d end %d", p.HighWatermark(), p.Log().EndOffset())
+	}
+	return p
+}
+
+// A clean Close writes the three checkpoint files in Kafka's format and the
+// clean-shutdown marker; the next start removes the marker, opens the log
+// without a scan and restores the high watermark (not the log end: a
+// follower in the ISR may not have the rest).
+func TestCheckpointsAtCleanShutdown(t *testing.T) {
+	dir := t.TempDir()
+	m := newManager(t, dir)
+	p := hwBelowEnd(t, m)
+	p.Log().SetStartOffset(1)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{
+		storage.RecoveryPointCheckpointFile:     "0\n1\ndemo 0 6\n",
+		storage.ReplicationOffsetCheckpointFile: "0\n1\ndemo 0 4\n",
+		storage.LogStartOffsetCheckpointFile:    "0\n1\ndemo 0 1\n",
+		storage.CleanShutdownFile:               `{"version":0,"brokerEpoch":-1}`,
+	} {
+		if got := readFile(t, filepath.Join(dir, file)); got != want {
+			t.Errorf("%s: %q, want %q", file, got, want)
+		}
+	}
+	m = newManager(t, dir)
+	if _, err := os.Stat(filepath.Join(dir, storage.CleanShutdownFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("clean-shutdown marker still there after the start: %v", err)
+	}
+	p = lead(t, m, 1, 2)
+	if p.HighWatermark() != 4 || p.Log().EndOffset() != 6 || p.Log().StartOffset() != 1 || p.Log().RecoveryPoint() != 6 {
+		t.Fatalf("after restart: hw %d end %d start %d recovery point %d, want 4 6 1 6",
+			p.HighWatermark(), p.Log().EndOffset(), p.Log().StartOffset(), p.Log().RecoveryPoint())
+	}
+	// A partition's entries go with its deleted log.
+	if err := m.Remove(p.TopicPartition(), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WriteCheckpoints(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, filepath.Join(dir, storage.ReplicationOffsetCheckpointFile)); got != "0\n0\n" {
+		t.Fatalf("after the delete: %q", got)
+	}
+}
+
+// After a crash (no Close, no marker) the log is recovered from the
+// checkpointed recovery point, cutting a torn tail, and the high watermark
+// comes from the last replication-offset-checkpoint; a partition not
+// opened yet keeps its entries in the files written meanwhile.
+func TestRecoveryAfterUncleanShutdown(t *testing.T) {
+	dir := t.TempDir()
+	m, err := New(Config{Dir: dir, BrokerID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hwBelowEnd(t, m)
+	if err := m.WriteCheckpoints(); err != nil {
+		t.Fatal(err)
+	}
+	// The crash: m is abandoned, and the last append was torn.
+	seg := filepath.Join(dir, "demo-0", storage.SegmentFileName(0, storage.LogSuffix))
+	f, err := os.OpenFile(seg, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(batch(3, -1, 0, 0)[:40]); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	m2 := newManager(t, dir)
+	if err := m2.WriteCheckpoints(); err != nil { // demo-0 not opened yet
+		t.Fatal(err)
+	}
+	if got := readFile(t, filepath.Join(dir, storage.ReplicationOffsetCheckpointFile)); got != "0\n1\ndemo 0 4\n" {
+		t.Fatalf("entries of an unopened log lost: %q", got)
+	}
+	p := lead(t, m2, 1, 2)
+	if p.HighWatermark() != 4 || p.Log().EndOffset() != 6 {
+		t.Fatalf("after the crash: hw %d end %d, want 4 6", p.HighWatermark(), p.Log().EndOffset())
+	}
+	if got := readAllOffsets(t, p); got != 6 {
+		t.Fatalf("read %d records after recovery", got)
+	}
+}
+
+// readAllOffsets counts the records in the log.
+func readAllOffsets(t *testing.T, p *Partition) int {
+	t.Helper()
+	data, err := p.Log().Read(p.Log().StartOffset(), 1<<20, p.Log().EndOffset())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs, _, err := storage.SplitBatches(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, b := range bs {
+		n += int(b.LastOffset - b.BaseOffset + 1)
+	}
+	return n
+}
+
+// A deleted partition's directory is renamed at once (Kafka's
+// "<topic>-<partition>.<id>-delete") and removed by the background
+// goroutine; a leftover from before a restart goes with DeleteStrays.
+func TestDeletedLogRemovedInTheBackground(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		m, err := New(Config{Dir: dir, BrokerID: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Start()
+		p := lead(t, m)
+		appendOK(t, p, batch(2, -1, 0, 0))
+		if err := m.Remove(p.TopicPartition(), true); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "demo-0")); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("partition directory still there after Remove: %v", err)
+		}
+		synctest.Wait()
+		if left, _ := filepath.Glob(filepath.Join(dir, "demo-0.*-delete")); len(left) != 0 {
+			t.Fatalf("left %v", left)
 		}
 		if err := m.Close(); err != nil {
 			t.Fatal(err)

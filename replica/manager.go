@@ -38,6 +38,17 @@ type Config struct {
 	// the background goroutine deletes segments by retention. Zero or
 	// negative: DefaultRetentionCheckIntervalMs.
 	RetentionCheckIntervalMs int64
+	// HighWatermarkCheckpointIntervalMs
+	// (replica.high.watermark.checkpoint.interval.ms),
+	// RecoveryPointCheckpointIntervalMs
+	// (log.flush.offset.checkpoint.interval.ms) and
+	// LogStartOffsetCheckpointIntervalMs
+	// (log.flush.start.offset.checkpoint.interval.ms) are how often the
+	// background goroutine writes each checkpoint file. Zero or negative:
+	// Kafka's defaults.
+	HighWatermarkCheckpointIntervalMs  int64
+	RecoveryPointCheckpointIntervalMs  int64
+	LogStartOffsetCheckpointIntervalMs int64
 	// Now is the wall clock retention compares record timestamps with. nil
 	// is time.Now.
 	Now    func() time.Time
@@ -56,6 +67,9 @@ func (c *Config) Validate() error {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	setDefault(&c.HighWatermarkCheckpointIntervalMs, DefaultHighWatermarkCheckpointIntervalMs)
+	setDefault(&c.RecoveryPointCheckpointIntervalMs, DefaultRecoveryPointCheckpointIntervalMs)
+	setDefault(&c.LogStartOffsetCheckpointIntervalMs, DefaultLogStartOffsetCheckpointIntervalMs)
 	if c.RetentionCheckIntervalMs <= 0 {
 		c.RetentionCheckIntervalMs = DefaultRetentionCheckIntervalMs
 	}
@@ -63,6 +77,12 @@ func (c *Config) Validate() error {
 		c.Logger = zap.NewNop()
 	}
 	return nil
+}
+
+func setDefault(v *int64, d int64) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // Manager is the replica manager of one broker: the partitions it hosts, each
@@ -82,6 +102,16 @@ type Manager struct {
 	closed    bool
 	stop      context.CancelFunc // ends the background goroutine (Start)
 	wg        sync.WaitGroup     // the background goroutine
+	// loaded are the checkpoint files' offsets of the logs not open; the
+	// clean-shutdown marker was found at New (it is removed then).
+	loaded        checkpoints
+	cleanShutdown bool
+	ckptMu        sync.Mutex // serializes checkpoint file writes
+	// doomed are renamed directories of deleted logs the background
+	// goroutine removes; deleteKick wakes it (capacity 1).
+	doomedMu   sync.Mutex
+	doomed     []string
+	deleteKick chan struct{}
 }
 
 // New creates the log directory if needed. Logs are opened as Apply names them.
@@ -92,8 +122,12 @@ func New(cfg Config) (*Manager, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger.Named("replicas"), parts: map[TopicPartition]*Partition{},
-		topicCfgs: map[string]TopicConfig{}}, nil
+	m := &Manager{cfg: cfg, log: cfg.Logger.Named("replicas"), parts: map[TopicPartition]*Partition{},
+		topicCfgs: map[string]TopicConfig{}, deleteKick: make(chan struct{}, 1)}
+	if err := m.loadCheckpoints(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	return m, nil
 }
 
 // Partition returns the hosted partition tp.
@@ -200,7 +234,11 @@ func (m *Manager) Apply(st PartitionState) error {
 	if err != nil {
 		return err
 	}
-	p, err := newPartition(st, m.cfg.BrokerID, l, m.topicConfigLocked(st.Topic))
+	hw, ok := m.loaded[highWatermarks][st.TopicPartition]
+	if !ok {
+		hw = -1
+	}
+	p, err := newPartition(st, m.cfg.BrokerID, l, m.topicConfigLocked(st.Topic), hw)
 	if err != nil {
 		_ = l.Close()
 		return fmt.Errorf("%w: %s: %w", ErrStorage, st.TopicPartition, err)
@@ -224,6 +262,7 @@ func (m *Manager) openLog(st PartitionState) (*storage.Log, error) {
 	cfg.Logger = m.log
 	tc := m.topicConfigLocked(st.Topic)
 	cfg.SegmentBytes, cfg.SegmentMs = tc.SegmentBytes, tc.SegmentMs
+	cfg.RecoveryPoint, cfg.CleanShutdown = m.loaded[recoveryPoints][st.TopicPartition], m.cleanShutdown
 	l, err := storage.OpenLog(dir, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: open %s: %w", ErrStorage, dir, err)
@@ -231,9 +270,11 @@ func (m *Manager) openLog(st PartitionState) (*storage.Log, error) {
 	if id, ok := l.TopicID(); ok && id != st.TopicID {
 		m.log.Info("deleting the log of an older topic with the same name",
 			zap.String("dir", dir), zap.String("topicId", hex.EncodeToString(id[:])))
-		if err := l.Delete(hex.EncodeToString(id[:])); err != nil {
+		if err := m.deleteLog(l); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrStorage, err)
 		}
+		m.forgetCheckpoints(st.TopicPartition)
+		cfg.RecoveryPoint = 0
 		if l, err = storage.OpenLog(dir, cfg); err != nil {
 			return nil, fmt.Errorf("%w: open %s: %w", ErrStorage, dir, err)
 		}
@@ -241,6 +282,9 @@ func (m *Manager) openLog(st PartitionState) (*storage.Log, error) {
 	if err := l.SetTopicID(st.TopicID); err != nil {
 		_ = l.Close()
 		return nil, fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	if start, ok := m.loaded[logStartOffsets][st.TopicPartition]; ok {
+		l.SetStartOffset(start)
 	}
 	return l, nil
 }
@@ -333,15 +377,20 @@ func (m *Manager) removeLocked(tp TopicPartition, deleteLog bool) error {
 	delete(m.parts, tp)
 	p.become(PartitionState{TopicPartition: tp, Leader: -1, LeaderEpoch: p.State().LeaderEpoch})
 	if !deleteLog {
-		return p.log.Close()
+		err := p.log.Close()
+		m.rememberCheckpoints(p)
+		return err
 	}
+	m.forgetCheckpoints(tp)
 	id, _ := p.log.TopicID()
-	m.log.Info("deleting partition log", zap.Stringer("partition", tp))
-	return p.log.Delete(hex.EncodeToString(id[:]))
+	m.log.Info("deleting partition log", zap.Stringer("partition", tp), zap.String("topicId", hex.EncodeToString(id[:])))
+	return m.deleteLog(p.log)
 }
 
-// Close stops the background goroutine and closes every log (flushing it).
-// Later Apply calls fail.
+// Close stops the background goroutine, closes every log (flushing it),
+// writes the checkpoint files and, when all of that succeeded, the
+// clean-shutdown marker, so the next start skips the recovery scan. Later
+// Apply calls fail.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	stop := m.stop
@@ -352,14 +401,23 @@ func (m *Manager) Close() error {
 		m.wg.Wait()
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	var errs []error
 	for tp, p := range m.parts {
 		p.become(PartitionState{TopicPartition: tp, Leader: -1, LeaderEpoch: p.State().LeaderEpoch})
 		if err := p.log.Close(); err != nil {
 			errs = append(errs, err)
 		}
+		m.rememberCheckpoints(p)
 	}
 	m.parts = map[TopicPartition]*Partition{}
+	m.mu.Unlock()
+	if err := m.WriteCheckpoints(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		if err := m.writeCleanShutdown(); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %w", ErrStorage, err))
+		}
+	}
 	return errors.Join(errs...)
 }

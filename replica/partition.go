@@ -60,10 +60,15 @@ type Partition struct {
 	changed  chan struct{} // closed and replaced when the high watermark moves or the role changes
 }
 
-func newPartition(st PartitionState, brokerID int32, log *storage.Log, cfg TopicConfig) (*Partition, error) {
+// newPartition hosts log; hw >= 0 is the high watermark checkpointed at the
+// last shutdown (replication-offset-checkpoint), kept within the log.
+func newPartition(st PartitionState, brokerID int32, log *storage.Log, cfg TopicConfig, hw int64) (*Partition, error) {
 	p := &Partition{tp: st.TopicPartition, brokerID: brokerID, log: log,
 		producers: map[int64]*producerState{}, changed: make(chan struct{})}
 	p.cfg.Store(&cfg)
+	if hw >= 0 {
+		p.hw.Store(min(max(hw, log.StartOffset()), log.EndOffset()))
+	}
 	if err := p.loadProducers(); err != nil {
 		return nil, err
 	}

@@ -540,6 +540,14 @@ func (l *Log) StartOffset() int64 {
 	return l.startOffset
 }
 
+// FirstSegmentBase is the base offset of the oldest segment; the log start
+// offset may be above it.
+func (l *Log) FirstSegmentBase() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.segments[0].base
+}
+
 // Size is the bytes of all segment files.
 func (l *Log) Size() int64 {
 	l.mu.RLock()
@@ -926,19 +934,31 @@ func (l *Log) closeFiles() error {
 	return first
 }
 
-// Delete closes the log and removes its directory: first renamed to
-// "<dir>.<suffix>-delete" as Kafka marks a deleted log, so a crash midway
-// leaves a directory no reload mistakes for a live log, then removed.
+// Delete closes the log and removes its directory (MarkDeleted, then the
+// removal).
 func (l *Log) Delete(suffix string) error {
+	doomed, err := l.MarkDeleted(suffix)
+	if err != nil {
+		return err
+	}
+	return os.RemoveAll(doomed)
+}
+
+// MarkDeleted closes the log and renames its directory to
+// "<dir>.<suffix>-delete", as Kafka marks a deleted log (suffix: a unique
+// id), durably (the parent directory is fsynced): a crash from then on
+// leaves a directory no reload mistakes for a live log. It returns the new
+// path, for the caller to remove, in the background if it likes.
+func (l *Log) MarkDeleted(suffix string) (string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	_ = l.closeFiles() // the files are going away; a close error changes nothing
 	l.failed = ErrLogClosed
 	doomed := l.dir + "." + suffix + "-delete"
 	if err := os.Rename(l.dir, doomed); err != nil {
-		return err
+		return "", err
 	}
-	return os.RemoveAll(doomed)
+	return doomed, SyncDir(filepath.Dir(l.dir))
 }
 
 // fail records the first I/O failure; every later write returns it.

@@ -2,6 +2,8 @@ package storage
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -88,5 +90,25 @@ func TestDeleteOldSegmentsRollsTheActiveOne(t *testing.T) {
 	}
 	if bs := readAll(t, l, 12, 1<<20, 13); len(bs) != 1 {
 		t.Fatalf("read after the roll: %v", bs)
+	}
+}
+
+// MarkDeleted closes the log and renames its directory to
+// "<dir>.<suffix>-delete"; the caller removes it.
+func TestMarkDeleted(t *testing.T) {
+	parent := t.TempDir()
+	l := openLogTest(t, filepath.Join(parent, "demo-0"), LogConfig{})
+	if err := l.Append([]Batch{logBatch(0, 1, 1, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	doomed, err := l.MarkDeleted("0123abcd")
+	if err != nil || doomed != filepath.Join(parent, "demo-0.0123abcd-delete") {
+		t.Fatalf("renamed to %q (%v)", doomed, err)
+	}
+	if _, err := os.Stat(filepath.Join(doomed, SegmentFileName(0, LogSuffix))); err != nil {
+		t.Fatalf("segment not under the renamed directory: %v", err)
+	}
+	if err := l.Append([]Batch{logBatch(1, 1, 1, 0)}); !errors.Is(err, ErrLogClosed) {
+		t.Fatalf("append after MarkDeleted: %v", err)
 	}
 }

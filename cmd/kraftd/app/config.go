@@ -178,6 +178,15 @@ type Config struct {
 	LogRetentionBytes int64
 	// LogRetentionCheckIntervalMs: log.retention.check.interval.ms.
 	LogRetentionCheckIntervalMs int64
+	// HighWatermarkCheckpointIntervalMs,
+	// RecoveryPointCheckpointIntervalMs and
+	// LogStartOffsetCheckpointIntervalMs:
+	// replica.high.watermark.checkpoint.interval.ms,
+	// log.flush.offset.checkpoint.interval.ms and
+	// log.flush.start.offset.checkpoint.interval.ms.
+	HighWatermarkCheckpointIntervalMs  int64
+	RecoveryPointCheckpointIntervalMs  int64
+	LogStartOffsetCheckpointIntervalMs int64
 	// LogCleanupPolicy: log.cleanup.policy, "delete", "compact" or both
 	// comma-separated.
 	LogCleanupPolicy string
