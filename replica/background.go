@@ -26,11 +26,7 @@ func (m *Manager) Start() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m.stop = cancel
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		m.run(ctx)
-	}()
+	m.wg.Go(func() { m.run(ctx) })
 }
 
 func (m *Manager) run(ctx context.Context) {
