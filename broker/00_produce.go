@@ -39,6 +39,11 @@ import (
 //     log.message.timestamp.type): the batch is stamped with the broker's
 //     time (max timestamp and attribute, CRC recomputed), returned in
 //     LogAppendTime; CreateTime answers -1.
+//   - The topic's configs apply (replica.TopicConfig): max.message.bytes,
+//     segment.bytes (RECORD_LIST_TOO_LARGE), compression.type (a batch of
+//     another codec is recompressed, unless "producer"), cleanup.policy
+//     compact (a record without a key is INVALID_RECORD with a per-record
+//     error from v8, KIP-467).
 //   - Transactional batches: INVALID_TXN_STATE (no transaction coordinator
 //     yet, so no partition is ever in a transaction).
 func (c *ClientAPI) handleProduce(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
@@ -117,6 +122,12 @@ func (c *ClientAPI) setProduceError(version int16, sp *kmsg.ProduceResponseTopic
 	if version >= 8 {
 		msg := err.Error()
 		sp.ErrorMessage = &msg
+		var re *replica.RecordError
+		if errors.As(err, &re) {
+			er := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+			er.RelativeOffset, er.ErrorMessage = int32(re.Index), &re.Message
+			sp.ErrorRecords = append(sp.ErrorRecords, er)
+		}
 	}
 	if sp.ErrorCode == kerr.UnknownServerError.Code || sp.ErrorCode == kerr.KafkaStorageError.Code {
 		c.log.Warn("produce failed", zap.Error(err))

@@ -67,8 +67,9 @@ func New(cfg Config) (*Broker, error) {
 	b.api = newClientAPI(ClientAPIConfig{
 		NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Metadata: b, Admin: b,
 		Replicas: cfg.Replicas, ProducerIDs: producerIDs, MinInsyncReplicas: max(cfg.MinInsyncReplicas, DefaultMinInsyncReplicas),
-		AutoCreateTopicsEnable: cfg.AutoCreateTopicsEnable,
-		DefaultNumPartitions:   cfg.DefaultNumPartitions, DefaultReplicationFactor: cfg.DefaultReplicationFactor,
+		LogMessageTimestampType: cfg.LogMessageTimestampType,
+		AutoCreateTopicsEnable:  cfg.AutoCreateTopicsEnable,
+		DefaultNumPartitions:    cfg.DefaultNumPartitions, DefaultReplicationFactor: cfg.DefaultReplicationFactor,
 		AutoCreateTimeoutMs: int32(cfg.ControllerRequestTimeoutMs),
 		StaticConfigs:       cfg.staticConfigs(), Logger: b.log,
 	}, b.rnd)

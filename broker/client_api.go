@@ -83,6 +83,9 @@ type ClientAPIConfig struct {
 	// MinInsyncReplicas is the static min.insync.replicas (default 1); topic
 	// and cluster configs in the image override it.
 	MinInsyncReplicas int
+	// LogMessageTimestampType is the static log.message.timestamp.type
+	// ("CreateTime" when empty); topic and cluster configs override it.
+	LogMessageTimestampType string
 
 	// Rand backs the default ControllerID policy; nil is seeded from the
 	// clock.

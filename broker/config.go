@@ -98,6 +98,9 @@ type Config struct {
 	Replicas *replica.Manager
 	// MinInsyncReplicas is the static min.insync.replicas (1).
 	MinInsyncReplicas int
+	// LogMessageTimestampType is the static log.message.timestamp.type
+	// (CreateTime when empty).
+	LogMessageTimestampType string
 
 	// DefaultNumPartitions (num.partitions, 1) and
 	// DefaultReplicationFactor (default.replication.factor, 1) shape

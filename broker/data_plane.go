@@ -111,7 +111,8 @@ func topicConfig(img *image.Image, topic, key, brokerKey string) (string, bool) 
 
 // appendOptions are a produce's settings for one topic: min.insync.replicas
 // (topic, cluster default, else the broker's static value) and
-// message.timestamp.type (LogAppendTime stamps batches with nowMs).
+// message.timestamp.type (topic, cluster default, else the broker's static
+// log.message.timestamp.type; LogAppendTime stamps batches with nowMs).
 func (c *ClientAPI) appendOptions(img *image.Image, topic string, acks int16, nowMs int64) replica.AppendOptions {
 	opts := replica.AppendOptions{RequiredAcks: acks, MinInsyncReplicas: c.cfg.MinInsyncReplicas, LogAppendTimeMs: -1}
 	if v, ok := topicConfig(img, topic, "min.insync.replicas", "min.insync.replicas"); ok {
@@ -119,7 +120,11 @@ func (c *ClientAPI) appendOptions(img *image.Image, topic string, acks int16, no
 			opts.MinInsyncReplicas = n
 		}
 	}
-	if v, ok := topicConfig(img, topic, "message.timestamp.type", "log.message.timestamp.type"); ok && v == "LogAppendTime" {
+	tsType := c.cfg.LogMessageTimestampType
+	if v, ok := topicConfig(img, topic, "message.timestamp.type", "log.message.timestamp.type"); ok {
+		tsType = v
+	}
+	if tsType == "LogAppendTime" {
 		opts.LogAppendTimeMs = nowMs
 	}
 	return opts
@@ -131,8 +136,15 @@ func (c *ClientAPI) appendOptions(img *image.Image, topic string, acks int16, no
 // at the image's leader epoch and ISR); partitions of deleted topics, or no
 // longer assigned here, are removed with their logs. It runs on the metadata
 // publisher's goroutine after every publish.
+//
+// Topic configs go first: a topic's effective configuration (its configs,
+// else this broker's or the cluster's dynamic defaults, else the manager's
+// static defaults) is set whenever the topic or any of those configs
+// changed, so new partitions open with it and open logs follow updates.
 func SyncReplicas(m *replica.Manager, nodeID int32, prev, next *image.Image, log *zap.Logger) {
-	for _, tc := range image.Diff(prev, next).Topics {
+	changes := image.Diff(prev, next)
+	syncTopicConfigs(m, nodeID, changes, next, log)
+	for _, tc := range changes.Topics {
 		if tc.Deleted {
 			removeTopic(m, tc, log)
 			continue
@@ -145,6 +157,63 @@ func SyncReplicas(m *replica.Manager, nodeID int32, prev, next *image.Image, log
 			syncPartition(m, nodeID, t, id, log)
 		}
 	}
+}
+
+// syncTopicConfigs recomputes the configuration of the topics changes
+// touches: new or changed topics, topics whose configs changed, and every
+// hosted topic when a broker default (cluster-wide or this broker's) did.
+func syncTopicConfigs(m *replica.Manager, nodeID int32, changes image.Changes, next *image.Image, log *zap.Logger) {
+	topics := map[string]bool{}
+	for _, tc := range changes.Topics {
+		if tc.Deleted {
+			m.ForgetTopicConfig(tc.Name)
+		}
+	}
+	for _, tc := range changes.Topics {
+		if !tc.Deleted {
+			topics[tc.Name] = true
+		}
+	}
+	own := strconv.Itoa(int(nodeID))
+	for _, res := range changes.Configs {
+		switch {
+		case res.Type == image.ConfigTopic:
+			topics[res.Name] = true
+		case res.Type == image.ConfigBroker && (res.Name == "" || res.Name == own):
+			for _, tp := range m.Hosted() {
+				topics[tp.Topic] = true
+			}
+		}
+	}
+	for name := range topics {
+		if _, ok := next.TopicByName(name); !ok {
+			continue
+		}
+		cfg, err := EffectiveTopicConfig(m.DefaultTopicConfig(), next, nodeID, name)
+		if err != nil {
+			log.Warn("ignoring topic configs that do not parse", zap.String("topic", name), zap.Error(err))
+		}
+		m.SetTopicConfig(name, cfg)
+	}
+}
+
+// EffectiveTopicConfig layers topic's configuration as Kafka's LogConfig
+// does: the topic's own configs, else this broker's dynamic config, else the
+// cluster-wide dynamic default, else defaults (the static settings). A value
+// that does not parse leaves the layer below in force and is reported.
+func EffectiveTopicConfig(defaults replica.TopicConfig, img *image.Image, nodeID int32, topic string) (replica.TopicConfig, error) {
+	own := image.ConfigResource{Type: image.ConfigBroker, Name: strconv.Itoa(int(nodeID))}
+	cluster := image.ConfigResource{Type: image.ConfigBroker}
+	topicRes := image.ConfigResource{Type: image.ConfigTopic, Name: topic}
+	return defaults.With(func(topicKey, brokerKey string) (string, bool) {
+		if v, ok := img.ConfigValue(topicRes, topicKey); ok {
+			return v, true
+		}
+		if v, ok := img.ConfigValue(own, brokerKey); ok {
+			return v, true
+		}
+		return img.ConfigValue(cluster, brokerKey)
+	})
 }
 
 func removeTopic(m *replica.Manager, tc image.TopicChange, log *zap.Logger) {

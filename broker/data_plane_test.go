@@ -28,7 +28,7 @@ type dataHarness struct {
 
 func newDataHarness(t *testing.T, maxMessageBytes int) *dataHarness {
 	t.Helper()
-	m, err := replica.New(replica.Config{Dir: t.TempDir(), BrokerID: 1, MaxMessageBytes: maxMessageBytes,
+	m, err := replica.New(replica.Config{Dir: t.TempDir(), BrokerID: 1, Topic: replica.TopicConfig{MaxMessageBytes: maxMessageBytes},
 		Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -375,5 +375,39 @@ func TestProduceTopicConfigs(t *testing.T) {
 	b, err := storage.ParseBatch(fp.RecordBatches)
 	if err != nil || !b.LogAppendTime() || b.MaxTimestampMs != sp.LogAppendTime {
 		t.Fatalf("fetched batch: append time %v, max ts %d, want %d (%v)", b.LogAppendTime(), b.MaxTimestampMs, sp.LogAppendTime, err)
+	}
+}
+
+// Topic configs reach the open logs through SyncReplicas: the topic's
+// max.message.bytes refuses a larger batch; the cluster-wide dynamic
+// compression.type makes the leader store batches gzip; the topic's
+// cleanup.policy=compact refuses a keyless record with a per-record error
+// (Produce v8+); removing the topic's override restores the broker default.
+func TestProduceTopicConfigsReachTheLog(t *testing.T) {
+	d := newDataHarness(t, 0)
+	cfgRecord := func(typ int8, name, key, value string) *records.ConfigRecord {
+		return &records.ConfigRecord{ResourceType: typ, ResourceName: name, Name: key, Value: &value}
+	}
+	d.commit(cfgRecord(image.ConfigTopic, "demo", "max.message.bytes", "100"))
+	if sp := d.produce(11, 1, "demo", 0, recordBatch(30)); sp.ErrorCode != kerr.MessageTooLarge.Code {
+		t.Fatalf("batch over the topic's max.message.bytes: error %d", sp.ErrorCode)
+	}
+	d.commit(&records.ConfigRecord{ResourceType: image.ConfigTopic, ResourceName: "demo", Name: "max.message.bytes"},
+		cfgRecord(image.ConfigBroker, "", "compression.type", "gzip"))
+	if sp := d.produce(11, 1, "demo", 0, recordBatch(30)); sp.ErrorCode != 0 {
+		t.Fatalf("after the override is removed: error %d", sp.ErrorCode)
+	}
+	_, fp := d.fetch(fetchReq(11, "demo", d.demoID, 0, 0))
+	b, err := storage.ParseBatch(fp.RecordBatches)
+	if err != nil || b.Compression() != storage.CompressionGzip {
+		t.Fatalf("stored batch codec %d (%v), want gzip from the cluster default", b.Compression(), err)
+	}
+	d.commit(cfgRecord(image.ConfigTopic, "demo", "cleanup.policy", "compact"))
+	sp := d.produce(11, 1, "demo", 0, recordBatch(2))
+	if sp.ErrorCode != kerr.InvalidRecord.Code || len(sp.ErrorRecords) != 1 || sp.ErrorRecords[0].RelativeOffset != 0 {
+		t.Fatalf("keyless record on a compacted topic: %+v", sp)
+	}
+	if sp := d.produce(7, 1, "demo", 0, recordBatch(2)); sp.ErrorCode != kerr.CorruptMessage.Code {
+		t.Fatalf("v7 (no INVALID_RECORD): error %d", sp.ErrorCode)
 	}
 }

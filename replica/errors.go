@@ -1,6 +1,9 @@
 package replica
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Errors of the replica manager. The broker's handlers map them to Kafka error
 // codes (the kerr names are in brackets); only the handlers know the wire.
@@ -49,3 +52,17 @@ var (
 	// ErrClosed: the manager is closed.
 	ErrClosed = errors.New("replica: manager closed")
 )
+
+// RecordError is INVALID_RECORD caused by one record of a batch: Produce v8+
+// answers it as a per-record error (Kafka's RecordError, KIP-467).
+type RecordError struct {
+	Index   int // the record's position in its batch
+	Message string
+}
+
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("%v: record %d: %s", ErrInvalidRecord, e.Index, e.Message)
+}
+
+// Unwrap makes errors.Is(err, ErrInvalidRecord) true.
+func (e *RecordError) Unwrap() error { return ErrInvalidRecord }

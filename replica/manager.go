@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -10,14 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/kraftd/kraftd/storage"
 )
-
-// DefaultMaxMessageBytes is message.max.bytes' default (1 MiB + 12 bytes).
-const DefaultMaxMessageBytes = 1048588
 
 // Config configures a Manager.
 type Config struct {
@@ -26,12 +25,34 @@ type Config struct {
 	Dir string
 	// BrokerID is this broker's node.id. Required, >= 0.
 	BrokerID int32
-	// Log configures every partition log (segment.bytes, index.interval.bytes).
+	// Log configures every partition log (index.interval.bytes); its segment
+	// settings are the topic's (Topic, SetTopicConfig).
 	Log storage.LogConfig
-	// MaxMessageBytes is message.max.bytes: the largest batch a producer may
-	// append. Zero or negative: DefaultMaxMessageBytes.
-	MaxMessageBytes int
-	Logger          *zap.Logger
+	// Topic is the broker's default topic configuration (its static
+	// log.segment.bytes, log.roll.ms, log.retention.ms, log.retention.bytes,
+	// message.max.bytes, compression.type, log.cleanup.policy); a topic
+	// without a config of its own (SetTopicConfig) gets it. The zero value
+	// is Kafka's defaults (DefaultTopicConfig).
+	Topic TopicConfig
+	// RetentionCheckIntervalMs is log.retention.check.interval.ms: how often
+	// the background goroutine deletes segments by retention. Zero or
+	// negative: DefaultRetentionCheckIntervalMs.
+	RetentionCheckIntervalMs int64
+	// HighWatermarkCheckpointIntervalMs
+	// (replica.high.watermark.checkpoint.interval.ms),
+	// RecoveryPointCheckpointIntervalMs
+	// (log.flush.offset.checkpoint.interval.ms) and
+	// LogStartOffsetCheckpointIntervalMs
+	// (log.flush.start.offset.checkpoint.interval.ms) are how often the
+	// background goroutine writes each checkpoint file. Zero or negative:
+	// Kafka's defaults.
+	HighWatermarkCheckpointIntervalMs  int64
+	RecoveryPointCheckpointIntervalMs  int64
+	LogStartOffsetCheckpointIntervalMs int64
+	// Now is the wall clock retention compares record timestamps with. nil
+	// is time.Now.
+	Now    func() time.Time
+	Logger *zap.Logger
 }
 
 // Validate checks c and fills in defaults.
@@ -42,16 +63,26 @@ func (c *Config) Validate() error {
 	case c.BrokerID < 0:
 		return fmt.Errorf("replica: broker id %d", c.BrokerID)
 	}
-	if c.MaxMessageBytes <= 0 {
-		c.MaxMessageBytes = DefaultMaxMessageBytes
+	c.Topic.fillDefaults()
+	if c.Now == nil {
+		c.Now = time.Now
 	}
-	if c.Log.SegmentBytes <= 0 {
-		c.Log.SegmentBytes = storage.DefaultLogSegmentBytes
+	setDefault(&c.HighWatermarkCheckpointIntervalMs, DefaultHighWatermarkCheckpointIntervalMs)
+	setDefault(&c.RecoveryPointCheckpointIntervalMs, DefaultRecoveryPointCheckpointIntervalMs)
+	setDefault(&c.LogStartOffsetCheckpointIntervalMs, DefaultLogStartOffsetCheckpointIntervalMs)
+	if c.RetentionCheckIntervalMs <= 0 {
+		c.RetentionCheckIntervalMs = DefaultRetentionCheckIntervalMs
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
 	return nil
+}
+
+func setDefault(v *int64, d int64) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // Manager is the replica manager of one broker: the partitions it hosts, each
@@ -65,9 +96,22 @@ type Manager struct {
 	cfg Config
 	log *zap.Logger
 
-	mu     sync.RWMutex
-	parts  map[TopicPartition]*Partition
-	closed bool
+	mu        sync.RWMutex
+	parts     map[TopicPartition]*Partition
+	topicCfgs map[string]TopicConfig // SetTopicConfig; absent: cfg.Topic
+	closed    bool
+	stop      context.CancelFunc // ends the background goroutine (Start)
+	wg        sync.WaitGroup     // the background goroutine
+	// loaded are the checkpoint files' offsets of the logs not open; the
+	// clean-shutdown marker was found at New (it is removed then).
+	loaded        checkpoints
+	cleanShutdown bool
+	ckptMu        sync.Mutex // serializes checkpoint file writes
+	// doomed are renamed directories of deleted logs the background
+	// goroutine removes; deleteKick wakes it (capacity 1).
+	doomedMu   sync.Mutex
+	doomed     []string
+	deleteKick chan struct{}
 }
 
 // New creates the log directory if needed. Logs are opened as Apply names them.
@@ -78,7 +122,12 @@ func New(cfg Config) (*Manager, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger.Named("replicas"), parts: map[TopicPartition]*Partition{}}, nil
+	m := &Manager{cfg: cfg, log: cfg.Logger.Named("replicas"), parts: map[TopicPartition]*Partition{},
+		topicCfgs: map[string]TopicConfig{}, deleteKick: make(chan struct{}, 1)}
+	if err := m.loadCheckpoints(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	return m, nil
 }
 
 // Partition returns the hosted partition tp.
@@ -104,6 +153,51 @@ func (m *Manager) Hosted() []TopicPartition {
 		return int(a.Partition - b.Partition)
 	})
 	return out
+}
+
+// DefaultTopicConfig is the broker's default topic configuration
+// (Config.Topic after Validate).
+func (m *Manager) DefaultTopicConfig() TopicConfig { return m.cfg.Topic }
+
+// TopicConfig is the configuration the partitions of topic get.
+func (m *Manager) TopicConfig(topic string) TopicConfig {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.topicConfigLocked(topic)
+}
+
+func (m *Manager) topicConfigLocked(topic string) TopicConfig {
+	if c, ok := m.topicCfgs[topic]; ok {
+		return c
+	}
+	return m.cfg.Topic
+}
+
+// SetTopicConfig sets topic's effective configuration (from the metadata:
+// the topic's configs layered over the broker's defaults) and applies it to
+// the open logs of its hosted partitions: the next append rolls and checks
+// sizes by it, the next retention pass deletes by it. Partitions hosted
+// later open with it.
+func (m *Manager) SetTopicConfig(topic string, cfg TopicConfig) {
+	cfg.fillDefaults()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.topicCfgs[topic]; ok && old == cfg {
+		return
+	}
+	m.topicCfgs[topic] = cfg
+	for tp, p := range m.parts {
+		if tp.Topic == topic {
+			p.setConfig(cfg)
+		}
+	}
+}
+
+// ForgetTopicConfig drops what SetTopicConfig set for a deleted topic.
+func (m *Manager) ForgetTopicConfig(topic string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.topicCfgs, topic)
 }
 
 // partitionDir is <dir>/<topic>-<partition>. Topic names are checked by the
@@ -140,7 +234,11 @@ func (m *Manager) Apply(st PartitionState) error {
 	if err != nil {
 		return err
 	}
-	p, err := newPartition(st, m.cfg.BrokerID, l, limits{maxMessageBytes: m.cfg.MaxMessageBytes, segmentBytes: m.cfg.Log.SegmentBytes})
+	hw, ok := m.loaded[highWatermarks][st.TopicPartition]
+	if !ok {
+		hw = -1
+	}
+	p, err := newPartition(st, m.cfg.BrokerID, l, m.topicConfigLocked(st.Topic), hw)
 	if err != nil {
 		_ = l.Close()
 		return fmt.Errorf("%w: %s: %w", ErrStorage, st.TopicPartition, err)
@@ -162,6 +260,9 @@ func (m *Manager) openLog(st PartitionState) (*storage.Log, error) {
 	}
 	cfg := m.cfg.Log
 	cfg.Logger = m.log
+	tc := m.topicConfigLocked(st.Topic)
+	cfg.SegmentBytes, cfg.SegmentMs = tc.SegmentBytes, tc.SegmentMs
+	cfg.RecoveryPoint, cfg.CleanShutdown = m.loaded[recoveryPoints][st.TopicPartition], m.cleanShutdown
 	l, err := storage.OpenLog(dir, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: open %s: %w", ErrStorage, dir, err)
@@ -169,9 +270,11 @@ func (m *Manager) openLog(st PartitionState) (*storage.Log, error) {
 	if id, ok := l.TopicID(); ok && id != st.TopicID {
 		m.log.Info("deleting the log of an older topic with the same name",
 			zap.String("dir", dir), zap.String("topicId", hex.EncodeToString(id[:])))
-		if err := l.Delete(hex.EncodeToString(id[:])); err != nil {
+		if err := m.deleteLog(l); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrStorage, err)
 		}
+		m.forgetCheckpoints(st.TopicPartition)
+		cfg.RecoveryPoint = 0
 		if l, err = storage.OpenLog(dir, cfg); err != nil {
 			return nil, fmt.Errorf("%w: open %s: %w", ErrStorage, dir, err)
 		}
@@ -179,6 +282,9 @@ func (m *Manager) openLog(st PartitionState) (*storage.Log, error) {
 	if err := l.SetTopicID(st.TopicID); err != nil {
 		_ = l.Close()
 		return nil, fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	if start, ok := m.loaded[logStartOffsets][st.TopicPartition]; ok {
+		l.SetStartOffset(start)
 	}
 	return l, nil
 }
@@ -271,25 +377,47 @@ func (m *Manager) removeLocked(tp TopicPartition, deleteLog bool) error {
 	delete(m.parts, tp)
 	p.become(PartitionState{TopicPartition: tp, Leader: -1, LeaderEpoch: p.State().LeaderEpoch})
 	if !deleteLog {
-		return p.log.Close()
+		err := p.log.Close()
+		m.rememberCheckpoints(p)
+		return err
 	}
+	m.forgetCheckpoints(tp)
 	id, _ := p.log.TopicID()
-	m.log.Info("deleting partition log", zap.Stringer("partition", tp))
-	return p.log.Delete(hex.EncodeToString(id[:]))
+	m.log.Info("deleting partition log", zap.Stringer("partition", tp), zap.String("topicId", hex.EncodeToString(id[:])))
+	return m.deleteLog(p.log)
 }
 
-// Close closes every log (flushing it). Later Apply calls fail.
+// Close stops the background goroutine, closes every log (flushing it),
+// writes the checkpoint files and, when all of that succeeded, the
+// clean-shutdown marker, so the next start skips the recovery scan. Later
+// Apply calls fail.
 func (m *Manager) Close() error {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	stop := m.stop
 	m.closed = true
+	m.mu.Unlock()
+	if stop != nil {
+		stop()
+		m.wg.Wait()
+	}
+	m.mu.Lock()
 	var errs []error
 	for tp, p := range m.parts {
 		p.become(PartitionState{TopicPartition: tp, Leader: -1, LeaderEpoch: p.State().LeaderEpoch})
 		if err := p.log.Close(); err != nil {
 			errs = append(errs, err)
 		}
+		m.rememberCheckpoints(p)
 	}
 	m.parts = map[TopicPartition]*Partition{}
+	m.mu.Unlock()
+	if err := m.WriteCheckpoints(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		if err := m.writeCleanShutdown(); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %w", ErrStorage, err))
+		}
+	}
 	return errors.Join(errs...)
 }

@@ -47,7 +47,7 @@ type Partition struct {
 	tp       TopicPartition
 	brokerID int32
 	log      *storage.Log
-	limits   limits
+	cfg      atomic.Pointer[TopicConfig] // the topic's configuration; replaced whole
 
 	mu          sync.Mutex
 	state       PartitionState
@@ -60,15 +60,15 @@ type Partition struct {
 	changed  chan struct{} // closed and replaced when the high watermark moves or the role changes
 }
 
-// limits are the manager-wide bounds an append is checked against.
-type limits struct {
-	maxMessageBytes int
-	segmentBytes    int64
-}
-
-func newPartition(st PartitionState, brokerID int32, log *storage.Log, lim limits) (*Partition, error) {
-	p := &Partition{tp: st.TopicPartition, brokerID: brokerID, log: log, limits: lim,
+// newPartition hosts log; hw >= 0 is the high watermark checkpointed at the
+// last shutdown (replication-offset-checkpoint), kept within the log.
+func newPartition(st PartitionState, brokerID int32, log *storage.Log, cfg TopicConfig, hw int64) (*Partition, error) {
+	p := &Partition{tp: st.TopicPartition, brokerID: brokerID, log: log,
 		producers: map[int64]*producerState{}, changed: make(chan struct{})}
+	p.cfg.Store(&cfg)
+	if hw >= 0 {
+		p.hw.Store(min(max(hw, log.StartOffset()), log.EndOffset()))
+	}
 	if err := p.loadProducers(); err != nil {
 		return nil, err
 	}
@@ -100,6 +100,25 @@ func (p *Partition) loadProducers() error {
 		}
 		return true
 	})
+}
+
+// Config is the topic configuration the partition's log follows.
+func (p *Partition) Config() TopicConfig { return *p.cfg.Load() }
+
+// setConfig applies a topic config update to the open log.
+func (p *Partition) setConfig(cfg TopicConfig) {
+	p.cfg.Store(&cfg)
+	p.log.SetRollConfig(cfg.SegmentBytes, cfg.SegmentMs)
+}
+
+// deleteOldSegments applies the topic's retention at nowMs, below the high
+// watermark; nothing without cleanup.policy delete.
+func (p *Partition) deleteOldSegments(nowMs int64) (int, error) {
+	cfg := p.cfg.Load()
+	if !cfg.Delete {
+		return 0, nil
+	}
+	return p.log.DeleteOldSegments(nowMs, p.hw.Load(), storage.Retention{Ms: cfg.RetentionMs, Bytes: cfg.RetentionBytes})
 }
 
 // TopicPartition is the partition's name.
@@ -284,11 +303,14 @@ func (p *Partition) appendLocked(b storage.Batch, opts AppendOptions) (AppendRes
 // validate parses a Produce request's records for this partition as Kafka's
 // ProduceRequest and LogValidator do for magic 2: exactly one batch, a valid CRC,
 // no control batch, not larger than max.message.bytes, and records (decompressed
-// when compressed) whose count and offset deltas match the header. A compressed
-// batch is stored as sent, never recompressed.
+// when compressed) whose count and offset deltas match the header, each with a
+// key on a compacted topic. A batch is stored as sent unless the topic's
+// compression.type names another codec: then it is recompressed, and checked
+// against max.message.bytes again.
 func (p *Partition) validate(records []byte) (storage.Batch, error) {
-	if int64(len(records)) > p.limits.segmentBytes {
-		return storage.Batch{}, fmt.Errorf("%w: %d bytes", ErrRecordListTooLarge, len(records))
+	cfg := p.cfg.Load()
+	if int64(len(records)) > cfg.SegmentBytes {
+		return storage.Batch{}, fmt.Errorf("%w: %d bytes, segment.bytes %d", ErrRecordListTooLarge, len(records), cfg.SegmentBytes)
 	}
 	batches, n, err := storage.SplitBatches(records)
 	switch {
@@ -301,8 +323,8 @@ func (p *Partition) validate(records []byte) (storage.Batch, error) {
 	}
 	b := batches[0]
 	switch {
-	case b.Size() > p.limits.maxMessageBytes:
-		return storage.Batch{}, fmt.Errorf("%w: %d bytes, max %d", ErrMessageTooLarge, b.Size(), p.limits.maxMessageBytes)
+	case b.Size() > cfg.MaxMessageBytes:
+		return storage.Batch{}, fmt.Errorf("%w: %d bytes, max %d", ErrMessageTooLarge, b.Size(), cfg.MaxMessageBytes)
 	case b.Control:
 		return storage.Batch{}, fmt.Errorf("%w: control batches come from brokers, not clients", ErrInvalidRecord)
 	case b.Transactional():
@@ -312,8 +334,17 @@ func (p *Partition) validate(records []byte) (storage.Batch, error) {
 	case b.ProducerID() >= 0 && (b.ProducerEpoch() < 0 || b.BaseSequence() < 0):
 		return storage.Batch{}, fmt.Errorf("%w: producer id %d with epoch %d, sequence %d", ErrInvalidRecord, b.ProducerID(), b.ProducerEpoch(), b.BaseSequence())
 	}
-	if err := checkRecords(b); err != nil {
+	if err := checkRecords(b, cfg.Compact, p.tp); err != nil {
 		return storage.Batch{}, err
+	}
+	if codec := cfg.targetCodec(); codec >= 0 && codec != b.Compression() {
+		if b, err = b.Recompress(codec); err != nil {
+			return storage.Batch{}, fmt.Errorf("%w: %w", ErrInvalidRecord, err)
+		}
+		if b.Size() > cfg.MaxMessageBytes {
+			return storage.Batch{}, fmt.Errorf("%w: %d bytes after recompression to %s, max %d",
+				ErrMessageTooLarge, b.Size(), cfg.CompressionType, cfg.MaxMessageBytes)
+		}
 	}
 	return b, nil
 }
@@ -322,11 +353,15 @@ func (p *Partition) validate(records []byte) (storage.Batch, error) {
 // be as many as the header says, and the offset deltas must run 0, 1, ...
 // Kafka's record iterator throws InvalidRecordException for each of these, so
 // all are INVALID_RECORD (CORRUPT_MESSAGE stays for a batch whose CRC or framing
-// is wrong).
-func checkRecords(b storage.Batch) error {
+// is wrong). On a compacted topic every record needs a key; the error names
+// the first keyless record (a per-record error from Produce v8).
+func checkRecords(b storage.Batch, compact bool, tp TopicPartition) error {
 	err := b.ScanRecords(func(i int, r storage.RecordHeader) error {
 		if r.Offset != b.BaseOffset+int64(i) {
 			return fmt.Errorf("%w: record %d has offset delta %d", ErrInvalidRecord, i, r.Offset-b.BaseOffset)
+		}
+		if compact && r.NullKey {
+			return &RecordError{Index: i, Message: fmt.Sprintf("Compacted topic cannot accept message without key in topic partition %s.", tp)}
 		}
 		return nil
 	})

@@ -18,10 +18,15 @@
 // # Durability and recovery
 //
 // As Kafka by default: no fsync on the append path (replication makes data
-// durable), fsync when a segment rolls and on Flush and Close. At open the active
-// segment is scanned batch by batch (CRC, offsets, epochs) and cut at the first
-// invalid byte; older segments were fsynced at roll and keep their indexes unless
-// those fail a sanity check, in which case they are rebuilt by a scan.
+// durable), fsync when a segment rolls and on Flush and Close, each raising the
+// log's recovery point. At open the segments ending after the recovery point
+// (recovery-point-offset-checkpoint; all of them without one, none after a clean
+// shutdown) are scanned batch by batch (CRC, offsets, epochs) and cut at the
+// first invalid byte; the others keep their indexes unless those fail a sanity
+// check, in which case they are rebuilt by a scan. Retention (DeleteOldSegments)
+// deletes whole segments below the high watermark and moves the log start
+// offset. The broker-level offset checkpoint files' codec lives here too
+// (checkpoint.go).
 //
 // # Goroutines
 //

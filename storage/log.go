@@ -52,6 +52,15 @@ type LogConfig struct {
 	// IndexIntervalBytes is the log bytes between two index entries
 	// (index.interval.bytes). Zero or negative: DefaultIndexIntervalBytes.
 	IndexIntervalBytes int64
+	// RecoveryPoint is the offset below which the log was flushed when it
+	// was last open (recovery-point-offset-checkpoint): at open, segments
+	// that end at or below it keep their indexes, and the rest are scanned
+	// and their torn tails cut. Zero (no checkpoint) scans every segment,
+	// as Kafka does without one.
+	RecoveryPoint int64
+	// CleanShutdown says the log was flushed and closed cleanly (the log
+	// directory's .kafka_cleanshutdown): no segment is scanned at open.
+	CleanShutdown bool
 	// Logger receives recovery warnings. Nil: zap.NewNop().
 	Logger *zap.Logger
 }
@@ -96,10 +105,16 @@ type Log struct {
 
 	mu       sync.RWMutex
 	segments []*logSegment
-	epochs   EpochCache
-	topicID  [16]byte
-	hasTopic bool
-	failed   error
+	// startOffset is the log start offset: the first offset readers may
+	// ask for. Invariant: segments[0].base <= startOffset <= end offset.
+	startOffset int64
+	// recoveryPoint is the offset below which every byte was fsynced.
+	// Invariant: recoveryPoint <= end offset.
+	recoveryPoint int64
+	epochs        EpochCache
+	topicID       [16]byte
+	hasTopic      bool
+	failed        error
 }
 
 // logSegment is one segment: its .log file, its indexes, and what appends need.
@@ -150,6 +165,11 @@ func OpenLog(dir string, cfg LogConfig) (*Log, error) {
 			return nil, err
 		}
 	}
+	l.startOffset = l.segments[0].base
+	l.recoveryPoint = min(max(cfg.RecoveryPoint, 0), l.endOffset())
+	if cfg.CleanShutdown {
+		l.recoveryPoint = l.endOffset()
+	}
 	if err := l.writeEpochs(); err != nil {
 		l.closeFiles()
 		return nil, err
@@ -194,9 +214,10 @@ func (l *Log) loadTopicID() error {
 	return nil
 }
 
-// recover loads the segments. Segments before the active one were fsynced at
-// roll: their indexes are trusted when they pass a sanity check and rebuilt by a
-// scan otherwise. The active segment is always scanned: its tail may be torn.
+// recover loads the segments. Segments that end at or below the recovery
+// point (all of them after a clean shutdown) were fsynced: their indexes are
+// trusted when they pass a sanity check and rebuilt by a scan otherwise. The
+// others are scanned: their tails may be torn.
 // The first invalid batch ends the log (the rest of its segment and any later
 // segment are removed), as the metadata log does. The epoch cache comes from
 // leader-epoch-checkpoint, checked against the scanned batches, or from a scan of
@@ -222,7 +243,8 @@ func (l *Log) recover(bases []int64) error {
 			return err
 		}
 		l.segments = append(l.segments, sg)
-		if !active && !scanAll && sg.loadIndexes() == nil {
+		flushed := l.cfg.CleanShutdown || (!active && bases[i+1] <= l.cfg.RecoveryPoint)
+		if flushed && !scanAll && sg.loadIndexes() == nil {
 			next = sg.end
 			continue
 		}
@@ -349,6 +371,13 @@ func (sg *logSegment) loadIndexes() error {
 	if n := len(sg.tidx); n > 0 {
 		sg.maxTsMs, sg.maxTsOffset = sg.tidx[n-1].tsMs, sg.base+int64(sg.tidx[n-1].rel)
 	}
+	if sg.size > 0 {
+		h, err := sg.readHeader(0)
+		if err != nil {
+			return err
+		}
+		sg.firstTsMs = h.MaxTimestampMs // segment.ms counts from the first batch
+	}
 	var pos int64
 	if n := len(sg.idx); n > 0 {
 		pos = int64(sg.idx[n-1].pos)
@@ -361,6 +390,10 @@ func (sg *logSegment) loadIndexes() error {
 		if pos+h.Size > sg.size || h.BaseOffset < sg.base {
 			return fmt.Errorf("%w: batch at byte %d of %s", ErrCorruptBatch, pos, sg.path)
 		}
+		if h.MaxTimestampMs > sg.maxTsMs {
+			sg.maxTsMs, sg.maxTsOffset = h.MaxTimestampMs, h.LastOffset
+		}
+		sg.sinceIndex += h.Size
 		sg.end = h.LastOffset + 1
 		pos += h.Size
 	}
@@ -484,14 +517,53 @@ func (l *Log) endOffset() int64 {
 	return l.active().end
 }
 
+// SetRollConfig applies new segment.bytes and segment.ms to the open log
+// (a topic config update); zero or negative values take the defaults. The
+// next append rolls by them.
+func (l *Log) SetRollConfig(segmentBytes, segmentMs int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cfg := l.cfg
+	cfg.SegmentBytes, cfg.SegmentMs = segmentBytes, segmentMs
+	cfg.fillDefaults()
+	l.cfg = cfg
+}
+
 // Dir is the partition directory.
 func (l *Log) Dir() string { return l.dir }
 
-// StartOffset is the log start offset (the first segment's base).
+// StartOffset is the log start offset: the first segment's base, or above
+// it after SetStartOffset.
 func (l *Log) StartOffset() int64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
+	return l.startOffset
+}
+
+// FirstSegmentBase is the base offset of the oldest segment; the log start
+// offset may be above it.
+func (l *Log) FirstSegmentBase() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	return l.segments[0].base
+}
+
+// Size is the bytes of all segment files.
+func (l *Log) Size() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var n int64
+	for _, sg := range l.segments {
+		n += sg.size
+	}
+	return n
+}
+
+// NumSegments is the number of segments, the active one included.
+func (l *Log) NumSegments() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(l.segments)
 }
 
 // EndOffset is the log end offset: the offset the next batch gets.
@@ -593,6 +665,7 @@ func (l *Log) roll(base int64) error {
 	if err := sg.sync(); err != nil {
 		return err
 	}
+	l.recoveryPoint = max(l.recoveryPoint, sg.end)
 	return l.addSegment(base)
 }
 
@@ -638,8 +711,8 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) ([]byte, error) 
 	if errors.Is(l.failed, ErrLogClosed) {
 		return nil, ErrLogClosed
 	}
-	if offset < l.segments[0].base || offset > l.endOffset() {
-		return nil, fmt.Errorf("%w: offset %d, log [%d, %d)", ErrOffsetOutOfRange, offset, l.segments[0].base, l.endOffset())
+	if offset < l.startOffset || offset > l.endOffset() {
+		return nil, fmt.Errorf("%w: offset %d, log [%d, %d)", ErrOffsetOutOfRange, offset, l.startOffset, l.endOffset())
 	}
 	i := segmentFor(l.segments, offset)
 	for ; i < len(l.segments) && offset < maxOffset; i++ {
@@ -801,7 +874,27 @@ func (l *Log) flush() error {
 			return l.fail(err)
 		}
 	}
+	l.recoveryPoint = l.endOffset()
 	return nil
+}
+
+// RecoveryPoint is the offset below which the log is known to be on disk
+// (fsynced at a roll, Flush or Close): what recovery-point-offset-checkpoint
+// records.
+func (l *Log) RecoveryPoint() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.recoveryPoint
+}
+
+// SetStartOffset raises the log start offset to offset (at most the log
+// end), as a log-start-offset-checkpoint or a leader's log start does
+// (Kafka's maybeIncrementLogStartOffset); lower values change nothing.
+// Segments wholly below it go at the next DeleteOldSegments.
+func (l *Log) SetStartOffset(offset int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.startOffset = max(l.startOffset, min(offset, l.endOffset()))
 }
 
 // Close flushes the log and closes its files.
@@ -811,7 +904,16 @@ func (l *Log) Close() error {
 	if errors.Is(l.failed, ErrLogClosed) {
 		return nil
 	}
-	err := l.flush()
+	var err error
+	if l.failed == nil {
+		// As Kafka's LogSegment.close: the time index ends with the
+		// segment's max timestamp, which a clean open reads back.
+		err = l.active().appendTimeEntry()
+		l.active().dirty = true
+	}
+	if ferr := l.flush(); err == nil {
+		err = ferr
+	}
 	if errors.Is(err, ErrLogClosed) {
 		return nil
 	}
@@ -832,19 +934,31 @@ func (l *Log) closeFiles() error {
 	return first
 }
 
-// Delete closes the log and removes its directory: first renamed to
-// "<dir>.<suffix>-delete" as Kafka marks a deleted log, so a crash midway
-// leaves a directory no reload mistakes for a live log, then removed.
+// Delete closes the log and removes its directory (MarkDeleted, then the
+// removal).
 func (l *Log) Delete(suffix string) error {
+	doomed, err := l.MarkDeleted(suffix)
+	if err != nil {
+		return err
+	}
+	return os.RemoveAll(doomed)
+}
+
+// MarkDeleted closes the log and renames its directory to
+// "<dir>.<suffix>-delete", as Kafka marks a deleted log (suffix: a unique
+// id), durably (the parent directory is fsynced): a crash from then on
+// leaves a directory no reload mistakes for a live log. It returns the new
+// path, for the caller to remove, in the background if it likes.
+func (l *Log) MarkDeleted(suffix string) (string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	_ = l.closeFiles() // the files are going away; a close error changes nothing
 	l.failed = ErrLogClosed
 	doomed := l.dir + "." + suffix + "-delete"
 	if err := os.Rename(l.dir, doomed); err != nil {
-		return err
+		return "", err
 	}
-	return os.RemoveAll(doomed)
+	return doomed, SyncDir(filepath.Dir(l.dir))
 }
 
 // fail records the first I/O failure; every later write returns it.

@@ -36,6 +36,9 @@ var ErrUnsupportedCompression = errors.New("storage: unknown compression codec")
 type RecordHeader struct {
 	Offset      int64 // absolute: the batch's base offset + offset delta
 	TimestampMs int64 // absolute: the batch's base timestamp + timestamp delta
+	// NullKey: the record has no key (length -1), which a compacted topic
+	// refuses.
+	NullKey bool
 }
 
 // ScanRecords walks the batch's records, decompressing them if the batch is
@@ -226,10 +229,20 @@ func (s *recordStream) varint() (int64, error) {
 
 // skip discards a length-prefixed field (-1 is null).
 func (s *recordStream) skip() error {
+	_, err := s.skipField()
+	return err
+}
+
+// skipField discards a length-prefixed field and reports whether it was null.
+func (s *recordStream) skipField() (null bool, err error) {
 	n, err := s.varint()
 	if err != nil || n < 0 {
-		return err
+		return n < 0, err
 	}
+	return false, s.discard(n)
+}
+
+func (s *recordStream) discard(n int64) error {
 	if n > s.left {
 		return fmt.Errorf("field of %d bytes, %d left in the record", n, s.left)
 	}
@@ -262,7 +275,8 @@ func (s *recordStream) next(baseOffset, baseTs int64) (RecordHeader, error) {
 	if err != nil {
 		return RecordHeader{}, err
 	}
-	if err := s.skip(); err != nil { // key
+	nullKey, err := s.skipField() // key
+	if err != nil {
 		return RecordHeader{}, err
 	}
 	if err := s.skip(); err != nil { // value
@@ -286,5 +300,5 @@ func (s *recordStream) next(baseOffset, baseTs int64) (RecordHeader, error) {
 	if s.left != 0 {
 		return RecordHeader{}, fmt.Errorf("%d bytes left over in the record", s.left)
 	}
-	return RecordHeader{Offset: baseOffset + offDelta, TimestampMs: baseTs + tsDelta}, nil
+	return RecordHeader{Offset: baseOffset + offDelta, TimestampMs: baseTs + tsDelta, NullKey: nullKey}, nil
 }

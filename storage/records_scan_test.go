@@ -71,7 +71,7 @@ func TestScanRecordsEveryCodec(t *testing.T) {
 			got = append(got, r)
 			return nil
 		})
-		if err != nil || len(got) != 3 || got[0] != (RecordHeader{40, 1000}) || got[1] != (RecordHeader{41, 1005}) || got[2] != (RecordHeader{42, 1002}) {
+		if err != nil || len(got) != 3 || got[0] != (RecordHeader{40, 1000, true}) || got[1] != (RecordHeader{41, 1005, false}) || got[2] != (RecordHeader{42, 1002, true}) {
 			t.Errorf("codec %d: %v %v", codec, got, err)
 		}
 	}
@@ -148,4 +148,54 @@ func FuzzScanRecords(f *testing.F) {
 		}
 		_ = b.ScanRecords(func(int, RecordHeader) error { return nil })
 	})
+}
+
+// Recompress turns a batch of any codec (franz-go's compressors, xerial
+// snappy) into any other: the result parses (CRC), names the new codec, keeps
+// every header field but the length, CRC and codec bits, holds the same
+// records (read by this package and by franz-go's decompressor), and is
+// smaller than the plain batch when compressed.
+func TestRecompressEveryCodec(t *testing.T) {
+	recs := []Record{
+		{Value: bytes.Repeat([]byte("x"), 3000), TimestampMs: 1000},
+		{Key: []byte("k"), Value: []byte("v"), TimestampMs: 1005},
+	}
+	plain := EncodeBatch(40, 1, 1000, false, recs)
+	dec := kgo.DefaultDecompressor()
+	for _, from := range []int8{CompressionNone, CompressionGzip, CompressionSnappy, CompressionSnappy + 10, CompressionLz4, CompressionZstd} {
+		src := plain
+		if from != CompressionNone {
+			src = compressed(t, plain, from)
+		}
+		for _, to := range []int8{CompressionNone, CompressionGzip, CompressionSnappy, CompressionLz4, CompressionZstd} {
+			out, err := src.Recompress(to)
+			if err != nil {
+				t.Fatalf("%d -> %d: %v", from, to, err)
+			}
+			pb, err := ParseBatch(out.Raw)
+			if err != nil || pb.Compression() != to {
+				t.Fatalf("%d -> %d: parse %v, codec %d", from, to, err, pb.Compression())
+			}
+			if !bytes.Equal(out.Raw[offLastDelta:offRecordCount+4], plain.Raw[offLastDelta:offRecordCount+4]) ||
+				!bytes.Equal(out.Raw[:offBatchLength], plain.Raw[:offBatchLength]) {
+				t.Fatalf("%d -> %d: header fields changed", from, to)
+			}
+			body := out.Raw[BatchHeaderSize:]
+			if to != CompressionNone {
+				if body, err = dec.Decompress(body, kgo.CompressionCodecType(to)); err != nil {
+					t.Fatalf("%d -> %d: franz-go cannot decompress: %v", from, to, err)
+				}
+				if src.Compression() != to && len(out.Raw) >= len(plain.Raw) {
+					t.Errorf("%d -> %d: %d bytes, plain %d", from, to, len(out.Raw), len(plain.Raw))
+				}
+			}
+			if !bytes.Equal(body, plain.Raw[BatchHeaderSize:]) {
+				t.Fatalf("%d -> %d: records differ", from, to)
+			}
+			n := 0
+			if err := out.ScanRecords(func(int, RecordHeader) error { n++; return nil }); err != nil || n != 2 {
+				t.Fatalf("%d -> %d: scan %d records, %v", from, to, n, err)
+			}
+		}
+	}
 }

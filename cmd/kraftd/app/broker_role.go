@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/kraftd/kraftd/broker"
 	"github.com/kraftd/kraftd/replica"
-	"github.com/kraftd/kraftd/storage"
 )
 
 // brokerRole runs the KRaft broker: registration and heartbeats with the active
@@ -38,12 +38,22 @@ func (r *brokerRole) Prepare(context.Context) error {
 	if len(cfg.ControllerListenerNames) > 0 {
 		controllerListener = cfg.ControllerListenerNames[0]
 	}
+	topicDefaults, err := replica.DefaultTopicConfig().With(func(_, brokerKey string) (string, bool) {
+		v, ok := staticTopicDefaults(cfg)[brokerKey]
+		return v, ok
+	})
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
 	replicas, err := replica.New(replica.Config{
-		Dir:             cfg.DataDir(),
-		BrokerID:        cfg.NodeID,
-		Log:             storage.LogConfig{SegmentBytes: int64(cfg.LogSegmentBytes)},
-		MaxMessageBytes: int(cfg.MessageMaxBytes),
-		Logger:          cfg.Logger,
+		Dir:                                cfg.DataDir(),
+		BrokerID:                           cfg.NodeID,
+		Topic:                              topicDefaults,
+		RetentionCheckIntervalMs:           cfg.LogRetentionCheckIntervalMs,
+		HighWatermarkCheckpointIntervalMs:  cfg.HighWatermarkCheckpointIntervalMs,
+		RecoveryPointCheckpointIntervalMs:  cfg.RecoveryPointCheckpointIntervalMs,
+		LogStartOffsetCheckpointIntervalMs: cfg.LogStartOffsetCheckpointIntervalMs,
+		Logger:                             cfg.Logger,
 	})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
@@ -63,6 +73,7 @@ func (r *brokerRole) Prepare(context.Context) error {
 		AutoCreateTopicsEnable:       cfg.AutoCreateTopicsEnable,
 		Replicas:                     replicas,
 		MinInsyncReplicas:            int(cfg.MinInsyncReplicas),
+		LogMessageTimestampType:      cfg.LogMessageTimestampType,
 		DefaultNumPartitions:         cfg.NumPartitions,
 		DefaultReplicationFactor:     cfg.DefaultReplicationFactor,
 		OnFatal:                      r.a.reportFatal,
@@ -89,9 +100,30 @@ func (r *brokerRole) Prepare(context.Context) error {
 	return nil
 }
 
-// Start begins registration; it returns at once (a combined node's own controller
+// staticTopicDefaults are the server.properties values of the broker
+// settings behind topic configs (replica.TopicConfigKeys' broker names).
+func staticTopicDefaults(cfg *Config) map[string]string {
+	return map[string]string{
+		"log.segment.bytes":   strconv.Itoa(int(cfg.LogSegmentBytes)),
+		"log.roll.ms":         strconv.FormatInt(cfg.EffectiveLogRollMs(), 10),
+		"log.retention.ms":    strconv.FormatInt(cfg.EffectiveLogRetentionMs(), 10),
+		"log.retention.bytes": strconv.FormatInt(cfg.LogRetentionBytes, 10),
+		"message.max.bytes":   strconv.Itoa(int(cfg.MessageMaxBytes)),
+		"compression.type":    cfg.CompressionType,
+		"log.cleanup.policy":  cfg.LogCleanupPolicy,
+	}
+}
+
+// Start starts the replica manager's background work and begins
+// registration; it returns at once (a combined node's own controller
 // listener is not serving yet).
-func (r *brokerRole) Start(ctx context.Context) error { return r.Broker().Start(ctx) }
+func (r *brokerRole) Start(ctx context.Context) error {
+	r.mu.Lock()
+	replicas := r.replicas
+	r.mu.Unlock()
+	replicas.Start() // retention; stopped by replicas.Close in Stop
+	return r.Broker().Start(ctx)
+}
 
 // Stop runs a controlled shutdown (WantShutDown until the controller says
 // ShouldShutdown, bounded by ctx) and stops the broker.

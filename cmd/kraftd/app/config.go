@@ -165,6 +165,35 @@ type Config struct {
 	MessageMaxBytes int32
 	// LogSegmentBytes: log.segment.bytes.
 	LogSegmentBytes int32
+	// LogRollMs and LogRollHours: log.roll.ms (wins when set) and
+	// log.roll.hours; see EffectiveLogRollMs.
+	LogRollMs    OptInt64
+	LogRollHours int32
+	// LogRetentionMs, LogRetentionMinutes and LogRetentionHours:
+	// log.retention.ms, .minutes and .hours, in that precedence; see
+	// EffectiveLogRetentionMs.
+	LogRetentionMs, LogRetentionMinutes OptInt64
+	LogRetentionHours                   int32
+	// LogRetentionBytes: log.retention.bytes (-1: no bound).
+	LogRetentionBytes int64
+	// LogRetentionCheckIntervalMs: log.retention.check.interval.ms.
+	LogRetentionCheckIntervalMs int64
+	// HighWatermarkCheckpointIntervalMs,
+	// RecoveryPointCheckpointIntervalMs and
+	// LogStartOffsetCheckpointIntervalMs:
+	// replica.high.watermark.checkpoint.interval.ms,
+	// log.flush.offset.checkpoint.interval.ms and
+	// log.flush.start.offset.checkpoint.interval.ms.
+	HighWatermarkCheckpointIntervalMs  int64
+	RecoveryPointCheckpointIntervalMs  int64
+	LogStartOffsetCheckpointIntervalMs int64
+	// LogCleanupPolicy: log.cleanup.policy, "delete", "compact" or both
+	// comma-separated.
+	LogCleanupPolicy string
+	// LogMessageTimestampType: log.message.timestamp.type.
+	LogMessageTimestampType string
+	// CompressionType: compression.type.
+	CompressionType string
 	// MinInsyncReplicas: min.insync.replicas.
 	MinInsyncReplicas int32
 	// BrokerRack: broker.rack.
@@ -211,6 +240,29 @@ type Config struct {
 	brokerID int32
 	// ignored are the Kafka settings set but not used by kraftd.
 	ignored []string
+}
+
+// EffectiveLogRollMs is log.roll.ms, else log.roll.hours in ms, as Kafka's
+// KafkaConfig.logRollTimeMillis.
+func (c *Config) EffectiveLogRollMs() int64 {
+	if c.LogRollMs.Set {
+		return c.LogRollMs.Value
+	}
+	return int64(c.LogRollHours) * 60 * 60 * 1000
+}
+
+// EffectiveLogRetentionMs is log.retention.ms, else .minutes, else .hours,
+// in ms; any negative value is -1 (keep forever), as Kafka's
+// KafkaConfig.logRetentionTimeMillis.
+func (c *Config) EffectiveLogRetentionMs() int64 {
+	ms := int64(c.LogRetentionHours) * 60 * 60 * 1000
+	switch {
+	case c.LogRetentionMs.Set:
+		ms = c.LogRetentionMs.Value
+	case c.LogRetentionMinutes.Set:
+		ms = c.LogRetentionMinutes.Value * 60 * 1000
+	}
+	return max(ms, -1)
 }
 
 // DefaultConfig returns a Config holding Kafka's default for every key.

@@ -36,6 +36,10 @@ func TestDefaultConfigMatchesKafka(t *testing.T) {
 		{"zk session", int64(c.ZooKeeperSessionTimeoutMs), 18000},
 		{"zk inflight", int64(c.ZooKeeperMaxInFlightRequests), 10},
 		{"node id", int64(c.NodeID), -1},
+		{"log roll", c.EffectiveLogRollMs(), 7 * 24 * 3600 * 1000},
+		{"log retention", c.EffectiveLogRetentionMs(), 7 * 24 * 3600 * 1000},
+		{"log retention bytes", c.LogRetentionBytes, -1},
+		{"retention check", c.LogRetentionCheckIntervalMs, 300000},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {
@@ -210,5 +214,44 @@ func TestAllLogDirs(t *testing.T) {
 	c = embedded(t, Setting{"log.dirs", ""}, Setting{"log.dir", "/single"})
 	if got := c.AllLogDirs(); len(got) != 0 || c.MetadataDir() != "" {
 		t.Errorf("AllLogDirs = %v metadata %q", got, c.MetadataDir())
+	}
+}
+
+// log.retention.ms wins over .minutes, which wins over .hours; negative
+// values mean forever; log.roll.ms wins over log.roll.hours (Kafka's
+// KafkaConfig precedence). Bad topic-default values are refused by name.
+func TestLogRetentionAndRollPrecedence(t *testing.T) {
+	for _, tc := range []struct {
+		set                 map[string]string
+		retentionMs, rollMs int64
+	}{
+		{map[string]string{"log.retention.hours": "1", "log.roll.hours": "2"}, 3600000, 7200000},
+		{map[string]string{"log.retention.hours": "1", "log.retention.minutes": "2"}, 120000, 7 * 24 * 3600000},
+		{map[string]string{"log.retention.minutes": "2", "log.retention.ms": "5", "log.roll.ms": "9", "log.roll.hours": "1"}, 5, 9},
+		{map[string]string{"log.retention.ms": "-7"}, -1, 7 * 24 * 3600000},
+	} {
+		c := DefaultConfig()
+		for k, v := range tc.set {
+			if err := c.Set(k, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, rolled := c.EffectiveLogRetentionMs(), c.EffectiveLogRollMs(); got != tc.retentionMs || rolled != tc.rollMs {
+			t.Errorf("%v: retention %d roll %d, want %d %d", tc.set, got, rolled, tc.retentionMs, tc.rollMs)
+		}
+	}
+	c := DefaultConfig()
+	for k, v := range map[string]string{"log.cleanup.policy": "compact,delete", "compression.type": "ZSTD", "log.message.timestamp.type": "LogAppendTime"} {
+		if err := c.Set(k, v); err != nil {
+			t.Fatalf("%s=%s: %v", k, v, err)
+		}
+	}
+	if c.LogCleanupPolicy != "compact,delete" || c.CompressionType != "zstd" || c.LogMessageTimestampType != "LogAppendTime" {
+		t.Fatalf("policy %q codec %q timestamps %q", c.LogCleanupPolicy, c.CompressionType, c.LogMessageTimestampType)
+	}
+	for k, v := range map[string]string{"log.cleanup.policy": "shred", "compression.type": "brotli", "log.message.timestamp.type": "Now", "log.retention.ms": "x"} {
+		if err := c.Set(k, v); !errors.Is(err, ErrBadValue) || !strings.Contains(err.Error(), k) {
+			t.Errorf("%s=%s: %v, want a bad value naming the key", k, v, err)
+		}
 	}
 }

@@ -62,8 +62,8 @@ func TestStockKafkaFiles(t *testing.T) {
 				t.Fatalf("LoadConfig: %v", err)
 			}
 			ignored := c.IgnoredKafkaKeys()
-			if !slices.Contains(ignored, "num.network.threads") || !slices.Contains(ignored, "log.retention.hours") {
-				t.Errorf("ignored keys %v lack num.network.threads or log.retention.hours", ignored)
+			if !slices.Contains(ignored, "num.network.threads") || !slices.Contains(ignored, "num.io.threads") {
+				t.Errorf("ignored keys %v lack num.network.threads or num.io.threads", ignored)
 			}
 			for _, k := range ignored {
 				if _, ours := lookupKey(k); ours {

@@ -64,7 +64,20 @@ var keys = []Key{
 	{"default.replication.factor", "1", "Default replication factor of new topics.", int16Field("default.replication.factor", func(c *Config) *int16 { return &c.DefaultReplicationFactor })},
 	{"auto.create.topics.enable", "true", "Create unknown topics on Metadata requests, as Kafka does.", boolField("auto.create.topics.enable", func(c *Config) *bool { return &c.AutoCreateTopicsEnable })},
 	{"message.max.bytes", "1048588", "Largest record batch a producer may append.", int32Field("message.max.bytes", func(c *Config) *int32 { return &c.MessageMaxBytes })},
-	{"log.segment.bytes", "1073741824", "Partition log segments roll at this size.", int32Field("log.segment.bytes", func(c *Config) *int32 { return &c.LogSegmentBytes })},
+	{"log.segment.bytes", "1073741824", "Partition log segments roll before they would grow past this size (topics override it with segment.bytes).", int32Field("log.segment.bytes", func(c *Config) *int32 { return &c.LogSegmentBytes })},
+	{"log.roll.ms", "", "Partition log segments roll when a batch's timestamp is this far past the segment's first (topic: segment.ms); unset means log.roll.hours.", optInt64Field("log.roll.ms", func(c *Config) *OptInt64 { return &c.LogRollMs })},
+	{"log.roll.hours", "168", "log.roll.ms in hours, used when log.roll.ms is unset.", int32Field("log.roll.hours", func(c *Config) *int32 { return &c.LogRollHours })},
+	{"log.retention.ms", "", "Partition log segments whose newest record is older than this are deleted (topic: retention.ms); -1 keeps them forever; unset means log.retention.minutes, then log.retention.hours.", optInt64Field("log.retention.ms", func(c *Config) *OptInt64 { return &c.LogRetentionMs })},
+	{"log.retention.minutes", "", "log.retention.ms in minutes, used when log.retention.ms is unset.", optInt64Field("log.retention.minutes", func(c *Config) *OptInt64 { return &c.LogRetentionMinutes })},
+	{"log.retention.hours", "168", "log.retention.ms in hours, used when log.retention.ms and log.retention.minutes are unset.", int32Field("log.retention.hours", func(c *Config) *int32 { return &c.LogRetentionHours })},
+	{"log.retention.bytes", "-1", "Oldest whole segments of a partition log are deleted while the log is larger than this (topic: retention.bytes); -1 means no bound.", int64Field("log.retention.bytes", func(c *Config) *int64 { return &c.LogRetentionBytes })},
+	{"log.retention.check.interval.ms", "300000", "How often partition logs are checked for segments to delete by retention.", int64Field("log.retention.check.interval.ms", func(c *Config) *int64 { return &c.LogRetentionCheckIntervalMs })},
+	{"replica.high.watermark.checkpoint.interval.ms", "5000", "How often the high watermarks are written to replication-offset-checkpoint in the log directory (also at shutdown).", int64Field("replica.high.watermark.checkpoint.interval.ms", func(c *Config) *int64 { return &c.HighWatermarkCheckpointIntervalMs })},
+	{"log.flush.offset.checkpoint.interval.ms", "60000", "How often the recovery points are written to recovery-point-offset-checkpoint (also at shutdown); recovery after a crash scans the logs from there.", int64Field("log.flush.offset.checkpoint.interval.ms", func(c *Config) *int64 { return &c.RecoveryPointCheckpointIntervalMs })},
+	{"log.flush.start.offset.checkpoint.interval.ms", "60000", "How often log start offsets are written to log-start-offset-checkpoint (also at shutdown).", int64Field("log.flush.start.offset.checkpoint.interval.ms", func(c *Config) *int64 { return &c.LogStartOffsetCheckpointIntervalMs })},
+	{"log.cleanup.policy", "delete", "Default cleanup.policy of topics: delete (retention applies), compact (records need keys; compaction itself is not implemented, and retention does not apply), or both, comma-separated.", setCleanupPolicy},
+	{"log.message.timestamp.type", "CreateTime", "Default message.timestamp.type of topics: CreateTime keeps the producer's timestamps, LogAppendTime stamps batches with the broker's time.", setTimestampType},
+	{"compression.type", "producer", "Default compression.type of topics: producer stores batches as sent; uncompressed, gzip, snappy, lz4 or zstd make the leader recompress batches of another codec.", setCompressionType},
 	{"min.insync.replicas", "1", "In-sync replicas an acks=-1 produce needs (topics may override).", int32Field("min.insync.replicas", func(c *Config) *int32 { return &c.MinInsyncReplicas })},
 	{"broker.rack", "", "Rack of this broker, reported in Metadata.", stringField(func(c *Config) *string { return &c.BrokerRack })},
 	{"cluster.id", "", "kraftd extension: cluster id to format empty directories with and to check formatted ones against.", setClusterID},
@@ -220,6 +233,59 @@ func boolField(key string, field func(*Config) *bool) func(*Config, string) erro
 		}
 		return nil
 	}
+}
+
+// OptInt64 is a setting whose Kafka default is null: Set says whether it was
+// given.
+type OptInt64 struct {
+	Value int64
+	Set   bool
+}
+
+func optInt64Field(key string, field func(*Config) *OptInt64) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		if strings.TrimSpace(v) == "" {
+			*field(c) = OptInt64{}
+			return nil
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return badValue(key, v, "is not a long integer")
+		}
+		*field(c) = OptInt64{Value: n, Set: true}
+		return nil
+	}
+}
+
+func setCleanupPolicy(c *Config, v string) error {
+	items := splitList(v)
+	if len(items) == 0 {
+		return badValue("log.cleanup.policy", v, "is empty; use delete, compact or both")
+	}
+	for _, p := range items {
+		if p != "delete" && p != "compact" {
+			return badValue("log.cleanup.policy", v, "contains "+strconvQuote(p)+"; policies are delete and compact")
+		}
+	}
+	c.LogCleanupPolicy = strings.Join(items, ",")
+	return nil
+}
+
+func setTimestampType(c *Config, v string) error {
+	if v != "CreateTime" && v != "LogAppendTime" {
+		return badValue("log.message.timestamp.type", v, "is not one of CreateTime, LogAppendTime")
+	}
+	c.LogMessageTimestampType = v
+	return nil
+}
+
+func setCompressionType(c *Config, v string) error {
+	switch v = strings.ToLower(strings.TrimSpace(v)); v {
+	case "producer", "uncompressed", "gzip", "snappy", "lz4", "zstd":
+		c.CompressionType = v
+		return nil
+	}
+	return badValue("compression.type", v, "is not one of producer, uncompressed, gzip, snappy, lz4, zstd")
 }
 
 func endpointsField(key string, field func(*Config) *[]Endpoint) func(*Config, string) error {

@@ -1,0 +1,387 @@
+package replica
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/kraftd/kraftd/storage"
+)
+
+// keyedBatch is a producer batch of n records; keys[i] nil makes record i
+// keyless. Values are 500 compressible bytes.
+func keyedBatch(keys ...[]byte) []byte {
+	recs := make([]storage.Record, len(keys))
+	for i, k := range keys {
+		recs[i] = storage.Record{Key: k, Value: bytes.Repeat([]byte{'v'}, 500), TimestampMs: 1000}
+	}
+	return storage.EncodeBatch(0, -1, 1000, false, recs).Raw
+}
+
+// TopicConfig.With layers values over defaults in TopicConfigKeys order; a
+// value that does not parse leaves the default and is reported by name.
+func TestTopicConfigWith(t *testing.T) {
+	vals := map[string]string{
+		"segment.bytes": "1000", "log.roll.ms": "60000", "retention.ms": "-1", "log.retention.bytes": "-5",
+		"max.message.bytes": "x", "compression.type": "ZSTD", "cleanup.policy": "compact",
+	}
+	cfg, err := DefaultTopicConfig().With(func(topicKey, brokerKey string) (string, bool) {
+		if v, ok := vals[topicKey]; ok {
+			return v, true
+		}
+		v, ok := vals[brokerKey]
+		return v, ok
+	})
+	want := TopicConfig{SegmentBytes: 1000, SegmentMs: 60000, RetentionMs: -1, RetentionBytes: -1,
+		MaxMessageBytes: DefaultMaxMessageBytes, CompressionType: "zstd", Compact: true}
+	if cfg != want {
+		t.Fatalf("config %+v, want %+v", cfg, want)
+	}
+	if err == nil || !strings.Contains(err.Error(), "max.message.bytes") || strings.Contains(err.Error(), "segment.bytes") {
+		t.Fatalf("error %v, want one naming max.message.bytes only", err)
+	}
+	if _, err := DefaultTopicConfig().With(func(k, _ string) (string, bool) { return "brotli", k == "compression.type" }); err == nil {
+		t.Fatal("unknown codec accepted")
+	}
+}
+
+// cleanup.policy=compact: a record without a key is INVALID_RECORD naming
+// that record (Kafka's per-record error); keyed batches append.
+func TestCompactedTopicRequiresKeys(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	p := lead(t, m)
+	appendOK(t, p, keyedBatch([]byte("a"), nil)) // delete policy: keys optional
+	cfg := DefaultTopicConfig()
+	cfg.Delete, cfg.Compact = false, true
+	m.SetTopicConfig("demo", cfg)
+	_, err := p.AppendAsLeader(keyedBatch([]byte("a"), nil), acksLeader)
+	var re *RecordError
+	if !errors.As(err, &re) || !errors.Is(err, ErrInvalidRecord) || re.Index != 1 ||
+		re.Message != "Compacted topic cannot accept message without key in topic partition demo-0." {
+		t.Fatalf("keyless record on a compacted topic: %v", err)
+	}
+	appendOK(t, p, keyedBatch([]byte("a"), []byte("b")))
+	if end := p.Log().EndOffset(); end != 4 {
+		t.Fatalf("log end %d, want 4", end)
+	}
+}
+
+// compression.type other than producer: batches of another codec are stored
+// recompressed (and checked against max.message.bytes again); producer keeps
+// them as sent.
+func TestTopicCompressionType(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	p := lead(t, m)
+	stored := func(offset int64) storage.Batch {
+		t.Helper()
+		data, err := p.Log().Read(offset, 1<<20, offset+100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs, _, err := storage.SplitBatches(data)
+		if err != nil || len(bs) == 0 {
+			t.Fatalf("read at %d: %d batches, %v", offset, len(bs), err)
+		}
+		return bs[0]
+	}
+	appendOK(t, p, keyedBatch(nil, nil))
+	if c := stored(0).Compression(); c != storage.CompressionNone {
+		t.Fatalf("producer: stored with codec %d", c)
+	}
+	cfg := DefaultTopicConfig()
+	cfg.CompressionType = "zstd"
+	m.SetTopicConfig("demo", cfg)
+	res := appendOK(t, p, keyedBatch(nil, nil))
+	b := stored(res.BaseOffset)
+	if b.Compression() != storage.CompressionZstd || b.Size() >= len(keyedBatch(nil, nil)) || b.BaseOffset != 2 || b.Epoch != 3 {
+		t.Fatalf("zstd topic: stored codec %d, %d bytes, base %d, epoch %d", b.Compression(), b.Size(), b.BaseOffset, b.Epoch)
+	}
+	n := 0
+	if err := b.ScanRecords(func(int, storage.RecordHeader) error { n++; return nil }); err != nil || n != 2 {
+		t.Fatalf("recompressed records: %d, %v", n, err)
+	}
+	// Decompressed to uncompressed, a small zstd batch outgrows max.message.bytes.
+	cfg.CompressionType, cfg.MaxMessageBytes = CompressionUncompressed, 400
+	m.SetTopicConfig("demo", cfg)
+	small, err := storage.ParseBatch(keyedBatch(nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if small, err = small.Recompress(storage.CompressionZstd); err != nil || small.Size() > 400 {
+		t.Fatalf("zstd batch of %d bytes, %v", small.Size(), err)
+	}
+	if _, err := p.AppendAsLeader(small.Raw, acksLeader); !errors.Is(err, ErrMessageTooLarge) {
+		t.Fatalf("recompressed past max.message.bytes: %v", err)
+	}
+}
+
+// A topic config update applies to the open log: segment.bytes rolls the
+// next append, max.message.bytes refuses it.
+func TestTopicConfigUpdateAppliesToOpenLog(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	p := lead(t, m)
+	appendOK(t, p, keyedBatch(nil))
+	appendOK(t, p, keyedBatch(nil))
+	if base := p.Log().ActiveSegmentBase(); base != 0 {
+		t.Fatalf("rolled at %d with the default segment.bytes", base)
+	}
+	cfg := DefaultTopicConfig()
+	cfg.SegmentBytes = 1000
+	m.SetTopicConfig("demo", cfg)
+	appendOK(t, p, keyedBatch(nil))
+	if base := p.Log().ActiveSegmentBase(); base != 2 {
+		t.Fatalf("active segment at %d after segment.bytes 1000, want 2", base)
+	}
+	if _, err := p.AppendAsLeader(keyedBatch(nil, nil, nil), acksLeader); !errors.Is(err, ErrRecordListTooLarge) {
+		t.Fatalf("records larger than segment.bytes: %v", err)
+	}
+	cfg.MaxMessageBytes = 100
+	m.SetTopicConfig("demo", cfg)
+	if _, err := p.AppendAsLeader(keyedBatch(nil), acksLeader); !errors.Is(err, ErrMessageTooLarge) {
+		t.Fatalf("batch over the new max.message.bytes: %v", err)
+	}
+	// A partition opened later gets the topic's config.
+	m2 := newManager(t, t.TempDir())
+	m2.SetTopicConfig("demo", cfg)
+	if got := lead(t, m2).Config(); got != cfg {
+		t.Fatalf("new partition config %+v, want %+v", got, cfg)
+	}
+}
+
+// Retention through the manager: CleanupLogs deletes by the topic's
+// retention.ms below the high watermark; ListOffsets earliest then answers
+// the new log start offset and a read below it is OFFSET_OUT_OF_RANGE. A
+// compact-only topic keeps everything.
+func TestCleanupLogs(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	p := lead(t, m)
+	cfg := DefaultTopicConfig()
+	cfg.SegmentBytes, cfg.RetentionMs = int64(len(batch(2, -1, 0, 0))), 60000
+	m.SetTopicConfig("demo", cfg)
+	for range 3 {
+		appendOK(t, p, batch(2, -1, 0, 0)) // record timestamps 1000-1001
+	}
+	compactOnly := cfg
+	compactOnly.Delete, compactOnly.Compact = false, true
+	m.SetTopicConfig("demo", compactOnly)
+	if n := m.CleanupLogs(1 << 40); n != 0 {
+		t.Fatalf("compact-only topic lost %d segments", n)
+	}
+	m.SetTopicConfig("demo", cfg)
+	if n := m.CleanupLogs(1000 + 60000); n != 0 {
+		t.Fatalf("deleted %d segments not yet past retention.ms", n)
+	}
+	if n := m.CleanupLogs(1001 + 60001); n != 3 {
+		t.Fatalf("deleted %d segments, want all 3 (the log rolls)", n)
+	}
+	if off, _, _, _, err := p.OffsetForTimestamp(EarliestTimestamp, -1); err != nil || off != 6 {
+		t.Fatalf("earliest %d (%v), want 6", off, err)
+	}
+	if _, err := p.ReadAsLeader(4, 1<<20, -1); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("read below the log start: %v", err)
+	}
+	if res := appendOK(t, p, batch(1, -1, 0, 0)); res.BaseOffset != 6 || res.LogStartOffset != 6 {
+		t.Fatalf("append after retention: %+v", res)
+	}
+}
+
+// Start's goroutine runs retention every log.retention.check.interval.ms
+// and Close stops it (synctest: the bubble fails if it leaks).
+func TestRetentionRunsInTheBackground(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, err := New(Config{Dir: t.TempDir(), BrokerID: 1, RetentionCheckIntervalMs: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := lead(t, m)
+		cfg := DefaultTopicConfig()
+		cfg.SegmentBytes = int64(len(batch(2, -1, 0, 0)))
+		m.SetTopicConfig("demo", cfg)
+		appendOK(t, p, batch(2, -1, 0, 0)) // from 1970: older than 7 days in the bubble's 2000
+		appendOK(t, p, batch(2, -1, 0, 0))
+		m.Start()
+		time.Sleep(999 * time.Millisecond)
+		synctest.Wait()
+		if s := p.Log().StartOffset(); s != 0 {
+			t.Fatalf("retention ran early: start %d", s)
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if s := p.Log().StartOffset(); s != 4 {
+			t.Fatalf("log start %d after the first retention check, want 4", s)
+		}
+		// replica.high.watermark.checkpoint.interval.ms: 5 s.
+		hwFile := filepath.Join(m.cfg.Dir, storage.ReplicationOffsetCheckpointFile)
+		if _, err := os.Stat(hwFile); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("high watermarks checkpointed before the interval: %v", err)
+		}
+		time.Sleep(4 * time.Second)
+		synctest.Wait()
+		if got := readFile(t, hwFile); got != "0\n1\ndemo 0 4\n" {
+			t.Fatalf("periodic checkpoint %q", got)
+		}
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// hwBelowEnd leads demo-0 with high watermark 4 and log end 6: alone in the
+// ISR for 4 records, then with follower 2 (not heard from) for 2 more.
+func hwBelowEnd(t *testing.T, m *Manager) *Partition {
+	t.Helper()
+	p := lead(t, m)
+	appendOK(t, p, batch(4, -1, 0, 0))
+	p = lead(t, m, 1, 2)
+	if _, err := p.AppendAsLeader(batch(2, -1, 0, 0), acksLeader); err != nil {
+		t.Fatal(err)
+	}
+	if p.HighWatermark() != 4 || p.Log().EndOffset() != 6 {
+		t.Fatalf("hw %d end %d", p.HighWatermark(), p.Log().EndOffset())
+	}
+	return p
+}
+
+// A clean Close writes the three checkpoint files in Kafka's format and the
+// clean-shutdown marker; the next start removes the marker, opens the log
+// without a scan and restores the high watermark (not the log end: a
+// follower in the ISR may not have the rest).
+func TestCheckpointsAtCleanShutdown(t *testing.T) {
+	dir := t.TempDir()
+	m := newManager(t, dir)
+	p := hwBelowEnd(t, m)
+	p.Log().SetStartOffset(1)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{
+		storage.RecoveryPointCheckpointFile:     "0\n1\ndemo 0 6\n",
+		storage.ReplicationOffsetCheckpointFile: "0\n1\ndemo 0 4\n",
+		storage.LogStartOffsetCheckpointFile:    "0\n1\ndemo 0 1\n",
+		storage.CleanShutdownFile:               `{"version":0,"brokerEpoch":-1}`,
+	} {
+		if got := readFile(t, filepath.Join(dir, file)); got != want {
+			t.Errorf("%s: %q, want %q", file, got, want)
+		}
+	}
+	m = newManager(t, dir)
+	if _, err := os.Stat(filepath.Join(dir, storage.CleanShutdownFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("clean-shutdown marker still there after the start: %v", err)
+	}
+	p = lead(t, m, 1, 2)
+	if p.HighWatermark() != 4 || p.Log().EndOffset() != 6 || p.Log().StartOffset() != 1 || p.Log().RecoveryPoint() != 6 {
+		t.Fatalf("after restart: hw %d end %d start %d recovery point %d, want 4 6 1 6",
+			p.HighWatermark(), p.Log().EndOffset(), p.Log().StartOffset(), p.Log().RecoveryPoint())
+	}
+	// A partition's entries go with its deleted log.
+	if err := m.Remove(p.TopicPartition(), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WriteCheckpoints(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, filepath.Join(dir, storage.ReplicationOffsetCheckpointFile)); got != "0\n0\n" {
+		t.Fatalf("after the delete: %q", got)
+	}
+}
+
+// After a crash (no Close, no marker) the log is recovered from the
+// checkpointed recovery point, cutting a torn tail, and the high watermark
+// comes from the last replication-offset-checkpoint; a partition not
+// opened yet keeps its entries in the files written meanwhile.
+func TestRecoveryAfterUncleanShutdown(t *testing.T) {
+	dir := t.TempDir()
+	m, err := New(Config{Dir: dir, BrokerID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hwBelowEnd(t, m)
+	if err := m.WriteCheckpoints(); err != nil {
+		t.Fatal(err)
+	}
+	// The crash: m is abandoned, and the last append was torn.
+	seg := filepath.Join(dir, "demo-0", storage.SegmentFileName(0, storage.LogSuffix))
+	f, err := os.OpenFile(seg, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(batch(3, -1, 0, 0)[:40]); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	m2 := newManager(t, dir)
+	if err := m2.WriteCheckpoints(); err != nil { // demo-0 not opened yet
+		t.Fatal(err)
+	}
+	if got := readFile(t, filepath.Join(dir, storage.ReplicationOffsetCheckpointFile)); got != "0\n1\ndemo 0 4\n" {
+		t.Fatalf("entries of an unopened log lost: %q", got)
+	}
+	p := lead(t, m2, 1, 2)
+	if p.HighWatermark() != 4 || p.Log().EndOffset() != 6 {
+		t.Fatalf("after the crash: hw %d end %d, want 4 6", p.HighWatermark(), p.Log().EndOffset())
+	}
+	if got := readAllOffsets(t, p); got != 6 {
+		t.Fatalf("read %d records after recovery", got)
+	}
+}
+
+// readAllOffsets counts the records in the log.
+func readAllOffsets(t *testing.T, p *Partition) int {
+	t.Helper()
+	data, err := p.Log().Read(p.Log().StartOffset(), 1<<20, p.Log().EndOffset())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs, _, err := storage.SplitBatches(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, b := range bs {
+		n += int(b.LastOffset - b.BaseOffset + 1)
+	}
+	return n
+}
+
+// A deleted partition's directory is renamed at once (Kafka's
+// "<topic>-<partition>.<id>-delete") and removed by the background
+// goroutine; a leftover from before a restart goes with DeleteStrays.
+func TestDeletedLogRemovedInTheBackground(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		m, err := New(Config{Dir: dir, BrokerID: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Start()
+		p := lead(t, m)
+		appendOK(t, p, batch(2, -1, 0, 0))
+		if err := m.Remove(p.TopicPartition(), true); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "demo-0")); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("partition directory still there after Remove: %v", err)
+		}
+		synctest.Wait()
+		if left, _ := filepath.Glob(filepath.Join(dir, "demo-0.*-delete")); len(left) != 0 {
+			t.Fatalf("left %v", left)
+		}
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
