@@ -34,7 +34,7 @@ type clientConn struct {
 	peer     *peer
 	addr     string
 	nc       net.Conn
-	br       *bufio.Reader
+	fr       frameReader        // read by the handshake, then by readLoop only
 	versions map[int16][2]int16 // immutable after handshake
 
 	queue chan *pending
@@ -81,7 +81,7 @@ func (c *Client) handshake(nc net.Conn, p *peer) (*clientConn, error) {
 		peer:     p,
 		addr:     p.addr,
 		nc:       nc,
-		br:       bufio.NewReaderSize(nc, 32<<10),
+		fr:       frameReader{src: nc},
 		queue:    make(chan *pending, 64),
 		inflight: make(map[int32]*pending),
 		dead:     make(chan struct{}),
@@ -92,6 +92,7 @@ func (c *Client) handshake(nc net.Conn, p *peer) (*clientConn, error) {
 		resp, err = cc.apiVersions(fallback.version)
 	}
 	if err != nil {
+		cc.fr.close()
 		return nil, err
 	}
 	cc.versions = make(map[int16][2]int16, len(resp.ApiKeys))
@@ -121,7 +122,8 @@ func (cc *clientConn) apiVersions(version int16) (*kmsg.ApiVersionsResponse, err
 	if _, err := cc.nc.Write(cc.c.formatter.AppendRequest(nil, req, corr)); err != nil {
 		return nil, err
 	}
-	frame, err := readFrame(cc.br, cc.c.cfg.MaxResponseBytes)
+	frame, err := cc.fr.next(cc.c.cfg.MaxResponseBytes)
+	cc.fr.releaseBody()
 	if err != nil {
 		return nil, err
 	}
@@ -256,9 +258,15 @@ func (cc *clientConn) writeLoop() {
 	}
 }
 
+// readLoop reads responses through the frameReader, whose buffer grows as a
+// response's bytes arrive (MaxResponseBytes caps one response), so a peer
+// that announces 100 MB and sends 8 bytes costs the client 8 KB. An idle
+// connection holds no read buffer.
 func (cc *clientConn) readLoop() {
+	defer cc.fr.close()
 	for {
-		frame, err := readFrame(cc.br, cc.c.cfg.MaxResponseBytes)
+		frame, err := cc.fr.next(cc.c.cfg.MaxResponseBytes)
+		cc.fr.releaseBody() // no pool: nothing is accounted; the frame is the caller's
 		if err != nil {
 			cc.fail(err)
 			return

@@ -50,6 +50,11 @@
 // An idle connection holds its two goroutines and about 6 KB besides: no
 // read buffer (frameReader), no write buffer, no queue array.
 //
+// The Client reads responses with the same frameReader (without a pool):
+// ClientConfig.MaxResponseBytes caps one response, and its buffer grows as
+// the bytes arrive, so a peer the client dials cannot make it allocate a
+// size it only announces.
+//
 // # Goroutine map
 //
 //	Server

@@ -1,10 +1,8 @@
 package protocol
 
 import (
-	"bufio"
 	"encoding/binary"
 	"fmt"
-	"io"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -13,39 +11,6 @@ import (
 // apiVersionsKey is the one API whose framing has exceptions: its response
 // header never carries tags, and an unsupported version is still answered.
 const apiVersionsKey int16 = 18
-
-// readFrame reads one size-prefixed frame from r; the client reads
-// responses with it (the server uses frameReader). A size of zero, a
-// negative size or a size above maxBytes is rejected before any body byte
-// is read, as Kafka's NetworkReceive does, and the buffer grows as the
-// body arrives, so a hostile prefix cannot make us allocate. The returned
-// slice is freshly allocated and owned by the caller: kmsg's decoders
-// alias byte fields into it.
-func readFrame(r *bufio.Reader, maxBytes int32) ([]byte, error) {
-	var sizeBuf [4]byte
-	if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
-		return nil, err
-	}
-	size := int(int32(binary.BigEndian.Uint32(sizeBuf[:])))
-	if size <= 0 || size > int(maxBytes) {
-		return nil, fmt.Errorf("%w: %d (max %d)", ErrFrameSize, size, maxBytes)
-	}
-	body := make([]byte, 0, min(size, 64<<10))
-	for len(body) < size {
-		if len(body) == cap(body) {
-			body = append(body, make([]byte, min(size, 2*cap(body))-len(body))...)[:len(body)]
-		}
-		n, err := r.Read(body[len(body):cap(body)])
-		body = body[:len(body)+n]
-		if err != nil && len(body) < size {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return nil, err
-		}
-	}
-	return body, nil
-}
 
 // requestHeader is the non-flexible prefix shared by request header v1 and
 // v2. Header v2 (flexible requests) adds a tag section after the client id.

@@ -60,7 +60,7 @@ func FuzzFrame(f *testing.F) {
 			t.Fatalf("%d pool bytes still held after the frame was released", used)
 		}
 		if len(payload) > 0 && len(payload) <= 1<<20 && (err != nil || !bytes.Equal(got, payload)) {
-			t.Fatalf("readFrame: %v", err)
+			t.Fatalf("frameReader: %v", err)
 		}
 	})
 }

@@ -18,9 +18,12 @@ const readaheadBytes = 8 << 10
 
 var readaheadPool = sync.Pool{New: func() any { b := make([]byte, readaheadBytes); return &b }}
 
-// frameReader reads size-prefixed request frames from one connection
-// without trusting the size prefix: memory is taken as bytes arrive and is
-// reserved in the server's requestPool first.
+// frameReader reads size-prefixed frames from one connection without
+// trusting the size prefix: memory is taken as bytes arrive and is reserved
+// in the server's requestPool first. The server reads requests with it; the
+// client reads responses with it and a nil pool (no bound, no accounting),
+// so a peer the client dials cannot make it allocate what it announces
+// either.
 //
 //   - Waiting for a request, it holds no buffer: the size prefix is read
 //     straight into hdr, so an idle connection costs no read buffer.
@@ -217,8 +220,8 @@ func (fr *frameReader) close() {
 // can hold is its capacity plus one request (socket.request.max.bytes).
 //
 // INVARIANTS: used >= 0; used <= capacity unless overdraft != nil (and
-// then by at most the overdraft reader's frame); capacity <= 0 means no
-// bound and no accounting.
+// then by at most the overdraft reader's frame); capacity <= 0, or a nil
+// pool, means no bound and no accounting.
 type requestPool struct {
 	capacity int64
 	stop     <-chan struct{} // closed when the server stops: ends every wait
@@ -236,7 +239,7 @@ var errNoMemory = fmt.Errorf("waiting for request memory (queued.max.request.byt
 // reserve takes n bytes for fr, waiting while they do not fit and another
 // reader holds the overdraft.
 func (p *requestPool) reserve(fr *frameReader, n int64) error {
-	if p.capacity <= 0 || n <= 0 {
+	if p == nil || p.capacity <= 0 || n <= 0 {
 		return nil
 	}
 	var timer *time.Timer
@@ -280,7 +283,7 @@ func (p *requestPool) reserve(fr *frameReader, n int64) error {
 }
 
 func (p *requestPool) release(n int64) {
-	if p.capacity <= 0 || n <= 0 {
+	if p == nil || p.capacity <= 0 || n <= 0 {
 		return
 	}
 	p.mu.Lock()
@@ -291,7 +294,7 @@ func (p *requestPool) release(n int64) {
 
 // endFrame ends fr's overdraft, if it holds it.
 func (p *requestPool) endFrame(fr *frameReader) {
-	if p.capacity <= 0 {
+	if p == nil || p.capacity <= 0 {
 		return
 	}
 	p.mu.Lock()

@@ -49,6 +49,9 @@ type Config struct {
 	// MaxTrackedObservers caps the observers a leader tracks (DefaultMaxTrackedObservers);
 	// see noteFetcher. Zero means the default.
 	MaxTrackedObservers int
+	// MaxSnapshotBytes caps the size of a snapshot this node downloads
+	// (DefaultMaxSnapshotBytes); zero means the default. See handleFetchSnapshotResponse.
+	MaxSnapshotBytes int64
 
 	// KRaftVersion is the kraft.version feature level. Only 0, the static voter set of
 	// controller.quorum.voters, is implemented; Validate rejects any other. At 0 the
@@ -70,6 +73,12 @@ type Config struct {
 	// (every FetchSnapshot gets SNAPSHOT_NOT_FOUND).
 	Snapshots SnapshotSource
 }
+
+// DefaultMaxSnapshotBytes is the largest snapshot a follower downloads: 1 GiB,
+// about 13 times the snapshot of a million partitions (75 MB). The follower's driver
+// holds a download in memory as it arrives (and writes it to the partial file) and
+// its listeners load the whole snapshot, so a larger one could not be loaded either.
+const DefaultMaxSnapshotBytes = 1 << 30
 
 // AppendLingerMsNone as Config.AppendLingerMs makes every Propose drain at once.
 const AppendLingerMsNone = -1
@@ -122,6 +131,9 @@ func (c *Config) Validate() error {
 	}
 	if c.FetchMaxBytes <= 0 {
 		c.FetchMaxBytes = 8 << 20
+	}
+	if c.MaxSnapshotBytes <= 0 {
+		c.MaxSnapshotBytes = DefaultMaxSnapshotBytes
 	}
 	if c.MaxTrackedObservers <= 0 {
 		c.MaxTrackedObservers = DefaultMaxTrackedObservers

@@ -61,11 +61,12 @@
 // Answers are untrusted too: nothing a peer answers stops the node. An INVALID_REQUEST
 // answer (fatal in Kafka), a divergence below the high watermark, a snapshot id below
 // it or after the leader's epoch, a snapshot chunk that does not continue the
-// download, or a downloaded file that is not a valid snapshot is refused (refuseResponse: ERROR, Counters.RefusedResponse) and handled as
+// download or announces a snapshot above Config.MaxSnapshotBytes (1 GiB; the driver
+// holds a download in memory), or a downloaded file that is not a valid snapshot is refused (refuseResponse: ERROR, Counters.RefusedResponse) and handled as
 // a failed request; Step returns an error only for local storage. Counts a peer
 // controls are capped before anything is kept: observers tracked by a leader
-// (Config.MaxTrackedObservers), the buffer reserved for a snapshot download, the
-// leader addresses an observer remembers. The ids themselves are not authenticated:
+// (Config.MaxTrackedObservers), the buffer reserved for a snapshot download and its
+// total size (Config.MaxSnapshotBytes), the leader addresses an observer remembers. The ids themselves are not authenticated:
 // on a PLAINTEXT listener anyone who can reach it can claim a voter's id. FuzzStep
 // checks that no message panics the core or makes Step fail.
 //

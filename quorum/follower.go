@@ -152,6 +152,11 @@ func (r *Raft) handleFetchResponse(nowMs int64, m Message) {
 			if !r.isVoter && m.From == r.leaderID {
 				f.rediscoverAvoiding(m.From)
 			}
+		} else if r.discover == f {
+			// Still looking for the leader (an older epoch, an error, a leader it may
+			// not follow): ask again after the backoff, not at once, or one peer
+			// answering stale epochs keeps the observer fetching at network speed.
+			f.nextFetchMs = nowMs + r.cfg.RetryBackoffMs
 		}
 		return
 	}

@@ -545,3 +545,84 @@ func TestObserverTrackingIsCapped(t *testing.T) {
 		t.Errorf("after the session timeout: observers %v", st.Observers)
 	}
 }
+
+// TestSnapshotDownloadSizeCapped: a snapshot download had no cap on its total size;
+// the follower's driver keeps the download in memory (and in the partial file) as it
+// arrives, so a leader (or a forged one) announcing a huge snapshot and streaming it
+// grew the follower without bound. A chunk of a snapshot larger than
+// quorum.DefaultMaxSnapshotBytes is now refused (ERROR, RefusedResponse) before any
+// byte reaches the driver; the download is abandoned and the follower fetches again
+// after the retry backoff. A snapshot of exactly the cap is downloaded.
+func TestSnapshotDownloadSizeCapped(t *testing.T) {
+	const backoffMs = 20 // Config.RetryBackoffMs default
+	e := committedEnv(t)
+	epoch := e.Nodes[1].Raft.Status().Epoch
+	n := e.Nodes[2]
+	snap := raftlog.SnapshotID{EndOffset: 100, Epoch: epoch}
+	// startDownload answers node 2's next Fetch with snap and returns the first
+	// FetchSnapshot it sends.
+	startDownload := func() quorum.Message {
+		t.Helper()
+		f := inflightFetch(t, e, 2)
+		e.Deliver(quorum.Message{From: 1, To: 2, RequestID: f.RequestID, FetchResp: &quorum.FetchResponse{
+			HighWatermark: 2, LeaderID: 1, LeaderEpoch: epoch, SnapshotID: &snap}})
+		e.ProcessReady(n)
+		got := e.Take(func(m quorum.Message) bool { return m.From == 2 && m.FetchSnapshot != nil })
+		if len(got) != 1 || got[0].FetchSnapshot.Position != 0 {
+			t.Fatalf("node 2 sent %v, want one FetchSnapshot from position 0", got)
+		}
+		return got[0]
+	}
+	// answer steps a first chunk of 64 bytes of a snapshot of size into node 2 and
+	// returns the chunks its next Ready hands to the driver.
+	answer := func(req quorum.Message, size int64) []quorum.SnapshotChunk {
+		t.Helper()
+		e.Deliver(quorum.Message{From: 1, To: 2, RequestID: req.RequestID, FetchSnapshotResp: &quorum.FetchSnapshotResponse{
+			LeaderID: 1, LeaderEpoch: epoch, SnapshotID: snap, Size: size, Bytes: make([]byte, 64)}})
+		if !n.Raft.HasReady() {
+			return nil
+		}
+		rd := n.Raft.Ready()
+		e.Net = append(e.Net, rd.Messages...)
+		e.Net = append(e.Net, rd.MessagesAfterPersist...)
+		n.Raft.Advance(rd)
+		return rd.SnapshotChunks
+	}
+
+	req := startDownload()
+	if chunks := answer(req, quorum.DefaultMaxSnapshotBytes+1); len(chunks) != 0 {
+		t.Fatalf("a chunk of a %d-byte snapshot reached the driver: %d chunks", quorum.DefaultMaxSnapshotBytes+1, len(chunks))
+	}
+	if c := n.Raft.Counters(); c.RefusedResponse != 1 {
+		t.Errorf("RefusedResponse %d, want 1", c.RefusedResponse)
+	}
+	if !strings.Contains(e.Out.String(), "ERROR quorum: refused a peer's response") ||
+		!strings.Contains(e.Out.String(), "snapshot larger than") {
+		t.Errorf("no ERROR line for the oversized snapshot in:\n%s", e.Out)
+	}
+	// Abandoned: nothing is asked before the backoff, then a Fetch, not the next chunk.
+	e.Tick(backoffMs-1, []int32{2})
+	e.ProcessReady(n)
+	if early := e.Take(func(m quorum.Message) bool { return m.From == 2 && (m.Fetch != nil || m.FetchSnapshot != nil) }); len(early) > 0 {
+		t.Errorf("node 2 asked again within the retry backoff: %v", early)
+	}
+	e.Tick(1, []int32{2})
+	e.ProcessReady(n)
+	if next := e.Take(func(m quorum.Message) bool { return m.From == 2 && (m.Fetch != nil || m.FetchSnapshot != nil) }); len(next) != 1 || next[0].Fetch == nil {
+		t.Fatalf("after the backoff node 2 sent %v, want one Fetch", next)
+	}
+
+	// A snapshot of exactly the cap is downloaded: its chunk goes to the driver and the
+	// next chunk is asked for.
+	req = startDownload()
+	if chunks := answer(req, quorum.DefaultMaxSnapshotBytes); len(chunks) != 1 || chunks[0].Size != quorum.DefaultMaxSnapshotBytes {
+		t.Fatalf("a chunk of a snapshot of the cap: %v", chunks)
+	}
+	if next := e.Take(func(m quorum.Message) bool { return m.From == 2 && m.FetchSnapshot != nil }); len(next) != 1 || next[0].FetchSnapshot.Position != 64 {
+		t.Fatalf("node 2 sent %v, want the FetchSnapshot from position 64", next)
+	}
+	if c := n.Raft.Counters(); c.RefusedResponse != 1 {
+		t.Errorf("RefusedResponse %d, want still 1", c.RefusedResponse)
+	}
+	assertQuorumKept(t, e, epoch)
+}

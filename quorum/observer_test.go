@@ -130,3 +130,63 @@ func TestObserverExpiryIsADeadline(t *testing.T) {
 		t.Fatalf("voters %+v, want voter 1", vs)
 	}
 }
+
+// TestDiscoveryBacksOffOnStaleEpoch: an Unattached observer looking for the leader
+// waits controller.quorum.retry.backoff.ms before asking again when the answer is of
+// no use: an older epoch, UNKNOWN_LEADER_EPOCH, a top-level error, INVALID_REQUEST, a
+// leader that is not a voter. It used to ask again at once, so one peer answering
+// every discovery Fetch with epoch 1 kept the observer sending Fetches as fast as the
+// network carried them.
+func TestDiscoveryBacksOffOnStaleEpoch(t *testing.T) {
+	answers := map[string]*quorum.FetchResponse{
+		"older epoch":          {HighWatermark: -1, LeaderID: 2, LeaderEpoch: 1},
+		"unknown leader epoch": {ErrorCode: kerr.UnknownLeaderEpoch.Code, HighWatermark: -1, LeaderID: -1, LeaderEpoch: 5},
+		"top-level error":      {TopLevelErrorCode: kerr.ClusterAuthorizationFailed.Code, HighWatermark: -1, LeaderID: -1, LeaderEpoch: -1},
+		"invalid request":      {ErrorCode: kerr.InvalidRequest.Code, HighWatermark: -1, LeaderID: -1, LeaderEpoch: 5},
+		"non-voter leader":     {HighWatermark: -1, LeaderID: 99, LeaderEpoch: 5},
+	}
+	for name, resp := range answers {
+		t.Run(name, func(t *testing.T) {
+			for seed := uint64(1); seed <= 10; seed++ {
+				discoveryBacksOff(t, seed, resp)
+			}
+		})
+	}
+}
+
+func discoveryBacksOff(t *testing.T, seed uint64, resp *quorum.FetchResponse) {
+	t.Helper()
+	const backoffMs = 20 // Config.RetryBackoffMs default
+	e := quorumtest.NewEnv(seed)
+	if err := e.AddNode(quorum.Config{NodeID: 4, Voters: []int32{1, 2, 3}}); err != nil {
+		t.Fatal(err)
+	}
+	obs := e.Nodes[4].Raft
+	// A voter says epoch 2 has no known leader yet: the observer moves to epoch 2 and
+	// asks again at once (the new epoch is news).
+	first := takeFetch(t, e, 4)
+	e.Deliver(quorum.Message{From: first.To, To: 4, RequestID: first.RequestID,
+		FetchResp: &quorum.FetchResponse{HighWatermark: -1, LeaderID: -1, LeaderEpoch: 2}})
+	if st := obs.Status(); st.Role != quorum.Unattached || st.Epoch != 2 {
+		t.Fatalf("seed %d setup: observer %s at epoch %d, want unattached at 2", seed, st.Role, st.Epoch)
+	}
+	for round := range 3 {
+		m := takeFetch(t, e, 4)
+		answer := *resp
+		e.Deliver(quorum.Message{From: m.To, To: 4, RequestID: m.RequestID, FetchResp: &answer})
+		if d := obs.NextDeadlineMs(); d < e.NowMs+backoffMs {
+			t.Fatalf("seed %d round %d: next deadline %d ms from now, want the %d ms retry backoff",
+				seed, round, d-e.NowMs, backoffMs)
+		}
+		e.Tick(backoffMs-1, []int32{4})
+		e.ProcessReady(e.Nodes[4])
+		if early := e.Take(func(m quorum.Message) bool { return m.From == 4 }); len(early) > 0 {
+			t.Fatalf("seed %d round %d: asked again %d ms after the answer: %v", seed, round, backoffMs-1, early)
+		}
+		e.Tick(1, []int32{4}) // the backoff is over: the next round takes the Fetch
+		if st := obs.Status(); st.Role != quorum.Unattached || st.Epoch != 2 || st.LeaderID != -1 {
+			t.Fatalf("seed %d round %d: observer %s of %d at epoch %d, want unattached at 2",
+				seed, round, st.Role, st.LeaderID, st.Epoch)
+		}
+	}
+}

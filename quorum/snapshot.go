@@ -244,7 +244,11 @@ func (r *Raft) sendFetchSnapshot(to int32, s *snapshotFetch) uint64 {
 
 // handleFetchSnapshotResponse appends a chunk to the download and, when it is
 // complete, asks the driver to validate and load it (finishSnapshotLoad resets the
-// log at Advance).
+// log at Advance). A download is at most Config.MaxSnapshotBytes
+// (DefaultMaxSnapshotBytes, 1 GiB) in all: the announced size is fixed by the first
+// chunk, every chunk must continue the download within it, and a size above the cap
+// is refused (ERROR, Counters.RefusedResponse) and the download abandoned, so the
+// driver never holds more than the cap for one.
 func (r *Raft) handleFetchSnapshotResponse(nowMs int64, m Message) {
 	f := r.follow
 	if f == nil || f.inflight != m.RequestID {
@@ -268,6 +272,17 @@ func (r *Raft) handleFetchSnapshotResponse(nowMs int64, m Message) {
 		return
 	}
 	s := f.snap
+	if resp.ErrorCode == 0 && resp.Size > r.cfg.MaxSnapshotBytes {
+		// The driver holds the download in memory as it arrives: a snapshot past the
+		// cap is abandoned at its first chunk, before any byte is kept. Fetch names the
+		// snapshot again after the backoff, and its first chunk is refused again.
+		r.refuseResponse(m.From, "snapshot larger than the download cap",
+			zap.Int64("snapshot_end_offset", s.id.EndOffset), zap.Int32("snapshot_epoch", s.id.Epoch),
+			zap.Int64("size", resp.Size), zap.Int64("max_snapshot_bytes", r.cfg.MaxSnapshotBytes))
+		f.snap = nil
+		r.fetchFailed(nowMs, f, m.From)
+		return
+	}
 	if resp.ErrorCode == 0 && (resp.SnapshotID != s.id || resp.Position != s.position ||
 		(s.size != 0 && resp.Size != s.size) || resp.Size <= 0 || int64(len(resp.Bytes)) > resp.Size-resp.Position ||
 		len(resp.Bytes) == 0 && resp.Position < resp.Size) {

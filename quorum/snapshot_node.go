@@ -401,12 +401,16 @@ func (n *Node) periodicClean() {
 	}
 }
 
-// download is a snapshot being received through FetchSnapshot.
 // downloadReserveBytes caps the buffer reserved for a snapshot download before its
 // bytes arrive. The announced size is the leader's word (1<<62 made the reservation
 // panic the process); a larger snapshot grows the buffer as its chunks come in.
 const downloadReserveBytes = 64 << 20
 
+// download is a snapshot being received through FetchSnapshot. Its bytes are written
+// to the partial file and kept in buf as they arrive (buf is parsed at completion and
+// becomes the listeners' Snapshot), so buf is at most Config.MaxSnapshotBytes
+// (DefaultMaxSnapshotBytes, 1 GiB): the core refuses a larger snapshot at its first
+// chunk and hands on only chunks that continue the download within its size.
 type download struct {
 	id  raftlog.SnapshotID
 	w   *raftlog.SnapshotWriter // nil when the file already exists locally
