@@ -43,6 +43,19 @@ type Config struct {
 	NumPartitions            int32
 	DefaultReplicationFactor int16
 
+	// MaxRecordsPerUserOp caps what one CreateTopics, CreatePartitions or
+	// DeleteTopics may ask for, counted as the KRaft controller counts
+	// metadata records (one per topic, topic config and new partition; one
+	// per topic to delete). A request over it is answered POLICY_VIOLATION
+	// "Unable to perform excessively large batch operation." for every
+	// topic, validate-only too, before anything is placed or written.
+	// Kafka's ZooKeeper-era brokers had no such cap (a CreateTopics for
+	// 2^31-1 partitions ran them out of memory); this is kraftd's
+	// protection, the same key and value as the KRaft controller's
+	// controller.max.records.per.user.op. Default
+	// DefaultMaxRecordsPerUserOp.
+	MaxRecordsPerUserOp int
+
 	// ControlledShutdownMaxRetries (default 3) and
 	// ControlledShutdownRetryBackoffMs (default 5000) are Kafka's
 	// controlled.shutdown.* settings.
@@ -92,10 +105,14 @@ func (c *Config) Validate() error {
 	defaults(&c.ControlledShutdownMaxRetries, 3)
 	defaults(&c.ControlledShutdownRetryBackoffMs, 5000)
 	defaults(&c.RetryBackoffMs, 100)
+	defaults(&c.MaxRecordsPerUserOp, DefaultMaxRecordsPerUserOp)
 	defaults(&c.CrashSessionLingerMs, c.Zk.SessionTimeoutMs)
 	defaults(&c.CrashSessionLingerMs, DefaultSessionTimeoutMs)
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.MaxRecordsPerUserOp < 0 {
+		return fmt.Errorf("%w: negative max records per user operation", ErrBadConfig)
 	}
 	if c.NumPartitions < 0 || c.DefaultReplicationFactor < 0 {
 		return fmt.Errorf("%w: negative num.partitions or default.replication.factor", ErrBadConfig)
