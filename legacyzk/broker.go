@@ -106,8 +106,13 @@ func (b *Broker) startServer() error {
 	reg.Register(5, StopReplicaVersion, StopReplicaVersion, b.handleStopReplica)
 	reg.Register(6, UpdateMetadataVersion, UpdateMetadataVersion, b.handleUpdateMetadata)
 	reg.Register(7, ControlledShutdownVersion, ControlledShutdownVersion, b.handleControlledShutdown)
-	srv, err := protocol.NewServer(protocol.ServerConfig{Logger: b.log,
-		Listeners: []protocol.ListenerConfig{{Name: b.cfg.ListenerName, Addr: b.cfg.ListenAddr, Registry: reg}}})
+	sc := b.cfg.Server
+	if sc.Logger == nil {
+		sc.Logger = b.log
+	}
+	sc.Listeners = []protocol.ListenerConfig{{Name: b.cfg.ListenerName, Addr: b.cfg.ListenAddr, Registry: reg,
+		MaxConnections: b.cfg.ListenerMaxConnections}}
+	srv, err := protocol.NewServer(sc)
 	if err != nil {
 		return err
 	}

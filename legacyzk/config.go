@@ -34,6 +34,17 @@ type Config struct {
 	// push APIs (keys 4-7), which the broker registers into it. Default: a
 	// fresh registry with only ApiVersions and the push APIs.
 	Registry *protocol.Registry
+	// Server carries the socket server's limits, as a KRaft broker's
+	// server gets them: MaxRequestBytes (socket.request.max.bytes),
+	// MaxConnections (max.connections), QueuedMaxRequestBytes
+	// (queued.max.request.bytes), IdleTimeout (connections.max.idle.ms),
+	// InterBrokerListener. Its Listeners are ignored (the broker serves
+	// the one listener above) and a nil Logger is the broker's. Zero values
+	// take package protocol's defaults.
+	Server protocol.ServerConfig
+	// ListenerMaxConnections is listener.name.<ListenerName>.max.connections
+	// (0: no limit of the listener's own).
+	ListenerMaxConnections int
 	// Rack is broker.rack (nil: none).
 	Rack *string
 
