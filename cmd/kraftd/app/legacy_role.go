@@ -31,7 +31,8 @@ const legacyStopTimeout = 30 * time.Second
 // requests the ZooKeeper way.
 //
 // The legacy broker binds its listener itself (LegacyListener), so App's
-// own protocol server does not bind that one; App.Addr finds it here.
+// own protocol server does not bind that one; App.Addr finds it here. Its
+// socket server gets the limits App's servers get (legacyBrokerConfig).
 //
 // Cluster id: as in Kafka's ZooKeeper mode, /cluster/id is the truth (the
 // first broker creates it). After connecting, the role checks it against
