@@ -14,12 +14,18 @@ import (
 // is -2 (deletion), -1 (none) or not older than ours (the controller
 // sends the epoch the broker already holds), else FENCED_LEADER_EPOCH.
 // There are no logs to delete: the replica is simply forgotten.
-func (b *Broker) handleStopReplica(_ context.Context, req *protocol.Request) (kmsg.Response, error) {
+func (b *Broker) handleStopReplica(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
 	r := req.Body.(*kmsg.StopReplicaRequest)
 	resp := r.ResponseKind().(*kmsg.StopReplicaResponse)
+	code, err := b.verifyPush(ctx, r.BrokerEpoch, r.ControllerEpoch)
+	if err != nil {
+		return nil, err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	code := b.pushFenced(r.BrokerEpoch, r.ControllerEpoch)
+	if code == 0 {
+		code = b.pushFenced(r.BrokerEpoch, r.ControllerEpoch)
+	}
 	if code == 0 {
 		b.controllerEpoch = r.ControllerEpoch
 	}

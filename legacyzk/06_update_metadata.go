@@ -16,9 +16,13 @@ import (
 // fences the cache is overwritten with what the request carries. There is
 // no per-partition epoch comparison and no anti-entropy: a broker that
 // misses one stays stale until a later push covers the same partitions.
-func (b *Broker) handleUpdateMetadata(_ context.Context, req *protocol.Request) (kmsg.Response, error) {
+func (b *Broker) handleUpdateMetadata(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
 	r := req.Body.(*kmsg.UpdateMetadataRequest)
 	resp := r.ResponseKind().(*kmsg.UpdateMetadataResponse)
+	if code, err := b.verifyPush(ctx, r.BrokerEpoch, r.ControllerEpoch); err != nil || code != 0 {
+		resp.ErrorCode = code
+		return resp, err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if code := b.pushFenced(r.BrokerEpoch, r.ControllerEpoch); code != 0 {

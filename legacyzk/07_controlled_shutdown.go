@@ -30,7 +30,8 @@ func (b *Broker) handleControlledShutdown(ctx context.Context, req *protocol.Req
 	return resp, nil
 }
 
-// controlledShutdown is KafkaController.doControlledShutdown (1.1+): the
+// controlledShutdown is KafkaController.doControlledShutdown (1.1+), with
+// the broker epoch checked for equality (not only staleness): the
 // broker's led partitions move, as one batch, to the next in-sync live
 // replica; it is removed from the ISR of the partitions it follows and
 // told to stop them. It returns the partitions the broker still leads.
@@ -42,7 +43,13 @@ func (c *controller) controlledShutdown(id int32, brokerEpoch int64) ([]TopicPar
 	if !ok {
 		return nil, kerr.BrokerNotAvailable.Code
 	}
-	if brokerEpoch != -1 && brokerEpoch < info.Epoch {
+	if brokerEpoch != info.Epoch {
+		// Kafka refuses only an older epoch and lets -1 (a broker older
+		// than 2.2) through. kraftd serves v3 only, which every sender
+		// fills with its epoch, and refuses any other: a forged request
+		// for broker N must at least name N's current registration. A
+		// real broker whose new registration the controller has not read
+		// yet retries (controlled.shutdown.max.retries).
 		return nil, kerr.StaleBrokerEpoch.Code
 	}
 	c.view.ShuttingDown[id] = true

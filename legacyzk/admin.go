@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	mrand "math/rand/v2"
 	"slices"
 	"strconv"
@@ -27,6 +29,14 @@ import (
 
 // CreateTopics creates topics by writing /config/topics/<t> and
 // /brokers/topics/<t> (assignment JSON v3 with a fresh topic id).
+//
+// Every topic is checked first, and the records the ones that pass would
+// be in KRaft mode (the topic, its configs, its partitions) are counted
+// against Config.MaxRecordsPerUserOp before any assignment is built or
+// anything written: past it, every topic is answered POLICY_VIOLATION
+// "Unable to perform excessively large batch operation.", validate-only
+// too, as the KRaft controller answers. This cap is kraftd's: a Kafka
+// ZooKeeper-era broker allocated the whole assignment first.
 func (b *Broker) CreateTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) (*kmsg.CreateTopicsResponse, error) {
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	st := b.Store()
@@ -38,20 +48,29 @@ func (b *Broker) CreateTopics(ctx context.Context, req *kmsg.CreateTopicsRequest
 	for _, t := range req.Topics {
 		seen[t.Topic]++
 	}
-	var waitFor []*kmsg.CreateTopicsResponseTopic
-	for _, t := range req.Topics {
+	budget := recordBudget(b.cfg.MaxRecordsPerUserOp)
+	plans := make([]topicPlan, len(req.Topics))
+	for i, t := range req.Topics {
 		rt := kmsg.NewCreateTopicsResponseTopic()
 		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Topic, -1, -1
 		if seen[t.Topic] > 1 {
 			setErr(&rt.ErrorCode, &rt.ErrorMessage, kerr.InvalidRequest, "duplicate topic name in the request")
-		} else {
-			b.createOne(ctx, st, req.ValidateOnly, t, brokers, &rt)
+		} else if e, msg := b.checkTopic(ctx, st, t, brokers, &budget, &plans[i]); e == errTooLarge {
+			return excessivelyLargeCreate(req), nil
+		} else if e != nil {
+			setErr(&rt.ErrorCode, &rt.ErrorMessage, e, msg)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
+	var waitFor []*kmsg.CreateTopicsResponseTopic
 	for i := range resp.Topics {
-		if resp.Topics[i].ErrorCode == 0 && !req.ValidateOnly {
-			waitFor = append(waitFor, &resp.Topics[i])
+		rt := &resp.Topics[i]
+		if rt.ErrorCode != 0 {
+			continue
+		}
+		b.createOne(ctx, st, req.ValidateOnly, req.Topics[i], plans[i], brokers, rt)
+		if rt.ErrorCode == 0 && !req.ValidateOnly {
+			waitFor = append(waitFor, rt)
 		}
 	}
 	b.awaitCache(ctx, req.TimeoutMillis, func(img *image.Image) bool {
@@ -78,32 +97,139 @@ func setErr(code *int16, msg **string, e *kerr.Error, text string) {
 	}
 }
 
-// createOne validates and writes one topic; errors land in rt.
-func (b *Broker) createOne(ctx context.Context, st Store, validateOnly bool, t kmsg.CreateTopicsRequestTopic,
-	brokers []int32, rt *kmsg.CreateTopicsResponseTopic) {
+// topicPlan is what checkTopic found a topic to need: its partition
+// count and replication factor (for a manual assignment, its size).
+type topicPlan struct {
+	partitions int32
+	rf         int
+}
+
+// checkTopic validates one topic of a CreateTopics and takes its records
+// from budget (errTooLarge when they do not fit), allocating nothing of
+// the topic's size: the name, the count and replication factor (or the
+// manual assignment's shape), that it does not exist, then the budget,
+// then every manual assignment entry.
+func (b *Broker) checkTopic(ctx context.Context, st Store, t kmsg.CreateTopicsRequestTopic, brokers []int32,
+	budget *recordBudget, plan *topicPlan) (*kerr.Error, string) {
 	if err := validTopic(t.Topic); err != "" {
-		setErr(&rt.ErrorCode, &rt.ErrorMessage, kerr.InvalidTopicException, err)
-		return
+		return kerr.InvalidTopicException, err
 	}
-	assignment, kerrCode, msg := b.assignment(t, brokers)
-	if kerrCode != nil {
-		setErr(&rt.ErrorCode, &rt.ErrorMessage, kerrCode, msg)
-		return
-	}
-	if _, ok, err := st.Exists(ctx, TopicPath(t.Topic), false); err != nil || ok {
-		if err != nil {
-			setErr(&rt.ErrorCode, &rt.ErrorMessage, kerr.UnknownServerError, err.Error())
-		} else {
-			setErr(&rt.ErrorCode, &rt.ErrorMessage, kerr.TopicAlreadyExists, "Topic '"+t.Topic+"' already exists.")
+	manual := len(t.ReplicaAssignment) > 0
+	n, rf := t.NumPartitions, t.ReplicationFactor
+	if manual {
+		if n != -1 || rf != -1 {
+			return kerr.InvalidRequest, "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time."
 		}
-		return
+		n = int32(len(t.ReplicaAssignment))
+	} else {
+		if n == -1 {
+			n = b.cfg.NumPartitions
+		}
+		if rf == -1 {
+			rf = b.cfg.DefaultReplicationFactor
+		}
+		switch {
+		case n <= 0:
+			return kerr.InvalidPartitions, "Number of partitions must be larger than 0."
+		case rf <= 0:
+			return kerr.InvalidReplicationFactor, "Replication factor must be larger than 0."
+		case int(rf) > len(brokers):
+			return kerr.InvalidReplicationFactor, fmt.Sprintf("Replication factor: %d larger than available brokers: %d.", rf, len(brokers))
+		}
 	}
-	var id records.UUID
-	_, _ = rand.Read(id[:])
-	rt.NumPartitions, rt.ReplicationFactor = int32(len(assignment)), int16(len(assignment[0]))
+	if _, ok, err := st.Exists(ctx, TopicPath(t.Topic), false); err != nil {
+		return kerr.UnknownServerError, err.Error()
+	} else if ok {
+		return kerr.TopicAlreadyExists, "Topic '" + t.Topic + "' already exists."
+	}
+	if !budget.take(1 + len(t.Configs) + int(n)) {
+		return errTooLarge, excessivelyLargeMessage
+	}
+	plan.partitions, plan.rf = n, int(rf)
+	if manual {
+		size, e, msg := checkManualAssignment(t.ReplicaAssignment, brokers)
+		plan.rf = size
+		return e, msg
+	}
+	return nil, ""
+}
+
+// checkManualAssignment is AdminZkClient.validateTopicCreate's check of a
+// manual assignment, in its order: every replica list of one size, no
+// broker twice in a list, partitions 0..n-1 once each. kraftd also refuses
+// empty lists and brokers that are not registered (Kafka's ZooKeeper-mode
+// CreateTopics let them through; its CreatePartitions and the KRaft
+// controller refuse them), which bounds every list by the live brokers.
+// It copies nothing; its only allocation is one bit per partition.
+func checkManualAssignment(as []kmsg.CreateTopicsRequestTopicReplicaAssignment, brokers []int32) (int, *kerr.Error, string) {
+	rf := len(as[0].Replicas)
+	for _, a := range as {
+		if len(a.Replicas) != rf {
+			return 0, kerr.InvalidReplicaAssignment, "All partitions should have the same number of replicas"
+		}
+	}
+	if rf == 0 {
+		return 0, kerr.InvalidReplicaAssignment, "The manual partition assignment includes an empty replica list."
+	}
+	for _, a := range as {
+		if e, msg := checkReplicas(a.Partition, a.Replicas, brokers); e != nil {
+			return 0, e, msg
+		}
+	}
+	seen := make([]uint64, (len(as)+63)/64)
+	for _, a := range as {
+		p := int(a.Partition)
+		if p < 0 || p >= len(as) || seen[p/64]&(1<<(p%64)) != 0 {
+			return 0, kerr.InvalidReplicaAssignment, "partitions should be a consecutive 0-based integer sequence"
+		}
+		seen[p/64] |= 1 << (p % 64)
+	}
+	return rf, nil, ""
+}
+
+// checkReplicas refuses a replica list naming a broker that is not live
+// (brokers is sorted) or one broker twice, with Kafka's messages from
+// AdminZkClient.validateReplicaAssignment. Unknown ids are checked first,
+// so the duplicate check's set never outgrows the live brokers.
+func checkReplicas(partition int32, replicas, brokers []int32) (*kerr.Error, string) {
+	for _, r := range replicas {
+		if _, ok := slices.BinarySearch(brokers, r); !ok {
+			return kerr.InvalidReplicaAssignment, fmt.Sprintf("Unknown broker(s) in replica assignment: %d.", r)
+		}
+	}
+	if len(replicas) > len(brokers) {
+		return kerr.InvalidReplicaAssignment, fmt.Sprintf("Duplicate brokers not allowed in replica assignment for partition id %d.", partition)
+	}
+	seen := make(map[int32]bool, len(replicas))
+	for _, r := range replicas {
+		if seen[r] {
+			return kerr.InvalidReplicaAssignment, fmt.Sprintf("Duplicate brokers not allowed in replica assignment: %d for partition id %d.", r, partition)
+		}
+		seen[r] = true
+	}
+	return nil, ""
+}
+
+// createOne builds the assignment of a topic checkTopic passed and writes
+// it (not with validateOnly); errors land in rt.
+func (b *Broker) createOne(ctx context.Context, st Store, validateOnly bool, t kmsg.CreateTopicsRequestTopic,
+	plan topicPlan, brokers []int32, rt *kmsg.CreateTopicsResponseTopic) {
+	rt.NumPartitions, rt.ReplicationFactor = plan.partitions, int16(plan.rf)
 	if validateOnly {
 		return
 	}
+	var assignment map[int32][]int32
+	if len(t.ReplicaAssignment) > 0 {
+		assignment = make(map[int32][]int32, len(t.ReplicaAssignment))
+		for _, ra := range t.ReplicaAssignment {
+			assignment[ra.Partition] = slices.Clone(ra.Replicas)
+		}
+	} else {
+		rng := mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), uint64(b.cfg.NodeID)))
+		assignment = assignReplicas(brokers, plan.partitions, plan.rf, 0, rng.IntN(len(brokers)), rng.IntN(len(brokers)))
+	}
+	var id records.UUID
+	_, _ = rand.Read(id[:])
 	rt.TopicID = id
 	if err := writeTopic(ctx, st, t, TopicAssignment{ID: id, Partitions: assignment}); err != nil {
 		if errors.Is(err, ErrNodeExists) {
@@ -139,38 +265,6 @@ func writeTopic(ctx context.Context, st Store, t kmsg.CreateTopicsRequestTopic, 
 	}
 	_, err := st.Create(ctx, TopicPath(t.Topic), EncodeTopic(a), Persistent)
 	return err
-}
-
-// assignment returns the replica assignment of a new topic: the manual one
-// if given, else Kafka's rack-unaware placement.
-func (b *Broker) assignment(t kmsg.CreateTopicsRequestTopic, brokers []int32) (map[int32][]int32, *kerr.Error, string) {
-	if len(t.ReplicaAssignment) > 0 {
-		if t.NumPartitions != -1 || t.ReplicationFactor != -1 {
-			return nil, kerr.InvalidRequest, "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time."
-		}
-		out := map[int32][]int32{}
-		for _, ra := range t.ReplicaAssignment {
-			out[ra.Partition] = slices.Clone(ra.Replicas)
-		}
-		return out, nil, ""
-	}
-	n, rf := t.NumPartitions, t.ReplicationFactor
-	if n == -1 {
-		n = b.cfg.NumPartitions
-	}
-	if rf == -1 {
-		rf = b.cfg.DefaultReplicationFactor
-	}
-	switch {
-	case n <= 0:
-		return nil, kerr.InvalidPartitions, "Number of partitions must be larger than 0."
-	case rf <= 0:
-		return nil, kerr.InvalidReplicationFactor, "Replication factor must be larger than 0."
-	case int(rf) > len(brokers):
-		return nil, kerr.InvalidReplicationFactor, fmt.Sprintf("Replication factor: %d larger than available brokers: %d.", rf, len(brokers))
-	}
-	rng := mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), uint64(b.cfg.NodeID)))
-	return assignReplicas(brokers, n, int(rf), 0, rng.IntN(len(brokers)), rng.IntN(len(brokers))), nil, ""
 }
 
 // assignReplicas is the rack-unaware placement of AdminUtils: partition
@@ -266,9 +360,26 @@ func (b *Broker) awaitCache(ctx context.Context, timeoutMs int32, done func(*ima
 }
 
 // DeleteTopics marks topics for deletion under /admin/delete_topics; the
-// controller deletes them and tells the brokers.
+// controller deletes them and tells the brokers. A request naming more
+// topics than Config.MaxRecordsPerUserOp marks none and answers every one
+// POLICY_VIOLATION (no message, as Kafka's DeleteTopics error response).
 func (b *Broker) DeleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest) (*kmsg.DeleteTopicsResponse, error) {
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	if len(req.TopicNames)+len(req.Topics) > b.cfg.MaxRecordsPerUserOp {
+		// One record per deleted topic in KRaft mode; kraftd counts the
+		// entries asked for, before a single ZooKeeper read.
+		for _, name := range req.TopicNames {
+			rt := kmsg.NewDeleteTopicsResponseTopic()
+			rt.Topic, rt.ErrorCode = kmsg.StringPtr(name), errTooLarge.Code
+			resp.Topics = append(resp.Topics, rt)
+		}
+		for _, t := range req.Topics {
+			rt := kmsg.NewDeleteTopicsResponseTopic()
+			rt.Topic, rt.TopicID, rt.ErrorCode = t.Topic, t.TopicID, errTooLarge.Code
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil
+	}
 	st := b.Store()
 	names := slices.Clone(req.TopicNames)
 	for _, t := range req.Topics {
@@ -323,12 +434,25 @@ func (b *Broker) DeleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest
 
 // CreatePartitions adds partitions by rewriting the topic znode with a
 // conditional setData; the controller's data watch initialises them.
+//
+// Every topic is checked first (ZkAdminManager.createPartitions' rules)
+// and its new partitions counted against Config.MaxRecordsPerUserOp, as
+// in CreateTopics, before any is placed or written: past the cap every
+// topic is answered POLICY_VIOLATION, validate-only too. Topics are then
+// added one by one, each re-read, so a topic named twice is handled as
+// Kafka's ZooKeeper-era broker handled it: in order.
 func (b *Broker) CreatePartitions(ctx context.Context, req *kmsg.CreatePartitionsRequest) (*kmsg.CreatePartitionsResponse, error) {
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	st := b.Store()
 	brokers, err := liveBrokerIDs(ctx, st)
 	if err != nil {
 		return nil, err
+	}
+	budget := recordBudget(b.cfg.MaxRecordsPerUserOp)
+	for _, t := range req.Topics {
+		if _, e, _ := b.checkPartitions(ctx, st, t, brokers, &budget); e == errTooLarge {
+			return excessivelyLargePartitions(req), nil
+		}
 	}
 	want := map[string]int32{}
 	for _, t := range req.Topics {
@@ -359,59 +483,141 @@ func (b *Broker) CreatePartitions(ctx context.Context, req *kmsg.CreatePartition
 	return resp, nil
 }
 
-func (b *Broker) addPartitions(ctx context.Context, st Store, validateOnly bool, t kmsg.CreatePartitionsRequestTopic, brokers []int32) (*kerr.Error, string) {
+// partitionsPlan is a topic CreatePartitions may grow: its assignment as
+// read, at which znode version.
+type partitionsPlan struct {
+	a       TopicAssignment
+	version int32
+}
+
+// checkPartitions reads and validates one topic of a CreatePartitions and
+// takes its new partitions from budget (errTooLarge when they do not fit),
+// allocating nothing of the requested size: Kafka's count checks, the
+// budget, then a manual assignment's entries (known brokers, one per new
+// partition, no broker twice, the replication factor of partition 0).
+func (b *Broker) checkPartitions(ctx context.Context, st Store, t kmsg.CreatePartitionsRequestTopic, brokers []int32,
+	budget *recordBudget) (partitionsPlan, *kerr.Error, string) {
 	data, stat, err := st.Get(ctx, TopicPath(t.Topic), false)
 	if errors.Is(err, ErrNoNode) {
-		return kerr.UnknownTopicOrPartition, "The topic '" + t.Topic + "' does not exist."
+		return partitionsPlan{}, kerr.UnknownTopicOrPartition, "The topic '" + t.Topic + "' does not exist."
 	} else if err != nil {
-		return kerr.UnknownServerError, err.Error()
+		return partitionsPlan{}, kerr.UnknownServerError, err.Error()
 	}
 	if _, ok, _ := st.Exists(ctx, DeleteTopicPath(t.Topic), false); ok {
-		return kerr.InvalidTopicException, "The topic is queued for deletion."
+		return partitionsPlan{}, kerr.InvalidTopicException, "The topic is queued for deletion."
 	}
 	a, err := DecodeTopic(t.Topic, data)
 	if err != nil {
-		return kerr.UnknownServerError, err.Error()
+		return partitionsPlan{}, kerr.UnknownServerError, err.Error()
 	}
 	cur := int32(len(a.Partitions))
 	switch {
 	case t.Count < cur:
-		return kerr.InvalidPartitions, fmt.Sprintf("Topic currently has %d partitions, which is higher than the requested %d.", cur, t.Count)
+		return partitionsPlan{}, kerr.InvalidPartitions, fmt.Sprintf("Topic currently has %d partitions, which is higher than the requested %d.", cur, t.Count)
 	case t.Count == cur:
-		return kerr.InvalidPartitions, fmt.Sprintf("Topic already has %d partitions.", cur)
+		return partitionsPlan{}, kerr.InvalidPartitions, fmt.Sprintf("Topic already has %d partitions.", cur)
 	}
-	added, e, msg := newPartitions(t, a, cur, brokers)
+	if !budget.take(int(t.Count - cur)) {
+		return partitionsPlan{}, errTooLarge, excessivelyLargeMessage
+	}
+	p0, ok := a.Partitions[0]
+	if !ok || len(p0) == 0 {
+		// AdminZkClient.createNewPartitionsAssignment's AdminOperationException.
+		return partitionsPlan{}, kerr.UnknownServerError, "Unexpected existing replica assignment for topic '" + t.Topic + "', partition id 0 is missing."
+	}
+	if len(t.Assignment) > 0 {
+		for _, as := range t.Assignment {
+			for _, r := range as.Replicas {
+				if _, ok := slices.BinarySearch(brokers, r); !ok {
+					return partitionsPlan{}, kerr.InvalidReplicaAssignment, fmt.Sprintf("Unknown broker(s) in replica assignment: %d.", r)
+				}
+			}
+		}
+		if int64(len(t.Assignment)) != int64(t.Count-cur) {
+			return partitionsPlan{}, kerr.InvalidReplicaAssignment, "Increasing the number of partitions by " +
+				strconv.Itoa(int(t.Count-cur)) + " but " + strconv.Itoa(len(t.Assignment)) + " assignments provided."
+		}
+		for i, as := range t.Assignment {
+			p := cur + int32(i)
+			if e, msg := checkReplicas(p, as.Replicas, brokers); e != nil {
+				return partitionsPlan{}, e, msg
+			}
+			if len(as.Replicas) != len(p0) {
+				return partitionsPlan{}, kerr.InvalidReplicaAssignment, fmt.Sprintf("Inconsistent replication factor between partitions, "+
+					"partition 0 has %d while partitions [%d] have replication factors [%d], respectively.", len(p0), p, len(as.Replicas))
+			}
+		}
+	} else if len(p0) > len(brokers) {
+		return partitionsPlan{}, kerr.InvalidReplicationFactor, fmt.Sprintf("Replication factor: %d larger than available brokers: %d.", len(p0), len(brokers))
+	}
+	return partitionsPlan{a: a, version: stat.Version}, nil, ""
+}
+
+func (b *Broker) addPartitions(ctx context.Context, st Store, validateOnly bool, t kmsg.CreatePartitionsRequestTopic, brokers []int32) (*kerr.Error, string) {
+	unbounded := recordBudget(math.MaxInt)
+	plan, e, msg := b.checkPartitions(ctx, st, t, brokers, &unbounded)
 	if e != nil || validateOnly {
 		return e, msg
 	}
-	for p, r := range added {
-		a.Partitions[p] = r
+	a, cur := plan.a, int32(len(plan.a.Partitions))
+	if len(t.Assignment) > 0 {
+		for i, as := range t.Assignment {
+			a.Partitions[cur+int32(i)] = slices.Clone(as.Replicas)
+		}
+	} else {
+		start := max(slices.Index(brokers, a.Partitions[0][0]), 0)
+		maps.Copy(a.Partitions, assignReplicas(brokers, t.Count-cur, len(a.Partitions[0]), cur, start, 0))
 	}
-	if _, err := st.Set(ctx, TopicPath(t.Topic), EncodeTopic(a), stat.Version); err != nil {
+	if _, err := st.Set(ctx, TopicPath(t.Topic), EncodeTopic(a), plan.version); err != nil {
 		return kerr.UnknownServerError, err.Error()
 	}
 	return nil, ""
 }
 
-func newPartitions(t kmsg.CreatePartitionsRequestTopic, a TopicAssignment, cur int32, brokers []int32) (map[int32][]int32, *kerr.Error, string) {
-	rf := len(a.Partitions[0])
-	if len(t.Assignment) > 0 {
-		if int32(len(t.Assignment)) != t.Count-cur {
-			return nil, kerr.InvalidReplicaAssignment, "Increasing the number of partitions by " +
-				strconv.Itoa(int(t.Count-cur)) + " but " + strconv.Itoa(len(t.Assignment)) + " assignments provided."
-		}
-		out := map[int32][]int32{}
-		for i, as := range t.Assignment {
-			out[cur+int32(i)] = slices.Clone(as.Replicas)
-		}
-		return out, nil, ""
+// DefaultMaxRecordsPerUserOp is Config.MaxRecordsPerUserOp's default, the
+// KRaft controller's default of controller.max.records.per.user.op.
+const DefaultMaxRecordsPerUserOp = 200000
+
+const excessivelyLargeMessage = "Unable to perform excessively large batch operation."
+
+// errTooLarge marks a request over Config.MaxRecordsPerUserOp; the admin
+// requests return no other POLICY_VIOLATION.
+var errTooLarge = kerr.PolicyViolation
+
+// recordBudget is how many more records (KRaft mode's count) one admin
+// request may still ask for, as the KRaft controller's budget: checks take
+// a topic's count from it before anything of that size is built.
+type recordBudget int
+
+// take reserves n records and reports whether they fit.
+func (b *recordBudget) take(n int) bool {
+	if n < 0 || n > int(*b) {
+		return false
 	}
-	if rf > len(brokers) {
-		return nil, kerr.InvalidReplicationFactor, fmt.Sprintf("Replication factor: %d larger than available brokers: %d.", rf, len(brokers))
+	*b -= recordBudget(n)
+	return true
+}
+
+// excessivelyLargeCreate is CreateTopicsRequest.getErrorResponse with
+// POLICY_VIOLATION and Kafka's message for every topic.
+func excessivelyLargeCreate(req *kmsg.CreateTopicsRequest) *kmsg.CreateTopicsResponse {
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Topic, -1, -1
+		setErr(&rt.ErrorCode, &rt.ErrorMessage, errTooLarge, excessivelyLargeMessage)
+		resp.Topics = append(resp.Topics, rt)
 	}
-	start := slices.Index(brokers, a.Partitions[0][0])
-	if start < 0 {
-		start = 0
+	return resp
+}
+
+func excessivelyLargePartitions(req *kmsg.CreatePartitionsRequest) *kmsg.CreatePartitionsResponse {
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewCreatePartitionsResponseTopic()
+		rt.Topic = t.Topic
+		setErr(&rt.ErrorCode, &rt.ErrorMessage, errTooLarge, excessivelyLargeMessage)
+		resp.Topics = append(resp.Topics, rt)
 	}
-	return assignReplicas(brokers, t.Count-cur, rf, cur, start, 0), nil, ""
+	return resp
 }

@@ -51,15 +51,21 @@ type Broker struct {
 	server *protocol.Server
 	client *protocol.Client
 	ctrl   *controller
-	self   BrokerInfo
-	closed atomic.Bool
+	// started is ctrl once NewBroker has set it: the push handlers run
+	// from the moment the listener is bound, before that.
+	started atomic.Pointer[controller]
+	self    BrokerInfo
+	closed  atomic.Bool
 	// crashTimer closes the session of a crashed node; set on the
 	// controller loop before it exits, read by Close after it exited.
 	crashTimer *time.Timer
 
 	clusterID   string
 	brokerEpoch atomic.Int64 // czxid of our registration
-	cache       atomic.Pointer[image.Image]
+	// zkControllerEpoch is the highest /controller_epoch verifyPush has
+	// read: pushes up to it need no ZooKeeper read.
+	zkControllerEpoch atomic.Int32
+	cache             atomic.Pointer[image.Image]
 
 	mu              sync.Mutex
 	controllerEpoch int32
@@ -93,6 +99,7 @@ func NewBroker(ctx context.Context, cfg Config) (*Broker, error) {
 	}
 	b.ctrl = newController(cfg.NodeID, &b.cfg, st, b.client, b.faults, b.stats, b.registerSelf, b.onCrash)
 	b.ctrl.log = b.log.Named("controller")
+	b.started.Store(b.ctrl)
 	b.ctrl.start()
 	return b, nil
 }
@@ -106,8 +113,13 @@ func (b *Broker) startServer() error {
 	reg.Register(5, StopReplicaVersion, StopReplicaVersion, b.handleStopReplica)
 	reg.Register(6, UpdateMetadataVersion, UpdateMetadataVersion, b.handleUpdateMetadata)
 	reg.Register(7, ControlledShutdownVersion, ControlledShutdownVersion, b.handleControlledShutdown)
-	srv, err := protocol.NewServer(protocol.ServerConfig{Logger: b.log,
-		Listeners: []protocol.ListenerConfig{{Name: b.cfg.ListenerName, Addr: b.cfg.ListenAddr, Registry: reg}}})
+	sc := b.cfg.Server
+	if sc.Logger == nil {
+		sc.Logger = b.log
+	}
+	sc.Listeners = []protocol.ListenerConfig{{Name: b.cfg.ListenerName, Addr: b.cfg.ListenAddr, Registry: reg,
+		MaxConnections: b.cfg.ListenerMaxConnections}}
+	srv, err := protocol.NewServer(sc)
 	if err != nil {
 		return err
 	}

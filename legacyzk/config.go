@@ -34,6 +34,17 @@ type Config struct {
 	// push APIs (keys 4-7), which the broker registers into it. Default: a
 	// fresh registry with only ApiVersions and the push APIs.
 	Registry *protocol.Registry
+	// Server carries the socket server's limits, as a KRaft broker's
+	// server gets them: MaxRequestBytes (socket.request.max.bytes),
+	// MaxConnections (max.connections), QueuedMaxRequestBytes
+	// (queued.max.request.bytes), IdleTimeout (connections.max.idle.ms),
+	// InterBrokerListener. Its Listeners are ignored (the broker serves
+	// the one listener above) and a nil Logger is the broker's. Zero values
+	// take package protocol's defaults.
+	Server protocol.ServerConfig
+	// ListenerMaxConnections is listener.name.<ListenerName>.max.connections
+	// (0: no limit of the listener's own).
+	ListenerMaxConnections int
 	// Rack is broker.rack (nil: none).
 	Rack *string
 
@@ -42,6 +53,19 @@ type Config struct {
 	// by CreateTopics when the request says -1.
 	NumPartitions            int32
 	DefaultReplicationFactor int16
+
+	// MaxRecordsPerUserOp caps what one CreateTopics, CreatePartitions or
+	// DeleteTopics may ask for, counted as the KRaft controller counts
+	// metadata records (one per topic, topic config and new partition; one
+	// per topic to delete). A request over it is answered POLICY_VIOLATION
+	// "Unable to perform excessively large batch operation." for every
+	// topic, validate-only too, before anything is placed or written.
+	// Kafka's ZooKeeper-era brokers had no such cap (a CreateTopics for
+	// 2^31-1 partitions ran them out of memory); this is kraftd's
+	// protection, the same key and value as the KRaft controller's
+	// controller.max.records.per.user.op. Default
+	// DefaultMaxRecordsPerUserOp.
+	MaxRecordsPerUserOp int
 
 	// ControlledShutdownMaxRetries (default 3) and
 	// ControlledShutdownRetryBackoffMs (default 5000) are Kafka's
@@ -92,10 +116,14 @@ func (c *Config) Validate() error {
 	defaults(&c.ControlledShutdownMaxRetries, 3)
 	defaults(&c.ControlledShutdownRetryBackoffMs, 5000)
 	defaults(&c.RetryBackoffMs, 100)
+	defaults(&c.MaxRecordsPerUserOp, DefaultMaxRecordsPerUserOp)
 	defaults(&c.CrashSessionLingerMs, c.Zk.SessionTimeoutMs)
 	defaults(&c.CrashSessionLingerMs, DefaultSessionTimeoutMs)
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.MaxRecordsPerUserOp < 0 {
+		return fmt.Errorf("%w: negative max records per user operation", ErrBadConfig)
 	}
 	if c.NumPartitions < 0 || c.DefaultReplicationFactor < 0 {
 		return fmt.Errorf("%w: negative num.partitions or default.replication.factor", ErrBadConfig)

@@ -45,6 +45,35 @@
 // overwrites the cache (last writer wins). The cache is an *image.Image
 // built by replaying records translated from each accepted push.
 //
+// # Untrusted pushes and admin requests (kraftd's additions)
+//
+// Anyone who reaches a broker's listener can send it LeaderAndIsr,
+// UpdateMetadata, StopReplica or ControlledShutdown; ZooKeeper-era Kafka
+// authenticates nothing on PLAINTEXT either. Kafka's rules alone let one
+// forged UpdateMetadata at controller epoch 2147483647 fence the real
+// controller for good (the highest epoch seen wins) and let broker epoch -1
+// ("unknown", for pre-2.2 controllers) or any later one through. kraftd
+// checks what the broker cannot vouch for against ZooKeeper before
+// adopting it (Broker.verifyPush): a controller epoch above what
+// /controller_epoch holds (read after a sync) is STALE_CONTROLLER_EPOCH and
+// not adopted; broker epoch -1 is STALE_BROKER_EPOCH (the versions served
+// always carry the real one), and one above the broker's must be the czxid
+// of its registration. ControlledShutdown must carry the broker's current
+// epoch exactly. Request sizes are bounded by socket.request.max.bytes
+// (Config.Server), and admin requests by Config.MaxRecordsPerUserOp.
+//
+// What a forged push can still do on PLAINTEXT: a sender that knows (or
+// guesses) the broker's epoch, the czxid of /brokers/ids/<id>, readable by
+// anyone with ZooKeeper access, and the current controller epoch is
+// indistinguishable from the controller. It can rewrite the broker's
+// metadata cache (misdirect clients until the next real push covers the
+// same partitions), raise leader epochs with LeaderAndIsr so the real
+// controller's next LeaderAndIsr for those partitions is refused as stale,
+// make the broker forget replicas with StopReplica, and move leadership off
+// a broker with ControlledShutdown. Every accepted push is bounded by the
+// frame size but its effect persists. Only network isolation of the
+// listeners (and, later, authentication) stops that.
+//
 // # Wire versions
 //
 // As a Kafka 3.3 controller with inter.broker.protocol.version 3.3 sends

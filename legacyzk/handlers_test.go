@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -17,13 +18,25 @@ import (
 )
 
 // bareBroker is a Broker with only the push-handling state, for calling
-// handlers directly.
-func bareBroker(id int32, brokerEpoch int64) *Broker {
-	b := &Broker{cfg: Config{NodeID: id}, log: testLoggerNop(), replicas: map[TopicPartition]ReplicaState{}}
+// handlers directly. Its ZooKeeper session (for verifyPush) is on an
+// in-memory server whose /controller_epoch is bareControllerEpoch.
+func bareBroker(t testing.TB, id int32, brokerEpoch int64) *Broker {
+	srv := NewMemServer()
+	st := srv.Connect()
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.Create(context.Background(), ControllerEpochPath, EncodeControllerEpoch(bareControllerEpoch), Persistent); err != nil {
+		t.Fatal(err)
+	}
+	b := &Broker{cfg: Config{NodeID: id}, log: testLoggerNop(), replicas: map[TopicPartition]ReplicaState{},
+		ctrl: &controller{store: st}}
+	b.started.Store(b.ctrl)
 	b.cache.Store(image.Empty())
 	b.brokerEpoch.Store(brokerEpoch)
 	return b
 }
+
+// bareControllerEpoch is the controller epoch bareBroker's ZooKeeper holds.
+const bareControllerEpoch = 50
 
 func pushOne(t *testing.T, b *Broker, req kmsg.Request) kmsg.Response {
 	t.Helper()
@@ -68,7 +81,7 @@ func viewPushes(t *testing.T, controllerEpoch int32, mutate func(v *ClusterView)
 }
 
 func TestPushFencing(t *testing.T) {
-	b := bareBroker(2, 102)
+	b := bareBroker(t, 2, 102)
 	lai, um := viewPushes(t, 5, nil)
 	if r := pushOne(t, b, lai).(*kmsg.LeaderAndISRResponse); r.ErrorCode != 0 {
 		t.Fatalf("first LeaderAndIsr: %d", r.ErrorCode)
@@ -109,7 +122,7 @@ func TestPushFencing(t *testing.T) {
 }
 
 func TestLeaderAndIsrAppliesOnlyNewerLeaderEpochs(t *testing.T) {
-	b := bareBroker(2, 102)
+	b := bareBroker(t, 2, 102)
 	lai, _ := viewPushes(t, 5, nil)
 	pushOne(t, b, lai)
 	next, _ := viewPushes(t, 5, func(v *ClusterView) {
@@ -127,7 +140,7 @@ func TestLeaderAndIsrAppliesOnlyNewerLeaderEpochs(t *testing.T) {
 }
 
 func TestUpdateMetadataLastWriterWinsAndDeletes(t *testing.T) {
-	b := bareBroker(2, 102)
+	b := bareBroker(t, 2, 102)
 	_, um := viewPushes(t, 5, nil)
 	pushOne(t, b, um)
 	// Same controller epoch, an OLDER partition state: ZkMetadataCache has
@@ -363,6 +376,22 @@ func TestControlledShutdownErrors(t *testing.T) {
 	if code != kerr.StaleBrokerEpoch.Code {
 		t.Fatalf("stale epoch: %d", code)
 	}
+	// A forged request for another broker must name its current
+	// registration: -1 (Kafka's "unknown") and later epochs are refused
+	// too, and the broker keeps its leaderships.
+	for _, forged := range []int64{-1, other.BrokerEpoch() + 1, math.MaxInt64} {
+		call(other.ID(), forged)
+		if code != kerr.StaleBrokerEpoch.Code {
+			t.Fatalf("broker epoch %d: %d, want STALE_BROKER_EPOCH", forged, code)
+		}
+	}
+	if err := ctrl.ctrl.call(context.Background(), func() {
+		if ctrl.ctrl.view.ShuttingDown[other.ID()] {
+			code = -1
+		}
+	}); err != nil || code == -1 {
+		t.Fatalf("a refused ControlledShutdown marked broker %d shutting down (%v)", other.ID(), err)
+	}
 	call(42, -1)
 	if code != kerr.BrokerNotAvailable.Code {
 		t.Fatalf("unknown broker: %d", code)
@@ -375,8 +404,80 @@ func TestControlledShutdownErrors(t *testing.T) {
 	}
 }
 
+// Issue 12, zk-legacy: anyone who reaches the listener can send a push.
+// Kafka adopts the highest controller epoch it is sent and lets broker
+// epoch -1 (or any later one) through, so a forged UpdateMetadata at
+// controller epoch 2147483647 used to fence the real controller for good.
+// Now an epoch above what ZooKeeper holds is refused and not adopted, and
+// the broker epoch must be this broker's registration.
+func TestForgedPushEpochs(t *testing.T) {
+	b := bareBroker(t, 2, 102)
+	lai, um := viewPushes(t, 5, nil)
+	if r := pushOne(t, b, um).(*kmsg.UpdateMetadataResponse); r.ErrorCode != 0 {
+		t.Fatalf("real UpdateMetadata: %d", r.ErrorCode)
+	}
+	forged := *um
+	forged.ControllerEpoch = math.MaxInt32
+	forged.TopicStates = nil
+	if r := pushOne(t, b, &forged).(*kmsg.UpdateMetadataResponse); r.ErrorCode != kerr.StaleControllerEpoch.Code {
+		t.Fatalf("UpdateMetadata at controller epoch 2147483647: %d, want STALE_CONTROLLER_EPOCH", r.ErrorCode)
+	}
+	forgedLai := *lai
+	forgedLai.ControllerEpoch = bareControllerEpoch + 1
+	if r := pushOne(t, b, &forgedLai).(*kmsg.LeaderAndISRResponse); r.ErrorCode != kerr.StaleControllerEpoch.Code {
+		t.Fatalf("LeaderAndIsr one epoch past ZooKeeper: %d, want STALE_CONTROLLER_EPOCH", r.ErrorCode)
+	}
+	if got := b.SeenControllerEpoch(); got != 5 || b.Image().NumPartitions() != 3 {
+		t.Fatalf("after forged pushes: controller epoch %d, %d partitions cached", got, b.Image().NumPartitions())
+	}
+	for _, epoch := range []int64{-1, 103, math.MaxInt64} {
+		f := *lai
+		f.BrokerEpoch = epoch
+		if r := pushOne(t, b, &f).(*kmsg.LeaderAndISRResponse); r.ErrorCode != kerr.StaleBrokerEpoch.Code {
+			t.Fatalf("LeaderAndIsr at broker epoch %d: %d, want STALE_BROKER_EPOCH", epoch, r.ErrorCode)
+		}
+	}
+	if _, ok := b.Replica("a", 0); ok {
+		t.Fatal("a forged LeaderAndIsr was applied")
+	}
+	// The real controller (epoch 5, then a successor at ZooKeeper's epoch)
+	// is still obeyed, and a broker epoch above the one registerSelf saw
+	// passes when it is the registration's czxid.
+	if r := pushOne(t, b, lai).(*kmsg.LeaderAndISRResponse); r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("real LeaderAndIsr after the forged ones: %+v", r)
+	}
+	// (The in-memory server's zxids are small: the broker's epoch goes
+	// back to 1, as before a re-registration whose result registerSelf has
+	// not stored yet.)
+	st := b.Store()
+	if err := ensurePath(context.Background(), st, BrokerIDsPath); err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Multi(context.Background(), CreateOp{Path: BrokerPath(2), Mode: Ephemeral})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.brokerEpoch.Store(1)
+	next := *um
+	next.ControllerEpoch, next.BrokerEpoch = bareControllerEpoch, res[0].Stat.Czxid
+	if next.BrokerEpoch <= 1 {
+		t.Fatalf("registration czxid %d not above 1", next.BrokerEpoch)
+	}
+	stale := next
+	stale.BrokerEpoch++
+	if r := pushOne(t, b, &stale).(*kmsg.UpdateMetadataResponse); r.ErrorCode != kerr.StaleBrokerEpoch.Code {
+		t.Fatalf("UpdateMetadata one past the registration's czxid: %d", r.ErrorCode)
+	}
+	if r := pushOne(t, b, &next).(*kmsg.UpdateMetadataResponse); r.ErrorCode != 0 {
+		t.Fatalf("successor's UpdateMetadata at ZooKeeper's epoch: %d", r.ErrorCode)
+	}
+	if b.SeenControllerEpoch() != bareControllerEpoch {
+		t.Fatalf("controller epoch %d, want %d", b.SeenControllerEpoch(), bareControllerEpoch)
+	}
+}
+
 func TestStopReplicaEpochRules(t *testing.T) {
-	b := bareBroker(2, 102)
+	b := bareBroker(t, 2, 102)
 	lai, _ := viewPushes(t, 5, nil) // a-0 at leader epoch 4, a-1 at 1, b-0 absent for 2
 	pushOne(t, b, lai)
 	sr := kmsg.NewPtrStopReplicaRequest()

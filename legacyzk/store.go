@@ -130,6 +130,10 @@ type Store interface {
 	// Multi applies every op or none; the error is that of the first
 	// failing op.
 	Multi(ctx context.Context, ops ...Op) ([]OpResult, error)
+	// Sync makes this session's server catch up with the ensemble's
+	// leader, so that reads after it see every write committed before it
+	// (ZooKeeper's sync; reads alone may lag other sessions' writes).
+	Sync(ctx context.Context, path string) error
 	// Events delivers watch and session events in order. The channel is
 	// closed by Close.
 	Events() <-chan Event

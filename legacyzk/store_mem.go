@@ -140,6 +140,13 @@ func (ms *MemSession) check() error {
 	return nil
 }
 
+// Sync implements Store: one in-memory server is always in sync.
+func (ms *MemSession) Sync(_ context.Context, _ string) error {
+	ms.srv.mu.Lock()
+	defer ms.srv.mu.Unlock()
+	return ms.check()
+}
+
 // Get implements Store.
 func (ms *MemSession) Get(_ context.Context, p string, watch bool) ([]byte, Stat, error) {
 	s := ms.srv

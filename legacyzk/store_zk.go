@@ -223,6 +223,12 @@ func (s *ZkStore) Get(_ context.Context, p string, watch bool) ([]byte, Stat, er
 	return data, statOf(st), mapErr("get", p, err)
 }
 
+// Sync implements Store.
+func (s *ZkStore) Sync(_ context.Context, p string) error {
+	_, err := s.conn.Sync(s.root(p))
+	return mapErr("sync", p, err)
+}
+
 // Exists implements Store.
 func (s *ZkStore) Exists(_ context.Context, p string, watch bool) (Stat, bool, error) {
 	var (

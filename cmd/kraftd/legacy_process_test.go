@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"os/exec"
 	"strconv"
@@ -13,9 +14,11 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kraftd/kraftd/legacyzk"
 	"github.com/kraftd/kraftd/legacyzk/zkserver"
 	"github.com/kraftd/kraftd/protocol"
 )
@@ -195,7 +198,10 @@ func postFault(t *testing.T, metricsPort int, fault string) {
 	}
 }
 
-func createTopic(t *testing.T, addr, topic string) {
+func createTopic(t *testing.T, addr, topic string) { t.Helper(); createTopicRF(t, addr, topic, 3) }
+
+// createTopicRF creates topic with 2 partitions of rf replicas through addr.
+func createTopicRF(t *testing.T, addr, topic string, rf int16) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestTimeoutOverhead(5*time.Second))
 	if err != nil {
@@ -204,7 +210,119 @@ func createTopic(t *testing.T, addr, topic string) {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 3, nil, topic); err != nil {
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, rf, nil, topic); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestProcessZkLegacyAttacks is issue 12 against ZooKeeper-era brokers:
+// a ZooKeeper and 2 `kraftd --mode zk-legacy` processes. A CreateTopics
+// for 2^31-1 partitions (which used to run the receiving broker out of
+// memory) and a CreatePartitions to that count are POLICY_VIOLATION; an
+// UpdateMetadata from no controller, at controller epoch 2^31-1 and with
+// the target's real broker epoch (read from ZooKeeper, as an attacker
+// with ZooKeeper access could), is refused and not adopted. Afterwards
+// both processes run, neither Go heap grew by anything like the request,
+// and the real controller still creates a topic that both brokers see.
+func TestProcessZkLegacyAttacks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	if _, _, err := zkserver.Find(); errors.Is(err, zkserver.ErrNotInstalled) {
+		t.Skip(err)
+	}
+	bin := buildBinary(t)
+	zk, err := zkserver.Start(zkserver.Config{Dir: t.TempDir(), TickMs: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(zk.Stop)
+	c := &procCluster{t: t, bin: bin, procs: map[int]*kproc{}}
+	t.Cleanup(c.killAll)
+	for id := 1; id <= 2; id++ {
+		c.procs[id] = &kproc{id: id, port: freePort(t), metricsPort: freePort(t), role: "broker", dir: t.TempDir()}
+		startLegacyProc(t, bin, c.procs[id], zk.Addr)
+	}
+	eventually(t, "both brokers to list brokers 1 and 2", 20*time.Second, func() bool {
+		for _, addr := range c.brokerAddrs() {
+			if v, err := metadataView(addr); err != nil || fmt.Sprint(v.brokers) != "[1 2]" {
+				return false
+			}
+		}
+		return true
+	})
+	ctrl := controllerOf(t, c.procs[1].addr())
+	victim := c.procs[3-ctrl]
+	heapBefore := map[int]float64{}
+	for id, p := range c.procs {
+		heapBefore[id], _ = scrapeMetric(p.metricsPort, "go_memstats_heap_alloc_bytes")
+	}
+	cl := protocol.NewClient(protocol.ClientConfig{ClientID: "attacker"})
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	ct.TimeoutMillis = 10000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "huge", math.MaxInt32, 1
+	ct.Topics = append(ct.Topics, rt)
+	for _, p := range c.procs {
+		r := mustRequest(ctx, t, cl, p.addr(), ct).(*kmsg.CreateTopicsResponse)
+		if len(r.Topics) != 1 || r.Topics[0].ErrorCode != kerr.PolicyViolation.Code {
+			t.Errorf("broker %d: CreateTopics with 2^31-1 partitions: %+v, want POLICY_VIOLATION", p.id, r.Topics)
+		}
+	}
+	createTopicRF(t, c.procs[ctrl].addr(), "small", 2)
+	cp := kmsg.NewPtrCreatePartitionsRequest()
+	cp.TimeoutMillis = 10000
+	cp.Topics = []kmsg.CreatePartitionsRequestTopic{{Topic: "small", Count: math.MaxInt32}}
+	if r := mustRequest(ctx, t, cl, victim.addr(), cp).(*kmsg.CreatePartitionsResponse); len(r.Topics) != 1 ||
+		r.Topics[0].ErrorCode != kerr.PolicyViolation.Code {
+		t.Errorf("CreatePartitions to 2^31-1: %+v, want POLICY_VIOLATION", r.Topics)
+	}
+
+	// A forged UpdateMetadata naming a leader that does not exist.
+	st, err := legacyzk.DialZk(ctx, legacyzk.ZkConfig{Connect: zk.Addr, SessionTimeoutMs: 4000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	reg, _, err := st.Exists(ctx, legacyzk.BrokerPath(int32(victim.id)), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	um := kmsg.NewPtrUpdateMetadataRequest()
+	um.Version, um.ControllerID, um.ControllerEpoch, um.BrokerEpoch = 7, 99, math.MaxInt32, reg.Czxid
+	um.TopicStates = []kmsg.UpdateMetadataRequestTopicState{{Topic: "small", PartitionStates: []kmsg.UpdateMetadataRequestTopicPartition{
+		{Topic: "small", Partition: 0, Leader: 99, LeaderEpoch: math.MaxInt32, ISR: []int32{99}, Replicas: []int32{99}}}}}
+	if r := mustRequest(ctx, t, cl, victim.addr(), um).(*kmsg.UpdateMetadataResponse); r.ErrorCode != kerr.StaleControllerEpoch.Code {
+		t.Errorf("forged UpdateMetadata at controller epoch 2^31-1: error %d, want STALE_CONTROLLER_EPOCH", r.ErrorCode)
+	}
+
+	for id, p := range c.procs {
+		if !p.running() {
+			t.Fatalf("broker %d exited: %s", id, tail(p.out.String(), 20))
+		}
+		after, ok := scrapeMetric(p.metricsPort, "go_memstats_heap_alloc_bytes")
+		if !ok {
+			t.Errorf("broker %d: no heap metric", id)
+			continue
+		}
+		t.Logf("broker %d: Go heap %.1f MB before, %.1f MB after", id, heapBefore[id]/1e6, after/1e6)
+		if grew := after - heapBefore[id]; grew > 64e6 {
+			t.Errorf("broker %d: Go heap grew by %.0f MB under the attack", id, grew/1e6)
+		}
+	}
+	// The real controller is still obeyed by the victim.
+	createTopicRF(t, c.procs[ctrl].addr(), "after-attack", 2)
+	eventually(t, "both brokers to list after-attack with real leaders", 20*time.Second, func() bool {
+		for _, addr := range c.brokerAddrs() {
+			v, err := metadataView(addr)
+			if err != nil || len(v.topics["after-attack"]) != 2 || v.leads(99) {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kraftd/kraftd/broker"
+	"github.com/kraftd/kraftd/legacyzk"
 	"github.com/kraftd/kraftd/metadata/controller"
 	"github.com/kraftd/kraftd/protocol"
 )
@@ -17,6 +18,9 @@ import (
 func TestMaxRecordsPerUserOpDefault(t *testing.T) {
 	if got := DefaultConfig().ControllerMaxRecordsPerUserOp; got != controller.DefaultMaxRecordsPerUserOp {
 		t.Fatalf("controller.max.records.per.user.op default %d, controller's %d", got, controller.DefaultMaxRecordsPerUserOp)
+	}
+	if legacyzk.DefaultMaxRecordsPerUserOp != controller.DefaultMaxRecordsPerUserOp {
+		t.Fatalf("zk-legacy brokers' default cap %d, the controller's %d", legacyzk.DefaultMaxRecordsPerUserOp, controller.DefaultMaxRecordsPerUserOp)
 	}
 }
 

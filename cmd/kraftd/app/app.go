@@ -179,23 +179,32 @@ func (a *App) newServer(listeners []protocol.ListenerConfig, interBroker, logNam
 	if len(listeners) == 0 {
 		return nil, nil
 	}
-	queued := a.cfg.QueuedMaxRequestBytes
-	if queued <= 0 {
-		queued = -1 // Kafka's meaning of -1 and 0: no pool
-	}
-	srv, err := protocol.NewServer(protocol.ServerConfig{
-		Listeners:             listeners,
-		MaxRequestBytes:       a.cfg.SocketRequestMaxBytes,
-		MaxConnections:        int(a.cfg.MaxConnections),
-		InterBrokerListener:   interBroker,
-		QueuedMaxRequestBytes: queued,
-		IdleTimeout:           time.Duration(a.cfg.ConnectionsMaxIdleMs) * time.Millisecond,
-		Logger:                a.cfg.Logger.Named(logName),
-	})
+	sc := a.cfg.serverConfig(interBroker, logName)
+	sc.Listeners = listeners
+	srv, err := protocol.NewServer(sc)
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
 	return srv, nil
+}
+
+// serverConfig is a socket server's limits from the node's settings
+// (socket.request.max.bytes, max.connections, queued.max.request.bytes,
+// connections.max.idle.ms), without listeners: App's servers and the
+// zk-legacy broker's own get the same.
+func (c *Config) serverConfig(interBroker, logName string) protocol.ServerConfig {
+	queued := c.QueuedMaxRequestBytes
+	if queued <= 0 {
+		queued = -1 // Kafka's meaning of -1 and 0: no pool
+	}
+	return protocol.ServerConfig{
+		MaxRequestBytes:       c.SocketRequestMaxBytes,
+		MaxConnections:        int(c.MaxConnections),
+		InterBrokerListener:   interBroker,
+		QueuedMaxRequestBytes: queued,
+		IdleTimeout:           time.Duration(c.ConnectionsMaxIdleMs) * time.Millisecond,
+		Logger:                c.Logger.Named(logName),
+	}
 }
 
 // addRoles adds the components of the configured roles. Every role is built in its

@@ -31,7 +31,8 @@ const legacyStopTimeout = 30 * time.Second
 // requests the ZooKeeper way.
 //
 // The legacy broker binds its listener itself (LegacyListener), so App's
-// own protocol server does not bind that one; App.Addr finds it here.
+// own protocol server does not bind that one; App.Addr finds it here. Its
+// socket server gets the limits App's servers get (legacyBrokerConfig).
 //
 // Cluster id: as in Kafka's ZooKeeper mode, /cluster/id is the truth (the
 // first broker creates it). After connecting, the role checks it against
@@ -72,22 +73,7 @@ func (r *legacyRole) Start(ctx context.Context) error {
 	reg := r.a.registries[l.Name]
 	ready := make(chan struct{})
 	gateClientAPIs(reg, ready)
-	lb, err := legacyzk.NewBroker(ctx, legacyzk.Config{
-		NodeID: cfg.NodeID,
-		Zk: legacyzk.ZkConfig{Connect: cfg.ZooKeeperConnect, SessionTimeoutMs: int(cfg.ZooKeeperSessionTimeoutMs),
-			MaxInFlightRequests: int(cfg.ZooKeeperMaxInFlightRequests), Logger: cfg.Logger.Named("zookeeper")},
-		ListenerName:             l.Name,
-		ListenAddr:               l.Addr(),
-		Registry:                 reg,
-		Rack:                     rackPtr(cfg.BrokerRack),
-		NumPartitions:            cfg.NumPartitions,
-		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
-		// Zero is legacyzk's "default"; a zero backoff must stay zero.
-		ControlledShutdownMaxRetries:     int(cfg.ControlledShutdownMaxRetries),
-		ControlledShutdownRetryBackoffMs: max(int(cfg.ControlledShutdownRetryBackoffMs), 1),
-		FaultInjection:                   cfg.FaultInjectionEnable,
-		Logger:                           cfg.Logger,
-	})
+	lb, err := legacyzk.NewBroker(ctx, cfg.legacyBrokerConfig(l, reg))
 	if err != nil {
 		return fmt.Errorf("legacyzk: %w", err)
 	}
@@ -114,6 +100,36 @@ func (r *legacyRole) Start(ctx context.Context) error {
 		r.a.metrics.handleLoopbackOnly("POST /faults", faultsHandler(lb))
 	}
 	return nil
+}
+
+// legacyBrokerConfig is the legacy broker's configuration for listener l
+// (served with reg): ZooKeeper, the broker settings, and the socket
+// server's limits as App's own servers take them (serverConfig), with
+// listener.name.<l>.max.connections.
+func (c *Config) legacyBrokerConfig(l Endpoint, reg *protocol.Registry) legacyzk.Config {
+	interBroker := ""
+	if l.Name == c.InterBrokerListenerName {
+		interBroker = l.Name
+	}
+	return legacyzk.Config{
+		NodeID: c.NodeID,
+		Zk: legacyzk.ZkConfig{Connect: c.ZooKeeperConnect, SessionTimeoutMs: int(c.ZooKeeperSessionTimeoutMs),
+			MaxInFlightRequests: int(c.ZooKeeperMaxInFlightRequests), Logger: c.Logger.Named("zookeeper")},
+		ListenerName:             l.Name,
+		ListenAddr:               l.Addr(),
+		Registry:                 reg,
+		Server:                   c.serverConfig(interBroker, "protocol"),
+		ListenerMaxConnections:   int(c.ListenerMaxConnections[l.Name]),
+		Rack:                     rackPtr(c.BrokerRack),
+		NumPartitions:            c.NumPartitions,
+		DefaultReplicationFactor: c.DefaultReplicationFactor,
+		MaxRecordsPerUserOp:      int(c.ControllerMaxRecordsPerUserOp),
+		// Zero is legacyzk's "default"; a zero backoff must stay zero.
+		ControlledShutdownMaxRetries:     int(c.ControlledShutdownMaxRetries),
+		ControlledShutdownRetryBackoffMs: max(int(c.ControlledShutdownRetryBackoffMs), 1),
+		FaultInjection:                   c.FaultInjectionEnable,
+		Logger:                           c.Logger,
+	}
 }
 
 // faultsHandler is the admin endpoint of legacyzk's fault switches on

@@ -2,14 +2,18 @@ package app
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
@@ -154,5 +158,74 @@ func TestMetricsLoopbackOnly(t *testing.T) {
 	}
 	if err := m.stop(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLegacyBrokerServerLimits: the zk-legacy broker binds its listener
+// itself, and used to build its socket server with protocol's defaults;
+// it now takes max.connections, socket.request.max.bytes and the admin
+// record cap from the node's settings, as the KRaft servers do (the
+// second connection used to be served at once, the oversized frame read,
+// and the 6-partition topic created).
+func TestLegacyBrokerServerLimits(t *testing.T) {
+	c := embedded(t, Setting{"mode", "zk-legacy"}, Setting{"process.roles", ""},
+		Setting{"zookeeper.connect", "127.0.0.1:2181"}, Setting{"listeners", "PLAINTEXT://127.0.0.1:0"},
+		Setting{"max.connections", "2"}, Setting{"socket.request.max.bytes", "4096"},
+		Setting{"controller.max.records.per.user.op", "6"})
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := c.LegacyListener()
+	lc := c.legacyBrokerConfig(l, nil)
+	mem := legacyzk.NewMemServer()
+	lc.Dial = func(context.Context) (legacyzk.Store, error) { return mem.Connect(), nil }
+	lb, err := legacyzk.NewBroker(t.Context(), lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	// The controller (this broker) holds one connection to the listener
+	// once it has pushed the broker list to itself.
+	deadline := time.Now().Add(5 * time.Second)
+	for len(lb.Image().Brokers()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no UpdateMetadata from the controller")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	addr, err := net.ResolveTCPAddr("tcp", lb.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := dialLimit(t, addr)
+	first.roundTrip(1)
+	second := dialLimit(t, addr)
+	second.send(1)
+	var ne net.Error
+	if err := second.recv(1, 50*time.Millisecond); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("client connection past max.connections=2: %v, want no answer yet", err)
+	}
+	// A frame announcing more than socket.request.max.bytes closes the
+	// connection before its body is read.
+	first.nc.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := first.nc.Write(binary.BigEndian.AppendUint32(nil, 4097)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.nc.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("after an oversized frame: %v, want the connection closed", err)
+	}
+	if err := second.recv(1, 5*time.Second); err != nil {
+		t.Fatalf("second connection not served once the first closed: %v", err)
+	}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "t", 6, 1
+	req.Topics = append(req.Topics, rt)
+	resp, err := lb.CreateTopics(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Topics[0]; got.ErrorCode != kerr.PolicyViolation.Code {
+		t.Fatalf("7 records with controller.max.records.per.user.op=6: error %d %v", got.ErrorCode, got.ErrorMessage)
 	}
 }
