@@ -33,6 +33,7 @@ type Image struct {
 	topics      topicsImage
 	configs     ptree[ConfigResource, configSet]
 	producerIDs ProducerIDs
+	security    security
 }
 
 // Empty returns the image of an empty log.
@@ -45,6 +46,7 @@ func Empty() *Image {
 		topics:      emptyTopics(),
 		configs:     newPtree[ConfigResource, configSet](compareResource),
 		producerIDs: ProducerIDs{NextProducerID: -1},
+		security:    emptySecurity(),
 	}
 }
 
@@ -54,7 +56,8 @@ func (img *Image) Provenance() Provenance { return img.prov }
 // IsEmpty reports whether the image holds no state at all.
 func (img *Image) IsEmpty() bool {
 	return len(img.features) == 0 && img.brokers.Len() == 0 && img.controllers.Len() == 0 &&
-		img.topics.byID.Len() == 0 && img.configs.Len() == 0 && img.producerIDs.NextProducerID < 0
+		img.topics.byID.Len() == 0 && img.configs.Len() == 0 && img.producerIDs.NextProducerID < 0 &&
+		img.security.isEmpty()
 }
 
 // MetadataVersion is the metadata.version feature level, 0 if not set.
@@ -228,8 +231,9 @@ func (img *Image) ProducerIDs() ProducerIDs { return img.producerIDs }
 // Records returns records that rebuild this image when replayed into
 // NewDelta(Empty()): what a snapshot of it contains. The order follows
 // Kafka's image writer: features (metadata.version first), brokers,
-// controllers, topics each followed by their partitions, configs, producer
-// ids. Versions are those metadata.version calls for, raised where a field
+// controllers, topics each followed by their partitions, configs, client
+// quotas, producer ids, ACLs, SCRAM credentials, delegation tokens; a
+// ZkMigrationStateRecord follows the features when the log had one. Versions are those metadata.version calls for, raised where a field
 // needs a newer one. The records alias the image; do not modify them.
 func (img *Image) Records() []records.Record {
 	return slices.Collect(img.records(false))
@@ -246,6 +250,11 @@ func (img *Image) records(reuse bool) iter.Seq[records.Record] {
 	return func(yield func(records.Record) bool) {
 		mv := img.MetadataVersion()
 		for _, r := range img.features.records() {
+			if !yield(r) {
+				return
+			}
+		}
+		for _, r := range img.security.zkMigrationRecords() {
 			if !yield(r) {
 				return
 			}
@@ -284,7 +293,17 @@ func (img *Image) records(reuse bool) iter.Seq[records.Record] {
 				return
 			}
 		}
+		for _, r := range img.security.quotaRecords() {
+			if !yield(r) {
+				return
+			}
+		}
 		for _, r := range img.producerIDs.records() {
+			if !yield(r) {
+				return
+			}
+		}
+		for _, r := range img.security.securityRecords() {
 			if !yield(r) {
 				return
 			}

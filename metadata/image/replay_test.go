@@ -243,7 +243,7 @@ func TestBaseUntouchedByLaterDeltas(t *testing.T) {
 
 func emptyChanges(c Changes) bool {
 	return len(c.Topics) == 0 && len(c.Brokers) == 0 && len(c.Controllers) == 0 && len(c.Configs) == 0 &&
-		!c.FeaturesChanged && !c.MetadataVersionChanged && !c.ProducerIDsChanged
+		!c.FeaturesChanged && !c.MetadataVersionChanged && !c.ProducerIDsChanged && !c.SecurityChanged
 }
 
 // stateDump is Dump without the provenance line.
