@@ -122,7 +122,6 @@ func emptySecurity() security {
 	}
 }
 
-
 func (s *security) isEmpty() bool {
 	return s.acls.Len() == 0 && s.quotas.Len() == 0 && s.scram.Len() == 0 && s.tokens.Len() == 0 && !s.zkMigrationSet
 }
