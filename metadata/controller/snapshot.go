@@ -31,8 +31,7 @@ func SnapshotImage(s quorum.Snapshot) (*image.Image, error) {
 func (c *core) loadSnapshot(s quorum.Snapshot, nowMs int64) {
 	img, err := SnapshotImage(s)
 	if err != nil {
-		c.failed = err
-		c.log.Error("cannot load snapshot", zap.Error(err))
+		c.fail(fmt.Errorf("%w: snapshot %d-%d: %w", ErrReplay, s.ID.EndOffset, s.ID.Epoch, err))
 		return
 	}
 	v := emptyView()

@@ -104,9 +104,19 @@ func (v *view) replay(recs iter.Seq2[offsetRecord, error], quorumEpoch int32) (*
 			delete(next.regOffsets, m.BrokerID)
 		}
 		if err := d.Replay(r.offset, quorumEpoch, r.rec); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrReplay, err)
+			return nil, &ReplayError{Offset: r.offset, Record: recordText(r.rec), Err: err}
 		}
 	}
 	next.img = d.Apply()
 	return &next, nil
+}
+
+// recordText prints a record for the log of a replay failure, as
+// kafka-dump-log would (SCRAM key material redacted).
+func recordText(r records.Record) string {
+	b, err := r.MarshalJSON()
+	if err != nil {
+		return fmt.Sprintf("%s v%d (%v)", r.Message.Type(), r.Version, err)
+	}
+	return string(b)
 }
