@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -529,5 +530,44 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not reached")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestAllocateProducerIDsExhausted: a block whose end would pass int64 is
+// UNKNOWN_SERVER_ERROR and writes nothing, as Kafka's generateNextProducerId
+// ("Exhausted all producerIds"); the last block that fits is still handed out.
+func TestAllocateProducerIDsExhausted(t *testing.T) {
+	for _, tc := range []struct {
+		next  int64
+		want  int16
+		start int64
+	}{
+		{math.MaxInt64 - 2*producerIDBlockSize, 0, math.MaxInt64 - 2*producerIDBlockSize},
+		{math.MaxInt64 - producerIDBlockSize, 0, math.MaxInt64 - producerIDBlockSize},
+		{math.MaxInt64 - producerIDBlockSize + 1, kerr.UnknownServerError.Code, 0},
+	} {
+		d := image.NewDelta(nil)
+		for i, m := range []records.Message{
+			&records.RegisterBrokerRecord{BrokerID: 1, BrokerEpoch: 7},
+			&records.ProducerIdsRecord{BrokerID: 1, BrokerEpoch: 7, NextProducerID: tc.next},
+		} {
+			if err := d.Replay(int64(i), 1, records.Record{Message: m}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c := newCore(Config{NodeID: 1, ClusterID: testClusterID, Quorum: nopQuorum{}}, nil)
+		v := emptyView()
+		v.img = d.Apply()
+		c.pending = v
+		req := kmsg.NewPtrAllocateProducerIDsRequest()
+		req.BrokerID, req.BrokerEpoch = 1, 7
+		res := c.allocateProducerIDs(req)
+		resp := res.Response.(*kmsg.AllocateProducerIDsResponse)
+		if resp.ErrorCode != tc.want || resp.ProducerIDStart != tc.start {
+			t.Fatalf("next %d: error %d start %d, want error %d start %d", tc.next, resp.ErrorCode, resp.ProducerIDStart, tc.want, tc.start)
+		}
+		if (tc.want != 0) != (len(res.Records) == 0) {
+			t.Fatalf("next %d: %d records", tc.next, len(res.Records))
+		}
 	}
 }

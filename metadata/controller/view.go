@@ -19,7 +19,8 @@ import (
 //   - txnBase != nil iff a transaction is open; it is the view just before
 //     its BeginTransactionRecord and never itself has txnBase set;
 //   - regOffsets holds the offset of the latest RegisterBrokerRecord of
-//     every broker in img, and is never written once shared.
+//     every broker in img (for a registration loaded from a snapshot, the
+//     snapshot's last offset, as in Kafka), and is never written once shared.
 type view struct {
 	img        *image.Image
 	regOffsets map[int32]int64
