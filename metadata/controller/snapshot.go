@@ -18,7 +18,7 @@ var _ quorum.SnapshotListener = (*Controller)(nil)
 
 // SnapshotImage decodes a snapshot's records into the image they describe.
 func SnapshotImage(s quorum.Snapshot) (*image.Image, error) {
-	img, err := image.FromRecords(records.DecodeAll(s.Values()), image.Provenance{
+	img, err := image.FromRecordsIndexed(records.DecodeAll(s.Values()), image.Provenance{
 		Offset: s.ID.EndOffset - 1, Epoch: s.ID.Epoch, TimestampMs: s.LastContainedTimestampMs})
 	if err != nil {
 		return nil, fmt.Errorf("%w: snapshot (%d,%d): %w", ErrReplay, s.ID.EndOffset, s.ID.Epoch, err)

@@ -35,7 +35,7 @@ type offsetRecord struct {
 }
 
 func emptyView() *view {
-	return &view{img: image.Empty(), regOffsets: map[int32]int64{}, txnStart: -1}
+	return &view{img: image.EmptyIndexed(), regOffsets: map[int32]int64{}, txnStart: -1}
 }
 
 // visible is the image a reader holding back open transactions sees (what

@@ -118,7 +118,7 @@ func (d *Delta) replay(m records.Message) error {
 	case *records.PartitionChangeRecord:
 		return d.topics.replayPartitionChange(r, d.edit)
 	case *records.RemoveTopicRecord:
-		name, err := d.topics.replayRemoveTopic(r)
+		name, err := d.topics.replayRemoveTopic(r, d.edit)
 		if err == nil {
 			d.removeConfigs(ConfigResource{Type: ConfigTopic, Name: name})
 		}

@@ -57,7 +57,7 @@ func (g *gen) next(img *Image, offset int64) records.Message {
 func (g *gen) try(img *Image, offset int64) records.Message {
 	switch g.rng.IntN(20) {
 	case 0:
-		return g.feature()
+		return g.feature(img)
 	case 1:
 		return g.registerBroker(offset)
 	case 2, 3:
@@ -136,7 +136,8 @@ func (g *gen) scram(img *Image) records.Message {
 // migration state.
 func (g *gen) token(img *Image) records.Message {
 	switch n := g.rng.IntN(4); {
-	case n == 0:
+	case n == 0 && img.MetadataVersion() >= MV34IV0:
+		// Below 3.4-IV0 no migration state exists (snapshots cannot carry one).
 		return &records.ZkMigrationStateRecord{ZkMigrationState: int8(g.rng.IntN(4))}
 	case n == 1 && len(img.DelegationTokens()) > 0:
 		ts := img.DelegationTokens()
@@ -149,9 +150,16 @@ func (g *gen) token(img *Image) records.Message {
 
 func ptrTo[T any](v T) *T { return &v }
 
-func (g *gen) feature() records.Message {
+// feature sets metadata.version or kraft.version; metadata.version does not
+// go below 3.4-IV0 once a migration state other than None is set (Kafka
+// cannot write that state at older levels).
+func (g *gen) feature(img *Image) records.Message {
 	if g.rng.IntN(2) == 0 {
-		return &records.FeatureLevelRecord{Name: MetadataVersionFeature, FeatureLevel: []int16{7, 14, 17}[g.rng.IntN(3)]}
+		levels := []int16{7, 14, 17}
+		if img.ZkMigrationState() != records.ZkMigrationNone {
+			levels = levels[1:]
+		}
+		return &records.FeatureLevelRecord{Name: MetadataVersionFeature, FeatureLevel: levels[g.rng.IntN(len(levels))]}
 	}
 	return &records.FeatureLevelRecord{Name: "kraft.version", FeatureLevel: int16(g.rng.IntN(2))}
 }

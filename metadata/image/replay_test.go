@@ -16,7 +16,7 @@ import (
 func genLog(t *testing.T, seed uint64, n int) ([]records.Record, []*Image) {
 	t.Helper()
 	g := &gen{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
-	img := Empty()
+	img := EmptyIndexed() // checkStructure then checks the broker index at every step
 	var log []records.Record
 	imgs := []*Image{img}
 	for off := range int64(n) {

@@ -106,11 +106,9 @@ type security struct {
 	quotas ptree[string, *ClientQuota]
 	scram  ptree[ScramKey, *ScramCredential]
 	tokens ptree[string, *DelegationToken]
-	// zkMigration is the last ZkMigrationStateRecord's state; zkMigrationSet
-	// says whether one was replayed at all, so that only logs that carry one
-	// get one back in their snapshots.
-	zkMigration    int8
-	zkMigrationSet bool
+	// zkMigration is the last ZkMigrationStateRecord's state, None (0)
+	// until one is replayed, as Kafka's FeaturesImage starts.
+	zkMigration int8
 }
 
 func emptySecurity() security {
@@ -123,7 +121,7 @@ func emptySecurity() security {
 }
 
 func (s *security) isEmpty() bool {
-	return s.acls.Len() == 0 && s.quotas.Len() == 0 && s.scram.Len() == 0 && s.tokens.Len() == 0 && !s.zkMigrationSet
+	return s.acls.Len() == 0 && s.quotas.Len() == 0 && s.scram.Len() == 0 && s.tokens.Len() == 0 && s.zkMigration == records.ZkMigrationNone
 }
 
 // securityDelta holds the changes of one Delta; a nil value means removed.
@@ -252,15 +250,14 @@ func (d *Delta) applySecurity() security {
 		return base
 	}
 	next := security{
-		acls:           applyChanges(base.acls, d.security.acls, compareUUID),
-		quotas:         applyChanges(base.quotas, d.security.quotas, strings.Compare),
-		scram:          applyChanges(base.scram, d.security.scram, compareScramKey),
-		tokens:         applyChanges(base.tokens, d.security.tokens, strings.Compare),
-		zkMigration:    base.zkMigration,
-		zkMigrationSet: base.zkMigrationSet,
+		acls:        applyChanges(base.acls, d.security.acls, compareUUID),
+		quotas:      applyChanges(base.quotas, d.security.quotas, strings.Compare),
+		scram:       applyChanges(base.scram, d.security.scram, compareScramKey),
+		tokens:      applyChanges(base.tokens, d.security.tokens, strings.Compare),
+		zkMigration: base.zkMigration,
 	}
 	if z := d.security.zkMigration; z != nil {
-		next.zkMigration, next.zkMigrationSet = *z, true
+		next.zkMigration = *z
 	}
 	return next
 }
@@ -295,11 +292,9 @@ func (img *Image) ScramCredentials() []ScramCredential { return values(img.secur
 // DelegationTokens returns every delegation token, sorted by token id.
 func (img *Image) DelegationTokens() []DelegationToken { return values(img.security.tokens) }
 
-// ZkMigrationState returns the ZooKeeper migration state and whether the log
-// ever stated one.
-func (img *Image) ZkMigrationState() (int8, bool) {
-	return img.security.zkMigration, img.security.zkMigrationSet
-}
+// ZkMigrationState returns the ZooKeeper migration state (ZkMigrationNone
+// unless the log says otherwise).
+func (img *Image) ZkMigrationState() int8 { return img.security.zkMigration }
 
 func values[K, V any](t ptree[K, *V]) []V {
 	out := make([]V, 0, t.Len())
@@ -309,10 +304,12 @@ func values[K, V any](t ptree[K, *V]) []V {
 	return out
 }
 
-// zkMigrationRecords is written right after the feature levels, where
-// Kafka's FeaturesImage writes it.
-func (s *security) zkMigrationRecords() []records.Record {
-	if !s.zkMigrationSet {
+// zkMigrationRecords is written right after the feature levels, as Kafka's
+// FeaturesImage.write does from metadata.version 3.4-IV0 (migration
+// support) on, whatever the state; below it a state other than None cannot
+// be written (Kafka reports the loss) and is left out.
+func (s *security) zkMigrationRecords(mv int16) []records.Record {
+	if mv < MV34IV0 {
 		return nil
 	}
 	return []records.Record{{Message: &records.ZkMigrationStateRecord{ZkMigrationState: s.zkMigration}}}
@@ -348,7 +345,7 @@ func (s *security) securityRecords() []records.Record {
 
 // dumpSecurity writes the Dump lines. SCRAM key material is left out.
 func (s *security) dump(w io.Writer) {
-	if s.zkMigrationSet {
+	if s.zkMigration != records.ZkMigrationNone {
 		fmt.Fprintf(w, "zkMigrationState %d\n", s.zkMigration)
 	}
 	for k, q := range s.quotas.All() {

@@ -63,8 +63,8 @@ func TestSecurityRecordsReplay(t *testing.T) {
 	if ts := img.DelegationTokens(); len(ts) != 1 || ts[0].TokenID != "tok-1" || ts[0].Renewers[0] != "User:bob" {
 		t.Fatalf("tokens: %+v", ts)
 	}
-	if s, ok := img.ZkMigrationState(); !ok || s != records.ZkMigrationPostMigration {
-		t.Fatalf("migration state %d %t", s, ok)
+	if s := img.ZkMigrationState(); s != records.ZkMigrationPostMigration {
+		t.Fatalf("migration state %d", s)
 	}
 	want := `zkMigrationState 3
 quota client-id=<default>,user=alice consumer_byte_rate=2048.5
@@ -136,5 +136,73 @@ func TestSecurityReplayErrors(t *testing.T) {
 				t.Fatal("failed record changed the image")
 			}
 		})
+	}
+}
+
+// TestBrokerIndexMatchesScan: at every prefix of random logs (partitions
+// created, changed, topics deleted and recreated), the index answers what a
+// scan of every partition answers.
+func TestBrokerIndexMatchesScan(t *testing.T) {
+	for seed := range uint64(6) {
+		_, imgs := genLog(t, seed, 300)
+		last := imgs[len(imgs)-1]
+		// An image without the index (a broker's) answers by scanning.
+		plain, err := FromSnapshot(last.Records(), last.Provenance())
+		if err != nil || plain.Indexed() || !last.Indexed() {
+			t.Fatalf("seed %d: %v, indexed %t/%t", seed, err, plain.Indexed(), last.Indexed())
+		}
+		for i, img := range append(imgs, plain) {
+			for b := int32(-1); b <= genBrokers; b++ {
+				led := img.partitionsWhere(func(p *Partition) bool { return p.Leader == b })
+				isr := img.partitionsWhere(func(p *Partition) bool { return b >= 0 && p.InISR(b) })
+				any := img.partitionsWhere(func(p *Partition) bool { return b >= 0 && (p.Leader == b || p.InISR(b)) })
+				if b < 0 {
+					isr, any = nil, nil
+				}
+				if got := img.PartitionsLedBy(b); fmt.Sprint(got) != fmt.Sprint(led) {
+					t.Fatalf("seed %d prefix %d broker %d led: index %v, scan %v", seed, i, b, got, led)
+				}
+				if got := img.PartitionsWithISRMember(b); fmt.Sprint(got) != fmt.Sprint(isr) {
+					t.Fatalf("seed %d prefix %d broker %d isr: index %v, scan %v", seed, i, b, got, isr)
+				}
+				if got := img.PartitionsInISROrLedBy(b); fmt.Sprint(got) != fmt.Sprint(any) {
+					t.Fatalf("seed %d prefix %d broker %d isr or led: index %v, scan %v", seed, i, b, got, any)
+				}
+				if b >= 0 && img.LeaderCount(b) != len(led) {
+					t.Fatalf("seed %d prefix %d broker %d leads %d, counted %d", seed, i, b, len(led), img.LeaderCount(b))
+				}
+			}
+		}
+	}
+}
+
+// TestZkMigrationStateInSnapshots: as Kafka's FeaturesImage.write, every
+// snapshot at metadata.version 3.4-IV0 or later carries the migration state
+// (None for a log that never stated one), right after the feature levels;
+// older levels carry none.
+func TestZkMigrationStateInSnapshots(t *testing.T) {
+	for _, tc := range []struct {
+		mv   int16
+		want int
+	}{{MV33IV3, 0}, {MV34IV0, 1}, {14, 1}} {
+		img := replayAll(t, Empty(), []records.Record{
+			rec(&records.FeatureLevelRecord{Name: MetadataVersionFeature, FeatureLevel: tc.mv}),
+		}, 0)
+		recs := img.Records()
+		n := 0
+		for i, r := range recs {
+			if z, ok := r.Message.(*records.ZkMigrationStateRecord); ok {
+				n++
+				if i != 1 || z.ZkMigrationState != records.ZkMigrationNone {
+					t.Errorf("mv %d: record %d is %+v", tc.mv, i, z)
+				}
+			}
+		}
+		if n != tc.want {
+			t.Errorf("mv %d: %d ZkMigrationStateRecords, want %d", tc.mv, n, tc.want)
+		}
+		if got := rebuild(t, img); !got.Equal(img) {
+			t.Errorf("mv %d: snapshot differs", tc.mv)
+		}
 	}
 }
