@@ -21,7 +21,8 @@ import (
 //     alive broker, not the real controller: clients send admin requests
 //     there and the broker forwards them. ZooKeeper mode: the controller.
 //   - Topics: v0 empty = all topics; v1+ null = all, empty = none.
-//     Requested names that do not exist: UNKNOWN_TOPIC_OR_PARTITION, or,
+//     Requested names that do not exist: UNKNOWN_TOPIC_OR_PARTITION
+//     (INVALID_TOPIC_EXCEPTION for a name Kafka's Topic.validate refuses), or,
 //     when auto.create.topics.enable is true and the request allows it (v4+
 //     AllowAutoTopicCreation, implied below v4), a CreateTopics is forwarded
 //     and the topic answers LEADER_NOT_AVAILABLE (invalid names:
@@ -71,6 +72,18 @@ func (c *ClientAPI) handleMetadata(_ context.Context, req *protocol.Request) (km
 		c.autoCreate(missing)
 	}
 	return resp, nil
+}
+
+// IsInternalTopic reports whether Kafka 4.x treats name as an internal
+// topic (Topic.INTERNAL_TOPICS): the group coordinator's offsets, the
+// transaction coordinator's state and the share-group state (KIP-932).
+// __cluster_metadata is not a topic clients see at all.
+func IsInternalTopic(name string) bool {
+	switch name {
+	case "__consumer_offsets", "__transaction_state", "__share_group_state":
+		return true
+	}
+	return false
 }
 
 // Bitfields of AclOperation codes for "everything allowed" (Kafka's
@@ -133,7 +146,13 @@ func (v metadataView) requested(rt kmsg.MetadataRequestTopic) (mt kmsg.MetadataR
 		if t, ok := v.img.TopicByName(*rt.Topic); ok {
 			return v.topic(t), ""
 		}
+		// Kafka's getTopicMetadata: Topic.validate first, so a name that
+		// could never exist is INVALID_TOPIC_EXCEPTION, not unknown.
 		mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		if !validTopicName(*rt.Topic) {
+			mt.ErrorCode = kerr.InvalidTopicException.Code
+		}
+		mt.IsInternal = IsInternalTopic(*rt.Topic)
 		return mt, *rt.Topic
 	case rt.TopicID == [16]byte{}:
 		mt.ErrorCode = kerr.InvalidRequest.Code
@@ -154,7 +173,7 @@ func (v metadataView) topic(t *image.Topic) kmsg.MetadataResponseTopic {
 	if v.version >= 10 {
 		mt.TopicID = t.ID()
 	}
-	mt.IsInternal = name == "__consumer_offsets" || name == "__transaction_state"
+	mt.IsInternal = IsInternalTopic(name)
 	if v.topicOps {
 		mt.AuthorizedOperations = topicOperations
 	}

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -12,9 +13,12 @@ import (
 // DescribeCluster: v0-v2 (KIP-700), answered from the last published image.
 //
 // Behaviour:
-//   - EndpointType (v1+, KIP-919): 1 = brokers is what a broker answers; 2 =
-//     controllers is only answered by controllers, so a broker says
-//     UNSUPPORTED_ENDPOINT_TYPE (115); anything else is also unsupported.
+//   - EndpointType (v1+, KIP-919): 1 = brokers is what a broker answers;
+//     2 = controllers is MISMATCHED_ENDPOINT_TYPE (114) and any other value
+//     UNSUPPORTED_ENDPOINT_TYPE (115), both INVALID_REQUEST at v0, as
+//     Kafka's AuthHelper.computeDescribeClusterResponse answers. The
+//     response's EndpointType is always 1 (BROKER), the schema default
+//     Kafka leaves in its error answers and the type it sets otherwise.
 //   - Brokers: unfenced brokers having the request's listener; v2
 //     IncludeFencedBrokers adds the fenced ones with IsFenced = true.
 //   - ControllerID: as in Metadata (ClientAPIConfig.ControllerID).
@@ -23,11 +27,9 @@ import (
 func (c *ClientAPI) handleDescribeCluster(_ context.Context, req *protocol.Request) (kmsg.Response, error) {
 	body := req.Body.(*kmsg.DescribeClusterRequest)
 	resp := body.ResponseKind().(*kmsg.DescribeClusterResponse)
-	resp.EndpointType = body.EndpointType
-	if body.Version >= 1 && body.EndpointType != 1 {
-		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
-		msg := "The broker does not support endpoint type " + endpointTypeName(body.EndpointType)
-		resp.ErrorMessage = &msg
+	resp.EndpointType = 1
+	if e, msg := describeClusterEndpointError(body); e != nil {
+		resp.ErrorCode, resp.ErrorMessage = e.Code, &msg
 		return resp, nil
 	}
 	img := c.cfg.Metadata.Image()
@@ -49,12 +51,21 @@ func (c *ClientAPI) handleDescribeCluster(_ context.Context, req *protocol.Reque
 	return resp, nil
 }
 
-func endpointTypeName(t int8) string {
-	switch t {
+// describeClusterEndpointError is the error a broker answers for the
+// request's EndpointType, or nil for BROKER.
+func describeClusterEndpointError(body *kmsg.DescribeClusterRequest) (*kerr.Error, string) {
+	var e *kerr.Error
+	var msg string
+	switch body.EndpointType {
 	case 1:
-		return "BROKER"
+		return nil, ""
 	case 2:
-		return "CONTROLLER"
+		e, msg = kerr.MismatchedEndpointType, "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"
+	default:
+		e, msg = kerr.UnsupportedEndpointType, fmt.Sprintf("Unsupported endpoint type %d", body.EndpointType)
 	}
-	return "UNKNOWN"
+	if body.Version == 0 {
+		e = kerr.InvalidRequest
+	}
+	return e, msg
 }

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -202,5 +203,64 @@ func TestNewClientAPIValidates(t *testing.T) {
 	}
 	if _, err := NewClientAPI(ClientAPIConfig{Metadata: staticSource{image.Empty()}, Admin: &recordingAdmin{}}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("no cluster id: %v", err)
+	}
+}
+
+// TestMetadataInvalidTopicName: without auto-creation (disabled, or not
+// allowed by the request), a requested name Kafka's Topic.validate refuses
+// is INVALID_TOPIC_EXCEPTION and a valid unknown one
+// UNKNOWN_TOPIC_OR_PARTITION, as in Kafka's getTopicMetadata; with it, the
+// invalid name is INVALID_TOPIC_EXCEPTION too (AutoTopicCreationManager).
+func TestMetadataInvalidTopicName(t *testing.T) {
+	long := strings.Repeat("x", 250)
+	names := []string{"fresh", "bad/name", "", ".", "..", long, "caf\u00e9", "__share_group_state"}
+	want := map[string]int16{
+		"fresh": kerr.UnknownTopicOrPartition.Code, "__share_group_state": kerr.UnknownTopicOrPartition.Code,
+		"bad/name": kerr.InvalidTopicException.Code, "": kerr.InvalidTopicException.Code,
+		".": kerr.InvalidTopicException.Code, "..": kerr.InvalidTopicException.Code,
+		long: kerr.InvalidTopicException.Code, "caf\u00e9": kerr.InvalidTopicException.Code,
+	}
+	for _, tc := range []struct {
+		name       string
+		enable     bool
+		allow      bool
+		autoCreate bool
+	}{
+		{"auto-create off", false, true, false},
+		{"request disallows", true, false, false},
+		{"auto-create on", true, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			admin := &recordingAdmin{got: make(chan struct{}, 1)}
+			c := newTestClientAPI(t, admin, func(cfg *ClientAPIConfig) { cfg.AutoCreateTopicsEnable = tc.enable })
+			defer c.Close()
+			req := metadataRequest(9, names...)
+			req.AllowAutoTopicCreation = tc.allow
+			m := call(t, c.handleMetadata, req).(*kmsg.MetadataResponse)
+			for _, n := range names {
+				got := findTopic(t, m, n)
+				w := want[n]
+				if tc.autoCreate && w == kerr.UnknownTopicOrPartition.Code {
+					w = kerr.LeaderNotAvailable.Code
+				}
+				if got.ErrorCode != w {
+					t.Errorf("%.20q: error %d, want %d", n, got.ErrorCode, w)
+				}
+				if got.IsInternal != (n == "__share_group_state") {
+					t.Errorf("%.20q: IsInternal %t", n, got.IsInternal)
+				}
+			}
+		})
+	}
+}
+
+func TestIsInternalTopic(t *testing.T) {
+	for name, want := range map[string]bool{
+		"__consumer_offsets": true, "__transaction_state": true, "__share_group_state": true,
+		"__cluster_metadata": false, "_schemas": false, "__consumer_offsets2": false, "": false,
+	} {
+		if got := IsInternalTopic(name); got != want {
+			t.Errorf("IsInternalTopic(%q) = %t", name, got)
+		}
 	}
 }

@@ -285,11 +285,32 @@ func TestDescribeCluster(t *testing.T) {
 			t.Errorf("v%d authorized ops %d not requested", v, resp.ClusterAuthorizedOperations)
 		}
 	}
-	ctl := kmsg.NewPtrDescribeClusterRequest()
-	ctl.SetVersion(1)
-	ctl.EndpointType = 2
-	if resp := h.request(ctl).(*kmsg.DescribeClusterResponse); resp.ErrorCode != kerr.UnsupportedEndpointType.Code {
-		t.Errorf("endpoint type 2 at a broker: error %d, want %d", resp.ErrorCode, kerr.UnsupportedEndpointType.Code)
+	// Kafka's AuthHelper.computeDescribeClusterResponse: CONTROLLER at a
+	// broker is MISMATCHED_ENDPOINT_TYPE, an unknown type
+	// UNSUPPORTED_ENDPOINT_TYPE; the answer's EndpointType stays BROKER.
+	for _, tc := range []struct {
+		version int16
+		typ     int8
+		want    *kerr.Error
+	}{
+		{1, 2, kerr.MismatchedEndpointType}, {2, 2, kerr.MismatchedEndpointType},
+		{1, 3, kerr.UnsupportedEndpointType}, {2, 0, kerr.UnsupportedEndpointType}, {1, -1, kerr.UnsupportedEndpointType},
+	} {
+		req := kmsg.NewPtrDescribeClusterRequest()
+		req.SetVersion(tc.version)
+		req.EndpointType = tc.typ
+		resp := h.request(req).(*kmsg.DescribeClusterResponse)
+		if resp.ErrorCode != tc.want.Code || resp.ErrorMessage == nil || resp.EndpointType != 1 || len(resp.Brokers) != 0 {
+			t.Errorf("v%d endpoint type %d at a broker: error %d type %d, want %s", tc.version, tc.typ,
+				resp.ErrorCode, resp.EndpointType, tc.want.Message)
+		}
+	}
+	// v0 has no EndpointType on the wire (it is BROKER); a mismatch there,
+	// which only an in-process caller can produce, is INVALID_REQUEST.
+	for _, typ := range []int8{2, 3} {
+		if e, _ := describeClusterEndpointError(&kmsg.DescribeClusterRequest{Version: 0, EndpointType: typ}); e != kerr.InvalidRequest {
+			t.Errorf("v0 endpoint type %d: %v, want INVALID_REQUEST", typ, e)
+		}
 	}
 	fenced := kmsg.NewPtrDescribeClusterRequest()
 	fenced.SetVersion(2)

@@ -274,6 +274,18 @@ func (n *Node) Propose(ctx context.Context, epoch int32, records []raftlog.Recor
 	return last, perr
 }
 
+// Resign makes a leader hand over leadership now: it becomes Resigned in its epoch
+// and sends EndQuorumEpoch, so another voter is elected without waiting for a fetch
+// timeout; the node keeps running. A node that does not lead returns ErrNotLeader. The
+// controller calls it when it can no longer apply the log it leads.
+func (n *Node) Resign(ctx context.Context) error {
+	var rerr error
+	if err := n.do(ctx, func() { rerr = n.raft.Resign(n.nowMs()) }); err != nil {
+		return err
+	}
+	return rerr
+}
+
 // Status returns the core's status.
 func (n *Node) Status(ctx context.Context) (Status, error) {
 	var st Status

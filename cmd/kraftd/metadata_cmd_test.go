@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"os"
@@ -358,5 +360,62 @@ func TestMetadataDumpUsage(t *testing.T) {
 	}
 	if _, errText, status := runDump(t, bad); status != exitError || !strings.Contains(errText, "not a segment") {
 		t.Errorf("non-log file: status %d %q", status, errText)
+	}
+}
+
+// TestMetadataDumpSecurityRecords: a log with the records Kafka writes for
+// ACLs, quotas, SCRAM, delegation tokens and the migration state dumps every
+// one of them, and no SCRAM key material appears in the output.
+func TestMetadataDumpSecurityRecords(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "__cluster_metadata-0")
+	s, err := raftlog.OpenFileStorage(dir, raftlog.FileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := "alice"
+	salt, stored, server := []byte("salt-SECRET-1"), []byte("stored-SECRET-2"), []byte("server-SECRET-3")
+	msgs := []records.Message{
+		&records.ZkMigrationStateRecord{},
+		&records.AccessControlEntryRecord{ID: dumpTopicID, ResourceType: 2, ResourceName: "t", PatternType: 3,
+			Principal: "User:alice", Host: "*", Operation: 3, PermissionType: 3},
+		&records.RemoveAccessControlEntryRecord{ID: dumpTopicID},
+		&records.ClientQuotaRecord{Entity: []records.ClientQuotaEntity{{EntityType: "user", EntityName: &alice}},
+			Key: "producer_byte_rate", Value: 1024},
+		&records.UserScramCredentialRecord{Name: "alice", Mechanism: 1, Salt: salt, StoredKey: stored,
+			ServerKey: server, Iterations: 4096},
+		&records.RemoveUserScramCredentialRecord{Name: "alice", Mechanism: 1},
+		&records.DelegationTokenRecord{Owner: "User:alice", Requester: "User:alice", TokenID: "tok"},
+		&records.RemoveDelegationTokenRecord{TokenID: "tok"},
+	}
+	var recs []raftlog.Record
+	for _, m := range msgs {
+		recs = append(recs, dataRecord(t, 0, m))
+	}
+	if err := s.Append([]raftlog.Batch{raftlog.EncodeBatch(0, 1, dumpTs0, false, recs)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	out, errText, status := runDump(t, dir)
+	if status != exitOK || errText != "" {
+		t.Fatalf("status %d, stderr:\n%s", status, errText)
+	}
+	for i, m := range msgs {
+		want := regexp.MustCompile(fmt.Sprintf(`(?m)^\| offset: %d .* payload: \{"type":"%s","version":0,"data":\{`, i, m.Type()))
+		if !want.MatchString(out) {
+			t.Errorf("no payload line for %s:\n%s", m.Type(), out)
+		}
+	}
+	if !strings.Contains(out, `"salt":"(redacted)","storedKey":"(redacted)","serverKey":"(redacted)","iterations":4096`) {
+		t.Errorf("SCRAM record not printed redacted:\n%s", out)
+	}
+	for _, secret := range [][]byte{salt, stored, server} {
+		for _, form := range []string{string(secret), base64.StdEncoding.EncodeToString(secret), hex.EncodeToString(secret)} {
+			if strings.Contains(out, form) {
+				t.Errorf("dump shows key material %q:\n%s", form, out)
+			}
+		}
 	}
 }

@@ -4,7 +4,10 @@ package controller
 // a block of producer ids for InitProducerId. The controller hands out
 // consecutive blocks of 1000 and records the next free id in a
 // ProducerIdsRecord (Kafka's ProducerIdControlManager). Unknown broker or
-// wrong epoch: STALE_BROKER_EPOCH; ids exhausted: UNKNOWN_SERVER_ERROR.
+// wrong epoch: STALE_BROKER_EPOCH (ClusterControlManager.checkBrokerEpoch);
+// ids exhausted: UNKNOWN_SERVER_ERROR. Like Kafka, a fenced broker with its
+// current epoch gets a block: generateNextProducerId checks nothing else.
+// Tests: testdata/producer_ids.txt, TestAllocateProducerIDsExhausted.
 
 import (
 	"math"

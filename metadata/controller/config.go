@@ -19,6 +19,9 @@ type Quorum interface {
 	// offset of the last record once appended (not committed). It fails
 	// with quorum.ErrNotLeader when this node does not lead that epoch.
 	Propose(ctx context.Context, quorumEpoch int32, recs []raftlog.Record) (lastOffset int64, err error)
+	// Resign hands quorum leadership over now (EndQuorumEpoch); it fails
+	// with quorum.ErrNotLeader on a node that does not lead.
+	Resign(ctx context.Context) error
 }
 
 // Voter is a controller's endpoint as DescribeCluster (EndpointType 2)
@@ -103,6 +106,15 @@ type Config struct {
 	// kraftd's default is above it so that a topic of 100,000 partitions
 	// can be created in one request (written as a metadata transaction).
 	MaxRecordsPerUserOp int
+	// OnFatal, if set, is called once, from the event loop, when a committed
+	// record (or a snapshot) cannot be applied. By then the controller has
+	// stopped serving and, if it led the quorum, resigned; the process
+	// should exit non-zero, as Kafka's fatal fault handler makes it.
+	OnFatal func(error)
+	// ReplayFault is fault injection for tests; nil in production. It sees
+	// every committed batch before the controller applies it, and an error
+	// fails the replay as an unappliable record would (see OnFatal).
+	ReplayFault func(raftlog.Batch) error
 	// Voters are the controllers DescribeCluster reports while none has
 	// registered.
 	Voters []Voter

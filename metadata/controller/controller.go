@@ -46,6 +46,7 @@ type Controller struct {
 	published sync.Mutex
 	image     *image.Image
 	offset    int64
+	fatal     error // set once committed metadata could not be applied
 }
 
 // op is one request handed to the loop; reply has capacity 1 so the loop
@@ -74,6 +75,7 @@ func New(cfg Config) (*Controller, error) {
 		return cfg.Quorum.Propose(ctx, epoch, recs)
 	})
 	c.core.onCommit = c.publish
+	c.core.onFatal = c.stop
 	c.core.stepAppends = true
 	return c, nil
 }
@@ -235,6 +237,36 @@ func (c *Controller) runOp(o op) {
 		return
 	}
 	c.core.handle(o.req, c.nowMs(), func(r kmsg.Response) { o.reply <- r })
+}
+
+// resignTimeout bounds the wait for the quorum driver when a failed
+// controller resigns.
+const resignTimeout = 5 * time.Second
+
+// stop runs on the loop when committed metadata cannot be applied: record
+// the failure for Failed, hand quorum leadership over if this node holds
+// it, and report the error (the process exits).
+func (c *Controller) stop(err error, leading bool) {
+	c.published.Lock()
+	c.fatal = err
+	c.published.Unlock()
+	if leading {
+		ctx, cancel := context.WithTimeout(c.ctx, resignTimeout)
+		rerr := c.cfg.Quorum.Resign(ctx)
+		cancel()
+		c.log.Error("resigned quorum leadership after a metadata replay failure", zap.NamedError("resignError", rerr))
+	}
+	if c.cfg.OnFatal != nil {
+		c.cfg.OnFatal(err)
+	}
+}
+
+// Failed returns the error that stopped the controller (a committed record
+// or snapshot it could not apply), or nil.
+func (c *Controller) Failed() error {
+	c.published.Lock()
+	defer c.published.Unlock()
+	return c.fatal
 }
 
 // publish makes a committed image visible to CommittedImage; core calls it

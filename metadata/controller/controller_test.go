@@ -2,7 +2,11 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,7 +15,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/kraftd/kraftd/metadata/image"
+	"github.com/kraftd/kraftd/metadata/records"
 	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/quorum"
 	"github.com/kraftd/kraftd/quorum/raftlog"
@@ -27,10 +35,19 @@ type fakeQuorum struct {
 	ctl        *Controller
 	autoCommit bool
 	proposed   chan int64 // last offset of every appended batch
+	resigned   int        // Resign calls
 }
 
 func newFakeQuorum(autoCommit bool) *fakeQuorum {
 	return &fakeQuorum{log: fakeLog{leaderEpoch: -1}, autoCommit: autoCommit, proposed: make(chan int64, 1024)}
+}
+
+// Resign records that the controller handed leadership over.
+func (q *fakeQuorum) Resign(context.Context) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.resigned++
+	return nil
 }
 
 func (q *fakeQuorum) Propose(_ context.Context, epoch int32, recs []raftlog.Record) (int64, error) {
@@ -421,5 +438,136 @@ func TestHeartbeatServedBetweenBatchesOfALargeCreate(t *testing.T) {
 	}
 	if got := replayLog(t, fl.batches); got.NumPartitions() != 100 {
 		t.Fatalf("%d partitions replayed", got.NumPartitions())
+	}
+}
+
+// TestControllerReplayFailureResignsAndReportsFatal: a committed record the
+// image cannot apply stops the controller for good: it resigns quorum
+// leadership, logs the offset and the record, reports the error to OnFatal
+// (the app exits non-zero) and to Failed (the metric), and answers
+// NOT_CONTROLLER from then on.
+func TestControllerReplayFailureResignsAndReportsFatal(t *testing.T) {
+	q := newFakeQuorum(false)
+	obs, logs := observer.New(zap.ErrorLevel)
+	fatal := make(chan error, 1)
+	c := startController(t, q, &fakeClock{}, func(cfg *Config) {
+		cfg.Logger = zap.New(obs)
+		cfg.OnFatal = func(err error) { fatal <- err }
+	})
+	q.elect(1, 1)
+	boot := q.waitProposed(t)
+	q.commit()
+	waitFor(t, func() bool { _, off := c.CommittedImage(); return off >= boot })
+	bad, err := records.Record{Message: &records.RemoveAccessControlEntryRecord{ID: records.UUID{7}}}.AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.HandleCommit([]raftlog.Batch{raftlog.EncodeBatch(boot+1, 1, 0, false, []raftlog.Record{{Value: bad}})})
+	var got error
+	select {
+	case got = <-fatal:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no fatal error reported")
+	}
+	var re *ReplayError
+	if !errors.As(got, &re) || !errors.Is(got, ErrReplay) || re.Offset != boot+1 {
+		t.Fatalf("fatal error %v", got)
+	}
+	if !errors.Is(c.Failed(), ErrReplay) {
+		t.Fatalf("Failed() = %v", c.Failed())
+	}
+	q.mu.Lock()
+	resigned := q.resigned
+	q.mu.Unlock()
+	if resigned != 1 {
+		t.Fatalf("resigned %d times, want 1", resigned)
+	}
+	entries := logs.FilterMessageSnippet("cannot apply committed metadata").All()
+	if len(entries) != 1 {
+		t.Fatalf("logged %d replay failures", len(entries))
+	}
+	fields := entries[0].ContextMap()
+	if fields["offset"] != boot+1 || !strings.Contains(fmt.Sprint(fields["record"]), `"type":"REMOVE_ACCESS_CONTROL_ENTRY_RECORD"`) {
+		t.Fatalf("log fields %v", fields)
+	}
+	r := await(t, call(c, registration(1))).(*kmsg.BrokerRegistrationResponse)
+	if r.ErrorCode != kerr.NotController.Code {
+		t.Fatalf("failed controller answered error %d, want NOT_CONTROLLER", r.ErrorCode)
+	}
+}
+
+// A standby (not the quorum leader) that cannot apply the log stops too,
+// but has nothing to resign.
+func TestControllerReplayFailureOnStandby(t *testing.T) {
+	q := newFakeQuorum(false)
+	fatal := make(chan error, 1)
+	c := startController(t, q, &fakeClock{}, func(cfg *Config) { cfg.OnFatal = func(err error) { fatal <- err } })
+	bad, err := records.Record{Message: &records.PartitionRecord{TopicID: records.UUID{1}, Replicas: []int32{1}}}.AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.HandleCommit([]raftlog.Batch{raftlog.EncodeBatch(0, 1, 0, false, []raftlog.Record{{Value: bad}})})
+	select {
+	case err := <-fatal:
+		if !errors.Is(err, image.ErrUnknownTopic) {
+			t.Fatalf("fatal error %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no fatal error reported")
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.resigned != 0 {
+		t.Fatal("a standby resigned")
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestAllocateProducerIDsExhausted: a block whose end would pass int64 is
+// UNKNOWN_SERVER_ERROR and writes nothing, as Kafka's generateNextProducerId
+// ("Exhausted all producerIds"); the last block that fits is still handed out.
+func TestAllocateProducerIDsExhausted(t *testing.T) {
+	for _, tc := range []struct {
+		next  int64
+		want  int16
+		start int64
+	}{
+		{math.MaxInt64 - 2*producerIDBlockSize, 0, math.MaxInt64 - 2*producerIDBlockSize},
+		{math.MaxInt64 - producerIDBlockSize, 0, math.MaxInt64 - producerIDBlockSize},
+		{math.MaxInt64 - producerIDBlockSize + 1, kerr.UnknownServerError.Code, 0},
+	} {
+		d := image.NewDelta(nil)
+		for i, m := range []records.Message{
+			&records.RegisterBrokerRecord{BrokerID: 1, BrokerEpoch: 7},
+			&records.ProducerIdsRecord{BrokerID: 1, BrokerEpoch: 7, NextProducerID: tc.next},
+		} {
+			if err := d.Replay(int64(i), 1, records.Record{Message: m}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c := newCore(Config{NodeID: 1, ClusterID: testClusterID, Quorum: nopQuorum{}}, nil)
+		v := emptyView()
+		v.img = d.Apply()
+		c.pending = v
+		req := kmsg.NewPtrAllocateProducerIDsRequest()
+		req.BrokerID, req.BrokerEpoch = 1, 7
+		res := c.allocateProducerIDs(req)
+		resp := res.Response.(*kmsg.AllocateProducerIDsResponse)
+		if resp.ErrorCode != tc.want || resp.ProducerIDStart != tc.start {
+			t.Fatalf("next %d: error %d start %d, want error %d start %d", tc.next, resp.ErrorCode, resp.ProducerIDStart, tc.want, tc.start)
+		}
+		if (tc.want != 0) != (len(res.Records) == 0) {
+			t.Fatalf("next %d: %d records", tc.next, len(res.Records))
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"errors"
 	"fmt"
 	"iter"
 	"math"
@@ -88,6 +89,9 @@ type core struct {
 	// responses it releases are sent, so a caller that got a response can
 	// read the image it implies.
 	onCommit func(visible *image.Image, committedOffset int64)
+	// onFatal, if set, is told once that committed metadata could not be
+	// applied; leading says whether this node was the quorum leader.
+	onFatal func(err error, leading bool)
 }
 
 func newCore(cfg Config, propose proposeFunc) *core {
@@ -160,10 +164,12 @@ func (c *core) commit(batches []raftlog.Batch, nowMs int64) error {
 		if b.LastOffset <= c.committedOffset {
 			continue // already seen (e.g. redelivered after a restart)
 		}
-		if err := c.commitBatch(b); err != nil {
-			c.failed = err
-			c.renounce("replay failed")
-			c.log.Error("cannot apply committed metadata", zap.Error(err))
+		err := c.injectedFault(b)
+		if err == nil {
+			err = c.commitBatch(b)
+		}
+		if err != nil {
+			c.fail(err)
 			return err
 		}
 		c.committedOffset = b.LastOffset
@@ -173,6 +179,41 @@ func (c *core) commit(batches []raftlog.Batch, nowMs int64) error {
 	}
 	c.releaseWaiters()
 	c.maybeActivate(nowMs)
+	return nil
+}
+
+// fail stops the controller for good after committed metadata could not be
+// applied: it renounces, logs the offending record, and tells onFatal, which
+// resigns quorum leadership if this node holds it and stops the process, as
+// Kafka's fatal fault handler does. A leader that cannot apply its own log
+// must not keep the quorum from electing one that can.
+func (c *core) fail(err error) {
+	if c.failed != nil {
+		return
+	}
+	c.failed = err
+	leading := c.leader.LeaderID == c.cfg.NodeID
+	c.renounce("cannot apply committed metadata")
+	fields := []zap.Field{zap.Error(err), zap.Bool("quorumLeader", leading)}
+	var re *ReplayError
+	if errors.As(err, &re) {
+		fields = append(fields, zap.Int64("offset", re.Offset), zap.String("record", re.Record))
+	}
+	c.log.Error("cannot apply committed metadata; the controller stops", fields...)
+	if c.onFatal != nil {
+		c.onFatal(err, leading)
+	}
+}
+
+// injectedFault runs Config.ReplayFault, a test's stand-in for a record
+// this controller cannot apply.
+func (c *core) injectedFault(b raftlog.Batch) error {
+	if c.cfg.ReplayFault == nil {
+		return nil
+	}
+	if err := c.cfg.ReplayFault(b); err != nil {
+		return &ReplayError{Offset: b.BaseOffset, Record: "(fault injected into the whole batch)", Err: err}
+	}
 	return nil
 }
 
@@ -224,7 +265,8 @@ func decodeBatch(dec *records.Decoder, b raftlog.Batch) iter.Seq2[offsetRecord, 
 				rec, err = records.Decode(r.Value)
 			}
 			if err != nil {
-				yield(offsetRecord{}, fmt.Errorf("%w: offset %d: %w", ErrReplay, r.Offset, err))
+				raw := r.Value[:min(len(r.Value), 256)]
+				yield(offsetRecord{}, &ReplayError{Offset: r.Offset, Record: fmt.Sprintf("%x", raw), Err: err})
 				return
 			}
 			if !yield(offsetRecord{offset: r.Offset, rec: rec}, nil) {

@@ -140,6 +140,8 @@ func (nopQuorum) Propose(context.Context, int32, []raftlog.Record) (int64, error
 	return 0, quorum.ErrNotLeader
 }
 
+func (nopQuorum) Resign(context.Context) error { return quorum.ErrNotLeader }
+
 func atoi(t testing.TB, s string) int {
 	n, err := strconv.Atoi(s)
 	if err != nil {

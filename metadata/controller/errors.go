@@ -1,6 +1,9 @@
 package controller
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 var (
 	// ErrClosed is returned by Start after Close, and by handlers whose
@@ -21,3 +24,20 @@ var (
 	// Abort without Begin, or a nested Begin).
 	ErrTransactionState = errors.New("controller: transaction marker out of order")
 )
+
+// ReplayError says which committed record could not be applied. It wraps
+// ErrReplay and the cause.
+type ReplayError struct {
+	// Offset is the record's offset in the metadata log.
+	Offset int64
+	// Record is the record as kafka-dump-log prints it (SCRAM key material
+	// redacted), or its hex bytes if it could not be decoded.
+	Record string
+	Err    error
+}
+
+func (e *ReplayError) Error() string {
+	return fmt.Sprintf("%v: offset %d: %s: %v", ErrReplay, e.Offset, e.Record, e.Err)
+}
+
+func (e *ReplayError) Unwrap() []error { return []error{ErrReplay, e.Err} }

@@ -62,25 +62,29 @@ func partitionChange(topicID records.UUID, id int32, p image.Partition, targetIS
 // (v1 arrives with directories at 3.7-IV2, which we do not support).
 func partitionChangeVersion(int16) int16 { return 0 }
 
-// changeRecords appends one PartitionChangeRecord per partition that
-// partitions() selects and whose state moves: brokerOut leaves the ISR and
-// may not lead, brokerIn may lead even though the image still shows it
-// fenced (it is being unfenced in the same batch). Either may be -1.
+// changeRecords appends one PartitionChangeRecord per partition of tps
+// (sorted by topic, as the image's broker index lists them) whose state
+// moves: brokerOut leaves the ISR and may not lead, brokerIn may lead even
+// though the image still shows it fenced (it is being unfenced in the same
+// batch). Either may be -1. It costs O(len(tps)), not a scan of the cluster.
 func changeRecords(out []records.Record, img *image.Image, brokerOut, brokerIn int32,
-	keep func(image.Partition) bool, mv int16) []records.Record {
+	tps []image.TopicPartition, mv int16) []records.Record {
 	acceptable := func(r int32) bool { return r != brokerOut && (r == brokerIn || isActive(img, r)) }
-	for t := range img.Topics() {
-		for id, p := range t.Partitions() {
-			if !keep(p) {
-				continue
-			}
-			target := p.ISR()
-			if brokerOut >= 0 && slices.Contains(target, brokerOut) {
-				target = slices.DeleteFunc(slices.Clone(target), func(r int32) bool { return r == brokerOut })
-			}
-			if rec := partitionChange(t.ID(), id, p, target, acceptable, mv); rec != nil {
-				out = append(out, records.Record{Version: partitionChangeVersion(mv), Message: rec})
-			}
+	var t *image.Topic
+	for _, tp := range tps {
+		if t == nil || t.ID() != tp.TopicID {
+			t, _ = img.TopicByID(tp.TopicID)
+		}
+		p, ok := t.Partition(tp.Partition)
+		if !ok {
+			continue
+		}
+		target := p.ISR()
+		if brokerOut >= 0 && slices.Contains(target, brokerOut) {
+			target = slices.DeleteFunc(slices.Clone(target), func(r int32) bool { return r == brokerOut })
+		}
+		if rec := partitionChange(tp.TopicID, tp.Partition, p, target, acceptable, mv); rec != nil {
+			out = append(out, records.Record{Version: partitionChangeVersion(mv), Message: rec})
 		}
 	}
 	return out
@@ -90,7 +94,7 @@ func changeRecords(out []records.Record, img *image.Image, brokerOut, brokerIn i
 // (electing new leaders where it led), then mark it fenced.
 func fenceBroker(img *image.Image, id int32, mv int16) []records.Record {
 	b, _ := img.Broker(id)
-	out := changeRecords(nil, img, id, -1, func(p image.Partition) bool { return p.InISR(id) }, mv)
+	out := changeRecords(nil, img, id, -1, img.PartitionsWithISRMember(id), mv)
 	if mv >= mv33IV2 {
 		return append(out, records.Record{Message: &records.BrokerRegistrationChangeRecord{
 			BrokerID: id, BrokerEpoch: b.Epoch, Fenced: records.FenceChangeFence}})
@@ -108,7 +112,7 @@ func unfenceBroker(img *image.Image, id int32, brokerEpoch int64, mv int16) []re
 	} else {
 		out = append(out, records.Record{Message: &records.UnfenceBrokerRecord{ID: id, Epoch: brokerEpoch}})
 	}
-	return changeRecords(out, img, -1, id, func(p image.Partition) bool { return p.Leader == image.NoLeader }, mv)
+	return changeRecords(out, img, -1, id, img.PartitionsWithoutLeader(), mv)
 }
 
 // controlledShutdown is Kafka's handleBrokerInControlledShutdown: mark the
@@ -119,17 +123,9 @@ func controlledShutdown(img *image.Image, id int32, brokerEpoch int64, mv int16)
 		out = append(out, records.Record{Version: 1, Message: &records.BrokerRegistrationChangeRecord{
 			BrokerID: id, BrokerEpoch: brokerEpoch, InControlledShutdown: 1}})
 	}
-	return changeRecords(out, img, id, -1, func(p image.Partition) bool { return p.InISR(id) }, mv)
+	return changeRecords(out, img, id, -1, img.PartitionsWithISRMember(id), mv)
 }
 
-// hasLeaderships reports whether broker id leads any partition.
-func hasLeaderships(img *image.Image, id int32) bool {
-	for t := range img.Topics() {
-		for _, p := range t.Partitions() {
-			if p.Leader == id {
-				return true
-			}
-		}
-	}
-	return false
-}
+// hasLeaderships reports whether broker id leads any partition (the image
+// counts them).
+func hasLeaderships(img *image.Image, id int32) bool { return img.LeaderCount(id) > 0 }

@@ -18,7 +18,7 @@ var _ quorum.SnapshotListener = (*Controller)(nil)
 
 // SnapshotImage decodes a snapshot's records into the image they describe.
 func SnapshotImage(s quorum.Snapshot) (*image.Image, error) {
-	img, err := image.FromRecords(records.DecodeAll(s.Values()), image.Provenance{
+	img, err := image.FromRecordsIndexed(records.DecodeAll(s.Values()), image.Provenance{
 		Offset: s.ID.EndOffset - 1, Epoch: s.ID.Epoch, TimestampMs: s.LastContainedTimestampMs})
 	if err != nil {
 		return nil, fmt.Errorf("%w: snapshot (%d,%d): %w", ErrReplay, s.ID.EndOffset, s.ID.Epoch, err)
@@ -27,18 +27,22 @@ func SnapshotImage(s quorum.Snapshot) (*image.Image, error) {
 }
 
 // loadSnapshot replaces the committed state with a snapshot in one step. Broker
-// epochs are the offsets of their registrations, which the image keeps.
+// epochs are the offsets of their registrations, which the image keeps; the
+// registration offsets of the caught-up check become the snapshot's last offset.
 func (c *core) loadSnapshot(s quorum.Snapshot, nowMs int64) {
 	img, err := SnapshotImage(s)
 	if err != nil {
-		c.failed = err
-		c.log.Error("cannot load snapshot", zap.Error(err))
+		c.fail(fmt.Errorf("%w: snapshot %d-%d: %w", ErrReplay, s.ID.EndOffset, s.ID.Epoch, err))
 		return
 	}
 	v := emptyView()
 	v.img = img
+	// Kafka replays a snapshot's RegisterBrokerRecords at the snapshot's last
+	// contained offset, so a broker counts as caught up only once it has
+	// applied the whole snapshot: later than its registration, which is
+	// what the broker epoch says.
 	for _, b := range img.Brokers() {
-		v.regOffsets[b.ID] = b.Epoch
+		v.regOffsets[b.ID] = s.ID.EndOffset - 1
 	}
 	c.renounce("loading snapshot")
 	c.committed, c.pending, c.committedOffset = v, v, s.ID.EndOffset-1

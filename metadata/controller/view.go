@@ -19,7 +19,8 @@ import (
 //   - txnBase != nil iff a transaction is open; it is the view just before
 //     its BeginTransactionRecord and never itself has txnBase set;
 //   - regOffsets holds the offset of the latest RegisterBrokerRecord of
-//     every broker in img, and is never written once shared.
+//     every broker in img (for a registration loaded from a snapshot, the
+//     snapshot's last offset, as in Kafka), and is never written once shared.
 type view struct {
 	img        *image.Image
 	regOffsets map[int32]int64
@@ -34,7 +35,7 @@ type offsetRecord struct {
 }
 
 func emptyView() *view {
-	return &view{img: image.Empty(), regOffsets: map[int32]int64{}, txnStart: -1}
+	return &view{img: image.EmptyIndexed(), regOffsets: map[int32]int64{}, txnStart: -1}
 }
 
 // visible is the image a reader holding back open transactions sees (what
@@ -104,9 +105,19 @@ func (v *view) replay(recs iter.Seq2[offsetRecord, error], quorumEpoch int32) (*
 			delete(next.regOffsets, m.BrokerID)
 		}
 		if err := d.Replay(r.offset, quorumEpoch, r.rec); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrReplay, err)
+			return nil, &ReplayError{Offset: r.offset, Record: recordText(r.rec), Err: err}
 		}
 	}
 	next.img = d.Apply()
 	return &next, nil
+}
+
+// recordText prints a record for the log of a replay failure, as
+// kafka-dump-log would (SCRAM key material redacted).
+func recordText(r records.Record) string {
+	b, err := r.MarshalJSON()
+	if err != nil {
+		return fmt.Sprintf("%s v%d (%v)", r.Message.Type(), r.Version, err)
+	}
+	return string(b)
 }

@@ -17,13 +17,18 @@ import (
 var (
 	benchPartitions    = flag.Int("image.partitions", 100_000, "partitions in benchmark images")
 	benchPartsPerTopic = flag.Int("image.partsPerTopic", 100, "partitions per topic in benchmark images")
+	benchIndexed       = flag.Bool("image.indexed", false, "build benchmark images with the broker index (the controller's)")
 )
 
 // buildImage replays a cluster of brokers, topics and RF-3 partitions into
 // one delta, as a snapshot load would. withDirs adds KIP-858 directories.
 func buildImage(tb testing.TB, partitions, perTopic int, withDirs bool) *Image {
 	tb.Helper()
-	d := NewDelta(Empty())
+	base := Empty()
+	if *benchIndexed {
+		base = EmptyIndexed()
+	}
+	d := NewDelta(base)
 	off := int64(0)
 	replay := func(m records.Message) {
 		if err := d.Replay(off, 1, records.Record{Message: m}); err != nil {
@@ -174,6 +179,9 @@ func BenchmarkSnapshotLoad(b *testing.B) {
 	recs := img.Records()
 	for b.Loop() {
 		d := NewDelta(Empty())
+		if *benchIndexed {
+			d = NewDelta(EmptyIndexed())
+		}
 		for i, r := range recs {
 			if err := d.Replay(int64(i), 1, r); err != nil {
 				b.Fatal(err)

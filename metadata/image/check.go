@@ -132,6 +132,9 @@ func (img *Image) checkStructure() error {
 	if total != img.topics.numPartitions {
 		return fmt.Errorf("%w: image counts %d partitions, holds %d", ErrInsane, img.topics.numPartitions, total)
 	}
+	if err := img.checkBrokerIndex(); err != nil {
+		return err
+	}
 	return nil
 }
 

@@ -43,6 +43,7 @@ type Delta struct {
 	topics      topicsDelta
 	configs     map[ConfigResource]map[string]string
 	producerIDs *ProducerIDs
+	security    securityDelta
 }
 
 // NewDelta starts a delta on base; nil means Empty().
@@ -117,7 +118,7 @@ func (d *Delta) replay(m records.Message) error {
 	case *records.PartitionChangeRecord:
 		return d.topics.replayPartitionChange(r, d.edit)
 	case *records.RemoveTopicRecord:
-		name, err := d.topics.replayRemoveTopic(r)
+		name, err := d.topics.replayRemoveTopic(r, d.edit)
 		if err == nil {
 			d.removeConfigs(ConfigResource{Type: ConfigTopic, Name: name})
 		}
@@ -128,6 +129,22 @@ func (d *Delta) replay(m records.Message) error {
 		return d.replayFeatureLevel(r)
 	case *records.ProducerIdsRecord:
 		return d.replayProducerIDs(r)
+	case *records.AccessControlEntryRecord:
+		return d.replayACL(r)
+	case *records.RemoveAccessControlEntryRecord:
+		return d.replayRemoveACL(r)
+	case *records.ClientQuotaRecord:
+		return d.replayClientQuota(r)
+	case *records.UserScramCredentialRecord:
+		return d.replayScram(r)
+	case *records.RemoveUserScramCredentialRecord:
+		return d.replayRemoveScram(r)
+	case *records.DelegationTokenRecord:
+		return d.replayDelegationToken(r)
+	case *records.RemoveDelegationTokenRecord:
+		return d.replayRemoveDelegationToken(r)
+	case *records.ZkMigrationStateRecord:
+		return d.replayZkMigration(r)
 	case *records.NoOpRecord, *records.BeginTransactionRecord,
 		*records.EndTransactionRecord, *records.AbortTransactionRecord:
 		return nil
@@ -151,6 +168,7 @@ func (d *Delta) Apply() *Image {
 		topics:      d.topics.apply(d.edit),
 		configs:     d.applyConfigs(),
 		producerIDs: d.currentProducerIDs(),
+		security:    d.applySecurity(),
 	}
 	if d.features != nil {
 		next.features = d.features

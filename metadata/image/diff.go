@@ -23,6 +23,9 @@ type Changes struct {
 	FeaturesChanged        bool
 	MetadataVersionChanged bool
 	ProducerIDsChanged     bool
+	// SecurityChanged covers ACLs, client quotas, SCRAM credentials,
+	// delegation tokens and the ZooKeeper migration state.
+	SecurityChanged bool
 }
 
 // Changes reports what the replayed records touched. It may list an entry
@@ -37,6 +40,7 @@ func (d *Delta) Changes() Changes {
 		FeaturesChanged:        d.FeaturesChanged(),
 		MetadataVersionChanged: d.MetadataVersionChanged(),
 		ProducerIDsChanged:     d.ProducerIDsChanged(),
+		SecurityChanged:        d.SecurityChanged(),
 	}
 }
 
@@ -53,6 +57,7 @@ func Diff(prev, next *Image) Changes {
 		FeaturesChanged:        !maps.Equal(prev.features, next.features),
 		MetadataVersionChanged: prev.MetadataVersion() != next.MetadataVersion(),
 		ProducerIDsChanged:     prev.producerIDs != next.producerIDs,
+		SecurityChanged:        !prev.security.equal(&next.security),
 	}
 }
 
@@ -152,7 +157,8 @@ func (d Changes) Contains(c Changes) bool {
 	}
 	return subset(c.Brokers, d.Brokers) && subset(c.Controllers, d.Controllers) &&
 		subsetFunc(c.Configs, d.Configs) && (!c.FeaturesChanged || d.FeaturesChanged) &&
-		(!c.MetadataVersionChanged || d.MetadataVersionChanged) && (!c.ProducerIDsChanged || d.ProducerIDsChanged)
+		(!c.MetadataVersionChanged || d.MetadataVersionChanged) && (!c.ProducerIDsChanged || d.ProducerIDsChanged) &&
+		(!c.SecurityChanged || d.SecurityChanged)
 }
 
 func subset(a, b []int32) bool {

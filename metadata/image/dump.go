@@ -11,8 +11,9 @@ import (
 )
 
 // Dump returns a deterministic, sorted text form of the image, one fact
-// per line, for golden tests and debugging. Two images are Equal exactly
-// when their dumps are equal.
+// per line, for golden tests and debugging. SCRAM key material is printed
+// as (redacted); apart from it, two images are Equal exactly when their
+// dumps are equal.
 func (img *Image) Dump() string {
 	var sb strings.Builder
 	_ = img.WriteDump(&sb) // strings.Builder never fails
@@ -27,6 +28,7 @@ func (img *Image) WriteDump(w io.Writer) error {
 	for _, f := range img.features.sorted() {
 		fmt.Fprintf(bw, "feature %s=%d\n", f.Name, f.Level)
 	}
+	img.security.dump(bw)
 	for _, b := range img.brokers.All() {
 		dumpBroker(bw, b)
 	}
@@ -110,8 +112,12 @@ func (p Partition) String() string {
 func (img *Image) Hash() uint64 {
 	h := fnv.New64a()
 	_ = img.WriteDump(h) // hash writers never fail
+	img.security.writeSecrets(h)
 	return h.Sum64()
 }
 
-// Equal reports whether two images hold the same state and provenance.
-func (img *Image) Equal(other *Image) bool { return img.Dump() == other.Dump() }
+// Equal reports whether two images hold the same state and provenance,
+// including the SCRAM key material Dump leaves out.
+func (img *Image) Equal(other *Image) bool {
+	return img.Dump() == other.Dump() && img.security.secretsEqual(&other.security)
+}

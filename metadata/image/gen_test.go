@@ -55,9 +55,9 @@ func (g *gen) next(img *Image, offset int64) records.Message {
 }
 
 func (g *gen) try(img *Image, offset int64) records.Message {
-	switch g.rng.IntN(16) {
+	switch g.rng.IntN(20) {
 	case 0:
-		return g.feature()
+		return g.feature(img)
 	case 1:
 		return g.registerBroker(offset)
 	case 2, 3:
@@ -82,13 +82,84 @@ func (g *gen) try(img *Image, offset int64) records.Message {
 	case 15:
 		return &records.RegisterControllerRecord{ControllerID: int32(100 + g.rng.IntN(3)),
 			IncarnationID: g.uuid(), EndPoints: []records.BrokerEndpoint{{Name: "CONTROLLER", Host: "127.0.0.1", Port: 9093}}}
+	case 16:
+		return g.acl(img)
+	case 17:
+		return g.quota()
+	case 18:
+		return g.scram(img)
+	case 19:
+		return g.token(img)
 	}
 	return nil
 }
 
-func (g *gen) feature() records.Message {
+// acl adds a binding or removes an existing one.
+func (g *gen) acl(img *Image) records.Message {
+	if acls := img.ACLs(); len(acls) > 0 && g.rng.IntN(3) == 0 {
+		return &records.RemoveAccessControlEntryRecord{ID: acls[g.rng.IntN(len(acls))].ID}
+	}
+	return &records.AccessControlEntryRecord{ID: g.uuid(), ResourceType: int8(2 + g.rng.IntN(6)),
+		ResourceName: fmt.Sprintf("r%d", g.rng.IntN(5)), PatternType: int8(3 + g.rng.IntN(2)),
+		Principal: "User:u" + fmt.Sprint(g.rng.IntN(3)), Host: "*", Operation: int8(2 + g.rng.IntN(12)),
+		PermissionType: int8(2 + g.rng.IntN(2))}
+}
+
+// quota sets or removes a key of one of a few entities; the entity list
+// comes in either order and may name a type twice (the last name wins).
+func (g *gen) quota() records.Message {
+	users := []*string{nil, ptrTo("alice"), ptrTo("bob")}
+	entity := []records.ClientQuotaEntity{{EntityType: "user", EntityName: users[g.rng.IntN(3)]}}
 	if g.rng.IntN(2) == 0 {
-		return &records.FeatureLevelRecord{Name: MetadataVersionFeature, FeatureLevel: []int16{7, 14, 17}[g.rng.IntN(3)]}
+		entity = append(entity, records.ClientQuotaEntity{EntityType: "client-id", EntityName: ptrTo("c,=1")})
+	}
+	if g.rng.IntN(2) == 0 {
+		entity[0], entity[len(entity)-1] = entity[len(entity)-1], entity[0]
+	}
+	keys := []string{"producer_byte_rate", "consumer_byte_rate", "request_percentage"}
+	return &records.ClientQuotaRecord{Entity: entity, Key: keys[g.rng.IntN(3)],
+		Value: float64(g.rng.IntN(1<<20)) / 4, Remove: g.rng.IntN(4) == 0}
+}
+
+func (g *gen) scram(img *Image) records.Message {
+	if cs := img.ScramCredentials(); len(cs) > 0 && g.rng.IntN(3) == 0 {
+		c := cs[g.rng.IntN(len(cs))]
+		return &records.RemoveUserScramCredentialRecord{Name: c.Name, Mechanism: c.Mechanism}
+	}
+	secret := func() []byte { u := g.uuid(); return u[:] }
+	return &records.UserScramCredentialRecord{Name: fmt.Sprintf("user%d", g.rng.IntN(4)),
+		Mechanism: int8(1 + g.rng.IntN(2)), Salt: secret(), StoredKey: secret(), ServerKey: secret(),
+		Iterations: int32(4096 + g.rng.IntN(4096))}
+}
+
+// token creates, renews or removes a delegation token, or restates the
+// migration state.
+func (g *gen) token(img *Image) records.Message {
+	switch n := g.rng.IntN(4); {
+	case n == 0 && img.MetadataVersion() >= MV34IV0:
+		// Below 3.4-IV0 no migration state exists (snapshots cannot carry one).
+		return &records.ZkMigrationStateRecord{ZkMigrationState: int8(g.rng.IntN(4))}
+	case n == 1 && len(img.DelegationTokens()) > 0:
+		ts := img.DelegationTokens()
+		return &records.RemoveDelegationTokenRecord{TokenID: ts[g.rng.IntN(len(ts))].TokenID}
+	}
+	return &records.DelegationTokenRecord{Owner: "User:o", Requester: "User:r",
+		Renewers: []string{"User:x"}[:g.rng.IntN(2)], IssueTimestamp: int64(g.rng.IntN(1000)),
+		MaxTimestamp: 5000, ExpirationTimestamp: int64(1000 + g.rng.IntN(4000)), TokenID: fmt.Sprintf("t%d", g.rng.IntN(4))}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// feature sets metadata.version or kraft.version; metadata.version does not
+// go below 3.4-IV0 once a migration state other than None is set (Kafka
+// cannot write that state at older levels).
+func (g *gen) feature(img *Image) records.Message {
+	if g.rng.IntN(2) == 0 {
+		levels := []int16{7, 14, 17}
+		if img.ZkMigrationState() != records.ZkMigrationNone {
+			levels = levels[1:]
+		}
+		return &records.FeatureLevelRecord{Name: MetadataVersionFeature, FeatureLevel: levels[g.rng.IntN(len(levels))]}
 	}
 	return &records.FeatureLevelRecord{Name: "kraft.version", FeatureLevel: int16(g.rng.IntN(2))}
 }

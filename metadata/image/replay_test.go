@@ -16,7 +16,7 @@ import (
 func genLog(t *testing.T, seed uint64, n int) ([]records.Record, []*Image) {
 	t.Helper()
 	g := &gen{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
-	img := Empty()
+	img := EmptyIndexed() // checkStructure then checks the broker index at every step
 	var log []records.Record
 	imgs := []*Image{img}
 	for off := range int64(n) {
@@ -243,7 +243,7 @@ func TestBaseUntouchedByLaterDeltas(t *testing.T) {
 
 func emptyChanges(c Changes) bool {
 	return len(c.Topics) == 0 && len(c.Brokers) == 0 && len(c.Controllers) == 0 && len(c.Configs) == 0 &&
-		!c.FeaturesChanged && !c.MetadataVersionChanged && !c.ProducerIDsChanged
+		!c.FeaturesChanged && !c.MetadataVersionChanged && !c.ProducerIDsChanged && !c.SecurityChanged
 }
 
 // stateDump is Dump without the provenance line.

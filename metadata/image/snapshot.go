@@ -25,7 +25,17 @@ func FromSnapshot(recs []records.Record, prov Provenance) (*Image, error) {
 // each record may be overwritten once the next is asked for. The first error of
 // the stream is returned.
 func FromRecords(recs iter.Seq2[records.Record, error], prov Provenance) (*Image, error) {
-	d := NewDelta(Empty())
+	return fromRecords(Empty(), recs, prov)
+}
+
+// FromRecordsIndexed is FromRecords building on EmptyIndexed: the image keeps
+// the broker index.
+func FromRecordsIndexed(recs iter.Seq2[records.Record, error], prov Provenance) (*Image, error) {
+	return fromRecords(EmptyIndexed(), recs, prov)
+}
+
+func fromRecords(base *Image, recs iter.Seq2[records.Record, error], prov Provenance) (*Image, error) {
+	d := NewDelta(base)
 	i := int64(0)
 	for r, err := range recs {
 		if err != nil {

@@ -46,11 +46,13 @@ type topicsImage struct {
 	byID          hamt[*Topic]
 	byName        ptree[string, records.UUID]
 	numPartitions int
+	index         brokerIndex
 }
 
 func emptyTopics() topicsImage {
 	return topicsImage{
-		byName: newPtree[string, records.UUID](cmp.Compare[string])}
+		byName: newPtree[string, records.UUID](cmp.Compare[string]),
+		index:  emptyBrokerIndex(false)}
 }
 
 func (ti topicsImage) byNameGet(name string) (*Topic, bool) {
@@ -87,6 +89,7 @@ type topicsDelta struct {
 	changed topicChanges
 	deleted map[records.UUID]*Topic
 	names   map[string]records.UUID
+	index   brokerIndexDelta
 }
 
 // topicChange is the delta's working copy of one topic; base is nil iff
@@ -165,7 +168,9 @@ func newTopicChange(t *Topic, created bool) *topicChange {
 	return c
 }
 
-func newTopicsDelta(base topicsImage) topicsDelta { return topicsDelta{base: base} }
+func newTopicsDelta(base topicsImage) topicsDelta {
+	return topicsDelta{base: base, index: brokerIndexDelta{base: base.index}}
+}
 
 // put stores v under k, creating the map on first use: most deltas touch
 // one or two areas, so a Delta allocates only the maps it needs.
@@ -237,6 +242,11 @@ func (d *topicsDelta) replayPartition(r *records.PartitionRecord, edit *editToke
 		return err
 	}
 	c := d.working(t)
+	var prevPtr *Partition
+	if prev, ok := c.topic.parts.Get(r.PartitionID); ok {
+		prevPtr = &prev
+	}
+	d.index.update(t.id, r.PartitionID, prevPtr, &p, edit)
 	c.topic.parts.Set(r.PartitionID, p, edit)
 	c.parts = append(c.parts, r.PartitionID)
 	return nil
@@ -256,6 +266,7 @@ func (d *topicsDelta) replayPartitionChange(r *records.PartitionChangeRecord, ed
 		return err
 	}
 	c := d.working(t)
+	d.index.update(t.id, r.PartitionID, &prev, &next, edit)
 	c.topic.parts.Set(r.PartitionID, next, edit)
 	c.parts = append(c.parts, r.PartitionID)
 	return nil
@@ -263,11 +274,17 @@ func (d *topicsDelta) replayPartitionChange(r *records.PartitionChangeRecord, ed
 
 // replayRemoveTopic removes the topic and returns its name so the caller
 // can drop its configs.
-func (d *topicsDelta) replayRemoveTopic(r *records.RemoveTopicRecord) (string, error) {
+func (d *topicsDelta) replayRemoveTopic(r *records.RemoveTopicRecord, edit *editToken) (string, error) {
 	t, ok := d.topic(r.TopicID)
 	if !ok {
 		return "", fmt.Errorf("%w: %s", ErrUnknownTopic, r.TopicID)
 	}
+	// The index forgets the topic's partitions: O(its partitions), in
+	// proportion to the change.
+	t.parts.scan(func(pid int32, p *Partition) bool {
+		d.index.update(t.id, pid, p, nil, edit)
+		return true
+	})
 	if c, ok := d.changed.get(r.TopicID); ok {
 		d.changed.remove(r.TopicID)
 		if c.created {
@@ -296,8 +313,11 @@ func (d *topicsDelta) apply(edit *editToken) topicsImage {
 		}
 	}
 	if 8*(d.changed.len()+len(d.deleted)) > d.base.byID.Len() {
-		return d.rebuild(next.numPartitions)
+		next = d.rebuild(next.numPartitions)
+		next.index = d.index.apply(edit)
+		return next
 	}
+	next.index = d.index.apply(edit)
 	for id, t := range d.deleted {
 		next.byID = next.byID.Delete(id)
 		next.byName = next.byName.Delete(t.name)
@@ -332,7 +352,7 @@ func (d *topicsDelta) rebuild(numPartitions int) topicsImage {
 	for i, t := range all {
 		ids[i] = t.id
 	}
-	next := topicsImage{numPartitions: numPartitions}
+	next := topicsImage{numPartitions: numPartitions, index: d.base.index}
 	next.byID = hamtFromEntries(ids, slices.Clone(all))
 	slices.SortFunc(all, func(a, b *Topic) int { return cmp.Compare(a.name, b.name) })
 	names := make([]string, len(all))

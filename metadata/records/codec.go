@@ -375,3 +375,56 @@ func (r *reader) done() error {
 	}
 	return nil
 }
+
+func appendFloat64(b []byte, v float64) []byte {
+	return binary.BigEndian.AppendUint64(b, math.Float64bits(v))
+}
+
+// appendBytes writes compact bytes: uvarint(len+1) then the bytes.
+func appendBytes(b []byte, v []byte) []byte {
+	b = appendUvarint(b, uint64(len(v))+1)
+	return append(b, v...)
+}
+
+// appendStrings writes a compact non-nullable []string.
+func appendStrings(b []byte, vs []string) []byte {
+	b = appendArrayLen(b, len(vs), false)
+	for _, v := range vs {
+		b = appendString(b, v)
+	}
+	return b
+}
+
+// float64 reads an IEEE 754 double; NaN payloads are kept bit for bit.
+func (r *reader) float64() float64 { return math.Float64frombits(uint64(r.int64())) }
+
+// bytes reads non-nullable compact bytes into a fresh slice. Empty decodes
+// as nil, as empty non-nullable arrays do, so encode(decode(x)) is stable.
+func (r *reader) bytes() []byte {
+	n := r.compactLen()
+	if r.err != nil {
+		return nil
+	}
+	if n < 0 {
+		r.fail(fmt.Errorf("%w: null in non-nullable bytes", ErrMalformed))
+		return nil
+	}
+	b := r.take(n)
+	if r.err != nil || n == 0 {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}
+
+// strings reads a compact non-nullable []string (empty decodes as nil).
+func (r *reader) strings() []string {
+	n := r.arrayLen(false, 1)
+	if n <= 0 {
+		return nil
+	}
+	vs := make([]string, n)
+	for i := range vs {
+		vs[i] = r.string()
+	}
+	return vs
+}

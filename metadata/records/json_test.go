@@ -41,6 +41,26 @@ func TestRecordJSON(t *testing.T) {
 		{"config delete", Record{0, &ConfigRecord{ResourceType: 4, Name: "x"}},
 			`{"type":"CONFIG_RECORD","version":0,"data":{"resourceType":4,"resourceName":"","name":"x","value":null}}`},
 		{"no-op", Record{0, &NoOpRecord{}}, `{"type":"NO_OP_RECORD","version":0,"data":{}}`},
+		{"scram secrets redacted", Record{0, &UserScramCredentialRecord{Name: "alice", Mechanism: 2,
+			Salt: []byte("salt"), StoredKey: []byte("stored"), ServerKey: []byte("server"), Iterations: 4096}},
+			`{"type":"USER_SCRAM_CREDENTIAL_RECORD","version":0,"data":{"name":"alice","mechanism":2,` +
+				`"salt":"(redacted)","storedKey":"(redacted)","serverKey":"(redacted)","iterations":4096}}`},
+		{"client quota", Record{0, &ClientQuotaRecord{Entity: []ClientQuotaEntity{{"user", ptr("a")}, {"client-id", nil}},
+			Key: "producer_byte_rate", Value: 1024}},
+			`{"type":"CLIENT_QUOTA_RECORD","version":0,"data":{"entity":[{"entityType":"user","entityName":"a"},` +
+				`{"entityType":"client-id","entityName":null}],"key":"producer_byte_rate","value":1024.0,"remove":false}}`},
+		{"client quota big value", Record{0, &ClientQuotaRecord{Key: "k", Value: 1.5e7, Remove: true}},
+			`{"type":"CLIENT_QUOTA_RECORD","version":0,"data":{"entity":[],"key":"k","value":1.5E7,"remove":true}}`},
+		{"acl", Record{0, &AccessControlEntryRecord{ID: OneUUID, ResourceType: 2, ResourceName: "t", PatternType: 3,
+			Principal: "User:a", Host: "*", Operation: 3, PermissionType: 3}},
+			`{"type":"ACCESS_CONTROL_ENTRY_RECORD","version":0,"data":{"id":"AAAAAAAAAAAAAAAAAAAAAQ","resourceType":2,` +
+				`"resourceName":"t","patternType":3,"principal":"User:a","host":"*","operation":3,"permissionType":3}}`},
+		{"delegation token", Record{0, &DelegationTokenRecord{Owner: "User:a", Requester: "User:b", IssueTimestamp: 1,
+			MaxTimestamp: 2, ExpirationTimestamp: 3, TokenID: "t"}},
+			`{"type":"DELEGATION_TOKEN_RECORD","version":0,"data":{"owner":"User:a","requester":"User:b","renewers":[],` +
+				`"issueTimestamp":1,"maxTimestamp":2,"expirationTimestamp":3,"tokenId":"t"}}`},
+		{"zk migration state", Record{0, &ZkMigrationStateRecord{}},
+			`{"type":"ZK_MIGRATION_STATE_RECORD","version":0,"data":{"zkMigrationState":0}}`},
 		{"feature level", Record{0, &FeatureLevelRecord{Name: "metadata.version", FeatureLevel: 21}},
 			`{"type":"FEATURE_LEVEL_RECORD","version":0,"data":{"name":"metadata.version","featureLevel":21}}`},
 	}
@@ -107,6 +127,17 @@ func TestControlValueJSON(t *testing.T) {
 		}
 		if string(got) != tt.want {
 			t.Fatalf("%T\n got %s\nwant %s", tt.v, got, tt.want)
+		}
+	}
+}
+
+func TestJavaDouble(t *testing.T) {
+	for v, want := range map[float64]string{
+		0: "0.0", 1: "1.0", -2.5: "-2.5", 1e-3: "0.001", 9999999: "9999999.0", 1e7: "1.0E7",
+		1.25e-4: "1.25E-4", 1.7976931348623157e308: "1.7976931348623157E308",
+	} {
+		if got := string(javaDouble(v)); got != want {
+			t.Errorf("javaDouble(%v) = %s, want %s", v, got, want)
 		}
 	}
 }

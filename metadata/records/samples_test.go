@@ -115,6 +115,27 @@ func fullSample(t Type, v int16) Message {
 			EndPoints: []ControllerEndpoint{{"CONTROLLER", "127.0.0.1", 9093, 0}},
 			Features:  []ControllerFeature{{"kraft.version", 0, 1}, {"metadata.version", 1, 21}},
 		}
+	case TypeDelegationToken:
+		return &DelegationTokenRecord{Owner: "User:alice", Requester: "User:bob", Renewers: []string{"User:carol", ""},
+			IssueTimestamp: 1, MaxTimestamp: -2, ExpirationTimestamp: 1 << 40, TokenID: "tok-1"}
+	case TypeRemoveDelegationToken:
+		return &RemoveDelegationTokenRecord{TokenID: "tok-1"}
+	case TypeUserScramCredential:
+		return &UserScramCredentialRecord{Name: "alice", Mechanism: ScramSHA512, Salt: []byte{1, 2},
+			StoredKey: []byte{3}, ServerKey: []byte{0, 0, 4}, Iterations: 4096}
+	case TypeRemoveUserScramCredential:
+		return &RemoveUserScramCredentialRecord{Name: "alice", Mechanism: ScramSHA256}
+	case TypeClientQuota:
+		return &ClientQuotaRecord{Entity: []ClientQuotaEntity{{"user", ptr("alice")}, {"client-id", nil}},
+			Key: "producer_byte_rate", Value: 1024.5, Remove: true}
+	case TypeAccessControlEntry:
+		return &AccessControlEntryRecord{ID: incA, ResourceType: ACLResourceTopic, ResourceName: "foo",
+			PatternType: ACLPatternPrefixed, Principal: "User:alice", Host: "*", Operation: 3,
+			PermissionType: ACLPermissionAllow}
+	case TypeRemoveAccessControlEntry:
+		return &RemoveAccessControlEntryRecord{ID: incA}
+	case TypeZkMigrationState:
+		return &ZkMigrationStateRecord{ZkMigrationState: ZkMigrationPostMigration}
 	}
 	return nil // NoOp, EndTransaction: no fields
 }

@@ -10,25 +10,33 @@ import (
 type Type int16
 
 // Record types, numbered as Kafka's metadata/*.json schemas. Ids 6, 13 and 16
-// are retired and never written.
+// are retired and never written; the other 25 are all here.
 const (
-	TypeRegisterBroker           Type = 0
-	TypeUnregisterBroker         Type = 1
-	TypeTopic                    Type = 2
-	TypePartition                Type = 3
-	TypeConfig                   Type = 4
-	TypePartitionChange          Type = 5
-	TypeFenceBroker              Type = 7
-	TypeUnfenceBroker            Type = 8
-	TypeRemoveTopic              Type = 9
-	TypeFeatureLevel             Type = 12
-	TypeProducerIds              Type = 15
-	TypeBrokerRegistrationChange Type = 17
-	TypeNoOp                     Type = 20
-	TypeBeginTransaction         Type = 23
-	TypeEndTransaction           Type = 24
-	TypeAbortTransaction         Type = 25
-	TypeRegisterController       Type = 27
+	TypeRegisterBroker            Type = 0
+	TypeUnregisterBroker          Type = 1
+	TypeTopic                     Type = 2
+	TypePartition                 Type = 3
+	TypeConfig                    Type = 4
+	TypePartitionChange           Type = 5
+	TypeFenceBroker               Type = 7
+	TypeUnfenceBroker             Type = 8
+	TypeRemoveTopic               Type = 9
+	TypeDelegationToken           Type = 10
+	TypeUserScramCredential       Type = 11
+	TypeFeatureLevel              Type = 12
+	TypeClientQuota               Type = 14
+	TypeProducerIds               Type = 15
+	TypeBrokerRegistrationChange  Type = 17
+	TypeAccessControlEntry        Type = 18
+	TypeRemoveAccessControlEntry  Type = 19
+	TypeNoOp                      Type = 20
+	TypeZkMigrationState          Type = 21
+	TypeRemoveUserScramCredential Type = 22
+	TypeBeginTransaction          Type = 23
+	TypeEndTransaction            Type = 24
+	TypeAbortTransaction          Type = 25
+	TypeRemoveDelegationToken     Type = 26
+	TypeRegisterController        Type = 27
 )
 
 // typeInfo is one row of the registry: Kafka's MetadataRecordType name and a
@@ -41,23 +49,31 @@ type typeInfo struct {
 // registry is immutable after package initialisation; it is a lookup table,
 // not mutable state.
 var registry = map[Type]typeInfo{
-	TypeRegisterBroker:           {"REGISTER_BROKER_RECORD", maker[RegisterBrokerRecord]()},
-	TypeUnregisterBroker:         {"UNREGISTER_BROKER_RECORD", maker[UnregisterBrokerRecord]()},
-	TypeTopic:                    {"TOPIC_RECORD", maker[TopicRecord]()},
-	TypePartition:                {"PARTITION_RECORD", maker[PartitionRecord]()},
-	TypeConfig:                   {"CONFIG_RECORD", maker[ConfigRecord]()},
-	TypePartitionChange:          {"PARTITION_CHANGE_RECORD", maker[PartitionChangeRecord]()},
-	TypeFenceBroker:              {"FENCE_BROKER_RECORD", maker[FenceBrokerRecord]()},
-	TypeUnfenceBroker:            {"UNFENCE_BROKER_RECORD", maker[UnfenceBrokerRecord]()},
-	TypeRemoveTopic:              {"REMOVE_TOPIC_RECORD", maker[RemoveTopicRecord]()},
-	TypeFeatureLevel:             {"FEATURE_LEVEL_RECORD", maker[FeatureLevelRecord]()},
-	TypeProducerIds:              {"PRODUCER_IDS_RECORD", maker[ProducerIdsRecord]()},
-	TypeBrokerRegistrationChange: {"BROKER_REGISTRATION_CHANGE_RECORD", maker[BrokerRegistrationChangeRecord]()},
-	TypeNoOp:                     {"NO_OP_RECORD", maker[NoOpRecord]()},
-	TypeBeginTransaction:         {"BEGIN_TRANSACTION_RECORD", maker[BeginTransactionRecord]()},
-	TypeEndTransaction:           {"END_TRANSACTION_RECORD", maker[EndTransactionRecord]()},
-	TypeAbortTransaction:         {"ABORT_TRANSACTION_RECORD", maker[AbortTransactionRecord]()},
-	TypeRegisterController:       {"REGISTER_CONTROLLER_RECORD", maker[RegisterControllerRecord]()},
+	TypeRegisterBroker:            {"REGISTER_BROKER_RECORD", maker[RegisterBrokerRecord]()},
+	TypeUnregisterBroker:          {"UNREGISTER_BROKER_RECORD", maker[UnregisterBrokerRecord]()},
+	TypeTopic:                     {"TOPIC_RECORD", maker[TopicRecord]()},
+	TypePartition:                 {"PARTITION_RECORD", maker[PartitionRecord]()},
+	TypeConfig:                    {"CONFIG_RECORD", maker[ConfigRecord]()},
+	TypePartitionChange:           {"PARTITION_CHANGE_RECORD", maker[PartitionChangeRecord]()},
+	TypeFenceBroker:               {"FENCE_BROKER_RECORD", maker[FenceBrokerRecord]()},
+	TypeUnfenceBroker:             {"UNFENCE_BROKER_RECORD", maker[UnfenceBrokerRecord]()},
+	TypeRemoveTopic:               {"REMOVE_TOPIC_RECORD", maker[RemoveTopicRecord]()},
+	TypeFeatureLevel:              {"FEATURE_LEVEL_RECORD", maker[FeatureLevelRecord]()},
+	TypeProducerIds:               {"PRODUCER_IDS_RECORD", maker[ProducerIdsRecord]()},
+	TypeBrokerRegistrationChange:  {"BROKER_REGISTRATION_CHANGE_RECORD", maker[BrokerRegistrationChangeRecord]()},
+	TypeNoOp:                      {"NO_OP_RECORD", maker[NoOpRecord]()},
+	TypeDelegationToken:           {"DELEGATION_TOKEN_RECORD", maker[DelegationTokenRecord]()},
+	TypeUserScramCredential:       {"USER_SCRAM_CREDENTIAL_RECORD", maker[UserScramCredentialRecord]()},
+	TypeClientQuota:               {"CLIENT_QUOTA_RECORD", maker[ClientQuotaRecord]()},
+	TypeAccessControlEntry:        {"ACCESS_CONTROL_ENTRY_RECORD", maker[AccessControlEntryRecord]()},
+	TypeRemoveAccessControlEntry:  {"REMOVE_ACCESS_CONTROL_ENTRY_RECORD", maker[RemoveAccessControlEntryRecord]()},
+	TypeZkMigrationState:          {"ZK_MIGRATION_STATE_RECORD", maker[ZkMigrationStateRecord]()},
+	TypeRemoveUserScramCredential: {"REMOVE_USER_SCRAM_CREDENTIAL_RECORD", maker[RemoveUserScramCredentialRecord]()},
+	TypeRemoveDelegationToken:     {"REMOVE_DELEGATION_TOKEN_RECORD", maker[RemoveDelegationTokenRecord]()},
+	TypeBeginTransaction:          {"BEGIN_TRANSACTION_RECORD", maker[BeginTransactionRecord]()},
+	TypeEndTransaction:            {"END_TRANSACTION_RECORD", maker[EndTransactionRecord]()},
+	TypeAbortTransaction:          {"ABORT_TRANSACTION_RECORD", maker[AbortTransactionRecord]()},
+	TypeRegisterController:        {"REGISTER_CONTROLLER_RECORD", maker[RegisterControllerRecord]()},
 }
 
 // defaulted is a pointer message type that can reset itself to its schema

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"go.uber.org/zap"
+
+	"github.com/kraftd/kraftd/quorum/raftlog"
 )
 
 // Mode selects which metadata system the node runs.
@@ -240,6 +242,9 @@ type Config struct {
 	brokerID int32
 	// ignored are the Kafka settings set but not used by kraftd.
 	ignored []string
+	// controllerReplayFault is controller.Config.ReplayFault: fault
+	// injection, set only by this package's tests.
+	controllerReplayFault func(raftlog.Batch) error
 }
 
 // EffectiveLogRollMs is log.roll.ms, else log.roll.hours in ms, as Kafka's

@@ -32,6 +32,16 @@ func (p quorumProposer) Propose(ctx context.Context, epoch int32, recs []raftlog
 	return p.q.Node().Propose(ctx, epoch, recs)
 }
 
+// Resign forwards to the quorum node; before it runs there is nothing to resign.
+func (p quorumProposer) Resign(ctx context.Context) error {
+	select {
+	case <-p.q.ready:
+	default:
+		return quorum.ErrNotLeader
+	}
+	return p.q.Node().Resign(ctx)
+}
+
 // Prepare is called by App.Start with the App lock held; it reads App fields directly.
 func (r *controllerRole) Prepare(ctx context.Context) error {
 	cfg := &r.a.cfg
@@ -71,6 +81,8 @@ func (r *controllerRole) controllerConfig() controller.Config {
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
 		MaxRecordsPerUserOp:      int(cfg.ControllerMaxRecordsPerUserOp),
 		Voters:                   voters,
+		OnFatal:                  func(err error) { r.a.reportFatal(fmt.Errorf("controller: %w", err)) },
+		ReplayFault:              cfg.controllerReplayFault,
 	}
 }
 

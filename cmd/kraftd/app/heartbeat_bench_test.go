@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"slices"
 	"sync"
@@ -207,4 +208,168 @@ func BenchmarkHeartbeatDuringCreate100k(b *testing.B) {
 	b.ReportMetric(msOf(creates)/float64(b.N), "create-ms")
 	b.Logf("heartbeats: %d quiet (p99 %.1f ms), %d during creates (p99 %.1f ms, max %.1f ms); create %.0f ms",
 		len(quiet), msOf(pq), len(during), msOf(pd), msOf(slices.Max(append(during, 0))), msOf(creates)/float64(b.N))
+}
+
+var fencePartitions = flag.Int("hb.partitions", 1_000_000, "partitions BenchmarkHeartbeatWhileFencing creates before fencing")
+
+// BenchmarkHeartbeatWhileFencing: a controller (fsync on) holding
+// -hb.partitions partitions (topics of 100,000, replication factor 1, on 8
+// brokers heartbeating every 10 ms) and a ninth broker, the victim, that
+// holds one topic of 1,000 partitions with replication factor 3 next to
+// them. Each iteration measures the 8 brokers' heartbeats for one quiet
+// second, then stops the victim's heartbeats: its session expires, the
+// controller fences it (moving its leaderships and dropping it from the
+// ISRs), and the heartbeats sent from just before the expiry until the fence
+// is committed are measured; then the victim heartbeats again and is
+// unfenced. Reported: BrokerHeartbeat p99 quiet and while fencing, pooled
+// over the iterations, and the time from session expiry to the committed
+// fence.
+//
+//	go test -run '^$' -bench HeartbeatWhileFencing -benchtime 5x -timeout 30m ./cmd/kraftd/app
+func BenchmarkHeartbeatWhileFencing(b *testing.B) {
+	const sessionMs = 1000
+	cfg, err := LoadConfig([]Setting{
+		{"node.id", "1"}, {"process.roles", "controller"},
+		{"listeners", "CONTROLLER://127.0.0.1:0"}, {"controller.listener.names", "CONTROLLER"},
+		{"controller.quorum.voters", "1@127.0.0.1:0"},
+		{"log.dirs", b.TempDir()}, {"cluster.id", testClusterID},
+		{"broker.session.timeout.ms", fmt.Sprint(sessionMs)}, {"broker.heartbeat.interval.ms", "100"},
+		// No snapshot while measuring: the comparison is about the fence.
+		{"metadata.log.max.record.bytes.between.snapshots", "1000000000000"},
+		{"metadata.log.max.snapshot.interval.ms", "0"},
+	}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := a.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer a.Stop(context.Background())
+	ctrl := a.Addr("CONTROLLER").String()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if img, _ := a.Controller().CommittedImage(); img.MetadataVersion() > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("controller not active")
+		}
+	}
+	var s heartbeatSampler
+	var wg sync.WaitGroup
+	hctx, hcancel := context.WithCancel(ctx)
+	defer func() { hcancel(); wg.Wait() }()
+	var others []*hbBroker
+	for id := int32(101); id <= 108; id++ {
+		h := registerBenchBroker(b, ctx, a, ctrl, id)
+		defer h.cl.Close()
+		others = append(others, h)
+		wg.Go(func() { s.run(hctx, h, ctrl, 10*time.Millisecond) })
+	}
+	waitUnfenced := func(ids ...int32) {
+		deadline := time.Now().Add(30 * time.Second)
+		for _, id := range ids {
+			for {
+				img, _ := a.Controller().CommittedImage()
+				if br, ok := img.Broker(id); ok && !br.Fenced {
+					break
+				}
+				if time.Now().After(deadline) {
+					b.Fatalf("broker %d not unfenced", id)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}
+	waitUnfenced(101, 102, 103, 104, 105, 106, 107, 108)
+	cl := protocol.NewClient(protocol.ClientConfig{ClientID: "bench"})
+	defer cl.Close()
+	create := func(name string, n int32, rf int16) {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.SetVersion(7)
+		req.TimeoutMillis = 600000
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, n, rf
+		req.Topics = []kmsg.CreateTopicsRequestTopic{rt}
+		resp, err := cl.Request(ctx, ctrl, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if code := resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; code != 0 {
+			b.Fatalf("create %s: error %d", name, code)
+		}
+	}
+	for i, left := 0, *fencePartitions; left > 0; i++ {
+		n := min(left, 100_000)
+		create(fmt.Sprintf("bulk-%d", i), int32(n), 1)
+		left -= n
+	}
+	victim := registerBenchBroker(b, ctx, a, ctrl, 109)
+	defer victim.cl.Close()
+	var vwg sync.WaitGroup
+	var vs *heartbeatSampler // the victim's current heartbeats
+	startVictim := func() context.CancelFunc {
+		vctx, vcancel := context.WithCancel(hctx)
+		vs = &heartbeatSampler{}
+		cur := vs
+		vwg.Go(func() { cur.run(vctx, victim, ctrl, 10*time.Millisecond) })
+		return vcancel
+	}
+	stopVictim := startVictim()
+	waitUnfenced(109)
+	create("victim", 1000, 3)
+	img, _ := a.Controller().CommittedImage()
+	held, led := len(img.PartitionsWithISRMember(109)), img.LeaderCount(109)
+	var quiet, during []time.Duration
+	var fences time.Duration
+	b.ResetTimer()
+	for range b.N {
+		q0 := time.Now()
+		time.Sleep(time.Second)
+		quiet = append(quiet, s.within(q0, time.Now())...)
+		stopVictim()
+		vwg.Wait()
+		stopped := time.Now()
+		vs.mu.Lock()
+		last := vs.samples[len(vs.samples)-1]
+		vs.mu.Unlock()
+		// The session expires sessionMs after the last heartbeat arrived.
+		expiry := last.sent.Add(last.took + sessionMs*time.Millisecond)
+		for {
+			img, _ := a.Controller().CommittedImage()
+			if br, _ := img.Broker(109); br.Fenced {
+				break
+			}
+			if time.Since(stopped) > 30*time.Second {
+				b.Fatal("victim not fenced")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		fenced := time.Now()
+		fences += fenced.Sub(expiry)
+		time.Sleep(20 * time.Millisecond) // heartbeats sent just before the commit get their answers
+		during = append(during, s.within(expiry.Add(-100*time.Millisecond), fenced)...)
+		stopVictim = startVictim()
+		waitUnfenced(109)
+	}
+	b.StopTimer()
+	stopVictim()
+	vwg.Wait()
+	s.mu.Lock()
+	if s.err != nil {
+		b.Fatal(s.err)
+	}
+	s.mu.Unlock()
+	pq, pd := p99(quiet), p99(during)
+	b.ReportMetric(msOf(pq), "quiet-p99-ms")
+	b.ReportMetric(msOf(pd), "fencing-p99-ms")
+	b.ReportMetric(msOf(slices.Max(append(during, 0))), "fencing-max-ms")
+	b.ReportMetric(msOf(fences)/float64(b.N), "expiry-to-fence-ms")
+	b.Logf("%d partitions; victim in %d ISRs, leads %d; heartbeats: %d quiet (p99 %.2f ms), %d while fencing (p99 %.2f ms, max %.2f ms); expiry to committed fence %.0f ms",
+		img.NumPartitions(), held, led, len(quiet), msOf(pq), len(during), msOf(pd), msOf(slices.Max(append(during, 0))), msOf(fences)/float64(b.N))
 }

@@ -47,6 +47,7 @@ import (
 //	kraftd_controller_partitions                  gauge      GlobalPartitionCount
 //	kraftd_controller_heartbeats_total            counter    BrokerHeartbeat requests answered
 //	kraftd_controller_heartbeat_latency_seconds   histogram  BrokerHeartbeat time from request to answer
+//	kraftd_controller_metadata_error_count        gauge      MetadataErrorCount: 1 once committed metadata could not be applied
 const (
 	metricsNamespace = "kraftd"
 	heartbeatKey     = int16(63)
@@ -188,6 +189,7 @@ type controllerMetrics struct {
 	active, brokers  *prometheus.Desc
 	fenced           *prometheus.Desc
 	topics, parts    *prometheus.Desc
+	metadataErrors   *prometheus.Desc
 }
 
 func newControllerMetrics(c *controllerRole, q *quorumRole, node int32) *controllerMetrics {
@@ -211,6 +213,8 @@ func newControllerMetrics(c *controllerRole, q *quorumRole, node int32) *control
 		fenced:  desc("fenced_brokers", "Registered brokers that are fenced in the committed metadata image."),
 		topics:  desc("topics", "Topics in the committed metadata image."),
 		parts:   desc("partitions", "Partitions in the committed metadata image."),
+		metadataErrors: desc("metadata_error_count",
+			"1 once a committed record or snapshot could not be applied (Kafka's MetadataErrorCount); the node then exits."),
 	}
 }
 
@@ -218,7 +222,7 @@ func newControllerMetrics(c *controllerRole, q *quorumRole, node int32) *control
 func (m *controllerMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.heartbeats.Describe(ch)
 	m.heartbeatLatency.Describe(ch)
-	for _, d := range []*prometheus.Desc{m.active, m.brokers, m.fenced, m.topics, m.parts} {
+	for _, d := range []*prometheus.Desc{m.active, m.brokers, m.fenced, m.topics, m.parts, m.metadataErrors} {
 		ch <- d
 	}
 }
@@ -236,6 +240,11 @@ func (m *controllerMetrics) Collect(ch chan<- prometheus.Metric) {
 	if c == nil {
 		return
 	}
+	failed := 0.0
+	if c.Failed() != nil {
+		failed = 1
+	}
+	ch <- prometheus.MustNewConstMetric(m.metadataErrors, prometheus.GaugeValue, failed)
 	img, _ := c.CommittedImage()
 	brokers := img.Brokers()
 	fenced := 0

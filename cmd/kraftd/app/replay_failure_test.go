@@ -1,0 +1,136 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kraftd/kraftd/metadata/controller"
+	"github.com/kraftd/kraftd/quorum"
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
+
+var errInjectedReplay = errors.New("injected: record cannot be applied")
+
+// TestControllerReplayFailureHandsOverLeadership: three controllers; the
+// active one stops being able to apply committed metadata. It resigns quorum
+// leadership, reports the failure on its metric and to App.Fatal (which
+// main turns into exit status 1), and another controller takes over and
+// keeps committing.
+func TestControllerReplayFailureHandsOverLeadership(t *testing.T) {
+	ports := make([]int, 3)
+	var voters []string
+	for i := range ports {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i+1, ports[i]))
+	}
+	var armed atomic.Int32 // the node whose controller fails its next data batch
+	armed.Store(-1)
+	apps := map[int32]*App{}
+	for i, port := range ports {
+		id := int32(i + 1)
+		cfg, err := LoadConfig([]Setting{
+			{"node.id", fmt.Sprint(id)}, {"process.roles", "controller"},
+			{"listeners", fmt.Sprintf("CONTROLLER://127.0.0.1:%d", port)},
+			{"controller.listener.names", "CONTROLLER"},
+			{"controller.quorum.voters", strings.Join(voters, ",")},
+			{"log.dirs", t.TempDir()}, {"cluster.id", testClusterID},
+			// A fetch timeout far above the test's patience: only the
+			// failed leader's resignation can elect a successor in time.
+			{"controller.quorum.election.timeout.ms", "300"},
+			{"controller.quorum.fetch.timeout.ms", "60000"},
+			{"metadata.max.idle.interval.ms", "50"},
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.controllerReplayFault = func(b raftlog.Batch) error {
+			if armed.Load() == id && !b.Control {
+				return errInjectedReplay
+			}
+			return nil
+		}
+		a, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		apps[id] = a
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = a.Stop(ctx)
+		})
+	}
+	leader := func() (int32, int32) {
+		for id, a := range apps {
+			if m := a.Quorum().Metrics(); m.Role == quorum.Leader {
+				return id, m.Epoch
+			}
+		}
+		return -1, -1
+	}
+	var first, firstEpoch int32
+	pollUntil(t, "a leader whose controller committed the bootstrap", func() bool {
+		first, firstEpoch = leader()
+		if first < 0 {
+			return false
+		}
+		img, _ := apps[first].Controller().CommittedImage()
+		return img.MetadataVersion() > 0
+	})
+	armed.Store(first)
+	var fatal error
+	select {
+	case fatal = <-apps[first].Fatal():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the failing controller reported no fatal error")
+	}
+	if !errors.Is(fatal, controller.ErrReplay) || !errors.Is(fatal, errInjectedReplay) {
+		t.Fatalf("fatal error %v", fatal)
+	}
+	if m := gather(t, apps[first]); m["kraftd_controller_metadata_error_count"] != 1 {
+		t.Errorf("metadata_error_count = %v", m["kraftd_controller_metadata_error_count"])
+	}
+	var next, nextEpoch int32
+	pollUntil(t, "another controller leading a later epoch", func() bool {
+		next, nextEpoch = leader()
+		return next > 0 && next != first && nextEpoch > firstEpoch
+	})
+	// The failed node stops as main does on App.Fatal; the new leader keeps
+	// committing (NoOpRecords every 50 ms) without it.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := apps[first].Stop(ctx); err != nil {
+		t.Logf("stopping the failed node: %v", err)
+	}
+	_, from := apps[next].Controller().CommittedImage()
+	pollUntil(t, "commits under the new leader", func() bool {
+		img, off := apps[next].Controller().CommittedImage()
+		return off > from+2 && img.Provenance().Epoch == nextEpoch && apps[next].Controller().Failed() == nil
+	})
+}
+
+// pollUntil polls cond every 10 ms for up to 10 s.
+func pollUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
