@@ -1,6 +1,7 @@
 package raftlog
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -292,27 +293,43 @@ func (s *FileStorage) dropSegmentFiles(bases []int64) error {
 	return nil
 }
 
-// truncateToLatestSnapshot empties the log when the newest snapshot is ahead of it,
-// as Kafka's KafkaMetadataLog.truncateToLatestSnapshot does at start-up: a follower
-// may have finished a snapshot download and crashed before resetting its log.
+// truncateToLatestSnapshot empties the log when it does not continue the newest
+// snapshot (LogContinuesSnapshot), as Kafka's KafkaMetadataLog.truncateToLatestSnapshot
+// does at start-up for a log that is shorter or older than the snapshot: a follower
+// may have committed a downloaded snapshot and crashed before resetting its log.
+// Kafka keeps a log whose last epoch is newer than the snapshot's; such a log holds
+// another leader's uncommitted entries below the snapshot's end, and the core, which
+// restarts with the high watermark at the snapshot's end, could not truncate them.
 func (s *FileStorage) truncateToLatestSnapshot() error {
 	snap, ok := s.latestSnapshot()
 	if !ok {
 		return nil
 	}
-	lastEpoch, end := s.epochs.LatestEpoch(), s.EndOffset()
-	if len(s.segments) > 0 && (snap.Epoch < lastEpoch || snap.Epoch == lastEpoch && snap.EndOffset <= end) {
+	if len(s.segments) > 0 && LogContinuesSnapshot(snap, s.startOffset, s.batchEndingAt) {
 		return nil
 	}
-	if len(s.segments) > 0 && lastEpoch < 0 && end == snap.EndOffset {
-		return nil // an empty log already starting at the snapshot: nothing to redo
-	}
 	if len(s.segments) > 0 {
-		s.log.Warn("log is behind the latest snapshot; restarting it at the snapshot",
+		s.log.Warn("log does not continue the latest snapshot; restarting it at the snapshot",
 			zap.Int64("snapshot_end_offset", snap.EndOffset), zap.Int32("snapshot_epoch", snap.Epoch),
-			zap.Int64("log_end_offset", end), zap.Int32("log_last_epoch", lastEpoch))
+			zap.Int64("log_end_offset", s.EndOffset()), zap.Int32("log_last_epoch", s.epochs.LatestEpoch()))
 	}
 	return s.ResetLog(snap.EndOffset)
+}
+
+// batchEndingAt returns the epoch of the batch whose next offset is end.
+func (s *FileStorage) batchEndingAt(end int64) (int32, bool) {
+	for _, sg := range s.segments {
+		if end <= sg.base || end > sg.endOffset() {
+			continue
+		}
+		i, found := slices.BinarySearchFunc(sg.batches, end-1, func(b batchPos, last int64) int {
+			return cmp.Compare(b.last, last)
+		})
+		if found {
+			return sg.batches[i].epoch, true
+		}
+	}
+	return 0, false
 }
 
 // checkEpochCheckpoint schedules a rewrite of leader-epoch-checkpoint when it does
