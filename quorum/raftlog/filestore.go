@@ -91,6 +91,11 @@ type FileStorage struct {
 	// after further changes leaves their dirty marks for the next Sync.
 	mut    uint64
 	failed error
+
+	// synced records the durable end of the log (SyncedEndFile); hadSynced: it held
+	// a valid record at open, so recovery can tell a torn tail from damage below it.
+	synced    *syncedEndFile
+	hadSynced bool
 }
 
 var _ Storage = (*FileStorage)(nil)
@@ -109,6 +114,9 @@ func OpenFileStorage(dir string, opts FileOptions) (*FileStorage, error) {
 		return nil, err
 	}
 	if err := s.loadQuorumState(); err != nil {
+		return nil, err
+	}
+	if s.synced, s.hadSynced, err = openSyncedEnd(dir); err != nil {
 		return nil, err
 	}
 	if err := s.open(bases); err != nil {
@@ -225,6 +233,10 @@ func (s *FileStorage) recoverLog(bases []int64) error {
 	}
 	next, prevEpoch := s.startOffset, int32(-1)
 	for i, base := range bases {
+		if base != next && s.durableAt(next, base, 0) {
+			return corruptErr(filepath.Join(s.dir, segmentName(base)), next, 0, "segment does not continue the log",
+				fmt.Errorf("expected a segment starting at %d", next))
+		}
 		if base != next {
 			s.log.Warn("segment does not continue the log; dropping it and later segments",
 				zap.String("segment", segmentName(base)), zap.Int64("expected_base", next))
@@ -240,7 +252,11 @@ func (s *FileStorage) recoverLog(bases []int64) error {
 			return err
 		}
 		s.indexScanned(sg, res.Batches)
+		if res.Valid < res.Total && s.durableAt(sg.endOffset(), base, res.Valid) {
+			return corruptErr(sg.path, sg.endOffset(), res.Valid, "invalid batch", res.Reason)
+		}
 		if res.Valid < res.Total {
+			// Beyond the durable end: a tail torn by a crash, never acknowledged.
 			if err := s.repairTail(sg, res); err != nil {
 				return err
 			}
@@ -251,6 +267,47 @@ func (s *FileStorage) recoverLog(bases []int64) error {
 			prevEpoch = res.Batches[n-1].Epoch
 		}
 	}
+	if m := s.synced.last; s.hadSynced && next < m.End {
+		if snap, ok := s.latestSnapshot(); !ok || snap.EndOffset < m.End {
+			return corruptErr(filepath.Join(s.dir, segmentName(m.Base)), next, 0, "log ends early",
+				fmt.Errorf("the log ends at %d, below the durable end %d, and no snapshot covers it", next, m.End))
+		}
+	}
+	return nil
+}
+
+// durableAt reports whether byte position pos of the segment starting at base (that
+// is, offset off) lies below the durable end recorded in SyncedEndFile: damage
+// there is not a torn tail.
+func (s *FileStorage) durableAt(off, base, pos int64) bool {
+	m := s.synced.last
+	if !s.hadSynced || off >= m.End {
+		return false
+	}
+	return base < m.Base || base == m.Base && pos < m.Pos
+}
+
+// currentEnd is the durable-end record for the log as it is now, with the next
+// sequence number.
+func (s *FileStorage) currentEnd() syncedEnd {
+	sg := s.active()
+	return syncedEnd{Seq: s.synced.last.Seq + 1, End: s.EndOffset(), Base: sg.base, Pos: sg.size}
+}
+
+// sameEnd: the record would not change.
+func sameEnd(a, b syncedEnd) bool { return a.End == b.End && a.Base == b.Base && a.Pos == b.Pos }
+
+// lowerSyncedEnd makes the durable end at most m before the log is cut below it,
+// so that a crash during the cut never leaves a recorded end above the log.
+func (s *FileStorage) lowerSyncedEnd(m syncedEnd) error {
+	if m.End >= s.synced.last.End && s.hadSynced {
+		return nil
+	}
+	m.Seq = s.synced.last.Seq + 1
+	if err := s.synced.write(m); err != nil {
+		return s.fail(err)
+	}
+	s.hadSynced = true
 	return nil
 }
 
@@ -487,6 +544,9 @@ func (s *FileStorage) TruncateTo(offset int64) error {
 	if offset < s.startOffset {
 		return fmt.Errorf("%w: truncate to %d, log start %d", ErrBelowLogStart, offset, s.startOffset)
 	}
+	if err := s.lowerSyncedEnd(s.endAfterCut(offset)); err != nil {
+		return err
+	}
 	for len(s.segments) > 1 && s.active().base > offset {
 		if err := s.active().remove(); err != nil {
 			return s.fail(err)
@@ -505,6 +565,21 @@ func (s *FileStorage) TruncateTo(offset int64) error {
 		s.markEpochs()
 	}
 	return nil
+}
+
+// endAfterCut is the durable-end record of the log cut at offset (TruncateTo).
+func (s *FileStorage) endAfterCut(offset int64) syncedEnd {
+	i := len(s.segments) - 1
+	for i > 0 && s.segments[i].base > offset {
+		i--
+	}
+	sg := s.segments[i]
+	pos, keep := sg.cutFrom(offset)
+	end := sg.base
+	if keep > 0 {
+		end = sg.batches[keep-1].last + 1
+	}
+	return syncedEnd{End: end, Base: sg.base, Pos: pos}
 }
 
 // Sync implements Storage: fsync every segment written or cut since the last Sync,
@@ -536,6 +611,13 @@ func (s *FileStorage) Sync() error {
 		}
 		s.dirDirty = false
 	}
+	if m := s.currentEnd(); !s.hadSynced || !sameEnd(m, s.synced.last) {
+		// Only now is everything below m durable; acknowledgements follow Sync.
+		if err := s.synced.write(m); err != nil {
+			return s.fail(err)
+		}
+		s.hadSynced = true
+	}
 	return nil
 }
 
@@ -562,6 +644,8 @@ func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error
 		epochs = EncodeEpochCheckpoint(s.epochs.Entries())
 	}
 	dir, syncD, mut := s.dir, s.dirDirty || epochs != nil, s.mut
+	end, marker := s.currentEnd(), s.synced
+	writeEnd := !s.hadSynced || !sameEnd(end, s.synced.last)
 	work = func() error {
 		for _, f := range files {
 			if err := f.Sync(); err != nil {
@@ -574,13 +658,21 @@ func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error
 			}
 		}
 		if syncD {
-			return syncDir(dir)
+			if err := syncDir(dir); err != nil {
+				return err
+			}
+		}
+		if writeEnd {
+			return marker.writeSlot(end)
 		}
 		return nil
 	}
 	finish = func(err error) error {
 		if err != nil {
 			return s.fail(err)
+		}
+		if writeEnd {
+			s.synced.last, s.hadSynced = end, true
 		}
 		if s.mut == mut {
 			for _, sg := range segs {
@@ -621,7 +713,7 @@ func (s *FileStorage) SaveQuorumState(st QuorumState) error {
 
 // Close implements Storage. It does not sync; later calls fail with ErrClosed.
 func (s *FileStorage) Close() error {
-	var first error
+	first := s.synced.close()
 	for _, sg := range s.segments {
 		if sg.f == nil {
 			continue
