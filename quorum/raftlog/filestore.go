@@ -196,8 +196,11 @@ func isLeftover(name string) bool {
 	return false
 }
 
-// loadQuorumState reads quorum-state. A missing file is a fresh node; an unreadable
-// one is reported through Loaded.StateCorrupt (Kafka starts Unattached then).
+// loadQuorumState reads quorum-state. A missing file is a fresh node. An unreadable
+// one stops the node (ErrCorrupt): it is only ever replaced atomically (tmp, fsync,
+// rename), so no crash leaves it torn, and starting without it (Kafka starts
+// Unattached at the log's epoch) could grant a second vote in an epoch this node
+// already voted in.
 func (s *FileStorage) loadQuorumState() error {
 	path := filepath.Join(s.dir, QuorumStateFile)
 	data, err := os.ReadFile(path)
@@ -215,10 +218,10 @@ func (s *FileStorage) loadQuorumState() error {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	s.log.Warn("quorum-state unreadable; starting without election state",
-		zap.String("path", path), zap.Error(err))
-	s.stateCorrupt = true
-	return nil
+	return fmt.Errorf("%w: %s is unreadable (it is replaced atomically, so no crash tears it): the votes "+
+		"this node granted are lost. Ways out: restore the file from a copy; or, while a majority of the other "+
+		"voters is healthy, move the __cluster_metadata-0 directory aside so the node fetches everything again "+
+		"(one voter at a time): %v", ErrCorrupt, path, err)
 }
 
 // recoverLog scans the segments in order and keeps the longest valid prefix of the
