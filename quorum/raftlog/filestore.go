@@ -68,6 +68,19 @@ func (o *FileOptions) fillDefaults() {
 // failed fsync the kernel may have dropped the dirty pages and a retry that
 // "succeeds" would lie (the fsyncgate lesson).
 //
+// Torn tail or bit rot: SyncedEndFile records how far the log is durable, and
+// recovery stops the node on damage at or below it instead of cutting it as a torn
+// tail. To keep that record off the commit path, each Sync (and PrepareSync) hands
+// the end made durable by the previous completed Sync to a background write whose
+// fdatasync runs beside the segment fsync; Sync, and so every acknowledgement, waits
+// only for the segment fsync. The record therefore never claims bytes that may not
+// be durable, and lags the log by one Sync: after a crash, the bytes of the last sync
+// interval before it (written after the next-to-last completed Sync) are not
+// protected against bit rot, and damage there is cut as a torn tail like any crash
+// damage. Everything older is protected, and so is the whole log after a clean
+// stop: Close records the end of the last completed Sync, and OpenFileStorage
+// records the recovered log's end before returning.
+//
 // INVARIANTS: segments is non-empty, sorted by base and contiguous (each base is
 // the previous segment's end offset); only the last (active) segment is appended
 // to; startOffset lies in [segments[0].base, endOffset]; epochs mirrors the batch
@@ -92,10 +105,16 @@ type FileStorage struct {
 	mut    uint64
 	failed error
 
-	// synced records the durable end of the log (SyncedEndFile); hadSynced: it held
-	// a valid record at open, so recovery can tell a torn tail from damage below it.
+	// synced records the durable end of the log (SyncedEndFile), written in the
+	// background by endw; hadSynced: it holds a valid record (at open: recovery can
+	// tell a torn tail from damage below it). durable is the end the last completed
+	// Sync made durable; submitted is the last record handed to endw or written, which
+	// the file holds once endw is idle.
 	synced    *syncedEndFile
+	endw      *endWriter
 	hadSynced bool
+	durable   syncedEnd
+	submitted syncedEnd
 }
 
 var _ Storage = (*FileStorage)(nil)
@@ -119,8 +138,10 @@ func OpenFileStorage(dir string, opts FileOptions) (*FileStorage, error) {
 	if s.synced, s.hadSynced, err = openSyncedEnd(dir); err != nil {
 		return nil, err
 	}
+	s.endw = &endWriter{file: s.synced}
+	s.durable, s.submitted = s.synced.last, s.synced.last
 	if err := s.open(bases); err != nil {
-		_ = s.Close()
+		_ = s.closeFiles() // leaves the files as they are
 		return nil, err
 	}
 	return s, nil
@@ -143,7 +164,11 @@ func (s *FileStorage) open(bases []int64) error {
 	if err := s.checkEpochCheckpoint(); err != nil {
 		return err
 	}
-	return s.Sync()
+	if err := s.Sync(); err != nil {
+		return err
+	}
+	// The recovered log is durable now; record all of it before anything is served.
+	return s.recordDurableEnd()
 }
 
 func (s *FileStorage) makeDir() error {
@@ -290,27 +315,61 @@ func (s *FileStorage) durableAt(off, base, pos int64) bool {
 	return base < m.Base || base == m.Base && pos < m.Pos
 }
 
-// currentEnd is the durable-end record for the log as it is now, with the next
-// sequence number.
+// currentEnd is the durable-end record for the log as it is now.
 func (s *FileStorage) currentEnd() syncedEnd {
 	sg := s.active()
-	return syncedEnd{Seq: s.synced.last.Seq + 1, End: s.EndOffset(), Base: sg.base, Pos: sg.size}
+	return syncedEnd{End: s.EndOffset(), Base: sg.base, Pos: sg.size}
 }
 
 // sameEnd: the record would not change.
 func sameEnd(a, b syncedEnd) bool { return a.End == b.End && a.Base == b.Base && a.Pos == b.Pos }
 
+// submitDurableEnd hands the end of the last completed Sync to the background
+// writer, unless the file holds (or will hold) it already. Called as a Sync starts,
+// so its fdatasync runs beside the segment fsync.
+func (s *FileStorage) submitDurableEnd() {
+	if !sameEnd(s.durable, s.submitted) {
+		s.endw.submit(s.durable)
+		s.submitted = s.durable
+	}
+}
+
+// recordDurableEnd writes the end of the last completed Sync and waits for it, after
+// any background write (at open and at Close).
+func (s *FileStorage) recordDurableEnd() error {
+	if err := s.endw.quiesce(); err != nil {
+		return s.fail(err)
+	}
+	s.submitted = s.synced.last
+	if s.hadSynced && sameEnd(s.durable, s.synced.last) {
+		return nil
+	}
+	if err := s.synced.write(s.durable); err != nil {
+		return s.fail(err)
+	}
+	s.hadSynced, s.submitted = true, s.synced.last
+	return nil
+}
+
 // lowerSyncedEnd makes the durable end at most m before the log is cut below it,
-// so that a crash during the cut never leaves a recorded end above the log.
+// so that a crash during the cut never leaves a recorded end above the log. A
+// background write still pending is dropped (the next Sync submits the lowered end
+// again), and one in progress is waited for.
 func (s *FileStorage) lowerSyncedEnd(m syncedEnd) error {
+	if m.End < s.durable.End {
+		s.durable = m
+	}
+	if err := s.endw.quiesce(); err != nil {
+		return s.fail(err)
+	}
+	s.submitted = s.synced.last
 	if m.End >= s.synced.last.End && s.hadSynced {
 		return nil
 	}
-	m.Seq = s.synced.last.Seq + 1
 	if err := s.synced.write(m); err != nil {
 		return s.fail(err)
 	}
-	s.hadSynced = true
+	s.hadSynced, s.submitted = true, s.synced.last
 	return nil
 }
 
@@ -587,11 +646,18 @@ func (s *FileStorage) endAfterCut(offset int64) syncedEnd {
 
 // Sync implements Storage: fsync every segment written or cut since the last Sync,
 // rewrite leader-epoch-checkpoint if an epoch started or was truncated away, then
-// fsync the directory if files were created, renamed or removed.
+// fsync the directory if files were created, renamed or removed. Beside that, the
+// previous Sync's end is recorded in SyncedEndFile in the background (Sync does not
+// wait for it; a failure of it fails a later call).
 func (s *FileStorage) Sync() error {
 	if s.failed != nil {
 		return s.failedErr()
 	}
+	if err := s.endw.failed(); err != nil {
+		return s.fail(err)
+	}
+	s.submitDurableEnd()
+	end := s.currentEnd()
 	for _, sg := range s.segments {
 		if !sg.dirty {
 			continue
@@ -614,12 +680,9 @@ func (s *FileStorage) Sync() error {
 		}
 		s.dirDirty = false
 	}
-	if m := s.currentEnd(); !s.hadSynced || !sameEnd(m, s.synced.last) {
-		// Only now is everything below m durable; acknowledgements follow Sync.
-		if err := s.synced.write(m); err != nil {
-			return s.fail(err)
-		}
-		s.hadSynced = true
+	s.durable = end // recorded by the next Sync, or by Close
+	if err := s.endw.failed(); err != nil {
+		return s.fail(err)
 	}
 	return nil
 }
@@ -629,8 +692,12 @@ func (s *FileStorage) Sync() error {
 // captured now, so it may run on another goroutine while the owner goes on appending;
 // finish, on the owner's goroutine, records the outcome: an error fails the storage
 // as a failed Sync does, success clears the dirty marks unless something changed
-// since PrepareSync. Between the two the owner may only Append.
+// since PrepareSync. Between the two the owner may only Append. Like Sync, it hands
+// the previous sync's end to the background record writer; work does not wait for it.
 func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error) {
+	if err := s.endw.failed(); err != nil && s.failed == nil {
+		s.fail(err)
+	}
 	if s.failed != nil {
 		err := s.failedErr()
 		return func() error { return nil }, func(error) error { return err }
@@ -647,8 +714,8 @@ func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error
 		epochs = EncodeEpochCheckpoint(s.epochs.Entries())
 	}
 	dir, syncD, mut := s.dir, s.dirDirty || epochs != nil, s.mut
-	end, marker := s.currentEnd(), s.synced
-	writeEnd := !s.hadSynced || !sameEnd(end, s.synced.last)
+	s.submitDurableEnd()
+	end := s.currentEnd()
 	work = func() error {
 		for _, f := range files {
 			if err := f.Sync(); err != nil {
@@ -661,12 +728,7 @@ func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error
 			}
 		}
 		if syncD {
-			if err := syncDir(dir); err != nil {
-				return err
-			}
-		}
-		if writeEnd {
-			return marker.writeSlot(end)
+			return syncDir(dir)
 		}
 		return nil
 	}
@@ -674,8 +736,9 @@ func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error
 		if err != nil {
 			return s.fail(err)
 		}
-		if writeEnd {
-			s.synced.last, s.hadSynced = end, true
+		s.durable = end // only Appends, past end, happened since PrepareSync
+		if err := s.endw.failed(); err != nil {
+			return s.fail(err)
 		}
 		if s.mut == mut {
 			for _, sg := range segs {
@@ -714,8 +777,26 @@ func (s *FileStorage) SaveQuorumState(st QuorumState) error {
 	return nil
 }
 
-// Close implements Storage. It does not sync; later calls fail with ErrClosed.
+// Close implements Storage. It does not sync the log; it records the end of the last
+// completed Sync in SyncedEndFile (unless the storage failed), so a clean stop leaves
+// the whole durable log protected. Later calls fail with ErrClosed.
 func (s *FileStorage) Close() error {
+	var first error
+	if s.failed == nil {
+		first = s.recordDurableEnd()
+	}
+	if err := s.closeFiles(); first == nil {
+		first = err
+	}
+	return first
+}
+
+// closeFiles waits for the background record writer and closes every file, writing
+// nothing: what a crash right after the last write completed would leave.
+func (s *FileStorage) closeFiles() error {
+	if s.endw != nil {
+		_ = s.endw.quiesce()
+	}
 	first := s.synced.close()
 	for _, sg := range s.segments {
 		if sg.f == nil {

@@ -7,14 +7,17 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"sync"
 )
 
-// SyncedEndFile records how far the log was durable (fsynced) when a Sync last
-// completed: the one thing that tells a torn tail from bit rot at recovery. After a
-// crash only bytes written since the last completed Sync can be damaged by the crash;
-// any damage at or below the recorded end is a disk fault in records this node may
-// have acknowledged, and silently truncating them would let it vote as if it had
-// never held them. Kafka keeps no such record (kraftd's own file; Kafka ignores it).
+// SyncedEndFile records how far the log was durable (fsynced): the one thing that
+// tells a torn tail from bit rot at recovery. After a crash only bytes written since
+// the last completed Sync can be damaged by the crash; any damage at or below the
+// recorded end is a disk fault in records this node may have acknowledged, and
+// silently truncating them would let it vote as if it had never held them. The
+// record lags the log by one Sync (see FileStorage: it is written beside the next
+// segment fsync, off the commit path) and is brought up to date at Close. Kafka keeps
+// no such record (kraftd's own file; Kafka ignores it).
 const SyncedEndFile = "kraftd-synced-end"
 
 // The file holds two slots, each a record written in place: magic, sequence, end
@@ -64,7 +67,8 @@ func decodeSyncedEnd(b []byte) (syncedEnd, bool) {
 	return m, true
 }
 
-// syncedEndFile is the open SyncedEndFile.
+// syncedEndFile is the open SyncedEndFile. Its owner writes it directly (write) only
+// while no background write runs (endWriter.quiesce).
 type syncedEndFile struct {
 	f    *os.File
 	last syncedEnd // the newest slot written or read
@@ -106,24 +110,17 @@ func openSyncedEnd(dir string) (_ *syncedEndFile, present bool, err error) {
 	return s, present, nil
 }
 
-// write makes m durable (writeSlot) and remembers it.
+// write makes m durable (pwrite + fdatasync) in the slot after the last one written,
+// so that a torn write leaves the previous record valid, and remembers it.
 func (s *syncedEndFile) write(m syncedEnd) error {
-	if err := s.writeSlot(m); err != nil {
-		return err
-	}
-	s.last = m
-	return nil
-}
-
-// writeSlot makes m durable in the slot its sequence selects (pwrite + fdatasync).
-// It touches only the file, so it may run on the flusher goroutine.
-func (s *syncedEndFile) writeSlot(m syncedEnd) error {
+	m.Seq = s.last.Seq + 1
 	if _, err := s.f.WriteAt(m.encode(), int64(m.Seq%2)*syncedSlotSize); err != nil {
 		return ioErr(err)
 	}
 	if err := fdatasync(s.f); err != nil {
 		return ioErr(err)
 	}
+	s.last = m
 	return nil
 }
 
@@ -134,6 +131,72 @@ func (s *syncedEndFile) close() error {
 	err := s.f.Close()
 	s.f = nil
 	return err
+}
+
+// endWriter writes SyncedEndFile records in the background for its owner, the
+// FileStorage, so that the record's fdatasync runs beside the segment fsync instead
+// of after it. At most one goroutine writes at a time; it exits when nothing is
+// pending, and quiesce (called by the owner before it writes the file itself, and by
+// Close) waits for it. Records are written in the order submitted; a record
+// submitted while another is being written replaces any older one still pending.
+type endWriter struct {
+	file *syncedEndFile
+	wg   sync.WaitGroup
+
+	mu      sync.Mutex
+	pending *syncedEnd // submitted, not yet being written
+	running bool       // a goroutine is writing (and will take pending)
+	err     error      // the first failed write; the storage fails on it
+}
+
+// submit hands m to the background writer. Owner goroutine only.
+func (w *endWriter) submit(m syncedEnd) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending = &m
+	if !w.running {
+		w.running = true
+		w.wg.Add(1)
+		go w.run()
+	}
+}
+
+func (w *endWriter) run() {
+	defer w.wg.Done()
+	for {
+		w.mu.Lock()
+		m := w.pending
+		w.pending = nil
+		if m == nil || w.err != nil {
+			w.running = false
+			w.mu.Unlock()
+			return
+		}
+		w.mu.Unlock()
+		if err := w.file.write(*m); err != nil {
+			w.mu.Lock()
+			w.err = err
+			w.mu.Unlock()
+		}
+	}
+}
+
+// quiesce drops the pending record, waits for the one being written, and returns
+// the first write error. Afterwards the owner may use file directly until its next
+// submit.
+func (w *endWriter) quiesce() error {
+	w.mu.Lock()
+	w.pending = nil
+	w.mu.Unlock()
+	w.wg.Wait()
+	return w.failed()
+}
+
+// failed returns the first failed background write, if any.
+func (w *endWriter) failed() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
 }
 
 // corruptErr names the damaged file and offset and the ways out.
