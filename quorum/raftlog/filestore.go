@@ -70,16 +70,20 @@ func (o *FileOptions) fillDefaults() {
 //
 // Torn tail or bit rot: SyncedEndFile records how far the log is durable, and
 // recovery stops the node on damage at or below it instead of cutting it as a torn
-// tail. To keep that record off the commit path, each Sync (and PrepareSync) hands
-// the end made durable by the previous completed Sync to a background write whose
-// fdatasync runs beside the segment fsync; Sync, and so every acknowledgement, waits
-// only for the segment fsync. The record therefore never claims bytes that may not
-// be durable, and lags the log by one Sync: after a crash, the bytes of the last sync
-// interval before it (written after the next-to-last completed Sync) are not
-// protected against bit rot, and damage there is cut as a torn tail like any crash
-// damage. Everything older is protected, and so is the whole log after a clean
-// stop: Close records the end of the last completed Sync, and OpenFileStorage
-// records the recovered log's end before returning.
+// tail. To keep that record off the commit path, each Sync (and PrepareSync) writes
+// the end made durable by the previous completed Sync beside its own segment fsync,
+// without an fsync of its own: the write only starts writeback, and the device cache
+// flush of the segment fsync makes it durable. Sync, and so every acknowledgement,
+// waits for the segment fsync alone. The record therefore never claims bytes that
+// may not be durable, and lags the log by one Sync: after a crash, the bytes written
+// in the last sync interval before it (after the next-to-last completed Sync; on
+// rare occasions, when the record's write reached the device after that Sync's
+// flush, the last two) are not protected against bit rot, and damage there is cut as
+// a torn tail like any crash damage. Everything older is protected, and so is the
+// whole log after a clean stop: Close records (and fdatasyncs) the end of the last
+// completed Sync, and OpenFileStorage records the recovered log's end before
+// returning. Cutting the log below the record (TruncateTo, ResetLog) first lowers it
+// with an fdatasync.
 //
 // INVARIANTS: segments is non-empty, sorted by base and contiguous (each base is
 // the previous segment's end offset); only the last (active) segment is appended
@@ -105,16 +109,13 @@ type FileStorage struct {
 	mut    uint64
 	failed error
 
-	// synced records the durable end of the log (SyncedEndFile), written in the
-	// background by endw; hadSynced: it holds a valid record (at open: recovery can
-	// tell a torn tail from damage below it). durable is the end the last completed
-	// Sync made durable; submitted is the last record handed to endw or written, which
-	// the file holds once endw is idle.
+	// synced records the durable end of the log (SyncedEndFile); hadSynced: it holds
+	// a valid record (at open: recovery can tell a torn tail from damage below it).
+	// durable is the end the last completed Sync made durable, which the next Sync
+	// or Close records.
 	synced    *syncedEndFile
-	endw      *endWriter
 	hadSynced bool
 	durable   syncedEnd
-	submitted syncedEnd
 }
 
 var _ Storage = (*FileStorage)(nil)
@@ -138,8 +139,7 @@ func OpenFileStorage(dir string, opts FileOptions) (*FileStorage, error) {
 	if s.synced, s.hadSynced, err = openSyncedEnd(dir); err != nil {
 		return nil, err
 	}
-	s.endw = &endWriter{file: s.synced}
-	s.durable, s.submitted = s.synced.last, s.synced.last
+	s.durable = s.synced.last
 	if err := s.open(bases); err != nil {
 		_ = s.closeFiles() // leaves the files as they are
 		return nil, err
@@ -324,52 +324,49 @@ func (s *FileStorage) currentEnd() syncedEnd {
 // sameEnd: the record would not change.
 func sameEnd(a, b syncedEnd) bool { return a.End == b.End && a.Base == b.Base && a.Pos == b.Pos }
 
-// submitDurableEnd hands the end of the last completed Sync to the background
-// writer, unless the file holds (or will hold) it already. Called as a Sync starts,
-// so its fdatasync runs beside the segment fsync.
-func (s *FileStorage) submitDurableEnd() {
-	if !sameEnd(s.durable, s.submitted) {
-		s.endw.submit(s.durable)
-		s.submitted = s.durable
-	}
-}
-
-// recordDurableEnd writes the end of the last completed Sync and waits for it, after
-// any background write (at open and at Close).
-func (s *FileStorage) recordDurableEnd() error {
-	if err := s.endw.quiesce(); err != nil {
-		return s.fail(err)
-	}
-	s.submitted = s.synced.last
+// writeDurableEndBehind records the end of the last completed Sync without waiting
+// (syncedEndFile.writeBehind). Called as a Sync starts, before its segment fsync.
+func (s *FileStorage) writeDurableEndBehind() error {
 	if s.hadSynced && sameEnd(s.durable, s.synced.last) {
 		return nil
 	}
-	if err := s.synced.write(s.durable); err != nil {
+	if err := s.synced.writeBehind(s.durable); err != nil {
 		return s.fail(err)
 	}
-	s.hadSynced, s.submitted = true, s.synced.last
+	s.hadSynced = true
+	return nil
+}
+
+// recordDurableEnd makes the end of the last completed Sync the durable record (at
+// open and at Close).
+func (s *FileStorage) recordDurableEnd() error {
+	var err error
+	switch {
+	case !s.hadSynced || !sameEnd(s.durable, s.synced.last):
+		err = s.synced.write(s.durable)
+	case s.synced.behind:
+		err = s.synced.flush()
+	}
+	if err != nil {
+		return s.fail(err)
+	}
+	s.hadSynced = true
 	return nil
 }
 
 // lowerSyncedEnd makes the durable end at most m before the log is cut below it,
-// so that a crash during the cut never leaves a recorded end above the log. A
-// background write still pending is dropped (the next Sync submits the lowered end
-// again), and one in progress is waited for.
+// so that a crash during the cut never leaves a recorded end above the log.
 func (s *FileStorage) lowerSyncedEnd(m syncedEnd) error {
 	if m.End < s.durable.End {
 		s.durable = m
 	}
-	if err := s.endw.quiesce(); err != nil {
-		return s.fail(err)
-	}
-	s.submitted = s.synced.last
 	if m.End >= s.synced.last.End && s.hadSynced {
-		return nil
+		return nil // no record, durable or not, is above m
 	}
 	if err := s.synced.write(m); err != nil {
 		return s.fail(err)
 	}
-	s.hadSynced, s.submitted = true, s.synced.last
+	s.hadSynced = true
 	return nil
 }
 
@@ -646,17 +643,16 @@ func (s *FileStorage) endAfterCut(offset int64) syncedEnd {
 
 // Sync implements Storage: fsync every segment written or cut since the last Sync,
 // rewrite leader-epoch-checkpoint if an epoch started or was truncated away, then
-// fsync the directory if files were created, renamed or removed. Beside that, the
-// previous Sync's end is recorded in SyncedEndFile in the background (Sync does not
-// wait for it; a failure of it fails a later call).
+// fsync the directory if files were created, renamed or removed. Before that, it
+// writes the previous Sync's end to SyncedEndFile, not waiting for it (the segment
+// fsync's device flush makes it durable).
 func (s *FileStorage) Sync() error {
 	if s.failed != nil {
 		return s.failedErr()
 	}
-	if err := s.endw.failed(); err != nil {
-		return s.fail(err)
+	if err := s.writeDurableEndBehind(); err != nil {
+		return err
 	}
-	s.submitDurableEnd()
 	end := s.currentEnd()
 	for _, sg := range s.segments {
 		if !sg.dirty {
@@ -681,9 +677,6 @@ func (s *FileStorage) Sync() error {
 		s.dirDirty = false
 	}
 	s.durable = end // recorded by the next Sync, or by Close
-	if err := s.endw.failed(); err != nil {
-		return s.fail(err)
-	}
 	return nil
 }
 
@@ -692,11 +685,11 @@ func (s *FileStorage) Sync() error {
 // captured now, so it may run on another goroutine while the owner goes on appending;
 // finish, on the owner's goroutine, records the outcome: an error fails the storage
 // as a failed Sync does, success clears the dirty marks unless something changed
-// since PrepareSync. Between the two the owner may only Append. Like Sync, it hands
-// the previous sync's end to the background record writer; work does not wait for it.
+// since PrepareSync. Between the two the owner may only Append. Like Sync, it first
+// writes the previous sync's end to SyncedEndFile without waiting.
 func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error) {
-	if err := s.endw.failed(); err != nil && s.failed == nil {
-		s.fail(err)
+	if s.failed == nil {
+		_ = s.writeDurableEndBehind() // a failure is sticky: handled just below
 	}
 	if s.failed != nil {
 		err := s.failedErr()
@@ -714,7 +707,6 @@ func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error
 		epochs = EncodeEpochCheckpoint(s.epochs.Entries())
 	}
 	dir, syncD, mut := s.dir, s.dirDirty || epochs != nil, s.mut
-	s.submitDurableEnd()
 	end := s.currentEnd()
 	work = func() error {
 		for _, f := range files {
@@ -737,9 +729,6 @@ func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error
 			return s.fail(err)
 		}
 		s.durable = end // only Appends, past end, happened since PrepareSync
-		if err := s.endw.failed(); err != nil {
-			return s.fail(err)
-		}
 		if s.mut == mut {
 			for _, sg := range segs {
 				sg.dirty = false
@@ -778,8 +767,9 @@ func (s *FileStorage) SaveQuorumState(st QuorumState) error {
 }
 
 // Close implements Storage. It does not sync the log; it records the end of the last
-// completed Sync in SyncedEndFile (unless the storage failed), so a clean stop leaves
-// the whole durable log protected. Later calls fail with ErrClosed.
+// completed Sync in SyncedEndFile and fdatasyncs it (unless the storage failed), so
+// a clean stop leaves the whole durable log protected. Later calls fail with
+// ErrClosed.
 func (s *FileStorage) Close() error {
 	var first error
 	if s.failed == nil {
@@ -791,12 +781,9 @@ func (s *FileStorage) Close() error {
 	return first
 }
 
-// closeFiles waits for the background record writer and closes every file, writing
-// nothing: what a crash right after the last write completed would leave.
+// closeFiles closes every file, writing nothing: what a crash right after the last
+// write would leave.
 func (s *FileStorage) closeFiles() error {
-	if s.endw != nil {
-		_ = s.endw.quiesce()
-	}
 	first := s.synced.close()
 	for _, sg := range s.segments {
 		if sg.f == nil {

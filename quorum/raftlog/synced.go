@@ -7,7 +7,6 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
-	"sync"
 )
 
 // SyncedEndFile records how far the log was durable (fsynced): the one thing that
@@ -15,19 +14,21 @@ import (
 // the last completed Sync can be damaged by the crash; any damage at or below the
 // recorded end is a disk fault in records this node may have acknowledged, and
 // silently truncating them would let it vote as if it had never held them. The
-// record lags the log by one Sync (see FileStorage: it is written beside the next
-// segment fsync, off the commit path) and is brought up to date at Close. Kafka keeps
-// no such record (kraftd's own file; Kafka ignores it).
+// record lags the log by one Sync and costs no fsync of its own on the commit path
+// (see FileStorage); Close brings it up to date. Kafka keeps no such record
+// (kraftd's own file; Kafka ignores it).
 const SyncedEndFile = "kraftd-synced-end"
 
 // The file holds two slots, each a record written in place: magic, sequence, end
 // offset, the base of the segment holding the end and the end's byte position in it,
 // and a CRC-32C of the preceding bytes. Slots alternate by sequence, so a write torn
 // by a crash leaves the other slot valid; the valid slot with the higher sequence
-// wins. The file is only ever overwritten in place (no size change), so fdatasync
-// makes a slot durable without a journal commit.
+// wins. Each slot has a page of its own, so that the device write of one record
+// never rewrites the other (records are written without waiting for the previous
+// one to be durable). The file is only ever overwritten in place (no size change),
+// so fdatasync makes a slot durable without a journal commit.
 const (
-	syncedSlotSize  = 512
+	syncedSlotSize  = 4096
 	syncedRecordLen = 4 + 8 + 8 + 8 + 8 + 4
 	syncedMagic     = 0x6b534531 // "kSE1"
 )
@@ -67,11 +68,12 @@ func decodeSyncedEnd(b []byte) (syncedEnd, bool) {
 	return m, true
 }
 
-// syncedEndFile is the open SyncedEndFile. Its owner writes it directly (write) only
-// while no background write runs (endWriter.quiesce).
+// syncedEndFile is the open SyncedEndFile.
 type syncedEndFile struct {
 	f    *os.File
 	last syncedEnd // the newest slot written or read
+	// behind: last was written with writeBehind and may not be durable yet.
+	behind bool
 }
 
 // ErrCorrupt reports damage to data this node made durable: the node must not start
@@ -110,17 +112,42 @@ func openSyncedEnd(dir string) (_ *syncedEndFile, present bool, err error) {
 	return s, present, nil
 }
 
-// write makes m durable (pwrite + fdatasync) in the slot after the last one written,
-// so that a torn write leaves the previous record valid, and remembers it.
+// write makes m durable (pwrite + fdatasync, which also makes every earlier
+// writeBehind durable) in the slot after the last one written.
 func (s *syncedEndFile) write(m syncedEnd) error {
-	m.Seq = s.last.Seq + 1
-	if _, err := s.f.WriteAt(m.encode(), int64(m.Seq%2)*syncedSlotSize); err != nil {
-		return ioErr(err)
+	if err := s.writeBehind(m); err != nil {
+		return err
 	}
+	return s.flush()
+}
+
+// flush makes the last record durable.
+func (s *syncedEndFile) flush() error {
 	if err := fdatasync(s.f); err != nil {
 		return ioErr(err)
 	}
-	s.last = m
+	s.behind = false
+	return nil
+}
+
+// writeBehind writes m into the slot after the last one written and starts its
+// writeback to the device, without waiting for it or flushing the device cache: it
+// becomes durable with the next device cache flush, which the segment fsync of the
+// Sync running beside it issues (or, at the latest, the next one's; where
+// sync_file_range does not exist, the kernel's writeback or flush does). Never
+// waiting is what keeps it off the commit path; it is safe because m only ever
+// claims bytes already durable, so a record lost in a crash means an older record,
+// that is, less protection, never a false claim.
+func (s *syncedEndFile) writeBehind(m syncedEnd) error {
+	m.Seq = s.last.Seq + 1
+	off := int64(m.Seq%2) * syncedSlotSize
+	if _, err := s.f.WriteAt(m.encode(), off); err != nil {
+		return ioErr(err)
+	}
+	s.last, s.behind = m, true
+	if err := startWriteback(s.f, off, syncedSlotSize); err != nil {
+		return ioErr(err)
+	}
 	return nil
 }
 
@@ -131,72 +158,6 @@ func (s *syncedEndFile) close() error {
 	err := s.f.Close()
 	s.f = nil
 	return err
-}
-
-// endWriter writes SyncedEndFile records in the background for its owner, the
-// FileStorage, so that the record's fdatasync runs beside the segment fsync instead
-// of after it. At most one goroutine writes at a time; it exits when nothing is
-// pending, and quiesce (called by the owner before it writes the file itself, and by
-// Close) waits for it. Records are written in the order submitted; a record
-// submitted while another is being written replaces any older one still pending.
-type endWriter struct {
-	file *syncedEndFile
-	wg   sync.WaitGroup
-
-	mu      sync.Mutex
-	pending *syncedEnd // submitted, not yet being written
-	running bool       // a goroutine is writing (and will take pending)
-	err     error      // the first failed write; the storage fails on it
-}
-
-// submit hands m to the background writer. Owner goroutine only.
-func (w *endWriter) submit(m syncedEnd) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.pending = &m
-	if !w.running {
-		w.running = true
-		w.wg.Add(1)
-		go w.run()
-	}
-}
-
-func (w *endWriter) run() {
-	defer w.wg.Done()
-	for {
-		w.mu.Lock()
-		m := w.pending
-		w.pending = nil
-		if m == nil || w.err != nil {
-			w.running = false
-			w.mu.Unlock()
-			return
-		}
-		w.mu.Unlock()
-		if err := w.file.write(*m); err != nil {
-			w.mu.Lock()
-			w.err = err
-			w.mu.Unlock()
-		}
-	}
-}
-
-// quiesce drops the pending record, waits for the one being written, and returns
-// the first write error. Afterwards the owner may use file directly until its next
-// submit.
-func (w *endWriter) quiesce() error {
-	w.mu.Lock()
-	w.pending = nil
-	w.mu.Unlock()
-	w.wg.Wait()
-	return w.failed()
-}
-
-// failed returns the first failed background write, if any.
-func (w *endWriter) failed() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.err
 }
 
 // corruptErr names the damaged file and offset and the ways out.

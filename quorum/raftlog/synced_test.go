@@ -103,24 +103,30 @@ func TestDurableEndLagsOneSync(t *testing.T) {
 	}
 }
 
-// TestFailedDurableEndWriteIsSticky: the background record write is an fdatasync
-// like any other; its failure fails the storage at the next call (never retried,
-// never ignored), and Close then writes nothing.
+// TestFailedDurableEndWriteIsSticky: a failed write of the durable-end record is
+// an I/O failure like any other: the Sync fails and so does every later write.
 func TestFailedDurableEndWriteIsSticky(t *testing.T) {
-	dir := t.TempDir()
-	s := openTest(t, dir, FileOptions{})
-	appendTest(t, s, mkBatch(0, 1, 2))
-	syncTest(t, s)
-	_ = s.synced.f.Close() // every later write of the record fails
-	appendTest(t, s, mkBatch(2, 1, 2))
-	_ = s.Sync() // hands end 2 to the background writer
-	if err := s.endw.quiesce(); err == nil {
-		t.Fatal("the record write to a closed file succeeded")
-	}
-	if err := s.Sync(); err == nil {
-		t.Fatal("sync after a failed record write succeeded")
-	}
-	if err := s.Append([]Batch{mkBatch(4, 1, 1)}); !errors.Is(err, ErrStorageFailed) {
-		t.Fatalf("append after a failed record write: %v, want the sticky failure", err)
+	for _, prepare := range []bool{false, true} {
+		s := openTest(t, t.TempDir(), FileOptions{})
+		appendTest(t, s, mkBatch(0, 1, 2))
+		syncTest(t, s)
+		_ = s.synced.f.Close() // every later write of the record fails
+		appendTest(t, s, mkBatch(2, 1, 2))
+		var err error
+		if prepare {
+			work, finish := s.PrepareSync()
+			err = finish(work())
+		} else {
+			err = s.Sync() // records end 2
+		}
+		if !errors.Is(err, os.ErrClosed) {
+			t.Fatalf("sync (PrepareSync %t) whose record write failed: %v, want the write's error", prepare, err)
+		}
+		if err := s.Append([]Batch{mkBatch(4, 1, 1)}); !errors.Is(err, ErrStorageFailed) {
+			t.Fatalf("append after a failed record write: %v, want the sticky failure", err)
+		}
+		if err := s.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+			t.Fatalf("close: %v", err)
+		}
 	}
 }
