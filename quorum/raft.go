@@ -124,6 +124,11 @@ func NewRaft(cfg Config, loaded raftlog.Loaded, nowMs int64) (*Raft, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if !loaded.LogContinuesSnapshot() {
+		// Storage.Load restarts such a log at the snapshot (FileStorage does at open).
+		return nil, fmt.Errorf("quorum: loaded log from %d to %d does not continue snapshot (%d,%d)",
+			loaded.StartOffset, endOfLoaded(loaded), loaded.Snapshot.EndOffset, loaded.Snapshot.Epoch)
+	}
 	rl, err := newRaftLog(loaded)
 	if err != nil {
 		return nil, err
@@ -145,16 +150,27 @@ func NewRaft(cfg Config, loaded raftlog.Loaded, nowMs int64) (*Raft, error) {
 	}
 	if s := loaded.Snapshot; s != nil {
 		// A restarted node reloads its listeners from the latest snapshot and replays
-		// only the log after it; the snapshot was at or below the high watermark.
+		// only the log after it. Everything below the snapshot's end is committed
+		// (it was at or below a high watermark), and nothing above it is known to be:
+		// the log below it may not be this node's own committed log, so the high
+		// watermark starts at the snapshot's end, never at min(snapshot end, log
+		// end), which claimed another leader's uncommitted entries as committed.
 		id := *s
 		r.snapshot = &id
-		r.hw = max(r.hw, min(id.EndOffset, rl.endOffset()))
+		r.hw = max(r.hw, id.EndOffset)
 		r.applied = r.hw
 	}
 	r.resetTimers()
 	r.initialize(loaded.State, nowMs)
 	r.lastSoft = SoftState{LeaderID: -2} // the first Ready reports the initial state
 	return r, nil
+}
+
+func endOfLoaded(l raftlog.Loaded) int64 {
+	if n := len(l.Batches); n > 0 {
+		return l.Batches[n-1].NextOffset()
+	}
+	return l.StartOffset
 }
 
 func (r *Raft) initialize(st raftlog.QuorumState, nowMs int64) {

@@ -39,10 +39,15 @@ type Node struct {
 	// Base is the state loaded from a snapshot (at restart or after a download).
 	Base []raftlog.Batch
 	// Loads lists the snapshots loaded through a download in this process life.
-	Loads  []raftlog.SnapshotID
-	snaps  *diskSnapshots
-	part   []byte
-	partID raftlog.SnapshotID
+	Loads []raftlog.SnapshotID
+	// lastFetch is the last Fetch the node sent: "send type=fetch-resp" answers it.
+	lastFetch quorum.Message
+	// crashAtLoad: the node crashes after committing the next downloaded snapshot,
+	// before restarting its log at it.
+	crashAtLoad bool
+	snaps       *diskSnapshots
+	part        []byte
+	partID      raftlog.SnapshotID
 }
 
 // Env is the interaction environment.
@@ -100,6 +105,13 @@ func (e *Env) Start(n *Node) error {
 	cfg.Snapshots = n.snaps
 	loaded := raftlog.Loaded{State: n.State, Batches: slices.Clone(n.Batches), StartOffset: n.StartOffset,
 		Snapshot: n.loadLatest()}
+	if !loaded.LogContinuesSnapshot() {
+		// As FileStorage at open: the log restarts at the latest snapshot.
+		id := *loaded.Snapshot
+		fmt.Fprintf(e.Out, "%d restarts its log at snapshot (%d,%d)\n", n.ID, id.EndOffset, id.Epoch)
+		n.Batches, n.StartOffset = nil, id.EndOffset
+		loaded.Batches, loaded.StartOffset = nil, id.EndOffset
+	}
 	r, err := quorum.NewRaft(cfg, loaded, e.NowMs)
 	if err != nil {
 		return err
@@ -115,6 +127,11 @@ func (e *Env) ProcessReady(n *Node) bool {
 		return false
 	}
 	rd := n.Raft.Ready()
+	for _, m := range append(rd.Messages, rd.MessagesAfterPersist...) {
+		if m.Fetch != nil {
+			n.lastFetch = m
+		}
+	}
 	e.Net = append(e.Net, rd.Messages...)
 	if rd.QuorumState != nil {
 		n.State = *rd.QuorumState
@@ -122,6 +139,9 @@ func (e *Env) ProcessReady(n *Node) bool {
 	if err := e.applySnapshotReady(n, rd); err != nil && e.Fatal == nil {
 		e.Fatal = err
 		fmt.Fprintf(e.Out, "FATAL %v\n", err)
+	}
+	if n.Down {
+		return true // crashed inside the Ready (crash at=load-snapshot)
 	}
 	if rd.TruncateTo >= 0 {
 		i := slices.IndexFunc(n.Batches, func(b raftlog.Batch) bool { return b.BaseOffset >= rd.TruncateTo })

@@ -61,14 +61,27 @@ func (e *Env) handleAddNodes(tc *TestCase) error {
 	return nil
 }
 
-// crash node=N: the node stops; its unprocessed Ready is lost.
+// crash node=N [at=load-snapshot]: the node stops; its unprocessed Ready is lost.
+// at=load-snapshot crashes it later, once it has committed its next downloaded
+// snapshot file and before it restarts its log there.
 func (e *Env) handleCrash(tc *TestCase) error {
 	ns, err := e.nodesArg(tc, "node")
 	if err != nil {
 		return err
 	}
+	at := ""
+	if a, ok := tc.Arg("at"); ok && len(a.Vals) > 0 {
+		at = a.Vals[0]
+	}
 	for _, n := range ns {
-		e.Crash(n)
+		switch at {
+		case "":
+			e.Crash(n)
+		case "load-snapshot":
+			n.crashAtLoad = true
+		default:
+			return fmt.Errorf("unknown crash point %q", at)
+		}
 	}
 	return nil
 }

@@ -131,6 +131,10 @@ func (e *Env) handleSetPreVote(tc *TestCase) error {
 //
 // injects a hand-made request (from may be a node that does not exist); the answer is
 // put on the network.
+//
+// send from=F to=T type=fetch-resp epoch= [leader=] [hw=] [diverging=EPOCH,OFFSET]
+//
+// answers T's last Fetch in F's name.
 func (e *Env) handleSend(tc *TestCase) error {
 	num := func(key string, def int64) int64 {
 		a, ok := tc.Arg(key)
@@ -173,6 +177,21 @@ func (e *Env) handleSend(tc *TestCase) error {
 		}
 		m.EndEpoch = &quorum.EndQuorumEpochRequest{ClusterID: cluster, LeaderID: int32(num("leader", int64(from))),
 			LeaderEpoch: epoch, PreferredSuccessors: ids}
+	case "fetch-resp":
+		n := e.Nodes[to]
+		if n == nil || n.lastFetch.Fetch == nil {
+			return fmt.Errorf("node %d sent no Fetch", to)
+		}
+		m.RequestID = n.lastFetch.RequestID
+		m.FetchResp = &quorum.FetchResponse{HighWatermark: num("hw", -1), LeaderID: int32(num("leader", int64(from))),
+			LeaderEpoch: epoch}
+		if a, ok := tc.Arg("diverging"); ok {
+			ids, err := parseIDs(a.Vals)
+			if err != nil || len(ids) != 2 {
+				return fmt.Errorf("diverging=EPOCH,OFFSET")
+			}
+			m.FetchResp.DivergingEpoch = &quorum.EpochEndOffset{Epoch: ids[0], EndOffset: int64(ids[1])}
+		}
 	default:
 		return fmt.Errorf("unknown type %q", t)
 	}

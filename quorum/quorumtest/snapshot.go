@@ -95,15 +95,8 @@ func (e *Env) Compact(n *Node) int64 {
 
 // applySnapshotReady writes downloaded chunks and installs a completed snapshot.
 func (e *Env) applySnapshotReady(n *Node, rd quorum.Ready) error {
-	for _, c := range rd.SnapshotChunks {
-		if c.Position == 0 {
-			n.part, n.partID = nil, c.ID
-		}
-		if c.ID != n.partID || int64(len(n.part)) != c.Position {
-			return fmt.Errorf("node %d: chunk (%d,%d)@%d does not continue partial (%d,%d) of %d bytes",
-				n.ID, c.ID.EndOffset, c.ID.Epoch, c.Position, n.partID.EndOffset, n.partID.Epoch, len(n.part))
-		}
-		n.part = append(n.part, c.Data...)
+	if err := n.writeChunks(rd); err != nil {
+		return err
 	}
 	id := rd.LoadSnapshot
 	if id == nil {
@@ -111,6 +104,14 @@ func (e *Env) applySnapshotReady(n *Node, rd quorum.Ready) error {
 	}
 	if *id != n.partID {
 		return fmt.Errorf("node %d: load (%d,%d) but partial is (%d,%d)", n.ID, id.EndOffset, id.Epoch, n.partID.EndOffset, n.partID.Epoch)
+	}
+	if n.crashAtLoad {
+		// The driver commits the snapshot file, then crashes before ResetLog.
+		n.crashAtLoad = false
+		n.snaps.files[*id] = n.part
+		fmt.Fprintf(e.Out, "%d crashed after committing snapshot (%d,%d), before restarting its log\n", n.ID, id.EndOffset, id.Epoch)
+		e.Crash(n)
+		return nil
 	}
 	batches, _, err := raftlog.SplitBatches(n.part)
 	if err != nil {
@@ -122,6 +123,21 @@ func (e *Env) applySnapshotReady(n *Node, rd quorum.Ready) error {
 	n.Base, n.Applied = batches, nil
 	n.Loads = append(n.Loads, *id)
 	fmt.Fprintf(e.Out, "%d loads snapshot (%d,%d): %d batches\n", n.ID, id.EndOffset, id.Epoch, len(batches))
+	return nil
+}
+
+// writeChunks appends rd's downloaded chunks to the partial snapshot file.
+func (n *Node) writeChunks(rd quorum.Ready) error {
+	for _, c := range rd.SnapshotChunks {
+		if c.Position == 0 {
+			n.part, n.partID = nil, c.ID
+		}
+		if c.ID != n.partID || int64(len(n.part)) != c.Position {
+			return fmt.Errorf("node %d: chunk (%d,%d)@%d does not continue partial (%d,%d) of %d bytes",
+				n.ID, c.ID.EndOffset, c.ID.Epoch, c.Position, n.partID.EndOffset, n.partID.Epoch, len(n.part))
+		}
+		n.part = append(n.part, c.Data...)
+	}
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package raftlog
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -67,6 +68,23 @@ func (o *FileOptions) fillDefaults() {
 // failed fsync the kernel may have dropped the dirty pages and a retry that
 // "succeeds" would lie (the fsyncgate lesson).
 //
+// Torn tail or bit rot: SyncedEndFile records how far the log is durable, and
+// recovery stops the node on damage at or below it instead of cutting it as a torn
+// tail. To keep that record off the commit path, each Sync (and PrepareSync) writes
+// the end made durable by the previous completed Sync beside its own segment fsync,
+// without an fsync of its own: the write only starts writeback, and the device cache
+// flush of the segment fsync makes it durable. Sync, and so every acknowledgement,
+// waits for the segment fsync alone. The record therefore never claims bytes that
+// may not be durable, and lags the log by one Sync: after a crash, the bytes written
+// in the last sync interval before it (after the next-to-last completed Sync; on
+// rare occasions, when the record's write reached the device after that Sync's
+// flush, the last two) are not protected against bit rot, and damage there is cut as
+// a torn tail like any crash damage. Everything older is protected, and so is the
+// whole log after a clean stop: Close records (and fdatasyncs) the end of the last
+// completed Sync, and OpenFileStorage records the recovered log's end before
+// returning. Cutting the log below the record (TruncateTo, ResetLog) first lowers it
+// with an fdatasync.
+//
 // INVARIANTS: segments is non-empty, sorted by base and contiguous (each base is
 // the previous segment's end offset); only the last (active) segment is appended
 // to; startOffset lies in [segments[0].base, endOffset]; epochs mirrors the batch
@@ -90,6 +108,14 @@ type FileStorage struct {
 	// after further changes leaves their dirty marks for the next Sync.
 	mut    uint64
 	failed error
+
+	// synced records the durable end of the log (SyncedEndFile); hadSynced: it holds
+	// a valid record (at open: recovery can tell a torn tail from damage below it).
+	// durable is the end the last completed Sync made durable, which the next Sync
+	// or Close records.
+	synced    *syncedEndFile
+	hadSynced bool
+	durable   syncedEnd
 }
 
 var _ Storage = (*FileStorage)(nil)
@@ -110,8 +136,12 @@ func OpenFileStorage(dir string, opts FileOptions) (*FileStorage, error) {
 	if err := s.loadQuorumState(); err != nil {
 		return nil, err
 	}
+	if s.synced, s.hadSynced, err = openSyncedEnd(dir); err != nil {
+		return nil, err
+	}
+	s.durable = s.synced.last
 	if err := s.open(bases); err != nil {
-		_ = s.Close()
+		_ = s.closeFiles() // leaves the files as they are
 		return nil, err
 	}
 	return s, nil
@@ -134,7 +164,11 @@ func (s *FileStorage) open(bases []int64) error {
 	if err := s.checkEpochCheckpoint(); err != nil {
 		return err
 	}
-	return s.Sync()
+	if err := s.Sync(); err != nil {
+		return err
+	}
+	// The recovered log is durable now; record all of it before anything is served.
+	return s.recordDurableEnd()
 }
 
 func (s *FileStorage) makeDir() error {
@@ -187,8 +221,11 @@ func isLeftover(name string) bool {
 	return false
 }
 
-// loadQuorumState reads quorum-state. A missing file is a fresh node; an unreadable
-// one is reported through Loaded.StateCorrupt (Kafka starts Unattached then).
+// loadQuorumState reads quorum-state. A missing file is a fresh node. An unreadable
+// one stops the node (ErrCorrupt): it is only ever replaced atomically (tmp, fsync,
+// rename), so no crash leaves it torn, and starting without it (Kafka starts
+// Unattached at the log's epoch) could grant a second vote in an epoch this node
+// already voted in.
 func (s *FileStorage) loadQuorumState() error {
 	path := filepath.Join(s.dir, QuorumStateFile)
 	data, err := os.ReadFile(path)
@@ -206,10 +243,10 @@ func (s *FileStorage) loadQuorumState() error {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	s.log.Warn("quorum-state unreadable; starting without election state",
-		zap.String("path", path), zap.Error(err))
-	s.stateCorrupt = true
-	return nil
+	return fmt.Errorf("%w: %s is unreadable (it is replaced atomically, so no crash tears it): the votes "+
+		"this node granted are lost. Ways out: restore the file from a copy; or, while a majority of the other "+
+		"voters is healthy, move the __cluster_metadata-0 directory aside so the node fetches everything again "+
+		"(one voter at a time): %v", ErrCorrupt, path, err)
 }
 
 // recoverLog scans the segments in order and keeps the longest valid prefix of the
@@ -224,6 +261,10 @@ func (s *FileStorage) recoverLog(bases []int64) error {
 	}
 	next, prevEpoch := s.startOffset, int32(-1)
 	for i, base := range bases {
+		if base != next && s.durableAt(next, base, 0) {
+			return corruptErr(filepath.Join(s.dir, segmentName(base)), next, 0, "segment does not continue the log",
+				fmt.Errorf("expected a segment starting at %d", next))
+		}
 		if base != next {
 			s.log.Warn("segment does not continue the log; dropping it and later segments",
 				zap.String("segment", segmentName(base)), zap.Int64("expected_base", next))
@@ -239,7 +280,11 @@ func (s *FileStorage) recoverLog(bases []int64) error {
 			return err
 		}
 		s.indexScanned(sg, res.Batches)
+		if res.Valid < res.Total && s.durableAt(sg.endOffset(), base, res.Valid) {
+			return corruptErr(sg.path, sg.endOffset(), res.Valid, "invalid batch", res.Reason)
+		}
 		if res.Valid < res.Total {
+			// Beyond the durable end: a tail torn by a crash, never acknowledged.
 			if err := s.repairTail(sg, res); err != nil {
 				return err
 			}
@@ -250,6 +295,78 @@ func (s *FileStorage) recoverLog(bases []int64) error {
 			prevEpoch = res.Batches[n-1].Epoch
 		}
 	}
+	if m := s.synced.last; s.hadSynced && next < m.End {
+		if snap, ok := s.latestSnapshot(); !ok || snap.EndOffset < m.End {
+			return corruptErr(filepath.Join(s.dir, segmentName(m.Base)), next, 0, "log ends early",
+				fmt.Errorf("the log ends at %d, below the durable end %d, and no snapshot covers it", next, m.End))
+		}
+	}
+	return nil
+}
+
+// durableAt reports whether byte position pos of the segment starting at base (that
+// is, offset off) lies below the durable end recorded in SyncedEndFile: damage
+// there is not a torn tail.
+func (s *FileStorage) durableAt(off, base, pos int64) bool {
+	m := s.synced.last
+	if !s.hadSynced || off >= m.End {
+		return false
+	}
+	return base < m.Base || base == m.Base && pos < m.Pos
+}
+
+// currentEnd is the durable-end record for the log as it is now.
+func (s *FileStorage) currentEnd() syncedEnd {
+	sg := s.active()
+	return syncedEnd{End: s.EndOffset(), Base: sg.base, Pos: sg.size}
+}
+
+// sameEnd: the record would not change.
+func sameEnd(a, b syncedEnd) bool { return a.End == b.End && a.Base == b.Base && a.Pos == b.Pos }
+
+// writeDurableEndBehind records the end of the last completed Sync without waiting
+// (syncedEndFile.writeBehind). Called as a Sync starts, before its segment fsync.
+func (s *FileStorage) writeDurableEndBehind() error {
+	if s.hadSynced && sameEnd(s.durable, s.synced.last) {
+		return nil
+	}
+	if err := s.synced.writeBehind(s.durable); err != nil {
+		return s.fail(err)
+	}
+	s.hadSynced = true
+	return nil
+}
+
+// recordDurableEnd makes the end of the last completed Sync the durable record (at
+// open and at Close).
+func (s *FileStorage) recordDurableEnd() error {
+	var err error
+	switch {
+	case !s.hadSynced || !sameEnd(s.durable, s.synced.last):
+		err = s.synced.write(s.durable)
+	case s.synced.behind:
+		err = s.synced.flush()
+	}
+	if err != nil {
+		return s.fail(err)
+	}
+	s.hadSynced = true
+	return nil
+}
+
+// lowerSyncedEnd makes the durable end at most m before the log is cut below it,
+// so that a crash during the cut never leaves a recorded end above the log.
+func (s *FileStorage) lowerSyncedEnd(m syncedEnd) error {
+	if m.End < s.durable.End {
+		s.durable = m
+	}
+	if m.End >= s.synced.last.End && s.hadSynced {
+		return nil // no record, durable or not, is above m
+	}
+	if err := s.synced.write(m); err != nil {
+		return s.fail(err)
+	}
+	s.hadSynced = true
 	return nil
 }
 
@@ -292,27 +409,43 @@ func (s *FileStorage) dropSegmentFiles(bases []int64) error {
 	return nil
 }
 
-// truncateToLatestSnapshot empties the log when the newest snapshot is ahead of it,
-// as Kafka's KafkaMetadataLog.truncateToLatestSnapshot does at start-up: a follower
-// may have finished a snapshot download and crashed before resetting its log.
+// truncateToLatestSnapshot empties the log when it does not continue the newest
+// snapshot (LogContinuesSnapshot), as Kafka's KafkaMetadataLog.truncateToLatestSnapshot
+// does at start-up for a log that is shorter or older than the snapshot: a follower
+// may have committed a downloaded snapshot and crashed before resetting its log.
+// Kafka keeps a log whose last epoch is newer than the snapshot's; such a log holds
+// another leader's uncommitted entries below the snapshot's end, and the core, which
+// restarts with the high watermark at the snapshot's end, could not truncate them.
 func (s *FileStorage) truncateToLatestSnapshot() error {
 	snap, ok := s.latestSnapshot()
 	if !ok {
 		return nil
 	}
-	lastEpoch, end := s.epochs.LatestEpoch(), s.EndOffset()
-	if len(s.segments) > 0 && (snap.Epoch < lastEpoch || snap.Epoch == lastEpoch && snap.EndOffset <= end) {
+	if len(s.segments) > 0 && LogContinuesSnapshot(snap, s.startOffset, s.batchEndingAt) {
 		return nil
 	}
-	if len(s.segments) > 0 && lastEpoch < 0 && end == snap.EndOffset {
-		return nil // an empty log already starting at the snapshot: nothing to redo
-	}
 	if len(s.segments) > 0 {
-		s.log.Warn("log is behind the latest snapshot; restarting it at the snapshot",
+		s.log.Warn("log does not continue the latest snapshot; restarting it at the snapshot",
 			zap.Int64("snapshot_end_offset", snap.EndOffset), zap.Int32("snapshot_epoch", snap.Epoch),
-			zap.Int64("log_end_offset", end), zap.Int32("log_last_epoch", lastEpoch))
+			zap.Int64("log_end_offset", s.EndOffset()), zap.Int32("log_last_epoch", s.epochs.LatestEpoch()))
 	}
 	return s.ResetLog(snap.EndOffset)
+}
+
+// batchEndingAt returns the epoch of the batch whose next offset is end.
+func (s *FileStorage) batchEndingAt(end int64) (int32, bool) {
+	for _, sg := range s.segments {
+		if end <= sg.base || end > sg.endOffset() {
+			continue
+		}
+		i, found := slices.BinarySearchFunc(sg.batches, end-1, func(b batchPos, last int64) int {
+			return cmp.Compare(b.last, last)
+		})
+		if found {
+			return sg.batches[i].epoch, true
+		}
+	}
+	return 0, false
 }
 
 // checkEpochCheckpoint schedules a rewrite of leader-epoch-checkpoint when it does
@@ -470,6 +603,9 @@ func (s *FileStorage) TruncateTo(offset int64) error {
 	if offset < s.startOffset {
 		return fmt.Errorf("%w: truncate to %d, log start %d", ErrBelowLogStart, offset, s.startOffset)
 	}
+	if err := s.lowerSyncedEnd(s.endAfterCut(offset)); err != nil {
+		return err
+	}
 	for len(s.segments) > 1 && s.active().base > offset {
 		if err := s.active().remove(); err != nil {
 			return s.fail(err)
@@ -490,13 +626,34 @@ func (s *FileStorage) TruncateTo(offset int64) error {
 	return nil
 }
 
+// endAfterCut is the durable-end record of the log cut at offset (TruncateTo).
+func (s *FileStorage) endAfterCut(offset int64) syncedEnd {
+	i := len(s.segments) - 1
+	for i > 0 && s.segments[i].base > offset {
+		i--
+	}
+	sg := s.segments[i]
+	pos, keep := sg.cutFrom(offset)
+	end := sg.base
+	if keep > 0 {
+		end = sg.batches[keep-1].last + 1
+	}
+	return syncedEnd{End: end, Base: sg.base, Pos: pos}
+}
+
 // Sync implements Storage: fsync every segment written or cut since the last Sync,
 // rewrite leader-epoch-checkpoint if an epoch started or was truncated away, then
-// fsync the directory if files were created, renamed or removed.
+// fsync the directory if files were created, renamed or removed. Before that, it
+// writes the previous Sync's end to SyncedEndFile, not waiting for it (the segment
+// fsync's device flush makes it durable).
 func (s *FileStorage) Sync() error {
 	if s.failed != nil {
 		return s.failedErr()
 	}
+	if err := s.writeDurableEndBehind(); err != nil {
+		return err
+	}
+	end := s.currentEnd()
 	for _, sg := range s.segments {
 		if !sg.dirty {
 			continue
@@ -519,6 +676,7 @@ func (s *FileStorage) Sync() error {
 		}
 		s.dirDirty = false
 	}
+	s.durable = end // recorded by the next Sync, or by Close
 	return nil
 }
 
@@ -527,8 +685,12 @@ func (s *FileStorage) Sync() error {
 // captured now, so it may run on another goroutine while the owner goes on appending;
 // finish, on the owner's goroutine, records the outcome: an error fails the storage
 // as a failed Sync does, success clears the dirty marks unless something changed
-// since PrepareSync. Between the two the owner may only Append.
+// since PrepareSync. Between the two the owner may only Append. Like Sync, it first
+// writes the previous sync's end to SyncedEndFile without waiting.
 func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error) {
+	if s.failed == nil {
+		_ = s.writeDurableEndBehind() // a failure is sticky: handled just below
+	}
 	if s.failed != nil {
 		err := s.failedErr()
 		return func() error { return nil }, func(error) error { return err }
@@ -545,6 +707,7 @@ func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error
 		epochs = EncodeEpochCheckpoint(s.epochs.Entries())
 	}
 	dir, syncD, mut := s.dir, s.dirDirty || epochs != nil, s.mut
+	end := s.currentEnd()
 	work = func() error {
 		for _, f := range files {
 			if err := f.Sync(); err != nil {
@@ -565,6 +728,7 @@ func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error
 		if err != nil {
 			return s.fail(err)
 		}
+		s.durable = end // only Appends, past end, happened since PrepareSync
 		if s.mut == mut {
 			for _, sg := range segs {
 				sg.dirty = false
@@ -602,9 +766,25 @@ func (s *FileStorage) SaveQuorumState(st QuorumState) error {
 	return nil
 }
 
-// Close implements Storage. It does not sync; later calls fail with ErrClosed.
+// Close implements Storage. It does not sync the log; it records the end of the last
+// completed Sync in SyncedEndFile and fdatasyncs it (unless the storage failed), so
+// a clean stop leaves the whole durable log protected. Later calls fail with
+// ErrClosed.
 func (s *FileStorage) Close() error {
 	var first error
+	if s.failed == nil {
+		first = s.recordDurableEnd()
+	}
+	if err := s.closeFiles(); first == nil {
+		first = err
+	}
+	return first
+}
+
+// closeFiles closes every file, writing nothing: what a crash right after the last
+// write would leave.
+func (s *FileStorage) closeFiles() error {
+	first := s.synced.close()
 	for _, sg := range s.segments {
 		if sg.f == nil {
 			continue

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -267,9 +268,24 @@ func observedLogger() (*zap.Logger, *observer.ObservedLogs) {
 	return zap.New(core), logs
 }
 
+// writeLogUnsyncedTail writes synced batches, then unsynced ones (what a crash may
+// tear: Close does not sync), and closes.
+func writeLogUnsyncedTail(t *testing.T, opts FileOptions, synced, unsynced []Batch) string {
+	t.Helper()
+	dir := t.TempDir()
+	s := openTest(t, dir, opts)
+	appendTest(t, s, synced...)
+	syncTest(t, s)
+	appendTest(t, s, unsynced...)
+	closeTest(t, s)
+	return dir
+}
+
+// TestTornTailRepaired: a crash tore the last batch, written after the last Sync:
+// it is cut silently (a WARN), as before the durable end was recorded.
 func TestTornTailRepaired(t *testing.T) {
 	batches := mkLog(5)
-	dir := writeLogAndClose(t, FileOptions{}, batches)
+	dir := writeLogUnsyncedTail(t, FileOptions{}, batches[:4], batches[4:])
 	path := filepath.Join(dir, segmentName(0))
 	st, _ := os.Stat(path)
 	cut := st.Size() - int64(batches[4].Size()) + 20 // mid-way into the last batch
@@ -290,9 +306,11 @@ func TestTornTailRepaired(t *testing.T) {
 	appendTest(t, s, mkBatch(8, 1, 2))
 }
 
-func TestCorruptCRCRepaired(t *testing.T) {
+// TestCorruptUnsyncedTailRepaired: garbage in batches written after the last Sync
+// (a crash can leave any prefix of unsynced pages, in any order) is a torn tail.
+func TestCorruptUnsyncedTailRepaired(t *testing.T) {
 	batches := mkLog(5)
-	dir := writeLogAndClose(t, FileOptions{}, batches)
+	dir := writeLogUnsyncedTail(t, FileOptions{}, batches[:2], batches[2:])
 	path := filepath.Join(dir, segmentName(0))
 	data, _ := os.ReadFile(path)
 	pos := 2*batches[0].Size() + BatchHeaderSize + 3 // inside batch 2's records
@@ -307,7 +325,51 @@ func TestCorruptCRCRepaired(t *testing.T) {
 	}
 }
 
-func TestCorruptionInEarlierSegmentEndsTheLog(t *testing.T) {
+// openCorrupt opens dir expecting ErrCorrupt naming path and offset.
+func openCorrupt(t *testing.T, dir string, opts FileOptions, path string, offset int64) {
+	t.Helper()
+	s, err := OpenFileStorage(dir, opts)
+	if err == nil {
+		l, _ := s.Load()
+		_ = s.Close()
+		t.Fatalf("opened a log damaged below its durable end: start %d, %d batches", l.StartOffset, len(l.Batches))
+	}
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("at offset %d ", offset)) || !strings.Contains(err.Error(), "Ways out") {
+		t.Fatalf("open: %v; want ErrCorrupt naming %s at offset %d and the ways out", err, path, offset)
+	}
+}
+
+// TestCorruptSyncedBatchRefused (issue 14): one flipped byte in the middle of a
+// cleanly stopped segment was treated as a torn tail: the log was cut there with a
+// WARN (committed metadata silently dropped). Any damage below the durable end now
+// stops the node at open, naming the file and offset; the files are left untouched.
+func TestCorruptSyncedBatchRefused(t *testing.T) {
+	batches := mkLog(5)
+	for _, tc := range []struct {
+		name   string
+		batch  int
+		offset int64
+	}{{"middle batch", 2, 4}, {"first batch", 0, 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeLogAndClose(t, FileOptions{}, batches)
+			path := filepath.Join(dir, segmentName(0))
+			data, _ := os.ReadFile(path)
+			data[tc.batch*batches[0].Size()+BatchHeaderSize+3] ^= 0xff
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			openCorrupt(t, dir, FileOptions{}, path, tc.offset)
+			if after, _ := os.ReadFile(path); !bytes.Equal(after, data) {
+				t.Fatal("the damaged segment was changed")
+			}
+		})
+	}
+}
+
+// TestCorruptionInEarlierSegmentRefused: a bad CRC in an older segment (the log
+// continued in the next one) is damage to durable data, not a tail.
+func TestCorruptionInEarlierSegmentRefused(t *testing.T) {
 	batches := mkLog(9)
 	opts := FileOptions{SegmentBytes: int64(3 * batches[0].Size())}
 	dir := writeLogAndClose(t, opts, batches)
@@ -321,31 +383,87 @@ func TestCorruptionInEarlierSegmentEndsTheLog(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	logger, logs := observedLogger()
-	s := openTest(t, dir, FileOptions{SegmentBytes: opts.SegmentBytes, Logger: logger})
-	sameBatches(t, load(t, s).Batches, batches[:3])
-	if got := segmentFiles(t, dir); !slices.Equal(got, []string{segmentName(0), segmentName(6)}) {
-		t.Fatalf("segments %v", got)
+	openCorrupt(t, dir, opts, path, 6)
+	if n := len(segmentFiles(t, dir)); n != 3 {
+		t.Fatalf("%d segments left", n)
 	}
-	if logs.FilterMessage("deleting log segment after the end of the valid log").Len() != 1 {
-		t.Fatalf("logs: %v", logs.All())
-	}
-	// The emptied segment is the active one and the log continues from 6.
-	appendTest(t, s, mkBatch(6, 2, 2))
 }
 
-func TestMissingMiddleSegmentEndsTheLog(t *testing.T) {
+// TestMissingMiddleSegmentRefused: a durable segment that disappeared is a lost
+// part of the log, not a tail.
+func TestMissingMiddleSegmentRefused(t *testing.T) {
 	batches := mkLog(9)
 	opts := FileOptions{SegmentBytes: int64(3 * batches[0].Size())}
 	dir := writeLogAndClose(t, opts, batches)
 	if err := os.Remove(filepath.Join(dir, segmentName(6))); err != nil {
 		t.Fatal(err)
 	}
-	s := openTest(t, dir, opts)
-	sameBatches(t, load(t, s).Batches, batches[:3])
-	if got := segmentFiles(t, dir); !slices.Equal(got, []string{segmentName(0)}) {
-		t.Fatalf("segments %v", got)
+	openCorrupt(t, dir, opts, filepath.Join(dir, segmentName(12)), 6)
+	// The last segment too: the log ends early.
+	if err := os.Remove(filepath.Join(dir, segmentName(12))); err != nil {
+		t.Fatal(err)
 	}
+	openCorrupt(t, dir, opts, filepath.Join(dir, segmentName(12)), 6)
+}
+
+// TestDurableEndAfterTruncation: a truncation lowers the durable end before it cuts
+// the log, so batches written again at the cut offsets and torn by a crash are a torn
+// tail, not damage below the old durable end.
+func TestDurableEndAfterTruncation(t *testing.T) {
+	batches := mkLog(5)
+	dir := t.TempDir()
+	s := openTest(t, dir, FileOptions{})
+	appendTest(t, s, batches...)
+	syncTest(t, s)
+	if err := s.TruncateTo(4); err != nil {
+		t.Fatal(err)
+	}
+	// New batches at the truncated offsets, never synced, then torn by a crash.
+	appendTest(t, s, mkBatch(4, 2, 2), mkBatch(6, 2, 2))
+	closeTest(t, s)
+	path := filepath.Join(dir, segmentName(0))
+	data, _ := os.ReadFile(path)
+	data[len(data)-5] ^= 0xff
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, dir, FileOptions{})
+	sameBatches(t, load(t, s).Batches, append(slices.Clone(batches[:2]), mkBatch(4, 2, 2)))
+}
+
+// TestTornDurableEndRecord: a crash that tears the durable-end write of a Sync (the
+// Sync never returned, nothing it covered was acknowledged) leaves the previous slot:
+// damage past that end is a torn tail.
+func TestTornDurableEndRecord(t *testing.T) {
+	batches := mkLog(5)
+	dir := t.TempDir()
+	s := openTest(t, dir, FileOptions{})
+	appendTest(t, s, batches[:2]...)
+	syncTest(t, s)
+	appendTest(t, s, batches[2:]...)
+	syncTest(t, s)
+	closeTest(t, s)
+	m, ok, err := openSyncedEnd(dir)
+	if err != nil || !ok || m.last.End != 10 {
+		t.Fatalf("durable end %+v %v %v", m.last, ok, err)
+	}
+	_ = m.close()
+	f, err := os.OpenFile(filepath.Join(dir, SyncedEndFile), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xff, 0xff}, int64(m.last.Seq%2)*syncedSlotSize+14); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	path := filepath.Join(dir, segmentName(0))
+	data, _ := os.ReadFile(path)
+	data[3*batches[0].Size()+BatchHeaderSize+3] ^= 0xff
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, dir, FileOptions{})
+	sameBatches(t, load(t, s).Batches, batches[:3])
 }
 
 func TestStickyFailureAfterFailedFsync(t *testing.T) {

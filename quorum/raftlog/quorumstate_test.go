@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -125,27 +126,19 @@ func TestSaveQuorumStateAtomicAndReopen(t *testing.T) {
 	}
 }
 
-func TestCorruptQuorumStateReported(t *testing.T) {
+// TestCorruptQuorumStateRefused (issue 14): an unreadable quorum-state was reported
+// as StateCorrupt and the node started Unattached at its log's epoch without its
+// vote (Kafka's rule), free to vote again in an epoch it had voted in. It is written
+// atomically, so no crash tears it: the storage now refuses to open, naming it.
+func TestCorruptQuorumStateRefused(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, QuorumStateFile), []byte(`{"leaderId":`), 0o644); err != nil {
+	path := filepath.Join(dir, QuorumStateFile)
+	if err := os.WriteFile(path, []byte(`{"leaderId":`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := openTest(t, dir, FileOptions{})
-	appendTest(t, s, mkBatch(0, 3, 2))
-	l := load(t, s)
-	if !l.StateCorrupt || !reflect.DeepEqual(l.State, EmptyQuorumState()) {
-		t.Fatalf("got %+v corrupt=%v", l.State, l.StateCorrupt)
-	}
-	// The caller has what it needs to start Unattached at the log's last epoch.
-	if last := l.Batches[len(l.Batches)-1].Epoch; last != 3 {
-		t.Fatalf("last epoch %d", last)
-	}
-	// Saving a good state clears the condition.
-	if err := s.SaveQuorumState(QuorumState{LeaderID: -1, LeaderEpoch: 3, VotedID: -1}); err != nil {
-		t.Fatal(err)
-	}
-	if load(t, s).StateCorrupt {
-		t.Fatal("still corrupt after save")
+	_, err := OpenFileStorage(dir, FileOptions{})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "Ways out") {
+		t.Fatalf("open: %v", err)
 	}
 }
 

@@ -294,6 +294,9 @@ func (s *FileStorage) ResetLog(offset int64) error {
 	if s.failed != nil {
 		return s.failedErr()
 	}
+	if err := s.lowerSyncedEnd(syncedEnd{End: offset, Base: offset}); err != nil {
+		return err
+	}
 	for _, sg := range s.segments {
 		if err := sg.remove(); err != nil {
 			return s.fail(err)

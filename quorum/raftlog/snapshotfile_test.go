@@ -245,3 +245,49 @@ func TestParseSnapshotName(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenRestartsLogNotContinuingSnapshot: a log whose last epoch is newer than the
+// latest snapshot's, but which does not hold the snapshot's last batch, holds another
+// leader's uncommitted entries below the snapshot's end (a follower committed a
+// downloaded snapshot and crashed before resetting its log). Kafka's rule keeps such a
+// log; it is restarted at the snapshot. Both cases kept the log before.
+func TestOpenRestartsLogNotContinuingSnapshot(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		log  []Batch
+		snap SnapshotID
+	}{
+		{"log ends below the snapshot in a newer epoch",
+			[]Batch{mkBatch(0, 1, 2), mkBatch(2, 3, 2)}, SnapshotID{EndOffset: 6, Epoch: 1}},
+		{"log passes the snapshot with another epoch at its end",
+			[]Batch{mkBatch(0, 1, 2), mkBatch(2, 3, 2), mkBatch(4, 3, 2)}, SnapshotID{EndOffset: 4, Epoch: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openTest(t, dir, FileOptions{})
+			appendTest(t, s, tc.log...)
+			syncTest(t, s)
+			writeSnapshot(t, s, tc.snap, snapshotBatches(tc.snap.Epoch)...)
+			closeTest(t, s)
+			s = openTest(t, dir, FileOptions{})
+			l := load(t, s)
+			if l.StartOffset != tc.snap.EndOffset || len(l.Batches) != 0 || s.EndOffset() != tc.snap.EndOffset {
+				t.Fatalf("start %d end %d, %d batches; want an empty log at %d", l.StartOffset, s.EndOffset(), len(l.Batches), tc.snap.EndOffset)
+			}
+			if !l.LogContinuesSnapshot() {
+				t.Fatal("loaded log does not continue the snapshot")
+			}
+		})
+	}
+	// A log holding the snapshot's last batch in its epoch is kept, retained part included.
+	dir := t.TempDir()
+	s := openTest(t, dir, FileOptions{})
+	appendTest(t, s, mkBatch(0, 1, 2), mkBatch(2, 1, 2), mkBatch(4, 3, 2))
+	syncTest(t, s)
+	writeSnapshot(t, s, SnapshotID{EndOffset: 4, Epoch: 1}, snapshotBatches(1)...)
+	closeTest(t, s)
+	s = openTest(t, dir, FileOptions{})
+	if l := load(t, s); l.StartOffset != 0 || len(l.Batches) != 3 {
+		t.Fatalf("continuing log changed: start %d, %d batches", l.StartOffset, len(l.Batches))
+	}
+}

@@ -1,6 +1,10 @@
 package raftlog
 
-import "errors"
+import (
+	"cmp"
+	"errors"
+	"slices"
+)
 
 // QuorumState is the content of the quorum-state file (Kafka's QuorumStateData): the
 // durable election state a voter must persist before it answers a vote or moves to a
@@ -50,6 +54,41 @@ type Loaded struct {
 	// (QuorumState.initialize), the caller should start Unattached at the epoch of
 	// the log's last batch with no leader and no vote.
 	StateCorrupt bool
+}
+
+// LogContinuesSnapshot reports whether a log whose first offset is start continues
+// snapshot snap: the log starts at or after the snapshot's end, or batchEndingAt
+// finds a batch of the snapshot's epoch ending exactly at the snapshot's end (the
+// snapshot's last record; by log matching everything below it is then the committed
+// log). A log that does not continue its latest snapshot (a follower committed a
+// downloaded snapshot and crashed before restarting its log there; its log may end
+// below the snapshot, or hold another leader's uncommitted entries there) holds
+// nothing committed the snapshot does not hold: it must restart at the snapshot's
+// end (Kafka's truncateToLatestSnapshot, for every such log, not only a shorter or
+// older one). batchEndingAt returns the epoch of the batch whose next offset is end.
+func LogContinuesSnapshot(snap SnapshotID, start int64, batchEndingAt func(end int64) (int32, bool)) bool {
+	if start >= snap.EndOffset {
+		return true
+	}
+	epoch, ok := batchEndingAt(snap.EndOffset)
+	return ok && epoch == snap.Epoch
+}
+
+// LogContinuesSnapshot applies the package function to a loaded log and its latest
+// snapshot (true when there is none). Load returns only logs that do.
+func (l Loaded) LogContinuesSnapshot() bool {
+	if l.Snapshot == nil {
+		return true
+	}
+	return LogContinuesSnapshot(*l.Snapshot, l.StartOffset, func(end int64) (int32, bool) {
+		i, found := slices.BinarySearchFunc(l.Batches, end, func(b Batch, end int64) int {
+			return cmp.Compare(b.NextOffset(), end)
+		})
+		if !found {
+			return 0, false
+		}
+		return l.Batches[i].Epoch, true
+	})
 }
 
 // ErrStorageFailed wraps any I/O failure. The caller must stop the node: after a failed

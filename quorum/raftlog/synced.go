@@ -1,0 +1,170 @@
+package raftlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+)
+
+// SyncedEndFile records how far the log was durable (fsynced): the one thing that
+// tells a torn tail from bit rot at recovery. After a crash only bytes written since
+// the last completed Sync can be damaged by the crash; any damage at or below the
+// recorded end is a disk fault in records this node may have acknowledged, and
+// silently truncating them would let it vote as if it had never held them. The
+// record lags the log by one Sync and costs no fsync of its own on the commit path
+// (see FileStorage); Close brings it up to date. Kafka keeps no such record
+// (kraftd's own file; Kafka ignores it).
+const SyncedEndFile = "kraftd-synced-end"
+
+// The file holds two slots, each a record written in place: magic, sequence, end
+// offset, the base of the segment holding the end and the end's byte position in it,
+// and a CRC-32C of the preceding bytes. Slots alternate by sequence, so a write torn
+// by a crash leaves the other slot valid; the valid slot with the higher sequence
+// wins. Each slot has a page of its own, so that the device write of one record
+// never rewrites the other (records are written without waiting for the previous
+// one to be durable). The file is only ever overwritten in place (no size change),
+// so fdatasync makes a slot durable without a journal commit.
+const (
+	syncedSlotSize  = 4096
+	syncedRecordLen = 4 + 8 + 8 + 8 + 8 + 4
+	syncedMagic     = 0x6b534531 // "kSE1"
+)
+
+// syncedEnd is a durable end of the log: every batch below End, which lies at
+// byte Pos of segment Base, was fsynced.
+type syncedEnd struct {
+	Seq  uint64
+	End  int64
+	Base int64
+	Pos  int64
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func (m syncedEnd) encode() []byte {
+	b := make([]byte, syncedRecordLen)
+	binary.BigEndian.PutUint32(b[0:], syncedMagic)
+	binary.BigEndian.PutUint64(b[4:], m.Seq)
+	binary.BigEndian.PutUint64(b[12:], uint64(m.End))
+	binary.BigEndian.PutUint64(b[20:], uint64(m.Base))
+	binary.BigEndian.PutUint64(b[28:], uint64(m.Pos))
+	binary.BigEndian.PutUint32(b[36:], crc32.Checksum(b[:36], castagnoli))
+	return b
+}
+
+func decodeSyncedEnd(b []byte) (syncedEnd, bool) {
+	if len(b) < syncedRecordLen || binary.BigEndian.Uint32(b) != syncedMagic ||
+		binary.BigEndian.Uint32(b[36:]) != crc32.Checksum(b[:36], castagnoli) {
+		return syncedEnd{}, false
+	}
+	m := syncedEnd{Seq: binary.BigEndian.Uint64(b[4:]), End: int64(binary.BigEndian.Uint64(b[12:])),
+		Base: int64(binary.BigEndian.Uint64(b[20:])), Pos: int64(binary.BigEndian.Uint64(b[28:]))}
+	if m.End < 0 || m.Base < 0 || m.Pos < 0 || m.Base > m.End {
+		return syncedEnd{}, false
+	}
+	return m, true
+}
+
+// syncedEndFile is the open SyncedEndFile.
+type syncedEndFile struct {
+	f    *os.File
+	last syncedEnd // the newest slot written or read
+	// behind: last was written with writeBehind and may not be durable yet.
+	behind bool
+}
+
+// ErrCorrupt reports damage to data this node made durable: the node must not start
+// on it (it may have acknowledged the lost records or votes).
+var ErrCorrupt = errors.New("raftlog: corrupt metadata log")
+
+// openSyncedEnd opens (creating if missing) dir's SyncedEndFile and reads the newest
+// valid slot. present is false for a new file or one with no valid slot.
+func openSyncedEnd(dir string) (_ *syncedEndFile, present bool, err error) {
+	path := filepath.Join(dir, SyncedEndFile)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		// Create it full size once, so later slot writes never change its size.
+		if err := writeFileAtomic(dir, SyncedEndFile, make([]byte, 2*syncedSlotSize)); err != nil {
+			return nil, false, err
+		}
+		if err := syncDir(dir); err != nil {
+			return nil, false, err
+		}
+		f, err = os.OpenFile(path, os.O_RDWR, 0)
+	}
+	if err != nil {
+		return nil, false, ioErr(err)
+	}
+	buf := make([]byte, 2*syncedSlotSize)
+	n, _ := f.ReadAt(buf, 0)
+	s := &syncedEndFile{f: f}
+	for slot := 0; slot < 2; slot++ {
+		if (slot+1)*syncedSlotSize > n {
+			break
+		}
+		if m, ok := decodeSyncedEnd(buf[slot*syncedSlotSize:]); ok && (!present || m.Seq > s.last.Seq) {
+			s.last, present = m, true
+		}
+	}
+	return s, present, nil
+}
+
+// write makes m durable (pwrite + fdatasync, which also makes every earlier
+// writeBehind durable) in the slot after the last one written.
+func (s *syncedEndFile) write(m syncedEnd) error {
+	if err := s.writeBehind(m); err != nil {
+		return err
+	}
+	return s.flush()
+}
+
+// flush makes the last record durable.
+func (s *syncedEndFile) flush() error {
+	if err := fdatasync(s.f); err != nil {
+		return ioErr(err)
+	}
+	s.behind = false
+	return nil
+}
+
+// writeBehind writes m into the slot after the last one written and starts its
+// writeback to the device, without waiting for it or flushing the device cache: it
+// becomes durable with the next device cache flush, which the segment fsync of the
+// Sync running beside it issues (or, at the latest, the next one's; where
+// sync_file_range does not exist, the kernel's writeback or flush does). Never
+// waiting is what keeps it off the commit path; it is safe because m only ever
+// claims bytes already durable, so a record lost in a crash means an older record,
+// that is, less protection, never a false claim.
+func (s *syncedEndFile) writeBehind(m syncedEnd) error {
+	m.Seq = s.last.Seq + 1
+	off := int64(m.Seq%2) * syncedSlotSize
+	if _, err := s.f.WriteAt(m.encode(), off); err != nil {
+		return ioErr(err)
+	}
+	s.last, s.behind = m, true
+	if err := startWriteback(s.f, off, syncedSlotSize); err != nil {
+		return ioErr(err)
+	}
+	return nil
+}
+
+func (s *syncedEndFile) close() error {
+	if s == nil || s.f == nil {
+		return nil
+	}
+	err := s.f.Close()
+	s.f = nil
+	return err
+}
+
+// corruptErr names the damaged file and offset and the ways out.
+func corruptErr(path string, offset, position int64, what string, reason error) error {
+	return fmt.Errorf("%w: %s: %s at offset %d (byte %d), at or below the durable end %s recorded: "+
+		"this node may have acknowledged the records lost there. Ways out: restore the __cluster_metadata-0 "+
+		"directory from a copy; or, while a majority of the other voters is healthy, move this directory aside "+
+		"and let the node fetch the log again from the leader (it then forgets its votes too, so do it only "+
+		"for one voter at a time): %v", ErrCorrupt, path, what, offset, position, SyncedEndFile, reason)
+}

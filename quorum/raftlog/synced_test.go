@@ -1,0 +1,132 @@
+package raftlog
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// recordedEnd reads the durable end SyncedEndFile holds in dir.
+func recordedEnd(t *testing.T, dir string) int64 {
+	t.Helper()
+	f, ok, err := openSyncedEnd(dir)
+	if err != nil || !ok {
+		t.Fatalf("reading %s: present %t, %v", SyncedEndFile, ok, err)
+	}
+	defer f.close()
+	return f.last.End
+}
+
+// flipByte flips one byte inside the records of batch i of segment 0 (mkLog batches).
+func flipByte(t *testing.T, dir string, batches []Batch, i int) {
+	t.Helper()
+	path := filepath.Join(dir, segmentName(0))
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[i*batches[0].Size()+BatchHeaderSize+3] ^= 0xff
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDurableEndLagsOneSync pins the trade-off that keeps the durable-end record off
+// the commit path: a Sync (or a PrepareSync's work) records the end of the previous
+// completed sync, beside its own segment fsync. After a crash the record is at the
+// previous sync's end, so damage in the last sync interval is cut as a torn tail and
+// damage below it stops the node; after Close it is at the final synced end (never
+// past it: unsynced batches stay a tail), and the whole synced log is protected.
+func TestDurableEndLagsOneSync(t *testing.T) {
+	batches := mkLog(5)
+	for _, tc := range []struct {
+		name string
+		sync func(*testing.T, *FileStorage)
+	}{
+		{"Sync", func(t *testing.T, s *FileStorage) { syncTest(t, s) }},
+		{"PrepareSync", func(t *testing.T, s *FileStorage) {
+			work, finish := s.PrepareSync()
+			if err := finish(work()); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		name, sync := tc.name, tc.sync
+		// write: batches 0-1 synced (end 4), batches 2-3 synced (end 8), batch 4 not.
+		write := func(t *testing.T, crash bool) string {
+			dir := t.TempDir()
+			s := openTest(t, dir, FileOptions{})
+			appendTest(t, s, batches[:2]...)
+			sync(t, s)
+			appendTest(t, s, batches[2:4]...)
+			sync(t, s)
+			appendTest(t, s, batches[4])
+			if crash {
+				if err := s.closeFiles(); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				closeTest(t, s)
+			}
+			return dir
+		}
+		t.Run(name+"/crash", func(t *testing.T) {
+			dir := write(t, true)
+			if got := recordedEnd(t, dir); got != 4 {
+				t.Fatalf("after a crash the record is at %d, want 4 (the end of the sync before the last)", got)
+			}
+			flipByte(t, dir, batches, 2) // in the last sync interval: a torn tail
+			s := openTest(t, dir, FileOptions{})
+			sameBatches(t, load(t, s).Batches, batches[:2])
+			if got := recordedEnd(t, dir); got != 4 {
+				t.Fatalf("after recovery the record is at %d, want the recovered end 4", got)
+			}
+
+			dir = write(t, true)
+			flipByte(t, dir, batches, 1) // below the record
+			openCorrupt(t, dir, FileOptions{}, filepath.Join(dir, segmentName(0)), 2)
+		})
+		t.Run(name+"/close", func(t *testing.T) {
+			dir := write(t, false)
+			if got := recordedEnd(t, dir); got != 8 {
+				t.Fatalf("after Close the record is at %d, want 8 (the last synced end)", got)
+			}
+			flipByte(t, dir, batches, 3) // in the last sync interval, protected after a clean stop
+			openCorrupt(t, dir, FileOptions{}, filepath.Join(dir, segmentName(0)), 6)
+
+			dir = write(t, false)
+			flipByte(t, dir, batches, 4) // never synced: still a tail
+			s := openTest(t, dir, FileOptions{})
+			sameBatches(t, load(t, s).Batches, batches[:4])
+		})
+	}
+}
+
+// TestFailedDurableEndWriteIsSticky: a failed write of the durable-end record is
+// an I/O failure like any other: the Sync fails and so does every later write.
+func TestFailedDurableEndWriteIsSticky(t *testing.T) {
+	for _, prepare := range []bool{false, true} {
+		s := openTest(t, t.TempDir(), FileOptions{})
+		appendTest(t, s, mkBatch(0, 1, 2))
+		syncTest(t, s)
+		_ = s.synced.f.Close() // every later write of the record fails
+		appendTest(t, s, mkBatch(2, 1, 2))
+		var err error
+		if prepare {
+			work, finish := s.PrepareSync()
+			err = finish(work())
+		} else {
+			err = s.Sync() // records end 2
+		}
+		if !errors.Is(err, os.ErrClosed) {
+			t.Fatalf("sync (PrepareSync %t) whose record write failed: %v, want the write's error", prepare, err)
+		}
+		if err := s.Append([]Batch{mkBatch(4, 1, 1)}); !errors.Is(err, ErrStorageFailed) {
+			t.Fatalf("append after a failed record write: %v, want the sticky failure", err)
+		}
+		if err := s.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+			t.Fatalf("close: %v", err)
+		}
+	}
+}
