@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -31,7 +32,15 @@ type Config struct {
 	// MaxMessageBytes is message.max.bytes: the largest batch a producer may
 	// append. Zero or negative: DefaultMaxMessageBytes.
 	MaxMessageBytes int
-	Logger          *zap.Logger
+	// ReplicaLagTimeMaxMs is replica.lag.time.max.ms: a follower that has not
+	// caught up with the leader's log end for this long leaves the ISR. Zero
+	// or negative: DefaultReplicaLagTimeMaxMs.
+	ReplicaLagTimeMaxMs int64
+	// Fetch configures the follower fetchers (replica.fetch.*).
+	Fetch FetchConfig
+	// Now is the clock (tests); nil: time.Now.
+	Now    func() time.Time
+	Logger *zap.Logger
 }
 
 // Validate checks c and fills in defaults.
@@ -48,6 +57,13 @@ func (c *Config) Validate() error {
 	if c.Log.SegmentBytes <= 0 {
 		c.Log.SegmentBytes = storage.DefaultLogSegmentBytes
 	}
+	if c.ReplicaLagTimeMaxMs <= 0 {
+		c.ReplicaLagTimeMaxMs = DefaultReplicaLagTimeMaxMs
+	}
+	c.Fetch.fillDefaults()
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -59,15 +75,21 @@ func (c *Config) Validate() error {
 // state of partition P" (Apply) and "stop P" (Remove) by the KRaft image
 // publisher or, later, by LeaderAndIsr/StopReplica in zk-legacy mode.
 //
-// Goroutines: none. Safe for concurrent use: Apply and Remove come from the
-// metadata publisher, lookups from request handlers.
+// Goroutines: none until StartReplication; then one fetcher per leader this
+// broker follows partitions of, and one ISR goroutine (shrink checks and
+// AlterPartition sends), all stopped by StopReplication or Close. Safe for
+// concurrent use: Apply and Remove come from the metadata publisher, lookups
+// from request handlers.
 type Manager struct {
-	cfg Config
-	log *zap.Logger
+	cfg   Config
+	log   *zap.Logger
+	hooks *hooks
 
-	mu     sync.RWMutex
-	parts  map[TopicPartition]*Partition
-	closed bool
+	mu       sync.RWMutex
+	parts    map[TopicPartition]*Partition
+	closed   bool
+	fetchers *fetcherSet
+	isr      *isrLoop
 }
 
 // New creates the log directory if needed. Logs are opened as Apply names them.
@@ -78,7 +100,11 @@ func New(cfg Config) (*Manager, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger.Named("replicas"), parts: map[TopicPartition]*Partition{}}, nil
+	m := &Manager{cfg: cfg, log: cfg.Logger.Named("replicas"), parts: map[TopicPartition]*Partition{}}
+	m.hooks = &hooks{log: m.log, now: cfg.Now, lag: cfg.ReplicaLagTimeMaxMs}
+	m.fetchers = newFetcherSet(m)
+	m.isr = newISRLoop(m)
+	return m, nil
 }
 
 // Partition returns the hosted partition tp.
@@ -129,7 +155,9 @@ func (m *Manager) Apply(st PartitionState) error {
 	}
 	if p, ok := m.parts[st.TopicPartition]; ok {
 		if id, _ := p.log.TopicID(); id == st.TopicID {
-			p.become(st)
+			if p.become(st) {
+				m.follow(p, st)
+			}
 			return nil
 		}
 		if err := m.removeLocked(st.TopicPartition, true); err != nil {
@@ -140,12 +168,13 @@ func (m *Manager) Apply(st PartitionState) error {
 	if err != nil {
 		return err
 	}
-	p, err := newPartition(st, m.cfg.BrokerID, l, limits{maxMessageBytes: m.cfg.MaxMessageBytes, segmentBytes: m.cfg.Log.SegmentBytes})
+	p, err := newPartition(st, m.cfg.BrokerID, l, limits{maxMessageBytes: m.cfg.MaxMessageBytes, segmentBytes: m.cfg.Log.SegmentBytes}, m.hooks)
 	if err != nil {
 		_ = l.Close()
 		return fmt.Errorf("%w: %s: %w", ErrStorage, st.TopicPartition, err)
 	}
 	m.parts[st.TopicPartition] = p
+	m.follow(p, st)
 	role := "follower"
 	if st.Leader == m.cfg.BrokerID {
 		role = "leader"
@@ -269,7 +298,8 @@ func (m *Manager) removeLocked(tp TopicPartition, deleteLog bool) error {
 		return nil
 	}
 	delete(m.parts, tp)
-	p.become(PartitionState{TopicPartition: tp, Leader: -1, LeaderEpoch: p.State().LeaderEpoch})
+	p.stop()
+	m.fetchers.remove(tp)
 	if !deleteLog {
 		return p.log.Close()
 	}
@@ -278,14 +308,52 @@ func (m *Manager) removeLocked(tp TopicPartition, deleteLog bool) error {
 	return p.log.Delete(hex.EncodeToString(id[:]))
 }
 
-// Close closes every log (flushing it). Later Apply calls fail.
+// follow points the fetchers at st's leader when this broker follows the
+// partition, and stops fetching it otherwise; mu held.
+func (m *Manager) follow(p *Partition, st PartitionState) {
+	if st.Leader >= 0 && st.Leader != m.cfg.BrokerID {
+		m.fetchers.add(p, st)
+		return
+	}
+	m.fetchers.remove(st.TopicPartition)
+}
+
+// StartReplication starts the follower fetchers and the ISR goroutine with
+// the broker's transports. Partitions applied before keep their roles; their
+// fetches begin now.
+func (m *Manager) StartReplication(r Replication) error {
+	if err := r.validate(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	m.hooks.repl.Store(&r)
+	m.fetchers.start(r)
+	m.isr.start(r)
+	return nil
+}
+
+// StopReplication stops the fetchers and the ISR goroutine and waits for
+// them (the broker calls it before closing the connections they use).
+// Partitions keep their roles and logs. Safe to call more than once.
+func (m *Manager) StopReplication() {
+	m.fetchers.stop()
+	m.isr.stop()
+}
+
+// Close stops replication and closes every log (flushing it). Later Apply
+// calls fail.
 func (m *Manager) Close() error {
+	m.StopReplication()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closed = true
 	var errs []error
-	for tp, p := range m.parts {
-		p.become(PartitionState{TopicPartition: tp, Leader: -1, LeaderEpoch: p.State().LeaderEpoch})
+	for _, p := range m.parts {
+		p.stop()
 		if err := p.log.Close(); err != nil {
 			errs = append(errs, err)
 		}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.uber.org/zap"
+
 	"github.com/kraftd/kraftd/storage"
 )
 
@@ -35,29 +37,39 @@ type PartitionState struct {
 // Partition is one hosted replica: its log, its role, its high watermark and
 // its producers' state.
 //
-// Leaders append and serve reads below the high watermark. Followers hold their
-// log but do not fetch from the leader yet (replication is a later step of
-// issue 13), so a partition with followers in its ISR never advances its high
-// watermark: acks=-1 times out and consumers see nothing, as Kafka behaves while
-// followers in the ISR are down and before the ISR shrinks.
+// A leader appends producer batches and serves consumers below the high
+// watermark and followers up to its log end; it tracks each follower's fetch
+// position (isr.go) and moves the high watermark to the smallest log end
+// offset over the maximal ISR. A follower appends what its fetcher
+// (fetcher.go) brings from the leader, offsets as the leader assigned them,
+// and truncates where its log diverges from the leader's (follower.go).
 //
-// INVARIANTS: hw <= log end offset; hw only grows while the leader epoch stays;
-// producers and followerEnd are guarded by mu, as is every append.
+// INVARIANTS: hw <= log end offset; hw only grows while the leader epoch
+// stays (a follower's also drops on truncation); followers, pending and
+// epochStart are set only while leading (epochStart is the leader epoch's
+// start offset, -1 otherwise); producers, followers, pending and every append
+// are guarded by mu.
 type Partition struct {
 	tp       TopicPartition
 	brokerID int32
 	log      *storage.Log
 	limits   limits
+	hooks    *hooks
 
-	mu          sync.Mutex
-	state       PartitionState
-	followerEnd map[int32]int64 // log end offsets followers reported (none until replication)
-	producers   map[int64]*producerState
+	mu         sync.Mutex
+	state      PartitionState
+	known      bool // state came from metadata (a fresh Partition has none)
+	stopped    bool // removed or closed: no role any more
+	followers  map[int32]*followerState
+	pending    *pendingISR // the AlterPartition in flight, if any
+	epochStart int64
+	producers  map[int64]*producerState
 
 	hw atomic.Int64
 
 	notifyMu sync.Mutex
 	changed  chan struct{} // closed and replaced when the high watermark moves or the role changes
+	appended chan struct{} // closed and replaced on every append and role change (follower fetches wait on it)
 }
 
 // limits are the manager-wide bounds an append is checked against.
@@ -66,9 +78,9 @@ type limits struct {
 	segmentBytes    int64
 }
 
-func newPartition(st PartitionState, brokerID int32, log *storage.Log, lim limits) (*Partition, error) {
-	p := &Partition{tp: st.TopicPartition, brokerID: brokerID, log: log, limits: lim,
-		producers: map[int64]*producerState{}, changed: make(chan struct{})}
+func newPartition(st PartitionState, brokerID int32, log *storage.Log, lim limits, h *hooks) (*Partition, error) {
+	p := &Partition{tp: st.TopicPartition, brokerID: brokerID, log: log, limits: lim, hooks: h, epochStart: -1,
+		producers: map[int64]*producerState{}, changed: make(chan struct{}), appended: make(chan struct{})}
 	if err := p.loadProducers(); err != nil {
 		return nil, err
 	}
@@ -127,6 +139,14 @@ func (p *Partition) Changed() <-chan struct{} {
 	return p.changed
 }
 
+// Appended returns a channel closed at the next append or role change
+// (long-polling follower fetches wait on it: they read up to the log end).
+func (p *Partition) Appended() <-chan struct{} {
+	p.notifyMu.Lock()
+	defer p.notifyMu.Unlock()
+	return p.appended
+}
+
 func (p *Partition) notify() {
 	p.notifyMu.Lock()
 	close(p.changed)
@@ -134,47 +154,80 @@ func (p *Partition) notify() {
 	p.notifyMu.Unlock()
 }
 
-// become applies a new metadata state (a leader or ISR change).
-func (p *Partition) become(st PartitionState) {
+func (p *Partition) notifyAppend() {
+	p.notifyMu.Lock()
+	close(p.appended)
+	p.appended = make(chan struct{})
+	p.notifyMu.Unlock()
+}
+
+// become applies a new metadata state (a leader or ISR change), as Kafka's
+// Partition.makeLeader / makeFollower: a state older than the partition
+// epoch already known (an AlterPartition answer may arrive before the
+// metadata) is skipped, as is an older leader epoch; a new leader epoch on the leader records its start
+// offset in the epoch cache and resets what it knows of followers. It
+// reports whether the state was applied.
+func (p *Partition) become(st PartitionState) bool {
+	nowMs := p.hooks.nowMs()
 	p.mu.Lock()
-	prevEpoch := p.state.LeaderEpoch
+	if p.stopped || p.known && (st.LeaderEpoch < p.state.LeaderEpoch || st.PartitionEpoch < p.state.PartitionEpoch) {
+		p.mu.Unlock()
+		return false
+	}
+	wasLeader := p.known && p.isLeader()
+	newEpoch := !p.known || st.LeaderEpoch > p.state.LeaderEpoch
 	p.state = st
 	p.state.Replicas, p.state.ISR = slices.Clone(st.Replicas), slices.Clone(st.ISR)
-	if st.Leader != p.brokerID || st.LeaderEpoch != prevEpoch {
-		p.followerEnd = map[int32]int64{}
+	p.known, p.pending = true, nil
+	switch {
+	case !p.isLeader():
+		p.followers, p.epochStart = nil, -1
+	case newEpoch || !wasLeader:
+		end := p.log.EndOffset()
+		if err := p.log.AssignEpochStartOffset(st.LeaderEpoch, end); err != nil {
+			p.hooks.log.Error("recording the leader epoch start failed", zap.Stringer("partition", p.tp), zap.Error(err))
+		}
+		p.epochStart = end
+		p.resetFollowersLocked(wasLeader, nowMs)
+	default:
+		p.syncFollowersLocked(nowMs)
 	}
-	p.maybeAdvanceHW()
+	p.maybeAdvanceHW(nowMs)
 	p.mu.Unlock()
 	p.notify()
+	p.notifyAppend()
+	return true
+}
+
+// stop ends the partition's role for good (removed or closed): waiters see
+// ErrNotLeader.
+func (p *Partition) stop() {
+	p.mu.Lock()
+	p.stopped = true
+	p.state.Leader = -1
+	p.followers, p.pending, p.epochStart = nil, nil, -1
+	p.mu.Unlock()
+	p.notify()
+	p.notifyAppend()
+}
+
+// syncFollowersLocked follows an assignment change within a leader epoch:
+// new replicas get a fresh state, removed ones go; mu held.
+func (p *Partition) syncFollowersLocked(nowMs int64) {
+	for id := range p.followers {
+		if !slices.Contains(p.state.Replicas, id) {
+			delete(p.followers, id)
+		}
+	}
+	for _, id := range p.state.Replicas {
+		if _, ok := p.followers[id]; !ok && id != p.brokerID {
+			p.followers[id] = newFollowerState(slices.Contains(p.state.ISR, id), nowMs)
+		}
+	}
 }
 
 // isLeader reports whether this broker leads the partition; mu held.
 func (p *Partition) isLeader() bool { return p.state.Leader == p.brokerID }
-
-// maybeAdvanceHW moves the high watermark to the smallest log end offset among
-// the ISR members (the leader's own is its log end); mu held. It reports whether
-// it moved.
-func (p *Partition) maybeAdvanceHW() bool {
-	if !p.isLeader() {
-		return false
-	}
-	hw := p.log.EndOffset()
-	for _, id := range p.state.ISR {
-		if id == p.brokerID {
-			continue
-		}
-		end, ok := p.followerEnd[id]
-		if !ok {
-			end = p.hw.Load() // not heard from: it holds the high watermark where it is
-		}
-		hw = min(hw, end)
-	}
-	if hw <= p.hw.Load() {
-		return false
-	}
-	p.hw.Store(hw)
-	return true
-}
 
 // checkLeaderEpoch applies the request's current leader epoch (KIP-320; -1 skips
 // the check); mu held.
@@ -229,6 +282,9 @@ func (p *Partition) AppendAsLeader(records []byte, opts AppendOptions) (AppendRe
 	p.mu.Lock()
 	res, moved, err := p.appendLocked(b, opts)
 	p.mu.Unlock()
+	if err == nil && !res.Duplicate {
+		p.notifyAppend()
+	}
 	if moved {
 		p.notify()
 	}
@@ -276,7 +332,7 @@ func (p *Partition) appendLocked(b storage.Batch, opts AppendOptions) (AppendRes
 		seq.firstOffset, seq.lastOffset = b.BaseOffset, b.LastOffset
 		st.update(epoch, seq)
 	}
-	moved := p.maybeAdvanceHW()
+	moved := p.maybeAdvanceHW(p.hooks.nowMs())
 	return AppendResult{BaseOffset: b.BaseOffset, LastOffset: b.LastOffset, LogStartOffset: p.log.StartOffset(),
 		LogAppendTimeMs: appendTimeMs}, moved, nil
 }
