@@ -125,6 +125,8 @@ func (e *env) buildRequest(tc *testCase) kmsg.Request {
 		req.BrokerID = int32(atoi(e.t, tc.arg("id", "1")))
 		req.BrokerEpoch = e.brokerEpoch(tc, req.BrokerID)
 		return req
+	case "alter-partition":
+		return e.alterPartitionRequest(tc)
 	case "describe-cluster":
 		req := kmsg.NewPtrDescribeClusterRequest()
 		req.Version = int16(atoi(e.t, tc.arg("v", "1")))
@@ -312,6 +314,17 @@ func formatResponse(r kmsg.Response) string {
 		}
 	case *kmsg.AllocateProducerIDsResponse:
 		fmt.Fprintf(&b, "AllocateProducerIds: error=%s start=%d len=%d\n", errName(r.ErrorCode), r.ProducerIDStart, r.ProducerIDLen)
+	case *kmsg.AlterPartitionResponse:
+		fmt.Fprintf(&b, "AlterPartition: error=%s\n", errName(r.ErrorCode))
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				fmt.Fprintf(&b, "  %s%s-%d: error=%s", t.Topic, idIfSet(t.TopidID), p.Partition, errName(p.ErrorCode))
+				if p.ErrorCode == 0 {
+					fmt.Fprintf(&b, " leader=%d leaderEpoch=%d isr=%v partitionEpoch=%d", p.LeaderID, p.LeaderEpoch, p.ISR, p.PartitionEpoch)
+				}
+				b.WriteString("\n")
+			}
+		}
 	case *kmsg.DescribeClusterResponse:
 		fmt.Fprintf(&b, "DescribeCluster: error=%s%s cluster=%s controller=%d type=%d\n",
 			errName(r.ErrorCode), msg(r.ErrorMessage), r.ClusterID, r.ControllerID, r.EndpointType)
@@ -342,4 +355,49 @@ func (e *env) check() {
 		e.t.Fatal(err)
 	}
 	fmt.Fprintf(&e.out, "ok: %d topics, %d partitions, %d brokers\n", got.NumTopics(), got.NumPartitions(), len(got.Brokers()))
+}
+
+// alterPartitionRequest: alter-partition id=<leader> [epoch=<broker epoch>]
+// [v=3] topic=<name> [unknown-id] partition=0 leader-epoch=0
+// partition-epoch=0 isr=1,2 [isr-epochs=4,-1] (v3 takes the members' broker
+// epochs from the image unless isr-epochs says otherwise).
+func (e *env) alterPartitionRequest(tc *testCase) kmsg.Request {
+	req := kmsg.NewPtrAlterPartitionRequest()
+	req.Version = int16(atoi(e.t, tc.arg("v", "3")))
+	req.BrokerID = int32(atoi(e.t, tc.arg("id", "1")))
+	req.BrokerEpoch = e.brokerEpoch(tc, req.BrokerID)
+	rt := kmsg.NewAlterPartitionRequestTopic()
+	rt.Topic = tc.arg("topic", "a")
+	if t, ok := e.c.pending.img.TopicByName(rt.Topic); ok && !tc.has("unknown-id") {
+		rt.TopicID = [16]byte(t.ID())
+	}
+	rp := kmsg.NewAlterPartitionRequestTopicPartition()
+	rp.Partition = int32(atoi(e.t, tc.arg("partition", "0")))
+	rp.LeaderEpoch = int32(atoi(e.t, tc.arg("leader-epoch", "0")))
+	rp.PartitionEpoch = int32(atoi(e.t, tc.arg("partition-epoch", "0")))
+	rp.NewISR = int32s(e.t, tc.arg("isr", "1"))
+	var epochs []int32
+	if v := tc.arg("isr-epochs", ""); v != "" {
+		epochs = int32s(e.t, v)
+	}
+	for i, id := range rp.NewISR {
+		m := kmsg.NewAlterPartitionRequestTopicPartitionNewEpochISR()
+		m.BrokerID = id
+		b, _ := e.c.pending.img.Broker(id)
+		m.BrokerEpoch = b.Epoch
+		if i < len(epochs) {
+			m.BrokerEpoch = int64(epochs[i])
+		}
+		rp.NewEpochISR = append(rp.NewEpochISR, m)
+	}
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+func idIfSet(id [16]byte) string {
+	if id == [16]byte{} {
+		return ""
+	}
+	return "(" + records.UUID(id).String() + ")"
 }
