@@ -98,6 +98,10 @@ type Config struct {
 	Replicas *replica.Manager
 	// MinInsyncReplicas is the static min.insync.replicas (1).
 	MinInsyncReplicas int
+	// InterBrokerListenerName is inter.broker.listener.name: the listener of
+	// other brokers this broker's followers fetch from. Empty: the first of
+	// Listeners.
+	InterBrokerListenerName string
 
 	// DefaultNumPartitions (num.partitions, 1) and
 	// DefaultReplicationFactor (default.replication.factor, 1) shape
@@ -165,6 +169,9 @@ func (c *Config) Validate() error {
 		c.Logger = zap.NewNop()
 	}
 	c.Listeners = slices.Clone(c.Listeners)
+	if c.InterBrokerListenerName == "" {
+		c.InterBrokerListenerName = c.Listeners[0].Name
+	}
 	return nil
 }
 

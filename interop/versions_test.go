@@ -51,6 +51,7 @@ var sweepOrder = []struct {
 	{22, sweepInitProducerID},
 	{0, sweepProduce},
 	{2, sweepListOffsets},
+	{23, sweepOffsetForLeaderEpoch},
 	{1, sweepFetch},
 	{20, sweepDeleteTopics},
 }

@@ -39,11 +39,12 @@ func (r *brokerRole) Prepare(context.Context) error {
 		controllerListener = cfg.ControllerListenerNames[0]
 	}
 	replicas, err := replica.New(replica.Config{
-		Dir:             cfg.DataDir(),
-		BrokerID:        cfg.NodeID,
-		Log:             storage.LogConfig{SegmentBytes: int64(cfg.LogSegmentBytes)},
-		MaxMessageBytes: int(cfg.MessageMaxBytes),
-		Logger:          cfg.Logger,
+		Dir:                 cfg.DataDir(),
+		BrokerID:            cfg.NodeID,
+		Log:                 storage.LogConfig{SegmentBytes: int64(cfg.LogSegmentBytes)},
+		MaxMessageBytes:     int(cfg.MessageMaxBytes),
+		ReplicaLagTimeMaxMs: cfg.ReplicaLagTimeMaxMs,
+		Logger:              cfg.Logger,
 	})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
@@ -63,6 +64,7 @@ func (r *brokerRole) Prepare(context.Context) error {
 		AutoCreateTopicsEnable:       cfg.AutoCreateTopicsEnable,
 		Replicas:                     replicas,
 		MinInsyncReplicas:            int(cfg.MinInsyncReplicas),
+		InterBrokerListenerName:      cfg.InterBrokerListenerName,
 		DefaultNumPartitions:         cfg.NumPartitions,
 		DefaultReplicationFactor:     cfg.DefaultReplicationFactor,
 		OnFatal:                      r.a.reportFatal,

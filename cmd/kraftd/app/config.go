@@ -167,6 +167,8 @@ type Config struct {
 	LogSegmentBytes int32
 	// MinInsyncReplicas: min.insync.replicas.
 	MinInsyncReplicas int32
+	// ReplicaLagTimeMaxMs: replica.lag.time.max.ms.
+	ReplicaLagTimeMaxMs int64
 	// BrokerRack: broker.rack.
 	BrokerRack string
 

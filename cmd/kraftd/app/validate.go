@@ -56,6 +56,7 @@ func (c *Config) checkRanges() error {
 		{"default.replication.factor", int64(c.DefaultReplicationFactor)},
 		{"message.max.bytes", int64(c.MessageMaxBytes)},
 		{"log.segment.bytes", int64(c.LogSegmentBytes)},
+		{"replica.lag.time.max.ms", c.ReplicaLagTimeMaxMs},
 		{"min.insync.replicas", int64(c.MinInsyncReplicas)},
 		{"zookeeper.session.timeout.ms", int64(c.ZooKeeperSessionTimeoutMs)},
 		{"zookeeper.max.in.flight.requests", int64(c.ZooKeeperMaxInFlightRequests)},
