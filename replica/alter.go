@@ -65,13 +65,14 @@ func (l *isrLoop) start(r Replication) {
 	l.wg.Go(func() { l.run(ctx, r) })
 }
 
+// stop cancels the goroutine and waits for it; it cannot be started again.
 func (l *isrLoop) stop() {
 	l.mu.Lock()
-	cancel := l.cancel
-	l.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if l.cancel == nil {
+		l.cancel = func() {}
 	}
+	l.cancel()
+	l.mu.Unlock()
 	l.wg.Wait()
 }
 

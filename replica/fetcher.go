@@ -71,7 +71,7 @@ func (s *fetcherSet) add(p *Partition, st PartitionState) {
 	if f == nil {
 		f = &fetcher{leader: st.Leader, set: s, parts: map[TopicPartition]*fetchEntry{}, wake: make(chan struct{}, 1)}
 		s.byLeader[st.Leader] = f
-		if s.ctx != nil {
+		if s.ctx != nil && s.ctx.Err() == nil {
 			s.wg.Go(func() { f.run(s.ctx, s.repl) })
 		}
 	}
@@ -102,13 +102,17 @@ func (s *fetcherSet) start(r Replication) {
 	}
 }
 
+// stop cancels the fetchers (under mu, so add starts no goroutine after it)
+// and waits for them; they cannot be started again.
 func (s *fetcherSet) stop() {
 	s.mu.Lock()
-	cancel := s.cancel
-	s.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if s.cancel != nil {
+		s.cancel()
+	} else {
+		s.ctx, s.cancel = context.WithCancel(context.Background())
+		s.cancel()
 	}
+	s.mu.Unlock()
 	s.wg.Wait()
 }
 
