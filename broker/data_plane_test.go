@@ -368,13 +368,22 @@ func TestProduceTopicConfigs(t *testing.T) {
 	if sp.ErrorCode != 0 || sp.LogAppendTime < before || sp.LogAppendTime > time.Now().UnixMilli() {
 		t.Fatalf("LogAppendTime produce: %+v", sp)
 	}
-	if sp := d.produce(11, -1, "demo", 0, recordBatch(1)); sp.ErrorCode != kerr.NotEnoughReplicas.Code {
+	// min.insync.replicas counts at most the replicas (Kafka 3.7+'s
+	// effectiveMinIsr): demo-0 has one, so acks=-1 passes; mini-0 has two
+	// with one in sync, so it does not.
+	miniID := uuid(10)
+	d.commit(topicRecord("mini", miniID), partitionRecord(miniID, 0, 1, []int32{1, 2}, []int32{1}),
+		&records.ConfigRecord{ResourceType: 2, ResourceName: "mini", Name: "min.insync.replicas", Value: kmsg.StringPtr("2")})
+	if sp := d.produce(11, -1, "mini", 0, recordBatch(1)); sp.ErrorCode != kerr.NotEnoughReplicas.Code {
 		t.Fatalf("acks=-1 below min.insync.replicas: error %d", sp.ErrorCode)
 	}
 	_, fp := d.fetch(fetchReq(11, "demo", d.demoID, 0, 0))
 	b, err := storage.ParseBatch(fp.RecordBatches)
 	if err != nil || !b.LogAppendTime() || b.MaxTimestampMs != sp.LogAppendTime {
 		t.Fatalf("fetched batch: append time %v, max ts %d, want %d (%v)", b.LogAppendTime(), b.MaxTimestampMs, sp.LogAppendTime, err)
+	}
+	if sp := d.produce(11, -1, "demo", 0, recordBatch(1)); sp.ErrorCode != 0 {
+		t.Fatalf("acks=-1, min.insync.replicas 2 on one replica: error %d", sp.ErrorCode)
 	}
 }
 

@@ -295,7 +295,7 @@ func (p *Partition) appendLocked(b storage.Batch, opts AppendOptions) (AppendRes
 	if !p.isLeader() {
 		return AppendResult{}, false, fmt.Errorf("%w: %s is led by %d", ErrNotLeader, p.tp, p.state.Leader)
 	}
-	if opts.RequiredAcks == -1 && len(p.state.ISR) < opts.MinInsyncReplicas {
+	if opts.RequiredAcks == -1 && len(p.state.ISR) < p.effectiveMinISRLocked(opts.MinInsyncReplicas) {
 		return AppendResult{}, false, fmt.Errorf("%w: %d in sync, min.insync.replicas %d",
 			ErrNotEnoughReplicas, len(p.state.ISR), opts.MinInsyncReplicas)
 	}
@@ -412,6 +412,25 @@ func (p *Partition) WaitCommitted(ctx context.Context, lastOffset int64) error {
 		case <-ch:
 		}
 	}
+}
+
+// effectiveMinISRLocked is Kafka's effectiveMinIsr: min.insync.replicas,
+// but never more than the replicas there are; mu held.
+func (p *Partition) effectiveMinISRLocked(minISR int) int {
+	return min(minISR, max(len(p.state.Replicas), 1))
+}
+
+// CheckReplicasAfterCommit is Kafka's checkEnoughReplicasReachOffset for a
+// committed acks=-1 batch: the (maximal) ISR it committed in must still have
+// min.insync.replicas members, else ErrNotEnoughReplicasAfterAppend (the
+// batch stays in the log; the producer is told its durability was short).
+func (p *Partition) CheckReplicasAfterCommit(minISR int) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n, want := len(p.maximalISRLocked()), p.effectiveMinISRLocked(minISR); n < want {
+		return fmt.Errorf("%w: %d in sync, min.insync.replicas %d", ErrNotEnoughReplicasAfterAppend, n, want)
+	}
+	return nil
 }
 
 // ReadResult is what a consumer fetch gets from one partition.
