@@ -32,7 +32,11 @@
 // expire (producer.id.expiration.ms); no retention; no
 // replication-offset-checkpoint (a restarted leader alone in its ISR starts
 // with high watermark = log end offset); the high watermark does not wait
-// for min.insync.replicas (KIP-966's under-min-ISR rule).
+// for min.insync.replicas (Kafka 3.7+'s KAFKA-15583 under-min-ISR rule);
+// a follower whose fetch is out of range past the leader's log end cuts
+// back to the leader's high watermark (Kafka asks ListOffsets for the
+// leader's end first); idle fetchers (a leader no longer followed) stay
+// parked until StopReplication.
 //
 // # Goroutines
 //
