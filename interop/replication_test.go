@@ -29,7 +29,7 @@ func partitionISR(ctx context.Context, adm *kadm.Client, topic string) (map[int3
 
 // waitTopicEverywhere waits until every running broker's published image
 // has topic, so producers do not race the metadata to a leader.
-func waitTopicEverywhere(t *testing.T, c *cluster, topic string) {
+func waitTopicEverywhere(t testing.TB, c *cluster, topic string) {
 	t.Helper()
 	waitFor(t, "topic "+topic+" on every broker", 10*time.Second, func() bool {
 		for nid := range c.brokerPorts {
