@@ -32,7 +32,10 @@ import (
 //     listener from v10 on (KIP-951).
 //   - acks=-1 answers once the high watermark passes every appended batch
 //     (every ISR member has it), or REQUEST_TIMED_OUT for the partitions still
-//     waiting at TimeoutMillis; a duplicate waits for its original batch.
+//     waiting at TimeoutMillis; a duplicate waits for its original batch. A
+//     batch that committed after the ISR shrank below min.insync.replicas is
+//     NOT_ENOUGH_REPLICAS_AFTER_APPEND; min.insync.replicas never counts more
+//     than the partition's replicas (Kafka's effectiveMinIsr).
 //   - acks=0 gets no response; if any partition failed, the connection is
 //     closed instead, so the producer learns something went wrong.
 //   - message.timestamp.type=LogAppendTime (topic, or the cluster's
@@ -60,7 +63,7 @@ func (c *ClientAPI) handleProduce(ctx context.Context, req *protocol.Request) (k
 		for pi, rp := range rt.Partitions {
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
-			res, p, err := c.produceOne(img, t, rt.Topic, rp, body.Acks)
+			res, p, minISR, err := c.produceOne(img, t, rt.Topic, rp, body.Acks)
 			if err != nil {
 				failed = true
 				c.setProduceError(body.Version, &sp, err)
@@ -73,7 +76,7 @@ func (c *ClientAPI) handleProduce(ctx context.Context, req *protocol.Request) (k
 			} else {
 				sp.BaseOffset, sp.LogStartOffset, sp.LogAppendTime = res.BaseOffset, res.LogStartOffset, res.LogAppendTimeMs
 				if body.Acks == -1 {
-					waits = append(waits, producedWait{topic: ti, partition: pi, p: p, lastOffset: res.LastOffset})
+					waits = append(waits, producedWait{topic: ti, partition: pi, p: p, lastOffset: res.LastOffset, minISR: minISR})
 				}
 			}
 			st.Partitions = append(st.Partitions, sp)
@@ -93,18 +96,20 @@ func (c *ClientAPI) handleProduce(ctx context.Context, req *protocol.Request) (k
 	return resp, nil
 }
 
-// produceOne appends one partition's records.
+// produceOne appends one partition's records; minISR is the topic's
+// min.insync.replicas it was checked against.
 func (c *ClientAPI) produceOne(img *image.Image, t *image.Topic, topic string,
-	rp kmsg.ProduceRequestTopicPartition, acks int16) (replica.AppendResult, *replica.Partition, error) {
+	rp kmsg.ProduceRequestTopicPartition, acks int16) (replica.AppendResult, *replica.Partition, int, error) {
 	if acks != 0 && acks != 1 && acks != -1 {
-		return replica.AppendResult{}, nil, errInvalidRequiredAcks
+		return replica.AppendResult{}, nil, 0, errInvalidRequiredAcks
 	}
 	p, err := c.hostedPartition(img, t, rp.Partition)
 	if err != nil {
-		return replica.AppendResult{}, nil, err
+		return replica.AppendResult{}, nil, 0, err
 	}
-	res, err := p.AppendAsLeader(rp.Records, c.appendOptions(img, topic, acks, time.Now().UnixMilli()))
-	return res, p, err
+	opts := c.appendOptions(img, topic, acks, time.Now().UnixMilli())
+	res, err := p.AppendAsLeader(rp.Records, opts)
+	return res, p, opts.MinInsyncReplicas, err
 }
 
 var errInvalidRequiredAcks = errors.New("broker: acks must be -1, 0 or 1")
@@ -139,6 +144,7 @@ type producedWait struct {
 	topic, partition int
 	p                *replica.Partition
 	lastOffset       int64
+	minISR           int
 }
 
 // waitProduced waits for acks=-1 appends to commit, within the request's
@@ -152,6 +158,9 @@ func (c *ClientAPI) waitProduced(ctx context.Context, body *kmsg.ProduceRequest,
 	defer cancel()
 	for _, w := range waits {
 		err := w.p.WaitCommitted(wctx, w.lastOffset)
+		if err == nil {
+			err = w.p.CheckReplicasAfterCommit(w.minISR)
+		}
 		if err == nil {
 			continue
 		}

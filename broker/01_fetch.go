@@ -39,8 +39,14 @@ import (
 //   - No incremental fetch sessions (KIP-227): SessionID 0 is always answered,
 //     which clients read as "full fetches only"; a request naming a session is
 //     FETCH_SESSION_ID_NOT_FOUND.
-//   - Replica fetches (ReplicaID >= 0) are read as consumer fetches: followers
-//     do not replicate yet.
+//   - Replica fetches (ReplicaID, or ReplicaState.ID from v15, >= 0) come from
+//     followers (replica.Partition.ReadForFollower): records up to the log
+//     end, not the high watermark; a follower outside the assignment, or with
+//     a broker epoch older than its registration, is NOT_LEADER_OR_FOLLOWER;
+//     LastFetchedEpoch (v12+) is checked against the epoch cache and a
+//     divergent log answered with DivergingEpoch and no records; the fetch
+//     offset becomes the follower's log end offset (high watermark, ISR
+//     expansion). Their long poll is woken by appends.
 func (c *ClientAPI) handleFetch(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
 	body := req.Body.(*kmsg.FetchRequest)
 	if body.SessionID != 0 {
@@ -101,10 +107,18 @@ func (c *ClientAPI) fetchOnce(listener string, body *kmsg.FetchRequest) (*kmsg.F
 			if unknownID {
 				sp.ErrorCode = kerr.UnknownTopicID.Code
 			} else if p, err = c.hostedPartition(img, t, rp.Partition); err == nil {
-				fr.changed = append(fr.changed, p.Changed())
 				limit := min(int(max(rp.PartitionMaxBytes, 0)), remaining)
 				var n int
-				n, err = fetchPartition(p, &sp, body.Version, rp, limit, minOne)
+				if replicaID, brokerEpoch := fetchReplica(body); replicaID >= 0 {
+					fr.changed = append(fr.changed, p.Appended())
+					n, err = fetchForFollower(p, &sp, body.Version, rp, replicaID, brokerEpoch, limit, minOne)
+					if sp.DivergingEpoch.EndOffset >= 0 {
+						fr.bytes++ // a divergence answers at once
+					}
+				} else {
+					fr.changed = append(fr.changed, p.Changed())
+					n, err = fetchPartition(p, &sp, body.Version, rp, limit, minOne)
+				}
 				remaining -= n
 				fr.bytes += n
 				minOne = minOne && n == 0
@@ -158,6 +172,50 @@ func fetchPartition(p *replica.Partition, sp *kmsg.FetchResponseTopicPartition, 
 	}
 	if err != nil {
 		return 0, err
+	}
+	if len(rr.Records) > limit && !minOne {
+		return 0, nil
+	}
+	if len(rr.Records) > 0 {
+		sp.RecordBatches = rr.Records
+	}
+	return len(rr.Records), nil
+}
+
+// fetchReplica is the fetching replica's id and broker epoch: ReplicaState
+// from v15, ReplicaID before (no epoch: -1); the id is -1 for consumers.
+func fetchReplica(body *kmsg.FetchRequest) (int32, int64) {
+	if body.Version >= 15 {
+		return body.ReplicaState.ID, body.ReplicaState.Epoch
+	}
+	return body.ReplicaID, -1
+}
+
+// fetchForFollower reads one partition for a follower into sp and returns
+// the bytes it added.
+func fetchForFollower(p *replica.Partition, sp *kmsg.FetchResponseTopicPartition, version int16,
+	rp kmsg.FetchRequestTopicPartition, replicaID int32, brokerEpoch int64, limit int, minOne bool) (int, error) {
+	ff := replica.FollowerFetch{ReplicaID: replicaID, BrokerEpoch: brokerEpoch, FetchOffset: rp.FetchOffset,
+		LogStartOffset: -1, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1, MaxBytes: max(limit, 0)}
+	if version >= 5 {
+		ff.LogStartOffset = rp.LogStartOffset
+	}
+	if version >= 9 {
+		ff.CurrentLeaderEpoch = rp.CurrentLeaderEpoch
+	}
+	if version >= 12 {
+		ff.LastFetchedEpoch = rp.LastFetchedEpoch
+	}
+	rr, err := p.ReadForFollower(ff)
+	if err == nil || errors.Is(err, replica.ErrOffsetOutOfRange) {
+		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = rr.HighWatermark, rr.HighWatermark, rr.LogStartOffset
+	}
+	if err != nil {
+		return 0, err
+	}
+	if d := rr.Diverging; d != nil && version >= 12 {
+		sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset = d.Epoch, d.EndOffset
+		return 0, nil
 	}
 	if len(rr.Records) > limit && !minOne {
 		return 0, nil

@@ -33,6 +33,8 @@ type Broker struct {
 	ch   *controllerChannel
 	life *lifecycle
 	api  *ClientAPI
+	// fetchClient carries follower fetches (replication.go); set by Start.
+	fetchClient *protocol.Client
 
 	mu      sync.Mutex
 	started bool
@@ -124,6 +126,9 @@ func (b *Broker) Start(context.Context) error {
 	if b.started {
 		return nil
 	}
+	if err := b.startReplication(); err != nil {
+		return err
+	}
 	b.started = true
 	b.wg.Go(func() { b.pub.run(b.bgCtx) })
 	b.wg.Go(func() { b.life.run(b.bgCtx) })
@@ -148,12 +153,35 @@ func (b *Broker) Stop(ctx context.Context) error {
 	var err error
 	if started {
 		err = b.controlledShutdown(ctx)
+		b.stopReplication()
 	}
 	b.cancel()
 	b.api.Close()
 	b.wg.Wait()
 	b.ch.close()
 	return err
+}
+
+// Kill stops the broker as a crash would (kill -9): no controlled
+// shutdown, so its leaderships move only when the controller fences it
+// after broker.session.timeout.ms. Logs stay as written (the page cache
+// survives a process crash). Later Stop calls return at once.
+func (b *Broker) Kill() {
+	b.mu.Lock()
+	if b.stopped {
+		b.mu.Unlock()
+		return
+	}
+	b.stopped = true
+	started := b.started
+	b.mu.Unlock()
+	if started {
+		b.stopReplication()
+	}
+	b.cancel()
+	b.api.Close()
+	b.wg.Wait()
+	b.ch.close()
 }
 
 func (b *Broker) controlledShutdown(ctx context.Context) error {

@@ -74,8 +74,8 @@ type ClientAPIConfig struct {
 
 	// Replicas is the replica manager holding this broker's partition logs.
 	// With it, Register also serves the data plane: Produce, Fetch,
-	// ListOffsets and InitProducerId (which needs ProducerIDs). nil serves
-	// metadata and admin APIs only.
+	// ListOffsets, OffsetForLeaderEpoch and InitProducerId (which needs
+	// ProducerIDs). nil serves metadata and admin APIs only.
 	Replicas *replica.Manager
 	// ProducerIDs hands out producer ids for InitProducerId; required with
 	// Replicas.
@@ -166,6 +166,7 @@ func (c *ClientAPI) Register(reg *protocol.Registry) {
 		reg.Register(1, 4, 16, c.handleFetch)
 		reg.Register(2, 1, 8, c.handleListOffsets)
 		reg.Register(22, 0, 4, c.handleInitProducerID)
+		reg.Register(23, 0, 4, c.handleOffsetForLeaderEpoch)
 	}
 	reg.Register(3, 0, 13, c.handleMetadata)
 	reg.Register(19, 0, 7, c.handleCreateTopics)

@@ -101,6 +101,10 @@ type Config struct {
 	// LogMessageTimestampType is the static log.message.timestamp.type
 	// (CreateTime when empty).
 	LogMessageTimestampType string
+	// InterBrokerListenerName is inter.broker.listener.name: the listener of
+	// other brokers this broker's followers fetch from. Empty: the first of
+	// Listeners.
+	InterBrokerListenerName string
 
 	// DefaultNumPartitions (num.partitions, 1) and
 	// DefaultReplicationFactor (default.replication.factor, 1) shape
@@ -168,6 +172,9 @@ func (c *Config) Validate() error {
 		c.Logger = zap.NewNop()
 	}
 	c.Listeners = slices.Clone(c.Listeners)
+	if c.InterBrokerListenerName == "" {
+		c.InterBrokerListenerName = c.Listeners[0].Name
+	}
 	return nil
 }
 

@@ -57,6 +57,7 @@ var replicaErrorCodes = []struct {
 	{replica.ErrInvalidRecord, kerr.InvalidRecord.Code},
 	{replica.ErrMessageTooLarge, kerr.MessageTooLarge.Code},
 	{replica.ErrRecordListTooLarge, kerr.RecordListTooLarge.Code},
+	{replica.ErrNotEnoughReplicasAfterAppend, kerr.NotEnoughReplicasAfterAppend.Code},
 	{replica.ErrNotEnoughReplicas, kerr.NotEnoughReplicas.Code},
 	{replica.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber.Code},
 	{replica.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch.Code},

@@ -368,13 +368,122 @@ func TestProduceTopicConfigs(t *testing.T) {
 	if sp.ErrorCode != 0 || sp.LogAppendTime < before || sp.LogAppendTime > time.Now().UnixMilli() {
 		t.Fatalf("LogAppendTime produce: %+v", sp)
 	}
-	if sp := d.produce(11, -1, "demo", 0, recordBatch(1)); sp.ErrorCode != kerr.NotEnoughReplicas.Code {
+	// min.insync.replicas counts at most the replicas (Kafka 3.7+'s
+	// effectiveMinIsr): demo-0 has one, so acks=-1 passes; mini-0 has two
+	// with one in sync, so it does not.
+	miniID := uuid(10)
+	d.commit(topicRecord("mini", miniID), partitionRecord(miniID, 0, 1, []int32{1, 2}, []int32{1}),
+		&records.ConfigRecord{ResourceType: 2, ResourceName: "mini", Name: "min.insync.replicas", Value: kmsg.StringPtr("2")})
+	if sp := d.produce(11, -1, "mini", 0, recordBatch(1)); sp.ErrorCode != kerr.NotEnoughReplicas.Code {
 		t.Fatalf("acks=-1 below min.insync.replicas: error %d", sp.ErrorCode)
 	}
 	_, fp := d.fetch(fetchReq(11, "demo", d.demoID, 0, 0))
 	b, err := storage.ParseBatch(fp.RecordBatches)
 	if err != nil || !b.LogAppendTime() || b.MaxTimestampMs != sp.LogAppendTime {
 		t.Fatalf("fetched batch: append time %v, max ts %d, want %d (%v)", b.LogAppendTime(), b.MaxTimestampMs, sp.LogAppendTime, err)
+	}
+	if sp := d.produce(11, -1, "demo", 0, recordBatch(1)); sp.ErrorCode != 0 {
+		t.Fatalf("acks=-1, min.insync.replicas 2 on one replica: error %d", sp.ErrorCode)
+	}
+}
+
+// replicaFetchReq is fetchReq from follower replicaID (ReplicaState from
+// v15, ReplicaID before) with a last fetched epoch.
+func replicaFetchReq(version int16, topic string, id records.UUID, offset int64, replicaID int32, brokerEpoch int64, lastEpoch int32) *kmsg.FetchRequest {
+	req := fetchReq(version, topic, id, 0, offset)
+	req.ReplicaID = replicaID
+	if version >= 15 {
+		req.ReplicaID = -1
+		req.ReplicaState.ID, req.ReplicaState.Epoch = replicaID, brokerEpoch
+	}
+	req.Topics[0].Partitions[0].LastFetchedEpoch = lastEpoch
+	return req
+}
+
+// Fetches from followers read up to the log end (consumers stop at the high
+// watermark), move the follower's log end offset and with it the high
+// watermark, are refused from a replica outside the assignment, and answer
+// DivergingEpoch when the follower's last fetched epoch ends before its fetch
+// offset.
+func TestReplicaFetch(t *testing.T) {
+	d := newDataHarness(t, 0)
+	repID := uuid(9)
+	d.commit(topicRecord("rep", repID), partitionRecord(repID, 0, 1, []int32{1, 2}, []int32{1, 2}))
+	for range 2 {
+		if sp := d.produce(11, 1, "rep", 0, recordBatch(2)); sp.ErrorCode != 0 {
+			t.Fatalf("produce: %+v", sp)
+		}
+	}
+	if _, fp := d.fetch(fetchReq(16, "rep", repID, 0, 0)); fp.ErrorCode != 0 || len(fp.RecordBatches) != 0 || fp.HighWatermark != 0 {
+		t.Fatalf("consumer fetch before replication: error %d, %d bytes, hw %d", fp.ErrorCode, len(fp.RecordBatches), fp.HighWatermark)
+	}
+	for _, v := range []int16{11, 16} {
+		_, fp := d.fetch(replicaFetchReq(v, "rep", repID, 0, 2, 11, -1))
+		bs, _, err := storage.SplitBatches(fp.RecordBatches)
+		if fp.ErrorCode != 0 || err != nil || len(bs) != 2 {
+			t.Fatalf("replica fetch v%d: error %d, %d batches (%v)", v, fp.ErrorCode, len(bs), err)
+		}
+	}
+	// The follower reached the log end: the high watermark follows.
+	if _, fp := d.fetch(replicaFetchReq(16, "rep", repID, 4, 2, 11, 0)); fp.ErrorCode != 0 || fp.DivergingEpoch.EndOffset != -1 {
+		t.Fatalf("replica fetch at the end: %+v", fp)
+	}
+	if _, fp := d.fetch(fetchReq(16, "rep", repID, 0, 0)); fp.HighWatermark != 4 || len(fp.RecordBatches) == 0 {
+		t.Fatalf("consumer fetch after replication: hw %d, %d bytes", fp.HighWatermark, len(fp.RecordBatches))
+	}
+	// Epoch 0 ends at 4 here: a follower claiming epoch-0 data up to 9 diverges.
+	if _, fp := d.fetch(replicaFetchReq(12, "rep", repID, 9, 2, -1, 0)); fp.ErrorCode != 0 ||
+		fp.DivergingEpoch.Epoch != 0 || fp.DivergingEpoch.EndOffset != 4 || len(fp.RecordBatches) != 0 {
+		t.Fatalf("divergent follower: error %d diverging %+v, %d bytes", fp.ErrorCode, fp.DivergingEpoch, len(fp.RecordBatches))
+	}
+	// A last fetched epoch newer than any the leader knows: OFFSET_OUT_OF_RANGE.
+	if _, fp := d.fetch(replicaFetchReq(12, "rep", repID, 4, 2, -1, 7)); fp.ErrorCode != kerr.OffsetOutOfRange.Code {
+		t.Fatalf("unknown last fetched epoch: error %d", fp.ErrorCode)
+	}
+	if _, fp := d.fetch(replicaFetchReq(16, "rep", repID, 0, 3, 12, -1)); fp.ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("fetch from a non-replica: error %d", fp.ErrorCode)
+	}
+}
+
+func offsetForLeaderEpochReq(version int16, topic string, partition, current, epoch int32) *kmsg.OffsetForLeaderEpochRequest {
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.SetVersion(version)
+	req.ReplicaID = -1
+	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = partition, current, epoch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+func TestOffsetForLeaderEpoch(t *testing.T) {
+	d := newDataHarness(t, 0)
+	if sp := d.produce(11, 1, "demo", 0, recordBatch(3)); sp.ErrorCode != 0 {
+		t.Fatalf("produce: %+v", sp)
+	}
+	for _, tc := range []struct {
+		v                     int16
+		topic                 string
+		partition, cur, epoch int32
+		code                  int16
+		leaderEpoch           int32
+		end                   int64
+	}{
+		{4, "demo", 0, -1, 0, 0, 0, 3},
+		{0, "demo", 0, -1, 0, 0, -1, 3}, // v0 has no LeaderEpoch in the answer
+		{4, "demo", 0, 0, 5, 0, -1, -1}, // newer than the cache
+		{4, "demo", 0, 5, 0, kerr.UnknownLeaderEpoch.Code, -1, -1},
+		{4, "demo", 1, -1, 0, kerr.NotLeaderForPartition.Code, -1, -1}, // a follower
+		{4, "other", 0, -1, 0, kerr.NotLeaderForPartition.Code, -1, -1},
+		{4, "nope", 0, -1, 0, kerr.UnknownTopicOrPartition.Code, -1, -1},
+	} {
+		resp := d.request(offsetForLeaderEpochReq(tc.v, tc.topic, tc.partition, tc.cur, tc.epoch)).(*kmsg.OffsetForLeaderEpochResponse)
+		sp := resp.Topics[0].Partitions[0]
+		if sp.ErrorCode != tc.code || sp.LeaderEpoch != tc.leaderEpoch || sp.EndOffset != tc.end {
+			t.Errorf("%+v: error %d epoch %d end %d", tc, sp.ErrorCode, sp.LeaderEpoch, sp.EndOffset)
+		}
 	}
 }
 

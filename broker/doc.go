@@ -21,8 +21,9 @@
 //     controller (the quorum leader, else round-robin over the voters after
 //     NOT_CONTROLLER) over a protocol.Client of its own.
 //   - client API handlers, one file per API key: Produce (0), Fetch (1, data
-//     partitions), ListOffsets (2), Metadata (3), CreateTopics (19,
-//     forwarded), DeleteTopics (20, forwarded), InitProducerId (22),
+//     partitions, consumers and follower replicas), ListOffsets (2),
+//     Metadata (3), CreateTopics (19, forwarded), DeleteTopics (20,
+//     forwarded), InitProducerId (22), OffsetForLeaderEpoch (23),
 //     DescribeConfigs (32), CreatePartitions (37, forwarded), DescribeQuorum
 //     (55, forwarded), DescribeCluster (60), and ApiVersions decoration (18).
 //   - data plane (data_plane.go): with Config.Replicas set, the publisher
@@ -30,8 +31,13 @@
 //     leads and follows exactly what the image assigns to this broker and
 //     deletes the logs of deleted topics; Produce, Fetch and ListOffsets go
 //     to its partitions; InitProducerId hands out ids from blocks the active
-//     controller allocates (AllocateProducerIds). Replication between
-//     brokers is not done yet (package replica says what that implies).
+//     controller allocates (AllocateProducerIds).
+//   - replication (replication.go): Start hands the replica manager its
+//     transports: follower fetches to leaders' inter-broker listeners over
+//     a protocol.Client of their own, AlterPartition to the active
+//     controller through the controller channel, and the image's broker
+//     registrations for ISR eligibility; Stop (after the controlled
+//     shutdown) and Kill stop them first.
 //   - ClientAPI (client_api.go): the handlers of keys 3, 19, 20, 32, 37 and
 //     60 as a value of their own, built from two small interfaces
 //     (MetadataSource: an image; Admin: CreateTopics/DeleteTopics/
@@ -49,6 +55,9 @@
 //	  ClientAPI
 //	    (handlers)    Fetch long-polls and acks=-1 Produce waits run on the
 //	                  connection's goroutine, parked on replica.Partition.Changed
+//	                  (replica fetches: Partition.Appended)
+//	  replica.Manager fetchers and the ISR goroutine (package replica), between
+//	                  Start and Stop/Kill
 //	    auto-create   one per Metadata request that auto-creates topics
 //	                  (only with auto.create.topics.enable); ClientAPI.Close
 //	                  (called by Stop) cancels and waits for them

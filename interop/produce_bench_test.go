@@ -23,14 +23,23 @@ import (
 // client), and the consume MB/s. Record values are random (incompressible).
 // One process, loopback, no replication: a ceiling for this slice of the data
 // plane, not a comparison with Kafka.
-func BenchmarkProduceFranz(b *testing.B) {
-	c := newCluster(b, Controllers(1), Brokers(1))
+func BenchmarkProduceFranz(b *testing.B) { benchProduceFranz(b, 1, 1) }
+
+// BenchmarkProduceFranzRF3 is BenchmarkProduceFranz on three in-process
+// brokers with RF 3: every acks=-1 ack waits for both followers' fetches.
+//
+//	go test ./interop -run '^$' -bench ProduceFranzRF3 -benchtime 100000x
+func BenchmarkProduceFranzRF3(b *testing.B) { benchProduceFranz(b, 3, 3) }
+
+func benchProduceFranz(b *testing.B, brokers int, rf int16) {
+	c := newCluster(b, Controllers(1), Brokers(brokers))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	adm := newFranzAdminTB(b, c)
-	if _, err := adm.adm.CreateTopic(ctx, 3, 1, nil, "bench"); err != nil {
+	if _, err := adm.adm.CreateTopic(ctx, 3, rf, nil, "bench"); err != nil {
 		b.Fatal(err)
 	}
+	waitTopicEverywhere(b, c, "bench")
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.DefaultProduceTopic("bench"),
 		kgo.RequiredAcks(kgo.AllISRAcks()))
 	if err != nil {

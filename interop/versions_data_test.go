@@ -90,6 +90,43 @@ func sweepListOffsets(ctx context.Context, e *sweepEnv, v int16) error {
 	return nil
 }
 
+// sweepOffsetForLeaderEpoch asks where leader epoch 0 (the sweep topic's
+// only epoch, every produced batch's) ends: at the log end; epoch 99 is
+// newer than any: -1/-1.
+func sweepOffsetForLeaderEpoch(ctx context.Context, e *sweepEnv, v int16) error {
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.ReplicaID = -1
+	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	rt.Topic = e.topic
+	for _, epoch := range []int32{0, 99} {
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.CurrentLeaderEpoch, rp.LeaderEpoch = -1, epoch
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = []kmsg.OffsetForLeaderEpochRequestTopic{rt}
+	resp, err := request[*kmsg.OffsetForLeaderEpochResponse](ctx, e, req, v)
+	if err != nil {
+		return err
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 2 {
+		return fmt.Errorf("answer %+v", resp.Topics)
+	}
+	for i, want := range []struct {
+		epoch int32
+		end   int64
+	}{{0, sweptProduceVersions}, {-1, -1}} {
+		sp := resp.Topics[0].Partitions[i]
+		if sp.ErrorCode != 0 {
+			return kafkaError(sp.ErrorCode, fmt.Errorf("OffsetForLeaderEpoch %d", rt.Partitions[i].LeaderEpoch))
+		}
+		if sp.EndOffset != want.end || v >= 1 && sp.LeaderEpoch != want.epoch {
+			return fmt.Errorf("epoch %d: ends at %d in epoch %d, want %d in %d", rt.Partitions[i].LeaderEpoch,
+				sp.EndOffset, sp.LeaderEpoch, want.end, want.epoch)
+		}
+	}
+	return nil
+}
+
 func sweepFetch(ctx context.Context, e *sweepEnv, v int16) error {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 500, 1, 1<<20

@@ -19,24 +19,44 @@
 // checkpoint files and clean-shutdown marker, and deleted logs renamed and
 // removed in the background.
 //
-// Not yet (issue 13): followers do not fetch from their leader, so a partition
-// with a follower in its ISR never advances its high watermark; no
-// AlterPartition (ISR shrink/expand); producer state is rebuilt at open from
-// the active segment only, with no producer-state snapshots (a producer whose
-// last batches are in older segments is unknown after a restart, and an
-// unknown producer may start at any sequence, as in Kafka), and producer ids
-// never expire (producer.id.expiration.ms); a roll fsyncs the old segment on
-// the appending goroutine; no OFFSET_NOT_AVAILABLE after an election (KIP-207).
+// Replication (KRaft's division of labour, Kafka's ReplicaManager, Partition
+// and ReplicaFetcherThread): followers fetch from their leader (fetcher.go,
+// one goroutine per leader broker) and append its batches as they are; the
+// leader serves them up to its log end, tracks each follower's log end and
+// last caught-up time, and moves the high watermark to the smallest log end
+// over the maximal ISR (isr.go). A follower whose log diverges from the
+// leader's (it led an epoch the new leader never saw) is answered with
+// DivergingEpoch and truncates (follower.go); the truncated log's recovery
+// point never exceeds its new end. Followers that have not caught up within
+// replica.lag.time.max.ms leave the ISR, caught-up eligible ones rejoin it,
+// through AlterPartition to the controller, one change in flight per
+// partition (alter.go).
+//
+// Not yet (issue 13): producer state is rebuilt at open from the active
+// segment only, with no producer-state snapshots (a producer whose last
+// batches are in older segments is unknown after a restart, and an unknown
+// producer may start at any sequence, as in Kafka), and producer ids never
+// expire (producer.id.expiration.ms); a roll fsyncs the old segment on the
+// appending goroutine; no OFFSET_NOT_AVAILABLE after an election (KIP-207);
+// the high watermark does not wait for min.insync.replicas (Kafka 3.7+'s
+// KAFKA-15583 under-min-ISR rule); a follower whose fetch is out of range
+// past the leader's log end cuts back to the leader's high watermark (Kafka
+// asks ListOffsets for the leader's end first); idle fetchers (a leader no
+// longer followed) stay parked until StopReplication.
 //
 // # Goroutines
 //
-// One, started by Manager.Start and stopped by Manager.Close (which waits for
-// it): the log manager's background work, as Kafka's LogManager scheduler
-// runs it, never on the metadata publisher's goroutine: retention every
-// log.retention.check.interval.ms (CleanupLogs), the three checkpoint files at
-// their intervals (WriteCheckpoints), and the removal of deleted logs'
-// directories. Partitions are safe for
-// concurrent use: appends and role changes are serialized by the partition's
-// mutex, reads run beside them, and waiters (long-polling fetches, acks=-1
-// produces) wait on Partition.Changed.
+// The log manager's background goroutine, started by Manager.Start and
+// stopped by Manager.Close (which waits for it), as Kafka's LogManager
+// scheduler runs it, never on the metadata publisher's goroutine: retention
+// every log.retention.check.interval.ms (CleanupLogs), the three checkpoint
+// files at their intervals (WriteCheckpoints), and the removal of deleted
+// logs' directories. Between Manager.StartReplication and StopReplication (or
+// Close): one fetcher per leader broker followed, and one ISR goroutine
+// (shrink checks every replica.lag.time.max.ms / 2, AlterPartition sends);
+// the Manager owns and stops them. Partitions are safe for concurrent use:
+// appends and role changes are serialized by the partition's mutex, reads
+// run beside them, and waiters wait on Partition.Changed (high watermark
+// moves: consumers, acks=-1 produces) or Partition.Appended (appends:
+// follower fetches).
 package replica

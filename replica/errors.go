@@ -35,6 +35,10 @@ var (
 	// ErrNotEnoughReplicas: acks=-1 with fewer in-sync replicas than
 	// min.insync.replicas [NOT_ENOUGH_REPLICAS].
 	ErrNotEnoughReplicas = errors.New("replica: not enough in-sync replicas")
+	// ErrNotEnoughReplicasAfterAppend: an acks=-1 batch committed, but the
+	// ISR shrank below min.insync.replicas while it waited
+	// [NOT_ENOUGH_REPLICAS_AFTER_APPEND].
+	ErrNotEnoughReplicasAfterAppend = errors.New("replica: not enough in-sync replicas after the append")
 	// ErrOutOfOrderSequence: an idempotent batch does not continue its
 	// producer's sequence [OUT_OF_ORDER_SEQUENCE_NUMBER].
 	ErrOutOfOrderSequence = errors.New("replica: out of order sequence number")

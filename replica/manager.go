@@ -49,8 +49,14 @@ type Config struct {
 	HighWatermarkCheckpointIntervalMs  int64
 	RecoveryPointCheckpointIntervalMs  int64
 	LogStartOffsetCheckpointIntervalMs int64
-	// Now is the wall clock retention compares record timestamps with. nil
-	// is time.Now.
+	// ReplicaLagTimeMaxMs is replica.lag.time.max.ms: a follower that has not
+	// caught up with the leader's log end for this long leaves the ISR. Zero
+	// or negative: DefaultReplicaLagTimeMaxMs.
+	ReplicaLagTimeMaxMs int64
+	// Fetch configures the follower fetchers (replica.fetch.*).
+	Fetch FetchConfig
+	// Now is the wall clock retention compares record timestamps with and
+	// replication's clock (tests); nil is time.Now.
 	Now    func() time.Time
 	Logger *zap.Logger
 }
@@ -73,6 +79,10 @@ func (c *Config) Validate() error {
 	if c.RetentionCheckIntervalMs <= 0 {
 		c.RetentionCheckIntervalMs = DefaultRetentionCheckIntervalMs
 	}
+	if c.ReplicaLagTimeMaxMs <= 0 {
+		c.ReplicaLagTimeMaxMs = DefaultReplicaLagTimeMaxMs
+	}
+	c.Fetch.fillDefaults()
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -90,11 +100,15 @@ func setDefault(v *int64, d int64) {
 // state of partition P" (Apply) and "stop P" (Remove) by the KRaft image
 // publisher or, later, by LeaderAndIsr/StopReplica in zk-legacy mode.
 //
-// Goroutines: none. Safe for concurrent use: Apply and Remove come from the
-// metadata publisher, lookups from request handlers.
+// Goroutines: none until StartReplication; then one fetcher per leader this
+// broker follows partitions of, and one ISR goroutine (shrink checks and
+// AlterPartition sends), all stopped by StopReplication or Close. Safe for
+// concurrent use: Apply and Remove come from the metadata publisher, lookups
+// from request handlers.
 type Manager struct {
-	cfg Config
-	log *zap.Logger
+	cfg   Config
+	log   *zap.Logger
+	hooks *hooks
 
 	mu        sync.RWMutex
 	parts     map[TopicPartition]*Partition
@@ -112,6 +126,8 @@ type Manager struct {
 	doomedMu   sync.Mutex
 	doomed     []string
 	deleteKick chan struct{}
+	fetchers   *fetcherSet
+	isr        *isrLoop
 }
 
 // New creates the log directory if needed. Logs are opened as Apply names them.
@@ -127,6 +143,9 @@ func New(cfg Config) (*Manager, error) {
 	if err := m.loadCheckpoints(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
+	m.hooks = &hooks{log: m.log, now: cfg.Now, lag: cfg.ReplicaLagTimeMaxMs}
+	m.fetchers = newFetcherSet(m)
+	m.isr = newISRLoop(m)
 	return m, nil
 }
 
@@ -223,7 +242,9 @@ func (m *Manager) Apply(st PartitionState) error {
 	}
 	if p, ok := m.parts[st.TopicPartition]; ok {
 		if id, _ := p.log.TopicID(); id == st.TopicID {
-			p.become(st)
+			if p.become(st) {
+				m.follow(p, st)
+			}
 			return nil
 		}
 		if err := m.removeLocked(st.TopicPartition, true); err != nil {
@@ -238,12 +259,13 @@ func (m *Manager) Apply(st PartitionState) error {
 	if !ok {
 		hw = -1
 	}
-	p, err := newPartition(st, m.cfg.BrokerID, l, m.topicConfigLocked(st.Topic), hw)
+	p, err := newPartition(st, m.cfg.BrokerID, l, m.topicConfigLocked(st.Topic), hw, m.hooks)
 	if err != nil {
 		_ = l.Close()
 		return fmt.Errorf("%w: %s: %w", ErrStorage, st.TopicPartition, err)
 	}
 	m.parts[st.TopicPartition] = p
+	m.follow(p, st)
 	role := "follower"
 	if st.Leader == m.cfg.BrokerID {
 		role = "leader"
@@ -375,7 +397,8 @@ func (m *Manager) removeLocked(tp TopicPartition, deleteLog bool) error {
 		return nil
 	}
 	delete(m.parts, tp)
-	p.become(PartitionState{TopicPartition: tp, Leader: -1, LeaderEpoch: p.State().LeaderEpoch})
+	p.stop()
+	m.fetchers.remove(tp)
 	if !deleteLog {
 		err := p.log.Close()
 		m.rememberCheckpoints(p)
@@ -387,11 +410,48 @@ func (m *Manager) removeLocked(tp TopicPartition, deleteLog bool) error {
 	return m.deleteLog(p.log)
 }
 
-// Close stops the background goroutine, closes every log (flushing it),
-// writes the checkpoint files and, when all of that succeeded, the
-// clean-shutdown marker, so the next start skips the recovery scan. Later
-// Apply calls fail.
+// follow points the fetchers at st's leader when this broker follows the
+// partition, and stops fetching it otherwise; mu held.
+func (m *Manager) follow(p *Partition, st PartitionState) {
+	if st.Leader >= 0 && st.Leader != m.cfg.BrokerID {
+		m.fetchers.add(p, st)
+		return
+	}
+	m.fetchers.remove(st.TopicPartition)
+}
+
+// StartReplication starts the follower fetchers and the ISR goroutine with
+// the broker's transports. Partitions applied before keep their roles; their
+// fetches begin now.
+func (m *Manager) StartReplication(r Replication) error {
+	if err := r.validate(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	m.hooks.repl.Store(&r)
+	m.fetchers.start(r)
+	m.isr.start(r)
+	return nil
+}
+
+// StopReplication stops the fetchers and the ISR goroutine and waits for
+// them (the broker calls it before closing the connections they use).
+// Partitions keep their roles and logs. Safe to call more than once.
+func (m *Manager) StopReplication() {
+	m.fetchers.stop()
+	m.isr.stop()
+}
+
+// Close stops replication (StopReplication) and the background goroutine,
+// closes every log (flushing it), writes the checkpoint files and, when all
+// of that succeeded, the clean-shutdown marker, so the next start skips the
+// recovery scan. Later Apply calls fail.
 func (m *Manager) Close() error {
+	m.StopReplication()
 	m.mu.Lock()
 	stop := m.stop
 	m.closed = true
@@ -402,8 +462,8 @@ func (m *Manager) Close() error {
 	}
 	m.mu.Lock()
 	var errs []error
-	for tp, p := range m.parts {
-		p.become(PartitionState{TopicPartition: tp, Leader: -1, LeaderEpoch: p.State().LeaderEpoch})
+	for _, p := range m.parts {
+		p.stop()
 		if err := p.log.Close(); err != nil {
 			errs = append(errs, err)
 		}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.uber.org/zap"
+
 	"github.com/kraftd/kraftd/storage"
 )
 
@@ -35,36 +37,47 @@ type PartitionState struct {
 // Partition is one hosted replica: its log, its role, its high watermark and
 // its producers' state.
 //
-// Leaders append and serve reads below the high watermark. Followers hold their
-// log but do not fetch from the leader yet (replication is a later step of
-// issue 13), so a partition with followers in its ISR never advances its high
-// watermark: acks=-1 times out and consumers see nothing, as Kafka behaves while
-// followers in the ISR are down and before the ISR shrinks.
+// A leader appends producer batches and serves consumers below the high
+// watermark and followers up to its log end; it tracks each follower's fetch
+// position (isr.go) and moves the high watermark to the smallest log end
+// offset over the maximal ISR. A follower appends what its fetcher
+// (fetcher.go) brings from the leader, offsets as the leader assigned them,
+// and truncates where its log diverges from the leader's (follower.go).
 //
-// INVARIANTS: hw <= log end offset; hw only grows while the leader epoch stays;
-// producers and followerEnd are guarded by mu, as is every append.
+// INVARIANTS: hw <= log end offset; hw only grows while the leader epoch
+// stays (a follower's also drops on truncation); followers, pending and
+// epochStart are set only while leading (epochStart is the leader epoch's
+// start offset, -1 otherwise); producers, followers, pending and every append
+// are guarded by mu.
 type Partition struct {
 	tp       TopicPartition
 	brokerID int32
 	log      *storage.Log
 	cfg      atomic.Pointer[TopicConfig] // the topic's configuration; replaced whole
+	hooks    *hooks
 
-	mu          sync.Mutex
-	state       PartitionState
-	followerEnd map[int32]int64 // log end offsets followers reported (none until replication)
-	producers   map[int64]*producerState
+	mu         sync.Mutex
+	state      PartitionState
+	known      bool // state came from metadata (a fresh Partition has none)
+	stopped    bool // removed or closed: no role any more
+	followers  map[int32]*followerState
+	pending    *pendingISR // the AlterPartition in flight, if any
+	epochStart int64
+	producers  map[int64]*producerState
 
 	hw atomic.Int64
 
 	notifyMu sync.Mutex
 	changed  chan struct{} // closed and replaced when the high watermark moves or the role changes
+	appended chan struct{} // closed and replaced on every append and role change (follower fetches wait on it)
 }
 
-// newPartition hosts log; hw >= 0 is the high watermark checkpointed at the
-// last shutdown (replication-offset-checkpoint), kept within the log.
-func newPartition(st PartitionState, brokerID int32, log *storage.Log, cfg TopicConfig, hw int64) (*Partition, error) {
-	p := &Partition{tp: st.TopicPartition, brokerID: brokerID, log: log,
-		producers: map[int64]*producerState{}, changed: make(chan struct{})}
+// newPartition hosts log with the manager's replication hooks h; hw >= 0 is
+// the high watermark checkpointed at the last shutdown
+// (replication-offset-checkpoint), kept within the log.
+func newPartition(st PartitionState, brokerID int32, log *storage.Log, cfg TopicConfig, hw int64, h *hooks) (*Partition, error) {
+	p := &Partition{tp: st.TopicPartition, brokerID: brokerID, log: log, hooks: h, epochStart: -1,
+		producers: map[int64]*producerState{}, changed: make(chan struct{}), appended: make(chan struct{})}
 	p.cfg.Store(&cfg)
 	if hw >= 0 {
 		p.hw.Store(min(max(hw, log.StartOffset()), log.EndOffset()))
@@ -146,6 +159,14 @@ func (p *Partition) Changed() <-chan struct{} {
 	return p.changed
 }
 
+// Appended returns a channel closed at the next append or role change
+// (long-polling follower fetches wait on it: they read up to the log end).
+func (p *Partition) Appended() <-chan struct{} {
+	p.notifyMu.Lock()
+	defer p.notifyMu.Unlock()
+	return p.appended
+}
+
 func (p *Partition) notify() {
 	p.notifyMu.Lock()
 	close(p.changed)
@@ -153,47 +174,80 @@ func (p *Partition) notify() {
 	p.notifyMu.Unlock()
 }
 
-// become applies a new metadata state (a leader or ISR change).
-func (p *Partition) become(st PartitionState) {
+func (p *Partition) notifyAppend() {
+	p.notifyMu.Lock()
+	close(p.appended)
+	p.appended = make(chan struct{})
+	p.notifyMu.Unlock()
+}
+
+// become applies a new metadata state (a leader or ISR change), as Kafka's
+// Partition.makeLeader / makeFollower: a state older than the partition
+// epoch already known (an AlterPartition answer may arrive before the
+// metadata) is skipped, as is an older leader epoch; a new leader epoch on the leader records its start
+// offset in the epoch cache and resets what it knows of followers. It
+// reports whether the state was applied.
+func (p *Partition) become(st PartitionState) bool {
+	nowMs := p.hooks.nowMs()
 	p.mu.Lock()
-	prevEpoch := p.state.LeaderEpoch
+	if p.stopped || p.known && (st.LeaderEpoch < p.state.LeaderEpoch || st.PartitionEpoch < p.state.PartitionEpoch) {
+		p.mu.Unlock()
+		return false
+	}
+	wasLeader := p.known && p.isLeader()
+	newEpoch := !p.known || st.LeaderEpoch > p.state.LeaderEpoch
 	p.state = st
 	p.state.Replicas, p.state.ISR = slices.Clone(st.Replicas), slices.Clone(st.ISR)
-	if st.Leader != p.brokerID || st.LeaderEpoch != prevEpoch {
-		p.followerEnd = map[int32]int64{}
+	p.known, p.pending = true, nil
+	switch {
+	case !p.isLeader():
+		p.followers, p.epochStart = nil, -1
+	case newEpoch || !wasLeader:
+		end := p.log.EndOffset()
+		if err := p.log.AssignEpochStartOffset(st.LeaderEpoch, end); err != nil {
+			p.hooks.log.Error("recording the leader epoch start failed", zap.Stringer("partition", p.tp), zap.Error(err))
+		}
+		p.epochStart = end
+		p.resetFollowersLocked(wasLeader, nowMs)
+	default:
+		p.syncFollowersLocked(nowMs)
 	}
-	p.maybeAdvanceHW()
+	p.maybeAdvanceHW(nowMs)
 	p.mu.Unlock()
 	p.notify()
+	p.notifyAppend()
+	return true
+}
+
+// stop ends the partition's role for good (removed or closed): waiters see
+// ErrNotLeader.
+func (p *Partition) stop() {
+	p.mu.Lock()
+	p.stopped = true
+	p.state.Leader = -1
+	p.followers, p.pending, p.epochStart = nil, nil, -1
+	p.mu.Unlock()
+	p.notify()
+	p.notifyAppend()
+}
+
+// syncFollowersLocked follows an assignment change within a leader epoch:
+// new replicas get a fresh state, removed ones go; mu held.
+func (p *Partition) syncFollowersLocked(nowMs int64) {
+	for id := range p.followers {
+		if !slices.Contains(p.state.Replicas, id) {
+			delete(p.followers, id)
+		}
+	}
+	for _, id := range p.state.Replicas {
+		if _, ok := p.followers[id]; !ok && id != p.brokerID {
+			p.followers[id] = newFollowerState(slices.Contains(p.state.ISR, id), nowMs)
+		}
+	}
 }
 
 // isLeader reports whether this broker leads the partition; mu held.
 func (p *Partition) isLeader() bool { return p.state.Leader == p.brokerID }
-
-// maybeAdvanceHW moves the high watermark to the smallest log end offset among
-// the ISR members (the leader's own is its log end); mu held. It reports whether
-// it moved.
-func (p *Partition) maybeAdvanceHW() bool {
-	if !p.isLeader() {
-		return false
-	}
-	hw := p.log.EndOffset()
-	for _, id := range p.state.ISR {
-		if id == p.brokerID {
-			continue
-		}
-		end, ok := p.followerEnd[id]
-		if !ok {
-			end = p.hw.Load() // not heard from: it holds the high watermark where it is
-		}
-		hw = min(hw, end)
-	}
-	if hw <= p.hw.Load() {
-		return false
-	}
-	p.hw.Store(hw)
-	return true
-}
 
 // checkLeaderEpoch applies the request's current leader epoch (KIP-320; -1 skips
 // the check); mu held.
@@ -248,6 +302,9 @@ func (p *Partition) AppendAsLeader(records []byte, opts AppendOptions) (AppendRe
 	p.mu.Lock()
 	res, moved, err := p.appendLocked(b, opts)
 	p.mu.Unlock()
+	if err == nil && !res.Duplicate {
+		p.notifyAppend()
+	}
 	if moved {
 		p.notify()
 	}
@@ -258,7 +315,7 @@ func (p *Partition) appendLocked(b storage.Batch, opts AppendOptions) (AppendRes
 	if !p.isLeader() {
 		return AppendResult{}, false, fmt.Errorf("%w: %s is led by %d", ErrNotLeader, p.tp, p.state.Leader)
 	}
-	if opts.RequiredAcks == -1 && len(p.state.ISR) < opts.MinInsyncReplicas {
+	if opts.RequiredAcks == -1 && len(p.state.ISR) < p.effectiveMinISRLocked(opts.MinInsyncReplicas) {
 		return AppendResult{}, false, fmt.Errorf("%w: %d in sync, min.insync.replicas %d",
 			ErrNotEnoughReplicas, len(p.state.ISR), opts.MinInsyncReplicas)
 	}
@@ -295,7 +352,7 @@ func (p *Partition) appendLocked(b storage.Batch, opts AppendOptions) (AppendRes
 		seq.firstOffset, seq.lastOffset = b.BaseOffset, b.LastOffset
 		st.update(epoch, seq)
 	}
-	moved := p.maybeAdvanceHW()
+	moved := p.maybeAdvanceHW(p.hooks.nowMs())
 	return AppendResult{BaseOffset: b.BaseOffset, LastOffset: b.LastOffset, LogStartOffset: p.log.StartOffset(),
 		LogAppendTimeMs: appendTimeMs}, moved, nil
 }
@@ -391,6 +448,25 @@ func (p *Partition) WaitCommitted(ctx context.Context, lastOffset int64) error {
 		case <-ch:
 		}
 	}
+}
+
+// effectiveMinISRLocked is Kafka's effectiveMinIsr: min.insync.replicas,
+// but never more than the replicas there are; mu held.
+func (p *Partition) effectiveMinISRLocked(minISR int) int {
+	return min(minISR, max(len(p.state.Replicas), 1))
+}
+
+// CheckReplicasAfterCommit is Kafka's checkEnoughReplicasReachOffset for a
+// committed acks=-1 batch: the (maximal) ISR it committed in must still have
+// min.insync.replicas members, else ErrNotEnoughReplicasAfterAppend (the
+// batch stays in the log; the producer is told its durability was short).
+func (p *Partition) CheckReplicasAfterCommit(minISR int) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n, want := len(p.maximalISRLocked()), p.effectiveMinISRLocked(minISR); n < want {
+		return fmt.Errorf("%w: %d in sync, min.insync.replicas %d", ErrNotEnoughReplicasAfterAppend, n, want)
+	}
+	return nil
 }
 
 // ReadResult is what a consumer fetch gets from one partition.

@@ -161,14 +161,22 @@ func TestHighWatermarkWaitsForISR(t *testing.T) {
 	if err := p.WaitCommitted(ctx, res.LastOffset); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("acks=-1 wait: %v", err)
 	}
+	if _, err := p.AppendAsLeader(batch(1, -1, 0, 0), AppendOptions{RequiredAcks: -1, MinInsyncReplicas: 3, LogAppendTimeMs: -1}); err != nil {
+		t.Fatalf("min.insync.replicas 3 on 2 replicas counts as 2 (effectiveMinIsr): %v", err)
+	}
+	st := p.State()
+	st.Replicas, st.PartitionEpoch = []int32{1, 2, 3}, st.PartitionEpoch+1
+	if err := m.Apply(st); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := p.AppendAsLeader(batch(1, -1, 0, 0), AppendOptions{RequiredAcks: -1, MinInsyncReplicas: 3, LogAppendTimeMs: -1}); !errors.Is(err, ErrNotEnoughReplicas) {
-		t.Fatalf("min.insync.replicas 3 with 2 in sync: %v", err)
+		t.Fatalf("min.insync.replicas 3 with 2 of 3 in sync: %v", err)
 	}
 	// Losing leadership wakes a waiting acks=-1 produce.
 	done := make(chan error, 1)
 	go func() { done <- p.WaitCommitted(context.Background(), res.LastOffset) }()
 	if err := m.Apply(PartitionState{TopicPartition: p.TopicPartition(), TopicID: topicID, Leader: 2, LeaderEpoch: 4,
-		Replicas: []int32{1, 2}, ISR: []int32{2}}); err != nil {
+		PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{2}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; !errors.Is(err, ErrNotLeader) {
@@ -423,5 +431,43 @@ func TestLogAppendTime(t *testing.T) {
 	}
 	if res := appendOK(t, p, batch(1, -1, 0, 0)); res.LogAppendTimeMs != -1 {
 		t.Fatalf("CreateTime append reports %d", res.LogAppendTimeMs)
+	}
+}
+
+// min.insync.replicas counts at most the replicas there are (Kafka's
+// effectiveMinIsr), and a batch that commits after the ISR shrank below it is
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+func TestNotEnoughReplicasAfterAppend(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	minISR2 := AppendOptions{RequiredAcks: -1, MinInsyncReplicas: 2, LogAppendTimeMs: -1}
+	p := lead(t, m) // RF 1
+	if _, err := p.AppendAsLeader(batch(1, -1, 0, 0), minISR2); err != nil {
+		t.Fatalf("RF 1 with min.insync.replicas 2: %v", err)
+	}
+	if err := p.CheckReplicasAfterCommit(2); err != nil {
+		t.Fatalf("RF 1 after commit: %v", err)
+	}
+	st := PartitionState{TopicPartition: TopicPartition{"two", 0}, TopicID: topicID, Leader: 1, LeaderEpoch: 1,
+		PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
+	if err := m.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	p, _ = m.Partition(st.TopicPartition)
+	res, err := p.AppendAsLeader(batch(1, -1, 0, 0), minISR2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.ISR, st.PartitionEpoch = []int32{1}, 2 // follower 2 dropped before it fetched
+	if err := m.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitCommitted(context.Background(), res.LastOffset); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CheckReplicasAfterCommit(2); !errors.Is(err, ErrNotEnoughReplicasAfterAppend) {
+		t.Fatalf("committed with ISR [1], min.insync.replicas 2: %v", err)
+	}
+	if _, err := p.AppendAsLeader(batch(1, -1, 0, 0), minISR2); !errors.Is(err, ErrNotEnoughReplicas) {
+		t.Fatalf("next append: %v", err)
 	}
 }

@@ -365,6 +365,8 @@ func (c *core) dispatch(req kmsg.Request, nowMs int64) Result {
 		return c.createPartitions(r)
 	case *kmsg.AllocateProducerIDsRequest:
 		return c.allocateProducerIDs(r)
+	case *kmsg.AlterPartitionRequest:
+		return c.alterPartition(r)
 	}
 	// RegisterHandlers only routes the keys above here.
 	panic(fmt.Sprintf("controller: no handler for %T", req))

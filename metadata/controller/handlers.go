@@ -17,6 +17,7 @@ var servedAPIs = []apiRange{
 	{19, 0, 7}, // CreateTopics
 	{20, 0, 6}, // DeleteTopics
 	{37, 0, 3}, // CreatePartitions
+	{56, 0, 3}, // AlterPartition
 	{60, 0, 1}, // DescribeCluster
 	{62, 0, 4}, // BrokerRegistration
 	{63, 0, 1}, // BrokerHeartbeat

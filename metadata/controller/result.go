@@ -107,6 +107,8 @@ func errorResponseMessage(req kmsg.Request, code int16, msg *string) kmsg.Respon
 		r.ErrorCode = code
 	case *kmsg.AllocateProducerIDsResponse:
 		r.ErrorCode = code
+	case *kmsg.AlterPartitionResponse:
+		r.ErrorCode = code
 	case *kmsg.DescribeClusterResponse:
 		r.ErrorCode = code
 	case *kmsg.CreateTopicsResponse:

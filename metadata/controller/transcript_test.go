@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kraftd/kraftd/metadata/image"
 	"github.com/kraftd/kraftd/metadata/records"
 )
 
@@ -125,6 +126,8 @@ func (e *env) buildRequest(tc *testCase) kmsg.Request {
 		req.BrokerID = int32(atoi(e.t, tc.arg("id", "1")))
 		req.BrokerEpoch = e.brokerEpoch(tc, req.BrokerID)
 		return req
+	case "alter-partition":
+		return e.alterPartitionRequest(tc)
 	case "describe-cluster":
 		req := kmsg.NewPtrDescribeClusterRequest()
 		req.Version = int16(atoi(e.t, tc.arg("v", "1")))
@@ -312,6 +315,17 @@ func formatResponse(r kmsg.Response) string {
 		}
 	case *kmsg.AllocateProducerIDsResponse:
 		fmt.Fprintf(&b, "AllocateProducerIds: error=%s start=%d len=%d\n", errName(r.ErrorCode), r.ProducerIDStart, r.ProducerIDLen)
+	case *kmsg.AlterPartitionResponse:
+		fmt.Fprintf(&b, "AlterPartition: error=%s\n", errName(r.ErrorCode))
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				fmt.Fprintf(&b, "  %s%s-%d: error=%s", t.Topic, idIfSet(t.TopidID), p.Partition, errName(p.ErrorCode))
+				if p.ErrorCode == 0 {
+					fmt.Fprintf(&b, " leader=%d leaderEpoch=%d isr=%v partitionEpoch=%d", p.LeaderID, p.LeaderEpoch, p.ISR, p.PartitionEpoch)
+				}
+				b.WriteString("\n")
+			}
+		}
 	case *kmsg.DescribeClusterResponse:
 		fmt.Fprintf(&b, "DescribeCluster: error=%s%s cluster=%s controller=%d type=%d\n",
 			errName(r.ErrorCode), msg(r.ErrorMessage), r.ClusterID, r.ControllerID, r.EndpointType)
@@ -341,5 +355,94 @@ func (e *env) check() {
 	if err := got.CheckLeaders(); err != nil {
 		e.t.Fatal(err)
 	}
+	checkBrokerIndexByScan(e.t, got)
 	fmt.Fprintf(&e.out, "ok: %d topics, %d partitions, %d brokers\n", got.NumTopics(), got.NumPartitions(), len(got.Brokers()))
+}
+
+// checkBrokerIndexByScan compares the controller image's per-broker index
+// (PartitionsLedBy, PartitionsWithISRMember: every writer, AlterPartition's
+// ISR changes too, must keep it by replay) with a scan of every partition.
+func checkBrokerIndexByScan(t *testing.T, img *image.Image) {
+	t.Helper()
+	led, inISR := map[int32][]image.TopicPartition{}, map[int32][]image.TopicPartition{}
+	for tp := range img.Topics() {
+		for id, p := range tp.Partitions() {
+			k := image.TopicPartition{TopicID: tp.ID(), Partition: id}
+			led[p.Leader] = append(led[p.Leader], k)
+			for _, b := range p.ISR() {
+				inISR[b] = append(inISR[b], k)
+			}
+		}
+	}
+	for _, b := range img.Brokers() {
+		for _, c := range []struct {
+			name      string
+			got, want []image.TopicPartition
+		}{{"led by", img.PartitionsLedBy(b.ID), led[b.ID]}, {"with ISR member", img.PartitionsWithISRMember(b.ID), inISR[b.ID]}} {
+			if !sameTopicPartitions(c.got, c.want) {
+				t.Fatalf("broker index: partitions %s %d: %v, scan %v", c.name, b.ID, c.got, c.want)
+			}
+		}
+	}
+}
+
+func sameTopicPartitions(a, b []image.TopicPartition) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	set := map[image.TopicPartition]bool{}
+	for _, k := range a {
+		set[k] = true
+	}
+	for _, k := range b {
+		if !set[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// alterPartitionRequest: alter-partition id=<leader> [epoch=<broker epoch>]
+// [v=3] topic=<name> [unknown-id] partition=0 leader-epoch=0
+// partition-epoch=0 isr=1,2 [isr-epochs=4,-1] (v3 takes the members' broker
+// epochs from the image unless isr-epochs says otherwise).
+func (e *env) alterPartitionRequest(tc *testCase) kmsg.Request {
+	req := kmsg.NewPtrAlterPartitionRequest()
+	req.Version = int16(atoi(e.t, tc.arg("v", "3")))
+	req.BrokerID = int32(atoi(e.t, tc.arg("id", "1")))
+	req.BrokerEpoch = e.brokerEpoch(tc, req.BrokerID)
+	rt := kmsg.NewAlterPartitionRequestTopic()
+	rt.Topic = tc.arg("topic", "a")
+	if t, ok := e.c.pending.img.TopicByName(rt.Topic); ok && !tc.has("unknown-id") {
+		rt.TopicID = [16]byte(t.ID())
+	}
+	rp := kmsg.NewAlterPartitionRequestTopicPartition()
+	rp.Partition = int32(atoi(e.t, tc.arg("partition", "0")))
+	rp.LeaderEpoch = int32(atoi(e.t, tc.arg("leader-epoch", "0")))
+	rp.PartitionEpoch = int32(atoi(e.t, tc.arg("partition-epoch", "0")))
+	rp.NewISR = int32s(e.t, tc.arg("isr", "1"))
+	var epochs []int32
+	if v := tc.arg("isr-epochs", ""); v != "" {
+		epochs = int32s(e.t, v)
+	}
+	for i, id := range rp.NewISR {
+		m := kmsg.NewAlterPartitionRequestTopicPartitionNewEpochISR()
+		m.BrokerID = id
+		b, _ := e.c.pending.img.Broker(id)
+		m.BrokerEpoch = b.Epoch
+		if i < len(epochs) {
+			m.BrokerEpoch = int64(epochs[i])
+		}
+		rp.NewEpochISR = append(rp.NewEpochISR, m)
+	}
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+func idIfSet(id [16]byte) string {
+	if id == [16]byte{} {
+		return ""
+	}
+	return "(" + records.UUID(id).String() + ")"
 }

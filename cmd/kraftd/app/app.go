@@ -472,6 +472,31 @@ func (a *App) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Kill stops the node as kill -9 would, for failure tests: every listener
+// closes at once (in-flight requests are cut), a broker stops without a
+// controlled shutdown, and the components stop without waiting for anyone.
+func (a *App) Kill() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.state == lifecycleStopped {
+		return
+	}
+	a.state = lifecycleStopped
+	for _, srv := range a.Servers() {
+		srv.Close()
+	}
+	if a.broker != nil && a.started > 0 {
+		if b := a.broker.Broker(); b != nil {
+			b.Kill()
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = a.metrics.stop(ctx)
+	_ = a.stopComponents(ctx)
+	a.log.Info("kraftd killed")
+}
+
 // stopComponents stops the started components, last first. Callers hold mu.
 func (a *App) stopComponents(ctx context.Context) error {
 	var errs []error

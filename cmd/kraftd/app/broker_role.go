@@ -53,6 +53,7 @@ func (r *brokerRole) Prepare(context.Context) error {
 		HighWatermarkCheckpointIntervalMs:  cfg.HighWatermarkCheckpointIntervalMs,
 		RecoveryPointCheckpointIntervalMs:  cfg.RecoveryPointCheckpointIntervalMs,
 		LogStartOffsetCheckpointIntervalMs: cfg.LogStartOffsetCheckpointIntervalMs,
+		ReplicaLagTimeMaxMs:                cfg.ReplicaLagTimeMaxMs,
 		Logger:                             cfg.Logger,
 	})
 	if err != nil {
@@ -74,6 +75,7 @@ func (r *brokerRole) Prepare(context.Context) error {
 		Replicas:                     replicas,
 		MinInsyncReplicas:            int(cfg.MinInsyncReplicas),
 		LogMessageTimestampType:      cfg.LogMessageTimestampType,
+		InterBrokerListenerName:      cfg.InterBrokerListenerName,
 		DefaultNumPartitions:         cfg.NumPartitions,
 		DefaultReplicationFactor:     cfg.DefaultReplicationFactor,
 		OnFatal:                      r.a.reportFatal,

@@ -198,6 +198,8 @@ type Config struct {
 	CompressionType string
 	// MinInsyncReplicas: min.insync.replicas.
 	MinInsyncReplicas int32
+	// ReplicaLagTimeMaxMs: replica.lag.time.max.ms.
+	ReplicaLagTimeMaxMs int64
 	// BrokerRack: broker.rack.
 	BrokerRack string
 

@@ -79,6 +79,7 @@ var keys = []Key{
 	{"log.message.timestamp.type", "CreateTime", "Default message.timestamp.type of topics: CreateTime keeps the producer's timestamps, LogAppendTime stamps batches with the broker's time.", setTimestampType},
 	{"compression.type", "producer", "Default compression.type of topics: producer stores batches as sent; uncompressed, gzip, snappy, lz4 or zstd make the leader recompress batches of another codec.", setCompressionType},
 	{"min.insync.replicas", "1", "In-sync replicas an acks=-1 produce needs (topics may override).", int32Field("min.insync.replicas", func(c *Config) *int32 { return &c.MinInsyncReplicas })},
+	{"replica.lag.time.max.ms", "30000", "A follower that has not caught up with its leader's log end for this long leaves the ISR (and rejoins once it has).", int64Field("replica.lag.time.max.ms", func(c *Config) *int64 { return &c.ReplicaLagTimeMaxMs })},
 	{"broker.rack", "", "Rack of this broker, reported in Metadata.", stringField(func(c *Config) *string { return &c.BrokerRack })},
 	{"cluster.id", "", "kraftd extension: cluster id to format empty directories with and to check formatted ones against.", setClusterID},
 	{"zookeeper.connect", "", "zk-legacy mode: ZooKeeper connect string host:port[,host:port][/chroot].", stringField(func(c *Config) *string { return &c.ZooKeeperConnect })},

@@ -62,6 +62,7 @@ func (c *Config) checkRanges() error {
 		{"replica.high.watermark.checkpoint.interval.ms", c.HighWatermarkCheckpointIntervalMs},
 		{"log.flush.offset.checkpoint.interval.ms", c.RecoveryPointCheckpointIntervalMs},
 		{"log.flush.start.offset.checkpoint.interval.ms", c.LogStartOffsetCheckpointIntervalMs},
+		{"replica.lag.time.max.ms", c.ReplicaLagTimeMaxMs},
 		{"min.insync.replicas", int64(c.MinInsyncReplicas)},
 		{"zookeeper.session.timeout.ms", int64(c.ZooKeeperSessionTimeoutMs)},
 		{"zookeeper.max.in.flight.requests", int64(c.ZooKeeperMaxInFlightRequests)},

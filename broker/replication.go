@@ -1,0 +1,258 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kraftd/kraftd/protocol"
+	"github.com/kraftd/kraftd/replica"
+)
+
+// The broker's side of replication: the wire for the replica manager's
+// follower fetches (Fetch with the replica id and broker epoch to the
+// leader's inter-broker listener) and ISR changes (AlterPartition to the
+// active controller through the controller channel), and the image's broker
+// registrations the leader checks ISR candidates against.
+
+// minReplicaFetchVersion is the oldest Fetch a follower sends: v12 brings
+// LastFetchedEpoch and DivergingEpoch (KIP-595's truncation in the fetch),
+// so no OffsetForLeaderEpoch round is needed.
+const minReplicaFetchVersion = 12
+
+// fetchTransport sends follower fetches over its own client, so fetch
+// long-polls do not queue behind anything else.
+type fetchTransport struct {
+	b      *Broker
+	client *protocol.Client
+}
+
+// leaderAddr is broker id's inter-broker endpoint in the published image.
+func (t *fetchTransport) leaderAddr(id int32) (string, error) {
+	br, ok := t.b.Image().Broker(id)
+	if !ok {
+		return "", fmt.Errorf("broker: leader %d is not registered", id)
+	}
+	ep, ok := br.Listener(t.b.cfg.InterBrokerListenerName)
+	if !ok {
+		return "", fmt.Errorf("broker: leader %d has no %s listener", id, t.b.cfg.InterBrokerListenerName)
+	}
+	return net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port))), nil
+}
+
+// Fetch implements replica.FetchTransport.
+func (t *fetchTransport) Fetch(ctx context.Context, leader int32, in *replica.FetchRequest) ([]replica.FetchedPartition, error) {
+	addr, err := t.leaderAddr(leader)
+	if err != nil {
+		return nil, err
+	}
+	versions, err := t.client.PeerVersions(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	r, ok := versions[1]
+	if !ok || r[1] < minReplicaFetchVersion {
+		return nil, fmt.Errorf("%w: leader %d serves Fetch up to v%d, replication needs v%d", protocol.ErrUnsupportedVersion, leader, r[1], minReplicaFetchVersion)
+	}
+	req := replicaFetchRequest(in, min(r[1], 16))
+	resp, err := t.client.Request(ctx, addr, req)
+	if err != nil {
+		return nil, err
+	}
+	return fetchedPartitions(in, resp.(*kmsg.FetchResponse))
+}
+
+// replicaFetchRequest is in on the wire at version.
+func replicaFetchRequest(in *replica.FetchRequest, version int16) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = version
+	req.ReplicaID = in.ReplicaID
+	if version >= 15 {
+		req.ReplicaID = -1
+		req.ReplicaState.ID, req.ReplicaState.Epoch = in.ReplicaID, in.BrokerEpoch
+	}
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = in.MaxWaitMs, in.MinBytes, in.MaxBytes
+	req.SessionEpoch = -1 // full fetches, no session (KIP-227)
+	byTopic := map[string]int{}
+	for _, p := range in.Partitions {
+		i, ok := byTopic[p.Topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[p.Topic] = i
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic, rt.TopicID = p.Topic, p.TopicID
+			req.Topics = append(req.Topics, rt)
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.LogStartOffset = p.Partition, p.FetchOffset, p.LogStartOffset
+		rp.CurrentLeaderEpoch, rp.LastFetchedEpoch, rp.PartitionMaxBytes = p.CurrentLeaderEpoch, p.LastFetchedEpoch, p.PartitionMaxBytes
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	return req
+}
+
+// fetchedPartitions reads the leader's answer back, by topic name or (v13+)
+// topic id; partitions it did not answer are left out.
+func fetchedPartitions(in *replica.FetchRequest, resp *kmsg.FetchResponse) ([]replica.FetchedPartition, error) {
+	if resp.ErrorCode != 0 {
+		return nil, fmt.Errorf("broker: replica fetch: %w", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	names := map[[16]byte]string{}
+	for _, p := range in.Partitions {
+		names[p.TopicID] = p.Topic
+	}
+	var out []replica.FetchedPartition
+	for _, rt := range resp.Topics {
+		topic := rt.Topic
+		if resp.Version >= 13 {
+			topic = names[rt.TopicID]
+		}
+		for _, rp := range rt.Partitions {
+			a := replica.FetchedPartition{TopicPartition: replica.TopicPartition{Topic: topic, Partition: rp.Partition},
+				Err: fetchErr(rp.ErrorCode), HighWatermark: rp.HighWatermark, LogStartOffset: rp.LogStartOffset,
+				Records: rp.RecordBatches}
+			if rp.DivergingEpoch.EndOffset >= 0 && rp.DivergingEpoch.Epoch >= 0 {
+				a.Diverging = &replica.EpochEndOffset{Epoch: rp.DivergingEpoch.Epoch, EndOffset: rp.DivergingEpoch.EndOffset}
+			}
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// fetchErr maps a partition error code to the replica package's errors.
+func fetchErr(code int16) error {
+	switch code {
+	case 0:
+		return nil
+	case kerr.NotLeaderForPartition.Code:
+		return replica.ErrNotLeader
+	case kerr.FencedLeaderEpoch.Code:
+		return replica.ErrFencedLeaderEpoch
+	case kerr.UnknownLeaderEpoch.Code:
+		return replica.ErrUnknownLeaderEpoch
+	case kerr.OffsetOutOfRange.Code:
+		return replica.ErrOffsetOutOfRange
+	case kerr.UnknownTopicOrPartition.Code, kerr.UnknownTopicID.Code:
+		return replica.ErrUnknownPartition
+	}
+	return kerr.ErrorForCode(code)
+}
+
+// alterPartitionTransport sends ISR changes to the active controller.
+type alterPartitionTransport struct{ b *Broker }
+
+// AlterPartition implements replica.AlterPartitionTransport: one request,
+// v3 (KIP-903's broker epochs) unless the controller serves less; the
+// controller channel retries NOT_CONTROLLER answers and unreachable
+// controllers within ctx.
+func (t *alterPartitionTransport) AlterPartition(ctx context.Context, brokerID int32, brokerEpoch int64,
+	items []replica.AlterPartitionItem) ([]replica.AlterPartitionResult, error) {
+	req := kmsg.NewPtrAlterPartitionRequest()
+	req.Version = 3
+	req.BrokerID, req.BrokerEpoch = brokerID, brokerEpoch
+	for _, it := range items {
+		rt := kmsg.NewAlterPartitionRequestTopic()
+		rt.Topic, rt.TopicID = it.Topic, it.TopicID
+		rp := kmsg.NewAlterPartitionRequestTopicPartition()
+		rp.Partition, rp.LeaderEpoch, rp.PartitionEpoch = it.Partition, it.LeaderEpoch, it.PartitionEpoch
+		for _, m := range it.NewISR {
+			rp.NewISR = append(rp.NewISR, m.BrokerID)
+			e := kmsg.NewAlterPartitionRequestTopicPartitionNewEpochISR()
+			e.BrokerID, e.BrokerEpoch = m.BrokerID, m.BrokerEpoch
+			rp.NewEpochISR = append(rp.NewEpochISR, e)
+		}
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+	}
+	ctx, cancel := context.WithTimeout(ctx, ms(t.b.cfg.ControllerRequestTimeoutMs))
+	defer cancel()
+	resp, err := t.b.ch.forward(ctx, req, func(r kmsg.Response) bool {
+		return isNotControllerCode(r.(*kmsg.AlterPartitionResponse).ErrorCode)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return alterResults(items, resp.(*kmsg.AlterPartitionResponse))
+}
+
+// alterResults matches the answer to the items (one topic entry per item, in
+// order, as sent) and classifies each error as Kafka's
+// Partition.handleAlterPartitionError does.
+func alterResults(items []replica.AlterPartitionItem, resp *kmsg.AlterPartitionResponse) ([]replica.AlterPartitionResult, error) {
+	if resp.ErrorCode != 0 {
+		return nil, fmt.Errorf("broker: AlterPartition: %w", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	if len(resp.Topics) != len(items) {
+		return nil, fmt.Errorf("broker: AlterPartition answered %d topics for %d", len(resp.Topics), len(items))
+	}
+	out := make([]replica.AlterPartitionResult, len(items))
+	for i, rt := range resp.Topics {
+		if len(rt.Partitions) != 1 || rt.Partitions[0].Partition != items[i].Partition {
+			return nil, errors.New("broker: AlterPartition answer does not match the request")
+		}
+		rp := rt.Partitions[0]
+		out[i] = replica.AlterPartitionResult{Outcome: alterOutcome(rp.ErrorCode), ErrorCode: rp.ErrorCode,
+			LeaderID: rp.LeaderID, LeaderEpoch: rp.LeaderEpoch, PartitionEpoch: rp.PartitionEpoch, ISR: rp.ISR}
+	}
+	return out, nil
+}
+
+func alterOutcome(code int16) replica.AlterOutcome {
+	switch code {
+	case 0:
+		return replica.AlterCommitted
+	case kerr.OperationNotAttempted.Code, kerr.IneligibleReplica.Code:
+		return replica.AlterRejected
+	case kerr.UnknownTopicOrPartition.Code, kerr.UnknownTopicID.Code, kerr.FencedLeaderEpoch.Code,
+		kerr.InvalidUpdateVersion.Code, kerr.InvalidRequest.Code, kerr.NewLeaderElected.Code:
+		return replica.AlterStale
+	}
+	return replica.AlterRetry
+}
+
+// brokerView answers the leader's ISR eligibility questions from the
+// published image.
+type brokerView struct{ b *Broker }
+
+// ISRBroker implements replica.BrokerView.
+func (v brokerView) ISRBroker(id int32) (int64, bool, bool) {
+	br, ok := v.b.Image().Broker(id)
+	if !ok {
+		return -1, false, false
+	}
+	return br.Epoch, !br.Fenced && !br.InControlledShutdown, true
+}
+
+// startReplication hands the replica manager its transports.
+func (b *Broker) startReplication() error {
+	if b.cfg.Replicas == nil {
+		return nil
+	}
+	b.fetchClient = protocol.NewClient(protocol.ClientConfig{
+		ClientID: fmt.Sprintf("broker-%d-fetcher", b.cfg.NodeID),
+		Logger:   b.log.Named("fetch-client"),
+	})
+	return b.cfg.Replicas.StartReplication(replica.Replication{
+		Fetch:          &fetchTransport{b: b, client: b.fetchClient},
+		AlterPartition: &alterPartitionTransport{b: b},
+		Brokers:        brokerView{b: b},
+		BrokerEpoch:    b.BrokerEpoch,
+	})
+}
+
+// stopReplication stops the fetchers and ISR changes, then their client.
+func (b *Broker) stopReplication() {
+	if b.cfg.Replicas == nil {
+		return
+	}
+	b.cfg.Replicas.StopReplication()
+	if b.fetchClient != nil {
+		_ = b.fetchClient.Close()
+	}
+}

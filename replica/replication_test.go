@@ -1,0 +1,361 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kraftd/kraftd/storage"
+)
+
+// memCluster is an in-memory cluster of replica managers: followers fetch
+// by calling the leader's ReadForFollower (long-polled on Appended), and a
+// tiny controller answers AlterPartition with the rules of Kafka's
+// ReplicationControlManager (partition epoch, eligibility) and "publishes"
+// the new state to every manager, as the metadata log would.
+type memCluster struct {
+	t    *testing.T
+	tp   TopicPartition
+	mgrs map[int32]*Manager
+
+	ctl     sync.Mutex // serializes metadata changes, as the log orders them
+	mu      sync.Mutex
+	down    map[int32]bool // brokers whose fetches fail
+	fenced  map[int32]bool
+	epochs  map[int32]int64
+	state   PartitionState
+	alters  int
+	applied []PartitionState
+}
+
+func newMemCluster(t *testing.T, ids ...int32) *memCluster {
+	c := &memCluster{t: t, tp: TopicPartition{"rep", 0}, mgrs: map[int32]*Manager{},
+		down: map[int32]bool{}, fenced: map[int32]bool{}, epochs: map[int32]int64{}}
+	for _, id := range ids {
+		m, err := New(Config{Dir: t.TempDir(), BrokerID: id, ReplicaLagTimeMaxMs: 200,
+			Fetch: FetchConfig{MaxWaitMs: 50, BackoffMs: 20}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.epochs[id] = 100 + int64(id)
+		c.mgrs[id] = m
+		id := id
+		if err := m.StartReplication(Replication{Fetch: c, AlterPartition: c, Brokers: c,
+			BrokerEpoch: func() int64 { return c.brokerEpoch(id) }}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.Close() })
+	}
+	return c
+}
+
+func (c *memCluster) brokerEpoch(id int32) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.epochs[id]
+}
+
+func (c *memCluster) ISRBroker(id int32) (int64, bool, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.epochs[id]
+	return e, ok && !c.fenced[id], ok
+}
+
+// publish makes st the partition's state on every broker.
+func (c *memCluster) publish(st PartitionState) {
+	c.ctl.Lock()
+	defer c.ctl.Unlock()
+	c.publishLocked(st)
+}
+
+func (c *memCluster) publishLocked(st PartitionState) {
+	c.mu.Lock()
+	c.state = st
+	c.applied = append(c.applied, st)
+	c.mu.Unlock()
+	for _, id := range st.Replicas {
+		if err := c.mgrs[id].Apply(st); err != nil {
+			c.t.Error(err)
+		}
+	}
+}
+
+func (c *memCluster) current() PartitionState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state
+}
+
+func (c *memCluster) AlterPartition(_ context.Context, brokerID int32, _ int64, items []AlterPartitionItem) ([]AlterPartitionResult, error) {
+	c.ctl.Lock()
+	defer c.ctl.Unlock()
+	var out []AlterPartitionResult
+	for _, it := range items {
+		c.mu.Lock()
+		st := c.state
+		c.alters++
+		var res AlterPartitionResult
+		var isr []int32
+		for _, m := range it.NewISR {
+			isr = append(isr, m.BrokerID)
+			if c.fenced[m.BrokerID] || m.BrokerEpoch != -1 && m.BrokerEpoch != c.epochs[m.BrokerID] {
+				res = AlterPartitionResult{Outcome: AlterRejected, ErrorCode: 107}
+			}
+		}
+		switch {
+		case it.LeaderEpoch != st.LeaderEpoch || brokerID != st.Leader:
+			res = AlterPartitionResult{Outcome: AlterStale, ErrorCode: 74}
+		case it.PartitionEpoch != st.PartitionEpoch:
+			res = AlterPartitionResult{Outcome: AlterStale, ErrorCode: 95}
+		}
+		c.mu.Unlock()
+		if res.ErrorCode == 0 {
+			st.ISR, st.PartitionEpoch = isr, st.PartitionEpoch+1
+			c.publishLocked(st)
+			res = AlterPartitionResult{Outcome: AlterCommitted, LeaderID: st.Leader, LeaderEpoch: st.LeaderEpoch,
+				PartitionEpoch: st.PartitionEpoch, ISR: isr}
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+func (c *memCluster) Fetch(ctx context.Context, leader int32, req *FetchRequest) ([]FetchedPartition, error) {
+	c.mu.Lock()
+	down := c.down[req.ReplicaID] || c.down[leader]
+	c.mu.Unlock()
+	if down {
+		return nil, errors.New("broker down")
+	}
+	m := c.mgrs[leader]
+	timer := time.NewTimer(time.Duration(req.MaxWaitMs) * time.Millisecond)
+	defer timer.Stop()
+	for {
+		var out []FetchedPartition
+		var waits []reflect.SelectCase
+		bytes := 0
+		for _, fp := range req.Partitions {
+			a := FetchedPartition{TopicPartition: fp.TopicPartition, HighWatermark: -1}
+			p, ok := m.Partition(fp.TopicPartition)
+			if !ok {
+				a.Err = ErrUnknownPartition
+				out = append(out, a)
+				continue
+			}
+			waits = append(waits, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.Appended())})
+			r, err := p.ReadForFollower(FollowerFetch{ReplicaID: req.ReplicaID, BrokerEpoch: req.BrokerEpoch,
+				FetchOffset: fp.FetchOffset, LogStartOffset: fp.LogStartOffset, CurrentLeaderEpoch: fp.CurrentLeaderEpoch,
+				LastFetchedEpoch: fp.LastFetchedEpoch, MaxBytes: int(fp.PartitionMaxBytes)})
+			a.Err, a.HighWatermark, a.LogStartOffset, a.Diverging, a.Records = err, r.HighWatermark, r.LogStartOffset, r.Diverging, r.Records
+			if err != nil || r.Diverging != nil {
+				bytes++
+			}
+			bytes += len(r.Records)
+			out = append(out, a)
+		}
+		if bytes > 0 || len(waits) == 0 {
+			return out, nil
+		}
+		waits = append(waits, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C)})
+		if i, _, _ := reflect.Select(waits); i >= len(waits)-2 {
+			return out, ctx.Err()
+		}
+	}
+}
+
+func (c *memCluster) part(id int32) *Partition {
+	p, ok := c.mgrs[id].Partition(c.tp)
+	if !ok {
+		c.t.Fatalf("broker %d does not host %s", id, c.tp)
+	}
+	return p
+}
+
+// eventually polls cond until it holds or 5 s pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func logBatches(t *testing.T, p *Partition) []string {
+	t.Helper()
+	data, err := p.log.Read(p.log.StartOffset(), 1<<30, 1<<62)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for len(data) > 0 {
+		bs, n, err := splitForTest(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, bs...)
+		data = data[n:]
+	}
+	return out
+}
+
+// TestFollowersReplicateAndAdvanceHighWatermark: with RF 3 and every replica
+// in the ISR, the leader's high watermark reaches its log end only once both
+// followers fetched it; acks=-1 completes; followers hold the leader's
+// batches byte for byte and learn the high watermark; producer state is
+// replicated (a retry answered by the new leader is a duplicate).
+func TestFollowersReplicateAndAdvanceHighWatermark(t *testing.T) {
+	c := newMemCluster(t, 1, 2, 3)
+	st := PartitionState{TopicPartition: c.tp, TopicID: topicID, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1,
+		Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}}
+	c.publish(st)
+	leader := c.part(1)
+	var last AppendResult
+	for i := range 20 {
+		res, err := leader.AppendAsLeader(batch(3, 7, 0, int32(3*i)), acksAll)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = res
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := leader.WaitCommitted(ctx, last.LastOffset); err != nil {
+		t.Fatalf("acks=-1: %v (hw %d)", err, leader.HighWatermark())
+	}
+	want := logBatches(t, leader)
+	for _, id := range []int32{2, 3} {
+		eventually(t, fmt.Sprintf("follower %d high watermark", id), func() bool { return c.part(id).HighWatermark() == 60 })
+		if got := logBatches(t, c.part(id)); !slices.Equal(got, want) {
+			t.Fatalf("follower %d log differs from the leader's", id)
+		}
+	}
+	// Broker 2 leads now; a retry of the last batch is a duplicate there.
+	st.Leader, st.LeaderEpoch, st.PartitionEpoch = 2, 2, 2
+	c.publish(st)
+	res, err := c.part(2).AppendAsLeader(batch(3, 7, 0, 57), acksLeader)
+	if err != nil || !res.Duplicate || res.BaseOffset != 57 {
+		t.Fatalf("retry on the new leader: %+v %v", res, err)
+	}
+}
+
+// TestFollowerTruncatesDivergentSuffix: broker 1 leads at epoch 1 and
+// appends batches only it has; broker 2 becomes leader at epoch 2 with other
+// data; broker 1, now a follower, gets DivergingEpoch, truncates its
+// uncommitted suffix and ends with exactly broker 2's log.
+func TestFollowerTruncatesDivergentSuffix(t *testing.T) {
+	c := newMemCluster(t, 1, 2)
+	st := PartitionState{TopicPartition: c.tp, TopicID: topicID, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1,
+		Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
+	c.publish(st)
+	for range 3 {
+		appendOK(t, c.part(1), batch(2, -1, 0, 0))
+	}
+	eventually(t, "committed 6", func() bool { return c.part(1).HighWatermark() == 6 })
+	c.mu.Lock()
+	c.down[2] = true // broker 2 stops fetching
+	c.mu.Unlock()
+	for range 4 {
+		if _, err := c.part(1).AppendAsLeader(batch(5, -1, 0, 0), acksLeader); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.part(1).log.EndOffset() != 26 {
+		t.Fatalf("leader end %d", c.part(1).log.EndOffset())
+	}
+	// Broker 2 is elected (it was in the ISR) at epoch 2, with broker 1 following.
+	st.Leader, st.LeaderEpoch, st.PartitionEpoch = 2, 2, 2
+	c.mu.Lock()
+	c.down[2] = false
+	c.mu.Unlock()
+	c.publish(st)
+	for range 2 {
+		if _, err := c.part(2).AppendAsLeader(batch(1, -1, 0, 0), acksLeader); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "broker 1 converges on broker 2's log", func() bool {
+		return c.part(1).log.EndOffset() == 8 && c.part(2).HighWatermark() == 8
+	})
+	if got, want := logBatches(t, c.part(1)), logBatches(t, c.part(2)); !slices.Equal(got, want) {
+		t.Fatal("logs differ after truncation")
+	}
+	if got := c.part(1).log.EpochEntries(); len(got) != 2 || got[1].Epoch != 2 || got[1].StartOffset != 6 {
+		t.Fatalf("follower epochs %v", got)
+	}
+	// OffsetForLeaderEpoch on the new leader: epoch 1 ends at 6.
+	if e, err := c.part(2).LastOffsetForLeaderEpoch(-1, 1); err != nil || e != (EpochEndOffset{1, 6}) {
+		t.Fatalf("LastOffsetForLeaderEpoch(1) = %+v %v", e, err)
+	}
+	if _, err := c.part(1).LastOffsetForLeaderEpoch(-1, 1); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("OffsetForLeaderEpoch on a follower: %v", err)
+	}
+}
+
+// TestISRShrinksAndExpands: a follower that stops fetching leaves the ISR
+// after replica.lag.time.max.ms (the HW then moves without it); while its
+// broker is fenced it cannot rejoin; once unfenced and caught up it rejoins
+// through AlterPartition.
+func TestISRShrinksAndExpands(t *testing.T) {
+	c := newMemCluster(t, 1, 2, 3)
+	st := PartitionState{TopicPartition: c.tp, TopicID: topicID, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1,
+		Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}}
+	c.publish(st)
+	leader := c.part(1)
+	appendOK(t, leader, batch(1, -1, 0, 0))
+	eventually(t, "hw 1", func() bool { return leader.HighWatermark() == 1 })
+	c.mu.Lock()
+	c.down[3], c.fenced[3] = true, true
+	c.mu.Unlock()
+	res, err := leader.AppendAsLeader(batch(1, -1, 0, 0), acksLeader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ISR shrinks to [1 2]", func() bool { return slices.Equal(c.current().ISR, []int32{1, 2}) })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := leader.WaitCommitted(ctx, res.LastOffset); err != nil {
+		t.Fatal(err)
+	}
+	if got := leader.State().ISR; !slices.Equal(got, []int32{1, 2}) {
+		t.Fatalf("leader ISR %v", got)
+	}
+	// Fetching again but fenced: caught up, yet not eligible.
+	c.mu.Lock()
+	c.down[3] = false
+	c.mu.Unlock()
+	eventually(t, "broker 3 caught up", func() bool { return c.part(3).log.EndOffset() == 2 })
+	// Not a readiness wait: give a wrong expansion time to happen (the ISR
+	// goroutine runs every 100 ms, fetches every few).
+	time.Sleep(150 * time.Millisecond)
+	if got := c.current().ISR; !slices.Equal(got, []int32{1, 2}) {
+		t.Fatalf("fenced broker joined the ISR: %v", got)
+	}
+	c.mu.Lock()
+	c.fenced[3] = false
+	c.mu.Unlock()
+	eventually(t, "ISR expands to [1 2 3]", func() bool { return slices.Equal(c.current().ISR, []int32{1, 2, 3}) })
+	eventually(t, "leader sees the ISR", func() bool { return slices.Equal(leader.State().ISR, []int32{1, 2, 3}) })
+}
+
+// splitForTest splits data into its batches' raw bytes.
+func splitForTest(data []byte) ([]string, int, error) {
+	bs, n, err := storage.SplitBatches(data)
+	out := make([]string, len(bs))
+	for i, b := range bs {
+		out[i] = string(b.Raw)
+	}
+	if err == nil && n == 0 {
+		err = errors.New("no whole batch")
+	}
+	return out, n, err
+}
