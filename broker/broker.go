@@ -5,12 +5,14 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 
 	"github.com/kraftd/kraftd/metadata/image"
 	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/quorum"
+	"github.com/kraftd/kraftd/replica"
 )
 
 // Broker is a KRaft broker: a metadata publisher fed by the quorum, a
@@ -35,6 +37,9 @@ type Broker struct {
 	api  *ClientAPI
 	// fetchClient carries follower fetches (replication.go); set by Start.
 	fetchClient *protocol.Client
+	// replicaImage is the image the replica manager was last synced to
+	// (stored before SyncReplicas, so ahead of Image() during a publish).
+	replicaImage atomic.Pointer[image.Image]
 
 	mu      sync.Mutex
 	started bool
@@ -59,6 +64,11 @@ func New(cfg Config) (*Broker, error) {
 		producerIDs = &producerIDBlocks{b: b, timeoutMs: int32(cfg.ControllerRequestTimeoutMs)}
 		strays := false // checked; only the publisher goroutine touches it
 		b.pub.onPublish = func(prev, next *image.Image) {
+			// The replica manager judges ISR eligibility (fenced, shutting
+			// down, broker epoch) by the image it is being synced to: a
+			// leader recomputing its high watermark as the ISR shrinks must
+			// already see the fenced broker as fenced.
+			b.replicaImage.Store(next)
 			SyncReplicas(cfg.Replicas, cfg.NodeID, prev, next, b.log)
 			if !strays && b.life.State() >= StateRecovery {
 				strays = true
@@ -94,6 +104,9 @@ func (b *Broker) Image() *image.Image { return b.pub.image() }
 // AppliedOffset is the offset of the last applied metadata record or batch
 // (-1 before any), as sent in heartbeats.
 func (b *Broker) AppliedOffset() int64 { return b.pub.appliedOffset.Load() }
+
+// Replicas is the replica manager (Config.Replicas), or nil.
+func (b *Broker) Replicas() *replica.Manager { return b.cfg.Replicas }
 
 // State is the lifecycle state.
 func (b *Broker) State() State { return b.life.State() }

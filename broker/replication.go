@@ -220,9 +220,14 @@ func alterOutcome(code int16) replica.AlterOutcome {
 // published image.
 type brokerView struct{ b *Broker }
 
-// ISRBroker implements replica.BrokerView.
+// ISRBroker implements replica.BrokerView, from the image the replica
+// manager is synced to.
 func (v brokerView) ISRBroker(id int32) (int64, bool, bool) {
-	br, ok := v.b.Image().Broker(id)
+	img := v.b.replicaImage.Load()
+	if img == nil {
+		img = v.b.Image()
+	}
+	br, ok := img.Broker(id)
 	if !ok {
 		return -1, false, false
 	}

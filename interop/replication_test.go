@@ -143,9 +143,13 @@ type steadyProducer struct {
 	cl    *kgo.Client
 	mu    sync.Mutex
 	acked map[string]ackedRecord
-	sent  int
-	fails int
-	wg    sync.WaitGroup
+	// lastAck and maxGap measure the longest time without any
+	// acknowledgement (what a steady producer feels during a failover).
+	lastAck, maxGap time.Duration
+	start           time.Time
+	sent            int
+	fails           int
+	wg              sync.WaitGroup
 }
 
 func startSteadyProducer(t *testing.T, servers []string, topic string) *steadyProducer {
@@ -155,7 +159,7 @@ func startSteadyProducer(t *testing.T, servers []string, topic string) *steadyPr
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &steadyProducer{cl: cl, acked: map[string]ackedRecord{}}
+	return &steadyProducer{cl: cl, acked: map[string]ackedRecord{}, start: time.Now()}
 }
 
 // run produces until ctx ends.
@@ -175,6 +179,9 @@ func (p *steadyProducer) run(ctx context.Context) {
 				return
 			}
 			p.acked[string(r.Value)] = ackedRecord{partition: r.Partition, offset: r.Offset}
+			now := time.Since(p.start)
+			p.maxGap = max(p.maxGap, now-p.lastAck)
+			p.lastAck = now
 		})
 	}
 }
@@ -293,13 +300,46 @@ func TestNoAckedRecordLostWhenLeaderStops(t *testing.T) {
 				parts, err := partitionISR(ctx, adm, "ledger")
 				return err == nil && parts[0].Leader >= 0 && parts[0].Leader != victim
 			})
+			t.Cleanup(func() {
+				if t.Failed() {
+					dumpReplicas(t, c, "ledger")
+				}
+			})
 			waitFor(t, "500 more acknowledged records", 30*time.Second, func() bool { return p.ackedCount() >= before+500 })
 			stopProducing()
 			done.Wait()
 			p.finish()
 			recs := readToEnd(t, ctx, c.bootstrap(), adm, "ledger")
 			checkNoAckedLoss(t, recs, p.acked)
-			t.Logf("%s of broker %d: %d sent, %d acknowledged, %d failed, %d read", name, victim, p.sent, len(p.acked), p.fails, len(recs))
+			// Writes resume once the controller fences the killed broker
+			// (broker.session.timeout.ms 1500 here) and elects new leaders.
+			// Before the replica manager judged eligibility by the image it
+			// is synced to, the ISR shrink left the HW stuck until franz-go's
+			// 10 s request timeout.
+			if p.maxGap > 8*time.Second {
+				t.Errorf("no acknowledgement for %v", p.maxGap)
+			}
+			t.Logf("%s of broker %d: %d sent, %d acknowledged, %d failed, %d read; longest time without an acknowledgement %v",
+				name, victim, p.sent, len(p.acked), p.fails, len(recs), p.maxGap.Round(time.Millisecond))
 		})
+	}
+}
+
+// dumpReplicas logs every running broker's view of topic's partitions.
+func dumpReplicas(t *testing.T, c *cluster, topic string) {
+	for nid, a := range c.nodes {
+		b := a.Broker()
+		if b == nil || b.Replicas() == nil {
+			continue
+		}
+		for _, tp := range b.Replicas().Hosted() {
+			if tp.Topic != topic {
+				continue
+			}
+			p, _ := b.Replicas().Partition(tp)
+			st := p.State()
+			t.Logf("broker %d %s: leader %d epoch %d partitionEpoch %d isr %v hw %d end %d epochs %v",
+				nid, tp, st.Leader, st.LeaderEpoch, st.PartitionEpoch, st.ISR, p.HighWatermark(), p.Log().EndOffset(), p.Log().EpochEntries())
+		}
 	}
 }
