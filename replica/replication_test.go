@@ -127,10 +127,15 @@ func (c *memCluster) AlterPartition(_ context.Context, brokerID int32, _ int64, 
 }
 
 func (c *memCluster) Fetch(ctx context.Context, leader int32, req *FetchRequest) ([]FetchedPartition, error) {
-	c.mu.Lock()
-	down := c.down[req.ReplicaID] || c.down[leader]
-	c.mu.Unlock()
-	if down {
+	// isDown is checked again after every read: a fetch parked before its
+	// broker went down must not deliver what the leader appended after, as a
+	// real broker that is down receives nothing more.
+	isDown := func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.down[req.ReplicaID] || c.down[leader]
+	}
+	if isDown() {
 		return nil, errors.New("broker down")
 	}
 	m := c.mgrs[leader]
@@ -158,6 +163,9 @@ func (c *memCluster) Fetch(ctx context.Context, leader int32, req *FetchRequest)
 			}
 			bytes += len(r.Records)
 			out = append(out, a)
+		}
+		if isDown() {
+			return nil, errors.New("broker down")
 		}
 		if bytes > 0 || len(waits) == 0 {
 			return out, nil
