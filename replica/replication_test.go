@@ -280,12 +280,14 @@ func TestFollowerTruncatesDivergentSuffix(t *testing.T) {
 	if c.part(1).log.EndOffset() != 26 {
 		t.Fatalf("leader end %d", c.part(1).log.EndOffset())
 	}
-	// Broker 2 is elected (it was in the ISR) at epoch 2, with broker 1 following.
+	// Broker 2 is elected (it was in the ISR) at epoch 2, with broker 1
+	// following. It comes back up only once it leads: up earlier, its fetcher
+	// could still copy broker 1's divergent batches.
 	st.Leader, st.LeaderEpoch, st.PartitionEpoch = 2, 2, 2
+	c.publish(st)
 	c.mu.Lock()
 	c.down[2] = false
 	c.mu.Unlock()
-	c.publish(st)
 	for range 2 {
 		if _, err := c.part(2).AppendAsLeader(batch(1, -1, 0, 0), acksLeader); err != nil {
 			t.Fatal(err)
