@@ -3,9 +3,11 @@ package interop
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,14 +53,37 @@ func Override(key, value string) Opt {
 	return func(o *clusterOpts) { o.overrides = append(o.overrides, app.Setting{Key: key, Value: value}) }
 }
 
+// Ports handed out by freePort in this test binary, never handed out twice.
+var (
+	portsMu   sync.Mutex
+	portsUsed = map[int]bool{}
+)
+
+// freePort picks a port a node binds later. It picks below Linux's ephemeral
+// range (32768-60999): a port the kernel chose for 127.0.0.1:0 and that was
+// then released could be taken as the local port of another test's outgoing
+// connection before the node binds it ("address already in use"), and a
+// node restarted on its port would meet the same race.
 func freePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 1000 {
+		p := 10000 + rand.IntN(22000)
+		portsMu.Lock()
+		used := portsUsed[p]
+		portsUsed[p] = true
+		portsMu.Unlock()
+		if used {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return p
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port below the ephemeral range")
+	return 0
 }
 
 // newCluster starts controllers 1..C (controller role) and brokers C+1..C+B (broker

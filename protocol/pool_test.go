@@ -85,7 +85,10 @@ func TestRequestLargerThanPool(t *testing.T) {
 func TestPoolWaitEndsAtIdleTimeout(t *testing.T) {
 	s := startTestServer(t, func(cfg *ServerConfig, _ *Registry) {
 		cfg.QueuedMaxRequestBytes = 16 << 10
-		cfg.IdleTimeout = 400 * time.Millisecond
+		// Long enough that the waiting connection's request goes out before its
+		// idle clock ends even on a loaded machine (at 400 ms it sometimes did
+		// not, and the connection closed as plain idle, not waiting for memory).
+		cfg.IdleTimeout = 1500 * time.Millisecond
 	})
 	waiting := dialRaw(t, s.addr) // first, so its idle clock ends first
 	waitFor(t, "first connection accepted", func() bool { return s.connCount() == 1 })
