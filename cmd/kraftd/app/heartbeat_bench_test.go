@@ -252,14 +252,10 @@ func BenchmarkHeartbeatWhileFencing(b *testing.B) {
 	}
 	defer a.Stop(context.Background())
 	ctrl := a.Addr("CONTROLLER").String()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if img, _ := a.Controller().CommittedImage(); img.MetadataVersion() > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("controller not active")
-		}
-	}
+	pollWithin(b, "the controller to be active", 20*time.Second, func() bool {
+		img, _ := a.Controller().CommittedImage()
+		return img.MetadataVersion() > 0
+	})
 	var s heartbeatSampler
 	var wg sync.WaitGroup
 	hctx, hcancel := context.WithCancel(ctx)
@@ -272,18 +268,12 @@ func BenchmarkHeartbeatWhileFencing(b *testing.B) {
 		wg.Go(func() { s.run(hctx, h, ctrl, 10*time.Millisecond) })
 	}
 	waitUnfenced := func(ids ...int32) {
-		deadline := time.Now().Add(30 * time.Second)
 		for _, id := range ids {
-			for {
+			pollWithin(b, fmt.Sprintf("broker %d to be unfenced", id), 30*time.Second, func() bool {
 				img, _ := a.Controller().CommittedImage()
-				if br, ok := img.Broker(id); ok && !br.Fenced {
-					break
-				}
-				if time.Now().After(deadline) {
-					b.Fatalf("broker %d not unfenced", id)
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+				br, ok := img.Broker(id)
+				return ok && !br.Fenced
+			})
 		}
 	}
 	waitUnfenced(101, 102, 103, 104, 105, 106, 107, 108)

@@ -186,13 +186,9 @@ func TestLegacyBrokerServerLimits(t *testing.T) {
 	defer lb.Close()
 	// The controller (this broker) holds one connection to the listener
 	// once it has pushed the broker list to itself.
-	deadline := time.Now().Add(5 * time.Second)
-	for len(lb.Image().Brokers()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no UpdateMetadata from the controller")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	pollWithin(t, "an UpdateMetadata from the controller", 5*time.Second, func() bool {
+		return len(lb.Image().Brokers()) > 0
+	})
 	addr, err := net.ResolveTCPAddr("tcp", lb.Addr())
 	if err != nil {
 		t.Fatal(err)

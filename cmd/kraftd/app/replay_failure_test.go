@@ -123,14 +123,24 @@ func TestControllerReplayFailureHandsOverLeadership(t *testing.T) {
 	})
 }
 
-// pollUntil polls cond every 10 ms for up to 10 s.
+// pollUntil polls cond for up to 10 s.
 func pollUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	pollWithin(t, what, 10*time.Second, cond)
+}
+
+// pollWithin polls cond on a 5 ms ticker until it holds, failing tb after
+// timeout.
+func pollWithin(tb testing.TB, what string, timeout time.Duration, cond func() bool) {
+	tb.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(timeout)
 	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+		select {
+		case <-tick.C:
+		case <-deadline:
+			tb.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
