@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -36,11 +37,12 @@ type kproc struct {
 	cmd                   *exec.Cmd
 	out                   *syncBuffer
 	done                  chan error
+	exited                *atomic.Bool
 }
 
 func (p *kproc) addr() string { return fmt.Sprintf("127.0.0.1:%d", p.port) }
 
-func (p *kproc) running() bool { return p.cmd != nil && p.cmd.ProcessState == nil }
+func (p *kproc) running() bool { return p.cmd != nil && !p.exited.Load() }
 
 // procCluster is controllers 1..C and brokers C+1..C+B as separate kraftd processes
 // on 127.0.0.1, each with a metrics listener.
@@ -96,9 +98,7 @@ func (c *procCluster) start(id int) {
 	if err := p.cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}
-	p.done = make(chan error, 1)
-	cmd := p.cmd
-	go func() { p.done <- cmd.Wait() }()
+	p.done, p.exited = waitInBackground(p.cmd)
 }
 
 // killAll SIGKILLs whatever still runs and waits for it, so no process outlives the test.

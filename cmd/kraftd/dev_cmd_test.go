@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -101,19 +102,20 @@ type devProc struct {
 	cmd      *exec.Cmd
 	out, err *syncBuffer
 	done     chan error
+	exited   *atomic.Bool
 }
 
 func startDev(t *testing.T, bin string, args ...string) *devProc {
 	t.Helper()
-	p := &devProc{out: &syncBuffer{}, err: &syncBuffer{}, done: make(chan error, 1)}
+	p := &devProc{out: &syncBuffer{}, err: &syncBuffer{}}
 	p.cmd = exec.Command(bin, append([]string{"dev"}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.err
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { p.done <- p.cmd.Wait() }()
+	p.done, p.exited = waitInBackground(p.cmd)
 	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
+		if !p.exited.Load() {
 			p.cmd.Process.Kill()
 			<-p.done
 		}

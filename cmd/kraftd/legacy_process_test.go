@@ -161,9 +161,7 @@ func startLegacyProc(t *testing.T, bin string, p *kproc, zkAddr string, extra ..
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p.done = make(chan error, 1)
-	cmd := p.cmd
-	go func() { p.done <- cmd.Wait() }()
+	p.done, p.exited = waitInBackground(p.cmd)
 }
 
 // controllerOf is the ControllerID addr's Metadata names.

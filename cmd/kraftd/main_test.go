@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -14,6 +16,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -149,14 +153,49 @@ func buildBinary(t *testing.T) string {
 	return bin
 }
 
+var (
+	portsMu   sync.Mutex
+	portsUsed = map[int]bool{}
+)
+
+// freePort hands out a loopback port for a child process to bind, once per test
+// binary. It picks from 21000-32000: below Linux's ephemeral range (32768+), so no
+// outgoing connection or ":0" listener can take it between the probe and the
+// child's bind (port 0 gave two processes of one test the same metrics port), and
+// apart from interop's 10000-21000, whose tests run in parallel with these.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 1000 {
+		p := 21000 + rand.IntN(11000)
+		portsMu.Lock()
+		used := portsUsed[p]
+		portsUsed[p] = true
+		portsMu.Unlock()
+		if used {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return p
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port below the ephemeral range")
+	return 0
+}
+
+// waitInBackground waits for a started command on a goroutine of its own. done
+// gets Wait's result once; exited turns true just before. Callers ask exited, not
+// cmd.ProcessState, which Wait writes: reading it from another goroutine is a race.
+func waitInBackground(cmd *exec.Cmd) (done chan error, exited *atomic.Bool) {
+	done, exited = make(chan error, 1), new(atomic.Bool)
+	go func() {
+		err := cmd.Wait()
+		exited.Store(true)
+		done <- err
+	}()
+	return done, exited
 }
 
 func TestProcessStorageAndSignalStop(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -41,6 +42,8 @@ type controllerProc struct {
 	cmd  *exec.Cmd
 	out  *syncBuffer
 	done chan error
+	// exited is set once the process has been waited for.
+	exited *atomic.Bool
 }
 
 type processQuorum struct {
@@ -64,7 +67,7 @@ func newProcessQuorum(t *testing.T, bin string, n int) *processQuorum {
 	}
 	t.Cleanup(func() {
 		for _, p := range q.procs {
-			if p.cmd != nil && p.cmd.ProcessState == nil {
+			if p.cmd != nil && !p.exited.Load() {
 				p.cmd.Process.Kill()
 				<-p.done
 			}
@@ -90,9 +93,7 @@ func (q *processQuorum) start(id int) {
 	if err := p.cmd.Start(); err != nil {
 		q.t.Fatal(err)
 	}
-	p.done = make(chan error, 1)
-	cmd := p.cmd
-	go func() { p.done <- cmd.Wait() }()
+	p.done, p.exited = waitInBackground(p.cmd)
 }
 
 // describe runs `kraftd quorum describe --status` against node id and parses it.
@@ -118,7 +119,7 @@ func (q *processQuorum) waitLeader(exclude int, minEpoch int) map[string]string 
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		for id, p := range q.procs {
-			if id == exclude || p.cmd.ProcessState != nil {
+			if id == exclude || p.exited.Load() {
 				continue
 			}
 			st, err := q.describe(id)
