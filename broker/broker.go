@@ -37,6 +37,9 @@ type Broker struct {
 	api  *ClientAPI
 	// fetchClient carries follower fetches (replication.go); set by Start.
 	fetchClient *protocol.Client
+	// fetchTransport holds fetchClient and the clients of further fetchers
+	// (num.replica.fetchers); set by Start.
+	fetchTransport *fetchTransport
 	// replicaImage is the image the replica manager was last synced to
 	// (stored before SyncReplicas, so ahead of Image() during a publish).
 	replicaImage atomic.Pointer[image.Image]

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -25,11 +26,40 @@ import (
 // so no OffsetForLeaderEpoch round is needed.
 const minReplicaFetchVersion = 12
 
-// fetchTransport sends follower fetches over its own client, so fetch
-// long-polls do not queue behind anything else.
+// fetchTransport sends follower fetches over clients of their own, so fetch
+// long-polls do not queue behind anything else: one per fetcher index
+// (num.replica.fetchers), as each of Kafka's fetcher threads has its own
+// connection (a connection serves one request at a time, so fetchers sharing
+// one would wait for each other's long-polls).
 type fetchTransport struct {
-	b      *Broker
-	client *protocol.Client
+	b  *Broker
+	mu sync.Mutex
+	// clients[i] carries fetcher i's requests; clients[0] is b.fetchClient.
+	clients map[int]*protocol.Client
+}
+
+// client returns fetcher id's client, created on first use.
+func (t *fetchTransport) client(id int) *protocol.Client {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.clients[id]
+	if c == nil {
+		c = protocol.NewClient(protocol.ClientConfig{
+			ClientID: fmt.Sprintf("broker-%d-fetcher-%d", t.b.cfg.NodeID, id),
+			Logger:   t.b.log.Named("fetch-client"),
+		})
+		t.clients[id] = c
+	}
+	return c
+}
+
+// close closes every client (after the fetchers stopped).
+func (t *fetchTransport) close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, c := range t.clients {
+		_ = c.Close()
+	}
 }
 
 // leaderAddr is broker id's inter-broker endpoint in the published image.
@@ -51,7 +81,8 @@ func (t *fetchTransport) Fetch(ctx context.Context, leader int32, in *replica.Fe
 	if err != nil {
 		return nil, err
 	}
-	versions, err := t.client.PeerVersions(ctx, addr)
+	client := t.client(in.FetcherID)
+	versions, err := client.PeerVersions(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +91,7 @@ func (t *fetchTransport) Fetch(ctx context.Context, leader int32, in *replica.Fe
 		return nil, fmt.Errorf("%w: leader %d serves Fetch up to v%d, replication needs v%d", protocol.ErrUnsupportedVersion, leader, r[1], minReplicaFetchVersion)
 	}
 	req := replicaFetchRequest(in, min(r[1], 16))
-	resp, err := t.client.Request(ctx, addr, req)
+	resp, err := client.Request(ctx, addr, req)
 	if err != nil {
 		return nil, err
 	}
@@ -243,8 +274,9 @@ func (b *Broker) startReplication() error {
 		ClientID: fmt.Sprintf("broker-%d-fetcher", b.cfg.NodeID),
 		Logger:   b.log.Named("fetch-client"),
 	})
+	b.fetchTransport = &fetchTransport{b: b, clients: map[int]*protocol.Client{0: b.fetchClient}}
 	return b.cfg.Replicas.StartReplication(replica.Replication{
-		Fetch:          &fetchTransport{b: b, client: b.fetchClient},
+		Fetch:          b.fetchTransport,
 		AlterPartition: &alterPartitionTransport{b: b},
 		Brokers:        brokerView{b: b},
 		BrokerEpoch:    b.BrokerEpoch,
@@ -257,7 +289,7 @@ func (b *Broker) stopReplication() {
 		return
 	}
 	b.cfg.Replicas.StopReplication()
-	if b.fetchClient != nil {
-		_ = b.fetchClient.Close()
+	if b.fetchTransport != nil {
+		b.fetchTransport.close() // b.fetchClient too
 	}
 }

@@ -41,8 +41,7 @@
 // the high watermark does not wait for min.insync.replicas (Kafka 3.7+'s
 // KAFKA-15583 under-min-ISR rule); a follower whose fetch is out of range
 // past the leader's log end cuts back to the leader's high watermark (Kafka
-// asks ListOffsets for the leader's end first); idle fetchers (a leader no
-// longer followed) stay parked until StopReplication.
+// asks ListOffsets for the leader's end first).
 //
 // # Goroutines
 //
@@ -52,7 +51,8 @@
 // every log.retention.check.interval.ms (CleanupLogs), the three checkpoint
 // files at their intervals (WriteCheckpoints), and the removal of deleted
 // logs' directories. Between Manager.StartReplication and StopReplication (or
-// Close): one fetcher per leader broker followed, and one ISR goroutine
+// Close): num.replica.fetchers fetchers per leader broker followed (one
+// stops when it has no partition left), and one ISR goroutine
 // (shrink checks every replica.lag.time.max.ms / 2, AlterPartition sends);
 // the Manager owns and stops them. Partitions are safe for concurrent use:
 // appends and role changes are serialized by the partition's mutex, reads

@@ -3,36 +3,74 @@ package replica
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"time"
+	"unicode/utf16"
 
 	"go.uber.org/zap"
 )
 
 // Follower fetchers, as Kafka's ReplicaFetcherManager / ReplicaFetcherThread:
-// one goroutine per leader broker this broker follows partitions of, each
-// sending one Fetch at a time for all of them (long-polled by the leader) and
-// appending the answers. A partition's fetch position is its log end and its
-// last fetched epoch the log's latest epoch, read at every request, so a
-// truncation or a role change needs no bookkeeping here beyond the entry.
+// num.replica.fetchers goroutines per leader broker this broker follows
+// partitions of (a partition goes to fetcher fetcherID(tp), Kafka's
+// getFetcherId), each sending one Fetch at a time for its partitions
+// (long-polled by the leader) and appending the answers. A partition's fetch
+// position is its log end and its last fetched epoch the log's latest epoch,
+// read at every request, so a truncation or a role change needs no
+// bookkeeping here beyond the entry. A fetcher left without partitions (its
+// leader is no longer followed) stops, as Kafka's shutdownIdleFetcherThreads.
+//
+// Backoff: a partition backs off replica.fetch.backoff.ms after an error from
+// a leader it has fetched from at this leader epoch. A partition that has
+// just learned of its leader from the metadata fetches at once, and while the
+// leader has not answered it successfully yet, the errors that mean "the
+// leader has not applied that metadata yet" (UNKNOWN_LEADER_EPOCH,
+// NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION) are retried after
+// catchUpRetryMs, doubling up to the backoff: the leader reads the same
+// metadata log and is usually a few milliseconds behind, and a full backoff
+// there held the high watermark (and every acks=-1 produce) for a second
+// after each leader change.
+
+// catchUpRetryMs is the first retry of a partition whose new leader has not
+// caught up with the metadata naming it; it doubles up to
+// replica.fetch.backoff.ms.
+const catchUpRetryMs = 5
 
 // fetchEntry is one partition a fetcher fetches.
 type fetchEntry struct {
-	p            *Partition
-	leaderEpoch  int32
-	topicID      [16]byte
-	delayUntilMs int64 // backoff after an error
+	p           *Partition
+	leaderEpoch int32
+	topicID     [16]byte
+	// delayUntilMs is the end of a backoff; established is set at the first
+	// answer without an error from the leader at leaderEpoch; retryMs is the
+	// next catch-up retry while not established. Guarded by the fetcher's mu.
+	delayUntilMs int64
+	established  bool
+	retryMs      int64
+}
+
+// fetcherKey names a fetcher: its leader and its index among the
+// num.replica.fetchers fetchers of that leader.
+type fetcherKey struct {
+	leader int32
+	id     int
 }
 
 // fetcher fetches from one leader.
 //
 // INVARIANTS: parts holds only partitions whose metadata names leader as the
-// leader; an entry is replaced (never mutated but for delayUntilMs) when the
-// leader epoch changes, so an answer to a request built from an old entry is
-// recognised and dropped.
+// leader; an entry is replaced (never mutated but for its backoff fields)
+// when the leader epoch changes, so an answer to a request built from an old
+// entry is recognised and dropped. A fetcher with no parts is removed from
+// its set and its goroutine stopped (cancel); done is closed when the
+// goroutine has returned.
 type fetcher struct {
+	key    fetcherKey
 	leader int32
 	set    *fetcherSet
+	cancel context.CancelFunc // nil until the goroutine starts
+	done   chan struct{}
 
 	mu    sync.Mutex
 	parts map[TopicPartition]*fetchEntry
@@ -42,40 +80,60 @@ type fetcher struct {
 // fetcherSet owns the fetchers of a manager.
 //
 // INVARIANTS: a partition is in at most one fetcher (assigned says which);
-// fetcher goroutines run only between start and stop.
+// every fetcher in byKey has at least one partition; fetcher goroutines run
+// only between start and stop.
 type fetcherSet struct {
 	m *Manager
 
 	mu       sync.Mutex
 	repl     *Replication
-	byLeader map[int32]*fetcher
-	assigned map[TopicPartition]int32
+	byKey    map[fetcherKey]*fetcher
+	assigned map[TopicPartition]fetcherKey
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 }
 
 func newFetcherSet(m *Manager) *fetcherSet {
-	return &fetcherSet{m: m, byLeader: map[int32]*fetcher{}, assigned: map[TopicPartition]int32{}}
+	return &fetcherSet{m: m, byKey: map[fetcherKey]*fetcher{}, assigned: map[TopicPartition]fetcherKey{}}
+}
+
+// fetcherID is Kafka's AbstractFetcherManager.getFetcherId: the partition's
+// fetcher among n, from the Java hash code of its topic name.
+func fetcherID(tp TopicPartition, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	var h int32
+	for _, c := range utf16.Encode([]rune(tp.Topic)) {
+		h = 31*h + int32(c)
+	}
+	v := 31*h + tp.Partition
+	if v == math.MinInt32 { // Kafka's Utils.abs
+		v = 0
+	} else if v < 0 {
+		v = -v
+	}
+	return int(v) % n
 }
 
 // add makes st.Leader's fetcher fetch p at st.LeaderEpoch (moving it from
-// another leader's fetcher).
+// another leader's fetcher, which stops if it has nothing left).
 func (s *fetcherSet) add(p *Partition, st PartitionState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old, ok := s.assigned[st.TopicPartition]; ok && old != st.Leader {
-		s.byLeader[old].drop(st.TopicPartition)
+	key := fetcherKey{leader: st.Leader, id: fetcherID(st.TopicPartition, s.m.cfg.Fetch.NumFetchers)}
+	if old, ok := s.assigned[st.TopicPartition]; ok && old != key {
+		s.dropLocked(old, st.TopicPartition)
 	}
-	f := s.byLeader[st.Leader]
+	f := s.byKey[key]
 	if f == nil {
-		f = &fetcher{leader: st.Leader, set: s, parts: map[TopicPartition]*fetchEntry{}, wake: make(chan struct{}, 1)}
-		s.byLeader[st.Leader] = f
-		if s.ctx != nil && s.ctx.Err() == nil {
-			s.wg.Go(func() { f.run(s.ctx, s.repl) })
-		}
+		f = &fetcher{key: key, leader: st.Leader, set: s, parts: map[TopicPartition]*fetchEntry{},
+			wake: make(chan struct{}, 1), done: make(chan struct{})}
+		s.byKey[key] = f
+		s.startLocked(f)
 	}
-	s.assigned[st.TopicPartition] = st.Leader
+	s.assigned[st.TopicPartition] = key
 	f.put(&fetchEntry{p: p, leaderEpoch: st.LeaderEpoch, topicID: st.TopicID})
 }
 
@@ -84,9 +142,43 @@ func (s *fetcherSet) remove(tp TopicPartition) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.assigned[tp]; ok {
-		s.byLeader[old].drop(tp)
+		s.dropLocked(old, tp)
 		delete(s.assigned, tp)
 	}
+}
+
+// dropLocked takes tp from fetcher key and stops the fetcher when it has no
+// partition left; mu held.
+func (s *fetcherSet) dropLocked(key fetcherKey, tp TopicPartition) {
+	f := s.byKey[key]
+	if f.drop(tp) > 0 {
+		return
+	}
+	delete(s.byKey, key)
+	if f.cancel != nil {
+		f.cancel()
+	}
+}
+
+// startLocked starts f's goroutine when replication runs; mu held.
+func (s *fetcherSet) startLocked(f *fetcher) {
+	if s.ctx == nil || s.ctx.Err() != nil || f.cancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	f.cancel = cancel
+	repl := s.repl
+	s.wg.Go(func() {
+		defer close(f.done)
+		f.run(ctx, repl)
+	})
+}
+
+// fetcherFor is the running fetcher of key, if any (tests).
+func (s *fetcherSet) fetcherFor(key fetcherKey) *fetcher {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byKey[key]
 }
 
 func (s *fetcherSet) start(r Replication) {
@@ -97,8 +189,8 @@ func (s *fetcherSet) start(r Replication) {
 	}
 	s.repl = &r
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	for _, f := range s.byLeader {
-		s.wg.Go(func() { f.run(s.ctx, s.repl) })
+	for _, f := range s.byKey {
+		s.startLocked(f)
 	}
 }
 
@@ -125,11 +217,14 @@ func (f *fetcher) put(e *fetchEntry) {
 	f.poke()
 }
 
-func (f *fetcher) drop(tp TopicPartition) {
+// drop removes tp and returns how many partitions are left.
+func (f *fetcher) drop(tp TopicPartition) int {
 	f.mu.Lock()
 	delete(f.parts, tp)
+	n := len(f.parts)
 	f.mu.Unlock()
 	f.poke()
+	return n
 }
 
 func (f *fetcher) poke() {
@@ -148,7 +243,7 @@ func (f *fetcher) current(e *fetchEntry) bool {
 
 // run is the fetcher goroutine.
 func (f *fetcher) run(ctx context.Context, r *Replication) {
-	log := f.set.m.log.With(zap.Int32("leader", f.leader))
+	log := f.set.m.log.With(zap.Int32("leader", f.leader), zap.Int("fetcher", f.key.id))
 	cfg := f.set.m.cfg.Fetch
 	for ctx.Err() == nil {
 		entries, waitMs := f.ready()
@@ -205,6 +300,7 @@ func (f *fetcher) idle(ctx context.Context, waitMs int64) {
 	}
 }
 
+// delay backs entries off for backoffMs.
 func (f *fetcher) delay(entries []*fetchEntry, backoffMs int64) {
 	until := f.set.m.hooks.nowMs() + backoffMs
 	f.mu.Lock()
@@ -214,8 +310,36 @@ func (f *fetcher) delay(entries []*fetchEntry, backoffMs int64) {
 	f.mu.Unlock()
 }
 
+// failed backs e off after the leader answered it with err: the full backoff
+// once the leader has served it at this leader epoch, else (the leader may
+// not have applied the metadata naming it yet) the next catch-up retry.
+func (f *fetcher) failed(e *fetchEntry, err error, backoffMs int64) {
+	nowMs := f.set.m.hooks.nowMs()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e.established || !leaderBehind(err) {
+		e.delayUntilMs = nowMs + backoffMs
+		return
+	}
+	e.retryMs = min(max(e.retryMs*2, catchUpRetryMs), backoffMs)
+	e.delayUntilMs = nowMs + e.retryMs
+}
+
+// served records the leader's first good answer for e.
+func (f *fetcher) served(e *fetchEntry) {
+	f.mu.Lock()
+	e.established, e.retryMs = true, 0
+	f.mu.Unlock()
+}
+
+// leaderBehind reports whether a leader's partition error means it has not
+// caught up with the metadata that named it leader at our leader epoch.
+func leaderBehind(err error) bool {
+	return errors.Is(err, ErrUnknownLeaderEpoch) || errors.Is(err, ErrNotLeader) || errors.Is(err, ErrUnknownPartition)
+}
+
 func (f *fetcher) request(entries []*fetchEntry, brokerEpoch int64, cfg FetchConfig) *FetchRequest {
-	req := &FetchRequest{ReplicaID: f.set.m.cfg.BrokerID, BrokerEpoch: brokerEpoch,
+	req := &FetchRequest{ReplicaID: f.set.m.cfg.BrokerID, BrokerEpoch: brokerEpoch, FetcherID: f.key.id,
 		MaxWaitMs: cfg.MaxWaitMs, MinBytes: cfg.MinBytes, MaxBytes: cfg.MaxBytes}
 	for _, e := range entries {
 		l := e.p.log
@@ -232,21 +356,27 @@ func (f *fetcher) handle(entries []*fetchEntry, req *FetchRequest, answers []Fet
 	for i, e := range entries {
 		byTP[e.p.tp] = i
 	}
-	var failed []*fetchEntry
+	backoffMs := f.set.m.cfg.Fetch.BackoffMs
 	for _, a := range answers {
 		i, ok := byTP[a.TopicPartition]
 		if !ok || !f.current(entries[i]) {
 			continue
 		}
 		e, asked := entries[i], req.Partitions[i]
+		if a.Err == nil {
+			f.served(e)
+		}
 		if err := f.apply(e, asked, a); err != nil {
 			if !errors.Is(err, ErrNotLeader) {
 				log.Info("fetch of partition failed; backing off", zap.Stringer("partition", e.p.tp), zap.Error(err))
 			}
-			failed = append(failed, e)
+			cause := a.Err // the leader's error, else ours applying its answer
+			if cause == nil {
+				cause = err
+			}
+			f.failed(e, cause, backoffMs)
 		}
 	}
-	f.delay(failed, f.set.m.cfg.Fetch.BackoffMs)
 }
 
 // apply handles one partition's answer.

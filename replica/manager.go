@@ -149,6 +149,9 @@ func New(cfg Config) (*Manager, error) {
 	return m, nil
 }
 
+// FetchConfig is the follower fetchers' configuration, defaults filled in.
+func (m *Manager) FetchConfig() FetchConfig { return m.cfg.Fetch }
+
 // Partition returns the hosted partition tp.
 func (m *Manager) Partition(tp TopicPartition) (*Partition, bool) {
 	m.mu.RLock()

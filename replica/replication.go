@@ -10,7 +10,8 @@ import (
 )
 
 // FetchConfig configures the follower fetchers, with Kafka's replica.fetch.*
-// names and defaults.
+// names and defaults. A zero field takes Kafka's default; a negative one
+// means zero (a fetch answered at once, no backoff, ...), as Kafka allows.
 type FetchConfig struct {
 	// MaxWaitMs is replica.fetch.wait.max.ms (500): how long a leader holds a
 	// fetch that finds no new data.
@@ -23,26 +24,33 @@ type FetchConfig struct {
 	// comes whole even when larger (KIP-74).
 	PartitionMaxBytes int32
 	// BackoffMs is replica.fetch.backoff.ms (1000): the pause after a failed
-	// fetch or a partition error.
+	// fetch, or a partition error from a leader that has served the
+	// partition at its leader epoch (fetcher.go: a leader that has not caught
+	// up with the metadata naming it is retried sooner).
 	BackoffMs int64
+	// NumFetchers is num.replica.fetchers (1): fetchers (goroutines, each
+	// with its own connection) per leader broker.
+	NumFetchers int
 }
 
 func (c *FetchConfig) fillDefaults() {
-	if c.MaxWaitMs <= 0 {
-		c.MaxWaitMs = 500
+	c.MaxWaitMs = orDefault(c.MaxWaitMs, 500)
+	c.MinBytes = orDefault(c.MinBytes, 1)
+	c.MaxBytes = orDefault(c.MaxBytes, 10<<20)
+	c.PartitionMaxBytes = orDefault(c.PartitionMaxBytes, 1<<20)
+	c.BackoffMs = orDefault(c.BackoffMs, 1000)
+	c.NumFetchers = max(c.NumFetchers, 1)
+}
+
+// orDefault is d for zero and zero for a negative v.
+func orDefault[T int32 | int64](v, d T) T {
+	switch {
+	case v == 0:
+		return d
+	case v < 0:
+		return 0
 	}
-	if c.MinBytes <= 0 {
-		c.MinBytes = 1
-	}
-	if c.MaxBytes <= 0 {
-		c.MaxBytes = 10 << 20
-	}
-	if c.PartitionMaxBytes <= 0 {
-		c.PartitionMaxBytes = 1 << 20
-	}
-	if c.BackoffMs <= 0 {
-		c.BackoffMs = 1000
-	}
+	return v
 }
 
 // FetchPartition is one partition of a follower's Fetch.
@@ -60,6 +68,10 @@ type FetchPartition struct {
 
 // FetchRequest is a follower's Fetch to its leader.
 type FetchRequest struct {
+	// FetcherID is the sending fetcher's index among its leader's
+	// num.replica.fetchers (not on the wire: the transport gives each its
+	// own connection, as Kafka's fetcher threads have).
+	FetcherID   int
 	ReplicaID   int32
 	BrokerEpoch int64
 	MaxWaitMs   int32

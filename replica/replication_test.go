@@ -31,14 +31,19 @@ type memCluster struct {
 	state   PartitionState
 	alters  int
 	applied []PartitionState
+	// partErrs counts partition errors answered, by follower and leader.
+	partErrs map[[2]int32]int
 }
 
 func newMemCluster(t *testing.T, ids ...int32) *memCluster {
+	return newMemClusterWith(t, FetchConfig{MaxWaitMs: 50, BackoffMs: 20}, ids...)
+}
+
+func newMemClusterWith(t *testing.T, fetch FetchConfig, ids ...int32) *memCluster {
 	c := &memCluster{t: t, tp: TopicPartition{"rep", 0}, mgrs: map[int32]*Manager{},
-		down: map[int32]bool{}, fenced: map[int32]bool{}, epochs: map[int32]int64{}}
+		down: map[int32]bool{}, fenced: map[int32]bool{}, epochs: map[int32]int64{}, partErrs: map[[2]int32]int{}}
 	for _, id := range ids {
-		m, err := New(Config{Dir: t.TempDir(), BrokerID: id, ReplicaLagTimeMaxMs: 200,
-			Fetch: FetchConfig{MaxWaitMs: 50, BackoffMs: 20}})
+		m, err := New(Config{Dir: t.TempDir(), BrokerID: id, ReplicaLagTimeMaxMs: 200, Fetch: fetch})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,6 +166,11 @@ func (c *memCluster) Fetch(ctx context.Context, leader int32, req *FetchRequest)
 			if err != nil || r.Diverging != nil {
 				bytes++
 			}
+			if err != nil {
+				c.mu.Lock()
+				c.partErrs[[2]int32{req.ReplicaID, leader}]++
+				c.mu.Unlock()
+			}
 			bytes += len(r.Records)
 			out = append(out, a)
 		}
@@ -176,6 +186,12 @@ func (c *memCluster) Fetch(ctx context.Context, leader int32, req *FetchRequest)
 			return out, ctx.Err()
 		}
 	}
+}
+
+func (c *memCluster) partitionErrors(follower, leader int32) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.partErrs[[2]int32{follower, leader}]
 }
 
 func (c *memCluster) part(id int32) *Partition {
@@ -371,4 +387,71 @@ func splitForTest(data []byte) ([]string, int, error) {
 		err = errors.New("no whole batch")
 	}
 	return out, n, err
+}
+
+// TestFollowerFetchesNewLeaderBeforeItCatchesUp: a follower that applies a
+// leader change before the new leader does is answered UNKNOWN_LEADER_EPOCH;
+// it must not back off replica.fetch.backoff.ms (a minute here) for that, or
+// the high watermark, and every acks=-1 produce, waits that long (or until
+// the ISR drops it). Its fetcher
+// of the old leader, left without partitions, stops.
+func TestFollowerFetchesNewLeaderBeforeItCatchesUp(t *testing.T) {
+	c := newMemClusterWith(t, FetchConfig{MaxWaitMs: 50, BackoffMs: 60000}, 1, 2, 3)
+	st := PartitionState{TopicPartition: c.tp, TopicID: topicID, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1,
+		Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}}
+	c.publish(st)
+	res, err := c.part(1).AppendAsLeader(batch(2, 7, 0, 0), acksAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.part(1).WaitCommitted(ctx, res.LastOffset); err != nil {
+		t.Fatal(err)
+	}
+	old := c.mgrs[3].fetchers.fetcherFor(fetcherKey{leader: 1})
+	if old == nil {
+		t.Fatal("broker 3 has no fetcher for leader 1")
+	}
+	st.Leader, st.LeaderEpoch, st.PartitionEpoch = 2, 2, 2
+	if err := c.mgrs[3].Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "broker 2 answers broker 3 with an error", func() bool { return c.partitionErrors(3, 2) > 0 })
+	c.publish(st)
+	res, err = c.part(2).AppendAsLeader(batch(2, 7, 2, 0), acksAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.part(2).WaitCommitted(ctx, res.LastOffset); err != nil {
+		t.Fatalf("acks=-1 after the leader change: %v (hw %d, broker 3's log end %d)", err,
+			c.part(2).HighWatermark(), c.part(3).log.EndOffset())
+	}
+	// (The commit alone does not show it: the ISR may have dropped broker 3
+	// after replica.lag.time.max.ms, 200 ms here.)
+	eventually(t, "broker 3 replicates from the new leader", func() bool { return c.part(3).log.EndOffset() == 4 })
+	select {
+	case <-old.done:
+	case <-ctx.Done():
+		t.Fatal("broker 3's idle fetcher of leader 1 is still running")
+	}
+	if f := c.mgrs[3].fetchers.fetcherFor(fetcherKey{leader: 1}); f != nil {
+		t.Fatal("broker 3 still has a fetcher for leader 1")
+	}
+}
+
+// TestFetcherIDIsKafkas: partitions spread over num.replica.fetchers as
+// Kafka's getFetcherId does (Java's String.hashCode of the topic).
+func TestFetcherIDIsKafkas(t *testing.T) {
+	// "hello".hashCode() is 99162322; 31 * it + p, abs, mod n.
+	for _, tc := range []struct {
+		tp   TopicPartition
+		n    int
+		want int
+	}{{TopicPartition{"hello", 0}, 3, 0}, {TopicPartition{"hello", 0}, 1000, 314}, {TopicPartition{"hello", 7}, 3, 2},
+		{TopicPartition{"hello", 7}, 1, 0}} {
+		if got := fetcherID(tc.tp, tc.n); got != tc.want {
+			t.Errorf("fetcherID(%v, %d) = %d, want %d", tc.tp, tc.n, got, tc.want)
+		}
+	}
 }

@@ -54,6 +54,7 @@ func (r *brokerRole) Prepare(context.Context) error {
 		RecoveryPointCheckpointIntervalMs:  cfg.RecoveryPointCheckpointIntervalMs,
 		LogStartOffsetCheckpointIntervalMs: cfg.LogStartOffsetCheckpointIntervalMs,
 		ReplicaLagTimeMaxMs:                cfg.ReplicaLagTimeMaxMs,
+		Fetch:                              replicaFetchConfig(cfg),
 		Logger:                             cfg.Logger,
 	})
 	if err != nil {
@@ -100,6 +101,24 @@ func (r *brokerRole) Prepare(context.Context) error {
 	r.b, r.replicas = b, replicas
 	r.mu.Unlock()
 	return nil
+}
+
+// replicaFetchConfig is the follower fetchers' replica.fetch.* settings.
+func replicaFetchConfig(cfg *Config) replica.FetchConfig {
+	return replica.FetchConfig{
+		MaxWaitMs: zeroAsNegative(cfg.ReplicaFetchWaitMaxMs), MinBytes: zeroAsNegative(cfg.ReplicaFetchMinBytes),
+		MaxBytes: zeroAsNegative(cfg.ReplicaFetchResponseMaxBytes), PartitionMaxBytes: zeroAsNegative(cfg.ReplicaFetchMaxBytes),
+		BackoffMs: int64(zeroAsNegative(cfg.ReplicaFetchBackoffMs)), NumFetchers: int(cfg.NumReplicaFetchers),
+	}
+}
+
+// zeroAsNegative maps a setting's 0 to replica.FetchConfig's "zero" (a
+// negative value; its 0 means "Kafka's default").
+func zeroAsNegative(v int32) int32 {
+	if v == 0 {
+		return -1
+	}
+	return v
 }
 
 // staticTopicDefaults are the server.properties values of the broker

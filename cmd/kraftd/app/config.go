@@ -200,6 +200,17 @@ type Config struct {
 	MinInsyncReplicas int32
 	// ReplicaLagTimeMaxMs: replica.lag.time.max.ms.
 	ReplicaLagTimeMaxMs int64
+	// ReplicaFetchWaitMaxMs, ReplicaFetchMinBytes, ReplicaFetchMaxBytes,
+	// ReplicaFetchResponseMaxBytes, ReplicaFetchBackoffMs and
+	// NumReplicaFetchers: replica.fetch.wait.max.ms, replica.fetch.min.bytes,
+	// replica.fetch.max.bytes, replica.fetch.response.max.bytes,
+	// replica.fetch.backoff.ms and num.replica.fetchers.
+	ReplicaFetchWaitMaxMs        int32
+	ReplicaFetchMinBytes         int32
+	ReplicaFetchMaxBytes         int32
+	ReplicaFetchResponseMaxBytes int32
+	ReplicaFetchBackoffMs        int32
+	NumReplicaFetchers           int32
 	// BrokerRack: broker.rack.
 	BrokerRack string
 

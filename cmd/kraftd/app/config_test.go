@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kraftd/kraftd/replica"
 )
 
 func TestDefaultConfigMatchesKafka(t *testing.T) {
@@ -40,6 +42,12 @@ func TestDefaultConfigMatchesKafka(t *testing.T) {
 		{"log retention", c.EffectiveLogRetentionMs(), 7 * 24 * 3600 * 1000},
 		{"log retention bytes", c.LogRetentionBytes, -1},
 		{"retention check", c.LogRetentionCheckIntervalMs, 300000},
+		{"replica fetch wait", int64(c.ReplicaFetchWaitMaxMs), 500},
+		{"replica fetch min bytes", int64(c.ReplicaFetchMinBytes), 1},
+		{"replica fetch max bytes", int64(c.ReplicaFetchMaxBytes), 1 << 20},
+		{"replica fetch response max bytes", int64(c.ReplicaFetchResponseMaxBytes), 10 << 20},
+		{"replica fetch backoff", int64(c.ReplicaFetchBackoffMs), 1000},
+		{"replica fetchers", int64(c.NumReplicaFetchers), 1},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {
@@ -165,6 +173,9 @@ func TestValidateRejects(t *testing.T) {
 		{"ssl", []Setting{{"listeners", "SSL://127.0.0.1:1,CONTROLLER://127.0.0.1:2"}, {"inter.broker.listener.name", "SSL"}}, "supports only PLAINTEXT"},
 		{"inter broker", []Setting{{"inter.broker.listener.name", "OTHER"}}, "inter.broker.listener.name"},
 		{"zero timeout", []Setting{{"controller.quorum.election.timeout.ms", "0"}}, "controller.quorum.election.timeout.ms"},
+		{"fetch wait above lag", []Setting{{"replica.fetch.wait.max.ms", "30001"}}, "replica.fetch.wait.max.ms"},
+		{"negative fetch backoff", []Setting{{"replica.fetch.backoff.ms", "-1"}}, "replica.fetch.backoff.ms"},
+		{"no replica fetchers", []Setting{{"num.replica.fetchers", "0"}}, "num.replica.fetchers"},
 		{"zk without connect", []Setting{{"mode", "zk-legacy"}, {"process.roles", "broker"}}, "zookeeper.connect is required"},
 		{"zk controller", []Setting{{"mode", "zk-legacy"}, {"zookeeper.connect", "127.0.0.1:2181"}}, "KRaft only"},
 	}
@@ -253,5 +264,39 @@ func TestLogRetentionAndRollPrecedence(t *testing.T) {
 		if err := c.Set(k, v); !errors.Is(err, ErrBadValue) || !strings.Contains(err.Error(), k) {
 			t.Errorf("%s=%s: %v, want a bad value naming the key", k, v, err)
 		}
+	}
+}
+
+// TestReplicaFetchKeysReachTheFetchers: the replica.fetch.* keys and
+// num.replica.fetchers become the replica manager's FetchConfig; a 0 stays 0
+// (Kafka allows it) rather than becoming the default.
+func TestReplicaFetchKeysReachTheFetchers(t *testing.T) {
+	c := embedded(t, Setting{"replica.fetch.wait.max.ms", "250"}, Setting{"replica.fetch.min.bytes", "0"},
+		Setting{"replica.fetch.max.bytes", "4096"}, Setting{"replica.fetch.response.max.bytes", "65536"},
+		Setting{"replica.fetch.backoff.ms", "0"}, Setting{"num.replica.fetchers", "3"})
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := replica.New(replica.Config{Dir: t.TempDir(), BrokerID: 1, Fetch: replicaFetchConfig(&c)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	want := replica.FetchConfig{MaxWaitMs: 250, MinBytes: 0, MaxBytes: 65536, PartitionMaxBytes: 4096, BackoffMs: 0, NumFetchers: 3}
+	if got := m.FetchConfig(); got != want {
+		t.Errorf("fetch config %+v, want %+v", got, want)
+	}
+	d := embedded(t)
+	if err := d.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	m2, err := replica.New(replica.Config{Dir: t.TempDir(), BrokerID: 1, Fetch: replicaFetchConfig(&d)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	want = replica.FetchConfig{MaxWaitMs: 500, MinBytes: 1, MaxBytes: 10 << 20, PartitionMaxBytes: 1 << 20, BackoffMs: 1000, NumFetchers: 1}
+	if got := m2.FetchConfig(); got != want {
+		t.Errorf("default fetch config %+v, want %+v", got, want)
 	}
 }

@@ -64,6 +64,7 @@ func (c *Config) checkRanges() error {
 		{"log.flush.start.offset.checkpoint.interval.ms", c.LogStartOffsetCheckpointIntervalMs},
 		{"replica.lag.time.max.ms", c.ReplicaLagTimeMaxMs},
 		{"min.insync.replicas", int64(c.MinInsyncReplicas)},
+		{"num.replica.fetchers", int64(c.NumReplicaFetchers)},
 		{"zookeeper.session.timeout.ms", int64(c.ZooKeeperSessionTimeoutMs)},
 		{"zookeeper.max.in.flight.requests", int64(c.ZooKeeperMaxInFlightRequests)},
 		{"controlled.shutdown.max.retries", int64(c.ControlledShutdownMaxRetries)},
@@ -83,11 +84,22 @@ func (c *Config) checkRanges() error {
 		{"metadata.log.max.snapshot.interval.ms", c.MetadataLogMaxSnapshotIntervalMs},
 		{"metadata.max.idle.interval.ms", int64(c.MetadataMaxIdleIntervalMs)},
 		{"controlled.shutdown.retry.backoff.ms", int64(c.ControlledShutdownRetryBackoffMs)},
+		{"replica.fetch.wait.max.ms", int64(c.ReplicaFetchWaitMaxMs)},
+		{"replica.fetch.min.bytes", int64(c.ReplicaFetchMinBytes)},
+		{"replica.fetch.max.bytes", int64(c.ReplicaFetchMaxBytes)},
+		{"replica.fetch.response.max.bytes", int64(c.ReplicaFetchResponseMaxBytes)},
+		{"replica.fetch.backoff.ms", int64(c.ReplicaFetchBackoffMs)},
 	}
 	for _, p := range nonNegative {
 		if p.value < 0 {
 			return badValue(p.key, fmt.Sprint(p.value), "must not be negative")
 		}
+	}
+	if int64(c.ReplicaFetchWaitMaxMs) > c.ReplicaLagTimeMaxMs {
+		// Kafka's KafkaConfig requires it too: a follower parked longer than
+		// the lag bound would fall out of the ISR while idle.
+		return badValue("replica.fetch.wait.max.ms", fmt.Sprint(c.ReplicaFetchWaitMaxMs),
+			fmt.Sprintf("must be at most replica.lag.time.max.ms (%d)", c.ReplicaLagTimeMaxMs))
 	}
 	if c.MetricsListener != "" {
 		if _, _, err := splitHostPort(c.MetricsListener); err != nil {
