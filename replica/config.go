@@ -63,6 +63,11 @@ type TopicConfig struct {
 	// as sent; otherwise "uncompressed", "gzip", "snappy", "lz4" or "zstd",
 	// to which a batch of another codec is recompressed.
 	CompressionType string
+	// MinInsyncReplicas is min.insync.replicas: acks=-1 produces need this
+	// many in-sync replicas, and the leader's high watermark does not move
+	// while the ISR is smaller (Kafka 3.7+, KAFKA-15583); both count at most
+	// the partition's replicas. Zero or less: 1.
+	MinInsyncReplicas int
 	// Delete and Compact are cleanup.policy's two values. Retention applies
 	// only with Delete. Compact makes appends refuse records without a key
 	// (INVALID_RECORD); compaction itself is issue 16.
@@ -74,7 +79,7 @@ func DefaultTopicConfig() TopicConfig {
 	return TopicConfig{
 		SegmentBytes: storage.DefaultLogSegmentBytes, SegmentMs: storage.DefaultLogSegmentMs,
 		RetentionMs: DefaultRetentionMs, RetentionBytes: -1, MaxMessageBytes: DefaultMaxMessageBytes,
-		CompressionType: CompressionProducer, Delete: true,
+		CompressionType: CompressionProducer, Delete: true, MinInsyncReplicas: 1,
 	}
 }
 
@@ -100,6 +105,9 @@ func (c *TopicConfig) fillDefaults() {
 	}
 	if c.CompressionType == "" {
 		c.CompressionType = d.CompressionType
+	}
+	if c.MinInsyncReplicas <= 0 {
+		c.MinInsyncReplicas = d.MinInsyncReplicas
 	}
 	if !c.Delete && !c.Compact {
 		c.Delete = true
@@ -159,6 +167,11 @@ var TopicConfigKeys = []TopicConfigKey{
 		}
 		c.CompressionType = v
 		return nil
+	}},
+	{"min.insync.replicas", "min.insync.replicas", func(c *TopicConfig, v string) error {
+		n, err := parseRange(v, 1, math.MaxInt32)
+		c.MinInsyncReplicas = int(n)
+		return err
 	}},
 	{"cleanup.policy", "log.cleanup.policy", func(c *TopicConfig, v string) error {
 		c.Delete, c.Compact = false, false

@@ -12,7 +12,8 @@
 // topics), assign offsets and the leader epoch, check idempotent sequences
 // (Kafka's five-batch window, duplicates answered with the original offsets,
 // OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, wrap-around), advance
-// the high watermark to the smallest log end offset in the ISR, and serve
+// the high watermark to the smallest log end offset in the ISR (not while the
+// ISR is below min.insync.replicas, KAFKA-15583), and serve
 // reads and ListOffsets below it. Log management follows the topic's configs
 // (TopicConfig, updated in place): segment roll by size and time, retention by
 // time and size (whole segments below the high watermark), the broker-level
@@ -37,9 +38,7 @@
 // batches are in older segments is unknown after a restart, and an unknown
 // producer may start at any sequence, as in Kafka), and producer ids never
 // expire (producer.id.expiration.ms); a roll fsyncs the old segment on the
-// appending goroutine; no OFFSET_NOT_AVAILABLE after an election (KIP-207);
-// the high watermark does not wait for min.insync.replicas (Kafka 3.7+'s
-// KAFKA-15583 under-min-ISR rule); a follower whose fetch is out of range
+// appending goroutine; no OFFSET_NOT_AVAILABLE after an election (KIP-207); a follower whose fetch is out of range
 // past the leader's log end cuts back to the leader's high watermark (Kafka
 // asks ListOffsets for the leader's end first).
 //

@@ -192,9 +192,13 @@ func (p *Partition) eligibleLocked(id int32, f *followerState) bool {
 
 // maybeAdvanceHW moves the leader's high watermark to the smallest log end
 // offset among itself and the followers that hold it; mu held. It reports
-// whether it moved.
+// whether it moved. Nothing moves while the committed ISR is smaller than
+// min.insync.replicas (at most the replicas there are), as Kafka 3.7+'s
+// maybeIncrementLeaderHW (KAFKA-15583): a record acknowledged to acks=1 or
+// read by a consumer then is one that fewer than min.insync.replicas brokers
+// hold, and an unclean or even clean election could lose it.
 func (p *Partition) maybeAdvanceHW(nowMs int64) bool {
-	if !p.isLeader() {
+	if !p.isLeader() || p.underMinISRLocked() {
 		return false
 	}
 	leaderEnd := p.log.EndOffset()
@@ -219,6 +223,12 @@ func (p *Partition) maybeAdvanceHW(nowMs int64) bool {
 	}
 	p.hw.Store(hw)
 	return true
+}
+
+// underMinISRLocked is Kafka's isUnderMinIsr: the committed ISR (not the
+// maximal one) is below the topic's effective min.insync.replicas; mu held.
+func (p *Partition) underMinISRLocked() bool {
+	return len(p.state.ISR) < p.effectiveMinISRLocked(p.cfg.Load().MinInsyncReplicas)
 }
 
 // resetFollowersLocked gives the leader fresh follower states for a new

@@ -118,10 +118,17 @@ func (p *Partition) loadProducers() error {
 // Config is the topic configuration the partition's log follows.
 func (p *Partition) Config() TopicConfig { return *p.cfg.Load() }
 
-// setConfig applies a topic config update to the open log.
+// setConfig applies a topic config update to the open log; a lower
+// min.insync.replicas may let the high watermark move.
 func (p *Partition) setConfig(cfg TopicConfig) {
 	p.cfg.Store(&cfg)
 	p.log.SetRollConfig(cfg.SegmentBytes, cfg.SegmentMs)
+	p.mu.Lock()
+	moved := p.maybeAdvanceHW(p.hooks.nowMs())
+	p.mu.Unlock()
+	if moved {
+		p.notify()
+	}
 }
 
 // deleteOldSegments applies the topic's retention at nowMs, below the high

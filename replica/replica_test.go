@@ -471,3 +471,73 @@ func TestNotEnoughReplicasAfterAppend(t *testing.T) {
 		t.Fatalf("next append: %v", err)
 	}
 }
+
+// The leader's high watermark does not move while the committed ISR is
+// smaller than the topic's min.insync.replicas (Kafka 3.7+, KAFKA-15583):
+// acks=1 appends stay invisible to consumers until a follower rejoins the
+// ISR, or the setting is lowered; min.insync.replicas above the replication
+// factor counts as the replication factor.
+func TestHighWatermarkWaitsForMinISR(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	cfg := DefaultTopicConfig()
+	cfg.MinInsyncReplicas = 2
+	m.SetTopicConfig("min", cfg)
+	st := PartitionState{TopicPartition: TopicPartition{"min", 0}, TopicID: topicID, Leader: 1, LeaderEpoch: 1,
+		PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1}}
+	if err := m.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := m.Partition(st.TopicPartition)
+	acks1 := AppendOptions{RequiredAcks: 1, MinInsyncReplicas: 2, LogAppendTimeMs: -1}
+	if _, err := p.AppendAsLeader(batch(3, -1, 0, 0), acks1); err != nil {
+		t.Fatal(err)
+	}
+	if hw := p.HighWatermark(); hw != 0 {
+		t.Fatalf("high watermark %d with ISR [1] under min.insync.replicas 2", hw)
+	}
+	if res, _ := p.ReadAsLeader(0, 1<<20, -1); len(res.Records) != 0 {
+		t.Fatal("a consumer reads records only the leader has")
+	}
+	// Follower 2 rejoins (the metadata says so) and fetches everything.
+	st.ISR, st.PartitionEpoch = []int32{1, 2}, 2
+	if err := m.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.ReadForFollower(FollowerFetch{ReplicaID: 2, BrokerEpoch: -1, FetchOffset: 3, LogStartOffset: 0,
+		CurrentLeaderEpoch: 1, LastFetchedEpoch: 1, MaxBytes: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if hw := p.HighWatermark(); hw != 3 {
+		t.Fatalf("high watermark %d with ISR [1 2] at the log end, want 3", hw)
+	}
+	// Back to ISR [1]: nothing moves until min.insync.replicas drops to 1.
+	st.ISR, st.PartitionEpoch = []int32{1}, 3
+	if err := m.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.AppendAsLeader(batch(2, -1, 0, 0), acks1); err != nil {
+		t.Fatal(err)
+	}
+	if hw := p.HighWatermark(); hw != 3 {
+		t.Fatalf("high watermark %d, want 3", hw)
+	}
+	ch := p.Changed()
+	cfg.MinInsyncReplicas = 1
+	m.SetTopicConfig("min", cfg)
+	select {
+	case <-ch:
+	default:
+		t.Fatal("lowering min.insync.replicas woke no waiter")
+	}
+	if hw := p.HighWatermark(); hw != 5 {
+		t.Fatalf("high watermark %d after min.insync.replicas 1, want 5", hw)
+	}
+	// RF 1 with min.insync.replicas 3: effectively 1.
+	cfg.MinInsyncReplicas = 3
+	m.SetTopicConfig("demo", cfg)
+	solo := lead(t, m)
+	appendOK(t, solo, batch(1, -1, 0, 0))
+	if hw := solo.HighWatermark(); hw != 1 {
+		t.Fatalf("RF 1, min.insync.replicas 3: high watermark %d, want 1", hw)
+	}
+}

@@ -132,6 +132,7 @@ func staticTopicDefaults(cfg *Config) map[string]string {
 		"message.max.bytes":   strconv.Itoa(int(cfg.MessageMaxBytes)),
 		"compression.type":    cfg.CompressionType,
 		"log.cleanup.policy":  cfg.LogCleanupPolicy,
+		"min.insync.replicas": strconv.Itoa(int(cfg.MinInsyncReplicas)),
 	}
 }
 
