@@ -20,6 +20,11 @@ import (
 //     the largest timestamp; t >= 0: the first record whose timestamp is at or
 //     after t. Nothing qualifying (or only at or above the high watermark):
 //     offset -1, timestamp -1, no error.
+//   - Right after an election (KIP-207), while the new leader's high
+//     watermark is below its leader epoch's start offset: OFFSET_NOT_AVAILABLE
+//     for latest, and for max-timestamp and timestamp lookups that find
+//     nothing below the high watermark (Kafka's fetchOffsetForTimestamp);
+//     earliest is answered.
 //   - LeaderEpoch (v4+) is the epoch of the batch holding the offset (the
 //     current leader epoch for earliest/latest); CurrentLeaderEpoch fences
 //     (KIP-320). Errors per partition as Fetch: UNKNOWN_TOPIC_OR_PARTITION,

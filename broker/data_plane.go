@@ -53,6 +53,7 @@ var replicaErrorCodes = []struct {
 	{replica.ErrNotLeader, kerr.NotLeaderForPartition.Code},
 	{replica.ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch.Code},
 	{replica.ErrUnknownLeaderEpoch, kerr.UnknownLeaderEpoch.Code},
+	{replica.ErrOffsetNotAvailable, kerr.OffsetNotAvailable.Code},
 	{replica.ErrCorruptRecords, kerr.CorruptMessage.Code},
 	{replica.ErrInvalidRecord, kerr.InvalidRecord.Code},
 	{replica.ErrMessageTooLarge, kerr.MessageTooLarge.Code},

@@ -520,3 +520,65 @@ func TestProduceTopicConfigsReachTheLog(t *testing.T) {
 		t.Fatalf("v7 (no INVALID_RECORD): error %d", sp.ErrorCode)
 	}
 }
+
+// ListOffsets right after an election: while the new leader's high watermark
+// is below its leader epoch's start offset, latest and a timestamp lookup that
+// finds nothing below the high watermark are OFFSET_NOT_AVAILABLE (KIP-207);
+// earliest is answered; once a follower's fetch moves the high watermark
+// past the epoch start, latest is the high watermark again.
+func TestListOffsetsNotAvailableAfterElection(t *testing.T) {
+	d := newDataHarness(t, 0)
+	id := uuid(9)
+	d.commit(topicRecord("kip207", id), partitionRecord(id, 0, 1, []int32{1, 2}, []int32{1, 2}))
+	for range 2 {
+		if r := d.produce(11, 1, "kip207", 0, recordBatch(1)); r.ErrorCode != 0 {
+			t.Fatalf("produce: error %d", r.ErrorCode)
+		}
+	}
+	listOffset := func(ts int64) kmsg.ListOffsetsResponseTopicPartition {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.SetVersion(8)
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "kip207"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp, rp.CurrentLeaderEpoch = ts, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return d.request(req).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+	}
+	// Follower 2 has not fetched: the high watermark is 0, the log end 2;
+	// no epoch change yet, so latest is 0.
+	if sp := listOffset(-1); sp.ErrorCode != 0 || sp.Offset != 0 {
+		t.Fatalf("latest before the election: error %d offset %d", sp.ErrorCode, sp.Offset)
+	}
+	change := &records.PartitionChangeRecord{}
+	change.Default()
+	change.TopicID, change.PartitionID, change.Leader = id, 0, 1 // re-elected: leader epoch 1 starts at 2
+	d.commit(change)
+	for _, ts := range []int64{-1, 0, -3} {
+		if sp := listOffset(ts); sp.ErrorCode != kerr.OffsetNotAvailable.Code {
+			t.Errorf("timestamp %d after the election: error %d offset %d, want OFFSET_NOT_AVAILABLE", ts, sp.ErrorCode, sp.Offset)
+		}
+	}
+	if sp := listOffset(-2); sp.ErrorCode != 0 || sp.Offset != 0 {
+		t.Errorf("earliest after the election: error %d offset %d", sp.ErrorCode, sp.Offset)
+	}
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.SetVersion(12)
+	fetch.ReplicaID, fetch.MaxWaitMillis, fetch.MaxBytes = 2, 0, 1<<20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "kip207"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.FetchOffset, fp.CurrentLeaderEpoch, fp.LastFetchedEpoch, fp.PartitionMaxBytes = 2, 1, 0, 1<<20
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+	if rp := d.request(fetch).(*kmsg.FetchResponse).Topics[0].Partitions[0]; rp.ErrorCode != 0 {
+		t.Fatalf("follower fetch: error %d", rp.ErrorCode)
+	}
+	if p, _ := d.replicas.Partition(replica.TopicPartition{Topic: "kip207"}); p.HighWatermark() != 2 {
+		t.Fatalf("high watermark %d after the follower's fetch, want 2", p.HighWatermark())
+	}
+	if sp := listOffset(-1); sp.ErrorCode != 0 || sp.Offset != 2 {
+		t.Fatalf("latest once the high watermark passed the epoch start: error %d offset %d", sp.ErrorCode, sp.Offset)
+	}
+}

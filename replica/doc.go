@@ -38,7 +38,7 @@
 // batches are in older segments is unknown after a restart, and an unknown
 // producer may start at any sequence, as in Kafka), and producer ids never
 // expire (producer.id.expiration.ms); a roll fsyncs the old segment on the
-// appending goroutine; no OFFSET_NOT_AVAILABLE after an election (KIP-207); a follower whose fetch is out of range
+// appending goroutine; a follower whose fetch is out of range
 // past the leader's log end cuts back to the leader's high watermark (Kafka
 // asks ListOffsets for the leader's end first).
 //

@@ -51,6 +51,11 @@ var (
 	ErrTransactionsUnsupported = errors.New("replica: transactional batch without a transaction")
 	// ErrOffsetOutOfRange: a fetch offset outside the log [OFFSET_OUT_OF_RANGE].
 	ErrOffsetOutOfRange = errors.New("replica: offset out of range")
+	// ErrOffsetNotAvailable: a new leader's high watermark has not reached
+	// its leader epoch's start offset yet, so "latest" (and a timestamp
+	// lookup at or above it) could go backwards (KIP-207)
+	// [OFFSET_NOT_AVAILABLE].
+	ErrOffsetNotAvailable = errors.New("replica: offset not available")
 	// ErrStorage: the log failed [KAFKA_STORAGE_ERROR].
 	ErrStorage = errors.New("replica: storage error")
 	// ErrClosed: the manager is closed.

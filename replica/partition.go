@@ -521,28 +521,41 @@ const (
 // the latest (the high watermark; it is also the last stable offset until
 // transactions exist), the record with the largest timestamp, or the first
 // record whose timestamp is at or after tsMs. found is false when no record
-// qualifies (Kafka answers offset -1, timestamp -1).
+// qualifies (Kafka answers offset -1, timestamp -1). Right after an election,
+// while the high watermark is below the leader epoch's start offset, latest
+// and a lookup finding nothing below the high watermark are
+// ErrOffsetNotAvailable, as Kafka's Partition.fetchOffsetForTimestamp
+// (KIP-207): the new leader's high watermark may be behind the one consumers
+// saw from the previous leader.
 func (p *Partition) OffsetForTimestamp(tsMs int64, currentLeaderEpoch int32) (offset, foundTsMs int64, leaderEpoch int32, found bool, err error) {
 	p.mu.Lock()
 	err = p.checkLeaderEpoch(currentLeaderEpoch)
 	if err == nil && !p.isLeader() {
 		err = fmt.Errorf("%w: %s is led by %d", ErrNotLeader, p.tp, p.state.Leader)
 	}
-	leaderEpoch = p.state.LeaderEpoch
+	leaderEpoch, epochStart := p.state.LeaderEpoch, p.epochStart
+	hw := p.hw.Load()
 	p.mu.Unlock()
 	if err != nil {
 		return -1, -1, -1, false, err
 	}
-	hw := p.hw.Load()
+	var notFound error // the answer when nothing below hw qualifies
+	if epochStart > hw {
+		notFound = fmt.Errorf("%w: %s: high watermark %d below leader epoch %d's start offset %d",
+			ErrOffsetNotAvailable, p.tp, hw, leaderEpoch, epochStart)
+	}
 	switch tsMs {
 	case LatestTimestamp:
+		if notFound != nil {
+			return -1, -1, -1, false, notFound
+		}
 		return hw, -1, leaderEpoch, true, nil
 	case EarliestTimestamp, EarliestLocalTimestamp:
 		return p.log.StartOffset(), -1, leaderEpoch, true, nil
 	case MaxTimestamp:
 		ts, off, ok := p.log.MaxTimestamp()
 		if !ok || off >= hw {
-			return -1, -1, -1, false, nil
+			return -1, -1, -1, false, notFound
 		}
 		return off, ts, p.epochAt(off), true, nil
 	}
@@ -551,7 +564,7 @@ func (p *Partition) OffsetForTimestamp(tsMs int64, currentLeaderEpoch int32) (of
 		return -1, -1, -1, false, fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
 	}
 	if !ok {
-		return -1, -1, -1, false, nil
+		return -1, -1, -1, false, notFound
 	}
 	off, ts := b.BaseOffset, b.MaxTimestampMs
 	errFound := errors.New("found")
@@ -563,7 +576,7 @@ func (p *Partition) OffsetForTimestamp(tsMs int64, currentLeaderEpoch int32) (of
 		return nil
 	})
 	if off >= hw {
-		return -1, -1, -1, false, nil
+		return -1, -1, -1, false, notFound
 	}
 	return off, ts, b.Epoch, true, nil
 }
