@@ -385,7 +385,7 @@ func (f *fetcher) apply(e *fetchEntry, asked FetchPartition, a FetchedPartition)
 	case a.Err == nil && a.Diverging != nil:
 		return e.p.TruncateOnDivergence(e.leaderEpoch, *a.Diverging)
 	case a.Err == nil:
-		return e.p.AppendAsFollower(e.leaderEpoch, asked.FetchOffset, a.Records, a.HighWatermark)
+		return e.p.AppendAsFollower(e.leaderEpoch, asked.FetchOffset, a.Records, a.HighWatermark, a.LogStartOffset)
 	case errors.Is(a.Err, ErrOffsetOutOfRange):
 		if err := e.p.HandleOutOfRange(e.leaderEpoch, a.LogStartOffset, a.HighWatermark); err != nil {
 			return err

@@ -150,10 +150,14 @@ func (p *Partition) followingLocked(leaderEpoch int32) error {
 // AppendAsFollower appends what the leader returned for a fetch at
 // fetchOffset in leaderEpoch: whole batches, offsets and epochs as the
 // leader assigned them (a trailing partial batch is left for the next
-// fetch), producer state updated from their headers, and the high watermark
-// moved to min(leaderHW, log end). A fetch made before a truncation or role
-// change is dropped (ErrNotLeader, or nil when only the offset moved).
-func (p *Partition) AppendAsFollower(leaderEpoch int32, fetchOffset int64, records []byte, leaderHW int64) error {
+// fetch), producer state updated from their headers, the high watermark
+// moved to min(leaderHW, log end), and the log start offset raised to the
+// leader's (Kafka's maybeIncrementLogStartOffset after a follower append:
+// records below it are gone for consumers at once, and the segments wholly
+// below it are deleted at the next retention pass) when it is not past the
+// high watermark. A fetch made before a truncation or role change is
+// dropped (ErrNotLeader, or nil when only the offset moved).
+func (p *Partition) AppendAsFollower(leaderEpoch int32, fetchOffset int64, records []byte, leaderHW, leaderStart int64) error {
 	batches, _, err := storage.SplitBatches(records)
 	if err != nil && len(batches) == 0 {
 		return fmt.Errorf("%w: %w", ErrCorruptRecords, err)
@@ -176,6 +180,9 @@ func (p *Partition) AppendAsFollower(leaderEpoch int32, fetchOffset int64, recor
 	}
 	if hw := min(leaderHW, p.log.EndOffset()); hw > p.hw.Load() {
 		p.hw.Store(hw)
+	}
+	if leaderStart > p.log.StartOffset() && leaderStart <= p.hw.Load() {
+		p.log.SetStartOffset(leaderStart)
 	}
 	return nil
 }
@@ -238,6 +245,9 @@ func (p *Partition) HandleOutOfRange(leaderEpoch int32, leaderStart, leaderHW in
 		if err := p.log.TruncateFullyAndStartAt(leaderStart); err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
 		}
+		if err := p.syncTruncation(); err != nil {
+			return err
+		}
 		p.hw.Store(leaderStart)
 		p.producers = map[int64]*producerState{}
 		return nil
@@ -259,6 +269,9 @@ func (p *Partition) truncateLocked(offset int64) error {
 	if end == before {
 		return nil
 	}
+	if err := p.syncTruncation(); err != nil {
+		return err
+	}
 	p.hooks.log.Info("truncated follower log", zap.Stringer("partition", p.tp),
 		zap.Int64("from", before), zap.Int64("to", end), zap.Int32("leaderEpoch", p.state.LeaderEpoch))
 	if p.hw.Load() > end {
@@ -266,6 +279,23 @@ func (p *Partition) truncateLocked(offset int64) error {
 	}
 	p.producers = map[int64]*producerState{}
 	if err := p.loadProducers(); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
+	}
+	return nil
+}
+
+// syncTruncation makes a truncation durable before the follower fetches on:
+// its next fetch offset (the new log end) tells the leader what it holds,
+// and the leader counts it towards the high watermark; a crash must not
+// bring back the cut records under offsets it then fetches anew. The
+// segment files are fsynced (the cut one and any appended since the last
+// flush; the recovery point becomes the log end) and the directory, whose
+// entries a truncation removes or creates.
+func (p *Partition) syncTruncation() error {
+	if err := p.log.Flush(); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
+	}
+	if err := storage.SyncDir(p.log.Dir()); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
 	}
 	return nil

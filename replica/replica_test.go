@@ -541,3 +541,52 @@ func TestHighWatermarkWaitsForMinISR(t *testing.T) {
 		t.Fatalf("RF 1, min.insync.replicas 3: high watermark %d, want 1", hw)
 	}
 }
+
+// A follower's truncation is fsynced before it fetches on (its recovery
+// point covers the cut log: a crash cannot bring the cut records back under
+// offsets it reports to the leader), and the follower takes the leader's log
+// start offset from fetch answers (Kafka's maybeIncrementLogStartOffset),
+// never past its high watermark.
+func TestFollowerTruncationSyncedAndLeaderLogStart(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	st := PartitionState{TopicPartition: TopicPartition{"fol", 0}, TopicID: topicID, Leader: 2, LeaderEpoch: 1,
+		PartitionEpoch: 1, Replicas: []int32{2, 1}, ISR: []int32{2, 1}}
+	if err := m.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := m.Partition(st.TopicPartition)
+	at := func(base int64, n int) []byte {
+		recs := make([]storage.Record, n)
+		for i := range recs {
+			recs[i] = storage.Record{Value: []byte{byte(i)}, TimestampMs: 1000}
+		}
+		return storage.EncodeBatch(base, 1, 1000, false, recs).Raw
+	}
+	if err := p.AppendAsFollower(1, 0, append(at(0, 3), at(3, 2)...), 3, 0); err != nil {
+		t.Fatal(err)
+	}
+	if end, rp := p.Log().EndOffset(), p.Log().RecoveryPoint(); end != 5 || rp != 0 {
+		t.Fatalf("after the append: end %d recovery point %d, want 5 and 0 (no fsync on the append path)", end, rp)
+	}
+	if err := p.TruncateOnDivergence(1, EpochEndOffset{Epoch: 1, EndOffset: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if end, rp := p.Log().EndOffset(), p.Log().RecoveryPoint(); end != 3 || rp != 3 {
+		// (Batch [3, 4] holds offset 4, so the log is cut at its base.)
+		t.Fatalf("after the truncation: end %d recovery point %d, want 3 and 3", end, rp)
+	}
+	// The leader's log start: 2 moves it (hw 3); 6 would be past the
+	// follower's high watermark (5 after this append) and does not.
+	if err := p.AppendAsFollower(1, 3, at(3, 2), 5, 2); err != nil {
+		t.Fatal(err)
+	}
+	if start := p.Log().StartOffset(); start != 2 {
+		t.Fatalf("log start %d after the leader's 2", start)
+	}
+	if err := p.AppendAsFollower(1, 5, nil, 5, 6); err != nil {
+		t.Fatal(err)
+	}
+	if start := p.Log().StartOffset(); start != 2 {
+		t.Fatalf("log start %d after the leader's 6, past the high watermark 5", start)
+	}
+}
