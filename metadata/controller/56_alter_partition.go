@@ -20,8 +20,10 @@ package controller
 //     registered, fenced, in controlled shutdown, or (v3) whose broker epoch
 //     is not -1 and not its registered one: INELIGIBLE_REPLICA (v2+) or
 //     OPERATION_NOT_ATTEMPTED (v0-1).
-//   - Otherwise a PartitionChangeRecord (when something changes) and the
-//     partition's new state: leader, leader epoch, ISR, partition epoch.
+//   - Otherwise a PartitionChangeRecord (when something changes, including
+//     the leader recovery state: a leader elected uncleanly reports
+//     RECOVERED, KIP-704) and the partition's new state: leader, leader
+//     epoch, ISR, partition epoch, leader recovery state.
 //     The leader never changes here (no reassignments yet, which is the only
 //     way Kafka's answer can carry NEW_LEADER_ELECTED).
 
@@ -97,7 +99,18 @@ func (c *core) alterOnePartition(img *image.Image, req *kmsg.AlterPartitionReque
 	for i, m := range isr {
 		ids[i] = m.BrokerID
 	}
-	rec := partitionChange(t.ID(), rp.Partition, p, ids, func(r int32) bool { return isActive(img, r) }, mv)
+	rec := partitionChange(t.ID(), rp.Partition, p, ids, func(r int32) bool { return isActive(img, r) }, false, mv)
+	recovery := p.LeaderRecoveryState
+	if rp.LeaderRecoveryState != p.LeaderRecoveryState {
+		// A leader elected uncleanly reports RECOVERED once it leads
+		// (validateAlterPartition refuses the other direction), as
+		// Kafka's setTargetLeaderRecoveryState.
+		if rec == nil {
+			rec = records.NewPartitionChangeRecord()
+			rec.TopicID, rec.PartitionID = t.ID(), rp.Partition
+		}
+		rec.LeaderRecoveryState, recovery = rp.LeaderRecoveryState, rp.LeaderRecoveryState
+	}
 	leader, leaderEpoch, partitionEpoch, newISR := p.Leader, p.LeaderEpoch, p.PartitionEpoch, p.ISR()
 	if rec != nil {
 		partitionEpoch++
@@ -109,7 +122,7 @@ func (c *core) alterOnePartition(img *image.Image, req *kmsg.AlterPartitionReque
 		}
 	}
 	sp.LeaderID, sp.LeaderEpoch, sp.PartitionEpoch = leader, leaderEpoch, partitionEpoch
-	sp.ISR, sp.LeaderRecoveryState = slices.Clone(newISR), p.LeaderRecoveryState
+	sp.ISR, sp.LeaderRecoveryState = slices.Clone(newISR), recovery
 	return rec
 }
 

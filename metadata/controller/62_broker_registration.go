@@ -66,7 +66,7 @@ func (c *core) brokerRegistration(req *kmsg.BrokerRegistrationRequest, nowMs int
 		// KIP-966 leaves them in place; kraftd keeps leaders on active
 		// brokers.
 		c.sessions.fence(req.BrokerID)
-		if code := c.appendRecords(fenceBroker(img, req.BrokerID, mv), nowMs); code != 0 {
+		if code := c.appendRecords(fenceBroker(img, req.BrokerID, mv, c.unclean(img)), nowMs); code != 0 {
 			resp.ErrorCode = code
 			return Result{Response: resp}
 		}

@@ -52,11 +52,11 @@ func (c *core) brokerHeartbeat(req *kmsg.BrokerHeartbeatRequest, nowMs int64) Re
 			zap.Stringer("from", cur), zap.Stringer("to", next))
 		switch next {
 		case stateFenced, stateShutdownNow:
-			recs = fenceBroker(img, req.BrokerID, mv)
+			recs = fenceBroker(img, req.BrokerID, mv, c.unclean(img))
 		case stateUnfenced:
-			recs = unfenceBroker(img, req.BrokerID, b.Epoch, mv)
+			recs = unfenceBroker(img, req.BrokerID, b.Epoch, mv, c.unclean(img))
 		case stateControlledShutdown:
-			recs = controlledShutdown(img, req.BrokerID, b.Epoch, mv)
+			recs = controlledShutdown(img, req.BrokerID, b.Epoch, mv, c.unclean(img))
 		}
 	}
 	c.sessions.touch(s, next.fenced(), req.CurrentMetadataOffset, nowMs)

@@ -28,7 +28,7 @@ func (c *core) unregisterBroker(req *kmsg.UnregisterBrokerRequest) Result {
 		resp.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("Broker ID %d is not currently registered", req.BrokerID))
 		return Result{Response: resp}
 	}
-	recs := changeRecords(nil, img, req.BrokerID, -1, img.PartitionsWithISRMember(req.BrokerID), c.metadataVersion())
+	recs := changeRecords(nil, img, req.BrokerID, -1, img.PartitionsWithISRMember(req.BrokerID), c.metadataVersion(), c.unclean(img))
 	recs = append(recs, records.Record{Message: &records.UnregisterBrokerRecord{BrokerID: req.BrokerID, BrokerEpoch: b.Epoch}})
 	c.sessions.remove(req.BrokerID)
 	return Result{Records: recs, Response: resp}

@@ -36,6 +36,7 @@ type Voter struct {
 
 // Metadata versions (feature levels) that change what the controller writes.
 const (
+	mv32IV0 int16 = 3  // LeaderRecoveryState (KIP-704)
 	mv33IV1 int16 = 5  // NoOpRecord
 	mv33IV2 int16 = 6  // BrokerRegistrationChangeRecord replaces Fence/Unfence
 	mv33IV3 int16 = 7  // InControlledShutdown
@@ -90,6 +91,12 @@ type Config struct {
 	// (KIP-858, 3.7-IV2), yet has metadata transactions, which large
 	// operations rely on. Levels 4..16 are accepted.
 	MetadataVersion int16
+	// UncleanLeaderElectionEnable is the static
+	// unclean.leader.election.enable (default false): whether a partition
+	// whose ISR has no live member may elect a live out-of-sync replica
+	// (losing what only the ISR had). The topic's config, else this node's
+	// dynamic broker config, else the cluster-wide one, overrides it.
+	UncleanLeaderElectionEnable bool
 	// MaxRecordsPerBatch caps records per appended batch (default 10000,
 	// Kafka's MAX_RECORDS_PER_BATCH); larger operations use a transaction.
 	MaxRecordsPerBatch int

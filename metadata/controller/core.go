@@ -106,6 +106,11 @@ func newCore(cfg Config, propose proposeFunc) *core {
 
 // metadataVersion is the level records are written for: the log's, or the
 // configured bootstrap level before the log has one.
+// unclean is the unclean.leader.election.enable policy of img's topics.
+func (c *core) unclean(img *image.Image) uncleanPolicy {
+	return uncleanLeaderElection(img, c.cfg.NodeID, c.cfg.UncleanLeaderElectionEnable)
+}
+
 func (c *core) metadataVersion() int16 {
 	if mv := c.pending.img.MetadataVersion(); mv > 0 {
 		return mv
@@ -506,7 +511,7 @@ func (c *core) tick(nowMs int64) {
 			break
 		}
 		c.log.Info("fencing broker because its session has timed out", zap.Int32("broker", id))
-		recs := fenceBroker(c.pending.img, id, c.metadataVersion())
+		recs := fenceBroker(c.pending.img, id, c.metadataVersion(), c.unclean(c.pending.img))
 		c.sessions.fence(id)
 		c.write(Result{Records: recs}, nil, nil, nowMs)
 	}

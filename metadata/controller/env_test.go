@@ -120,6 +120,7 @@ func newEnv(t *testing.T, tc *testCase) *env {
 	if tc.has("idle") {
 		e.cfg.MaxIdleIntervalMs = 500
 	}
+	e.cfg.UncleanLeaderElectionEnable = tc.has("unclean")
 	if err := e.cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

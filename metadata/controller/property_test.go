@@ -89,7 +89,7 @@ func TestPartitionChangeRules(t *testing.T) {
 		okSet := subset(t, "acceptable", replicas, 0)
 		acceptable := func(r int32) bool { return slices.Contains(okSet, r) }
 		p := partitionOf(t, replicas, isr, leader)
-		rec := partitionChange([16]byte{1}, 0, p, target, acceptable, 14)
+		rec := partitionChange([16]byte{1}, 0, p, target, acceptable, false, 14)
 
 		wantISR := isr
 		if len(target) > 0 {

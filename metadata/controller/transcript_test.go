@@ -404,8 +404,9 @@ func sameTopicPartitions(a, b []image.TopicPartition) bool {
 
 // alterPartitionRequest: alter-partition id=<leader> [epoch=<broker epoch>]
 // [v=3] topic=<name> [unknown-id] partition=0 leader-epoch=0
-// partition-epoch=0 isr=1,2 [isr-epochs=4,-1] (v3 takes the members' broker
-// epochs from the image unless isr-epochs says otherwise).
+// partition-epoch=0 isr=1,2 [isr-epochs=4,-1] [recovery=1] (v3 takes the
+// members' broker epochs from the image unless isr-epochs says otherwise;
+// recovery is the leader recovery state, 0 RECOVERED by default).
 func (e *env) alterPartitionRequest(tc *testCase) kmsg.Request {
 	req := kmsg.NewPtrAlterPartitionRequest()
 	req.Version = int16(atoi(e.t, tc.arg("v", "3")))
@@ -421,6 +422,7 @@ func (e *env) alterPartitionRequest(tc *testCase) kmsg.Request {
 	rp.LeaderEpoch = int32(atoi(e.t, tc.arg("leader-epoch", "0")))
 	rp.PartitionEpoch = int32(atoi(e.t, tc.arg("partition-epoch", "0")))
 	rp.NewISR = int32s(e.t, tc.arg("isr", "1"))
+	rp.LeaderRecoveryState = int8(atoi(e.t, tc.arg("recovery", "0")))
 	var epochs []int32
 	if v := tc.arg("isr-epochs", ""); v != "" {
 		epochs = int32s(e.t, v)

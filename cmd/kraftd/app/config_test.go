@@ -300,3 +300,21 @@ func TestReplicaFetchKeysReachTheFetchers(t *testing.T) {
 		t.Errorf("default fetch config %+v, want %+v", got, want)
 	}
 }
+
+// unclean.leader.election.enable is off by default, as in Kafka, and
+// reaches the controller's configuration.
+func TestUncleanLeaderElectionKeyReachesController(t *testing.T) {
+	for _, tc := range []struct {
+		extra []Setting
+		want  bool
+	}{{nil, false}, {[]Setting{{"unclean.leader.election.enable", "true"}}, true}} {
+		c := embedded(t, tc.extra...)
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		r := &controllerRole{a: &App{cfg: c}}
+		if got := r.controllerConfig().UncleanLeaderElectionEnable; got != tc.want {
+			t.Errorf("%v: controller's UncleanLeaderElectionEnable %v, want %v", tc.extra, got, tc.want)
+		}
+	}
+}

@@ -70,19 +70,20 @@ func (r *controllerRole) controllerConfig() controller.Config {
 		voters = append(voters, controller.Voter{ID: v.ID, Host: v.Host, Port: int32(v.Port)})
 	}
 	return controller.Config{
-		NodeID:                   cfg.NodeID,
-		ClusterID:                r.a.clusterID,
-		Quorum:                   quorumProposer{q: r.a.quorum},
-		Logger:                   cfg.Logger,
-		SessionTimeoutMs:         int64(cfg.BrokerSessionTimeoutMs),
-		HeartbeatIntervalMs:      int64(cfg.BrokerHeartbeatIntervalMs),
-		MaxIdleIntervalMs:        maxIdleInterval(cfg.MetadataMaxIdleIntervalMs),
-		DefaultNumPartitions:     cfg.NumPartitions,
-		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
-		MaxRecordsPerUserOp:      int(cfg.ControllerMaxRecordsPerUserOp),
-		Voters:                   voters,
-		OnFatal:                  func(err error) { r.a.reportFatal(fmt.Errorf("controller: %w", err)) },
-		ReplayFault:              cfg.controllerReplayFault,
+		NodeID:                      cfg.NodeID,
+		ClusterID:                   r.a.clusterID,
+		Quorum:                      quorumProposer{q: r.a.quorum},
+		Logger:                      cfg.Logger,
+		SessionTimeoutMs:            int64(cfg.BrokerSessionTimeoutMs),
+		HeartbeatIntervalMs:         int64(cfg.BrokerHeartbeatIntervalMs),
+		MaxIdleIntervalMs:           maxIdleInterval(cfg.MetadataMaxIdleIntervalMs),
+		DefaultNumPartitions:        cfg.NumPartitions,
+		DefaultReplicationFactor:    cfg.DefaultReplicationFactor,
+		MaxRecordsPerUserOp:         int(cfg.ControllerMaxRecordsPerUserOp),
+		UncleanLeaderElectionEnable: cfg.UncleanLeaderElectionEnable,
+		Voters:                      voters,
+		OnFatal:                     func(err error) { r.a.reportFatal(fmt.Errorf("controller: %w", err)) },
+		ReplayFault:                 cfg.controllerReplayFault,
 	}
 }
 
