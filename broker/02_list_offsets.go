@@ -12,6 +12,13 @@ import (
 
 // ListOffsets: v1-v8 (v0's OldStyleOffsets are not served).
 //
+// A follower's latest or earliest (ReplicaID >= 0) is answered from the
+// leader's log: latest is its log end offset, earliest its log start (Kafka
+// answers a replica without an isolation level); followers ask these when
+// their fetch is out of range. Everything else is answered as for consumers
+// (ReplicaID -1; -2, Kafka's debugging replica, is treated as a consumer,
+// and a replica's timestamp lookup stops at the high watermark).
+//
 // Behaviour, as Kafka's ReplicaManager.fetchOffsetForTimestamp for consumers:
 //   - Timestamp -2 (earliest) and -4 (earliest local, KIP-405: there is no
 //     tiered storage, so the same): the log start offset; -1 (latest): the high
@@ -42,9 +49,12 @@ func (c *ClientAPI) handleListOffsets(_ context.Context, req *protocol.Request) 
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			sp.ErrorCode = listOffset(c, &sp, body.Version, rp, func() (*replica.Partition, error) {
-				return c.hostedPartition(img, t, rp.Partition)
-			})
+			partition := func() (*replica.Partition, error) { return c.hostedPartition(img, t, rp.Partition) }
+			if body.ReplicaID >= 0 && (rp.Timestamp == replica.LatestTimestamp || rp.Timestamp == replica.EarliestTimestamp) {
+				sp.ErrorCode = listOffsetForReplica(&sp, body.Version, rp, partition)
+			} else {
+				sp.ErrorCode = listOffset(c, &sp, body.Version, rp, partition)
+			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
@@ -75,5 +85,26 @@ func listOffset(c *ClientAPI, sp *kmsg.ListOffsetsResponseTopicPartition, versio
 	if found {
 		sp.Offset, sp.Timestamp, sp.LeaderEpoch = offset, ts, leaderEpoch
 	}
+	return 0
+}
+
+// listOffsetForReplica answers a follower (ReplicaID >= 0): latest is the
+// leader's log end offset, earliest its log start offset
+// (replica.Partition.OffsetForReplica).
+func listOffsetForReplica(sp *kmsg.ListOffsetsResponseTopicPartition, version int16,
+	rp kmsg.ListOffsetsRequestTopicPartition, partition func() (*replica.Partition, error)) int16 {
+	p, err := partition()
+	if err != nil {
+		return replicaErrorCode(err)
+	}
+	epoch := int32(-1)
+	if version >= 4 {
+		epoch = rp.CurrentLeaderEpoch
+	}
+	offset, leaderEpoch, err := p.OffsetForReplica(rp.Timestamp, epoch)
+	if err != nil {
+		return replicaErrorCode(err)
+	}
+	sp.Offset, sp.Timestamp, sp.LeaderEpoch = offset, -1, leaderEpoch
 	return 0
 }

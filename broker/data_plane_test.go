@@ -524,8 +524,9 @@ func TestProduceTopicConfigsReachTheLog(t *testing.T) {
 // ListOffsets right after an election: while the new leader's high watermark
 // is below its leader epoch's start offset, latest and a timestamp lookup that
 // finds nothing below the high watermark are OFFSET_NOT_AVAILABLE (KIP-207);
-// earliest is answered; once a follower's fetch moves the high watermark
-// past the epoch start, latest is the high watermark again.
+// earliest is answered, and a replica's latest is the log end; once a
+// follower's fetch moves the high watermark past the epoch start, latest is
+// the high watermark again.
 func TestListOffsetsNotAvailableAfterElection(t *testing.T) {
 	d := newDataHarness(t, 0)
 	id := uuid(9)
@@ -535,9 +536,10 @@ func TestListOffsetsNotAvailableAfterElection(t *testing.T) {
 			t.Fatalf("produce: error %d", r.ErrorCode)
 		}
 	}
-	listOffset := func(ts int64) kmsg.ListOffsetsResponseTopicPartition {
+	listOffsetAs := func(replicaID int32, ts int64) kmsg.ListOffsetsResponseTopicPartition {
 		req := kmsg.NewPtrListOffsetsRequest()
 		req.SetVersion(8)
+		req.ReplicaID = replicaID
 		rt := kmsg.NewListOffsetsRequestTopic()
 		rt.Topic = "kip207"
 		rp := kmsg.NewListOffsetsRequestTopicPartition()
@@ -546,6 +548,7 @@ func TestListOffsetsNotAvailableAfterElection(t *testing.T) {
 		req.Topics = append(req.Topics, rt)
 		return d.request(req).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
 	}
+	listOffset := func(ts int64) kmsg.ListOffsetsResponseTopicPartition { return listOffsetAs(-1, ts) }
 	// Follower 2 has not fetched: the high watermark is 0, the log end 2;
 	// no epoch change yet, so latest is 0.
 	if sp := listOffset(-1); sp.ErrorCode != 0 || sp.Offset != 0 {
@@ -562,6 +565,11 @@ func TestListOffsetsNotAvailableAfterElection(t *testing.T) {
 	}
 	if sp := listOffset(-2); sp.ErrorCode != 0 || sp.Offset != 0 {
 		t.Errorf("earliest after the election: error %d offset %d", sp.ErrorCode, sp.Offset)
+	}
+	// A replica (a follower out of range) gets the leader's log end, with no
+	// KIP-207 error.
+	if sp := listOffsetAs(2, -1); sp.ErrorCode != 0 || sp.Offset != 2 || sp.LeaderEpoch != 1 {
+		t.Errorf("replica's latest: error %d offset %d epoch %d, want the log end 2 at epoch 1", sp.ErrorCode, sp.Offset, sp.LeaderEpoch)
 	}
 	fetch := kmsg.NewPtrFetchRequest()
 	fetch.SetVersion(12)

@@ -98,6 +98,47 @@ func (t *fetchTransport) Fetch(ctx context.Context, leader int32, in *replica.Fe
 	return fetchedPartitions(in, resp.(*kmsg.FetchResponse))
 }
 
+// ListOffset implements replica.FetchTransport: ListOffsets with the
+// follower's replica id (so latest is the leader's log end offset) on the
+// fetcher's connection, v4+ for CurrentLeaderEpoch (KIP-320).
+func (t *fetchTransport) ListOffset(ctx context.Context, leader int32, in replica.ListOffsetRequest) (int64, error) {
+	addr, err := t.leaderAddr(leader)
+	if err != nil {
+		return -1, err
+	}
+	client := t.client(in.FetcherID)
+	versions, err := client.PeerVersions(ctx, addr)
+	if err != nil {
+		return -1, err
+	}
+	r, ok := versions[2]
+	if !ok || r[1] < 4 {
+		return -1, fmt.Errorf("%w: leader %d serves ListOffsets up to v%d, replication needs v4", protocol.ErrUnsupportedVersion, leader, r[1])
+	}
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.Version = min(r[1], 8)
+	req.ReplicaID = in.ReplicaID
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = in.Topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp = in.Partition, in.CurrentLeaderEpoch, in.Timestamp
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := client.Request(ctx, addr, req)
+	if err != nil {
+		return -1, err
+	}
+	lr := resp.(*kmsg.ListOffsetsResponse)
+	if len(lr.Topics) != 1 || len(lr.Topics[0].Partitions) != 1 || lr.Topics[0].Partitions[0].Partition != in.Partition {
+		return -1, errors.New("broker: ListOffsets answer does not match the request")
+	}
+	sp := lr.Topics[0].Partitions[0]
+	if err := fetchErr(sp.ErrorCode); err != nil {
+		return -1, fmt.Errorf("broker: leader's ListOffsets: %w", err)
+	}
+	return sp.Offset, nil
+}
+
 // replicaFetchRequest is in on the wire at version.
 func replicaFetchRequest(in *replica.FetchRequest, version int16) *kmsg.FetchRequest {
 	req := kmsg.NewPtrFetchRequest()

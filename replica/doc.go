@@ -27,8 +27,11 @@
 // last caught-up time, and moves the high watermark to the smallest log end
 // over the maximal ISR (isr.go). A follower whose log diverges from the
 // leader's (it led an epoch the new leader never saw) is answered with
-// DivergingEpoch and truncates (follower.go); the truncated log's recovery
-// point never exceeds its new end. Followers that have not caught up within
+// DivergingEpoch and truncates (follower.go), durably before it fetches on;
+// one whose fetch is out of range asks the leader's log end and start
+// (ListOffsets as a replica) and cuts back to the end or starts over at the
+// start, as Kafka's fetchOffsetAndTruncate. Followers take the leader's log
+// start offset from fetch answers. Followers that have not caught up within
 // replica.lag.time.max.ms leave the ISR, caught-up eligible ones rejoin it,
 // through AlterPartition to the controller, one change in flight per
 // partition (alter.go).
@@ -38,9 +41,7 @@
 // batches are in older segments is unknown after a restart, and an unknown
 // producer may start at any sequence, as in Kafka), and producer ids never
 // expire (producer.id.expiration.ms); a roll fsyncs the old segment on the
-// appending goroutine; a follower whose fetch is out of range
-// past the leader's log end cuts back to the leader's high watermark (Kafka
-// asks ListOffsets for the leader's end first).
+// appending goroutine.
 //
 // # Goroutines
 //

@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -261,7 +262,7 @@ func (f *fetcher) run(ctx context.Context, r *Replication) {
 			f.delay(entries, cfg.BackoffMs)
 			continue
 		}
-		f.handle(entries, req, answers, log)
+		f.handle(ctx, r, entries, req, answers, log)
 	}
 }
 
@@ -351,7 +352,8 @@ func (f *fetcher) request(entries []*fetchEntry, brokerEpoch int64, cfg FetchCon
 }
 
 // handle applies the leader's answers; entries[i] asked req.Partitions[i].
-func (f *fetcher) handle(entries []*fetchEntry, req *FetchRequest, answers []FetchedPartition, log *zap.Logger) {
+func (f *fetcher) handle(ctx context.Context, r *Replication, entries []*fetchEntry, req *FetchRequest,
+	answers []FetchedPartition, log *zap.Logger) {
 	byTP := make(map[TopicPartition]int, len(entries))
 	for i, e := range entries {
 		byTP[e.p.tp] = i
@@ -366,7 +368,7 @@ func (f *fetcher) handle(entries []*fetchEntry, req *FetchRequest, answers []Fet
 		if a.Err == nil {
 			f.served(e)
 		}
-		if err := f.apply(e, asked, a); err != nil {
+		if err := f.apply(ctx, r, e, asked, a); err != nil {
 			if !errors.Is(err, ErrNotLeader) {
 				log.Info("fetch of partition failed; backing off", zap.Stringer("partition", e.p.tp), zap.Error(err))
 			}
@@ -380,17 +382,36 @@ func (f *fetcher) handle(entries []*fetchEntry, req *FetchRequest, answers []Fet
 }
 
 // apply handles one partition's answer.
-func (f *fetcher) apply(e *fetchEntry, asked FetchPartition, a FetchedPartition) error {
+func (f *fetcher) apply(ctx context.Context, r *Replication, e *fetchEntry, asked FetchPartition, a FetchedPartition) error {
 	switch {
 	case a.Err == nil && a.Diverging != nil:
 		return e.p.TruncateOnDivergence(e.leaderEpoch, *a.Diverging)
 	case a.Err == nil:
 		return e.p.AppendAsFollower(e.leaderEpoch, asked.FetchOffset, a.Records, a.HighWatermark, a.LogStartOffset)
 	case errors.Is(a.Err, ErrOffsetOutOfRange):
-		if err := e.p.HandleOutOfRange(e.leaderEpoch, a.LogStartOffset, a.HighWatermark); err != nil {
-			return err
-		}
-		return nil
+		return f.outOfRange(ctx, r, e)
 	}
 	return a.Err
+}
+
+// outOfRange asks the leader where its log ends and, when the follower is
+// not past that, where it starts (two ListOffsets, as Kafka's
+// fetchOffsetAndTruncate), and repairs the follower's log
+// (Partition.HandleOutOfRange).
+func (f *fetcher) outOfRange(ctx context.Context, r *Replication, e *fetchEntry) error {
+	req := ListOffsetRequest{FetcherID: f.key.id, ReplicaID: f.set.m.cfg.BrokerID, TopicPartition: e.p.tp,
+		TopicID: e.topicID, CurrentLeaderEpoch: e.leaderEpoch, Timestamp: LatestTimestamp}
+	leaderEnd, err := r.Fetch.ListOffset(ctx, f.leader, req)
+	if err != nil {
+		return fmt.Errorf("leader's log end offset: %w", err)
+	}
+	if leaderEnd < e.p.log.EndOffset() {
+		return e.p.HandleOutOfRange(e.leaderEpoch, leaderEnd, -1)
+	}
+	req.Timestamp = EarliestTimestamp
+	leaderStart, err := r.Fetch.ListOffset(ctx, f.leader, req)
+	if err != nil {
+		return fmt.Errorf("leader's log start offset: %w", err)
+	}
+	return e.p.HandleOutOfRange(e.leaderEpoch, leaderEnd, leaderStart)
 }

@@ -229,33 +229,70 @@ func (p *Partition) TruncateOnDivergence(leaderEpoch int32, div EpochEndOffset) 
 }
 
 // HandleOutOfRange repairs a follower whose fetch offset the leader does not
-// have: a log entirely below the leader's log start restarts there; a log
-// past what the leader has is cut back to the leader's high watermark
-// (everything below it is committed, so the leader has it).
-func (p *Partition) HandleOutOfRange(leaderEpoch int32, leaderStart, leaderHW int64) error {
+// have, given the leader's log end offset (ListOffsets latest from a
+// replica) and, when the follower is not past it, the leader's log start
+// offset (earliest; -1 when not asked), as Kafka's
+// AbstractFetcherThread.fetchOffsetAndTruncate: a log past the leader's
+// end (an unclean election) is cut back to it, starting over there when
+// the cut falls below its first segment; a log entirely below the leader's
+// log start (it deleted what the follower lacks) starts over at the
+// leader's log start; otherwise the log is kept and the fetch retried.
+func (p *Partition) HandleOutOfRange(leaderEpoch int32, leaderEnd, leaderStart int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.followingLocked(leaderEpoch); err != nil {
 		return err
 	}
 	end := p.log.EndOffset()
-	if end < leaderStart {
-		p.hooks.log.Info("follower log below the leader's log start; starting over there",
-			zap.Stringer("partition", p.tp), zap.Int64("logEndOffset", end), zap.Int64("leaderLogStart", leaderStart))
-		if err := p.log.TruncateFullyAndStartAt(leaderStart); err != nil {
-			return fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
-		}
-		if err := p.syncTruncation(); err != nil {
-			return err
-		}
-		p.hw.Store(leaderStart)
-		p.producers = map[int64]*producerState{}
-		return nil
-	}
-	if leaderHW >= 0 && leaderHW < end {
-		return p.truncateLocked(leaderHW)
+	switch {
+	case leaderEnd >= 0 && leaderEnd < end && leaderEnd >= p.log.FirstSegmentBase():
+		p.hooks.log.Warn("follower log past the leader's log end; truncating to it", zap.Stringer("partition", p.tp),
+			zap.Int64("logEndOffset", end), zap.Int64("leaderLogEndOffset", leaderEnd))
+		return p.truncateLocked(leaderEnd)
+	case leaderEnd >= 0 && leaderEnd < end:
+		return p.startOverLocked(leaderEnd, "follower log past the leader's log end, below its first segment; starting over there")
+	case leaderStart > end:
+		return p.startOverLocked(leaderStart, "follower log below the leader's log start; starting over there")
 	}
 	return nil
+}
+
+// startOverLocked empties the log and starts it at offset, durably; mu held.
+func (p *Partition) startOverLocked(offset int64, why string) error {
+	p.hooks.log.Warn(why, zap.Stringer("partition", p.tp), zap.Int64("logEndOffset", p.log.EndOffset()),
+		zap.Int64("offset", offset))
+	if err := p.log.TruncateFullyAndStartAt(offset); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
+	}
+	if err := p.syncTruncation(); err != nil {
+		return err
+	}
+	p.hw.Store(offset)
+	p.producers = map[int64]*producerState{}
+	return nil
+}
+
+// OffsetForReplica answers ListOffsets from a replica (Kafka's
+// fetchOffsetForTimestamp without an isolation level): latest is the
+// leader's log end offset (not the high watermark, and never
+// OFFSET_NOT_AVAILABLE), earliest its log start offset. Only the leader
+// answers. Followers ask it when their fetch is out of range.
+func (p *Partition) OffsetForReplica(tsMs int64, currentLeaderEpoch int32) (offset int64, leaderEpoch int32, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.checkLeaderEpoch(currentLeaderEpoch); err != nil {
+		return -1, -1, err
+	}
+	if !p.isLeader() {
+		return -1, -1, fmt.Errorf("%w: %s is led by %d", ErrNotLeader, p.tp, p.state.Leader)
+	}
+	switch tsMs {
+	case LatestTimestamp:
+		return p.log.EndOffset(), p.state.LeaderEpoch, nil
+	case EarliestTimestamp, EarliestLocalTimestamp:
+		return p.log.StartOffset(), p.state.LeaderEpoch, nil
+	}
+	return -1, -1, fmt.Errorf("replica: a replica's ListOffsets asks latest or earliest, not %d", tsMs)
 }
 
 // truncateLocked cuts the log at offset, lowers the high watermark with it

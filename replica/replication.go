@@ -100,10 +100,25 @@ type FetchedPartition struct {
 	Records        []byte
 }
 
-// FetchTransport sends a follower's Fetch to broker leader. An error means
-// no answer; every partition backs off.
+// ListOffsetRequest is a follower's ListOffsets for one partition to its
+// leader (the replica id makes latest the leader's log end offset).
+type ListOffsetRequest struct {
+	FetcherID int // as FetchRequest's
+	ReplicaID int32
+	TopicPartition
+	TopicID            [16]byte
+	CurrentLeaderEpoch int32
+	// Timestamp is LatestTimestamp or EarliestTimestamp.
+	Timestamp int64
+}
+
+// FetchTransport sends a follower's requests to broker leader: Fetch (an
+// error means no answer; every partition backs off) and, when a fetch is
+// out of range, ListOffsets (the error is the partition's, one of this
+// package's errors as FetchedPartition.Err, or the request's).
 type FetchTransport interface {
 	Fetch(ctx context.Context, leader int32, req *FetchRequest) ([]FetchedPartition, error)
+	ListOffset(ctx context.Context, leader int32, req ListOffsetRequest) (int64, error)
 }
 
 // Replication is what the manager needs from the broker to replicate: the

@@ -188,6 +188,21 @@ func (c *memCluster) Fetch(ctx context.Context, leader int32, req *FetchRequest)
 	}
 }
 
+func (c *memCluster) ListOffset(_ context.Context, leader int32, req ListOffsetRequest) (int64, error) {
+	c.mu.Lock()
+	down := c.down[req.ReplicaID] || c.down[leader]
+	c.mu.Unlock()
+	if down {
+		return -1, errors.New("broker down")
+	}
+	p, ok := c.mgrs[leader].Partition(req.TopicPartition)
+	if !ok {
+		return -1, ErrUnknownPartition
+	}
+	off, _, err := p.OffsetForReplica(req.Timestamp, req.CurrentLeaderEpoch)
+	return off, err
+}
+
 func (c *memCluster) partitionErrors(follower, leader int32) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -454,4 +469,60 @@ func TestFetcherIDIsKafkas(t *testing.T) {
 			t.Errorf("fetcherID(%v, %d) = %d, want %d", tc.tp, tc.n, got, tc.want)
 		}
 	}
+}
+
+// TestFollowerOutOfRangeAsKafka: a follower whose fetch is out of range asks
+// the leader's log end and start (ListOffsets as a replica) and repairs its
+// log as Kafka's fetchOffsetAndTruncate: a log past the leader's end (here
+// an empty log starting past it, below which TruncateTo cannot cut) starts
+// over at the leader's end; a log below the leader's log start starts over
+// there. Either way it then replicates what the leader appends.
+func TestFollowerOutOfRangeAsKafka(t *testing.T) {
+	c := newMemCluster(t, 1, 2)
+	st := PartitionState{TopicPartition: c.tp, TopicID: topicID, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1,
+		Replicas: []int32{1, 2}, ISR: []int32{1}}
+	c.mu.Lock()
+	c.down[2] = true
+	c.mu.Unlock()
+	c.publish(st)
+	leader, follower := c.part(1), c.part(2)
+	acks1 := AppendOptions{RequiredAcks: 1, MinInsyncReplicas: 1, LogAppendTimeMs: -1}
+	for i := range 2 {
+		if _, err := leader.AppendAsLeader(batch(3, 7, 0, int32(3*i)), acks1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Past the leader's end (6): an empty log at 10.
+	if err := follower.log.TruncateFullyAndStartAt(10); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.down[2] = false
+	c.mu.Unlock()
+	eventually(t, "the follower starts over at the leader's log end", func() bool {
+		return follower.log.StartOffset() == 6 && follower.log.EndOffset() == 6
+	})
+	if _, err := leader.AppendAsLeader(batch(2, 7, 0, 6), acks1); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the follower replicates on", func() bool { return follower.log.EndOffset() == 8 })
+
+	// Below the leader's log start: the leader's log starts at 8 now, the
+	// follower's is back at 0.
+	c.mu.Lock()
+	c.down[2] = true
+	c.mu.Unlock()
+	leader.log.SetStartOffset(8)
+	if err := follower.log.TruncateFullyAndStartAt(0); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.down[2] = false
+	c.mu.Unlock()
+	if _, err := leader.AppendAsLeader(batch(1, 7, 0, 8), acks1); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the follower starts over at the leader's log start and replicates", func() bool {
+		return follower.log.StartOffset() == 8 && follower.log.EndOffset() == 9
+	})
 }
