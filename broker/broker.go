@@ -35,10 +35,8 @@ type Broker struct {
 	ch   *controllerChannel
 	life *lifecycle
 	api  *ClientAPI
-	// fetchClient carries follower fetches (replication.go); set by Start.
-	fetchClient *protocol.Client
-	// fetchTransport holds fetchClient and the clients of further fetchers
-	// (num.replica.fetchers); set by Start.
+	// fetchTransport carries follower fetches over a client per fetcher
+	// (replication.go); set by Start.
 	fetchTransport *fetchTransport
 	// replicaImage is the image the replica manager was last synced to
 	// (stored before SyncReplicas, so ahead of Image() during a publish).

@@ -27,28 +27,40 @@ import (
 const minReplicaFetchVersion = 12
 
 // fetchTransport sends follower fetches over clients of their own, so fetch
-// long-polls do not queue behind anything else: one per fetcher index
-// (num.replica.fetchers), as each of Kafka's fetcher threads has its own
-// connection (a connection serves one request at a time, so fetchers sharing
-// one would wait for each other's long-polls).
+// long-polls do not queue behind anything else: one per fetcher (leader and
+// index among num.replica.fetchers), as each of Kafka's fetcher threads has
+// its own connection (a connection serves one request at a time, so
+// fetchers sharing one would wait for each other's long-polls).
 type fetchTransport struct {
-	b  *Broker
-	mu sync.Mutex
-	// clients[i] carries fetcher i's requests; clients[0] is b.fetchClient.
-	clients map[int]*protocol.Client
+	b       *Broker
+	mu      sync.Mutex
+	clients map[fetcherConn]*protocol.Client
 }
 
-// client returns fetcher id's client, created on first use.
-func (t *fetchTransport) client(id int) *protocol.Client {
+// fetcherConn names a fetcher's connection.
+type fetcherConn struct {
+	leader int32
+	id     int
+}
+
+// client returns the client of fetcher id of leader, created on first use,
+// or anew (the old one closed: its connection may carry an abandoned
+// long-poll) with reconnect.
+func (t *fetchTransport) client(leader int32, id int, reconnect bool) *protocol.Client {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	c := t.clients[id]
+	key := fetcherConn{leader, id}
+	c := t.clients[key]
+	if c != nil && reconnect {
+		_ = c.Close()
+		c = nil
+	}
 	if c == nil {
 		c = protocol.NewClient(protocol.ClientConfig{
-			ClientID: fmt.Sprintf("broker-%d-fetcher-%d", t.b.cfg.NodeID, id),
+			ClientID: fmt.Sprintf("broker-%d-fetcher-%d-%d", t.b.cfg.NodeID, leader, id),
 			Logger:   t.b.log.Named("fetch-client"),
 		})
-		t.clients[id] = c
+		t.clients[key] = c
 	}
 	return c
 }
@@ -81,7 +93,7 @@ func (t *fetchTransport) Fetch(ctx context.Context, leader int32, in *replica.Fe
 	if err != nil {
 		return nil, err
 	}
-	client := t.client(in.FetcherID)
+	client := t.client(leader, in.FetcherID, in.Reconnect)
 	versions, err := client.PeerVersions(ctx, addr)
 	if err != nil {
 		return nil, err
@@ -106,7 +118,7 @@ func (t *fetchTransport) ListOffset(ctx context.Context, leader int32, in replic
 	if err != nil {
 		return -1, err
 	}
-	client := t.client(in.FetcherID)
+	client := t.client(leader, in.FetcherID, false)
 	versions, err := client.PeerVersions(ctx, addr)
 	if err != nil {
 		return -1, err
@@ -311,11 +323,7 @@ func (b *Broker) startReplication() error {
 	if b.cfg.Replicas == nil {
 		return nil
 	}
-	b.fetchClient = protocol.NewClient(protocol.ClientConfig{
-		ClientID: fmt.Sprintf("broker-%d-fetcher", b.cfg.NodeID),
-		Logger:   b.log.Named("fetch-client"),
-	})
-	b.fetchTransport = &fetchTransport{b: b, clients: map[int]*protocol.Client{0: b.fetchClient}}
+	b.fetchTransport = &fetchTransport{b: b, clients: map[fetcherConn]*protocol.Client{}}
 	return b.cfg.Replicas.StartReplication(replica.Replication{
 		Fetch:          b.fetchTransport,
 		AlterPartition: &alterPartitionTransport{b: b},
@@ -331,6 +339,6 @@ func (b *Broker) stopReplication() {
 	}
 	b.cfg.Replicas.StopReplication()
 	if b.fetchTransport != nil {
-		b.fetchTransport.close() // b.fetchClient too
+		b.fetchTransport.close()
 	}
 }

@@ -76,6 +76,12 @@ type fetcher struct {
 	mu    sync.Mutex
 	parts map[TopicPartition]*fetchEntry
 	wake  chan struct{} // capacity 1: "parts changed"
+	// inflight cancels the fetch being sent (nil when none); interrupted
+	// says put canceled it; reconnect makes the next fetch ask for a new
+	// connection.
+	inflight    context.CancelFunc
+	interrupted bool
+	reconnect   bool
 }
 
 // fetcherSet owns the fetchers of a manager.
@@ -209,13 +215,41 @@ func (s *fetcherSet) stop() {
 	s.wg.Wait()
 }
 
+// put adds or replaces e's partition. A new entry interrupts a fetch in
+// flight: the leader may hold that fetch for replica.fetch.wait.max.ms when
+// none of its partitions has data, and the new partition (a leader change:
+// acks=-1 produces wait for it) must not wait behind it.
 func (f *fetcher) put(e *fetchEntry) {
 	f.mu.Lock()
 	if old := f.parts[e.p.tp]; old == nil || old.p != e.p || old.leaderEpoch != e.leaderEpoch {
 		f.parts[e.p.tp] = e
+		if f.inflight != nil {
+			f.inflight()
+			f.inflight, f.interrupted = nil, true
+		}
 	}
 	f.mu.Unlock()
 	f.poke()
+}
+
+// send sends req to the leader, interruptible by put. It reports whether
+// put interrupted it; the next request then asks for a new connection
+// (FetchRequest.Reconnect), since the leader may still hold the abandoned
+// one and a connection serves one request at a time.
+func (f *fetcher) send(ctx context.Context, r *Replication, req *FetchRequest) ([]FetchedPartition, bool, error) {
+	reqCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f.mu.Lock()
+	f.inflight = cancel
+	req.Reconnect, f.reconnect = f.reconnect, false
+	f.mu.Unlock()
+	answers, err := r.Fetch.Fetch(reqCtx, f.leader, req)
+	f.mu.Lock()
+	interrupted := f.interrupted && err != nil
+	f.inflight, f.interrupted = nil, false
+	f.reconnect = f.reconnect || interrupted
+	f.mu.Unlock()
+	return answers, interrupted, err
 }
 
 // drop removes tp and returns how many partitions are left.
@@ -253,10 +287,13 @@ func (f *fetcher) run(ctx context.Context, r *Replication) {
 			continue
 		}
 		req := f.request(entries, r.BrokerEpoch(), cfg)
-		answers, err := r.Fetch.Fetch(ctx, f.leader, req)
+		answers, interrupted, err := f.send(ctx, r, req)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
+			}
+			if interrupted {
+				continue // with the new partition, at once
 			}
 			log.Debug("fetch from leader failed", zap.Error(err))
 			f.delay(entries, cfg.BackoffMs)

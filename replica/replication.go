@@ -71,7 +71,11 @@ type FetchRequest struct {
 	// FetcherID is the sending fetcher's index among its leader's
 	// num.replica.fetchers (not on the wire: the transport gives each its
 	// own connection, as Kafka's fetcher threads have).
-	FetcherID   int
+	FetcherID int
+	// Reconnect asks for a new connection: the fetcher abandoned its
+	// previous request (a new partition interrupted a long-poll), which the
+	// leader may still hold, and a connection serves one request at a time.
+	Reconnect   bool
 	ReplicaID   int32
 	BrokerEpoch int64
 	MaxWaitMs   int32

@@ -31,8 +31,10 @@ type memCluster struct {
 	state   PartitionState
 	alters  int
 	applied []PartitionState
-	// partErrs counts partition errors answered, by follower and leader.
+	// partErrs counts partition errors answered, by follower and leader;
+	// parked counts the fetches a leader holds, by follower and leader.
 	partErrs map[[2]int32]int
+	parked   map[[2]int32]int
 }
 
 func newMemCluster(t *testing.T, ids ...int32) *memCluster {
@@ -41,7 +43,8 @@ func newMemCluster(t *testing.T, ids ...int32) *memCluster {
 
 func newMemClusterWith(t *testing.T, fetch FetchConfig, ids ...int32) *memCluster {
 	c := &memCluster{t: t, tp: TopicPartition{"rep", 0}, mgrs: map[int32]*Manager{},
-		down: map[int32]bool{}, fenced: map[int32]bool{}, epochs: map[int32]int64{}, partErrs: map[[2]int32]int{}}
+		down: map[int32]bool{}, fenced: map[int32]bool{}, epochs: map[int32]int64{}, partErrs: map[[2]int32]int{},
+		parked: map[[2]int32]int{}}
 	for _, id := range ids {
 		m, err := New(Config{Dir: t.TempDir(), BrokerID: id, ReplicaLagTimeMaxMs: 200, Fetch: fetch})
 		if err != nil {
@@ -182,7 +185,15 @@ func (c *memCluster) Fetch(ctx context.Context, leader int32, req *FetchRequest)
 		}
 		waits = append(waits, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
 			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C)})
-		if i, _, _ := reflect.Select(waits); i >= len(waits)-2 {
+		key := [2]int32{req.ReplicaID, leader}
+		c.mu.Lock()
+		c.parked[key]++
+		c.mu.Unlock()
+		i, _, _ := reflect.Select(waits)
+		c.mu.Lock()
+		c.parked[key]--
+		c.mu.Unlock()
+		if i >= len(waits)-2 {
 			return out, ctx.Err()
 		}
 	}
@@ -201,6 +212,12 @@ func (c *memCluster) ListOffset(_ context.Context, leader int32, req ListOffsetR
 	}
 	off, _, err := p.OffsetForReplica(req.Timestamp, req.CurrentLeaderEpoch)
 	return off, err
+}
+
+func (c *memCluster) parkedFetches(follower, leader int32) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.parked[[2]int32{follower, leader}]
 }
 
 func (c *memCluster) partitionErrors(follower, leader int32) int {
@@ -525,4 +542,35 @@ func TestFollowerOutOfRangeAsKafka(t *testing.T) {
 	eventually(t, "the follower starts over at the leader's log start and replicates", func() bool {
 		return follower.log.StartOffset() == 8 && follower.log.EndOffset() == 9
 	})
+}
+
+// TestNewPartitionDoesNotWaitForParkedFetch: when a partition moves to a
+// leader this follower already fetches other partitions from, and that
+// fetch is parked at the leader (nothing new: it is held up to
+// replica.fetch.wait.max.ms, a minute here), the fetcher interrupts it and
+// fetches the new partition at once.
+func TestNewPartitionDoesNotWaitForParkedFetch(t *testing.T) {
+	c := newMemClusterWith(t, FetchConfig{MaxWaitMs: 60000, BackoffMs: 20}, 1, 2, 3)
+	a := PartitionState{TopicPartition: c.tp, TopicID: topicID, Leader: 2, LeaderEpoch: 1, PartitionEpoch: 1,
+		Replicas: []int32{2, 3}, ISR: []int32{2, 3}}
+	c.publish(a)
+	b := PartitionState{TopicPartition: TopicPartition{"rep", 1}, TopicID: topicID, Leader: 1, LeaderEpoch: 1,
+		PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}}
+	apply := func(st PartitionState, ids ...int32) {
+		for _, id := range ids {
+			if err := c.mgrs[id].Apply(st); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	apply(b, 1, 2, 3)
+	eventually(t, "broker 3's fetch parked at leader 2", func() bool { return c.parkedFetches(3, 2) > 0 })
+	b.Leader, b.LeaderEpoch, b.PartitionEpoch = 2, 2, 2
+	apply(b, 2, 1, 3)
+	pb, _ := c.mgrs[2].Partition(b.TopicPartition)
+	if _, err := pb.AppendAsLeader(batch(2, 7, 0, 0), acksAll); err != nil {
+		t.Fatal(err)
+	}
+	fb, _ := c.mgrs[3].Partition(b.TopicPartition)
+	eventually(t, "broker 3 replicates the moved partition", func() bool { return fb.log.EndOffset() == 2 })
 }
