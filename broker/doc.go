@@ -33,8 +33,10 @@
 //     to its partitions; InitProducerId hands out ids from blocks the active
 //     controller allocates (AllocateProducerIds).
 //   - replication (replication.go): Start hands the replica manager its
-//     transports: follower fetches to leaders' inter-broker listeners over
-//     a protocol.Client of their own, AlterPartition to the active
+//     transports: follower fetches (and a follower's ListOffsets when its
+//     fetch is out of range) to leaders' inter-broker listeners over a
+//     protocol.Client per fetcher (leader, num.replica.fetchers index),
+//     replaced when the fetcher abandons a parked fetch, AlterPartition to the active
 //     controller through the controller channel, and the image's broker
 //     registrations for ISR eligibility; Stop (after the controlled
 //     shutdown) and Kill stop them first.
