@@ -65,6 +65,18 @@ func (t *fetchTransport) client(leader int32, id int, reconnect bool) *protocol.
 	return c
 }
 
+// CloseFetcher implements replica.FetcherConnCloser: the fetcher stopped
+// (it follows nothing of leader any more), so its connection goes.
+func (t *fetchTransport) CloseFetcher(leader int32, id int) {
+	t.mu.Lock()
+	c := t.clients[fetcherConn{leader, id}]
+	delete(t.clients, fetcherConn{leader, id})
+	t.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
+}
+
 // close closes every client (after the fetchers stopped).
 func (t *fetchTransport) close() {
 	t.mu.Lock()

@@ -164,6 +164,9 @@ func (s *fetcherSet) dropLocked(key fetcherKey, tp TopicPartition) {
 	delete(s.byKey, key)
 	if f.cancel != nil {
 		f.cancel()
+		if c, ok := s.repl.Fetch.(FetcherConnCloser); ok {
+			c.CloseFetcher(key.leader, key.id)
+		}
 	}
 }
 

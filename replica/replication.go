@@ -125,6 +125,15 @@ type FetchTransport interface {
 	ListOffset(ctx context.Context, leader int32, req ListOffsetRequest) (int64, error)
 }
 
+// FetcherConnCloser is implemented by a FetchTransport that keeps a
+// connection per fetcher: the manager calls CloseFetcher when the fetcher
+// (leader, fetcherID) stops because it has no partition left, so the
+// connection to a leader no longer followed does not linger. A later
+// fetcher of the same leader and index may reconnect.
+type FetcherConnCloser interface {
+	CloseFetcher(leader int32, fetcherID int)
+}
+
 // Replication is what the manager needs from the broker to replicate: the
 // connections to leaders and to the controller, the metadata's broker
 // registrations and this broker's own epoch.
