@@ -27,50 +27,44 @@ import (
 const minReplicaFetchVersion = 12
 
 // fetchTransport sends follower fetches over clients of their own, so fetch
-// long-polls do not queue behind anything else: one per fetcher (leader and
-// index among num.replica.fetchers), as each of Kafka's fetcher threads has
-// its own connection (a connection serves one request at a time, so
-// fetchers sharing one would wait for each other's long-polls).
+// long-polls do not queue behind anything else: one per fetcher
+// (FetchRequest.ConnID: a leader and index among num.replica.fetchers), as
+// each of Kafka's fetcher threads has its own connection (a connection
+// serves one request at a time, so fetchers sharing one would wait for each
+// other's long-polls).
 type fetchTransport struct {
 	b       *Broker
 	mu      sync.Mutex
-	clients map[fetcherConn]*protocol.Client
+	clients map[int64]*protocol.Client
 }
 
-// fetcherConn names a fetcher's connection.
-type fetcherConn struct {
-	leader int32
-	id     int
-}
-
-// client returns the client of fetcher id of leader, created on first use,
-// or anew (the old one closed: its connection may carry an abandoned
+// client returns the client of fetcher connection connID, created on first
+// use, or anew (the old one closed: its connection may carry an abandoned
 // long-poll) with reconnect.
-func (t *fetchTransport) client(leader int32, id int, reconnect bool) *protocol.Client {
+func (t *fetchTransport) client(connID int64, reconnect bool) *protocol.Client {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	key := fetcherConn{leader, id}
-	c := t.clients[key]
+	c := t.clients[connID]
 	if c != nil && reconnect {
 		_ = c.Close()
 		c = nil
 	}
 	if c == nil {
 		c = protocol.NewClient(protocol.ClientConfig{
-			ClientID: fmt.Sprintf("broker-%d-fetcher-%d-%d", t.b.cfg.NodeID, leader, id),
+			ClientID: fmt.Sprintf("broker-%d-fetcher-%d", t.b.cfg.NodeID, connID),
 			Logger:   t.b.log.Named("fetch-client"),
 		})
-		t.clients[key] = c
+		t.clients[connID] = c
 	}
 	return c
 }
 
 // CloseFetcher implements replica.FetcherConnCloser: the fetcher stopped
-// (it follows nothing of leader any more), so its connection goes.
-func (t *fetchTransport) CloseFetcher(leader int32, id int) {
+// (it follows nothing of its leader any more), so its connection goes.
+func (t *fetchTransport) CloseFetcher(connID int64) {
 	t.mu.Lock()
-	c := t.clients[fetcherConn{leader, id}]
-	delete(t.clients, fetcherConn{leader, id})
+	c := t.clients[connID]
+	delete(t.clients, connID)
 	t.mu.Unlock()
 	if c != nil {
 		_ = c.Close()
@@ -105,7 +99,7 @@ func (t *fetchTransport) Fetch(ctx context.Context, leader int32, in *replica.Fe
 	if err != nil {
 		return nil, err
 	}
-	client := t.client(leader, in.FetcherID, in.Reconnect)
+	client := t.client(in.ConnID, in.Reconnect)
 	versions, err := client.PeerVersions(ctx, addr)
 	if err != nil {
 		return nil, err
@@ -130,7 +124,7 @@ func (t *fetchTransport) ListOffset(ctx context.Context, leader int32, in replic
 	if err != nil {
 		return -1, err
 	}
-	client := t.client(leader, in.FetcherID, false)
+	client := t.client(in.ConnID, false)
 	versions, err := client.PeerVersions(ctx, addr)
 	if err != nil {
 		return -1, err
@@ -335,7 +329,7 @@ func (b *Broker) startReplication() error {
 	if b.cfg.Replicas == nil {
 		return nil
 	}
-	b.fetchTransport = &fetchTransport{b: b, clients: map[fetcherConn]*protocol.Client{}}
+	b.fetchTransport = &fetchTransport{b: b, clients: map[int64]*protocol.Client{}}
 	return b.cfg.Replicas.StartReplication(replica.Replication{
 		Fetch:          b.fetchTransport,
 		AlterPartition: &alterPartitionTransport{b: b},

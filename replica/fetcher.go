@@ -31,7 +31,10 @@ import (
 // catchUpRetryMs, doubling up to the backoff: the leader reads the same
 // metadata log and is usually a few milliseconds behind, and a full backoff
 // there held the high watermark (and every acks=-1 produce) for a second
-// after each leader change.
+// after each leader change. Nor does a new partition wait behind a fetch the
+// leader holds (put interrupts it; the next fetch goes out on a new
+// connection). A fetch out of range asks the leader's log end and start
+// (ListOffsets) and repairs the log (Partition.HandleOutOfRange).
 
 // catchUpRetryMs is the first retry of a partition whose new leader has not
 // caught up with the metadata naming it; it doubles up to
@@ -68,6 +71,7 @@ type fetcherKey struct {
 // goroutine has returned.
 type fetcher struct {
 	key    fetcherKey
+	connID int64 // FetchRequest.ConnID: unique in the set
 	leader int32
 	set    *fetcherSet
 	cancel context.CancelFunc // nil until the goroutine starts
@@ -96,6 +100,7 @@ type fetcherSet struct {
 	repl     *Replication
 	byKey    map[fetcherKey]*fetcher
 	assigned map[TopicPartition]fetcherKey
+	conns    int64 // the last fetcher's connID
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -135,7 +140,8 @@ func (s *fetcherSet) add(p *Partition, st PartitionState) {
 	}
 	f := s.byKey[key]
 	if f == nil {
-		f = &fetcher{key: key, leader: st.Leader, set: s, parts: map[TopicPartition]*fetchEntry{},
+		s.conns++
+		f = &fetcher{key: key, connID: s.conns, leader: st.Leader, set: s, parts: map[TopicPartition]*fetchEntry{},
 			wake: make(chan struct{}, 1), done: make(chan struct{})}
 		s.byKey[key] = f
 		s.startLocked(f)
@@ -165,7 +171,7 @@ func (s *fetcherSet) dropLocked(key fetcherKey, tp TopicPartition) {
 	if f.cancel != nil {
 		f.cancel()
 		if c, ok := s.repl.Fetch.(FetcherConnCloser); ok {
-			c.CloseFetcher(key.leader, key.id)
+			c.CloseFetcher(f.connID)
 		}
 	}
 }
@@ -380,7 +386,7 @@ func leaderBehind(err error) bool {
 }
 
 func (f *fetcher) request(entries []*fetchEntry, brokerEpoch int64, cfg FetchConfig) *FetchRequest {
-	req := &FetchRequest{ReplicaID: f.set.m.cfg.BrokerID, BrokerEpoch: brokerEpoch, FetcherID: f.key.id,
+	req := &FetchRequest{ReplicaID: f.set.m.cfg.BrokerID, BrokerEpoch: brokerEpoch, ConnID: f.connID,
 		MaxWaitMs: cfg.MaxWaitMs, MinBytes: cfg.MinBytes, MaxBytes: cfg.MaxBytes}
 	for _, e := range entries {
 		l := e.p.log
@@ -439,7 +445,7 @@ func (f *fetcher) apply(ctx context.Context, r *Replication, e *fetchEntry, aske
 // fetchOffsetAndTruncate), and repairs the follower's log
 // (Partition.HandleOutOfRange).
 func (f *fetcher) outOfRange(ctx context.Context, r *Replication, e *fetchEntry) error {
-	req := ListOffsetRequest{FetcherID: f.key.id, ReplicaID: f.set.m.cfg.BrokerID, TopicPartition: e.p.tp,
+	req := ListOffsetRequest{ConnID: f.connID, ReplicaID: f.set.m.cfg.BrokerID, TopicPartition: e.p.tp,
 		TopicID: e.topicID, CurrentLeaderEpoch: e.leaderEpoch, Timestamp: LatestTimestamp}
 	leaderEnd, err := r.Fetch.ListOffset(ctx, f.leader, req)
 	if err != nil {

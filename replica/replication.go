@@ -68,13 +68,13 @@ type FetchPartition struct {
 
 // FetchRequest is a follower's Fetch to its leader.
 type FetchRequest struct {
-	// FetcherID is the sending fetcher's index among its leader's
-	// num.replica.fetchers (not on the wire: the transport gives each its
-	// own connection, as Kafka's fetcher threads have).
-	FetcherID int
-	// Reconnect asks for a new connection: the fetcher abandoned its
+	// ConnID names the sending fetcher's connection (not on the wire): one
+	// per fetcher goroutine, never reused, as each of Kafka's fetcher
+	// threads has its own connection; the transport keeps a connection per
+	// ConnID. Reconnect asks for a new one: the fetcher abandoned its
 	// previous request (a new partition interrupted a long-poll), which the
 	// leader may still hold, and a connection serves one request at a time.
+	ConnID      int64
 	Reconnect   bool
 	ReplicaID   int32
 	BrokerEpoch int64
@@ -107,7 +107,7 @@ type FetchedPartition struct {
 // ListOffsetRequest is a follower's ListOffsets for one partition to its
 // leader (the replica id makes latest the leader's log end offset).
 type ListOffsetRequest struct {
-	FetcherID int // as FetchRequest's
+	ConnID    int64 // as FetchRequest's
 	ReplicaID int32
 	TopicPartition
 	TopicID            [16]byte
@@ -126,12 +126,11 @@ type FetchTransport interface {
 }
 
 // FetcherConnCloser is implemented by a FetchTransport that keeps a
-// connection per fetcher: the manager calls CloseFetcher when the fetcher
-// (leader, fetcherID) stops because it has no partition left, so the
-// connection to a leader no longer followed does not linger. A later
-// fetcher of the same leader and index may reconnect.
+// connection per fetcher (FetchRequest.ConnID): the manager calls
+// CloseFetcher when that fetcher stops because it has no partition left, so
+// the connection to a leader no longer followed does not linger.
 type FetcherConnCloser interface {
-	CloseFetcher(leader int32, fetcherID int)
+	CloseFetcher(connID int64)
 }
 
 // Replication is what the manager needs from the broker to replicate: the

@@ -35,8 +35,8 @@ type memCluster struct {
 	// parked counts the fetches a leader holds, by follower and leader.
 	partErrs map[[2]int32]int
 	parked   map[[2]int32]int
-	// closedFetchers records CloseFetcher calls: follower, leader, index.
-	closedFetchers map[[3]int32]int
+	// closedFetchers records CloseFetcher calls: follower, connection.
+	closedFetchers map[[2]int64]int
 }
 
 func newMemCluster(t *testing.T, ids ...int32) *memCluster {
@@ -46,7 +46,7 @@ func newMemCluster(t *testing.T, ids ...int32) *memCluster {
 func newMemClusterWith(t *testing.T, fetch FetchConfig, ids ...int32) *memCluster {
 	c := &memCluster{t: t, tp: TopicPartition{"rep", 0}, mgrs: map[int32]*Manager{},
 		down: map[int32]bool{}, fenced: map[int32]bool{}, epochs: map[int32]int64{}, partErrs: map[[2]int32]int{},
-		parked: map[[2]int32]int{}, closedFetchers: map[[3]int32]int{}}
+		parked: map[[2]int32]int{}, closedFetchers: map[[2]int64]int{}}
 	for _, id := range ids {
 		m, err := New(Config{Dir: t.TempDir(), BrokerID: id, ReplicaLagTimeMaxMs: 200, Fetch: fetch})
 		if err != nil {
@@ -217,22 +217,22 @@ func (c *memCluster) ListOffset(_ context.Context, leader int32, req ListOffsetR
 }
 
 // fetchAs is broker id's fetch transport: memCluster, plus the record of
-// the fetchers it was told to close.
+// the fetcher connections it was told to close.
 type fetchAs struct {
 	*memCluster
 	id int32
 }
 
-func (f fetchAs) CloseFetcher(leader int32, fetcherID int) {
+func (f fetchAs) CloseFetcher(connID int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.closedFetchers[[3]int32{f.id, leader, int32(fetcherID)}]++
+	f.closedFetchers[[2]int64{int64(f.id), connID}]++
 }
 
-func (c *memCluster) fetchersClosed(follower, leader int32) int {
+func (c *memCluster) fetcherClosed(follower int32, connID int64) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.closedFetchers[[3]int32{follower, leader, 0}]
+	return c.closedFetchers[[2]int64{int64(follower), connID}]
 }
 
 func (c *memCluster) parkedFetches(follower, leader int32) int {
@@ -491,7 +491,7 @@ func TestFollowerFetchesNewLeaderBeforeItCatchesUp(t *testing.T) {
 	if f := c.mgrs[3].fetchers.fetcherFor(fetcherKey{leader: 1}); f != nil {
 		t.Fatal("broker 3 still has a fetcher for leader 1")
 	}
-	if n := c.fetchersClosed(3, 1); n != 1 {
+	if n := c.fetcherClosed(3, old.connID); n != 1 {
 		t.Fatalf("broker 3's transport was told to close its fetcher of leader 1 %d times, want 1", n)
 	}
 }
