@@ -89,7 +89,8 @@ func TestPartitionChangeRules(t *testing.T) {
 		okSet := subset(t, "acceptable", replicas, 0)
 		acceptable := func(r int32) bool { return slices.Contains(okSet, r) }
 		p := partitionOf(t, replicas, isr, leader)
-		rec := partitionChange([16]byte{1}, 0, p, target, acceptable, false, 14)
+		unclean := rapid.Bool().Draw(t, "unclean")
+		rec := partitionChange([16]byte{1}, 0, p, target, acceptable, unclean, 14)
 
 		wantISR := isr
 		if len(target) > 0 {
@@ -105,6 +106,23 @@ func TestPartitionChangeRules(t *testing.T) {
 					break
 				}
 			}
+		}
+		// Unclean: no clean leader, so the first acceptable replica leads
+		// alone and RECOVERING (unless it already leads).
+		wantRecovery := records.NoLeaderRecoveryStateChange
+		if wantLeader == -1 && unclean {
+			for _, r := range replicas {
+				if acceptable(r) {
+					wantLeader = r
+					if r != leader {
+						wantISR, wantRecovery = []int32{r}, image.LeaderRecovering
+					}
+					break
+				}
+			}
+		}
+		if rec != nil && rec.LeaderRecoveryState != wantRecovery {
+			t.Fatalf("leader recovery state %d, want %d", rec.LeaderRecoveryState, wantRecovery)
 		}
 		gotLeader, gotISR := leader, isr
 		if rec != nil {

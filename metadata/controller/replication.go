@@ -75,8 +75,10 @@ func electLeader(p image.Partition, targetISR []int32, acceptable func(int32) bo
 		return p.Replicas()[i], false
 	}
 	if unclean {
+		// Kafka's tryElection acts only on a leader change: an unclean
+		// pick that is the current leader leaves the ISR to the clean rules.
 		if i := slices.IndexFunc(p.Replicas(), acceptable); i >= 0 {
-			return p.Replicas()[i], true
+			return p.Replicas()[i], p.Replicas()[i] != p.Leader
 		}
 	}
 	return image.NoLeader, false
