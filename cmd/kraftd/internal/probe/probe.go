@@ -227,19 +227,21 @@ type Result struct {
 	// start if later) to the last one or the window's end; GapStart is when
 	// it began.
 	LongestGap, GapStart time.Duration
-	// P50 and P99 are the send-to-acknowledgement latencies of the records
-	// sent in the window.
-	P50, P99  time.Duration
-	Window    time.Duration
-	FirstErr  error
-	ValueSize int
-	Rate      int
+	// P50, P99 and Max are the send-to-acknowledgement latencies of the
+	// records sent in the window; Max is the longest any acknowledged record
+	// waited (a partition without a leader shows here even while the
+	// others keep the gap short).
+	P50, P99, Max time.Duration
+	Window        time.Duration
+	FirstErr      error
+	ValueSize     int
+	Rate          int
 }
 
 func (r Result) String() string {
-	s := fmt.Sprintf("%d/s of %d B for %.1fs: %d sent, %d acked, %d failed; longest gap %v (from %.1fs); latency p50 %v p99 %v",
+	s := fmt.Sprintf("%d/s of %d B for %.1fs: %d sent, %d acked, %d failed; longest gap %v (from %.1fs); latency p50 %v p99 %v max %v",
 		r.Rate, r.ValueSize, r.Window.Seconds(), r.Sent, r.Acked, r.Failed,
-		r.LongestGap.Round(time.Millisecond), r.GapStart.Seconds(), r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond))
+		r.LongestGap.Round(time.Millisecond), r.GapStart.Seconds(), r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond), r.Max.Round(time.Millisecond))
 	if r.FirstErr != nil {
 		s += fmt.Sprintf("; first error: %v", r.FirstErr)
 	}
@@ -274,7 +276,7 @@ func (p *Probe) Result(from, to time.Duration) Result {
 	r.LongestGap, r.GapStart = longestGap(acks, to)
 	if len(lat) > 0 {
 		slices.Sort(lat)
-		r.P50, r.P99 = lat[len(lat)/2], lat[len(lat)*99/100]
+		r.P50, r.P99, r.Max = lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1]
 	}
 	return r
 }
