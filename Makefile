@@ -100,8 +100,8 @@ bench:
 ## the loopback-copy and disk-write floors, and the ratios (BENCH_RECORDS records).
 BENCH_RECORDS ?= 50000
 bench-data:
-	$(GO) test ./cmd/kraftd -run '^$$' -bench '^BenchmarkDataPlane$$' -benchtime $(BENCH_RECORDS)x -count 1 -timeout 20m | \
-		grep -v '^{'
+	$(GO) test ./cmd/kraftd -run '^$$' -bench '^BenchmarkDataPlane$$' -benchtime $(BENCH_RECORDS)x -count 1 -v -timeout 20m | \
+		grep -v -e "^{" -e "^=== RUN"
 
 ## faults: the data-plane fault matrix with Kafka's default timeouts
 ## (broker.session.timeout.ms 9000), the probe's leader hints on and off: a
