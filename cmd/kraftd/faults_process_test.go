@@ -67,25 +67,49 @@ type faultMode struct {
 	start      func(t testing.TB, bin string, to faultTimeouts) faultCluster
 }
 
+// faultModes are the matrix's modes. A zk-legacy row is a start function
+// that runs a ZooKeeper (legacyzk/zkserver) and 3 startLegacyProc brokers
+// into a procCluster and returns procFaults{procCluster, 3, controllerOf's
+// answer as active, startLegacyProc as restart}.
 var faultModes = []faultMode{
 	{name: "kraft", advertises: "Produce 3-11, Fetch 4-16 (KIP-951 leader hints from Produce v10)", start: startKRaftFaultCluster},
 }
 
-// kraftFaults is a KRaft cluster of 3 controller and 3 broker processes.
-type kraftFaults struct{ *procCluster }
+// procFaults adapts a procCluster of any mode to faultCluster: the mode
+// supplies how to find the active controller and how to restart a node.
+type procFaults struct {
+	*procCluster
+	nBrokers    int
+	active      func() (int, error)
+	restartNode func(id int)
+}
 
+// startKRaftFaultCluster: 3 controller and 3 broker processes.
 func startKRaftFaultCluster(t testing.TB, bin string, to faultTimeouts) faultCluster {
 	var extra []string
 	for _, o := range to.overrides {
 		extra = append(extra, "--override", o)
 	}
-	return kraftFaults{newProcCluster(t, bin, 3, 3, extra...)}
+	c := newProcCluster(t, bin, 3, 3, extra...)
+	return procFaults{procCluster: c, nBrokers: 3, restartNode: c.start, active: func() (int, error) {
+		for id, p := range c.procs {
+			if p.role != "controller" || !p.running() {
+				continue
+			}
+			if a, ok := scrapeMetric(p.metricsPort, "kraftd_controller_active"); ok && a == 1 {
+				return id, nil
+			}
+		}
+		return 0, fmt.Errorf("no active controller")
+	}}
 }
 
-func (c kraftFaults) bootstrap() []string { return c.brokerAddrs() }
-func (c kraftFaults) brokers() int        { return 3 }
+func (c procFaults) bootstrap() []string            { return c.brokerAddrs() }
+func (c procFaults) brokers() int                   { return c.nBrokers }
+func (c procFaults) activeController() (int, error) { return c.active() }
+func (c procFaults) restart(id int)                 { c.restartNode(id) }
 
-func (c kraftFaults) partitionLeader(topic string, partition int32) (int, error) {
+func (c procFaults) partitionLeader(topic string, partition int32) (int, error) {
 	addrs := c.brokerAddrs()
 	if len(addrs) == 0 {
 		return 0, fmt.Errorf("no broker running")
@@ -101,19 +125,7 @@ func (c kraftFaults) partitionLeader(topic string, partition int32) (int, error)
 	return int(le[0]), nil
 }
 
-func (c kraftFaults) activeController() (int, error) {
-	for id, p := range c.procs {
-		if p.role != "controller" || !p.running() {
-			continue
-		}
-		if a, ok := scrapeMetric(p.metricsPort, "kraftd_controller_active"); ok && a == 1 {
-			return id, nil
-		}
-	}
-	return 0, fmt.Errorf("no active controller")
-}
-
-func (c kraftFaults) stop(id int, sig syscall.Signal) error {
+func (c procFaults) stop(id int, sig syscall.Signal) error {
 	p := c.procs[id]
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		return err
@@ -128,8 +140,6 @@ func (c kraftFaults) stop(id int, sig syscall.Signal) error {
 		return fmt.Errorf("node %d still running 30 s after %v", id, sig)
 	}
 }
-
-func (c kraftFaults) restart(id int) { c.start(id) }
 
 // dataFault is one column of the matrix.
 type dataFault struct {
@@ -170,8 +180,9 @@ func TestProcessFaultMatrix(t *testing.T) {
 	if *faultsHintsOff {
 		hintsOff = append(hintsOff, true)
 	}
-	var table []string
+	var table, advertised []string
 	for _, mode := range faultModes {
+		advertised = append(advertised, mode.name+": "+mode.advertises)
 		t.Run(mode.name, func(t *testing.T) {
 			c := mode.start(t, bin, to)
 			waitBrokers(t, c)
@@ -192,7 +203,7 @@ func TestProcessFaultMatrix(t *testing.T) {
 		})
 	}
 	t.Logf("%s; probe 1000 records/s of 100 B; advertised: %s\n| mode | fault | longest gap | slowest ack | sent | acked | failed | verifier |\n|---|---|---|---|---|---|---|---|\n%s",
-		to.name, faultModes[0].advertises, strings.Join(table, "\n"))
+		to.name, strings.Join(advertised, "; "), strings.Join(table, "\n"))
 }
 
 func verdict(v probe.Verification) string {
