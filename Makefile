@@ -98,7 +98,7 @@ bench:
 ## produce (1 KB, acks=-1, RF 3) and consume MB/s and produce latency against 3
 ## kraftd broker processes and against kfake (an in-memory ceiling, not Kafka),
 ## the loopback-copy and disk-write floors, and the ratios (BENCH_RECORDS records).
-BENCH_RECORDS ?= 50000
+BENCH_RECORDS ?= 200000
 bench-data:
 	$(GO) test ./cmd/kraftd -run '^$$' -bench '^BenchmarkDataPlane$$' -benchtime $(BENCH_RECORDS)x -count 1 -v -timeout 20m | \
 		grep -v -e "^{" -e "^=== RUN"
