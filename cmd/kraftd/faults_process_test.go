@@ -253,7 +253,12 @@ func runDataFault(t *testing.T, c faultCluster, f dataFault, hintsOff bool, to f
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a second of acknowledged writes", 30*time.Second, func() bool { return p.Acked() >= rate })
+	// The window starts in the steady state (a fresh topic's first writes
+	// can wait for a follower's fetch backoff) and holds half a second of
+	// it before the fault.
+	eventually(t, "steady acknowledged writes", 30*time.Second, func() bool { return p.Acked() >= rate && p.Settled(200*time.Millisecond) })
+	steadyFrom, steadyAcked := p.Since(), p.Acked()
+	eventually(t, "half a second of steady writes", 30*time.Second, func() bool { return p.Acked() >= steadyAcked+rate/2 })
 	victim, err := f.victim(c, topic)
 	if err != nil {
 		t.Fatal(err)
@@ -278,7 +283,7 @@ func runDataFault(t *testing.T, c faultCluster, f dataFault, hintsOff bool, to f
 	flushCtx, flushed := context.WithTimeout(ctx, 20*time.Second)
 	whole := p.Stop(flushCtx)
 	flushed()
-	res := p.Result(max(0, faultAt-time.Second), whole.Window)
+	res := p.Result(steadyFrom, whole.Window)
 	v, err := p.Verify(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -197,6 +197,27 @@ func (p *Probe) Acked() int {
 	return n
 }
 
+// Settled reports whether at least one record has been acknowledged and
+// every record sent more than d ago has been: the producer is in its steady
+// state (a fresh topic's first acks=-1 writes can wait up to a follower's
+// fetch backoff, as a follower that fetched before its leader hosted the
+// partition backs off). Start a measurement window after it holds.
+func (p *Probe) Settled(d time.Duration) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cutoff := time.Since(p.start) - d
+	acked := false
+	for _, o := range p.outcomes {
+		switch {
+		case o.done && o.err == nil:
+			acked = true
+		case o.sent < cutoff:
+			return false
+		}
+	}
+	return acked
+}
+
 // Since is the time since the probe started, the clock of Result's times.
 func (p *Probe) Since() time.Duration { return time.Since(p.start) }
 

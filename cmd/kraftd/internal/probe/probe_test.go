@@ -130,3 +130,24 @@ func TestProbeAgainstKfake(t *testing.T) {
 		t.Fatalf("topic holds %d records, verifier read %d", total, v.Read+v.Foreign)
 	}
 }
+
+func TestSettledWaitsForEveryOlderRecord(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	p := &Probe{start: time.Now().Add(-ms(1000))}
+	if p.Settled(ms(200)) {
+		t.Fatal("settled with nothing sent")
+	}
+	p.outcomes = []outcome{{sent: ms(100)}, {sent: ms(200), done: true, acked: ms(210)}}
+	if p.Settled(ms(200)) {
+		t.Fatal("settled while a record sent 900 ms ago has no outcome")
+	}
+	p.outcomes[0] = outcome{sent: ms(100), done: true, acked: ms(950)}
+	p.outcomes = append(p.outcomes, outcome{sent: ms(990)})
+	if !p.Settled(ms(200)) {
+		t.Fatal("not settled: every record older than 200 ms is acknowledged")
+	}
+	p.outcomes = []outcome{{sent: ms(100), done: true, err: kgo.ErrClientClosed}}
+	if p.Settled(ms(200)) {
+		t.Fatal("settled with nothing acknowledged")
+	}
+}
