@@ -44,8 +44,8 @@ const (
 //
 //   - <target>/produce: b.N records queued at once; MB/s of acknowledged
 //     records.
-//   - <target>/latency: the gap probe at 2000 records/s for 3 s; p50/p99 of
-//     send-to-ack latency (b.N is ignored).
+//   - <target>/latency: the gap probe at 2000 records/s, 3 s once settled;
+//     p50/p99 of send-to-ack latency (b.N is ignored).
 //   - <target>/consume: a fresh consumer reads b.N records (produced by
 //     produce) from the start; MB/s.
 //
@@ -194,19 +194,21 @@ func cmpOr(a, b error) error {
 	return b
 }
 
-// steadyLatency runs the gap probe at benchLatencyRate for benchLatencyTime
-// and returns its latency p50 and p99, leaving out the first half second
-// (connections, metadata).
+// steadyLatency runs the gap probe at benchLatencyRate and returns its
+// latency p50 and p99 over benchLatencyTime once it has settled (a fresh
+// topic's first writes can wait for a follower's fetch backoff).
 func steadyLatency(b *testing.B, bootstrap []string, topic string) (p50, p99 time.Duration) {
 	p, err := probe.Start(probe.Config{Bootstrap: bootstrap, Topic: topic, Rate: benchLatencyRate, ValueBytes: benchRecordBytes})
 	if err != nil {
 		b.Fatal(err)
 	}
+	eventually(b, "the probe to settle", 30*time.Second, func() bool { return p.Settled(200 * time.Millisecond) })
+	from := p.Since()
 	<-time.After(benchLatencyTime) // the measurement window, not a readiness wait
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	whole := p.Stop(ctx)
-	r := p.Result(500*time.Millisecond, whole.Window)
+	r := p.Result(from, whole.Window)
 	if r.Failed > 0 || r.Acked == 0 {
 		b.Fatalf("latency run: %v", r)
 	}
