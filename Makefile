@@ -15,7 +15,7 @@ SEEDS     ?= 100
 CONTROLLERS ?= 3
 BROKERS     ?= 3
 
-.PHONY: all build run dev dev-zk zookeeper deps test test-short lint fmt-check vet interop fuzz bench sim durability invariants clean
+.PHONY: all build run dev dev-zk zookeeper deps test test-short lint fmt-check vet interop fuzz bench bench-data faults sim durability invariants clean
 
 all: build
 
@@ -93,6 +93,22 @@ fuzz:
 ## bench: short benchmarks across the repo.
 bench:
 	$(GO) test -run='^$$' -bench=. -benchtime=$(BENCHTIME) ./...
+
+## bench-data: the data-plane benchmark, separate processes, one run: franz-go
+## produce (1 KB, acks=-1, RF 3) and consume MB/s and produce latency against 3
+## kraftd broker processes and against kfake (an in-memory ceiling, not Kafka),
+## the loopback-copy and disk-write floors, and the ratios (BENCH_RECORDS records).
+BENCH_RECORDS ?= 200000
+bench-data:
+	$(GO) test ./cmd/kraftd -run '^$$' -bench '^BenchmarkDataPlane$$' -benchtime $(BENCH_RECORDS)x -count 1 -v -timeout 20m | \
+		grep -v -e "^{" -e "^=== RUN"
+
+## faults: the data-plane fault matrix with Kafka's default timeouts
+## (broker.session.timeout.ms 9000), the probe's leader hints on and off: a
+## table of the longest time without an acknowledged write per fault.
+faults:
+	$(GO) test ./cmd/kraftd -run '^TestProcessFaultMatrix$$' -count 1 -v -timeout 20m \
+		-args -faults.kafka-timeouts -faults.hints-off-too | grep -v '^{'
 
 ## sim: the seeded quorum simulation, SEEDS runs. The quorum package owns
 ## the Sim tests and the -sim.seeds flag.

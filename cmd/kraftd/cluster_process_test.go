@@ -47,14 +47,14 @@ func (p *kproc) running() bool { return p.cmd != nil && !p.exited.Load() }
 // procCluster is controllers 1..C and brokers C+1..C+B as separate kraftd processes
 // on 127.0.0.1, each with a metrics listener.
 type procCluster struct {
-	t      *testing.T
+	t      testing.TB
 	bin    string
 	voters string
 	procs  map[int]*kproc
 	extra  []string // more arguments for every process
 }
 
-func newProcCluster(t *testing.T, bin string, controllers, brokers int, extra ...string) *procCluster {
+func newProcCluster(t testing.TB, bin string, controllers, brokers int, extra ...string) *procCluster {
 	c := &procCluster{t: t, bin: bin, procs: map[int]*kproc{}, extra: extra}
 	var vs []string
 	for id := 1; id <= controllers+brokers; id++ {
@@ -216,7 +216,7 @@ func (c *procCluster) activeControllerMetric(name string) (float64, bool) {
 
 // eventually polls cond until it holds or timeout passes; the pacing is not a
 // readiness wait, every check reads the real state.
-func eventually(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+func eventually(t testing.TB, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {

@@ -6,6 +6,7 @@
 //	kraftd metadata dump <segment.log|snapshot.checkpoint|dir>...
 //	kraftd dev --controllers N --brokers M [--base-port P] [--dir DIR] [--mode kraft|zk-legacy]
 //	kraftd check-divergence --bootstrap host:port[,...] [--zookeeper-connect host:port]
+//	kraftd bench gap --bootstrap host:port[,...] [--rate N] [--duration D] [--no-leader-hints]
 //	kraftd version
 //
 // This package is the only one that parses flags (pflag) and builds the zap
@@ -29,4 +30,9 @@
 // kraftd check-divergence is a client: it runs app.CheckDivergence and
 // prints one line per broker and one per difference; exit 1 if any broker
 // diverges from the source of truth.
+//
+// kraftd bench gap is a client too: the steady-producer probe
+// (cmd/kraftd/internal/probe, whose doc lists its goroutines) runs for
+// --duration or until SIGINT/SIGTERM, then reads the topic back and prints
+// one line.
 package main

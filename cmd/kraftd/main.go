@@ -57,6 +57,8 @@ func run(args []string, stdout io.Writer, stderr *os.File) int {
 			return runDev(args[1:], stdout, stderr)
 		case "check-divergence":
 			return runCheckDivergence(args[1:], stdout, stderr)
+		case "bench":
+			return runBench(args[1:], stdout, stderr)
 		}
 	}
 	return runNode(args, stdout, stderr)

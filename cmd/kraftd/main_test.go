@@ -143,7 +143,7 @@ func TestHelpListsEveryKey(t *testing.T) {
 }
 
 // buildBinary compiles kraftd once per test that needs a real process.
-func buildBinary(t *testing.T) string {
+func buildBinary(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "kraftd")
 	cmd := exec.Command("go", "build", "-ldflags", "-X main.version=test-1", "-o", bin, ".")
@@ -163,7 +163,7 @@ var (
 // outgoing connection or ":0" listener can take it between the probe and the
 // child's bind (port 0 gave two processes of one test the same metrics port), and
 // apart from interop's 10000-21000, whose tests run in parallel with these.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	for range 1000 {
 		p := 21000 + rand.IntN(11000)
