@@ -158,22 +158,48 @@ func newClientAPI(cfg ClientAPIConfig, rnd *lockedRand) *ClientAPI {
 // Register serves the client APIs on reg, the registry of a broker
 // listener: Metadata v0-13, CreateTopics v0-7, DeleteTopics v0-6,
 // DescribeConfigs v0-4, CreatePartitions v0-3, DescribeCluster v0-2; with a
-// replica manager also Produce v3-11, Fetch v4-16, ListOffsets v1-8 and
-// InitProducerId v0-4.
+// replica manager also Produce v3-11, Fetch v4-16, ListOffsets v1-8,
+// InitProducerId v0-4 and OffsetForLeaderEpoch v0-4.
 func (c *ClientAPI) Register(reg *protocol.Registry) {
-	if c.cfg.Replicas != nil {
-		reg.Register(0, 3, 11, c.handleProduce)
-		reg.Register(1, 4, 16, c.handleFetch)
-		reg.Register(2, 1, 8, c.handleListOffsets)
-		reg.Register(22, 0, 4, c.handleInitProducerID)
-		reg.Register(23, 0, 4, c.handleOffsetForLeaderEpoch)
+	for _, a := range clientAPIs {
+		if a.dataPlane && c.cfg.Replicas == nil {
+			continue
+		}
+		reg.Register(a.key, a.min, a.max, a.handler(c))
 	}
-	reg.Register(3, 0, 13, c.handleMetadata)
-	reg.Register(19, 0, 7, c.handleCreateTopics)
-	reg.Register(20, 0, 6, c.handleDeleteTopics)
-	reg.Register(32, 0, 4, c.handleDescribeConfigs)
-	reg.Register(37, 0, 3, c.handleCreatePartitions)
-	reg.Register(60, 0, 2, c.handleDescribeCluster)
+}
+
+// clientAPIs is what Register serves; dataPlane ones need a replica manager.
+var clientAPIs = []struct {
+	key, min, max int16
+	dataPlane     bool
+	handler       func(*ClientAPI) protocol.Handler
+}{
+	{0, 3, 11, true, func(c *ClientAPI) protocol.Handler { return c.handleProduce }},
+	{1, 4, 16, true, func(c *ClientAPI) protocol.Handler { return c.handleFetch }},
+	{2, 1, 8, true, func(c *ClientAPI) protocol.Handler { return c.handleListOffsets }},
+	{22, 0, 4, true, func(c *ClientAPI) protocol.Handler { return c.handleInitProducerID }},
+	{23, 0, 4, true, func(c *ClientAPI) protocol.Handler { return c.handleOffsetForLeaderEpoch }},
+	{3, 0, 13, false, func(c *ClientAPI) protocol.Handler { return c.handleMetadata }},
+	{19, 0, 7, false, func(c *ClientAPI) protocol.Handler { return c.handleCreateTopics }},
+	{20, 0, 6, false, func(c *ClientAPI) protocol.Handler { return c.handleDeleteTopics }},
+	{32, 0, 4, false, func(c *ClientAPI) protocol.Handler { return c.handleDescribeConfigs }},
+	{37, 0, 3, false, func(c *ClientAPI) protocol.Handler { return c.handleCreatePartitions }},
+	{60, 0, 2, false, func(c *ClientAPI) protocol.Handler { return c.handleDescribeCluster }},
+}
+
+// ClientAPIVersions are the keys and version ranges Register serves, with
+// the data plane or without, for a listener that must advertise them before
+// its ClientAPI exists (a ZooKeeper-era broker binds its listener before it
+// knows the cluster id).
+func ClientAPIVersions(dataPlane bool) []kmsg.ApiVersionsResponseApiKey {
+	var out []kmsg.ApiVersionsResponseApiKey
+	for _, a := range clientAPIs {
+		if !a.dataPlane || dataPlane {
+			out = append(out, kmsg.ApiVersionsResponseApiKey{ApiKey: a.key, MinVersion: a.min, MaxVersion: a.max})
+		}
+	}
+	return out
 }
 
 // Close cancels background auto-create requests and waits for them; later

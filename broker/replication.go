@@ -25,29 +25,42 @@ import (
 // so no OffsetForLeaderEpoch round is needed.
 const minReplicaFetchVersion = 12
 
+// maxReplicaFetchVersion is the newest Fetch a KRaft follower sends.
+const maxReplicaFetchVersion = 16
+
 // fetchTransport sends follower fetches over its own client, so fetch
 // long-polls do not queue behind anything else.
 type fetchTransport struct {
-	b      *Broker
-	client *protocol.Client
+	client     *protocol.Client
+	addr       func(leader int32) (string, error)
+	maxVersion int16
+}
+
+// NewReplicaFetchTransport is the follower fetch wire for a broker whose
+// metadata is not a KRaft image (a ZooKeeper-era broker): fetches go over
+// client to addr(leader), at the highest Fetch version both the leader and
+// maxVersion allow (at least v12; Kafka 3.3's inter.broker.protocol.version
+// 3.3 sends v13, which carries no broker epoch).
+func NewReplicaFetchTransport(client *protocol.Client, addr func(leader int32) (string, error), maxVersion int16) replica.FetchTransport {
+	return &fetchTransport{client: client, addr: addr, maxVersion: maxVersion}
 }
 
 // leaderAddr is broker id's inter-broker endpoint in the published image.
-func (t *fetchTransport) leaderAddr(id int32) (string, error) {
-	br, ok := t.b.Image().Broker(id)
+func (b *Broker) leaderAddr(id int32) (string, error) {
+	br, ok := b.Image().Broker(id)
 	if !ok {
 		return "", fmt.Errorf("broker: leader %d is not registered", id)
 	}
-	ep, ok := br.Listener(t.b.cfg.InterBrokerListenerName)
+	ep, ok := br.Listener(b.cfg.InterBrokerListenerName)
 	if !ok {
-		return "", fmt.Errorf("broker: leader %d has no %s listener", id, t.b.cfg.InterBrokerListenerName)
+		return "", fmt.Errorf("broker: leader %d has no %s listener", id, b.cfg.InterBrokerListenerName)
 	}
 	return net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port))), nil
 }
 
 // Fetch implements replica.FetchTransport.
 func (t *fetchTransport) Fetch(ctx context.Context, leader int32, in *replica.FetchRequest) ([]replica.FetchedPartition, error) {
-	addr, err := t.leaderAddr(leader)
+	addr, err := t.addr(leader)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +72,7 @@ func (t *fetchTransport) Fetch(ctx context.Context, leader int32, in *replica.Fe
 	if !ok || r[1] < minReplicaFetchVersion {
 		return nil, fmt.Errorf("%w: leader %d serves Fetch up to v%d, replication needs v%d", protocol.ErrUnsupportedVersion, leader, r[1], minReplicaFetchVersion)
 	}
-	req := replicaFetchRequest(in, min(r[1], 16))
+	req := replicaFetchRequest(in, min(r[1], t.maxVersion))
 	resp, err := t.client.Request(ctx, addr, req)
 	if err != nil {
 		return nil, err
@@ -144,17 +157,44 @@ func fetchErr(code int16) error {
 	return kerr.ErrorForCode(code)
 }
 
-// alterPartitionTransport sends ISR changes to the active controller.
-type alterPartitionTransport struct{ b *Broker }
+// alterPartitionTransport sends ISR changes to the controller: send carries
+// one request and returns its answer.
+type alterPartitionTransport struct {
+	version int16
+	send    func(ctx context.Context, req *kmsg.AlterPartitionRequest) (*kmsg.AlterPartitionResponse, error)
+}
 
-// AlterPartition implements replica.AlterPartitionTransport: one request,
-// v3 (KIP-903's broker epochs) unless the controller serves less; the
-// controller channel retries NOT_CONTROLLER answers and unreachable
-// controllers within ctx.
+// NewAlterPartitionTransport is the ISR-change wire for a broker whose
+// controller is not reached through the KRaft controller channel (a
+// ZooKeeper-era broker): requests are built at version (2 for Kafka 3.3:
+// topic ids, no broker epochs per ISR member) and handed to send, and the
+// answers are classified as for a KRaft broker.
+func NewAlterPartitionTransport(version int16,
+	send func(ctx context.Context, req *kmsg.AlterPartitionRequest) (*kmsg.AlterPartitionResponse, error)) replica.AlterPartitionTransport {
+	return &alterPartitionTransport{version: version, send: send}
+}
+
+// sendAlterPartition is the KRaft send: v3 (KIP-903's broker epochs) unless
+// the controller serves less; the controller channel retries NOT_CONTROLLER
+// answers and unreachable controllers within ctx.
+func (b *Broker) sendAlterPartition(ctx context.Context, req *kmsg.AlterPartitionRequest) (*kmsg.AlterPartitionResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, ms(b.cfg.ControllerRequestTimeoutMs))
+	defer cancel()
+	resp, err := b.ch.forward(ctx, req, func(r kmsg.Response) bool {
+		return isNotControllerCode(r.(*kmsg.AlterPartitionResponse).ErrorCode)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*kmsg.AlterPartitionResponse), nil
+}
+
+// AlterPartition implements replica.AlterPartitionTransport: one request
+// for every item.
 func (t *alterPartitionTransport) AlterPartition(ctx context.Context, brokerID int32, brokerEpoch int64,
 	items []replica.AlterPartitionItem) ([]replica.AlterPartitionResult, error) {
 	req := kmsg.NewPtrAlterPartitionRequest()
-	req.Version = 3
+	req.Version = t.version
 	req.BrokerID, req.BrokerEpoch = brokerID, brokerEpoch
 	for _, it := range items {
 		rt := kmsg.NewAlterPartitionRequestTopic()
@@ -170,15 +210,11 @@ func (t *alterPartitionTransport) AlterPartition(ctx context.Context, brokerID i
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 	}
-	ctx, cancel := context.WithTimeout(ctx, ms(t.b.cfg.ControllerRequestTimeoutMs))
-	defer cancel()
-	resp, err := t.b.ch.forward(ctx, req, func(r kmsg.Response) bool {
-		return isNotControllerCode(r.(*kmsg.AlterPartitionResponse).ErrorCode)
-	})
+	resp, err := t.send(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	return alterResults(items, resp.(*kmsg.AlterPartitionResponse))
+	return alterResults(items, resp)
 }
 
 // alterResults matches the answer to the items (one topic entry per item, in
@@ -244,8 +280,8 @@ func (b *Broker) startReplication() error {
 		Logger:   b.log.Named("fetch-client"),
 	})
 	return b.cfg.Replicas.StartReplication(replica.Replication{
-		Fetch:          &fetchTransport{b: b, client: b.fetchClient},
-		AlterPartition: &alterPartitionTransport{b: b},
+		Fetch:          NewReplicaFetchTransport(b.fetchClient, b.leaderAddr, maxReplicaFetchVersion),
+		AlterPartition: NewAlterPartitionTransport(3, b.sendAlterPartition),
 		Brokers:        brokerView{b: b},
 		BrokerEpoch:    b.BrokerEpoch,
 	})

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kraftd/kraftd/protocol"
+	"github.com/kraftd/kraftd/replica"
 )
 
 // Config configures a legacy (ZooKeeper-mode) Broker. Zero values take
@@ -86,6 +87,12 @@ type Config struct {
 	// ephemerals go only when ZooKeeper expires its session. Default: the
 	// session timeout (Zk.SessionTimeoutMs, 18000 if unset).
 	CrashSessionLingerMs int
+
+	// Replicas, when set, hosts this broker's partition logs: LeaderAndIsr
+	// and StopReplica drive it and topic configs from ZooKeeper feed it
+	// (Kafka 3.3's ReplicaManager side). nil: metadata only, StopReplica
+	// just forgets the replica.
+	Replicas *replica.Manager
 
 	Logger *zap.Logger
 	// Now is the wall clock for znode timestamps (default time.Now).

@@ -1,0 +1,238 @@
+package interop
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/kraftd/kraftd/cmd/kraftd/app"
+	"github.com/kraftd/kraftd/legacyzk"
+	"github.com/kraftd/kraftd/replica"
+)
+
+// The zk-legacy data plane (issue 13, its ZooKeeper-era part): brokers
+// started through app in zk-legacy mode on a real ZooKeeper host partition
+// logs from LeaderAndIsr, replicate them with follower fetches, change ISRs
+// through AlterPartition to the ZooKeeper-era controller, and serve
+// Produce, Fetch, ListOffsets and InitProducerId with the KRaft handlers.
+
+// waitLegacyTopicEverywhere waits until every running legacy broker's
+// metadata cache has topic and its replica manager hosts every partition
+// assigned to it.
+func waitLegacyTopicEverywhere(t testing.TB, c *cluster, topic string) {
+	t.Helper()
+	waitFor(t, "topic "+topic+" hosted on every broker", 15*time.Second, func() bool {
+		for _, a := range c.nodes {
+			lb := a.LegacyBroker()
+			if lb == nil {
+				return false
+			}
+			tp, ok := lb.Image().TopicByName(topic)
+			if !ok {
+				return false
+			}
+			for id, p := range tp.Partitions() {
+				if slices.Contains(p.Replicas(), lb.ID()) {
+					if _, hosted := lb.Replica(topic, id); !hosted {
+						return false
+					}
+				}
+			}
+		}
+		return true
+	})
+}
+
+// zkState reads a partition state znode through a fresh session.
+func zkState(t *testing.T, ctx context.Context, zkAddr, topic string, p int32) legacyzk.LeaderIsr {
+	t.Helper()
+	st, err := legacyzk.DialZk(ctx, legacyzk.ZkConfig{Connect: zkAddr, SessionTimeoutMs: 4000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	data, stat, err := st.Get(ctx, legacyzk.PartitionStatePath(topic, p), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := legacyzk.DecodeState(data, stat.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// franz-go produces (idempotent, acks=-1) to an RF 3 topic on three
+// zk-legacy brokers and a read_committed consumer reads every record once
+// and in order; producer ids came from a block this cluster claimed in
+// /latest_producer_id_block, written as Kafka 3.3 writes it.
+func TestLegacyProduceConsumeFranzRF3(t *testing.T) {
+	t.Parallel()
+	c, zk := newLegacyCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := newFranzAdmin(t, c).(*franzAdmin).adm
+	if _, err := adm.CreateTopic(ctx, 3, 3, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	waitLegacyTopicEverywhere(t, c, "orders")
+	const n = 900
+	produceN(t, ctx, c.bootstrap(), "orders", n)
+	waitFullISR(t, ctx, adm, "orders", 10*time.Second)
+	checkExactlyOnceInOrder(t, consumeAll(t, ctx, c.bootstrap(), "orders", n), n)
+	ends, err := adm.ListEndOffsets(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	if total != n {
+		t.Fatalf("end offsets sum to %d, produced %d", total, n)
+	}
+	// Every replica holds every record: followers fetched them.
+	for nid, a := range c.nodes {
+		for p := int32(0); p < 3; p++ {
+			part, ok := a.LegacyReplicas().Partition(replica.TopicPartition{Topic: "orders", Partition: p})
+			if !ok {
+				t.Fatalf("broker %d does not host orders-%d", nid, p)
+			}
+			total -= part.Log().EndOffset()
+		}
+	}
+	if total != -2*n {
+		t.Fatalf("the replicas' log end offsets sum to %d, want 3x%d", n-total, n)
+	}
+
+	st, err := legacyzk.DialZk(ctx, legacyzk.ZkConfig{Connect: zk.Addr, SessionTimeoutMs: 4000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	data, _, err := st.Get(ctx, legacyzk.ProducerIDBlockPath, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block map[string]any
+	if err := json.Unmarshal(data, &block); err != nil {
+		t.Fatal(err)
+	}
+	if block["version"] != 1.0 || block["block_start"] == nil || block["block_end"] == nil || block["broker"] == nil {
+		t.Fatalf("/latest_producer_id_block = %s", data)
+	}
+	if _, ok := block["block_end"].(string); !ok {
+		t.Fatalf("block_end is not a string as Kafka writes it: %s", data)
+	}
+}
+
+// A follower that stops fetching leaves the ISR through the leader's
+// AlterPartition to the ZooKeeper-era controller (one conditional write of
+// the state znode: ISR without it, same leader epoch, a new zkVersion),
+// and after it restarts and catches up the leader's AlterPartition brings
+// it back; acks=-1 produces complete throughout.
+func TestLegacyISRShrinksAndGrowsBack(t *testing.T) {
+	t.Parallel()
+	c, zk := newLegacyCluster(t, 3, app.Setting{Key: "replica.lag.time.max.ms", Value: "600"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := newFranzAdmin(t, c).(*franzAdmin).adm
+	if _, err := adm.CreateTopic(ctx, 1, 3, nil, "isr"); err != nil {
+		t.Fatal(err)
+	}
+	waitLegacyTopicEverywhere(t, c, "isr")
+	produceN(t, ctx, c.bootstrap(), "isr", 100)
+	waitFullISR(t, ctx, adm, "isr", 10*time.Second)
+	before := zkState(t, ctx, zk.Addr, "isr", 0)
+	var follower int32 = -1
+	for _, r := range before.ISR {
+		if r != before.Leader {
+			follower = r
+			break
+		}
+	}
+	// The follower's fetcher hangs (it stays registered in ZooKeeper, so
+	// only the leader can notice).
+	c.nodes[follower].LegacyReplicas().StopReplication()
+	produceNFrom(t, ctx, c.bootstrap(), "isr", 100, 100)
+	waitFor(t, fmt.Sprintf("broker %d out of the ISR", follower), 15*time.Second, func() bool {
+		parts, err := partitionISR(ctx, adm, "isr")
+		return err == nil && len(parts[0].ISR) == 2 && !slices.Contains(parts[0].ISR, follower)
+	})
+	shrunk := zkState(t, ctx, zk.Addr, "isr", 0)
+	if shrunk.LeaderEpoch != before.LeaderEpoch || shrunk.Leader != before.Leader || shrunk.ZkVersion <= before.ZkVersion ||
+		slices.Contains(shrunk.ISR, follower) {
+		t.Fatalf("state after the shrink %+v, before %+v: want the same leader and leader epoch, a newer zkVersion", shrunk, before)
+	}
+
+	c.stop(follower)
+	startLegacy(c, follower, zk.Addr, app.Setting{Key: "replica.lag.time.max.ms", Value: "600"})
+	produceNFrom(t, ctx, c.bootstrap(), "isr", 200, 100)
+	waitFullISR(t, ctx, adm, "isr", 15*time.Second)
+	grown := zkState(t, ctx, zk.Addr, "isr", 0)
+	if grown.LeaderEpoch != before.LeaderEpoch || !slices.Contains(grown.ISR, follower) || grown.ZkVersion <= shrunk.ZkVersion {
+		t.Fatalf("state after the expansion %+v, after the shrink %+v", grown, shrunk)
+	}
+	checkExactlyOnceInOrder(t, consumeAll(t, ctx, c.bootstrap(), "isr", 300), 300)
+}
+
+// No acknowledged record is lost when a zk-legacy partition leader goes
+// away (RF 3, min.insync.replicas 2, an idempotent acks=-1 producer
+// throughout): a controlled shutdown moves its leaderships first; a kill
+// closes its session at once, and the controller elects new leaders from
+// the ISR and pushes LeaderAndIsr.
+func TestLegacyNoAckedRecordLostWhenLeaderStops(t *testing.T) {
+	if testing.Short() {
+		t.Skip("failover test")
+	}
+	for _, kill := range []bool{false, true} {
+		name := "controlled-shutdown"
+		if kill {
+			name = "kill"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c, _ := newLegacyCluster(t, 3, app.Setting{Key: "min.insync.replicas", Value: "2"})
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			adm := newFranzAdmin(t, c).(*franzAdmin).adm
+			if _, err := adm.CreateTopic(ctx, 3, 3, nil, "ledger"); err != nil {
+				t.Fatal(err)
+			}
+			waitLegacyTopicEverywhere(t, c, "ledger")
+			waitFullISR(t, ctx, adm, "ledger", 10*time.Second)
+			p := startSteadyProducer(t, c.bootstrap(), "ledger")
+			pctx, stopProducing := context.WithCancel(ctx)
+			var done sync.WaitGroup
+			done.Go(func() { p.run(pctx) })
+			waitFor(t, "500 acknowledged records", 30*time.Second, func() bool { return p.ackedCount() >= 500 })
+			victim := leaderOf(t, ctx, adm, "ledger")
+			before := p.ackedCount()
+			if kill {
+				c.nodes[victim].Kill()
+				delete(c.nodes, victim)
+			} else {
+				c.stop(victim)
+			}
+			waitFor(t, "a new leader for partition 0", 30*time.Second, func() bool {
+				parts, err := partitionISR(ctx, adm, "ledger")
+				return err == nil && parts[0].Leader >= 0 && parts[0].Leader != victim
+			})
+			waitFor(t, "500 more acknowledged records", 30*time.Second, func() bool { return p.ackedCount() >= before+500 })
+			stopProducing()
+			done.Wait()
+			p.finish()
+			recs := readToEnd(t, ctx, c.bootstrap(), adm, "ledger")
+			checkNoAckedLoss(t, recs, p.acked)
+			if p.maxGap > 8*time.Second {
+				t.Errorf("no acknowledgement for %v", p.maxGap)
+			}
+			t.Logf("zk-legacy %s of broker %d: %d sent, %d acknowledged, %d failed, %d read; longest time without an acknowledgement %v",
+				name, victim, p.sent, len(p.acked), p.fails, len(recs), p.maxGap.Round(time.Millisecond))
+		})
+	}
+}
