@@ -13,8 +13,6 @@ import (
 // partition 0 of the sweep topic (v3 first), so ListOffsets and Fetch, swept
 // after it, know what the partition holds.
 
-const noLegacyDataPlane = "zk-legacy brokers have no partition logs yet (issue 13)"
-
 // sweptProduceVersions is how many batches the Produce sweep appends: v3-v11.
 const sweptProduceVersions = 9
 
