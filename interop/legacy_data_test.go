@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"slices"
 	"sync"
 	"testing"
@@ -235,4 +236,38 @@ func TestLegacyNoAckedRecordLostWhenLeaderStops(t *testing.T) {
 				name, victim, p.sent, len(p.acked), p.fails, len(recs), p.maxGap.Round(time.Millisecond))
 		})
 	}
+}
+
+// The other clients of the interop suite produce and consume against one
+// zk-legacy broker exactly as against a KRaft cluster (the same test
+// bodies; topics are auto-created through ZooKeeper).
+func TestLegacySaramaProduceConsume(t *testing.T) {
+	t.Parallel()
+	c, _ := newLegacyCluster(t, 1)
+	saramaProduceConsume(t, c)
+}
+
+func TestLegacyKafkaGoProduceConsume(t *testing.T) {
+	t.Parallel()
+	c, _ := newLegacyCluster(t, 1)
+	kafkaGoProduceConsume(t, c)
+}
+
+func TestLegacyKafkaPythonProduceConsume(t *testing.T) {
+	t.Parallel()
+	if !pythonUsable() {
+		t.Skipf("kafka-python not importable by %s (make deps installs python3-kafka)", systemPython)
+	}
+	c, _ := newLegacyCluster(t, 1)
+	kafkaPythonProduceConsume(t, c)
+}
+
+func TestLegacyKcatProduceConsume(t *testing.T) {
+	t.Parallel()
+	bin, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Skip("kcat not installed (make deps installs Debian's kcat)")
+	}
+	c, _ := newLegacyCluster(t, 1)
+	kcatProduceConsume(t, c, bin)
 }
