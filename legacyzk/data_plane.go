@@ -56,15 +56,16 @@ func (b *Broker) waitDataPlane(ctx context.Context) error {
 }
 
 // hostReplica makes the replica manager host tp as the accepted
-// LeaderAndIsr state p says, loading the topic's configs first; caller
-// holds mu. The answer is KAFKA_STORAGE_ERROR when the log cannot be
+// LeaderAndIsr state p says, loading the topic's configs first (once per
+// topic, and again for every new partition, as Kafka reads them from
+// ZooKeeper each time it creates a log); caller holds mu. The answer is KAFKA_STORAGE_ERROR when the log cannot be
 // opened, as Kafka's makeLeaders/makeFollowers answer.
 func (b *Broker) hostReplica(ctx context.Context, tp TopicPartition, id records.UUID, p kmsg.LeaderAndISRRequestTopicPartition) int16 {
 	m := b.cfg.Replicas
 	if m == nil {
 		return 0
 	}
-	if !b.topicConfigs[tp.Topic] {
+	if !b.topicConfigs[tp.Topic] || p.IsNew {
 		if err := b.loadTopicConfig(ctx, b.ctrl.currentStore(), tp.Topic); err != nil {
 			// The log opens with the defaults; the next change
 			// notification or LeaderAndIsr reads the configs again.
@@ -82,11 +83,15 @@ func (b *Broker) hostReplica(ctx context.Context, tp TopicPartition, id records.
 }
 
 // stopReplica stops hosting tp: with del its log is deleted (topic
-// deletion, reassignment), otherwise only closed and kept on disk
-// (controlled shutdown); caller holds mu.
+// deletion, reassignment) and the topic's configs are read again when it
+// is next hosted (a new topic of the same name), otherwise its log is only
+// closed and kept on disk (controlled shutdown); caller holds mu.
 func (b *Broker) stopReplica(tp TopicPartition, del bool) int16 {
 	if b.cfg.Replicas == nil {
 		return 0
+	}
+	if del {
+		delete(b.topicConfigs, tp.Topic)
 	}
 	if err := b.cfg.Replicas.Remove(replica.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}, del); err != nil {
 		b.log.Error("stopping a replica failed", zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Bool("delete", del), zap.Error(err))

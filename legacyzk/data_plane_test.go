@@ -317,7 +317,8 @@ func imageTopicRes(topic string) image.ConfigResource {
 // follower, at the controller's leader epoch and zkVersion) with the
 // topic's configs from /config/topics; a config change notification
 // updates them on every broker; deleting the topic (StopReplica with
-// delete) removes the logs.
+// delete) removes the logs, and a new topic of the same name gets its own
+// configs.
 func TestLeaderAndIsrDrivesReplicaManager(t *testing.T) {
 	c := newDataCluster(t, 1, 2, 3)
 	ctrl := c.controller()
@@ -388,6 +389,20 @@ func TestLeaderAndIsrDrivesReplicaManager(t *testing.T) {
 				if _, err := os.Stat(filepath.Join(c.dirs[id], p)); err == nil {
 					return false, fmt.Sprintf("broker %d still has %s", id, p)
 				}
+			}
+		}
+		return true, ""
+	})
+
+	// A new topic of the same name opens with its own configs.
+	createManual(t, ctrl, "t", map[int32][]int32{0: {1, 2}}, map[string]string{"segment.bytes": "2097152"})
+	waitFor(t, 5*time.Second, "the new t-0 hosted with its configs", func() (bool, string) {
+		for _, id := range []int32{1, 2} {
+			if _, ok := hosts(id, 0); !ok {
+				return false, fmt.Sprintf("broker %d does not host t-0", id)
+			}
+			if tc := c.managers[id].TopicConfig("t"); tc.SegmentBytes != 2097152 || tc.RetentionMs != def.RetentionMs {
+				return false, fmt.Sprintf("broker %d: %+v", id, tc)
 			}
 		}
 		return true, ""
