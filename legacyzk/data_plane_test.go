@@ -131,7 +131,15 @@ func cachedISR(b *Broker, topic string) []int32 {
 // controller pushes what ZooKeeper holds; forged or stale requests change
 // nothing.
 func TestAlterPartitionConditionalWrite(t *testing.T) {
-	c := newMemCluster(t, 1, 2, 3)
+	alterPartitionConditionalWrite(t, newMemCluster(t, 1, 2, 3))
+}
+
+// TestAlterPartitionConditionalWriteZk runs it on a real ZooKeeper.
+func TestAlterPartitionConditionalWriteZk(t *testing.T) {
+	alterPartitionConditionalWrite(t, newZkCluster(t, 1, 2, 3))
+}
+
+func alterPartitionConditionalWrite(t *testing.T, c *cluster) {
 	ctrl := c.controller()
 	createManual(t, ctrl, "t", map[int32][]int32{0: {1, 2, 3}}, nil)
 	c.converged()
