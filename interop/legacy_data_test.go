@@ -183,9 +183,11 @@ func TestLegacyISRShrinksAndGrowsBack(t *testing.T) {
 
 // No acknowledged record is lost when a zk-legacy partition leader goes
 // away (RF 3, min.insync.replicas 2, an idempotent acks=-1 producer
-// throughout): a controlled shutdown moves its leaderships first; a kill
-// closes its session at once, and the controller elects new leaders from
-// the ISR and pushes LeaderAndIsr.
+// throughout): a controlled shutdown moves its leaderships first; after a
+// kill its ZooKeeper session lingers until it would expire
+// (zookeeper.session.timeout.ms 4000 here), then the controller (a new one
+// if the victim held /controller) elects new leaders from the ISR and
+// pushes LeaderAndIsr.
 func TestLegacyNoAckedRecordLostWhenLeaderStops(t *testing.T) {
 	if testing.Short() {
 		t.Skip("failover test")

@@ -245,6 +245,24 @@ func (b *Broker) Close() error {
 	return nil
 }
 
+// Kill stops the broker as kill -9 stops a process: the listener and the
+// controller loop stop at once (no controlled shutdown, no resignation in
+// ZooKeeper), and the session lingers CrashSessionLingerMs (the session
+// timeout by default) before it closes, as ZooKeeper keeps a dead
+// process's session, its /brokers/ids registration and, on the
+// controller, /controller, until the session expires. Later Close and
+// Shutdown calls do nothing more.
+func (b *Broker) Kill() {
+	if b.closed.Swap(true) {
+		return
+	}
+	b.stopNet()
+	b.ctrl.stop()
+	st := b.ctrl.currentStore()
+	b.log.Info("killed; the ZooKeeper session lingers until it would expire", zap.Int("lingerMs", b.cfg.CrashSessionLingerMs))
+	time.AfterFunc(time.Duration(b.cfg.CrashSessionLingerMs)*time.Millisecond, func() { st.Close() })
+}
+
 // ID is broker.id.
 func (b *Broker) ID() int32 { return b.cfg.NodeID }
 

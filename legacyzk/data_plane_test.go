@@ -453,3 +453,28 @@ func TestLeaderAndIsrWaitsForDataPlane(t *testing.T) {
 		t.Fatal("nothing hosted after the data plane opened")
 	}
 }
+
+// Kill is kill -9: the controller's /controller and registration stay in
+// ZooKeeper while its session lingers (CrashSessionLingerMs), and only
+// then does another broker take over.
+func TestKillLeavesSessionToExpire(t *testing.T) {
+	c := newMemCluster(t, 1, 2)
+	ctrl := c.controller()
+	ctx := context.Background()
+	ctrl.Kill()
+	if _, ok, err := c.admin.Exists(ctx, BrokerPath(ctrl.ID()), false); err != nil || !ok {
+		t.Fatalf("registration gone at once after a kill: %v", err)
+	}
+	data, _, err := c.admin.Get(ctx, ControllerPath, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := DecodeController(data); id != ctrl.ID() {
+		t.Fatalf("/controller names %d right after the kill of %d", id, ctrl.ID())
+	}
+	start := time.Now()
+	next := c.controller()
+	if next == ctrl || time.Since(start) < 500*time.Millisecond {
+		t.Fatalf("broker %d took over after %v; the killed session lingers 800 ms", next.ID(), time.Since(start))
+	}
+}

@@ -301,6 +301,14 @@ func (r *legacyRole) Stop(ctx context.Context) error {
 	return errors.Join(err, closeErr)
 }
 
+// Kill stops the legacy broker as kill -9 would (its ZooKeeper session
+// lingers until it would expire); Stop then only closes the logs.
+func (r *legacyRole) Kill() {
+	if lb := r.Broker(); lb != nil {
+		lb.Kill()
+	}
+}
+
 // Broker is the running legacy broker or nil.
 func (r *legacyRole) Broker() *legacyzk.Broker {
 	r.mu.Lock()
