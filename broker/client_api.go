@@ -83,6 +83,11 @@ type ClientAPIConfig struct {
 	// MinInsyncReplicas is the static min.insync.replicas (default 1); topic
 	// and cluster configs in the image override it.
 	MinInsyncReplicas int
+	// MaxVersions caps the versions Register serves, by API key (a
+	// zk-legacy broker serves the data plane at Kafka 3.3's versions, so
+	// its clients get no KIP-951 leader hints, as from Kafka 3.3); keys
+	// not in it are served in full.
+	MaxVersions map[int16]int16
 	// LogMessageTimestampType is the static log.message.timestamp.type
 	// ("CreateTime" when empty); topic and cluster configs override it.
 	LogMessageTimestampType string
@@ -102,6 +107,11 @@ func (c *ClientAPIConfig) validate() error {
 		return fmt.Errorf("%w: client API needs a metadata source and an admin", ErrInvalidConfig)
 	case c.Replicas != nil && c.ProducerIDs == nil:
 		return fmt.Errorf("%w: a data plane needs a producer id source", ErrInvalidConfig)
+	}
+	for _, a := range clientAPIs {
+		if v, ok := c.MaxVersions[a.key]; ok && v < a.min {
+			return fmt.Errorf("%w: API %d capped at v%d, below its oldest served version v%d", ErrInvalidConfig, a.key, v, a.min)
+		}
 	}
 	if c.MinInsyncReplicas <= 0 {
 		c.MinInsyncReplicas = DefaultMinInsyncReplicas
@@ -165,8 +175,17 @@ func (c *ClientAPI) Register(reg *protocol.Registry) {
 		if a.dataPlane && c.cfg.Replicas == nil {
 			continue
 		}
-		reg.Register(a.key, a.min, a.max, a.handler(c))
+		reg.Register(a.key, a.min, capVersion(a.key, a.max, c.cfg.MaxVersions), a.handler(c))
 	}
+}
+
+// capVersion is max lowered to caps[key] when caps has one (never below
+// the oldest version served).
+func capVersion(key, maxV int16, caps map[int16]int16) int16 {
+	if v, ok := caps[key]; ok && v < maxV {
+		return v
+	}
+	return maxV
 }
 
 // clientAPIs is what Register serves; dataPlane ones need a replica manager.
@@ -189,14 +208,15 @@ var clientAPIs = []struct {
 }
 
 // ClientAPIVersions are the keys and version ranges Register serves, with
-// the data plane or without, for a listener that must advertise them before
-// its ClientAPI exists (a ZooKeeper-era broker binds its listener before it
-// knows the cluster id).
-func ClientAPIVersions(dataPlane bool) []kmsg.ApiVersionsResponseApiKey {
+// the data plane or without and with maxVersions as ClientAPIConfig's, for
+// a listener that must advertise them before its ClientAPI exists (a
+// ZooKeeper-era broker binds its listener before it knows the cluster id).
+func ClientAPIVersions(dataPlane bool, maxVersions map[int16]int16) []kmsg.ApiVersionsResponseApiKey {
 	var out []kmsg.ApiVersionsResponseApiKey
 	for _, a := range clientAPIs {
 		if !a.dataPlane || dataPlane {
-			out = append(out, kmsg.ApiVersionsResponseApiKey{ApiKey: a.key, MinVersion: a.min, MaxVersion: a.max})
+			out = append(out, kmsg.ApiVersionsResponseApiKey{ApiKey: a.key, MinVersion: a.min,
+				MaxVersion: capVersion(a.key, a.max, maxVersions)})
 		}
 	}
 	return out

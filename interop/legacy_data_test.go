@@ -14,6 +14,7 @@ import (
 
 	"github.com/kraftd/kraftd/cmd/kraftd/app"
 	"github.com/kraftd/kraftd/legacyzk"
+	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/replica"
 )
 
@@ -72,7 +73,8 @@ func zkState(t *testing.T, ctx context.Context, zkAddr, topic string, p int32) l
 // franz-go produces (idempotent, acks=-1) to an RF 3 topic on three
 // zk-legacy brokers and a read_committed consumer reads every record once
 // and in order; producer ids came from a block this cluster claimed in
-// /latest_producer_id_block, written as Kafka 3.3 writes it.
+// /latest_producer_id_block, written as Kafka 3.3 writes it; the data-plane
+// APIs are advertised at Kafka 3.3's versions.
 func TestLegacyProduceConsumeFranzRF3(t *testing.T) {
 	t.Parallel()
 	c, zk := newLegacyCluster(t, 3)
@@ -128,6 +130,20 @@ func TestLegacyProduceConsumeFranzRF3(t *testing.T) {
 	}
 	if _, ok := block["block_end"].(string); !ok {
 		t.Fatalf("block_end is not a string as Kafka writes it: %s", data)
+	}
+
+	// The data plane is advertised at Kafka 3.3's versions (no KIP-951
+	// leader hints: Produce v10 and Fetch v16 are 3.7's).
+	pc := protocol.NewClient(protocol.ClientConfig{ClientID: "versions"})
+	defer pc.Close()
+	versions, err := pc.PeerVersions(ctx, c.brokerAddr(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[int16][2]int16{0: {3, 9}, 1: {4, 13}, 2: {1, 7}, 22: {0, 4}, 23: {0, 4}, 56: {0, 2}} {
+		if versions[key] != want {
+			t.Errorf("API %d advertised v%d-v%d, want v%d-v%d", key, versions[key][0], versions[key][1], want[0], want[1])
+		}
 	}
 }
 

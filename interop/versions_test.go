@@ -30,6 +30,9 @@ type sweepEnv struct {
 	// metadataVersion is the version of the sweepers' own Metadata polls;
 	// -1 negotiates (the wire check pins one its decoder knows).
 	metadataVersion int16
+	// produced counts the batches the Produce sweep appended to partition
+	// 0 of topic (one per advertised version, v3 first).
+	produced int64
 }
 
 // sweeper checks one API at one pinned version.

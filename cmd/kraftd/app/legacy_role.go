@@ -195,7 +195,7 @@ func faultsHandler(lb *legacyzk.Broker) http.Handler {
 // client waits instead of being cut off. A failed start closes the
 // listener, which ends the waits.
 func gateClientAPIs(reg *protocol.Registry, ready <-chan struct{}) {
-	for _, v := range broker.ClientAPIVersions(true) {
+	for _, v := range broker.ClientAPIVersions(true, legacyMaxVersions) {
 		if _, _, _, served := reg.Lookup(v.ApiKey); served {
 			continue // ApiVersions, or a push API
 		}
@@ -232,9 +232,16 @@ func (r *legacyRole) clientAPIConfig(lb *legacyzk.Broker, replicas *replica.Mana
 		ProducerIDs:              lb, // blocks from /latest_producer_id_block
 		MinInsyncReplicas:        int(cfg.MinInsyncReplicas),
 		LogMessageTimestampType:  cfg.LogMessageTimestampType,
+		MaxVersions:              legacyMaxVersions,
 		Logger:                   cfg.Logger.Named("clientapi"),
 	}
 }
+
+// legacyMaxVersions are the data-plane versions a Kafka 3.3 broker serves:
+// Produce v9 and Fetch v13 (KIP-951's leader hints came with Produce v10
+// and Fetch v16 in 3.7), ListOffsets v7; OffsetForLeaderEpoch v4 and
+// InitProducerId v4 as in KRaft mode.
+var legacyMaxVersions = map[int16]int16{0: 9, 1: 13, 2: 7}
 
 // legacyStatics are the static settings DescribeConfigs shows for a
 // zk-legacy broker (Kafka names them broker.id in ZooKeeper mode).
