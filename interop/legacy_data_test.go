@@ -201,19 +201,16 @@ func TestLegacyISRShrinksAndGrowsBack(t *testing.T) {
 // away (RF 3, min.insync.replicas 2, an idempotent acks=-1 producer
 // throughout): a controlled shutdown moves its leaderships first; after a
 // kill its ZooKeeper session lingers until it would expire
-// (zookeeper.session.timeout.ms 4000 here), then the controller (a new one
-// if the victim held /controller) elects new leaders from the ISR and
-// pushes LeaderAndIsr.
+// (zookeeper.session.timeout.ms 4000 here), then the controller elects new
+// leaders from the ISR and pushes LeaderAndIsr; a killed controller is
+// replaced only then, and its successor reads everything back before it
+// elects leaders for what the dead broker led.
 func TestLegacyNoAckedRecordLostWhenLeaderStops(t *testing.T) {
 	if testing.Short() {
 		t.Skip("failover test")
 	}
-	for _, kill := range []bool{false, true} {
-		name := "controlled-shutdown"
-		if kill {
-			name = "kill"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, fault := range []string{"controlled-shutdown", "kill", "kill-controller"} {
+		t.Run(fault, func(t *testing.T) {
 			t.Parallel()
 			c, _ := newLegacyCluster(t, 3, app.Setting{Key: "min.insync.replicas", Value: "2"})
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -230,16 +227,28 @@ func TestLegacyNoAckedRecordLostWhenLeaderStops(t *testing.T) {
 			done.Go(func() { p.run(pctx) })
 			waitFor(t, "500 acknowledged records", 30*time.Second, func() bool { return p.ackedCount() >= 500 })
 			victim := leaderOf(t, ctx, adm, "ledger")
+			if fault == "kill-controller" {
+				victim = legacyController(t, c)
+			}
+			led := ledBy(t, ctx, adm, "ledger", victim)
 			before := p.ackedCount()
-			if kill {
+			if fault == "controlled-shutdown" {
+				c.stop(victim)
+			} else {
 				c.nodes[victim].Kill()
 				delete(c.nodes, victim)
-			} else {
-				c.stop(victim)
 			}
-			waitFor(t, "a new leader for partition 0", 30*time.Second, func() bool {
+			waitFor(t, fmt.Sprintf("new leaders for partitions %v", led), 30*time.Second, func() bool {
 				parts, err := partitionISR(ctx, adm, "ledger")
-				return err == nil && parts[0].Leader >= 0 && parts[0].Leader != victim
+				if err != nil {
+					return false
+				}
+				for _, id := range led {
+					if parts[id].Leader < 0 || parts[id].Leader == victim {
+						return false
+					}
+				}
+				return true
 			})
 			waitFor(t, "500 more acknowledged records", 30*time.Second, func() bool { return p.ackedCount() >= before+500 })
 			stopProducing()
@@ -250,10 +259,27 @@ func TestLegacyNoAckedRecordLostWhenLeaderStops(t *testing.T) {
 			if p.maxGap > 8*time.Second {
 				t.Errorf("no acknowledgement for %v", p.maxGap)
 			}
-			t.Logf("zk-legacy %s of broker %d: %d sent, %d acknowledged, %d failed, %d read; longest time without an acknowledgement %v",
-				name, victim, p.sent, len(p.acked), p.fails, len(recs), p.maxGap.Round(time.Millisecond))
+			t.Logf("zk-legacy %s of broker %d (leading partitions %v): %d sent, %d acknowledged, %d failed, %d read; longest time without an acknowledgement %v",
+				fault, victim, led, p.sent, len(p.acked), p.fails, len(recs), p.maxGap.Round(time.Millisecond))
 		})
 	}
+}
+
+// ledBy lists the partitions of topic broker id leads.
+func ledBy(t *testing.T, ctx context.Context, adm *kadm.Client, topic string, id int32) []int32 {
+	t.Helper()
+	parts, err := partitionISR(ctx, adm, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int32
+	for p, d := range parts {
+		if d.Leader == id {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // The other clients of the interop suite produce and consume against one
