@@ -180,6 +180,11 @@ func (b *Broker) setCachedTopicConfig(topic string, overrides map[string]string)
 	return nil
 }
 
+// configChangeExpirationMs is how old a notification under /config/changes
+// gets before the brokers that see it delete it
+// (ZkNodeChangeNotificationListener's changeExpirationMs, 15 minutes).
+const configChangeExpirationMs = 15 * 60 * 1000
+
 // configChangePrefix names the sequential notifications under
 // /config/changes (ConfigEntityChangeNotificationSequenceZNode).
 const configChangePrefix = "config_change_"
@@ -197,9 +202,10 @@ type configChangeZNode struct {
 // re-arms the child watch on /config/changes and, for every notification
 // newer than the last one processed, re-reads the named topic's configs
 // if this broker has loaded them (a topic not hosted yet reads its configs
-// when its first partition is). It runs on the controller loop, which owns
-// the session's watch events, at every new session and at each
-// NodeChildrenChanged.
+// when its first partition is), then deletes the notifications older than
+// 15 minutes, as Kafka's listener purges them. It runs on the controller
+// loop, which owns the session's watch events, at every new session and at
+// each NodeChildrenChanged.
 func (b *Broker) processConfigChanges(ctx context.Context, st Store) {
 	if b.cfg.Replicas == nil {
 		return
@@ -242,6 +248,27 @@ func (b *Broker) processConfigChanges(ctx context.Context, st Store) {
 			b.mu.Unlock()
 		}
 		b.lastConfigChange.Store(n.seq)
+	}
+	b.purgeConfigChanges(ctx, st, children)
+}
+
+// purgeConfigChanges deletes the notifications among children created more
+// than configChangeExpirationMs ago; other brokers race to do the same, so
+// a missing znode is fine.
+func (b *Broker) purgeConfigChanges(ctx context.Context, st Store, children []string) {
+	nowMs := b.cfg.nowMs()
+	for _, c := range children {
+		if !strings.HasPrefix(c, configChangePrefix) {
+			continue
+		}
+		p := ConfigChangesPath + "/" + c
+		stat, ok, err := st.Exists(ctx, p, false)
+		if err != nil || !ok || nowMs-stat.CtimeMs <= configChangeExpirationMs {
+			continue
+		}
+		if err := st.Delete(ctx, p, -1); err != nil && !errors.Is(err, ErrNoNode) {
+			b.log.Warn("deleting an old config change notification failed", zap.String("notification", c), zap.Error(err))
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package legacyzk
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -476,5 +477,49 @@ func TestKillLeavesSessionToExpire(t *testing.T) {
 	next := c.controller()
 	if next == ctrl || time.Since(start) < 500*time.Millisecond {
 		t.Fatalf("broker %d took over after %v; the killed session lingers 800 ms", next.ID(), time.Since(start))
+	}
+}
+
+// Config change notifications older than 15 minutes are deleted by the
+// brokers that process /config/changes; newer ones stay.
+func TestOldConfigChangesPurged(t *testing.T) {
+	srv := NewMemServer()
+	var mu sync.Mutex
+	now := time.Unix(1_700_000_000, 0)
+	srv.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	c := &cluster{t: t, brokers: map[int32]*Broker{}, dial: memDial(srv), mem: srv, admin: srv.Connect()}
+	t.Cleanup(func() { c.admin.Close() })
+	m, err := replica.New(replica.Config{Dir: t.TempDir(), BrokerID: 1, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	ctx := context.Background()
+	note := []byte(`{"version":2,"entity_path":"topics/x"}`)
+	old, err := c.admin.Create(ctx, ConfigChangesPath+"/"+configChangePrefix, note, PersistentSequential)
+	if errors.Is(err, ErrNoNode) {
+		if err := ensurePath(ctx, c.admin, ConfigChangesPath); err != nil {
+			t.Fatal(err)
+		}
+		old, err = c.admin.Create(ctx, ConfigChangesPath+"/"+configChangePrefix, note, PersistentSequential)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	now = now.Add(16 * time.Minute)
+	mu.Unlock()
+	b := c.startWith(1, func(cfg *Config) { cfg.Replicas = m; cfg.Now = srv.Now })
+	b.OpenDataPlane()
+	fresh, err := c.admin.Create(ctx, ConfigChangesPath+"/"+configChangePrefix, note, PersistentSequential)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the old notification deleted", func() (bool, string) {
+		_, ok, err := c.admin.Exists(ctx, old, false)
+		return err == nil && !ok, fmt.Sprint(ok, err)
+	})
+	if _, ok, err := c.admin.Exists(ctx, fresh, false); err != nil || !ok {
+		t.Fatalf("the fresh notification was deleted: %v", err)
 	}
 }

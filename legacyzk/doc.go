@@ -114,7 +114,7 @@
 // /isr_change_notification (pre-2.7 ISR propagation; AlterPartition is
 // served), log-dir events, broker-level dynamic configs and AlterConfigs
 // (topic configs are read from /config/topics and /config/changes, which
-// only tools write), the purge of old config change notifications, ACLs,
+// only tools write), ACLs,
 // feature versioning in /feature, and stray-log deletion. Topic deletion
 // does not wait for StopReplica responses before deleting the znodes.
 //
