@@ -3,7 +3,9 @@ package interop
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"slices"
 	"sync"
@@ -314,4 +316,47 @@ func TestLegacyKcatProduceConsume(t *testing.T) {
 	}
 	c, _ := newLegacyCluster(t, 1)
 	kcatProduceConsume(t, c, bin)
+}
+
+// A zk-legacy broker whose log directory belongs to another cluster does
+// not start, and leaves that directory as it found it: no checkpoint files
+// and no clean-shutdown marker (which would make the other cluster's next
+// start skip its recovery scan).
+func TestLegacyForeignLogDirLeftUntouched(t *testing.T) {
+	t.Parallel()
+	c, zk := newLegacyCluster(t, 1)
+	dir := t.TempDir()
+	if err := app.WriteMetaProperties(dir, app.MetaProperties{Version: 0, ClusterID: "AAAAAAAAAAAAAAAAAAAAAA", NodeID: 2}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := app.LoadConfig([]app.Setting{
+		{Key: "mode", Value: "zk-legacy"}, {Key: "node.id", Value: "2"},
+		{Key: "listeners", Value: fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", freePort(t))},
+		{Key: "log.dirs", Value: dir}, {Key: "zookeeper.connect", Value: zk.Addr},
+		{Key: "zookeeper.session.timeout.ms", Value: "4000"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(context.Background()); !errors.Is(err, app.ErrClusterIDMismatch) {
+		_ = a.Stop(context.Background())
+		t.Fatalf("start with another cluster's log directory: %v", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() != app.MetaPropertiesFile {
+			t.Errorf("the failed start left %s in the other cluster's directory", e.Name())
+		}
+	}
+	waitFor(t, "the refused broker gone from the metadata", 10*time.Second, func() bool {
+		_, ok := c.nodes[1].LegacyBroker().Image().Broker(2)
+		return !ok
+	})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/kraftd/kraftd/metadata/image"
 	"github.com/kraftd/kraftd/metadata/records"
 	"github.com/kraftd/kraftd/protocol"
+	"github.com/kraftd/kraftd/replica"
 )
 
 // ReplicaState is what a LeaderAndIsr told this broker about one of its
@@ -41,7 +42,7 @@ type ReplicaState struct {
 // per live broker while this node is the controller, and the store's event
 // pump. Close stops them all.
 //
-// With Config.Replicas it is also Kafka 3.3's ReplicaManager side
+// With Config.DataPlane it is also Kafka 3.3's ReplicaManager side
 // (data_plane.go): LeaderAndIsr and StopReplica drive the replica manager,
 // topic configs come from ZooKeeper, producer ids in blocks from
 // /latest_producer_id_block.
@@ -78,14 +79,15 @@ type Broker struct {
 	replicas        map[TopicPartition]ReplicaState
 	cacheOffset     int64
 	// topicConfigs: topics whose /config/topics znode was loaded into
-	// Config.Replicas and the cache (data_plane.go).
+	// the replica manager and the cache (data_plane.go).
 	topicConfigs map[string]bool
 	// lastConfigChange is the sequence number of the last /config/changes
 	// notification processed (-1: none); written on the controller loop.
 	lastConfigChange atomic.Int64
 
-	dataReady chan struct{} // closed by OpenDataPlane
-	dataOnce  sync.Once
+	dataReady  chan struct{} // closed by OpenDataPlane, after replicaMgr is set
+	dataOnce   sync.Once
+	replicaMgr atomic.Pointer[replica.Manager]
 
 	// pidMu guards the producer id block: ids in [pidNext, pidEnd) are
 	// this broker's and not handed out yet.

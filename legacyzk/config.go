@@ -8,7 +8,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kraftd/kraftd/protocol"
-	"github.com/kraftd/kraftd/replica"
 )
 
 // Config configures a legacy (ZooKeeper-mode) Broker. Zero values take
@@ -88,11 +87,12 @@ type Config struct {
 	// session timeout (Zk.SessionTimeoutMs, 18000 if unset).
 	CrashSessionLingerMs int
 
-	// Replicas, when set, hosts this broker's partition logs: LeaderAndIsr
-	// and StopReplica drive it and topic configs from ZooKeeper feed it
-	// (Kafka 3.3's ReplicaManager side). nil: metadata only, StopReplica
+	// DataPlane says this broker will host partition logs: LeaderAndIsr
+	// and StopReplica wait until OpenDataPlane hands it the replica
+	// manager, then drive it, and topic configs from ZooKeeper feed it
+	// (Kafka 3.3's ReplicaManager side). false: metadata only, StopReplica
 	// just forgets the replica.
-	Replicas *replica.Manager
+	DataPlane bool
 
 	Logger *zap.Logger
 	// Now is the wall clock for znode timestamps (default time.Now).

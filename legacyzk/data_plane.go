@@ -24,7 +24,7 @@ import (
 
 // The broker's data plane in ZooKeeper mode (Kafka 3.3's ReplicaManager
 // side): LeaderAndIsr and StopReplica drive the replica manager
-// (Config.Replicas); topic configs come from /config/topics/<topic> when a
+// (OpenDataPlane); topic configs come from /config/topics/<topic> when a
 // topic's first partition is hosted and again after each change
 // notification under /config/changes; producer ids come in blocks claimed
 // from /latest_producer_id_block; ISR changes go to the controller as
@@ -32,19 +32,27 @@ import (
 // metadata cache (LeaderAddr) and the leader judges ISR candidates by it
 // (ISRBroker).
 
-// OpenDataPlane lets LeaderAndIsr and StopReplica reach Config.Replicas.
-// Until it is called they wait (the controller's sender waits for their
-// answers): the app first checks the log directories against /cluster/id,
-// which NewBroker reads, as Kafka's broker checks meta.properties before
-// its log manager starts. Safe to call more than once.
-func (b *Broker) OpenDataPlane() {
-	b.dataOnce.Do(func() { close(b.dataReady) })
+// OpenDataPlane hands a Config.DataPlane broker its replica manager m:
+// LeaderAndIsr and StopReplica wait until then (the controller's sender
+// waits for their answers), because the app opens the logs only once it
+// has checked the log directories against /cluster/id, which NewBroker
+// reads, as Kafka's broker checks meta.properties before its log manager
+// starts. Only the first call counts.
+func (b *Broker) OpenDataPlane(m *replica.Manager) {
+	b.dataOnce.Do(func() {
+		b.replicaMgr.Store(m)
+		close(b.dataReady)
+	})
 }
 
+// replicaManager is the replica manager, nil before OpenDataPlane or without a
+// data plane.
+func (b *Broker) replicaManager() *replica.Manager { return b.replicaMgr.Load() }
+
 // waitDataPlane returns once OpenDataPlane was called, at once without a
-// replica manager; ctx ending (the connection closed) is an error.
+// data plane; ctx ending (the connection closed) is an error.
 func (b *Broker) waitDataPlane(ctx context.Context) error {
-	if b.cfg.Replicas == nil {
+	if !b.cfg.DataPlane {
 		return nil
 	}
 	select {
@@ -61,7 +69,7 @@ func (b *Broker) waitDataPlane(ctx context.Context) error {
 // ZooKeeper each time it creates a log); caller holds mu. The answer is KAFKA_STORAGE_ERROR when the log cannot be
 // opened, as Kafka's makeLeaders/makeFollowers answer.
 func (b *Broker) hostReplica(ctx context.Context, tp TopicPartition, id records.UUID, p kmsg.LeaderAndISRRequestTopicPartition) int16 {
-	m := b.cfg.Replicas
+	m := b.replicaManager()
 	if m == nil {
 		return 0
 	}
@@ -87,13 +95,14 @@ func (b *Broker) hostReplica(ctx context.Context, tp TopicPartition, id records.
 // is next hosted (a new topic of the same name), otherwise its log is only
 // closed and kept on disk (controlled shutdown); caller holds mu.
 func (b *Broker) stopReplica(tp TopicPartition, del bool) int16 {
-	if b.cfg.Replicas == nil {
+	m := b.replicaManager()
+	if m == nil {
 		return 0
 	}
 	if del {
 		delete(b.topicConfigs, tp.Topic)
 	}
-	if err := b.cfg.Replicas.Remove(replica.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}, del); err != nil {
+	if err := m.Remove(replica.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}, del); err != nil {
 		b.log.Error("stopping a replica failed", zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Bool("delete", del), zap.Error(err))
 		return kerr.KafkaStorageError.Code
 	}
@@ -135,7 +144,7 @@ func (b *Broker) loadTopicConfig(ctx context.Context, st Store, topic string) er
 	if err := b.setCachedTopicConfig(topic, overrides); err != nil {
 		return err
 	}
-	m := b.cfg.Replicas
+	m := b.replicaManager()
 	cfg, err := m.DefaultTopicConfig().With(func(topicKey, _ string) (string, bool) {
 		v, ok := overrides[topicKey]
 		return v, ok
@@ -199,7 +208,8 @@ type configChangeZNode struct {
 }
 
 // processConfigChanges is ZkConfigManager's notification listener: it
-// re-arms the child watch on /config/changes and, for every notification
+// re-arms the child watch on /config/changes and, once the data plane is
+// open, for every notification
 // newer than the last one processed, re-reads the named topic's configs
 // if this broker has loaded them (a topic not hosted yet reads its configs
 // when its first partition is), then deletes the notifications older than
@@ -207,12 +217,18 @@ type configChangeZNode struct {
 // loop, which owns the session's watch events, at every new session and at
 // each NodeChildrenChanged.
 func (b *Broker) processConfigChanges(ctx context.Context, st Store) {
-	if b.cfg.Replicas == nil {
+	if !b.cfg.DataPlane {
 		return
 	}
 	children, err := st.Children(ctx, ConfigChangesPath, true)
 	if err != nil {
 		b.log.Warn("reading config change notifications failed", zap.Error(err))
+		return
+	}
+	if b.replicaManager() == nil {
+		// Nothing hosted yet: each topic's configs are read when its
+		// first partition is; notifications are processed from the next
+		// change on (the watch is armed).
 		return
 	}
 	type note struct {

@@ -40,8 +40,8 @@ func newDataCluster(t *testing.T, ids ...int32) *dataCluster {
 		}
 		t.Cleanup(func() { _ = m.Close() }) // after the broker's Close (cleanups run last first)
 		dc.managers[id], dc.dirs[id] = m, dir
-		b := c.startWith(id, func(cfg *Config) { cfg.Replicas = m })
-		b.OpenDataPlane()
+		b := c.startWith(id, func(cfg *Config) { cfg.DataPlane = true })
+		b.OpenDataPlane(m)
 	}
 	return dc
 }
@@ -427,7 +427,7 @@ func TestLeaderAndIsrWaitsForDataPlane(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = m.Close() })
 	b := bareBroker(t, 2, 102)
-	b.cfg.Replicas, b.dataReady, b.topicConfigs = m, make(chan struct{}), map[string]bool{}
+	b.cfg.DataPlane, b.dataReady, b.topicConfigs = true, make(chan struct{}), map[string]bool{}
 	lai, _ := viewPushes(t, 5, nil)
 	req := &protocol.Request{Key: 4, Version: lai.Version, Body: lai}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -438,7 +438,7 @@ func TestLeaderAndIsrWaitsForDataPlane(t *testing.T) {
 	if h := m.Hosted(); len(h) != 0 {
 		t.Fatalf("hosted %v before the data plane opened", h)
 	}
-	b.OpenDataPlane()
+	b.OpenDataPlane(m)
 	resp, err := b.handleLeaderAndIsr(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
@@ -509,8 +509,8 @@ func TestOldConfigChangesPurged(t *testing.T) {
 	mu.Lock()
 	now = now.Add(16 * time.Minute)
 	mu.Unlock()
-	b := c.startWith(1, func(cfg *Config) { cfg.Replicas = m; cfg.Now = srv.Now })
-	b.OpenDataPlane()
+	b := c.startWith(1, func(cfg *Config) { cfg.DataPlane = true; cfg.Now = srv.Now })
+	b.OpenDataPlane(m)
 	fresh, err := c.admin.Create(ctx, ConfigChangesPath+"/"+configChangePrefix, note, PersistentSequential)
 	if err != nil {
 		t.Fatal(err)

@@ -118,7 +118,7 @@
 // feature versioning in /feature, and stray-log deletion. Topic deletion
 // does not wait for StopReplica responses before deleting the znodes.
 //
-// # Data plane (Config.Replicas)
+// # Data plane (Config.DataPlane, OpenDataPlane)
 //
 // With a replica manager the broker is Kafka 3.3's ReplicaManager side:
 // LeaderAndIsr hosts each replica as leader or follower at the pushed
@@ -131,8 +131,8 @@
 // an UpdateMetadata push of what ZooKeeper holds); producer ids come in
 // blocks of 1000 claimed with conditional writes of
 // /latest_producer_id_block. Pushes that touch replicas wait for
-// OpenDataPlane, which the app calls once the log directories match
-// /cluster/id.
+// OpenDataPlane, which the app calls with the replica manager once the log
+// directories match /cluster/id.
 //
 // # Goroutines
 //

@@ -78,22 +78,24 @@ func (r *legacyRole) Start(ctx context.Context) error {
 	reg := r.a.registries[l.Name]
 	ready := make(chan struct{})
 	gateClientAPIs(reg, ready)
-	replicas, err := newReplicaManager(cfg)
+	lbCfg := cfg.legacyBrokerConfig(l, reg)
+	lbCfg.DataPlane = true
+	lb, err := legacyzk.NewBroker(ctx, lbCfg)
 	if err != nil {
 		return fmt.Errorf("legacyzk: %w", err)
 	}
-	replicas.Start() // retention and checkpoints; stopped by replicas.Close
-	lbCfg := cfg.legacyBrokerConfig(l, reg)
-	lbCfg.Replicas = replicas
-	lb, err := legacyzk.NewBroker(ctx, lbCfg)
-	if err != nil {
-		return errors.Join(fmt.Errorf("legacyzk: %w", err), replicas.Close())
-	}
-	fail := func(err error) error { return errors.Join(err, lb.Close(), replicas.Close()) }
 	clusterID := lb.ClusterID()
 	if err := prepareLegacyStorage(cfg, clusterID); err != nil {
-		return fail(err)
+		// The logs were not opened: a directory of another cluster is
+		// left exactly as it was.
+		return errors.Join(err, lb.Close())
 	}
+	replicas, err := newReplicaManager(cfg)
+	if err != nil {
+		return errors.Join(fmt.Errorf("legacyzk: %w", err), lb.Close())
+	}
+	replicas.Start() // retention and checkpoints; stopped by replicas.Close
+	fail := func(err error) error { return errors.Join(err, lb.Close(), replicas.Close()) }
 	fetchClient := protocol.NewClient(protocol.ClientConfig{
 		ClientID: fmt.Sprintf("broker-%d-fetcher", cfg.NodeID),
 		Logger:   cfg.Logger.Named("fetch-client"),
@@ -110,7 +112,7 @@ func (r *legacyRole) Start(ctx context.Context) error {
 		_ = fetchClient.Close()
 		return fail(err)
 	}
-	lb.OpenDataPlane()
+	lb.OpenDataPlane(replicas)
 	api, err := broker.NewClientAPI(r.clientAPIConfig(lb, replicas))
 	if err != nil {
 		replicas.StopReplication()
