@@ -66,8 +66,9 @@ func (b *Broker) waitDataPlane(ctx context.Context) error {
 // hostReplica makes the replica manager host tp as the accepted
 // LeaderAndIsr state p says, loading the topic's configs first (once per
 // topic, and again for every new partition, as Kafka reads them from
-// ZooKeeper each time it creates a log); caller holds mu. The answer is KAFKA_STORAGE_ERROR when the log cannot be
-// opened, as Kafka's makeLeaders/makeFollowers answer.
+// ZooKeeper each time it creates a log); caller holds mu. The answer is
+// KAFKA_STORAGE_ERROR when the log cannot be opened, as Kafka's
+// makeLeaders/makeFollowers answer.
 func (b *Broker) hostReplica(ctx context.Context, tp TopicPartition, id records.UUID, p kmsg.LeaderAndISRRequestTopicPartition) int16 {
 	m := b.replicaManager()
 	if m == nil {
