@@ -153,10 +153,22 @@ func TestLegacyProduceConsumeFranzRF3(t *testing.T) {
 // AlterPartition to the ZooKeeper-era controller (one conditional write of
 // the state znode: ISR without it, same leader epoch, a new zkVersion),
 // and after it restarts and catches up the leader's AlterPartition brings
-// it back; acks=-1 produces complete throughout.
+// it back; acks=-1 produces complete throughout. The follower either hangs
+// (its fetcher stops, it stays registered) or is killed (its session
+// lingers 4 s, longer than replica.lag.time.max.ms, so the leader notices
+// first, and it can register again only once the session is gone).
 func TestLegacyISRShrinksAndGrowsBack(t *testing.T) {
-	t.Parallel()
-	c, zk := newLegacyCluster(t, 3, app.Setting{Key: "replica.lag.time.max.ms", Value: "600"})
+	for _, fault := range []string{"hung-fetcher", "killed"} {
+		t.Run(fault, func(t *testing.T) {
+			t.Parallel()
+			legacyISRShrinksAndGrowsBack(t, fault)
+		})
+	}
+}
+
+func legacyISRShrinksAndGrowsBack(t *testing.T, fault string) {
+	lag := app.Setting{Key: "replica.lag.time.max.ms", Value: "600"}
+	c, zk := newLegacyCluster(t, 3, lag)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	adm := newFranzAdmin(t, c).(*franzAdmin).adm
@@ -167,16 +179,23 @@ func TestLegacyISRShrinksAndGrowsBack(t *testing.T) {
 	produceN(t, ctx, c.bootstrap(), "isr", 100)
 	waitFullISR(t, ctx, adm, "isr", 10*time.Second)
 	before := zkState(t, ctx, zk.Addr, "isr", 0)
+	// A follower that is not the controller: a dead controller would be
+	// replaced after its session expired, and the new one would take the
+	// dead follower out of the ISR itself (a new leader epoch).
+	ctrl := legacyController(t, c)
 	var follower int32 = -1
 	for _, r := range before.ISR {
-		if r != before.Leader {
+		if r != before.Leader && r != ctrl {
 			follower = r
 			break
 		}
 	}
-	// The follower's fetcher hangs (it stays registered in ZooKeeper, so
-	// only the leader can notice).
-	c.nodes[follower].LegacyReplicas().StopReplication()
+	if fault == "killed" {
+		c.nodes[follower].Kill()
+		delete(c.nodes, follower)
+	} else {
+		c.nodes[follower].LegacyReplicas().StopReplication()
+	}
 	produceNFrom(t, ctx, c.bootstrap(), "isr", 100, 100)
 	waitFor(t, fmt.Sprintf("broker %d out of the ISR", follower), 15*time.Second, func() bool {
 		parts, err := partitionISR(ctx, adm, "isr")
@@ -188,8 +207,15 @@ func TestLegacyISRShrinksAndGrowsBack(t *testing.T) {
 		t.Fatalf("state after the shrink %+v, before %+v: want the same leader and leader epoch, a newer zkVersion", shrunk, before)
 	}
 
-	c.stop(follower)
-	startLegacy(c, follower, zk.Addr, app.Setting{Key: "replica.lag.time.max.ms", Value: "600"})
+	if fault == "killed" {
+		waitFor(t, fmt.Sprintf("broker %d's session to expire", follower), 15*time.Second, func() bool {
+			_, ok := c.nodes[ctrl].LegacyBroker().Image().Broker(follower)
+			return !ok
+		})
+	} else {
+		c.stop(follower)
+	}
+	startLegacy(c, follower, zk.Addr, lag)
 	produceNFrom(t, ctx, c.bootstrap(), "isr", 200, 100)
 	waitFullISR(t, ctx, adm, "isr", 15*time.Second)
 	grown := zkState(t, ctx, zk.Addr, "isr", 0)
