@@ -142,6 +142,7 @@ func TestAlterPartitionConditionalWriteZk(t *testing.T) {
 
 func alterPartitionConditionalWrite(t *testing.T, c *cluster) {
 	ctrl := c.controller()
+	c.converged() // every broker registered with the controller
 	createManual(t, ctrl, "t", map[int32][]int32{0: {1, 2, 3}}, nil)
 	c.converged()
 	cl := protocol.NewClient(protocol.ClientConfig{ClientID: "test"})
@@ -237,12 +238,12 @@ func alterPartitionConditionalWrite(t *testing.T, c *cluster) {
 	}
 
 	// A dead broker may not join an ISR.
-	dead := int32(3)
-	if ctrl.ID() == dead || cur.Leader == dead {
-		t.Fatalf("test assumes broker 3 is neither controller nor leader")
+	dead := int32(3) // neither the leader (1) nor the controller
+	if ctrl.ID() == dead {
+		dead = 2
 	}
 	c.brokers[dead].Close()
-	waitFor(t, 5*time.Second, "broker 3 dropped from the ISR", func() (bool, string) {
+	waitFor(t, 5*time.Second, fmt.Sprintf("broker %d dropped from the ISR", dead), func() (bool, string) {
 		s := readState(t, c.admin, "t", 0)
 		return !slices.Contains(s.ISR, dead), fmt.Sprint(s)
 	})
@@ -331,6 +332,7 @@ func imageTopicRes(topic string) image.ConfigResource {
 func TestLeaderAndIsrDrivesReplicaManager(t *testing.T) {
 	c := newDataCluster(t, 1, 2, 3)
 	ctrl := c.controller()
+	c.converged() // every broker registered with the controller
 	ctx := context.Background()
 	createManual(t, ctrl, "t", map[int32][]int32{0: {2, 1}, 1: {3, 1}}, map[string]string{"segment.bytes": "1048576"})
 	c.converged()
