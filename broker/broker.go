@@ -37,7 +37,7 @@ type Broker struct {
 	api  *ClientAPI
 	// fetchTransport carries follower fetches over a client per fetcher
 	// (replication.go); set by Start.
-	fetchTransport *fetchTransport
+	fetchTransport *FetchTransport
 	// replicaImage is the image the replica manager was last synced to
 	// (stored before SyncReplicas, so ahead of Image() during a publish).
 	replicaImage atomic.Pointer[image.Image]

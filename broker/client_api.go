@@ -83,6 +83,11 @@ type ClientAPIConfig struct {
 	// MinInsyncReplicas is the static min.insync.replicas (default 1); topic
 	// and cluster configs in the image override it.
 	MinInsyncReplicas int
+	// MaxVersions caps the versions Register serves, by API key (a
+	// zk-legacy broker serves the data plane at Kafka 3.3's versions, so
+	// its clients get no KIP-951 leader hints, as from Kafka 3.3); keys
+	// not in it are served in full.
+	MaxVersions map[int16]int16
 	// LogMessageTimestampType is the static log.message.timestamp.type
 	// ("CreateTime" when empty); topic and cluster configs override it.
 	LogMessageTimestampType string
@@ -102,6 +107,11 @@ func (c *ClientAPIConfig) validate() error {
 		return fmt.Errorf("%w: client API needs a metadata source and an admin", ErrInvalidConfig)
 	case c.Replicas != nil && c.ProducerIDs == nil:
 		return fmt.Errorf("%w: a data plane needs a producer id source", ErrInvalidConfig)
+	}
+	for _, a := range clientAPIs {
+		if v, ok := c.MaxVersions[a.key]; ok && v < a.min {
+			return fmt.Errorf("%w: API %d capped at v%d, below its oldest served version v%d", ErrInvalidConfig, a.key, v, a.min)
+		}
 	}
 	if c.MinInsyncReplicas <= 0 {
 		c.MinInsyncReplicas = DefaultMinInsyncReplicas
@@ -158,22 +168,58 @@ func newClientAPI(cfg ClientAPIConfig, rnd *lockedRand) *ClientAPI {
 // Register serves the client APIs on reg, the registry of a broker
 // listener: Metadata v0-13, CreateTopics v0-7, DeleteTopics v0-6,
 // DescribeConfigs v0-4, CreatePartitions v0-3, DescribeCluster v0-2; with a
-// replica manager also Produce v3-11, Fetch v4-16, ListOffsets v1-8 and
-// InitProducerId v0-4.
+// replica manager also Produce v3-11, Fetch v4-16, ListOffsets v1-8,
+// InitProducerId v0-4 and OffsetForLeaderEpoch v0-4.
 func (c *ClientAPI) Register(reg *protocol.Registry) {
-	if c.cfg.Replicas != nil {
-		reg.Register(0, 3, 11, c.handleProduce)
-		reg.Register(1, 4, 16, c.handleFetch)
-		reg.Register(2, 1, 8, c.handleListOffsets)
-		reg.Register(22, 0, 4, c.handleInitProducerID)
-		reg.Register(23, 0, 4, c.handleOffsetForLeaderEpoch)
+	for _, a := range clientAPIs {
+		if a.dataPlane && c.cfg.Replicas == nil {
+			continue
+		}
+		reg.Register(a.key, a.min, capVersion(a.key, a.max, c.cfg.MaxVersions), a.handler(c))
 	}
-	reg.Register(3, 0, 13, c.handleMetadata)
-	reg.Register(19, 0, 7, c.handleCreateTopics)
-	reg.Register(20, 0, 6, c.handleDeleteTopics)
-	reg.Register(32, 0, 4, c.handleDescribeConfigs)
-	reg.Register(37, 0, 3, c.handleCreatePartitions)
-	reg.Register(60, 0, 2, c.handleDescribeCluster)
+}
+
+// capVersion is max lowered to caps[key] when caps has one (never below
+// the oldest version served).
+func capVersion(key, maxV int16, caps map[int16]int16) int16 {
+	if v, ok := caps[key]; ok && v < maxV {
+		return v
+	}
+	return maxV
+}
+
+// clientAPIs is what Register serves; dataPlane ones need a replica manager.
+var clientAPIs = []struct {
+	key, min, max int16
+	dataPlane     bool
+	handler       func(*ClientAPI) protocol.Handler
+}{
+	{0, 3, 11, true, func(c *ClientAPI) protocol.Handler { return c.handleProduce }},
+	{1, 4, 16, true, func(c *ClientAPI) protocol.Handler { return c.handleFetch }},
+	{2, 1, 8, true, func(c *ClientAPI) protocol.Handler { return c.handleListOffsets }},
+	{22, 0, 4, true, func(c *ClientAPI) protocol.Handler { return c.handleInitProducerID }},
+	{23, 0, 4, true, func(c *ClientAPI) protocol.Handler { return c.handleOffsetForLeaderEpoch }},
+	{3, 0, 13, false, func(c *ClientAPI) protocol.Handler { return c.handleMetadata }},
+	{19, 0, 7, false, func(c *ClientAPI) protocol.Handler { return c.handleCreateTopics }},
+	{20, 0, 6, false, func(c *ClientAPI) protocol.Handler { return c.handleDeleteTopics }},
+	{32, 0, 4, false, func(c *ClientAPI) protocol.Handler { return c.handleDescribeConfigs }},
+	{37, 0, 3, false, func(c *ClientAPI) protocol.Handler { return c.handleCreatePartitions }},
+	{60, 0, 2, false, func(c *ClientAPI) protocol.Handler { return c.handleDescribeCluster }},
+}
+
+// ClientAPIVersions are the keys and version ranges Register serves, with
+// the data plane or without and with maxVersions as ClientAPIConfig's, for
+// a listener that must advertise them before its ClientAPI exists (a
+// ZooKeeper-era broker binds its listener before it knows the cluster id).
+func ClientAPIVersions(dataPlane bool, maxVersions map[int16]int16) []kmsg.ApiVersionsResponseApiKey {
+	var out []kmsg.ApiVersionsResponseApiKey
+	for _, a := range clientAPIs {
+		if !a.dataPlane || dataPlane {
+			out = append(out, kmsg.ApiVersionsResponseApiKey{ApiKey: a.key, MinVersion: a.min,
+				MaxVersion: capVersion(a.key, a.max, maxVersions)})
+		}
+	}
+	return out
 }
 
 // Close cancels background auto-create requests and waits for them; later

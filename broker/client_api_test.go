@@ -204,6 +204,30 @@ func TestNewClientAPIValidates(t *testing.T) {
 	if _, err := NewClientAPI(ClientAPIConfig{Metadata: staticSource{image.Empty()}, Admin: &recordingAdmin{}}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("no cluster id: %v", err)
 	}
+	if _, err := NewClientAPI(ClientAPIConfig{ClusterID: "x", Metadata: staticSource{image.Empty()}, Admin: &recordingAdmin{},
+		MaxVersions: map[int16]int16{3: -1}}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("Metadata capped below v0: %v", err)
+	}
+}
+
+// MaxVersions caps what Register serves and ClientAPIVersions lists alike
+// (the zk-legacy listener advertises the latter before the former exists).
+func TestClientAPIMaxVersions(t *testing.T) {
+	caps := map[int16]int16{3: 12, 60: 5}
+	c := newTestClientAPI(t, &recordingAdmin{}, func(cfg *ClientAPIConfig) { cfg.MaxVersions = caps })
+	reg := protocol.NewRegistry()
+	c.Register(reg)
+	if _, maxV, _, ok := reg.Lookup(3); !ok || maxV != 12 {
+		t.Fatalf("Metadata served up to v%d", maxV)
+	}
+	if _, maxV, _, _ := reg.Lookup(60); maxV != 2 {
+		t.Fatalf("a cap above the newest version changed DescribeCluster to v%d", maxV)
+	}
+	for _, v := range ClientAPIVersions(false, caps) {
+		if minV, maxV, _, ok := reg.Lookup(v.ApiKey); !ok || minV != v.MinVersion || maxV != v.MaxVersion {
+			t.Errorf("API %d listed v%d-v%d, served v%d-v%d (%v)", v.ApiKey, v.MinVersion, v.MaxVersion, minV, maxV, ok)
+		}
+	}
 }
 
 // TestMetadataInvalidTopicName: without auto-creation (disabled, or not

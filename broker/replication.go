@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
 
 	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/replica"
@@ -26,24 +27,45 @@ import (
 // so no OffsetForLeaderEpoch round is needed.
 const minReplicaFetchVersion = 12
 
-// fetchTransport sends follower fetches over clients of their own, so fetch
+// maxReplicaFetchVersion is the newest Fetch a KRaft follower sends.
+const maxReplicaFetchVersion = 16
+
+// FetchTransport sends follower fetches over clients of their own, so fetch
 // long-polls do not queue behind anything else: one per fetcher
 // (FetchRequest.ConnID: a leader and index among num.replica.fetchers), as
 // each of Kafka's fetcher threads has its own connection (a connection
 // serves one request at a time, so fetchers sharing one would wait for each
-// other's long-polls).
-type fetchTransport struct {
-	b       *Broker
+// other's long-polls). It implements replica.FetchTransport and
+// replica.FetcherConnCloser.
+type FetchTransport struct {
+	clientID   string
+	log        *zap.Logger
+	addr       func(leader int32) (string, error)
+	maxVersion int16
+
 	mu      sync.Mutex
 	clients map[int64]*protocol.Client
+	closed  bool
+}
+
+// NewReplicaFetchTransport is the follower fetch wire: fetches go to
+// addr(leader) at the highest Fetch version both the leader and maxVersion
+// allow (at least v12; a KRaft broker sends up to v16, Kafka 3.3's
+// inter.broker.protocol.version 3.3 sends v13, which carries no broker
+// epoch). Client ids are clientID-<connID>. Close it after replication stops.
+func NewReplicaFetchTransport(clientID string, log *zap.Logger, addr func(leader int32) (string, error), maxVersion int16) *FetchTransport {
+	return &FetchTransport{clientID: clientID, log: log, addr: addr, maxVersion: maxVersion, clients: map[int64]*protocol.Client{}}
 }
 
 // client returns the client of fetcher connection connID, created on first
 // use, or anew (the old one closed: its connection may carry an abandoned
 // long-poll) with reconnect.
-func (t *fetchTransport) client(connID int64, reconnect bool) *protocol.Client {
+func (t *FetchTransport) client(connID int64, reconnect bool) (*protocol.Client, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.closed {
+		return nil, errors.New("broker: replica fetch transport closed")
+	}
 	c := t.clients[connID]
 	if c != nil && reconnect {
 		_ = c.Close()
@@ -51,17 +73,17 @@ func (t *fetchTransport) client(connID int64, reconnect bool) *protocol.Client {
 	}
 	if c == nil {
 		c = protocol.NewClient(protocol.ClientConfig{
-			ClientID: fmt.Sprintf("broker-%d-fetcher-%d", t.b.cfg.NodeID, connID),
-			Logger:   t.b.log.Named("fetch-client"),
+			ClientID: fmt.Sprintf("%s-%d", t.clientID, connID),
+			Logger:   t.log,
 		})
 		t.clients[connID] = c
 	}
-	return c
+	return c, nil
 }
 
 // CloseFetcher implements replica.FetcherConnCloser: the fetcher stopped
 // (it follows nothing of its leader any more), so its connection goes.
-func (t *fetchTransport) CloseFetcher(connID int64) {
+func (t *FetchTransport) CloseFetcher(connID int64) {
 	t.mu.Lock()
 	c := t.clients[connID]
 	delete(t.clients, connID)
@@ -71,35 +93,40 @@ func (t *fetchTransport) CloseFetcher(connID int64) {
 	}
 }
 
-// close closes every client (after the fetchers stopped).
-func (t *fetchTransport) close() {
+// Close closes every client (after the fetchers stopped); later fetches fail.
+func (t *FetchTransport) Close() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, c := range t.clients {
+	t.closed = true
+	for id, c := range t.clients {
 		_ = c.Close()
+		delete(t.clients, id)
 	}
 }
 
 // leaderAddr is broker id's inter-broker endpoint in the published image.
-func (t *fetchTransport) leaderAddr(id int32) (string, error) {
-	br, ok := t.b.Image().Broker(id)
+func (b *Broker) leaderAddr(id int32) (string, error) {
+	br, ok := b.Image().Broker(id)
 	if !ok {
 		return "", fmt.Errorf("broker: leader %d is not registered", id)
 	}
-	ep, ok := br.Listener(t.b.cfg.InterBrokerListenerName)
+	ep, ok := br.Listener(b.cfg.InterBrokerListenerName)
 	if !ok {
-		return "", fmt.Errorf("broker: leader %d has no %s listener", id, t.b.cfg.InterBrokerListenerName)
+		return "", fmt.Errorf("broker: leader %d has no %s listener", id, b.cfg.InterBrokerListenerName)
 	}
 	return net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port))), nil
 }
 
 // Fetch implements replica.FetchTransport.
-func (t *fetchTransport) Fetch(ctx context.Context, leader int32, in *replica.FetchRequest) ([]replica.FetchedPartition, error) {
-	addr, err := t.leaderAddr(leader)
+func (t *FetchTransport) Fetch(ctx context.Context, leader int32, in *replica.FetchRequest) ([]replica.FetchedPartition, error) {
+	addr, err := t.addr(leader)
 	if err != nil {
 		return nil, err
 	}
-	client := t.client(in.ConnID, in.Reconnect)
+	client, err := t.client(in.ConnID, in.Reconnect)
+	if err != nil {
+		return nil, err
+	}
 	versions, err := client.PeerVersions(ctx, addr)
 	if err != nil {
 		return nil, err
@@ -108,7 +135,7 @@ func (t *fetchTransport) Fetch(ctx context.Context, leader int32, in *replica.Fe
 	if !ok || r[1] < minReplicaFetchVersion {
 		return nil, fmt.Errorf("%w: leader %d serves Fetch up to v%d, replication needs v%d", protocol.ErrUnsupportedVersion, leader, r[1], minReplicaFetchVersion)
 	}
-	req := replicaFetchRequest(in, min(r[1], 16))
+	req := replicaFetchRequest(in, min(r[1], t.maxVersion))
 	resp, err := client.Request(ctx, addr, req)
 	if err != nil {
 		return nil, err
@@ -119,12 +146,15 @@ func (t *fetchTransport) Fetch(ctx context.Context, leader int32, in *replica.Fe
 // ListOffset implements replica.FetchTransport: ListOffsets with the
 // follower's replica id (so latest is the leader's log end offset) on the
 // fetcher's connection, v4+ for CurrentLeaderEpoch (KIP-320).
-func (t *fetchTransport) ListOffset(ctx context.Context, leader int32, in replica.ListOffsetRequest) (int64, error) {
-	addr, err := t.leaderAddr(leader)
+func (t *FetchTransport) ListOffset(ctx context.Context, leader int32, in replica.ListOffsetRequest) (int64, error) {
+	addr, err := t.addr(leader)
 	if err != nil {
 		return -1, err
 	}
-	client := t.client(in.ConnID, false)
+	client, err := t.client(in.ConnID, false)
+	if err != nil {
+		return -1, err
+	}
 	versions, err := client.PeerVersions(ctx, addr)
 	if err != nil {
 		return -1, err
@@ -234,17 +264,44 @@ func fetchErr(code int16) error {
 	return kerr.ErrorForCode(code)
 }
 
-// alterPartitionTransport sends ISR changes to the active controller.
-type alterPartitionTransport struct{ b *Broker }
+// alterPartitionTransport sends ISR changes to the controller: send carries
+// one request and returns its answer.
+type alterPartitionTransport struct {
+	version int16
+	send    func(ctx context.Context, req *kmsg.AlterPartitionRequest) (*kmsg.AlterPartitionResponse, error)
+}
 
-// AlterPartition implements replica.AlterPartitionTransport: one request,
-// v3 (KIP-903's broker epochs) unless the controller serves less; the
-// controller channel retries NOT_CONTROLLER answers and unreachable
-// controllers within ctx.
+// NewAlterPartitionTransport is the ISR-change wire for a broker whose
+// controller is not reached through the KRaft controller channel (a
+// ZooKeeper-era broker): requests are built at version (2 for Kafka 3.3:
+// topic ids, no broker epochs per ISR member) and handed to send, and the
+// answers are classified as for a KRaft broker.
+func NewAlterPartitionTransport(version int16,
+	send func(ctx context.Context, req *kmsg.AlterPartitionRequest) (*kmsg.AlterPartitionResponse, error)) replica.AlterPartitionTransport {
+	return &alterPartitionTransport{version: version, send: send}
+}
+
+// sendAlterPartition is the KRaft send: v3 (KIP-903's broker epochs) unless
+// the controller serves less; the controller channel retries NOT_CONTROLLER
+// answers and unreachable controllers within ctx.
+func (b *Broker) sendAlterPartition(ctx context.Context, req *kmsg.AlterPartitionRequest) (*kmsg.AlterPartitionResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, ms(b.cfg.ControllerRequestTimeoutMs))
+	defer cancel()
+	resp, err := b.ch.forward(ctx, req, func(r kmsg.Response) bool {
+		return isNotControllerCode(r.(*kmsg.AlterPartitionResponse).ErrorCode)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*kmsg.AlterPartitionResponse), nil
+}
+
+// AlterPartition implements replica.AlterPartitionTransport: one request
+// for every item.
 func (t *alterPartitionTransport) AlterPartition(ctx context.Context, brokerID int32, brokerEpoch int64,
 	items []replica.AlterPartitionItem) ([]replica.AlterPartitionResult, error) {
 	req := kmsg.NewPtrAlterPartitionRequest()
-	req.Version = 3
+	req.Version = t.version
 	req.BrokerID, req.BrokerEpoch = brokerID, brokerEpoch
 	for _, it := range items {
 		rt := kmsg.NewAlterPartitionRequestTopic()
@@ -260,15 +317,11 @@ func (t *alterPartitionTransport) AlterPartition(ctx context.Context, brokerID i
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 	}
-	ctx, cancel := context.WithTimeout(ctx, ms(t.b.cfg.ControllerRequestTimeoutMs))
-	defer cancel()
-	resp, err := t.b.ch.forward(ctx, req, func(r kmsg.Response) bool {
-		return isNotControllerCode(r.(*kmsg.AlterPartitionResponse).ErrorCode)
-	})
+	resp, err := t.send(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	return alterResults(items, resp.(*kmsg.AlterPartitionResponse))
+	return alterResults(items, resp)
 }
 
 // alterResults matches the answer to the items (one topic entry per item, in
@@ -329,10 +382,10 @@ func (b *Broker) startReplication() error {
 	if b.cfg.Replicas == nil {
 		return nil
 	}
-	b.fetchTransport = &fetchTransport{b: b, clients: map[int64]*protocol.Client{}}
+	b.fetchTransport = NewReplicaFetchTransport(fmt.Sprintf("broker-%d-fetcher", b.cfg.NodeID), b.log.Named("fetch-client"), b.leaderAddr, maxReplicaFetchVersion)
 	return b.cfg.Replicas.StartReplication(replica.Replication{
 		Fetch:          b.fetchTransport,
-		AlterPartition: &alterPartitionTransport{b: b},
+		AlterPartition: NewAlterPartitionTransport(3, b.sendAlterPartition),
 		Brokers:        brokerView{b: b},
 		BrokerEpoch:    b.BrokerEpoch,
 	})
@@ -345,6 +398,6 @@ func (b *Broker) stopReplication() {
 	}
 	b.cfg.Replicas.StopReplication()
 	if b.fetchTransport != nil {
-		b.fetchTransport.close()
+		b.fetchTransport.Close()
 	}
 }

@@ -28,7 +28,11 @@ func clientValues(prefix string) []string {
 
 func TestSaramaProduceConsume(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, Controllers(1), Brokers(1))
+	saramaProduceConsume(t, newCluster(t, Controllers(1), Brokers(1)))
+}
+
+// saramaProduceConsume is the test body against c, a KRaft or zk-legacy cluster.
+func saramaProduceConsume(t *testing.T, c *cluster) {
 	for _, v := range []sarama.KafkaVersion{sarama.DefaultVersion, sarama.V4_0_0_0} {
 		topic := "sarama-" + strings.ReplaceAll(v.String(), ".", "-")
 		conf := saramaConfig(v)
@@ -75,7 +79,11 @@ func TestSaramaProduceConsume(t *testing.T) {
 
 func TestKafkaGoProduceConsume(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, Controllers(1), Brokers(1))
+	kafkaGoProduceConsume(t, newCluster(t, Controllers(1), Brokers(1)))
+}
+
+// kafkaGoProduceConsume is the test body against c, a KRaft or zk-legacy cluster.
+func kafkaGoProduceConsume(t *testing.T, c *cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	topic := "kafka-go"
@@ -119,7 +127,11 @@ func TestKafkaPythonProduceConsume(t *testing.T) {
 	if !pythonUsable() {
 		t.Skipf("kafka-python not importable by %s (make deps installs python3-kafka)", systemPython)
 	}
-	c := newCluster(t, Controllers(1), Brokers(1))
+	kafkaPythonProduceConsume(t, newCluster(t, Controllers(1), Brokers(1)))
+}
+
+// kafkaPythonProduceConsume is the test body against c, a KRaft or zk-legacy cluster.
+func kafkaPythonProduceConsume(t *testing.T, c *cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	script := `

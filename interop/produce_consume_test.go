@@ -145,7 +145,11 @@ func TestKcatProduceConsume(t *testing.T) {
 	if err != nil {
 		t.Skip("kcat not installed (make deps installs Debian's kcat)")
 	}
-	c := newCluster(t, Controllers(1), Brokers(1))
+	kcatProduceConsume(t, newCluster(t, Controllers(1), Brokers(1)), bin)
+}
+
+// kcatProduceConsume is the test body against c, a KRaft or zk-legacy cluster.
+func kcatProduceConsume(t *testing.T, c *cluster, bin string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	servers := strings.Join(c.bootstrap(), ",")

@@ -13,11 +13,6 @@ import (
 // partition 0 of the sweep topic (v3 first), so ListOffsets and Fetch, swept
 // after it, know what the partition holds.
 
-const noLegacyDataPlane = "zk-legacy brokers have no partition logs yet (issue 13)"
-
-// sweptProduceVersions is how many batches the Produce sweep appends: v3-v11.
-const sweptProduceVersions = 9
-
 func sweepInitProducerID(ctx context.Context, e *sweepEnv, v int16) error {
 	req := kmsg.NewPtrInitProducerIDRequest()
 	req.TransactionTimeoutMillis = 60000
@@ -58,6 +53,7 @@ func sweepProduce(ctx context.Context, e *sweepEnv, v int16) error {
 	if want := int64(v - 3); sp.BaseOffset != want {
 		return fmt.Errorf("base offset %d, want %d", sp.BaseOffset, want)
 	}
+	e.produced++
 	return nil
 }
 
@@ -78,7 +74,7 @@ func sweepListOffsets(ctx context.Context, e *sweepEnv, v int16) error {
 	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 3 {
 		return fmt.Errorf("answer %+v", resp.Topics)
 	}
-	for i, want := range []int64{0, sweptProduceVersions, 2} { // the v5 batch is offset 2
+	for i, want := range []int64{0, e.produced, 2} { // the v5 batch is offset 2
 		sp := resp.Topics[0].Partitions[i]
 		if sp.ErrorCode != 0 {
 			return kafkaError(sp.ErrorCode, fmt.Errorf("ListOffsets timestamp %d", rt.Partitions[i].Timestamp))
@@ -114,7 +110,7 @@ func sweepOffsetForLeaderEpoch(ctx context.Context, e *sweepEnv, v int16) error 
 	for i, want := range []struct {
 		epoch int32
 		end   int64
-	}{{0, sweptProduceVersions}, {-1, -1}} {
+	}{{0, e.produced}, {-1, -1}} {
 		sp := resp.Topics[0].Partitions[i]
 		if sp.ErrorCode != 0 {
 			return kafkaError(sp.ErrorCode, fmt.Errorf("OffsetForLeaderEpoch %d", rt.Partitions[i].LeaderEpoch))
@@ -159,8 +155,8 @@ func sweepFetch(ctx context.Context, e *sweepEnv, v int16) error {
 		return kafkaError(sp.ErrorCode, fmt.Errorf("Fetch"))
 	}
 	batches, _, err := storage.SplitBatches(sp.RecordBatches)
-	if err != nil || len(batches) != sweptProduceVersions || sp.HighWatermark != sweptProduceVersions ||
-		sp.LastStableOffset != sweptProduceVersions {
+	if err != nil || int64(len(batches)) != e.produced || sp.HighWatermark != e.produced ||
+		sp.LastStableOffset != e.produced {
 		return fmt.Errorf("%d batches (%v), high watermark %d, last stable offset %d",
 			len(batches), err, sp.HighWatermark, sp.LastStableOffset)
 	}

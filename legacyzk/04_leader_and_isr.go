@@ -24,6 +24,9 @@ func (b *Broker) handleLeaderAndIsr(ctx context.Context, req *protocol.Request) 
 	if code, err := b.verifyPush(ctx, r.BrokerEpoch, r.ControllerEpoch); err != nil || code != 0 {
 		return leaderAndIsrError(r, code), err
 	}
+	if err := b.waitDataPlane(ctx); err != nil {
+		return nil, err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if code := b.pushFenced(r.BrokerEpoch, r.ControllerEpoch); code != 0 {
@@ -34,7 +37,7 @@ func (b *Broker) handleLeaderAndIsr(ctx context.Context, req *protocol.Request) 
 	for _, ts := range r.TopicStates {
 		rt := kmsg.LeaderAndISRResponseTopic{TopicID: ts.TopicID}
 		for _, p := range ts.PartitionStates {
-			code := b.applyLeaderAndIsr(ts.Topic, records.UUID(ts.TopicID), p)
+			code := b.applyLeaderAndIsr(ctx, ts.Topic, records.UUID(ts.TopicID), p)
 			rt.Partitions = append(rt.Partitions, kmsg.LeaderAndISRResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -133,8 +136,9 @@ func (b *Broker) pushFenced(brokerEpoch int64, controllerEpoch int32) int16 {
 	return 0
 }
 
-// applyLeaderAndIsr applies one partition state; caller holds mu.
-func (b *Broker) applyLeaderAndIsr(topic string, id records.UUID, p kmsg.LeaderAndISRRequestTopicPartition) int16 {
+// applyLeaderAndIsr applies one partition state, to the replica manager
+// too when there is one; caller holds mu.
+func (b *Broker) applyLeaderAndIsr(ctx context.Context, topic string, id records.UUID, p kmsg.LeaderAndISRRequestTopicPartition) int16 {
 	tp := TopicPartition{topic, p.Partition}
 	cur, known := b.replicas[tp]
 	switch {
@@ -144,6 +148,9 @@ func (b *Broker) applyLeaderAndIsr(topic string, id records.UUID, p kmsg.LeaderA
 		return kerr.StaleControllerEpoch.Code // Kafka reports stale leader epochs this way
 	case !slices.Contains(p.Replicas, b.cfg.NodeID):
 		return kerr.UnknownTopicOrPartition.Code
+	}
+	if code := b.hostReplica(ctx, tp, id, p); code != 0 {
+		return code
 	}
 	b.replicas[tp] = ReplicaState{TopicID: id, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
 		ISR: slices.Clone(p.ISR), Replicas: slices.Clone(p.Replicas), PartitionEpoch: p.ZKVersion,

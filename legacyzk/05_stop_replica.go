@@ -11,14 +11,21 @@ import (
 
 // handleStopReplica is ReplicaManager.stopReplicas: the same epoch fences
 // as LeaderAndIsr; then each partition stops if the request's leader epoch
-// is -2 (deletion), -1 (none) or not older than ours (the controller
-// sends the epoch the broker already holds), else FENCED_LEADER_EPOCH.
-// There are no logs to delete: the replica is simply forgotten.
+// is -2 (deletion), -1 (none) or newer than ours, else FENCED_LEADER_EPOCH,
+// for an equal epoch too, as Kafka 3.3 answers (its controller sends the
+// current epoch to a follower it takes offline, so that broker keeps the
+// replica until LeaderAndIsr or its own shutdown). A stopped replica's log
+// is deleted with the request's delete flag, else closed and kept; a
+// replica this broker does not host stops with NONE (deleting what a
+// delete finds on disk).
 func (b *Broker) handleStopReplica(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
 	r := req.Body.(*kmsg.StopReplicaRequest)
 	resp := r.ResponseKind().(*kmsg.StopReplicaResponse)
 	code, err := b.verifyPush(ctx, r.BrokerEpoch, r.ControllerEpoch)
 	if err != nil {
+		return nil, err
+	}
+	if err := b.waitDataPlane(ctx); err != nil {
 		return nil, err
 	}
 	b.mu.Lock()
@@ -34,7 +41,7 @@ func (b *Broker) handleStopReplica(ctx context.Context, req *protocol.Request) (
 		for _, p := range t.PartitionStates {
 			pc := code
 			if pc == 0 {
-				pc = b.stopOne(TopicPartition{t.Topic, p.Partition}, p.LeaderEpoch)
+				pc = b.stopOne(TopicPartition{t.Topic, p.Partition}, p.LeaderEpoch, p.Delete)
 			}
 			resp.Partitions = append(resp.Partitions, kmsg.StopReplicaResponsePartition{Topic: t.Topic, Partition: p.Partition, ErrorCode: pc})
 		}
@@ -42,10 +49,14 @@ func (b *Broker) handleStopReplica(ctx context.Context, req *protocol.Request) (
 	return resp, nil
 }
 
-func (b *Broker) stopOne(tp TopicPartition, leaderEpoch int32) int16 {
+// stopOne stops one replica; caller holds mu.
+func (b *Broker) stopOne(tp TopicPartition, leaderEpoch int32, del bool) int16 {
 	cur, ok := b.replicas[tp]
-	if ok && leaderEpoch >= 0 && leaderEpoch < cur.LeaderEpoch {
+	if ok && leaderEpoch >= 0 && leaderEpoch <= cur.LeaderEpoch {
 		return kerr.FencedLeaderEpoch.Code
+	}
+	if code := b.stopReplica(tp, del); code != 0 {
+		return code
 	}
 	delete(b.replicas, tp)
 	return 0

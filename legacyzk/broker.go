@@ -16,6 +16,7 @@ import (
 	"github.com/kraftd/kraftd/metadata/image"
 	"github.com/kraftd/kraftd/metadata/records"
 	"github.com/kraftd/kraftd/protocol"
+	"github.com/kraftd/kraftd/replica"
 )
 
 // ReplicaState is what a LeaderAndIsr told this broker about one of its
@@ -41,8 +42,14 @@ type ReplicaState struct {
 // per live broker while this node is the controller, and the store's event
 // pump. Close stops them all.
 //
-// INVARIANTS: cache only changes inside an accepted UpdateMetadata, under
-// mu; controllerEpoch never decreases; replicas[tp].LeaderEpoch only grows.
+// With Config.DataPlane it is also Kafka 3.3's ReplicaManager side
+// (data_plane.go): LeaderAndIsr and StopReplica drive the replica manager,
+// topic configs come from ZooKeeper, producer ids in blocks from
+// /latest_producer_id_block.
+//
+// INVARIANTS: cache only changes under mu, inside an accepted
+// UpdateMetadata or when a topic's configs are (re)loaded from ZooKeeper;
+// controllerEpoch never decreases; replicas[tp].LeaderEpoch only grows.
 type Broker struct {
 	cfg    Config
 	log    *zap.Logger
@@ -71,6 +78,21 @@ type Broker struct {
 	controllerEpoch int32
 	replicas        map[TopicPartition]ReplicaState
 	cacheOffset     int64
+	// topicConfigs: topics whose /config/topics znode was loaded into
+	// the replica manager and the cache (data_plane.go).
+	topicConfigs map[string]bool
+	// lastConfigChange is the sequence number of the last /config/changes
+	// notification processed (-1: none); written on the controller loop.
+	lastConfigChange atomic.Int64
+
+	dataReady  chan struct{} // closed by OpenDataPlane, after replicaMgr is set
+	dataOnce   sync.Once
+	replicaMgr atomic.Pointer[replica.Manager]
+
+	// pidMu guards the producer id block: ids in [pidNext, pidEnd) are
+	// this broker's and not handed out yet.
+	pidMu           sync.Mutex
+	pidNext, pidEnd int64
 }
 
 // NewBroker starts a broker: binds its listener, opens a ZooKeeper
@@ -81,7 +103,9 @@ func NewBroker(ctx context.Context, cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{cfg: cfg, log: cfg.Logger.Named("legacyzk").With(zap.Int32("node", cfg.NodeID)),
-		faults: &Faults{enabled: cfg.FaultInjection}, stats: &Stats{}, replicas: map[TopicPartition]ReplicaState{}}
+		faults: &Faults{enabled: cfg.FaultInjection}, stats: &Stats{}, replicas: map[TopicPartition]ReplicaState{},
+		topicConfigs: map[string]bool{}, dataReady: make(chan struct{})}
+	b.lastConfigChange.Store(-1)
 	b.cache.Store(image.Empty())
 	if err := b.startServer(); err != nil {
 		return nil, err
@@ -98,6 +122,7 @@ func NewBroker(ctx context.Context, cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b.ctrl = newController(cfg.NodeID, &b.cfg, st, b.client, b.faults, b.stats, b.registerSelf, b.onCrash)
+	b.ctrl.onSession = b.processConfigChanges
 	b.ctrl.log = b.log.Named("controller")
 	b.started.Store(b.ctrl)
 	b.ctrl.start()
@@ -113,6 +138,7 @@ func (b *Broker) startServer() error {
 	reg.Register(5, StopReplicaVersion, StopReplicaVersion, b.handleStopReplica)
 	reg.Register(6, UpdateMetadataVersion, UpdateMetadataVersion, b.handleUpdateMetadata)
 	reg.Register(7, ControlledShutdownVersion, ControlledShutdownVersion, b.handleControlledShutdown)
+	reg.Register(56, AlterPartitionMinVersion, AlterPartitionMaxVersion, b.handleAlterPartition)
 	sc := b.cfg.Server
 	if sc.Logger == nil {
 		sc.Logger = b.log
@@ -219,6 +245,24 @@ func (b *Broker) Close() error {
 	b.ctrl.currentStore().Close()
 	b.stopNet()
 	return nil
+}
+
+// Kill stops the broker as kill -9 stops a process: the listener and the
+// controller loop stop at once (no controlled shutdown, no resignation in
+// ZooKeeper), and the session lingers CrashSessionLingerMs (the session
+// timeout by default) before it closes, as ZooKeeper keeps a dead
+// process's session, its /brokers/ids registration and, on the
+// controller, /controller, until the session expires. Later Close and
+// Shutdown calls do nothing more.
+func (b *Broker) Kill() {
+	if b.closed.Swap(true) {
+		return
+	}
+	b.stopNet()
+	b.ctrl.stop()
+	st := b.ctrl.currentStore()
+	b.log.Info("killed; the ZooKeeper session lingers until it would expire", zap.Int("lingerMs", b.cfg.CrashSessionLingerMs))
+	time.AfterFunc(time.Duration(b.cfg.CrashSessionLingerMs)*time.Millisecond, func() { st.Close() })
 }
 
 // ID is broker.id.

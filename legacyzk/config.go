@@ -87,6 +87,13 @@ type Config struct {
 	// session timeout (Zk.SessionTimeoutMs, 18000 if unset).
 	CrashSessionLingerMs int
 
+	// DataPlane says this broker will host partition logs: LeaderAndIsr
+	// and StopReplica wait until OpenDataPlane hands it the replica
+	// manager, then drive it, and topic configs from ZooKeeper feed it
+	// (Kafka 3.3's ReplicaManager side). false: metadata only, StopReplica
+	// just forgets the replica.
+	DataPlane bool
+
 	Logger *zap.Logger
 	// Now is the wall clock for znode timestamps (default time.Now).
 	Now func() time.Time

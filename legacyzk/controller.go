@@ -32,6 +32,9 @@ type controller struct {
 	client   *protocol.Client
 	register func(context.Context, Store) error // (re)creates /brokers/ids/<id>
 	onCrash  func()                             // CrashAfterZkWrite fired
+	// onSession runs on the loop at start and after each new session, and
+	// at each change of /config/changes' children (it re-arms that watch).
+	onSession func(context.Context, Store)
 
 	ctx    context.Context // canceled by stop
 	cancel context.CancelFunc
@@ -101,6 +104,7 @@ func (c *controller) call(ctx context.Context, fn func()) error {
 func (c *controller) run() {
 	defer close(c.exited)
 	defer c.resign()
+	c.sessionStarted()
 	c.elect()
 	for {
 		events := c.store.Events()
@@ -134,6 +138,9 @@ func (c *controller) handleZk(ev Event) bool {
 		// already won again), so only current state decides.
 		c.maybeResign()
 		return true
+	case ev.Path == ConfigChangesPath:
+		c.sessionStarted()
+		return true
 	case !c.active:
 		return true
 	case ev.Path == BrokerIDsPath:
@@ -148,6 +155,13 @@ func (c *controller) handleZk(ev Event) bool {
 		c.guard(c.processBrokerModification(ev.Path))
 	}
 	return true
+}
+
+// sessionStarted runs onSession with the current session.
+func (c *controller) sessionStarted() {
+	if c.onSession != nil {
+		c.onSession(c.ctx, c.store)
+	}
 }
 
 // guard turns an error from a controller operation into Kafka's reaction:
@@ -206,6 +220,7 @@ func (c *controller) expire() bool {
 				c.store = st
 				c.storeMu.Unlock()
 				old.Close()
+				c.sessionStarted()
 				c.elect()
 				return true
 			}

@@ -19,6 +19,9 @@
 //	sender.go        channel manager: one FIFO + one sender per broker
 //	broker.go        the legacy broker: registration, cache, accessors
 //	04_..07_*.go     push handlers (broker side) and ControlledShutdown
+//	56_*.go          AlterPartition on the controller
+//	data_plane.go    the broker's data plane: replica manager, topic
+//	                 configs, producer id blocks, replication transports
 //	admin.go         CreateTopics / DeleteTopics / CreatePartitions via ZK
 //	divergence.go    compare a broker's cache with ZooKeeper
 //	faults.go        crash-after-write, dropped UpdateMetadata, zombie
@@ -79,7 +82,9 @@
 // As a Kafka 3.3 controller with inter.broker.protocol.version 3.3 sends
 // them: LeaderAndIsr v6, UpdateMetadata v7, StopReplica v3,
 // ControlledShutdown v3 (v8/v7/v4 only add KRaft-migration fields).
-// Brokers serve exactly these versions.
+// Brokers serve exactly these versions, and the controller AlterPartition
+// v0-v2 (v2 brought topic ids in 3.3; v3's per-member broker epochs are
+// 3.5+).
 //
 // # Fault switches (faults.go)
 //
@@ -106,11 +111,28 @@
 // # What is not emulated
 //
 // Partition reassignment, preferred-leader election and auto-rebalance,
-// ISR changes initiated by leaders (AlterPartition and
-// /isr_change_notification), log-dir events, dynamic configs, ACLs,
-// feature versioning in /feature, and any data plane (no logs: StopReplica
-// forgets the replica). Topic deletion does not wait for StopReplica
-// responses before deleting the znodes.
+// /isr_change_notification (pre-2.7 ISR propagation; AlterPartition is
+// served), log-dir events, broker-level dynamic configs and AlterConfigs
+// (topic configs are read from /config/topics and /config/changes, which
+// only tools write), ACLs,
+// feature versioning in /feature, and stray-log deletion. Topic deletion
+// does not wait for StopReplica responses before deleting the znodes.
+//
+// # Data plane (Config.DataPlane, OpenDataPlane)
+//
+// With a replica manager the broker is Kafka 3.3's ReplicaManager side:
+// LeaderAndIsr hosts each replica as leader or follower at the pushed
+// leader epoch, ISR and partition epoch (the state znode's zkVersion);
+// StopReplica closes it, or deletes its log with the delete flag;
+// followers fetch (v13) from leaders found in the metadata cache; a
+// leader's ISR change goes to the controller as AlterPartition v2, which
+// makes one fenced conditional write of the state znode expecting the
+// partition epoch the leader sent (BADVERSION: INVALID_UPDATE_VERSION and
+// an UpdateMetadata push of what ZooKeeper holds); producer ids come in
+// blocks of 1000 claimed with conditional writes of
+// /latest_producer_id_block. Pushes that touch replicas wait for
+// OpenDataPlane, which the app calls with the replica manager once the log
+// directories match /cluster/id.
 //
 // # Goroutines
 //

@@ -483,11 +483,14 @@ func TestStopReplicaEpochRules(t *testing.T) {
 	sr := kmsg.NewPtrStopReplicaRequest()
 	sr.Version, sr.ControllerEpoch, sr.BrokerEpoch = StopReplicaVersion, 5, 102
 	sr.Topics = []kmsg.StopReplicaRequestTopic{{Topic: "a", PartitionStates: []kmsg.StopReplicaRequestTopicPartitionState{
-		{Partition: 0, LeaderEpoch: 4}, // same epoch: stops
+		{Partition: 0, LeaderEpoch: 5}, // newer epoch: stops
 		{Partition: 1, LeaderEpoch: 0}, // older: fenced
+	}}, {Topic: "b", PartitionStates: []kmsg.StopReplicaRequestTopicPartitionState{
+		{Partition: 0, LeaderEpoch: 7}, // not hosted here: NONE
 	}}}
 	r := pushOne(t, b, sr).(*kmsg.StopReplicaResponse)
-	if r.ErrorCode != 0 || r.Partitions[0].ErrorCode != 0 || r.Partitions[1].ErrorCode != kerr.FencedLeaderEpoch.Code {
+	if r.ErrorCode != 0 || r.Partitions[0].ErrorCode != 0 || r.Partitions[1].ErrorCode != kerr.FencedLeaderEpoch.Code ||
+		r.Partitions[2].ErrorCode != 0 {
 		t.Fatalf("%+v", r)
 	}
 	if _, ok := b.Replica("a", 0); ok {
@@ -495,5 +498,31 @@ func TestStopReplicaEpochRules(t *testing.T) {
 	}
 	if _, ok := b.Replica("a", 1); !ok {
 		t.Fatal("a-1 stopped by a fenced request")
+	}
+}
+
+// TestStopReplicaSameEpochFenced: Kafka 3.3 answers a StopReplica at the
+// leader epoch the broker holds FENCED_LEADER_EPOCH and keeps the replica
+// (its controller sends the current epoch when it takes a follower
+// offline); -1 (no epoch) and -2 (deletion) always stop.
+func TestStopReplicaSameEpochFenced(t *testing.T) {
+	b := bareBroker(t, 2, 102)
+	lai, _ := viewPushes(t, 5, nil) // a-0 at leader epoch 4, a-1 at 1
+	pushOne(t, b, lai)
+	sr := kmsg.NewPtrStopReplicaRequest()
+	sr.Version, sr.ControllerEpoch, sr.BrokerEpoch = StopReplicaVersion, 5, 102
+	sr.Topics = []kmsg.StopReplicaRequestTopic{{Topic: "a", PartitionStates: []kmsg.StopReplicaRequestTopicPartitionState{
+		{Partition: 0, LeaderEpoch: 4},
+		{Partition: 1, LeaderEpoch: -1},
+	}}}
+	r := pushOne(t, b, sr).(*kmsg.StopReplicaResponse)
+	if r.Partitions[0].ErrorCode != kerr.FencedLeaderEpoch.Code || r.Partitions[1].ErrorCode != 0 {
+		t.Fatalf("%+v", r)
+	}
+	if _, ok := b.Replica("a", 0); !ok {
+		t.Fatal("a-0 stopped at its own leader epoch")
+	}
+	if _, ok := b.Replica("a", 1); ok {
+		t.Fatal("a-1 not stopped with epoch -1")
 	}
 }

@@ -43,10 +43,17 @@ func newMemCluster(t *testing.T, ids ...int32) *cluster {
 	return c
 }
 
-func (c *cluster) start(id int32) *Broker {
+func (c *cluster) start(id int32) *Broker { return c.startWith(id, nil) }
+
+// startWith starts broker id with tweak applied to its configuration.
+func (c *cluster) startWith(id int32, tweak func(*Config)) *Broker {
 	c.t.Helper()
-	b, err := NewBroker(context.Background(), Config{NodeID: id, Dial: c.dial, Logger: testLogger(c.t).With(zap.Int32("id", id)),
-		ControlledShutdownRetryBackoffMs: 50, RetryBackoffMs: 20, CrashSessionLingerMs: 800, FaultInjection: true})
+	cfg := Config{NodeID: id, Dial: c.dial, Logger: testLogger(c.t).With(zap.Int32("id", id)),
+		ControlledShutdownRetryBackoffMs: 50, RetryBackoffMs: 20, CrashSessionLingerMs: 800, FaultInjection: true}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	b, err := NewBroker(context.Background(), cfg)
 	if err != nil {
 		c.t.Fatalf("start broker %d: %v", id, err)
 	}

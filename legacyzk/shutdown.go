@@ -22,7 +22,11 @@ var ErrShutdownIncomplete = errors.New("legacyzk: controlled shutdown incomplete
 // partition this broker still leads; then stop (the session closes and the
 // ephemeral registration vanishes at once). It returns
 // ErrShutdownIncomplete (after closing anyway) when the retries ran out.
+// A broker already closed or killed returns at once.
 func (b *Broker) Shutdown(ctx context.Context) error {
+	if b.closed.Load() {
+		return nil
+	}
 	err := b.controlledShutdown(ctx)
 	b.Close()
 	return err

@@ -17,6 +17,8 @@ type Stat struct {
 	Version int32
 	// EphemeralOwner is the owning session id, 0 for persistent znodes.
 	EphemeralOwner int64
+	// CtimeMs is when the znode was created (the server's clock, epoch ms).
+	CtimeMs int64
 }
 
 // CreateMode says what kind of znode Create makes.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // MemServer is an in-memory ZooKeeper for unit tests only: znodes with data
@@ -18,6 +19,10 @@ import (
 // owner is a live session; zxid grows by one per successful write
 // transaction (a Multi is one transaction).
 type MemServer struct {
+	// Now is the server's clock for znode creation times (default
+	// time.Now); tests set it before use.
+	Now func() time.Time
+
 	mu       sync.Mutex
 	nodes    map[string]*memNode
 	zxid     int64
@@ -43,10 +48,13 @@ const (
 // NewMemServer returns a server holding only "/".
 func NewMemServer() *MemServer {
 	return &MemServer{
+		Now:      time.Now,
 		nodes:    map[string]*memNode{"/": {children: map[string]struct{}{}}},
 		sessions: map[int64]*MemSession{},
 	}
 }
+
+func (s *MemServer) nowMs() int64 { return s.Now().UnixMilli() }
 
 // Connect opens a new session.
 func (s *MemServer) Connect() *MemSession {
@@ -339,7 +347,7 @@ func (s *MemServer) apply(ms *MemSession, op Op) OpResult {
 			p = fmt.Sprintf("%s%010d", o.Path, parent.seq)
 			parent.seq++
 		}
-		n := &memNode{data: slices.Clone(o.Data), children: map[string]struct{}{}, stat: Stat{Czxid: s.zxid}}
+		n := &memNode{data: slices.Clone(o.Data), children: map[string]struct{}{}, stat: Stat{Czxid: s.zxid, CtimeMs: s.nowMs()}}
 		if o.Mode == Ephemeral {
 			n.stat.EphemeralOwner = ms.id
 		}

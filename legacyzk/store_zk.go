@@ -204,7 +204,7 @@ func statOf(st *zk.Stat) Stat {
 	if st == nil {
 		return Stat{}
 	}
-	return Stat{Czxid: st.Czxid, Version: st.Version, EphemeralOwner: st.EphemeralOwner}
+	return Stat{Czxid: st.Czxid, Version: st.Version, EphemeralOwner: st.EphemeralOwner, CtimeMs: st.Ctime}
 }
 
 // Get implements Store. ctx is not consulted: go-zookeeper requests are

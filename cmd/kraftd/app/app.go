@@ -490,6 +490,9 @@ func (a *App) Kill() {
 			b.Kill()
 		}
 	}
+	if a.legacy != nil && a.started > 0 {
+		a.legacy.Kill()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_ = a.metrics.stop(ctx)

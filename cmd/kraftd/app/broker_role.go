@@ -38,25 +38,7 @@ func (r *brokerRole) Prepare(context.Context) error {
 	if len(cfg.ControllerListenerNames) > 0 {
 		controllerListener = cfg.ControllerListenerNames[0]
 	}
-	topicDefaults, err := replica.DefaultTopicConfig().With(func(_, brokerKey string) (string, bool) {
-		v, ok := staticTopicDefaults(cfg)[brokerKey]
-		return v, ok
-	})
-	if err != nil {
-		return fmt.Errorf("broker: %w", err)
-	}
-	replicas, err := replica.New(replica.Config{
-		Dir:                                cfg.DataDir(),
-		BrokerID:                           cfg.NodeID,
-		Topic:                              topicDefaults,
-		RetentionCheckIntervalMs:           cfg.LogRetentionCheckIntervalMs,
-		HighWatermarkCheckpointIntervalMs:  cfg.HighWatermarkCheckpointIntervalMs,
-		RecoveryPointCheckpointIntervalMs:  cfg.RecoveryPointCheckpointIntervalMs,
-		LogStartOffsetCheckpointIntervalMs: cfg.LogStartOffsetCheckpointIntervalMs,
-		ReplicaLagTimeMaxMs:                cfg.ReplicaLagTimeMaxMs,
-		Fetch:                              replicaFetchConfig(cfg),
-		Logger:                             cfg.Logger,
-	})
+	replicas, err := newReplicaManager(cfg)
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}

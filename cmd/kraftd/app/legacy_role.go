@@ -18,6 +18,7 @@ import (
 	"github.com/kraftd/kraftd/legacyzk"
 	"github.com/kraftd/kraftd/metadata/image"
 	"github.com/kraftd/kraftd/protocol"
+	"github.com/kraftd/kraftd/replica"
 )
 
 // legacyStopTimeout bounds a zk-legacy broker's controlled shutdown when
@@ -43,9 +44,11 @@ const legacyStopTimeout = 30 * time.Second
 type legacyRole struct {
 	a *App
 
-	mu  sync.Mutex
-	b   *legacyzk.Broker
-	api *broker.ClientAPI
+	mu          sync.Mutex
+	b           *legacyzk.Broker
+	api         *broker.ClientAPI
+	replicas    *replica.Manager // partition logs; closed after the broker stops
+	fetchClient *broker.FetchTransport // follower fetches
 }
 
 // LegacyListener is the listener a zk-legacy node serves clients and the
@@ -65,25 +68,54 @@ func (c *Config) LegacyListener() (Endpoint, bool) {
 }
 
 // Start connects to ZooKeeper, registers the broker (it starts competing
-// for /controller at once), checks and writes meta.properties, then serves
-// the client APIs. Called by App.Start with the App lock held.
+// for /controller at once), checks and writes meta.properties, then opens
+// the data plane (the replica manager takes LeaderAndIsr and StopReplica,
+// follower fetches and ISR changes start) and serves the client APIs.
+// Called by App.Start with the App lock held.
 func (r *legacyRole) Start(ctx context.Context) error {
 	cfg := &r.a.cfg
 	l, _ := cfg.LegacyListener() // Validate made sure there is one
 	reg := r.a.registries[l.Name]
 	ready := make(chan struct{})
 	gateClientAPIs(reg, ready)
-	lb, err := legacyzk.NewBroker(ctx, cfg.legacyBrokerConfig(l, reg))
+	lbCfg := cfg.legacyBrokerConfig(l, reg)
+	lbCfg.DataPlane = true
+	lb, err := legacyzk.NewBroker(ctx, lbCfg)
 	if err != nil {
 		return fmt.Errorf("legacyzk: %w", err)
 	}
 	clusterID := lb.ClusterID()
 	if err := prepareLegacyStorage(cfg, clusterID); err != nil {
+		// The logs were not opened: a directory of another cluster is
+		// left exactly as it was.
 		return errors.Join(err, lb.Close())
 	}
-	api, err := broker.NewClientAPI(r.clientAPIConfig(lb))
+	replicas, err := newReplicaManager(cfg)
 	if err != nil {
-		return errors.Join(err, lb.Close())
+		return errors.Join(fmt.Errorf("legacyzk: %w", err), lb.Close())
+	}
+	replicas.Start() // retention and checkpoints; stopped by replicas.Close
+	fail := func(err error) error { return errors.Join(err, lb.Close(), replicas.Close()) }
+	fetchClient := broker.NewReplicaFetchTransport(fmt.Sprintf("broker-%d-fetcher", cfg.NodeID),
+		cfg.Logger.Named("fetch-client"), lb.LeaderAddr, 13)
+	err = replicas.StartReplication(replica.Replication{
+		// Kafka 3.3 with inter.broker.protocol.version 3.3: Fetch v13 (no
+		// broker epoch) and AlterPartition v2 (topic ids).
+		Fetch:          fetchClient,
+		AlterPartition: broker.NewAlterPartitionTransport(2, lb.SendAlterPartition),
+		Brokers:        lb,
+		BrokerEpoch:    lb.BrokerEpoch,
+	})
+	if err != nil {
+		fetchClient.Close()
+		return fail(err)
+	}
+	lb.OpenDataPlane(replicas)
+	api, err := broker.NewClientAPI(r.clientAPIConfig(lb, replicas))
+	if err != nil {
+		replicas.StopReplication()
+		fetchClient.Close()
+		return fail(err)
 	}
 	// The listener already answers ApiVersions and the controller's pushes;
 	// the client APIs replace their gates once the cluster id is known (the
@@ -91,7 +123,7 @@ func (r *legacyRole) Start(ctx context.Context) error {
 	api.Register(reg)
 	close(ready)
 	r.mu.Lock()
-	r.b, r.api = lb, api
+	r.b, r.api, r.replicas, r.fetchClient = lb, api, replicas, fetchClient
 	r.mu.Unlock()
 	r.a.clusterID = clusterID
 	if cfg.FaultInjectionEnable {
@@ -163,9 +195,7 @@ func faultsHandler(lb *legacyzk.Broker) http.Handler {
 // client waits instead of being cut off. A failed start closes the
 // listener, which ends the waits.
 func gateClientAPIs(reg *protocol.Registry, ready <-chan struct{}) {
-	probe := protocol.NewRegistry()
-	new(broker.ClientAPI).Register(probe) // only to learn its keys and versions
-	for _, v := range probe.Versions() {
+	for _, v := range broker.ClientAPIVersions(true, legacyMaxVersions) {
 		if _, _, _, served := reg.Lookup(v.ApiKey); served {
 			continue // ApiVersions, or a push API
 		}
@@ -183,7 +213,7 @@ func gateClientAPIs(reg *protocol.Registry, ready <-chan struct{}) {
 }
 
 // clientAPIConfig wires the shared handlers to the legacy broker.
-func (r *legacyRole) clientAPIConfig(lb *legacyzk.Broker) broker.ClientAPIConfig {
+func (r *legacyRole) clientAPIConfig(lb *legacyzk.Broker, replicas *replica.Manager) broker.ClientAPIConfig {
 	cfg := &r.a.cfg
 	return broker.ClientAPIConfig{
 		NodeID:    cfg.NodeID,
@@ -198,9 +228,20 @@ func (r *legacyRole) clientAPIConfig(lb *legacyzk.Broker) broker.ClientAPIConfig
 		DefaultNumPartitions:     cfg.NumPartitions,
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
 		StaticConfigs:            legacyStatics(cfg),
+		Replicas:                 replicas,
+		ProducerIDs:              lb, // blocks from /latest_producer_id_block
+		MinInsyncReplicas:        int(cfg.MinInsyncReplicas),
+		LogMessageTimestampType:  cfg.LogMessageTimestampType,
+		MaxVersions:              legacyMaxVersions,
 		Logger:                   cfg.Logger.Named("clientapi"),
 	}
 }
+
+// legacyMaxVersions are the data-plane versions a Kafka 3.3 broker serves:
+// Produce v9 and Fetch v13 (KIP-951's leader hints came with Produce v10
+// and Fetch v16 in 3.7), ListOffsets v7; OffsetForLeaderEpoch v4 and
+// InitProducerId v4 as in KRaft mode.
+var legacyMaxVersions = map[int16]int16{0: 9, 1: 13, 2: 7}
 
 // legacyStatics are the static settings DescribeConfigs shows for a
 // zk-legacy broker (Kafka names them broker.id in ZooKeeper mode).
@@ -242,11 +283,13 @@ func prepareLegacyStorage(cfg *Config, clusterID string) error {
 
 // Stop is Kafka's controlled shutdown (ControlledShutdown to the
 // controller, retried as controlled.shutdown.* say), then the session
-// closes and the registration vanishes. An incomplete controlled shutdown
+// closes and the registration vanishes; then replication stops and the
+// partition logs close (flushed, checkpoints and the clean-shutdown marker
+// written). An incomplete controlled shutdown
 // is logged by legacyzk and not an error here: Kafka shuts down anyway.
 func (r *legacyRole) Stop(ctx context.Context) error {
 	r.mu.Lock()
-	lb, api := r.b, r.api
+	lb, api, replicas, fetchClient := r.b, r.api, r.replicas, r.fetchClient
 	r.mu.Unlock()
 	if lb == nil {
 		return nil
@@ -255,11 +298,22 @@ func (r *legacyRole) Stop(ctx context.Context) error {
 	defer cancel()
 	err := lb.Shutdown(ctx)
 	api.Close()
+	replicas.StopReplication()
+	fetchClient.Close()
+	closeErr := replicas.Close()
 	if errors.Is(err, legacyzk.ErrShutdownIncomplete) || errors.Is(err, context.DeadlineExceeded) {
 		r.a.log.Warn("controlled shutdown incomplete; stopped anyway", zap.Error(err))
-		return nil
+		err = nil
 	}
-	return err
+	return errors.Join(err, closeErr)
+}
+
+// Kill stops the legacy broker as kill -9 would (its ZooKeeper session
+// lingers until it would expire); Stop then only closes the logs.
+func (r *legacyRole) Kill() {
+	if lb := r.Broker(); lb != nil {
+		lb.Kill()
+	}
 }
 
 // Broker is the running legacy broker or nil.
@@ -274,4 +328,20 @@ func rackPtr(rack string) *string {
 		return nil
 	}
 	return &rack
+}
+
+// Replicas is the running legacy broker's replica manager or nil.
+func (r *legacyRole) Replicas() *replica.Manager {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.replicas
+}
+
+// LegacyReplicas is the zk-legacy broker's replica manager (nil in KRaft
+// mode or before Start).
+func (a *App) LegacyReplicas() *replica.Manager {
+	if a.legacy == nil {
+		return nil
+	}
+	return a.legacy.Replicas()
 }
