@@ -2,9 +2,11 @@ package quorumtest
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/kraftd/kraftd/quorum"
+	"github.com/kraftd/kraftd/quorum/raftlog"
 )
 
 // add-nodes voters=1,2,3 [observers=4] [prevote=false] [linger=N] [cluster=ID]
@@ -98,6 +100,48 @@ func (e *Env) handleRestart(tc *TestCase) error {
 		}
 	}
 	return nil
+}
+
+// recover node=N [cut=OFFSET] [lose-state]: what `kraftd storage recover` does to a
+// stopped node's disk: a recovery marker holding E (the highest epoch of its
+// quorum-state and log, before the cut) is written, then the log is cut at OFFSET (a
+// damaged batch). lose-state deletes the quorum-state first (the marker then says
+// the state was lost).
+func (e *Env) handleRecover(tc *TestCase) error {
+	n, err := e.nodeArg(tc)
+	if err != nil {
+		return err
+	}
+	if !n.Down {
+		return fmt.Errorf("node %d is running; crash it first", n.ID)
+	}
+	lost := false
+	if _, ok := tc.Arg("lose-state"); ok {
+		n.State, lost = raftlog.EmptyQuorumState(), true
+	}
+	epoch := n.State.LeaderEpoch
+	for _, b := range n.Batches {
+		epoch = max(epoch, b.Epoch)
+	}
+	n.Recovery = &raftlog.Recovery{Epoch: epoch, StateLost: lost}
+	if a, ok := tc.Arg("cut"); ok && len(a.Vals) > 0 {
+		cut, err := strconv.ParseInt(a.Vals[0], 10, 64)
+		if err != nil {
+			return err
+		}
+		if i := slices.IndexFunc(n.Batches, func(b raftlog.Batch) bool { return b.LastOffset >= cut }); i >= 0 {
+			n.Batches = n.Batches[:i:i]
+		}
+	}
+	fmt.Fprintf(e.Out, "%d recovery marker: epoch %d, state lost %t; log ends at %d\n", n.ID, epoch, lost, n.StartOffset+int64(batchCount(n.Batches)))
+	return nil
+}
+
+func batchCount(bs []raftlog.Batch) int {
+	if len(bs) == 0 {
+		return 0
+	}
+	return int(bs[len(bs)-1].NextOffset() - bs[0].BaseOffset)
 }
 
 // set-state node=N epoch=E [leader=L] [voted=V]: overwrite the node's quorum-state file
