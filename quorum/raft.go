@@ -160,8 +160,12 @@ func NewRaft(cfg Config, loaded raftlog.Loaded, nowMs int64) (*Raft, error) {
 		nowMs:     nowMs,
 		voteFloor: -1,
 	}
-	if rec := loaded.Recovery; rec != nil && r.isVoter {
-		r.recovery = newRecoveryState(*rec, nowMs)
+	if rec := loaded.Recovery; rec != nil {
+		if r.isVoter {
+			r.recovery = newRecoveryState(*rec, nowMs)
+		} else {
+			r.recoveryDone = true // an observer never votes: nothing to wait for
+		}
 	}
 	if s := loaded.Snapshot; s != nil {
 		// A restarted node reloads its listeners from the latest snapshot and replays

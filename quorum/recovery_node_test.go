@@ -67,3 +67,92 @@ func TestNodeRefusesLostQuorumState(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestNodeRefusesCorruptSnapshot (issue 14): a committed snapshot that does not parse
+// stops the node with raftlog.ErrCorrupt naming the file and the ways out; Recover,
+// checking snapshots with ParseSnapshot, drops it and the log, and the node starts
+// recovering (no votes) from an empty log.
+func TestNodeRefusesCorruptSnapshot(t *testing.T) {
+	addrs := map[int32]string{1: "127.0.0.1:1", 2: "127.0.0.1:2", 3: "127.0.0.1:3"}
+	dir := t.TempDir()
+	store, err := raftlog.OpenFileStorage(dir, raftlog.FileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batches []raftlog.Batch
+	for i := range 3 {
+		batches = append(batches, raftlog.EncodeBatch(int64(i), 2, 1_700_000_000_000, false, []raftlog.Record{{Value: []byte("x")}}))
+	}
+	if err := store.Append(batches); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.SaveQuorumState(raftlog.QuorumState{LeaderID: 2, LeaderEpoch: 2, VotedID: 2}); err != nil {
+		t.Fatal(err)
+	}
+	id := raftlog.SnapshotID{EndOffset: 2, Epoch: 2}
+	w, err := store.CreateSnapshot(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteBatch(batches[0]); err != nil { // no header, no footer
+		t.Fatal(err)
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+
+	newNode := func() (*Node, error) {
+		store, err := raftlog.OpenFileStorage(dir, raftlog.FileOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+		n, err := NewNode(NodeConfig{Raft: Config{NodeID: 1, Voters: []int32{1, 2, 3}}, Storage: store, VoterAddrs: addrs})
+		if n != nil {
+			t.Cleanup(func() { n.cancel(); _ = n.client.Close() })
+		}
+		return n, err
+	}
+	path := filepath.Join(dir, raftlog.SnapshotFileName(id))
+	if _, err := newNode(); !errors.Is(err, raftlog.ErrCorrupt) || !strings.Contains(err.Error(), path) ||
+		!strings.Contains(err.Error(), "kraftd storage recover") {
+		t.Fatalf("NewNode on a corrupt snapshot: %v", err)
+	}
+	check := func(dir string, id raftlog.SnapshotID) error { _, err := readSnapshotFile(dir, id); return err }
+	if _, err := raftlog.Recover(dir, raftlog.RecoverOptions{CheckSnapshot: check}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := newNode()
+	if err != nil {
+		t.Fatalf("NewNode after recover: %v", err)
+	}
+	if st := n.raft.Status(); !n.raft.Recovering() || st.LogEndOffset != 0 || st.Epoch != 2 {
+		t.Fatalf("after recover: recovering %t, %+v", n.raft.Recovering(), st)
+	}
+}
+
+// TestObserverClearsRecoveryMarker: an observer (a broker-only node) never votes, so a
+// recovery marker on its metadata log is removed at its first Ready instead of staying
+// forever.
+func TestObserverClearsRecoveryMarker(t *testing.T) {
+	r, err := NewRaft(Config{NodeID: 4, Voters: []int32{1, 2, 3}},
+		raftlog.Loaded{State: raftlog.EmptyQuorumState(), Recovery: &raftlog.Recovery{Epoch: 2}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rd := r.Ready(); !rd.RecoveryDone || r.Recovering() {
+		t.Fatalf("observer: RecoveryDone %t, recovering %t", rd.RecoveryDone, r.Recovering())
+	}
+	v, err := NewRaft(Config{NodeID: 1, Voters: []int32{1, 2, 3}},
+		raftlog.Loaded{State: raftlog.EmptyQuorumState(), Recovery: &raftlog.Recovery{Epoch: 2}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rd := v.Ready(); rd.RecoveryDone || !v.Recovering() {
+		t.Fatalf("voter: RecoveryDone %t, recovering %t", rd.RecoveryDone, v.Recovering())
+	}
+}
