@@ -1,12 +1,17 @@
 package quorum
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/quorum/raftlog"
 )
 
@@ -154,5 +159,64 @@ func TestObserverClearsRecoveryMarker(t *testing.T) {
 	}
 	if rd := v.Ready(); rd.RecoveryDone || !v.Recovering() {
 		t.Fatalf("voter: RecoveryDone %t, recovering %t", rd.RecoveryDone, v.Recovering())
+	}
+}
+
+// voteOverWire sends a Vote (or PreVote) request to addr as Kafka's bytes and
+// decodes the answer.
+func voteOverWire(t *testing.T, addr string, v *VoteRequest) *VoteResponse {
+	t.Helper()
+	cl := protocol.NewClient(protocol.ClientConfig{ClientID: "vote-test"})
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	resp, err := cl.Request(ctx, addr, encodeVote(v, v.ClusterID, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decodeVoteResponse(resp.(*kmsg.VoteResponse), v.PreVote)
+}
+
+// TestRecoveringNodeGrantsNoVote (issue 14) runs the production Node and its RPC
+// handlers: voter 3 restarts on its FileStorage with a recovery marker while voters 1
+// and 2 are down. A Vote and a PreVote for voter 2 at a newer epoch, over the wire,
+// with a log far ahead of its own, are refused (without the marker both are
+// granted), and it does not campaign. Once 1 and 2 are back it follows the leader,
+// catches up, removes the marker from disk, and is no longer recovering.
+func TestRecoveringNodeGrantsNoVote(t *testing.T) {
+	c := newTestCluster(t, 3)
+	defer c.closeAll()
+	var lead *testNode
+	waitFor(t, "a leader", 5*time.Second, func() bool { lead = c.leader(); return lead != nil })
+	st, err := lead.node.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int32{1, 2, 3} {
+		c.crash(id)
+	}
+	if err := raftlog.WriteRecovery(c.dirs[3], raftlog.Recovery{Epoch: st.Epoch}); err != nil {
+		t.Fatal(err)
+	}
+	n3 := c.start(3)
+	for _, pre := range []bool{false, true} {
+		resp := voteOverWire(t, c.addrs[3], &VoteRequest{ClusterID: "test-cluster-id-AAAAAA", VoterID: 3,
+			CandidateEpoch: st.Epoch + 2, CandidateID: 2, LastOffsetEpoch: st.Epoch, LastOffset: 1 << 20, PreVote: pre})
+		if resp.ErrorCode != 0 || resp.VoteGranted {
+			t.Fatalf("recovering voter 3 answered a (pre-vote %t) request: %+v", pre, resp)
+		}
+	}
+	if s, _ := n3.node.Status(context.Background()); s.Role != Unattached && s.Role != Follower {
+		t.Fatalf("recovering voter 3 is %s", s.Role)
+	}
+	c.start(1)
+	c.start(2)
+	waitFor(t, "voter 3 to remove its recovery marker", 5*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(c.dirs[3], raftlog.RecoveryFile))
+		return errors.Is(err, os.ErrNotExist)
+	})
+	recovering := true
+	if err := n3.node.do(context.Background(), func() { recovering = n3.node.raft.Recovering() }); err != nil || recovering {
+		t.Fatalf("voter 3 still recovering after its marker was removed (%v)", err)
 	}
 }

@@ -1,6 +1,7 @@
 package raftlog
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -185,4 +186,26 @@ func TestBadRecoveryFileRefused(t *testing.T) {
 	if _, err := OpenFileStorage(dir, FileOptions{}); !errors.Is(err, ErrBadRecoveryFile) {
 		t.Fatalf("open: %v, want ErrBadRecoveryFile", err)
 	}
+}
+
+// TestRecoverCutsNothingWithoutMarker: the marker is made durable before anything is
+// cut; when it cannot be written, Recover fails and the damaged log is left as it was
+// (a node repaired without the marker would vote as if it had never held the records).
+func TestRecoverCutsNothingWithoutMarker(t *testing.T) {
+	batches := mkLog(5)
+	dir := writeStateLog(t, FileOptions{}, batches, 1)
+	flipByte(t, dir, batches, 2)
+	path := filepath.Join(dir, segmentName(0))
+	before, _ := os.ReadFile(path)
+	// A directory where the marker's tmp file goes makes its write fail.
+	if err := os.Mkdir(filepath.Join(dir, RecoveryFile+".tmp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Recover(dir, RecoverOptions{}); err == nil {
+		t.Fatal("Recover succeeded without writing its marker")
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
+		t.Fatal("the log was cut although the marker was not written")
+	}
+	openCorrupt(t, dir, FileOptions{}, path, 4)
 }
