@@ -98,19 +98,29 @@ func TestProcessRecoverCorruptFollower(t *testing.T) {
 		}
 	}
 
-	// Pick a follower that holds the topics' records.
-	var leader, victim int
-	var hw int
-	eventually(t, "a leader with a high watermark", 20*time.Second, func() bool {
-		st, err := statusOf(bin, c.procs[1].addr())
-		if err != nil {
-			return false
+	// Pick a follower that holds the topics' records. The leader is the controller
+	// that names itself, asked directly (a follower's answer may be stale).
+	var leader, hw int
+	findLeader := func() bool {
+		for id := 1; id <= 3; id++ {
+			if !c.procs[id].running() {
+				continue
+			}
+			st, err := statusOf(bin, c.procs[id].addr())
+			if err != nil {
+				continue
+			}
+			l, _ := strconv.Atoi(st["LeaderId"])
+			h, _ := strconv.Atoi(st["HighWatermark"])
+			if l == id && h > 0 {
+				leader, hw = l, h
+				return true
+			}
 		}
-		leader, _ = strconv.Atoi(st["LeaderId"])
-		hw, _ = strconv.Atoi(st["HighWatermark"])
-		return leader > 0 && hw > 0
-	})
-	victim = leader%3 + 1
+		return false
+	}
+	eventually(t, "a leader with a high watermark", 20*time.Second, findLeader)
+	victim := leader%3 + 1
 	replication := func() string {
 		out, _ := exec.Command(bin, "quorum", "describe", "--replication", "--bootstrap-controller",
 			c.procs[leader].addr()).CombinedOutput()
@@ -159,20 +169,18 @@ func TestProcessRecoverCorruptFollower(t *testing.T) {
 	if !strings.Contains(string(out), raftlog.RecoveryFile) || !strings.Contains(string(out), "cut "+seg) {
 		t.Fatalf("storage recover output:\n%s", out)
 	}
-	if _, err := os.Stat(filepath.Join(logDir, raftlog.RecoveryFile)); err != nil {
-		t.Fatalf("no recovery marker after storage recover: %v", err)
+	info, _ := exec.Command(bin, append([]string{"storage", "info"}, p.cmd.Args[1:]...)...).CombinedOutput()
+	if !strings.Contains(string(info), "Recovering: "+filepath.Join(logDir, raftlog.RecoveryFile)) {
+		t.Fatalf("storage info does not show the recovery marker:\n%s", info)
 	}
 
 	// Restarted, it rejoins, catches up to the leader's high watermark and clears its
 	// marker.
 	c.start(victim)
-	st, err := statusOf(bin, c.procs[leader].addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	hw, _ = strconv.Atoi(st["HighWatermark"])
-	eventually(t, fmt.Sprintf("recovered node %d to catch up to %d in DescribeQuorum", victim, hw), 20*time.Second, func() bool {
-		return caughtUp(replication(), victim, hw)
+	eventually(t, "a leader with a high watermark", 20*time.Second, findLeader)
+	target := hw
+	eventually(t, fmt.Sprintf("recovered node %d to catch up to %d in DescribeQuorum", victim, target), 20*time.Second, func() bool {
+		return findLeader() && caughtUp(replication(), victim, target)
 	})
 	eventually(t, "the recovery marker to be removed", 20*time.Second, func() bool {
 		_, err := os.Stat(filepath.Join(logDir, raftlog.RecoveryFile))

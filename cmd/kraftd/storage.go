@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/kraftd/kraftd/cmd/kraftd/app"
+	"github.com/kraftd/kraftd/quorum/raftlog"
 )
 
 const storageUsage = `kraftd storage prepares and inspects log directories, like kafka-storage.sh.
@@ -96,6 +97,9 @@ func runInfo(args []string, stdout io.Writer, stderr *os.File) int {
 		}
 		fmt.Fprintf(stdout, "Found metadata: {cluster.id=%s, directory.id=%s, node.id=%d, version=%d}\n  in %s\n\n",
 			m.ClusterID, m.DirectoryID, m.NodeID, m.Version, filepath.Join(dir, app.MetaPropertiesFile))
+		if dir == cfg.MetadataDir() {
+			problems += printRecovery(stdout, filepath.Join(dir, "__cluster_metadata-0"))
+		}
 	}
 	if problems > 0 {
 		fmt.Fprintf(stdout, "Found %d problem(s).\n", problems)
@@ -115,4 +119,20 @@ func runRecover(args []string, stdout io.Writer, stderr *os.File) int {
 	}
 	err = app.RecoverStorage(&cfg, app.RecoverOptions{UnsafeAcceptDataLoss: *unsafe, Out: stdout})
 	return report(stderr, exitError, err)
+}
+
+// printRecovery reports a recovery marker left by `kraftd storage recover` in the
+// metadata log directory; an unreadable one counts as a problem.
+func printRecovery(stdout io.Writer, logDir string) int {
+	rec, err := raftlog.ReadRecovery(logDir)
+	switch {
+	case err != nil:
+		fmt.Fprintf(stdout, "Problem: %v\n\n", err)
+		return 1
+	case rec != nil:
+		fmt.Fprintf(stdout, "Recovering: %s holds epoch %d (quorum-state lost: %t); the node grants no vote until "+
+			"it has caught up with a leader of that epoch or later\n\n", filepath.Join(logDir, raftlog.RecoveryFile),
+			rec.Epoch, rec.StateLost)
+	}
+	return 0
 }
