@@ -18,9 +18,10 @@ import (
 // TestNodeRefusesLostQuorumState (issue 14): a voter whose quorum-state file was
 // deleted while its log shows it took part in epoch 3 started Unattached at epoch 3
 // with no vote, free to vote a second time in an epoch it may have voted in. NewNode
-// now refuses it, naming the directory and `kraftd storage recover`; a recovery
-// marker lets it start (without voting), and a fresh voter and an observer with the
-// same log start as before.
+// now refuses it, naming the directory and `kraftd storage recover`, and so it does
+// for a voter with an empty log that started before (its first start writes the
+// file); a recovery marker lets it start (without voting), and a fresh voter and an
+// observer with the same log start as before.
 func TestNodeRefusesLostQuorumState(t *testing.T) {
 	addrs := map[int32]string{1: "127.0.0.1:1", 2: "127.0.0.1:2", 3: "127.0.0.1:3"}
 	open := func(t *testing.T, dir string, id int32, withLog bool) (*Node, error) {
@@ -45,17 +46,51 @@ func TestNodeRefusesLostQuorumState(t *testing.T) {
 		}
 		return n, err
 	}
-	dir := t.TempDir()
+	// lostStateDir holds a log of epoch 3 whose quorum-state was deleted.
+	lostStateDir := func() string {
+		dir := t.TempDir()
+		store, err := raftlog.OpenFileStorage(dir, raftlog.FileOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := raftlog.EncodeBatch(0, 3, 1_700_000_000_000, false, []raftlog.Record{{Value: []byte("x")}})
+		if err := store.Append([]raftlog.Batch{b}); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Join(dir, raftlog.QuorumStateFile)); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	dir := lostStateDir()
 	_, err := open(t, dir, 1, true)
 	if !errors.Is(err, ErrUnusableQuorumState) || !strings.Contains(err.Error(), "missing") ||
 		!strings.Contains(err.Error(), "epoch 3") || !strings.Contains(err.Error(), "kraftd storage recover") ||
 		!strings.Contains(err.Error(), dir) {
 		t.Fatalf("voter with a log of epoch 3 and no quorum-state: %v", err)
 	}
-	if _, err := open(t, t.TempDir(), 1, false); err != nil {
+	fresh := t.TempDir()
+	if _, err := open(t, fresh, 1, false); err != nil {
 		t.Fatalf("fresh voter: %v", err)
 	}
-	if _, err := open(t, t.TempDir(), 4, true); err != nil {
+	if _, err := os.Stat(filepath.Join(fresh, raftlog.QuorumStateFile)); err != nil {
+		t.Fatalf("a fresh voter's first start wrote no quorum-state: %v", err)
+	}
+	// It may have voted at the first elections with an empty log: a quorum-state
+	// lost after its first start is refused too.
+	if err := os.Remove(filepath.Join(fresh, raftlog.QuorumStateFile)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open(t, fresh, 1, false); !errors.Is(err, ErrUnusableQuorumState) {
+		t.Fatalf("voter that ran before, empty log, quorum-state deleted: %v", err)
+	}
+	if _, err := open(t, lostStateDir(), 4, true); err != nil {
 		t.Fatalf("observer: %v", err)
 	}
 	if err := raftlog.WriteRecovery(dir, raftlog.Recovery{Epoch: 3, StateLost: true}); err != nil {

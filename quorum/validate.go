@@ -190,12 +190,14 @@ func validateQuorumState(cfg *Config, st raftlog.QuorumState, logEpoch int32) er
 	return nil
 }
 
-// checkStateNotLost refuses a voter with no quorum-state file whose log shows it took
-// part in the quorum (a batch or snapshot of epoch > 0; every such node wrote the file
-// before it fetched or led): the file was lost, with the votes it recorded, and
-// starting without it could grant a second vote in an epoch it already voted in. A
-// recovery marker (Loaded.Recovery) is the way on. A fresh node (nothing above epoch
-// 0) and an observer, which never votes, start as before.
+// checkStateNotLost refuses a voter with no quorum-state file that has run before
+// (Loaded.RanBefore: the file is written at the first start) or whose log shows it
+// took part in the quorum (a batch or snapshot of epoch > 0; every such node wrote the
+// file before it fetched or led; this covers directories from Kafka or older kraftd):
+// the file was lost, with the votes it recorded, and starting without it could grant a
+// second vote in an epoch it already voted in (even with an empty log, at the first
+// elections). A recovery marker (Loaded.Recovery) is the way on. A fresh node and an
+// observer, which never votes, start as before.
 func checkStateNotLost(cfg *Config, l raftlog.Loaded, logEpoch int32) error {
 	if !l.StateMissing || l.Recovery != nil || !cfg.isVoter(cfg.NodeID) {
 		return nil
@@ -204,10 +206,10 @@ func checkStateNotLost(cfg *Config, l raftlog.Loaded, logEpoch int32) error {
 	if l.Snapshot != nil {
 		epoch = max(epoch, l.Snapshot.Epoch)
 	}
-	if epoch <= 0 {
+	if epoch <= 0 && !l.RanBefore {
 		return nil
 	}
-	return fmt.Errorf("%w: the quorum-state file is missing, but the log shows this voter took part in epoch %d: "+
+	return fmt.Errorf("%w: the quorum-state file is missing, but this voter ran before (its log shows epoch %d): "+
 		"the votes it recorded are lost. Ways out: restore the file from a copy; or run `kraftd storage recover` "+
 		"[same flags]: the node then rejoins without voting until it has caught up with a leader", ErrUnusableQuorumState, epoch)
 }

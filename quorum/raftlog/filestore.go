@@ -106,6 +106,9 @@ type FileStorage struct {
 	state        QuorumState
 	stateCorrupt bool
 	stateMissing bool
+	// ranBefore: SyncedEndFile existed at open, so this node has started on the
+	// directory before and wrote quorum-state then (see OpenFileStorage).
+	ranBefore bool
 	// recovery is the RecoveryFile read at open (nil: none).
 	recovery *Recovery
 
@@ -145,6 +148,17 @@ func OpenFileStorage(dir string, opts FileOptions) (*FileStorage, error) {
 	}
 	if s.recovery, err = ReadRecovery(dir); err != nil {
 		return nil, err
+	}
+	if s.ranBefore, err = fileExists(filepath.Join(dir, SyncedEndFile)); err != nil {
+		return nil, err
+	}
+	if s.stateMissing && !s.ranBefore && len(bases) == 0 && len(s.snapshots) == 0 {
+		// A fresh directory: write the initial quorum-state (as Kafka does at its
+		// first start) before SyncedEndFile exists, so that from then on a missing
+		// quorum-state next to SyncedEndFile means a lost one.
+		if err := s.SaveQuorumState(EmptyQuorumState()); err != nil {
+			return nil, err
+		}
 	}
 	if s.synced, s.hadSynced, err = openSyncedEnd(dir); err != nil {
 		return nil, err
@@ -490,7 +504,7 @@ func (s *FileStorage) Load() (Loaded, error) {
 		return Loaded{}, ErrClosed
 	}
 	l := Loaded{State: s.state, StartOffset: s.startOffset, StateCorrupt: s.stateCorrupt,
-		StateMissing: s.stateMissing}
+		StateMissing: s.stateMissing, RanBefore: s.ranBefore}
 	if s.recovery != nil {
 		r := *s.recovery
 		l.Recovery = &r

@@ -171,7 +171,11 @@ func Recover(dir string, opts RecoverOptions) (RecoverReport, error) {
 		return rep, err
 	}
 	epoch = max(epoch, stateEpoch)
-	stateLost := !stateOK && logHasEpochs
+	ranBefore, err := fileExists(filepath.Join(dir, SyncedEndFile))
+	if err != nil {
+		return rep, err
+	}
+	stateLost := !stateOK && (logHasEpochs || ranBefore)
 	if old, err := ReadRecovery(dir); err == nil && old != nil {
 		epoch, stateLost = max(epoch, old.Epoch), stateLost || old.StateLost
 	}
@@ -348,4 +352,15 @@ func dropLog(dir string) ([]string, error) {
 		acts = append(acts, "deleted "+e.Name()+": the log is fetched again from the leader")
 	}
 	return acts, syncDir(dir)
+}
+
+func fileExists(path string) (bool, error) {
+	_, err := os.Stat(path)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, os.ErrNotExist):
+		return false, nil
+	}
+	return false, ioErr(err)
 }
