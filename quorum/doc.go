@@ -43,6 +43,16 @@
 // Unattached (discovering the leader by fetching from random voters) or Follower.
 // Transitions are the becomeX methods; illegal ones panic with the invariant's name.
 //
+// # Recovery after disk damage
+//
+// A voter restarted with a recovery marker (raftlog.Recovery, left by `kraftd storage
+// recover` after it cut damaged records) behaves like an observer that fetches as a
+// voter: it grants no Vote or PreVote, never campaigns, and asks the other voters who
+// leads when its timers run out. It clears the marker (Ready.RecoveryDone) once it
+// holds a high watermark sent by a leader of epoch >= E, the highest epoch it may have
+// voted in, and then votes only above E (recovery.go). A voter whose quorum-state is
+// missing while its log shows epoch > 0 is refused at NewRaft.
+//
 // # Untrusted peers
 //
 // Everything a peer sends is checked before anything is adopted or persisted

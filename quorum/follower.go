@@ -43,14 +43,18 @@ func (f *followerState) nextDeadlineMs() int64 {
 func (r *Raft) tickFollower(nowMs int64) {
 	f := r.follow
 	if nowMs >= f.fetchDeadlineMs {
-		if r.isVoter {
+		if r.campaigns() {
 			r.logf("%d fetch timer expired at epoch %d", r.cfg.NodeID, r.epoch)
 			f.fetchedOK = false
 			r.startElection(nowMs)
 			return
 		}
 		// testObserverSendDiscoveryFetchAfterFetchTimeout: no answer from the leader
-		// for a whole fetch timeout; ask another voter who leads now.
+		// for a whole fetch timeout; ask another voter who leads now. A recovering
+		// voter, which may not campaign, does the same.
+		if r.isVoter {
+			r.logf("%d fetch timer expired at epoch %d; recovering, it asks the other voters", r.cfg.NodeID, r.epoch)
+		}
 		f.rediscoverAvoiding(r.leaderID)
 		f.inflight = 0
 		f.fetchDeadlineMs = nowMs + r.cfg.FetchTimeoutMs
@@ -130,6 +134,9 @@ func (r *Raft) sendFetch(to int32) uint64 {
 // its in-flight Fetch. A leader's answer this node cannot apply (fetchedDataUsable) is
 // refused and handled as a failed Fetch.
 func (r *Raft) handleFetchResponse(nowMs int64, m Message) {
+	if r.handleProbeResponse(nowMs, m) {
+		return
+	}
 	f := r.follow
 	if f == nil {
 		f = r.discover
@@ -235,6 +242,7 @@ func (r *Raft) applyFetchedData(resp *FetchResponse) {
 	if resp.HighWatermark >= 0 {
 		r.hw = max(r.hw, min(resp.HighWatermark, r.log.endOffset()))
 	}
+	r.maybeFinishRecovery(resp)
 }
 
 // divergenceTruncation is where the log is cut back to agree with the leader (spec
@@ -328,7 +336,7 @@ func (r *Raft) handleEndEpoch(nowMs int64, m Message) {
 }
 
 func (r *Raft) reactToEndEpoch(nowMs int64, req *EndQuorumEpochRequest) {
-	if !r.isVoter {
+	if !r.campaigns() {
 		return
 	}
 	switch {

@@ -476,7 +476,7 @@ func (n *Node) advance(rd Ready) {
 // ack); such a Ready waits for the flush in flight.
 func (n *Node) needsStorage(rd Ready) bool {
 	return rd.QuorumState != nil || rd.TruncateTo >= 0 || len(rd.Append) > 0 ||
-		len(rd.SnapshotChunks) > 0 || rd.LoadSnapshot != nil ||
+		len(rd.SnapshotChunks) > 0 || rd.LoadSnapshot != nil || rd.RecoveryDone ||
 		(len(rd.MessagesAfterPersist) > 0 && n.raft.role != Leader)
 }
 
@@ -581,8 +581,19 @@ func (n *Node) persist(rd Ready) error {
 	// An observer (a broker-only node) does not fsync what it fetches, like Kafka's
 	// observers: its offsets never count toward the high watermark, and a tail lost in
 	// a machine crash is fetched again. Its commits then never wait behind its disk.
-	if dirty && n.raft.isVoter {
-		return st.Sync()
+	if dirty && (n.raft.isVoter || rd.RecoveryDone) {
+		if err := st.Sync(); err != nil {
+			return err
+		}
+	}
+	if rd.RecoveryDone {
+		// The log holds the leader's high watermark durably: the marker may go.
+		if c, ok := st.(raftlog.RecoveryClearer); ok {
+			if err := c.ClearRecovery(); err != nil {
+				return err
+			}
+		}
+		n.log.Info("recovery finished: the recovery marker is removed", zap.Int64("log_end_offset", n.raft.log.endOffset()))
 	}
 	return nil
 }

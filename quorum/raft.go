@@ -97,6 +97,14 @@ type Raft struct {
 	noPreVote map[int32]bool
 	counters  counters
 
+	// recovery: the node runs with a recovery marker (recovery.go); nil otherwise.
+	recovery *recoveryState
+	// voteFloor: votes are granted only in epochs above it (the E of a finished
+	// recovery; -1 otherwise).
+	voteFloor int32
+	// recoveryDone: the next Ready tells the driver to remove the recovery marker.
+	recoveryDone bool
+
 	nextRequestID uint64
 	nowMs         int64
 
@@ -136,6 +144,9 @@ func NewRaft(cfg Config, loaded raftlog.Loaded, nowMs int64) (*Raft, error) {
 	if err := validateQuorumState(&cfg, loaded.State, rl.lastEpoch()); err != nil {
 		return nil, err
 	}
+	if err := checkStateNotLost(&cfg, loaded, rl.lastEpoch()); err != nil {
+		return nil, err
+	}
 	r := &Raft{
 		cfg:       cfg,
 		logger:    cfg.Logger,
@@ -147,6 +158,14 @@ func NewRaft(cfg Config, loaded raftlog.Loaded, nowMs int64) (*Raft, error) {
 		applied:   rl.startOffset,
 		noPreVote: map[int32]bool{},
 		nowMs:     nowMs,
+		voteFloor: -1,
+	}
+	if rec := loaded.Recovery; rec != nil {
+		if r.isVoter {
+			r.recovery = newRecoveryState(*rec, nowMs)
+		} else {
+			r.recoveryDone = true // an observer never votes: nothing to wait for
+		}
 	}
 	if s := loaded.Snapshot; s != nil {
 		// A restarted node reloads its listeners from the latest snapshot and replays
@@ -161,6 +180,10 @@ func NewRaft(cfg Config, loaded raftlog.Loaded, nowMs int64) (*Raft, error) {
 		r.applied = r.hw
 	}
 	r.resetTimers()
+	if r.recovery != nil {
+		r.logf("%d recovering: no votes and no candidacy until caught up with a leader of epoch >= %d (quorum-state lost: %t)",
+			cfg.NodeID, r.recovery.epoch, r.recovery.learning)
+	}
 	r.initialize(loaded.State, nowMs)
 	r.lastSoft = SoftState{LeaderID: -2} // the first Ready reports the initial state
 	return r, nil
@@ -179,6 +202,13 @@ func (r *Raft) initialize(st raftlog.QuorumState, nowMs int64) {
 	case st.LeaderEpoch < r.log.lastEpoch():
 		r.logf("%d state epoch %d is behind log epoch %d", self, st.LeaderEpoch, r.log.lastEpoch())
 		r.becomeUnattached(nowMs, r.log.lastEpoch(), -1)
+	case r.recovery != nil && (st.LeaderID == self || st.VotedID == self):
+		// Neither Resigned nor Candidate: a recovering node never leads or campaigns.
+		// It keeps its vote for itself, so it grants nobody else one in this epoch.
+		r.epoch, r.votedID = st.LeaderEpoch, st.VotedID
+		r.role = Unattached
+		r.enterUnattached(nowMs)
+		r.logf("%d became unattached at epoch %d", self, r.epoch)
 	case st.LeaderID == self && r.isVoter:
 		r.epoch, r.leaderID, r.votedID = st.LeaderEpoch, self, st.VotedID
 		r.becomeResigned(nowMs, r.otherVoters())
@@ -199,7 +229,7 @@ func (r *Raft) initialize(st raftlog.QuorumState, nowMs int64) {
 		r.enterUnattached(nowMs)
 		r.logf("%d became unattached at epoch %d", self, r.epoch)
 	}
-	if r.isVoter && len(r.cfg.Voters) == 1 && r.role != Leader {
+	if r.campaigns() && len(r.cfg.Voters) == 1 && r.role != Leader {
 		// A single-voter quorum needs nobody's vote: elect at once.
 		r.becomeCandidate(nowMs)
 	}
@@ -296,7 +326,7 @@ func (r *Raft) becomeUnattached(nowMs int64, epoch int32, leaderHint int32) {
 }
 
 func (r *Raft) enterUnattached(nowMs int64) {
-	if r.isVoter {
+	if r.campaigns() {
 		r.electionDeadlineMs = nowMs + r.randomElectionTimeoutMs()
 		return
 	}
@@ -324,7 +354,7 @@ func (r *Raft) becomeFollower(nowMs int64, epoch, leaderID int32) {
 
 // startElection is the action of an expired election or fetch timer.
 func (r *Raft) startElection(nowMs int64) {
-	assertf(r.isVoter, "observer %d never campaigns", r.cfg.NodeID)
+	assertf(r.campaigns(), "observer or recovering node %d never campaigns", r.cfg.NodeID)
 	if r.epochExhausted(nowMs) {
 		return
 	}
@@ -355,6 +385,7 @@ func (r *Raft) becomeProspective(nowMs int64) {
 	if r.role == Resigned || r.role == Leader {
 		panic("quorum: invariant violated: leader or resigned cannot become prospective")
 	}
+	assertf(r.campaigns(), "observer or recovering node %d never campaigns", r.cfg.NodeID)
 	r.leave()
 	r.leaderID, r.votedID = leader, voted
 	r.role = Prospective
@@ -375,7 +406,7 @@ func (r *Raft) becomeCandidate(nowMs int64) {
 }
 
 func (r *Raft) becomeCandidateAt(nowMs int64, epoch int32) {
-	assertf(r.isVoter, "observer %d never campaigns", r.cfg.NodeID)
+	assertf(r.campaigns(), "observer or recovering node %d never campaigns", r.cfg.NodeID)
 	retries := r.retries
 	r.leave()
 	r.transitionEpoch(epoch)
@@ -407,15 +438,16 @@ func (r *Raft) becomeResigned(nowMs int64, successors []int32) {
 func (r *Raft) Tick(nowMs int64) {
 	r.nowMs = max(r.nowMs, nowMs)
 	nowMs = r.nowMs
+	r.tickRecovery(nowMs)
 	switch r.role {
 	case Leader:
 		r.tickLeader(nowMs)
 	case Follower:
 		r.tickFollower(nowMs)
 	case Unattached:
-		if r.isVoter && nowMs >= r.electionDeadlineMs {
+		if r.campaigns() && nowMs >= r.electionDeadlineMs {
 			r.startElection(nowMs)
-		} else if !r.isVoter {
+		} else if !r.campaigns() {
 			r.maybeSendDiscoveryFetch(nowMs)
 		}
 	case Prospective:
@@ -451,7 +483,7 @@ func (r *Raft) backoff(nowMs int64) {
 
 // NextDeadlineMs is the earliest time Tick has work to do, or MaxInt64 for none.
 func (r *Raft) NextDeadlineMs() int64 {
-	d := min(r.electionDeadlineMs, r.backoffDeadlineMs)
+	d := min(r.electionDeadlineMs, r.backoffDeadlineMs, r.recoveryDeadlineMs())
 	if r.lead != nil {
 		d = min(d, r.lead.nextDeadlineMs())
 	}

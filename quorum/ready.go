@@ -54,6 +54,10 @@ type Ready struct {
 	// marks a file that is not a valid snapshot (snapshotRejected) instead of
 	// stopping: the core then drops the download at Advance and fetches again.
 	LoadSnapshot *raftlog.SnapshotID
+	// RecoveryDone: the node has caught up after a recovery (raftlog.Recovery).
+	// Once Append (and everything before it) is durable, and before sending
+	// MessagesAfterPersist, remove the recovery marker (raftlog.RecoveryClearer).
+	RecoveryDone bool
 	// snapshotRejected: the driver found the LoadSnapshot file invalid.
 	snapshotRejected bool
 
@@ -64,7 +68,7 @@ type Ready struct {
 func (r *Raft) HasReady() bool {
 	return r.pendingState != nil || r.log.pendingTruncate >= 0 || r.log.unstableFrom < r.log.endOffset() ||
 		len(r.msgs) > 0 || len(r.msgsAfter) > 0 || r.hasCommitted() || r.softState() != r.lastSoft ||
-		len(r.snapChunks) > 0 || r.loadSnapshot != nil
+		len(r.snapChunks) > 0 || r.loadSnapshot != nil || r.recoveryDone
 }
 
 func (r *Raft) hasCommitted() bool {
@@ -91,9 +95,10 @@ func (r *Raft) Ready() Ready {
 		HighWatermark:        r.hw,
 		SnapshotChunks:       r.snapChunks,
 		LoadSnapshot:         r.loadSnapshot,
+		RecoveryDone:         r.recoveryDone,
 		flushEnd:             r.log.endOffset(),
 	}
-	r.snapChunks, r.loadSnapshot = nil, nil
+	r.snapChunks, r.loadSnapshot, r.recoveryDone = nil, nil, false
 	if rd.QuorumState != nil {
 		r.stateInFlight = true
 	}

@@ -230,13 +230,22 @@ func controlRecord(b raftlog.Batch, want raftlog.ControlType) (raftlog.Record, e
 	return recs[0], nil
 }
 
-// readSnapshotFile loads and validates a complete local snapshot.
+// readSnapshotFile loads and validates a complete local snapshot. A snapshot that
+// does not parse was committed whole (written, fsynced, renamed), so the damage is
+// not a crash's: it stops the node (raftlog.ErrCorrupt) with the ways out.
 func readSnapshotFile(dir string, id raftlog.SnapshotID) (Snapshot, error) {
-	data, err := os.ReadFile(filepath.Join(dir, raftlog.SnapshotFileName(id)))
+	path := filepath.Join(dir, raftlog.SnapshotFileName(id))
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("%w: %w", raftlog.ErrStorageFailed, err)
 	}
-	return ParseSnapshot(id, data)
+	s, err := ParseSnapshot(id, data)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("%w: %s: %w. Ways out: restore the file from a copy; or run `kraftd storage "+
+			"recover` [same flags]: it drops the snapshot and the log, and the node fetches them again from the "+
+			"leader without voting until it has caught up", raftlog.ErrCorrupt, path, err)
+	}
+	return s, nil
 }
 
 // WriteSnapshot writes a snapshot of committed state ending at id (EndOffset is

@@ -170,7 +170,8 @@ var ErrUnusableQuorumState = fmt.Errorf("quorum: unusable quorum-state")
 // node from ever electing, so it stops the node with what to do.
 func validateQuorumState(cfg *Config, st raftlog.QuorumState, logEpoch int32) error {
 	const moveAside = "stop this node, move the quorum-state file in its __cluster_metadata-0 directory " +
-		"aside and restart it (it then starts Unattached at its log's last epoch and rejoins the quorum)"
+		"aside, run `kraftd storage recover` [same flags] and restart it (it then rejoins the quorum without " +
+		"voting until it has caught up with a leader)"
 	const forged = "; it was written from a forged or corrupt request: " + moveAside
 	const voters = "; check controller.quorum.voters against the other controllers; if it is right, " + moveAside
 	static := len(cfg.Voters) > 0 && cfg.KRaftVersion == 0
@@ -187,4 +188,28 @@ func validateQuorumState(cfg *Config, st raftlog.QuorumState, logEpoch int32) er
 		return fmt.Errorf("%w: voted-for %d is not a voter of %v%s", ErrUnusableQuorumState, st.VotedID, cfg.Voters, voters)
 	}
 	return nil
+}
+
+// checkStateNotLost refuses a voter with no quorum-state file that has run before
+// (Loaded.RanBefore: the file is written at the first start) or whose log shows it
+// took part in the quorum (a batch or snapshot of epoch > 0; every such node wrote the
+// file before it fetched or led; this covers directories from Kafka or older kraftd):
+// the file was lost, with the votes it recorded, and starting without it could grant a
+// second vote in an epoch it already voted in (even with an empty log, at the first
+// elections). A recovery marker (Loaded.Recovery) is the way on. A fresh node and an
+// observer, which never votes, start as before.
+func checkStateNotLost(cfg *Config, l raftlog.Loaded, logEpoch int32) error {
+	if !l.StateMissing || l.Recovery != nil || !cfg.isVoter(cfg.NodeID) {
+		return nil
+	}
+	epoch := logEpoch
+	if l.Snapshot != nil {
+		epoch = max(epoch, l.Snapshot.Epoch)
+	}
+	if epoch <= 0 && !l.RanBefore {
+		return nil
+	}
+	return fmt.Errorf("%w: the quorum-state file is missing, but this voter ran before (its log shows epoch %d): "+
+		"the votes it recorded are lost. Ways out: restore the file from a copy; or run `kraftd storage recover` "+
+		"[same flags]: the node then rejoins without voting until it has caught up with a leader", ErrUnusableQuorumState, epoch)
 }

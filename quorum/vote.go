@@ -64,8 +64,16 @@ func (r *Raft) handleVote(nowMs int64, m Message) {
 		r.becomeUnattached(nowMs, req.CandidateEpoch, -1)
 	}
 	upToDate := r.log.isUpToDate(req.LastOffsetEpoch, req.LastOffset)
+	leads := req.CandidateEpoch // the epoch the candidate will lead; a pre-vote's is the next
+	if req.PreVote {
+		leads++
+	}
 	resp.VoteGranted = r.isVoter && r.cfg.isVoter(req.CandidateID) && req.CandidateID != r.cfg.NodeID &&
+		r.mayVoteIn(leads) &&
 		r.canGrantVote(nowMs, req.CandidateID, req.PreVote, req.CandidateEpoch > r.epoch, upToDate)
+	if !r.mayVoteIn(leads) {
+		r.logRefusedVote(req)
+	}
 	if resp.VoteGranted && !req.PreVote && r.votedID < 0 {
 		r.votedID = req.CandidateID
 		r.electionDeadlineMs = nowMs + r.randomElectionTimeoutMs()

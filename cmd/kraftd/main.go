@@ -166,6 +166,7 @@ Usage:
   kraftd storage format --cluster-id ID [same flags] [--ignore-formatted]
   kraftd storage random-uuid
   kraftd storage info [same flags]
+  kraftd storage recover [same flags] [--unsafe-accept-data-loss]
   kraftd quorum describe --status|--replication --bootstrap-controller host:port
   kraftd metadata dump <segment.log|snapshot.checkpoint|dir>...
   kraftd dev --controllers N --brokers M [--base-port P] [--dir DIR] [--mode kraft|zk-legacy]

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/kraftd/kraftd/cmd/kraftd/app"
+	"github.com/kraftd/kraftd/quorum/raftlog"
 )
 
 const storageUsage = `kraftd storage prepares and inspects log directories, like kafka-storage.sh.
@@ -16,10 +17,20 @@ Usage:
   kraftd storage format --cluster-id ID [--config FILE] [flags] [--ignore-formatted]
   kraftd storage random-uuid
   kraftd storage info [--config FILE] [flags]
+  kraftd storage recover [--config FILE] [flags] [--unsafe-accept-data-loss]
 
 format writes meta.properties (version=1, cluster.id, node.id, a fresh
 directory.id) into every log directory and the metadata log directory.
--t is an alias of --cluster-id, as in kafka-storage.sh.`
+-t is an alias of --cluster-id, as in kafka-storage.sh.
+
+recover repairs the metadata log of a stopped node that refused to start on
+damaged data. It first writes (and fsyncs) a marker holding the highest epoch
+in which the node may have voted, then cuts the log at the first invalid batch,
+drops snapshots that do not parse and moves an unreadable quorum-state aside.
+The node then rejoins without voting or standing for election until it has
+caught up with a leader of that epoch or later. --unsafe-accept-data-loss
+writes no marker: the node votes at once and may help elect a leader that lacks
+records it acknowledged (the way out when a majority needs recovery at once).`
 
 func runStorage(args []string, stdout io.Writer, stderr *os.File) int {
 	if len(args) == 0 {
@@ -38,6 +49,8 @@ func runStorage(args []string, stdout io.Writer, stderr *os.File) int {
 		return runFormat(args[1:], stdout, stderr)
 	case "info":
 		return runInfo(args[1:], stdout, stderr)
+	case "recover":
+		return runRecover(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprintln(stdout, storageUsage)
 		return exitOK
@@ -84,10 +97,42 @@ func runInfo(args []string, stdout io.Writer, stderr *os.File) int {
 		}
 		fmt.Fprintf(stdout, "Found metadata: {cluster.id=%s, directory.id=%s, node.id=%d, version=%d}\n  in %s\n\n",
 			m.ClusterID, m.DirectoryID, m.NodeID, m.Version, filepath.Join(dir, app.MetaPropertiesFile))
+		if dir == cfg.MetadataDir() {
+			problems += printRecovery(stdout, filepath.Join(dir, "__cluster_metadata-0"))
+		}
 	}
 	if problems > 0 {
 		fmt.Fprintf(stdout, "Found %d problem(s).\n", problems)
 		return exitError
 	}
 	return exitOK
+}
+
+// runRecover repairs the metadata log behind a recovery marker (app.RecoverStorage).
+func runRecover(args []string, stdout io.Writer, stderr *os.File) int {
+	c := newCLI("kraftd storage recover", storageUsage, nil)
+	unsafe := c.fs.Bool("unsafe-accept-data-loss", false,
+		"repair without a recovery marker: the node votes at once and may help elect a leader that lacks records it acknowledged")
+	cfg, _, status, err := c.load(args, stderr)
+	if err != nil {
+		return report(stderr, status, err)
+	}
+	err = app.RecoverStorage(&cfg, app.RecoverOptions{UnsafeAcceptDataLoss: *unsafe, Out: stdout})
+	return report(stderr, exitError, err)
+}
+
+// printRecovery reports a recovery marker left by `kraftd storage recover` in the
+// metadata log directory; an unreadable one counts as a problem.
+func printRecovery(stdout io.Writer, logDir string) int {
+	rec, err := raftlog.ReadRecovery(logDir)
+	switch {
+	case err != nil:
+		fmt.Fprintf(stdout, "Problem: %v\n\n", err)
+		return 1
+	case rec != nil:
+		fmt.Fprintf(stdout, "Recovering: %s holds epoch %d (quorum-state lost: %t); the node grants no vote until "+
+			"it has caught up with a leader of that epoch or later\n\n", filepath.Join(logDir, raftlog.RecoveryFile),
+			rec.Epoch, rec.StateLost)
+	}
+	return 0
 }

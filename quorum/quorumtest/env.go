@@ -29,6 +29,8 @@ type Node struct {
 	// Disk: what survives a crash.
 	State   raftlog.QuorumState
 	Batches []raftlog.Batch
+	// Recovery is the recovery marker on disk (nil: none).
+	Recovery *raftlog.Recovery
 	// Applied is every committed batch handed to the state machine in this process life.
 	Applied []raftlog.Batch
 	// HW is the last high watermark reported by Ready in this process life.
@@ -104,7 +106,7 @@ func (e *Env) Start(n *Node) error {
 	cfg.Rand = rand.New(rand.NewPCG(e.seed, uint64(n.ID)+uint64(e.NowMs)<<8))
 	cfg.Snapshots = n.snaps
 	loaded := raftlog.Loaded{State: n.State, Batches: slices.Clone(n.Batches), StartOffset: n.StartOffset,
-		Snapshot: n.loadLatest()}
+		Snapshot: n.loadLatest(), Recovery: n.Recovery}
 	if !loaded.LogContinuesSnapshot() {
 		// As FileStorage at open: the log restarts at the latest snapshot.
 		id := *loaded.Snapshot
@@ -150,6 +152,10 @@ func (e *Env) ProcessReady(n *Node) bool {
 		}
 	}
 	n.Batches = append(n.Batches, rd.Append...)
+	if rd.RecoveryDone {
+		n.Recovery = nil
+		fmt.Fprintf(e.Out, "%d removed its recovery marker\n", n.ID)
+	}
 	e.Net = append(e.Net, rd.MessagesAfterPersist...)
 	n.Applied = append(n.Applied, rd.Committed...)
 	n.HW = rd.HighWatermark
@@ -226,6 +232,9 @@ func StateLine(n *Node) string {
 	kind := ""
 	if !s.IsVoter {
 		kind = " (observer)"
+	}
+	if n.Raft.Recovering() {
+		kind += " (recovering)"
 	}
 	return fmt.Sprintf("%d: %s%s epoch=%d leader=%d voted=%d leo=%d hw=%d applied=%d",
 		n.ID, s.Role, kind, s.Epoch, s.LeaderID, s.VotedID, s.LogEndOffset, s.HighWatermark, s.AppliedOffset)

@@ -19,6 +19,8 @@ func (e *Env) Handle(tc *TestCase) string {
 		err = e.handleSetState(tc)
 	case "restart":
 		err = e.handleRestart(tc)
+	case "recover":
+		err = e.handleRecover(tc)
 	case "tick":
 		err = e.handleTick(tc)
 	case "process-ready", "persist":

@@ -2,9 +2,11 @@ package quorumtest
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/kraftd/kraftd/quorum"
+	"github.com/kraftd/kraftd/quorum/raftlog"
 )
 
 // add-nodes voters=1,2,3 [observers=4] [prevote=false] [linger=N] [cluster=ID]
@@ -98,6 +100,70 @@ func (e *Env) handleRestart(tc *TestCase) error {
 		}
 	}
 	return nil
+}
+
+// recover node=N [cut=OFFSET] [lose-state]: what `kraftd storage recover` does to a
+// stopped node's disk (Env.Damage with the marker).
+func (e *Env) handleRecover(tc *TestCase) error {
+	n, err := e.nodeArg(tc)
+	if err != nil {
+		return err
+	}
+	cut := int64(-1)
+	if a, ok := tc.Arg("cut"); ok && len(a.Vals) > 0 {
+		if cut, err = strconv.ParseInt(a.Vals[0], 10, 64); err != nil {
+			return err
+		}
+	}
+	_, lose := tc.Arg("lose-state")
+	rec, err := e.Damage(n, cut, lose, true)
+	if err != nil {
+		return err
+	}
+	end := n.StartOffset
+	if k := len(n.Batches); k > 0 {
+		end = n.Batches[k-1].NextOffset()
+	}
+	fmt.Fprintf(e.Out, "%d recovery marker: epoch %d, state lost %t; log ends at %d\n", n.ID, rec.Epoch, rec.StateLost, end)
+	return nil
+}
+
+// Damage models disk damage found on a stopped node and its repair: E (the highest
+// epoch of its quorum-state and log, before the cut) is computed, the quorum-state is
+// lost if loseState, and the log is cut at the batch holding offset cut (-1: no cut),
+// as `kraftd storage recover` cuts at the first invalid batch. With marker the repair
+// leaves the recovery marker holding E; without it, it is --unsafe-accept-data-loss
+// (a lost quorum-state comes back at E with no vote). It returns the marker's content.
+func (e *Env) Damage(n *Node, cut int64, loseState, marker bool) (raftlog.Recovery, error) {
+	if !n.Down {
+		return raftlog.Recovery{}, fmt.Errorf("node %d is running; crash it first", n.ID)
+	}
+	epoch := n.State.LeaderEpoch
+	for _, b := range n.Batches {
+		epoch = max(epoch, b.Epoch)
+	}
+	if n.Recovery != nil {
+		epoch = max(epoch, n.Recovery.Epoch)
+		loseState = loseState || n.Recovery.StateLost
+	}
+	if loseState {
+		n.State = raftlog.EmptyQuorumState()
+	}
+	rec := raftlog.Recovery{Epoch: epoch, StateLost: loseState}
+	if marker {
+		n.Recovery = &rec
+	} else {
+		n.Recovery = nil
+		if loseState {
+			n.State = raftlog.QuorumState{LeaderID: -1, LeaderEpoch: epoch, VotedID: -1}
+		}
+	}
+	if cut >= 0 {
+		if i := slices.IndexFunc(n.Batches, func(b raftlog.Batch) bool { return b.LastOffset >= cut }); i >= 0 {
+			n.Batches = n.Batches[:i:i]
+		}
+	}
+	return rec, nil
 }
 
 // set-state node=N epoch=E [leader=L] [voted=V]: overwrite the node's quorum-state file

@@ -11,8 +11,11 @@
 //	    leader-epoch-checkpoint         "0\n<count>\n<epoch> <startOffset>\n..."
 //	    quorum-state                    QuorumStateData JSON + "data_version"
 //	    %020d-%010d.checkpoint          snapshot (end offset, epoch)
+//	    kraftd-synced-end               durable end of the log
+//	    kraftd-recovering               marker left by `kraftd storage recover`
 //
-// Every file is byte-compatible with Apache Kafka. Segment .index/.timeindex files
+// Every file is byte-compatible with Apache Kafka; the two kraftd-* files are
+// kraftd's own (Kafka ignores them). Segment .index/.timeindex files
 // are not written (Kafka rebuilds missing ones); stale ones are deleted at open.
 //
 // # Durability and recovery
@@ -24,6 +27,13 @@
 // will send those offsets again, and committed data lives on a majority. Any I/O
 // error fails the storage for good (sticky): after a failed fsync the page cache and
 // the disk may disagree, so the node must stop rather than limp on.
+//
+// Damage at or below the durable end (SyncedEndFile) is not a torn tail: open stops
+// with ErrCorrupt naming the file and offset, and so does an unreadable quorum-state.
+// Recover (`kraftd storage recover`) first makes a RecoveryFile durable holding E, the
+// highest epoch the node may have voted in, then cuts the damage; while the marker
+// exists the quorum core grants no vote and never campaigns (Loaded.Recovery), and the
+// driver removes it (RecoveryClearer) once the core has caught up with a leader.
 //
 // MemStorage models the same contract in memory, with Crash dropping whatever was
 // not synced, for the deterministic simulator.

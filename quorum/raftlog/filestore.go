@@ -43,6 +43,10 @@ type FileOptions struct {
 	SegmentMs int64
 	// Logger receives recovery warnings. Nil means zap.NewNop().
 	Logger *zap.Logger
+
+	// repair is set by Recover: damage at or below the durable end is cut like a
+	// torn tail (and reported through repair) instead of stopping the open.
+	repair func(what string)
 }
 
 func (o *FileOptions) fillDefaults() {
@@ -101,6 +105,12 @@ type FileStorage struct {
 
 	state        QuorumState
 	stateCorrupt bool
+	stateMissing bool
+	// ranBefore: SyncedEndFile existed at open, so this node has started on the
+	// directory before and wrote quorum-state then (see OpenFileStorage).
+	ranBefore bool
+	// recovery is the RecoveryFile read at open (nil: none).
+	recovery *Recovery
 
 	epochsDirty bool // leader-epoch-checkpoint must be rewritten at the next Sync
 	dirDirty    bool // files were created, renamed or removed since the last dir fsync
@@ -135,6 +145,20 @@ func OpenFileStorage(dir string, opts FileOptions) (*FileStorage, error) {
 	}
 	if err := s.loadQuorumState(); err != nil {
 		return nil, err
+	}
+	if s.recovery, err = ReadRecovery(dir); err != nil {
+		return nil, err
+	}
+	if s.ranBefore, err = fileExists(filepath.Join(dir, SyncedEndFile)); err != nil {
+		return nil, err
+	}
+	if s.stateMissing && !s.ranBefore && len(bases) == 0 && len(s.snapshots) == 0 {
+		// A fresh directory: write the initial quorum-state (as Kafka does at its
+		// first start) before SyncedEndFile exists, so that from then on a missing
+		// quorum-state next to SyncedEndFile means a lost one.
+		if err := s.SaveQuorumState(EmptyQuorumState()); err != nil {
+			return nil, err
+		}
 	}
 	if s.synced, s.hadSynced, err = openSyncedEnd(dir); err != nil {
 		return nil, err
@@ -230,6 +254,7 @@ func (s *FileStorage) loadQuorumState() error {
 	path := filepath.Join(s.dir, QuorumStateFile)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
+		s.stateMissing = true
 		return nil
 	}
 	if err == nil {
@@ -244,9 +269,9 @@ func (s *FileStorage) loadQuorumState() error {
 		}
 	}
 	return fmt.Errorf("%w: %s is unreadable (it is replaced atomically, so no crash tears it): the votes "+
-		"this node granted are lost. Ways out: restore the file from a copy; or, while a majority of the other "+
-		"voters is healthy, move the __cluster_metadata-0 directory aside so the node fetches everything again "+
-		"(one voter at a time): %v", ErrCorrupt, path, err)
+		"this node granted are lost. Ways out: restore the file from a copy; or run `kraftd storage recover` "+
+		"[same flags]: the node then rejoins without voting until it has caught up with a leader: %v",
+		ErrCorrupt, path, err)
 }
 
 // recoverLog scans the segments in order and keeps the longest valid prefix of the
@@ -261,7 +286,7 @@ func (s *FileStorage) recoverLog(bases []int64) error {
 	}
 	next, prevEpoch := s.startOffset, int32(-1)
 	for i, base := range bases {
-		if base != next && s.durableAt(next, base, 0) {
+		if base != next && s.durableAt(next, base, 0) && s.opts.repair == nil {
 			return corruptErr(filepath.Join(s.dir, segmentName(base)), next, 0, "segment does not continue the log",
 				fmt.Errorf("expected a segment starting at %d", next))
 		}
@@ -280,7 +305,7 @@ func (s *FileStorage) recoverLog(bases []int64) error {
 			return err
 		}
 		s.indexScanned(sg, res.Batches)
-		if res.Valid < res.Total && s.durableAt(sg.endOffset(), base, res.Valid) {
+		if res.Valid < res.Total && s.durableAt(sg.endOffset(), base, res.Valid) && s.opts.repair == nil {
 			return corruptErr(sg.path, sg.endOffset(), res.Valid, "invalid batch", res.Reason)
 		}
 		if res.Valid < res.Total {
@@ -295,13 +320,20 @@ func (s *FileStorage) recoverLog(bases []int64) error {
 			prevEpoch = res.Batches[n-1].Epoch
 		}
 	}
-	if m := s.synced.last; s.hadSynced && next < m.End {
+	if m := s.synced.last; s.hadSynced && next < m.End && s.opts.repair == nil {
 		if snap, ok := s.latestSnapshot(); !ok || snap.EndOffset < m.End {
 			return corruptErr(filepath.Join(s.dir, segmentName(m.Base)), next, 0, "log ends early",
 				fmt.Errorf("the log ends at %d, below the durable end %d, and no snapshot covers it", next, m.End))
 		}
 	}
 	return nil
+}
+
+// report tells Recover (only) what recovery cut.
+func (s *FileStorage) report(format string, args ...any) {
+	if s.opts.repair != nil {
+		s.opts.repair(fmt.Sprintf(format, args...))
+	}
 }
 
 // durableAt reports whether byte position pos of the segment starting at base (that
@@ -389,6 +421,8 @@ func (s *FileStorage) repairTail(sg *segment, res storage.ScanResult) error {
 		return s.fail(ioErr(err))
 	}
 	sg.dirty = true
+	s.report("cut %s at offset %d (byte %d; %d bytes dropped): %v",
+		sg.path, sg.endOffset(), res.Valid, res.Total-res.Valid, res.Reason)
 	return nil
 }
 
@@ -399,6 +433,7 @@ func (s *FileStorage) dropSegmentFiles(bases []int64) error {
 		if st, err := os.Stat(path); err == nil {
 			s.log.Warn("deleting log segment after the end of the valid log",
 				zap.String("segment", path), zap.Int64("dropped_bytes", st.Size()))
+			s.report("deleted %s (%d bytes), after the end of the valid log", path, st.Size())
 		}
 		sg := &segment{base: base, path: path}
 		if err := sg.remove(); err != nil {
@@ -468,7 +503,12 @@ func (s *FileStorage) Load() (Loaded, error) {
 	if errors.Is(s.failed, ErrClosed) {
 		return Loaded{}, ErrClosed
 	}
-	l := Loaded{State: s.state, StartOffset: s.startOffset, StateCorrupt: s.stateCorrupt}
+	l := Loaded{State: s.state, StartOffset: s.startOffset, StateCorrupt: s.stateCorrupt,
+		StateMissing: s.stateMissing, RanBefore: s.ranBefore}
+	if s.recovery != nil {
+		r := *s.recovery
+		l.Recovery = &r
+	}
 	l.State.CurrentVoters = slices.Clone(s.state.CurrentVoters)
 	if snap, ok := s.latestSnapshot(); ok {
 		l.Snapshot = &snap
@@ -762,7 +802,7 @@ func (s *FileStorage) SaveQuorumState(st QuorumState) error {
 	}
 	s.state = st
 	s.state.CurrentVoters = slices.Clone(st.CurrentVoters)
-	s.stateCorrupt = false
+	s.stateCorrupt, s.stateMissing = false, false
 	return nil
 }
 

@@ -26,6 +26,8 @@ type MemStorage struct {
 	durable []Batch
 	state   QuorumState
 	failed  error
+	// recovery is the recovery marker (nil: none); durable at once.
+	recovery *Recovery
 }
 
 var _ Storage = (*MemStorage)(nil)
@@ -45,7 +47,30 @@ func (m *MemStorage) Load() (Loaded, error) {
 func (m *MemStorage) loaded(batches []Batch) Loaded {
 	st := m.state
 	st.CurrentVoters = slices.Clone(st.CurrentVoters)
-	return Loaded{State: st, Batches: slices.Clone(batches), StartOffset: m.start}
+	l := Loaded{State: st, Batches: slices.Clone(batches), StartOffset: m.start}
+	if m.recovery != nil {
+		r := *m.recovery
+		l.Recovery = &r
+	}
+	return l
+}
+
+// SetRecovery writes (nil: removes) the recovery marker, as Recover does on disk.
+func (m *MemStorage) SetRecovery(r *Recovery) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.recovery = r
+}
+
+// ClearRecovery implements RecoveryClearer.
+func (m *MemStorage) ClearRecovery() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failed != nil {
+		return m.failed
+	}
+	m.recovery = nil
+	return nil
 }
 
 // Append implements Storage with the same checks as FileStorage.

@@ -54,6 +54,17 @@ type Loaded struct {
 	// (QuorumState.initialize), the caller should start Unattached at the epoch of
 	// the log's last batch with no leader and no vote.
 	StateCorrupt bool
+	// StateMissing reports that there was no quorum-state file (a fresh node, or
+	// one whose file was deleted). The core refuses to start a voter whose log shows
+	// it took part in the quorum without one, unless Recovery is set.
+	StateMissing bool
+	// RanBefore reports that a node started on this storage before (FileStorage:
+	// kraftd-synced-end existed; it is created right after the first quorum-state
+	// is written). With StateMissing it means the quorum-state was lost.
+	RanBefore bool
+	// Recovery is the marker `kraftd storage recover` left (RecoveryFile), nil when
+	// there is none: the node must not vote or campaign until it has caught up.
+	Recovery *Recovery
 }
 
 // LogContinuesSnapshot reports whether a log whose first offset is start continues

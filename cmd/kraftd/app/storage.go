@@ -8,6 +8,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/kraftd/kraftd/quorum"
+	"github.com/kraftd/kraftd/quorum/raftlog"
 )
 
 // MetaPropertiesFile is the file kafka-storage.sh format writes in every log
@@ -323,4 +328,72 @@ func fprintf(w io.Writer, format string, args ...any) {
 	if w != nil {
 		fmt.Fprintf(w, format, args...)
 	}
+}
+
+// RecoverOptions tunes RecoverStorage.
+type RecoverOptions struct {
+	// UnsafeAcceptDataLoss repairs without a recovery marker: the node votes at
+	// once (raftlog.RecoverOptions.UnsafeAcceptDataLoss).
+	UnsafeAcceptDataLoss bool
+	// Out receives what was done; nil discards it.
+	Out io.Writer
+}
+
+// RecoverStorage repairs the metadata log of a stopped node that refused to start
+// on damaged data, as `kraftd storage recover` does (raftlog.Recover): a marker
+// holding the highest epoch the node may have voted in is made durable first, then
+// an unreadable quorum-state is moved aside, snapshots that do not parse are
+// dropped and the log is cut at its first invalid batch. The node then rejoins
+// without voting or campaigning until it has caught up with a leader.
+func RecoverStorage(cfg *Config, opts RecoverOptions) error {
+	st, err := inspect(cfg)
+	if err != nil {
+		return err
+	}
+	if err := st.verify(cfg.ClusterID, cfg.NodeID); err != nil {
+		return err
+	}
+	meta := cfg.MetadataDir()
+	if _, ok := st.props[meta]; !ok {
+		return fmt.Errorf("%w: %s; there is nothing to recover", ErrNotFormatted, meta)
+	}
+	dir := filepath.Join(meta, "__cluster_metadata-0")
+	if _, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("storage: %s: %w; there is nothing to recover", dir, err)
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	rep, err := raftlog.Recover(dir, raftlog.RecoverOptions{
+		UnsafeAcceptDataLoss: opts.UnsafeAcceptDataLoss,
+		CheckSnapshot:        checkSnapshotFile,
+		Logger:               logger,
+		File:                 metadataLogOptions(cfg, logger),
+	})
+	for _, a := range rep.Actions {
+		fprintf(opts.Out, "%s\n", a)
+	}
+	if err != nil {
+		return fmt.Errorf("storage: recovering %s: %w", dir, err)
+	}
+	fprintf(opts.Out, "Recovered %s: the log ends at offset %d.\n", dir, rep.EndOffset)
+	if rep.Marker != nil {
+		fprintf(opts.Out, "Until it has caught up with a leader of epoch %d or later, the node grants no vote and "+
+			"does not stand for election; it then votes only in epochs above %d. If a majority of the voters needs "+
+			"recovery at once the quorum stays unavailable: --unsafe-accept-data-loss is the way out.\n",
+			rep.Marker.Epoch, rep.Marker.Epoch)
+	}
+	return nil
+}
+
+// checkSnapshotFile parses a snapshot file completely (header, batches and their
+// CRCs, footer), as the node does when it loads one.
+func checkSnapshotFile(dir string, id raftlog.SnapshotID) error {
+	data, err := os.ReadFile(filepath.Join(dir, raftlog.SnapshotFileName(id)))
+	if err != nil {
+		return err
+	}
+	_, err = quorum.ParseSnapshot(id, data)
+	return err
 }

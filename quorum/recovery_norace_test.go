@@ -1,0 +1,6 @@
+//go:build !race
+
+package quorum_test
+
+// damageSeeds is TestDamagedVoterNeverForgetsCommits' seed count.
+const damageSeeds = 80
