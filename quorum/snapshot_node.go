@@ -252,73 +252,60 @@ func (n *Node) WriteSnapshot(ctx context.Context, id raftlog.SnapshotID, lastCon
 	if n.snaps == nil {
 		return nil, ErrNoSnapshotStorage
 	}
-	var w *raftlog.SnapshotWriter
+	var done <-chan error
 	var werr error
-	err := n.do(ctx, func() {
-		switch latest, ok := n.raft.LatestSnapshot(); {
-		case n.writing:
-			werr = ErrSnapshotInProgress
-		case ok && latest.EndOffset >= id.EndOffset:
-			werr = fmt.Errorf("%w: (%d,%d), latest (%d,%d)", ErrSnapshotNotNewer, id.EndOffset, id.Epoch, latest.EndOffset, latest.Epoch)
-		default:
-			if werr = n.raft.ValidateSnapshotID(id); werr == nil {
-				w, werr = n.snaps.CreateSnapshot(id)
-				n.writing = werr == nil
-			}
-		}
-	})
+	if err := n.do(ctx, func() { done, werr = n.beginSnapshot(id, lastContainedTimestampMs, records) }); err != nil {
+		return nil, err
+	}
+	return done, werr
+}
+
+// beginSnapshot checks id and hands the writing to the host's snapshot writer. Driver
+// goroutine only.
+func (n *Node) beginSnapshot(id raftlog.SnapshotID, ts int64, records iter.Seq2[raftlog.Record, error]) (<-chan error, error) {
+	if n.snaps == nil {
+		return nil, ErrNoSnapshotStorage
+	}
+	if n.writing {
+		return nil, ErrSnapshotInProgress
+	}
+	if latest, ok := n.raft.LatestSnapshot(); ok && latest.EndOffset >= id.EndOffset {
+		return nil, fmt.Errorf("%w: (%d,%d), latest (%d,%d)", ErrSnapshotNotNewer, id.EndOffset, id.Epoch, latest.EndOffset, latest.Epoch)
+	}
+	if err := n.raft.ValidateSnapshotID(id); err != nil {
+		return nil, err
+	}
+	w, err := n.snaps.CreateSnapshot(id)
 	if err != nil {
 		return nil, err
 	}
-	if werr != nil {
-		return nil, werr
-	}
+	n.writing = true
 	done := make(chan error, 1)
-	n.wg.Go(func() { n.writeSnapshot(w, lastContainedTimestampMs, records, done) })
-	return done, nil
-}
-
-// writeSnapshot runs on its own goroutine: encode, write, fsync; then the driver
-// commits (rename) and records the snapshot.
-func (n *Node) writeSnapshot(w *raftlog.SnapshotWriter, ts int64, records iter.Seq2[raftlog.Record, error], done chan<- error) {
 	start := time.Now()
-	synced := int64(0)
-	pace := time.NewTimer(0)
-	defer pace.Stop()
-	<-pace.C
-	batchStart := time.Now()
-	err := EncodeSnapshot(w.ID(), ts, records, snapshotBatchBytes, func(b raftlog.Batch) error {
-		if n.ctx.Err() != nil {
-			return ErrNodeStopped
+	work := func(pace func(int) error) error {
+		synced := int64(0)
+		err := EncodeSnapshot(w.ID(), ts, records, snapshotBatchBytes, func(b raftlog.Batch) error {
+			if err := w.WriteBatch(b); err != nil {
+				return err
+			}
+			if err := pace(b.Size()); err != nil {
+				return err
+			}
+			if w.Size()-synced < snapshotSyncBytes {
+				return nil
+			}
+			// Flush as we go: one fsync of a whole large file at the end would hold the
+			// file system journal long enough to stall the log's own fsyncs, and so
+			// every commit behind them.
+			synced = w.Size()
+			return w.StartWriteback()
+		})
+		if err == nil {
+			err = w.Sync()
 		}
-		if err := w.WriteBatch(b); err != nil {
-			return err
-		}
-		// Encoding is CPU bound: while the node is committing, pace it at half a
-		// core so the driver and the network keep theirs (commit latency must not
-		// suffer from a snapshot); an idle node writes at full speed.
-		if time.Since(time.Unix(0, n.busyNs.Load())) < snapshotBusyWindow {
-			wait := time.Since(batchStart)
-			// ... and at most snapshotBusyBytesPerSec to disk, whose writeback the
-			// log's fsyncs would otherwise queue behind.
-			wait = max(wait, time.Duration(b.Size())*time.Second/snapshotBusyBytesPerSec-time.Since(batchStart))
-			pace.Reset(wait)
-			<-pace.C
-		}
-		batchStart = time.Now()
-		if w.Size()-synced < snapshotSyncBytes {
-			return nil
-		}
-		// Flush as we go: one fsync of a whole large file at the end would hold the
-		// file system journal long enough to stall the log's own fsyncs, and so
-		// every commit behind them.
-		synced = w.Size()
-		return w.StartWriteback()
-	})
-	if err == nil {
-		err = w.Sync()
+		return err
 	}
-	finish := func() {
+	finish := func(err error) {
 		n.writing = false
 		if err == nil {
 			err = n.commitSnapshot(w)
@@ -331,10 +318,12 @@ func (n *Node) writeSnapshot(w *raftlog.SnapshotWriter, ts int64, records iter.S
 		}
 		done <- err
 	}
-	if !n.post(finish) {
+	abandoned := func() {
 		_ = w.Abort()
 		done <- ErrNodeStopped
 	}
+	n.host.StartSnapshotWrite(work, finish, abandoned)
+	return done, nil
 }
 
 // commitSnapshot publishes a written snapshot and cleans the log below it. Driver
