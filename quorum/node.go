@@ -459,6 +459,10 @@ func (n *Node) drainReady() {
 	for n.fatal == nil && n.raft.HasReady() {
 		rd := n.raft.Ready()
 		n.sendAll(rd.Messages)
+		if mutSendFirst {
+			n.sendAll(rd.MessagesAfterPersist)
+			rd.MessagesAfterPersist = nil
+		}
 		if n.appendAsync(rd) {
 			continue
 		}
@@ -587,7 +591,7 @@ type flush struct {
 
 func (n *Node) persist(rd Ready) error {
 	st := n.cfg.Storage
-	if rd.QuorumState != nil {
+	if rd.QuorumState != nil && !mutSkipStateSave {
 		if err := st.SaveQuorumState(*rd.QuorumState); err != nil {
 			return err
 		}
