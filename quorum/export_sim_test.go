@@ -1,6 +1,10 @@
 package quorum
 
-import "github.com/kraftd/kraftd/quorum/raftlog"
+import (
+	"iter"
+
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
 
 // SimNode hands the production Node's step machine to the simulator in package
 // quorum_test: each method is one event, and the simulator calls Settle after it, as
@@ -50,4 +54,13 @@ func Mutant() string {
 		return "fig8"
 	}
 	return ""
+}
+
+// SnapshotFile is the snapshot writer a simulated storage returns from
+// CreateSnapshot (its snapshotStore side).
+type SnapshotFile = snapshotFile
+
+// WriteSnapshot is Node.WriteSnapshot's body on the step machine.
+func (s *SimNode) WriteSnapshot(id raftlog.SnapshotID, ts int64, records iter.Seq2[raftlog.Record, error]) (<-chan error, error) {
+	return s.n.beginSnapshot(id, ts, records)
 }

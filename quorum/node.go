@@ -96,7 +96,7 @@ type Node struct {
 	fatal         error
 
 	// Snapshots (snapshot_node.go); snaps is nil when the storage keeps none.
-	snaps     SnapshotStorage
+	snaps     snapshotStore
 	writing   bool
 	dl        *download
 	toLoad    *Snapshot // downloaded, loaded into listeners by deliver
@@ -169,9 +169,9 @@ func newNode(cfg NodeConfig, host NodeHost) (*Node, error) {
 	if cfg.RetentionMs == 0 {
 		cfg.RetentionMs = DefaultRetentionMs
 	}
-	snaps, _ := cfg.Storage.(SnapshotStorage)
+	snaps := snapshotStoreOf(cfg.Storage)
 	if snaps != nil {
-		cfg.Raft.Snapshots = snapshotFiles{dir: snaps.Dir()}
+		cfg.Raft.Snapshots = snaps
 	}
 	loaded, err := cfg.Storage.Load()
 	if err != nil {
@@ -188,7 +188,7 @@ func newNode(cfg NodeConfig, host NodeHost) (*Node, error) {
 	}
 	n.raft, err = NewRaft(cfg.Raft, loaded, n.nowMs())
 	if errors.Is(err, ErrUnusableQuorumState) && snaps != nil {
-		return nil, fmt.Errorf("%w (directory %s)", err, snaps.Dir())
+		return nil, fmt.Errorf("%w (directory %s)", err, snaps.Where())
 	}
 	if err != nil {
 		return nil, err
@@ -196,7 +196,7 @@ func newNode(cfg NodeConfig, host NodeHost) (*Node, error) {
 	n.snaps = snaps
 	if loaded.Snapshot != nil && snaps != nil {
 		// Listeners start from the latest snapshot and replay only the log after it.
-		s, err := readSnapshotFile(snaps.Dir(), *loaded.Snapshot)
+		s, err := readSnapshot(snaps, *loaded.Snapshot)
 		if err != nil {
 			return nil, err
 		}

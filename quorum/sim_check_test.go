@@ -3,6 +3,7 @@ package quorum_test
 import (
 	"bytes"
 	"fmt"
+	"slices"
 
 	"github.com/kraftd/kraftd/quorum"
 	"github.com/kraftd/kraftd/quorum/raftlog"
@@ -100,8 +101,8 @@ func (c *checker) checkSend(s *sim, n *simNode, m quorum.Message) {
 	if f := m.Fetch; f != nil && n.voter && f.FetchOffset > 0 {
 		// A voter's FetchOffset acknowledges durability: the leader builds the HW on it.
 		i, j := batchAt(d.durable, f.FetchOffset-1), batchAt(d.cur, f.FetchOffset-1)
-		if i < 0 || j < 0 || d.durable[i].Epoch != d.cur[j].Epoch || d.durable[i].LastOffset != d.cur[j].LastOffset {
-			s.failWB("PersistBeforeSend: voter %d acks offset %d, durable log end %d", n.id, f.FetchOffset, end(d.durable))
+		if f.FetchOffset > d.start && (i < 0 || j < 0 || d.durable[i].Epoch != d.cur[j].Epoch || d.durable[i].LastOffset != d.cur[j].LastOffset) {
+			s.failWB("PersistBeforeSend: voter %d acks offset %d, durable log end %d", n.id, f.FetchOffset, d.durEnd())
 		}
 	}
 	if r := m.FetchResp; r != nil && r.ErrorCode == 0 && r.TopLevelErrorCode == 0 && m.Err == nil {
@@ -156,7 +157,7 @@ func (c *checker) checkTruncate(s *sim, n *simNode, offset int64) {
 	if offset < n.lastHW || offset < n.appliedNext {
 		s.fail("NoTruncationBelowHW: node %d truncates to %d, hw %d applied %d", n.id, offset, n.lastHW, n.appliedNext)
 	}
-	for i := max(0, batchAt(cur, offset)); i < len(cur) && offset < end(cur); i++ {
+	for i := max(0, batchAt(cur, offset)); i < len(cur) && offset < n.disk.curEnd(); i++ {
 		b := cur[i]
 		if j := batchAt(c.committed, b.BaseOffset); j >= 0 && sameBatch(c.committed[j], b) {
 			s.fail("NoTruncationBelowHW: node %d truncates committed batch %d..%d (epoch %d)", n.id, b.BaseOffset, b.LastOffset, b.Epoch)
@@ -228,15 +229,15 @@ func (c *checker) check(s *sim) {
 
 func (c *checker) checkNode(s *sim, n *simNode, st quorum.Status) {
 	id, d := n.id, n.disk
-	if st.LogEndOffset != end(d.cur) || st.LastEpoch != lastEpoch(d.cur) {
+	if st.LogEndOffset != d.curEnd() || st.LastEpoch != d.curLastEpoch() {
 		s.failWB("DiskMirror: node %d core log end %d epoch %d, disk's log end %d epoch %d",
-			id, st.LogEndOffset, st.LastEpoch, end(d.cur), lastEpoch(d.cur))
+			id, st.LogEndOffset, st.LastEpoch, d.curEnd(), d.curLastEpoch())
 		return
 	}
-	if st.FlushedEndOffset > 0 && n.voter { // an observer does not fsync what it fetches
+	if st.FlushedEndOffset > d.start && n.voter { // an observer does not fsync what it fetches
 		i, j := batchAt(d.durable, st.FlushedEndOffset-1), batchAt(d.cur, st.FlushedEndOffset-1)
 		if i < 0 || j < 0 || d.durable[i].Epoch != d.cur[j].Epoch {
-			s.failWB("FlushedIsDurable: node %d counts %d as flushed, durable end %d", id, st.FlushedEndOffset, end(d.durable))
+			s.failWB("FlushedIsDurable: node %d counts %d as flushed, durable end %d", id, st.FlushedEndOffset, d.durEnd())
 		}
 	}
 	if st.Epoch < d.state.LeaderEpoch {
@@ -290,7 +291,7 @@ func (c *checker) checkHW(s *sim, n *simNode, st quorum.Status) {
 			c.noteCommitted(s, n.id, cur[i])
 		}
 	}
-	n.checkedTo = max(n.checkedTo, min(hw, end(cur)))
+	n.checkedTo = max(n.checkedTo, min(hw, n.disk.curEnd()))
 }
 
 // checkLeader: the leader-only invariants.
@@ -337,9 +338,12 @@ func (c *checker) checkMajorityReached(s *sim, l *simNode, hw int64) {
 		return // nothing exposed
 	}
 	cur := l.disk.cur
+	if hw <= l.disk.start {
+		return // below the log start: in a snapshot, committed
+	}
 	li := batchAt(cur, hw-1)
 	if li < 0 {
-		s.fail("MajorityReachedHW: leader %d exposes hw %d beyond its log end %d", l.id, hw, end(cur))
+		s.fail("MajorityReachedHW: leader %d exposes hw %d beyond its log end %d", l.id, hw, l.disk.curEnd())
 		return
 	}
 	if got := c.votersHolding(s, cur[li]); got < len(s.voters)/2+1 {
@@ -351,8 +355,7 @@ func (c *checker) checkMajorityReached(s *sim, l *simNode, hw int64) {
 func (c *checker) votersHolding(s *sim, b raftlog.Batch) int {
 	got := 0
 	for _, v := range s.voters {
-		d := s.nodes[v].disk.durable
-		if i := batchAt(d, b.BaseOffset); i >= 0 && d[i].Epoch == b.Epoch && d[i].LastOffset == b.LastOffset {
+		if s.nodes[v].disk.holds(b) {
 			got++
 		}
 	}
@@ -393,10 +396,60 @@ func (c *checker) checkLeaderHasAllAcked(s *sim, l *simNode, epoch int32, full b
 	}
 	for i := first; i <= last; i++ {
 		b := c.committed[i]
+		if b.NextOffset() <= l.disk.start {
+			continue // in the snapshot at the log start
+		}
 		if j := batchAt(l.disk.cur, b.BaseOffset); j < 0 || !sameBatch(l.disk.cur[j], b) {
 			s.fail("LeaderHasAllAcked: leader %d of epoch %d lacks committed batch %d..%d epoch %d (log end %d)",
-				l.id, epoch, b.BaseOffset, b.LastOffset, b.Epoch, end(l.disk.cur))
+				l.id, epoch, b.BaseOffset, b.LastOffset, b.Epoch, l.disk.curEnd())
 			return
 		}
+	}
+}
+
+// committedValues is the state a snapshot ending at endOffset must hold: the values
+// of the committed data records below it, and the epoch of the batch that ends there
+// (ok false if no committed batch ends exactly there).
+func (c *checker) committedValues(endOffset int64) (vals [][]byte, epoch int32, ok bool) {
+	for _, b := range c.committed {
+		if b.NextOffset() > endOffset {
+			break
+		}
+		if !b.Control {
+			recs, err := b.Records()
+			if err != nil {
+				return nil, 0, false
+			}
+			for _, r := range recs {
+				vals = append(vals, r.Value)
+			}
+		}
+		if b.NextOffset() == endOffset {
+			return vals, b.Epoch, true
+		}
+	}
+	return nil, 0, endOffset == 0
+}
+
+// checkLoadedSnapshot (SnapshotEqualsReplay): a snapshot a node loads holds exactly
+// the committed records below its end.
+func (c *checker) checkLoadedSnapshot(s *sim, n *simNode, snap quorum.Snapshot) {
+	want, epoch, ok := c.committedValues(snap.ID.EndOffset)
+	if !ok || epoch != snap.ID.Epoch {
+		s.fail("SnapshotEqualsReplay: node %d loads snapshot %+v, which does not end on a committed batch of that epoch (committed end %d)",
+			n.id, snap.ID, c.commitEnd())
+		return
+	}
+	var got [][]byte
+	for v, err := range snap.Values() {
+		if err != nil {
+			s.fail("SnapshotEqualsReplay: node %d loads unreadable snapshot %+v: %v", n.id, snap.ID, err)
+			return
+		}
+		got = append(got, v)
+	}
+	if !slices.EqualFunc(got, want, bytes.Equal) {
+		s.fail("SnapshotEqualsReplay: node %d loads snapshot %+v with %d records, the committed log has %d below its end",
+			n.id, snap.ID, len(got), len(want))
 	}
 }

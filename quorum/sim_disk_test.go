@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/kraftd/kraftd/quorum"
 	"github.com/kraftd/kraftd/quorum/raftlog"
 )
 
@@ -24,6 +25,10 @@ type simDisk struct {
 	// to, so nothing ever writes into the prefix durable shows.
 	cur, durable []raftlog.Batch
 	state        raftlog.QuorumState
+	// start is the log start offset; files the complete snapshots (durable: written,
+	// fsynced, renamed and the directory fsynced).
+	start int64
+	files map[raftlog.SnapshotID][]byte
 	// truncSince is the lowest truncation point since the last fsync, -1 if none: an
 	// unsynced truncation may come back after a crash.
 	truncSince int64
@@ -48,10 +53,15 @@ const (
 	opTruncate
 	opSync
 	opFlush
+	opSnapWrite
+	opSnapRename
+	opClean
+	opResetLog
 	numDiskOps
 )
 
-var diskOpNames = [numDiskOps]string{"SaveQuorumState", "Append", "TruncateTo", "Sync", "flusher fsync"}
+var diskOpNames = [numDiskOps]string{"SaveQuorumState", "Append", "TruncateTo", "Sync", "flusher fsync",
+	"snapshot write", "snapshot rename", "log cleaning", "ResetLog"}
 
 var (
 	errSimCrashed = errors.New("sim: process crashed inside a persist")
@@ -59,14 +69,76 @@ var (
 )
 
 func newSimDisk(s *sim, n *simNode) *simDisk {
-	return &simDisk{s: s, n: n, state: raftlog.EmptyQuorumState(), truncSince: -1, crashOp: -1, slow: 1}
+	return &simDisk{s: s, n: n, state: raftlog.EmptyQuorumState(), truncSince: -1, crashOp: -1, slow: 1,
+		files: map[raftlog.SnapshotID][]byte{}}
 }
 
 // Load implements raftlog.Storage: after a crash, cur was cut back to what survived.
+// As FileStorage does, a log that does not continue the latest snapshot restarts at
+// its end (Kafka's truncateToLatestSnapshot).
 func (d *simDisk) Load() (raftlog.Loaded, error) {
 	st := d.state
 	st.CurrentVoters = slices.Clone(st.CurrentVoters)
-	return raftlog.Loaded{State: st, Batches: slices.Clone(d.cur)}, nil
+	l := raftlog.Loaded{State: st, Batches: slices.Clone(d.cur), StartOffset: d.start}
+	if id, ok := d.latest(); ok {
+		l.Snapshot = &id
+		if !l.LogContinuesSnapshot() {
+			d.s.faultf(d.n.id, "load: log [%d, %d) does not continue snapshot %+v: restarts at its end", d.start, d.curEnd(), id)
+			d.cur, d.durable, d.start, d.truncSince = nil, nil, id.EndOffset, -1
+			l.Batches, l.StartOffset = nil, id.EndOffset
+		}
+	}
+	if id, ok := d.snapshotEndingAt(l.StartOffset); ok {
+		l.StartSnapshot = &id
+	}
+	return l, nil
+}
+
+func (d *simDisk) latest() (raftlog.SnapshotID, bool) {
+	var best raftlog.SnapshotID
+	found := false
+	for id := range d.files {
+		if !found || id.EndOffset > best.EndOffset || id.EndOffset == best.EndOffset && id.Epoch > best.Epoch {
+			best, found = id, true
+		}
+	}
+	return best, found
+}
+
+func (d *simDisk) snapshotEndingAt(off int64) (raftlog.SnapshotID, bool) {
+	var best raftlog.SnapshotID
+	found := false
+	for id := range d.files {
+		if id.EndOffset == off && (!found || id.Epoch > best.Epoch) {
+			best, found = id, true
+		}
+	}
+	return best, found
+}
+
+// curEnd and durEnd are the log end offsets as written and as durable.
+func (d *simDisk) curEnd() int64 { return max(end(d.cur), d.start) }
+func (d *simDisk) durEnd() int64 { return max(end(d.durable), d.start) }
+
+// curLastEpoch is the epoch of the last entry: the log's, or the snapshot's at its start.
+func (d *simDisk) curLastEpoch() int32 {
+	if len(d.cur) > 0 {
+		return d.cur[len(d.cur)-1].Epoch
+	}
+	if id, ok := d.snapshotEndingAt(d.start); ok {
+		return id.Epoch
+	}
+	return 0
+}
+
+// holds reports whether the disk holds batch b durably: in its log, or below its
+// log start (in the snapshot there).
+func (d *simDisk) holds(b raftlog.Batch) bool {
+	if b.NextOffset() <= d.start {
+		return true
+	}
+	i := batchAt(d.durable, b.BaseOffset)
+	return i >= 0 && d.durable[i].Epoch == b.Epoch && d.durable[i].LastOffset == b.LastOffset
 }
 
 // trip reports whether op is the one the armed crash lands in.
@@ -141,9 +213,9 @@ func (d *simDisk) Append(bs []raftlog.Batch) error {
 		return err
 	}
 	for i, b := range bs {
-		if b.BaseOffset != end(d.cur) || b.Epoch < lastEpoch(d.cur) {
+		if b.BaseOffset != d.curEnd() || b.Epoch < d.curLastEpoch() {
 			d.s.fail("EpochCacheMonotone: node %d appends batch %d..%d epoch %d after log end %d epoch %d",
-				d.n.id, b.BaseOffset, b.LastOffset, b.Epoch, end(d.cur), lastEpoch(d.cur))
+				d.n.id, b.BaseOffset, b.LastOffset, b.Epoch, d.curEnd(), d.curLastEpoch())
 			return fmt.Errorf("%w: non-contiguous append", raftlog.ErrStorageFailed)
 		}
 		if d.trip(opAppend) {
@@ -172,15 +244,12 @@ func (d *simDisk) TruncateTo(offset int64) error {
 	}
 	if i >= 0 {
 		d.cur = d.cur[:i:i]
-		if offset < end(d.durable) {
+		if offset < d.durEnd() && (d.truncSince < 0 || offset < d.truncSince) {
 			d.truncSince = offset
-			if d.truncSince < 0 {
-				d.truncSince = 0
-			}
 		}
 	}
-	if c := &d.n.checkedTo; *c > end(d.cur) {
-		*c = end(d.cur)
+	if c := &d.n.checkedTo; *c > d.curEnd() {
+		*c = d.curEnd()
 	}
 	if crash {
 		return d.crashInside(opTruncate, "after the cut, before its fsync")
@@ -264,3 +333,163 @@ func (d *simDisk) saved(st raftlog.QuorumState) {
 
 // Close implements raftlog.Storage.
 func (d *simDisk) Close() error { return nil }
+
+// The snapshot side (quorum's snapshotStore): the Node takes, serves, downloads and
+// loads snapshots on the simulated disk, and cleans the log below them.
+
+func (d *simDisk) Where() string { return fmt.Sprintf("sim node %d", d.n.id) }
+
+func (d *simDisk) CreateSnapshot(id raftlog.SnapshotID) (quorum.SnapshotFile, error) {
+	if err := d.dead(); err != nil {
+		return nil, err
+	}
+	if _, ok := d.files[id]; ok {
+		return nil, fmt.Errorf("%w: %+v", raftlog.ErrSnapshotExists, id)
+	}
+	return &simSnapFile{d: d, id: id}, nil
+}
+
+func (d *simDisk) ReadSnapshot(id raftlog.SnapshotID, position int64, maxBytes int) ([]byte, int64, error) {
+	data, ok := d.files[id]
+	if !ok {
+		return nil, 0, raftlog.ErrSnapshotNotFound
+	}
+	size := int64(len(data))
+	if position >= size || position < 0 {
+		return nil, size, nil
+	}
+	return slices.Clone(data[position:min(size, position+int64(maxBytes))]), size, nil
+}
+
+// DeleteSnapshotsBefore deletes the snapshots ending below endOffset, never the latest.
+func (d *simDisk) DeleteSnapshotsBefore(endOffset int64) error {
+	if err := d.dead(); err != nil {
+		return err
+	}
+	if d.trip(opClean) {
+		return d.crashInside(opClean, "before deleting old snapshots")
+	}
+	latest, _ := d.latest()
+	for id := range d.files {
+		if id.EndOffset < endOffset && id != latest {
+			delete(d.files, id)
+		}
+	}
+	return nil
+}
+
+// SetLogStart drops the segments below offset (a snapshot's end).
+func (d *simDisk) SetLogStart(offset int64) error {
+	if err := d.dead(); err != nil {
+		return err
+	}
+	if _, ok := d.snapshotEndingAt(offset); !ok {
+		d.s.fail("SnapshotAtLogStart: node %d moves its log start to %d without a snapshot there", d.n.id, offset)
+	}
+	crash := d.trip(opClean)
+	if crash && d.s.rng.IntN(2) == 0 {
+		return d.crashInside(opClean, "before moving the log start")
+	}
+	i := slices.IndexFunc(d.cur, func(b raftlog.Batch) bool { return b.BaseOffset >= offset })
+	if i < 0 {
+		i = len(d.cur)
+	}
+	if i < len(d.durable) {
+		d.durable = d.durable[i:]
+	} else {
+		d.durable = nil
+	}
+	d.cur = d.cur[i:]
+	d.start = max(d.start, offset)
+	if crash {
+		return d.crashInside(opClean, "after moving the log start")
+	}
+	return nil
+}
+
+// ResetLog empties the log to restart it at offset (a downloaded snapshot's end).
+func (d *simDisk) ResetLog(offset int64) error {
+	if err := d.dead(); err != nil {
+		return err
+	}
+	if d.trip(opResetLog) {
+		return d.crashInside(opResetLog, "before the reset")
+	}
+	d.s.stats.snapshotDownloads++
+	d.cur, d.durable, d.start, d.truncSince = nil, nil, offset, -1
+	return nil
+}
+
+// simSnapFile is a snapshot being written (a .part file until Commit).
+type simSnapFile struct {
+	d    *simDisk
+	id   raftlog.SnapshotID
+	buf  []byte
+	done bool
+}
+
+func (w *simSnapFile) ID() raftlog.SnapshotID { return w.id }
+func (w *simSnapFile) Size() int64            { return int64(len(w.buf)) }
+
+func (w *simSnapFile) Write(p []byte) (int, error) {
+	if err := w.d.dead(); err != nil {
+		return 0, err
+	}
+	if w.done {
+		return 0, raftlog.ErrSnapshotWriterDone
+	}
+	w.buf = append(w.buf, p...)
+	return len(p), nil
+}
+
+func (w *simSnapFile) WriteBatch(b raftlog.Batch) error {
+	_, err := w.Write(b.Raw)
+	return err
+}
+
+func (w *simSnapFile) StartWriteback() error { return w.d.dead() }
+
+func (w *simSnapFile) Sync() error {
+	if err := w.d.dead(); err != nil {
+		return err
+	}
+	if w.d.trip(opSnapWrite) {
+		return w.d.crashInside(opSnapWrite, fmt.Sprintf("writing snapshot %+v", w.id))
+	}
+	return nil
+}
+
+// Commit: fsync the .part file, rename it, fsync the directory. A crash between the
+// rename and the directory fsync may keep the new name or lose it.
+func (w *simSnapFile) Commit() error {
+	if err := w.d.dead(); err != nil {
+		return err
+	}
+	if w.done {
+		return raftlog.ErrSnapshotWriterDone
+	}
+	w.done = true
+	if w.d.trip(opSnapRename) {
+		switch w.d.s.rng.IntN(3) {
+		case 0:
+			return w.d.crashInside(opSnapRename, "before the rename")
+		case 1:
+			if w.d.s.rng.IntN(2) == 0 {
+				w.d.files[w.id] = w.buf
+				return w.d.crashInside(opSnapRename, "after the rename, before the directory fsync: the name survived")
+			}
+			return w.d.crashInside(opSnapRename, "after the rename, before the directory fsync: the name was lost")
+		default:
+			w.d.files[w.id] = w.buf
+			return w.d.crashInside(opSnapRename, "after the directory fsync")
+		}
+	}
+	w.d.files[w.id] = w.buf
+	w.d.s.stats.snapshotFiles++
+	return nil
+}
+
+func (w *simSnapFile) Abort() error {
+	w.done = true
+	return nil
+}

@@ -261,14 +261,23 @@ type simListener struct {
 func (l simListener) HandleCommit(bs []raftlog.Batch)          { l.s.chk.checkCommitted(l.s, l.n, bs) }
 func (l simListener) HandleLeaderChange(quorum.LeaderAndEpoch) {}
 
+// HandleLoadSnapshot replaces the state with a snapshot (at start, or downloaded).
+func (l simListener) HandleLoadSnapshot(snap quorum.Snapshot) {
+	l.s.stats.snapshotLoads++
+	l.s.tracef(l.n.id, "load snapshot %+v", snap.ID)
+	l.s.chk.checkLoadedSnapshot(l.s, l.n, snap)
+	l.n.appliedNext = max(l.n.appliedNext, snap.ID.EndOffset)
+	l.n.checkedTo = max(l.n.checkedTo, snap.ID.EndOffset)
+}
+
 // simStats are one run's counts.
 type simStats struct {
-	seeds, events, crashes, elections, committed int
-	truncations, truncatedBatches                int
-	persistCrashes                               [numDiskOps]int
-	tornTails, fsyncErrors, pauses               int
-	snapshotLoads                                int
-	maxLivenessMs, sumLivenessMs                 int64
+	seeds, events, crashes, elections, committed    int
+	truncations, truncatedBatches                   int
+	persistCrashes                                  [numDiskOps]int
+	tornTails, fsyncErrors, pauses                  int
+	snapshotLoads, snapshotDownloads, snapshotFiles int
+	maxLivenessMs, sumLivenessMs                    int64
 }
 
 func (a *simStats) add(b simStats) {
@@ -286,6 +295,8 @@ func (a *simStats) add(b simStats) {
 	a.fsyncErrors += b.fsyncErrors
 	a.pauses += b.pauses
 	a.snapshotLoads += b.snapshotLoads
+	a.snapshotDownloads += b.snapshotDownloads
+	a.snapshotFiles += b.snapshotFiles
 	a.maxLivenessMs = max(a.maxLivenessMs, b.maxLivenessMs)
 	a.sumLivenessMs += b.sumLivenessMs
 }
@@ -303,10 +314,11 @@ func (a simStats) String() string {
 	for op, c := range a.persistCrashes {
 		by = append(by, fmt.Sprintf("%s %d", diskOpNames[op], c))
 	}
-	return fmt.Sprintf("%d events, %d elections (leader epochs), %d truncations (%d batches cut), %d snapshot loads, "+
+	return fmt.Sprintf("%d events, %d elections (leader epochs), %d truncations (%d batches cut), "+
+		"%d snapshots written, %d fetched, %d loads, "+
 		"%d crashes (%d inside a persist: %s; %d torn tails), %d fsync errors, %d pauses, %d committed batches; "+
 		"recovery after heal max %d ms, mean %d ms",
-		a.events, a.elections, a.truncations, a.truncatedBatches, a.snapshotLoads,
+		a.events, a.elections, a.truncations, a.truncatedBatches, a.snapshotFiles, a.snapshotDownloads, a.snapshotLoads,
 		a.crashes+a.inPersist(), a.inPersist(), strings.Join(by, ", "), a.tornTails, a.fsyncErrors, a.pauses, a.committed,
 		a.maxLivenessMs, a.sumLivenessMs/int64(max(a.seeds, 1)))
 }
@@ -342,6 +354,9 @@ type sim struct {
 	proposeEveryMs    int64
 	// timeScale divides the Raft timeouts (1: Kafka's defaults).
 	timeScale int64
+	// retentionBytes is metadata.max.retention.bytes: small, so that a snapshot moves
+	// the log start and lagging followers must fetch it.
+	retentionBytes int64
 	// healed: the liveness phase began; no fault fires any more.
 	healed bool
 	stats  simStats
@@ -383,12 +398,12 @@ func (s *sim) failWB(format string, args ...any) {
 func (n *simNode) describe(nowMs int64) string {
 	d := n.disk
 	if n.down {
-		return fmt.Sprintf("down; durable log end %d, state %+v", end(d.durable), d.state)
+		return fmt.Sprintf("down; durable log [%d, %d), state %+v", d.start, d.durEnd(), d.state)
 	}
 	st := n.node.Status()
 	return fmt.Sprintf("%s epoch=%d leader=%d voted=%d leo=%d flushed=%d hw=%d applied=%d durable=%d state=%+v paused=%t flushing=%t queued=%d waiting=%d next-deadline=%d",
 		st.Role, st.Epoch, st.LeaderID, st.VotedID, st.LogEndOffset, st.FlushedEndOffset, st.HighWatermark,
-		n.appliedNext, end(d.durable), d.state, nowMs < n.pausedUntil, n.flush != nil, len(n.queue), len(n.out), n.node.NextDeadlineMs())
+		n.appliedNext, d.durEnd(), d.state, nowMs < n.pausedUntil, n.flush != nil, len(n.queue), len(n.out), n.node.NextDeadlineMs())
 }
 
 // runUntil executes events up to endMs (or until stop returns true or a violation),
@@ -415,9 +430,10 @@ func (s *sim) addNode(id int32) error {
 		ElectionTimeoutMs: 1000 / t, FetchTimeoutMs: 2000 / t, ElectionBackoffMaxMs: 1000 / t,
 		RequestTimeoutMs: 2000 / t, RetryBackoffMs: 20, FetchMaxWaitMs: int32(500 / t),
 		AppendLingerMs: []int64{quorum.AppendLingerMsNone, 5, 25}[s.rng.IntN(3)],
-		// A small FetchMaxBytes (one batch per answer) makes followers lag the leader's
+		// A small FetchMaxBytes (about one batch per answer; FetchSnapshot chunks are
+		// that small too) makes followers lag the leader's
 		// HW, which exercises hw = min(leader hw, LEO).
-		FetchMaxBytes: []int32{1, 300, 0}[s.rng.IntN(3)],
+		FetchMaxBytes: []int32{100, 300, 0}[s.rng.IntN(3)],
 	}
 	n := &simNode{
 		s: s, id: id, voter: slices.Contains(s.voters, id), cfg: cfg,
@@ -451,6 +467,7 @@ func (s *sim) start(n *simNode) error {
 	}
 	node, err := quorum.NewSimNode(quorum.NodeConfig{
 		Raft: raftCfg, Storage: n.disk, VoterAddrs: addrs, ListenerName: "CONTROLLER", Logger: logger,
+		RetentionBytes: s.retentionBytes,
 	}, &simHost{s: s, n: n, life: n.life})
 	if err != nil {
 		n.down = true
@@ -461,7 +478,7 @@ func (s *sim) start(n *simNode) error {
 	st := node.Status()
 	n.appliedNext, n.lastHW, n.checkedTo = node.Applied(), st.HighWatermark, node.Applied()
 	n.leadEpoch, n.leadEnd = -1, -1
-	s.faultf(n.id, "start life %d: state %+v log end %d", n.life, n.disk.state, end(n.disk.cur))
+	s.faultf(n.id, "start life %d: state %+v log [%d, %d)", n.life, n.disk.state, n.disk.start, n.disk.curEnd())
 	s.runEvent(n, node.Begin)
 	return nil
 }
@@ -544,7 +561,7 @@ func (s *sim) crash(n *simNode) {
 	}
 	s.stats.crashes++
 	n.disk.powerLoss()
-	s.faultf(n.id, "CRASH: durable log end %d", end(n.disk.durable))
+	s.faultf(n.id, "CRASH: durable log [%d, %d)", n.disk.start, n.disk.durEnd())
 	s.kill(n)
 }
 
@@ -789,4 +806,30 @@ func (c traceCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Che
 func (c traceCore) Write(e zapcore.Entry, _ []zapcore.Field) error {
 	c.s.trace.add(traceEnt{atMs: c.s.nowMs, node: c.id, what: "node: " + e.Message})
 	return nil
+}
+
+// snapshot makes n write a snapshot of the committed state it applied, as the
+// controller does every so many records.
+func (s *sim) snapshot(n *simNode) {
+	if n.down || n.busy(s.nowMs) || len(n.queue) > 0 || n.appliedNext == 0 {
+		return
+	}
+	vals, epoch, ok := s.chk.committedValues(n.appliedNext)
+	if !ok {
+		return
+	}
+	if latest, ok := n.node.LatestSnapshot(); ok && latest.EndOffset >= n.appliedNext {
+		return
+	}
+	id := raftlog.SnapshotID{EndOffset: n.appliedNext, Epoch: epoch}
+	recs := make([]raftlog.Record, len(vals))
+	for i, v := range vals {
+		recs[i] = raftlog.Record{Value: v}
+	}
+	s.faultf(n.id, "SNAPSHOT %+v (%d records)", id, len(recs))
+	s.runEvent(n, func() {
+		if _, err := n.node.WriteSnapshot(id, n.clock(s.nowMs), quorum.SnapshotRecords(recs)); err != nil {
+			s.tracef(n.id, "snapshot %+v refused: %v", id, err)
+		}
+	})
 }

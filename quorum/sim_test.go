@@ -238,6 +238,7 @@ func (s *sim) chooseFaultMix() {
 	s.dupRespPct = []int{0, 500}[s.rng.IntN(2)]
 	s.proposeEveryMs = []int64{10, 50, 200}[s.rng.IntN(3)]
 	s.timeScale = []int64{1, 4}[s.rng.IntN(2)]
+	s.retentionBytes = []int64{1, 2000, -1}[s.rng.IntN(3)]
 }
 
 // slowDisk makes one node's fsyncs ten times slower in some seeds.
@@ -249,11 +250,16 @@ func (s *sim) slowDisk() {
 	}
 }
 
+// scheduleProposals proposes through every node that believes it leads, as clients
+// do: a stale leader cut off with a minority keeps appending what it can never
+// commit, which its return truncates.
 func (s *sim) scheduleProposals() {
 	var tick func()
 	tick = func() {
-		if l := s.leader(); l != nil {
-			s.propose(l)
+		for _, id := range s.ids {
+			if n := s.nodes[id]; !n.down && n.node.Status().Role == quorum.Leader {
+				s.propose(n)
+			}
 		}
 		s.at(s.nowMs+1+s.rng.Int64N(2*s.proposeEveryMs), tick)
 	}
@@ -300,23 +306,25 @@ func (s *sim) chaos() {
 			n.disk.failSync = true
 			s.faultf(n.id, "EIO armed for the next fsync")
 		}
-	case p < 25:
+	case p < 22:
 		s.restart(n)
+	case p < 25:
+		s.snapshot(n)
 	case p < 33:
 		s.pause(n, 10+s.rng.Int64N(3000))
-	case p < 38:
+	case p < 36:
 		s.partition()
-	case p < 42:
+	case p < 46:
 		s.isolateLeaderWithMinority()
-	case p < 45:
+	case p < 50:
 		s.flapLeader()
-	case p < 51:
+	case p < 54:
 		a, b := s.randomNode(), s.randomNode()
 		if a != b {
 			s.link(a.id, b.id).cut = true
 			s.faultf(-1, "CUT %d -> %d", a.id, b.id)
 		}
-	case p < 60:
+	case p < 62:
 		s.healCuts()
 	case p < 80:
 		s.degradeLink()
@@ -365,6 +373,11 @@ func (s *sim) isolateLeaderWithMinority() {
 	}
 	s.split(side)
 	s.faultf(-1, "ISOLATE leader %d with minority %v", l.id, side)
+	if d := l.disk; d.crashIn == 0 && s.rng.IntN(3) == 0 {
+		// Its return truncates what it appended alone: crash inside that.
+		d.crashIn, d.crashOp = 1, opTruncate
+		s.faultf(l.id, "CRASH armed inside the next TruncateTo")
+	}
 	healAt := s.nowMs + s.electionMs()*(1+s.rng.Int64N(4)) + s.rng.Int64N(s.electionMs())
 	s.at(healAt, func() {
 		if !s.healed {

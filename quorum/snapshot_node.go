@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -25,6 +26,61 @@ type SnapshotStorage interface {
 	DeleteSnapshotsBefore(endOffset int64) error
 	SetLogStart(offset int64) error
 	ResetLog(offset int64) error
+}
+
+// snapshotFile is a snapshot being written: a *raftlog.SnapshotWriter, or the
+// simulator's.
+type snapshotFile interface {
+	ID() raftlog.SnapshotID
+	Size() int64
+	Write(p []byte) (int, error)
+	WriteBatch(b raftlog.Batch) error
+	Sync() error
+	StartWriteback() error
+	Commit() error
+	Abort() error
+}
+
+// snapshotStore is the Node's view of a storage's snapshots: fileSnapshots over a
+// SnapshotStorage (raftlog.FileStorage), or the simulator's disk, which implements
+// it directly.
+type snapshotStore interface {
+	// Where names the snapshots' place in messages (the directory).
+	Where() string
+	CreateSnapshot(id raftlog.SnapshotID) (snapshotFile, error)
+	// ReadSnapshot serves the core's FetchSnapshot (SnapshotSource).
+	ReadSnapshot(id raftlog.SnapshotID, position int64, maxBytes int) ([]byte, int64, error)
+	DeleteSnapshotsBefore(endOffset int64) error
+	SetLogStart(offset int64) error
+	ResetLog(offset int64) error
+}
+
+// snapshotStoreOf is the snapshot side of a Storage, nil if it keeps none.
+func snapshotStoreOf(st raftlog.Storage) snapshotStore {
+	switch s := st.(type) {
+	case snapshotStore:
+		return s
+	case SnapshotStorage:
+		return fileSnapshots{s}
+	}
+	return nil
+}
+
+// fileSnapshots adapts a SnapshotStorage: snapshot files in its directory.
+type fileSnapshots struct{ SnapshotStorage }
+
+func (f fileSnapshots) Where() string { return f.Dir() }
+
+func (f fileSnapshots) CreateSnapshot(id raftlog.SnapshotID) (snapshotFile, error) {
+	w, err := f.SnapshotStorage.CreateSnapshot(id)
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+func (f fileSnapshots) ReadSnapshot(id raftlog.SnapshotID, position int64, maxBytes int) ([]byte, int64, error) {
+	return snapshotFiles{dir: f.Dir()}.ReadSnapshot(id, position, maxBytes)
 }
 
 // Snapshot is a snapshot's content as a listener loads it: the batches between the
@@ -230,11 +286,14 @@ func controlRecord(b raftlog.Batch, want raftlog.ControlType) (raftlog.Record, e
 	return recs[0], nil
 }
 
-// readSnapshotFile loads and validates a complete local snapshot.
-func readSnapshotFile(dir string, id raftlog.SnapshotID) (Snapshot, error) {
-	data, err := os.ReadFile(filepath.Join(dir, raftlog.SnapshotFileName(id)))
+// readSnapshot loads and validates a complete local snapshot.
+func readSnapshot(store snapshotStore, id raftlog.SnapshotID) (Snapshot, error) {
+	data, size, err := store.ReadSnapshot(id, 0, math.MaxInt)
+	if err == nil && int64(len(data)) != size {
+		err = fmt.Errorf("%w: read %d of %d bytes of %s", raftlog.ErrStorageFailed, len(data), size, raftlog.SnapshotFileName(id))
+	}
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("%w: %w", raftlog.ErrStorageFailed, err)
+		return Snapshot{}, fmt.Errorf("snapshot %s in %s: %w", raftlog.SnapshotFileName(id), store.Where(), err)
 	}
 	return ParseSnapshot(id, data)
 }
@@ -328,7 +387,7 @@ func (n *Node) beginSnapshot(id raftlog.SnapshotID, ts int64, records iter.Seq2[
 
 // commitSnapshot publishes a written snapshot and cleans the log below it. Driver
 // goroutine only.
-func (n *Node) commitSnapshot(w *raftlog.SnapshotWriter) error {
+func (n *Node) commitSnapshot(w snapshotFile) error {
 	if err := w.Commit(); err != nil {
 		n.fail(err)
 		return err
@@ -402,7 +461,7 @@ const downloadReserveBytes = 64 << 20
 // chunk and hands on only chunks that continue the download within its size.
 type download struct {
 	id  raftlog.SnapshotID
-	w   *raftlog.SnapshotWriter // nil when the file already exists locally
+	w   snapshotFile // nil when the file already exists locally
 	buf []byte
 }
 
