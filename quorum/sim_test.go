@@ -21,6 +21,7 @@ var (
 	simSeed  = flag.Uint64("sim.seed", 0, "run only this simulation seed (prints its trace with -v)")
 	// -sim.whitebox=false leaves only the end-to-end invariants (make mutants).
 	simWhitebox = flag.Bool("sim.whitebox", true, "also run the checks that look inside the driver")
+	simPerSeed  = flag.Bool("sim.perseed", false, "log each seed's counts (with -v)")
 )
 
 // TestSimulation runs the seeded quorum simulation: 1, 3 or 5 voters plus observers
@@ -55,6 +56,11 @@ func TestSimulation(t *testing.T) {
 	var first *simResult
 	caught := map[string][]uint64{} // invariant -> failing seeds
 	for _, res := range results {
+		if *simPerSeed {
+			st := res.stats
+			t.Logf("seed %d: %d elections, %d truncations, %d snapshot loads, %d crashes inside a persist, %d other crashes, failed: %t",
+				res.seed, st.elections, st.truncations, st.snapshotLoads, st.inPersist(), st.crashes, res.err != nil)
+		}
 		if res.err != nil {
 			if first == nil {
 				first = res
@@ -310,8 +316,12 @@ func (s *sim) chaos() {
 		s.restart(n)
 	case p < 25:
 		s.snapshot(n)
-	case p < 33:
+	case p < 32:
 		s.pause(n, 10+s.rng.Int64N(3000))
+	case p < 33:
+		// A long stop (a GC storm, a VM migration): the others elect meanwhile and
+		// the node comes back believing what it believed.
+		s.pause(n, 5000+s.rng.Int64N(15000))
 	case p < 36:
 		s.partition()
 	case p < 46:
