@@ -17,7 +17,7 @@ import (
 var (
 	// Under the race detector a smaller slice runs (make test); make sim and CI's sim
 	// step run 300 without it.
-	simSeeds = flag.Int("sim.seeds", map[bool]int{false: 300, true: 40}[raceEnabled], "number of simulation seeds")
+	simSeeds = flag.Int("sim.seeds", map[bool]int{false: 300, true: 24}[raceEnabled], "number of simulation seeds")
 	simSeed  = flag.Uint64("sim.seed", 0, "run only this simulation seed (prints its trace with -v)")
 	// -sim.whitebox=false leaves only the end-to-end invariants (make mutants).
 	simWhitebox = flag.Bool("sim.whitebox", true, "also run the checks that look inside the driver")
