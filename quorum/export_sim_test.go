@@ -1,7 +1,10 @@
 package quorum
 
 import (
+	"fmt"
 	"iter"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kraftd/kraftd/quorum/raftlog"
 )
@@ -63,4 +66,51 @@ type SnapshotFile = snapshotFile
 // WriteSnapshot is Node.WriteSnapshot's body on the step machine.
 func (s *SimNode) WriteSnapshot(id raftlog.SnapshotID, ts int64, records iter.Seq2[raftlog.Record, error]) (<-chan error, error) {
 	return s.n.beginSnapshot(id, ts, records)
+}
+
+// WireRequest is m as its sender's Node puts it on the wire: the Kafka request body
+// at the highest version both sides serve (every simulated node runs this code).
+func (s *SimNode) WireRequest(m Message) (key, version int16, body []byte) {
+	key, version = requestKeyAndMax(m)
+	req := encodeRequest(m, s.n.cfg.Raft.ClusterID, version)
+	s.n.addLeaderEndpoints(req)
+	return key, version, req.AppendTo(nil)
+}
+
+// ServeWire parses a request body as the listener does and decodes it with the
+// handler's decode half; encode is the handler's encode half, to response bytes.
+func (s *SimNode) ServeWire(key, version int16, body []byte) (Message, func(Message) []byte, error) {
+	req := kmsg.RequestForKey(key)
+	if req == nil {
+		return Message{}, nil, fmt.Errorf("no request for key %d", key)
+	}
+	req.SetVersion(version)
+	if err := req.ReadFrom(body); err != nil {
+		return Message{}, nil, fmt.Errorf("parse %s v%d: %w", kmsg.NameForKey(key), version, err)
+	}
+	m, encode, early, err := s.n.decodeRPC(req)
+	if err != nil {
+		return Message{}, nil, err
+	}
+	if early != nil {
+		return Message{}, nil, fmt.Errorf("%s v%d answered without the core: %+v", kmsg.NameForKey(key), version, early)
+	}
+	m.To = s.n.cfg.Raft.NodeID // as stepRPC does
+	return m, func(out Message) []byte { return encode(out).AppendTo(nil) }, nil
+}
+
+// ReadWireResponse parses response bytes to req (sent at version) and converts them
+// as the production host's roundTrip does.
+func ReadWireResponse(req Message, key, version int16, body []byte) (Message, error) {
+	resp := kmsg.ResponseForKey(key)
+	resp.SetVersion(version)
+	if err := resp.ReadFrom(body); err != nil {
+		return Message{}, fmt.Errorf("parse %s response v%d: %w", kmsg.NameForKey(key), version, err)
+	}
+	out, err := decodeResponse(req, resp)
+	if err != nil {
+		return Message{}, err
+	}
+	out.From, out.To, out.RequestID = req.To, req.From, req.RequestID
+	return out, nil
 }

@@ -67,18 +67,21 @@ type linkFaults struct {
 	dropCount int
 }
 
-// outReq is a request the host waits on: exactly one answer (the real one or a
-// synthesized failure) is stepped back into the node.
-type outReq struct {
-	req quorum.Message
-}
-
 // inReq is an inbound request the node will answer: who asked, under which id, in
-// which of its lives.
+// which of its lives, and the handler's encode half for the answer.
 type inReq struct {
 	from     int32
 	reqID    uint64
 	fromLife int
+	encode   func(quorum.Message) []byte
+}
+
+// outReq is a request the host waits on: exactly one answer (the real one or a
+// synthesized failure) is stepped back into the node. key and version are what it
+// went on the wire as.
+type outReq struct {
+	req          quorum.Message
+	key, version int16
 }
 
 // simFlush is the flusher's fsync in flight.
@@ -107,6 +110,7 @@ type simNode struct {
 	queue          []func()
 	inbound        map[uint64]inReq
 	out            map[uint64]outReq
+	answered       map[uint64]outReq // requests answered in this life, for copies of answers
 	flush          *simFlush
 	tickGen        uint64
 	// The node's clock: clockBase + simulated time * clockRate / 1000 (skew and drift).
@@ -154,7 +158,8 @@ func (h *simHost) SendRequest(m quorum.Message, to int32, _ string, timeoutMs in
 	}
 	m.To = to
 	s.chk.checkSend(s, n, m)
-	n.out[m.RequestID] = outReq{req: m}
+	key, version, body := n.node.WireRequest(m)
+	n.out[m.RequestID] = outReq{req: m, key: key, version: version}
 	life, id := h.life, m.RequestID
 	s.at(s.nowMs+n.lag+timeoutMs, func() {
 		s.nodeEvent(n, life, func() {
@@ -164,7 +169,7 @@ func (h *simHost) SendRequest(m quorum.Message, to int32, _ string, timeoutMs in
 			}
 		})
 	})
-	s.transmit(n, m, func(m quorum.Message, dup bool) { s.arriveRequest(m, life, dup) })
+	s.transmit(n, m, func(m quorum.Message, dup bool) { s.arriveRequest(m, key, version, body, life, dup) })
 }
 
 func (h *simHost) Reply(m quorum.Message) {
@@ -190,7 +195,8 @@ func (h *simHost) Reply(m quorum.Message) {
 			}
 		})
 	}
-	s.transmit(n, m, func(m quorum.Message, dup bool) { s.arriveResponse(m, in.fromLife, dup) })
+	body := in.encode(m)
+	s.transmit(n, m, func(m quorum.Message, dup bool) { s.arriveResponse(m, body, in.fromLife, dup) })
 }
 
 func (h *simHost) StartFlush(work func() error) {
@@ -457,6 +463,7 @@ func (s *sim) start(n *simNode) error {
 	n.down = false
 	n.disk.crashed, n.disk.failed, n.disk.failSync = false, nil, false
 	n.queue, n.inbound, n.out, n.flush = nil, map[uint64]inReq{}, map[uint64]outReq{}, nil
+	n.answered = map[uint64]outReq{}
 	n.lag, n.busyUntil, n.pausedUntil = 0, 0, 0
 	raftCfg := n.cfg
 	raftCfg.Rand = rand.New(rand.NewPCG(s.seed, uint64(n.id)<<32|uint64(n.life)))
@@ -638,8 +645,9 @@ func (s *sim) link(from, to int32) *linkFaults {
 	return l
 }
 
-// arriveRequest delivers a request at its target, or refuses it if the target is down.
-func (s *sim) arriveRequest(m quorum.Message, fromLife int, dup bool) {
+// arriveRequest delivers a request's bytes at its target, where its listener's
+// handler decodes them, or refuses it if the target is down.
+func (s *sim) arriveRequest(m quorum.Message, key, version int16, body []byte, fromLife int, dup bool) {
 	n := s.nodes[m.To]
 	if n.down {
 		if !dup {
@@ -656,23 +664,42 @@ func (s *sim) arriveRequest(m quorum.Message, fromLife int, dup bool) {
 		return
 	}
 	s.nodeEvent(n, n.life, func() {
-		s.traceMsg(n.id, "step", m)
-		id := n.node.Request(m)
-		n.inbound[id] = inReq{from: m.From, reqID: m.RequestID, fromLife: fromLife}
+		in, encode, err := n.node.ServeWire(key, version, body)
+		if err != nil {
+			s.fail("Wire: node %d cannot serve %s from %d: %v", n.id, m, m.From, err)
+			return
+		}
+		if in.From != m.From {
+			s.fail("Wire: node %d decodes %s as from %d", n.id, m, in.From)
+		}
+		s.traceMsg(n.id, "step", in)
+		id := n.node.Request(in)
+		n.inbound[id] = inReq{from: m.From, reqID: m.RequestID, fromLife: fromLife, encode: encode}
 	})
 }
 
-// arriveResponse delivers an answer to the life of the node that asked.
-func (s *sim) arriveResponse(m quorum.Message, life int, dup bool) {
+// arriveResponse delivers an answer's bytes to the life of the node that asked, which
+// reads them as its client does.
+func (s *sim) arriveResponse(m quorum.Message, body []byte, life int, dup bool) {
 	n := s.nodes[m.To]
 	s.nodeEvent(n, life, func() {
-		_, waiting := n.out[m.RequestID]
+		o, waiting := n.out[m.RequestID]
 		delete(n.out, m.RequestID)
 		if !waiting && !(dup && s.rng.IntN(1000) < s.dupRespPct) {
 			return // the host already answered this request (timeout) or it is a copy
 		}
-		s.traceMsg(n.id, "step", m)
-		n.node.Response(m)
+		if waiting {
+			n.answered[m.RequestID] = o
+		} else if o, waiting = n.answered[m.RequestID]; !waiting {
+			return // a copy of the answer to a request that timed out
+		}
+		resp, err := quorum.ReadWireResponse(o.req, o.key, o.version, body)
+		if err != nil {
+			s.fail("Wire: node %d cannot read the answer to %s: %v", n.id, o.req, err)
+			return
+		}
+		s.traceMsg(n.id, "step", resp)
+		n.node.Response(resp)
 	})
 }
 
