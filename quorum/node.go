@@ -284,7 +284,7 @@ func (n *Node) Propose(ctx context.Context, epoch int32, records []raftlog.Recor
 		base, _, perr = n.raft.Propose(n.nowMs(), records)
 		last = base + int64(len(records)) - 1
 		if perr == nil {
-			n.commits.proposed(epoch, last, time.Now())
+			n.commits.proposed(epoch, last, n.host.Now())
 		}
 	})
 	if err != nil {
@@ -633,7 +633,7 @@ func (n *Node) deliver(rd Ready) {
 			l.HandleCommit(rd.Committed)
 		}
 		n.applied = rd.Committed[len(rd.Committed)-1].NextOffset()
-		n.commits.delivered(n.applied, time.Now())
+		n.commits.delivered(n.applied, n.host.Now())
 	}
 	if s := rd.SoftState; s != nil {
 		n.commits.reset()

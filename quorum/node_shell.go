@@ -12,6 +12,9 @@ import (
 type NodeHost interface {
 	// NowMs is the node's clock in milliseconds; it never goes backwards.
 	NowMs() int64
+	// Now is the same clock as a time, finer than a millisecond, for measurements
+	// only (commit latency, how long a snapshot took).
+	Now() time.Time
 	// SendRequest sends outbound request m to node `to` at addr ("" when unknown).
 	// Exactly one answer comes back through the node's response event: the peer's,
 	// or a failure carrying Err once timeoutMs passed without one.
@@ -52,6 +55,8 @@ func newLiveHost() *liveHost {
 // start time plus the monotonic time elapsed since. DescribeQuorum timestamps need wall
 // clock; timers need monotonic time.
 func (h *liveHost) NowMs() int64 { return h.baseMs + time.Since(h.start).Milliseconds() }
+
+func (h *liveHost) Now() time.Time { return time.Now() }
 
 // SendRequest sends on its own goroutine and posts the answer to the driver.
 func (h *liveHost) SendRequest(m Message, to int32, addr string, timeoutMs int64) {

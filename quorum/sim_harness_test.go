@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -150,6 +151,8 @@ type simHost struct {
 func (h *simHost) alive() bool { return h.n.life == h.life && !h.n.down && !h.n.disk.crashed }
 
 func (h *simHost) NowMs() int64 { return h.n.clock(h.s.nowMs + h.n.lag) }
+
+func (h *simHost) Now() time.Time { return time.UnixMilli(h.NowMs()) }
 
 func (h *simHost) SendRequest(m quorum.Message, to int32, _ string, timeoutMs int64) {
 	s, n := h.s, h.n

@@ -340,7 +340,7 @@ func (n *Node) beginSnapshot(id raftlog.SnapshotID, ts int64, records iter.Seq2[
 	}
 	n.writing = true
 	done := make(chan error, 1)
-	start := time.Now()
+	start := n.host.Now()
 	work := func(pace func(int) error) error {
 		synced := int64(0)
 		err := EncodeSnapshot(w.ID(), ts, records, snapshotBatchBytes, func(b raftlog.Batch) error {
@@ -373,7 +373,7 @@ func (n *Node) beginSnapshot(id raftlog.SnapshotID, ts int64, records iter.Seq2[
 		}
 		if err == nil {
 			n.log.Info("wrote snapshot", zap.Int64("end_offset", w.ID().EndOffset), zap.Int32("epoch", w.ID().Epoch),
-				zap.Int64("bytes", w.Size()), zap.Duration("took", time.Since(start)))
+				zap.Int64("bytes", w.Size()), zap.Duration("took", n.host.Now().Sub(start)))
 		}
 		done <- err
 	}
