@@ -42,6 +42,8 @@ func (s *SimNode) Stopped()                                   { s.n.stopped() }
 func (s *SimNode) LatestSnapshot() (raftlog.SnapshotID, bool) { return s.n.raft.LatestSnapshot() }
 
 // Propose is Node.Propose's body on the step machine.
+func (s *SimNode) SetPeerSupportsPreVote(id int32, ok bool) { s.n.raft.SetPeerSupportsPreVote(id, ok) }
+
 func (s *SimNode) Propose(records []raftlog.Record) (int64, int32, error) {
 	return s.n.raft.Propose(s.n.nowMs(), records)
 }
@@ -69,9 +71,10 @@ func (s *SimNode) WriteSnapshot(id raftlog.SnapshotID, ts int64, records iter.Se
 }
 
 // WireRequest is m as its sender's Node puts it on the wire: the Kafka request body
-// at the highest version both sides serve (every simulated node runs this code).
-func (s *SimNode) WireRequest(m Message) (key, version int16, body []byte) {
+// at the highest version both sides serve, the peer serving up to peerMax(key).
+func (s *SimNode) WireRequest(m Message, peerMax func(key int16) int16) (key, version int16, body []byte) {
 	key, version = requestKeyAndMax(m)
+	version = min(version, peerMax(key))
 	req := encodeRequest(m, s.n.cfg.Raft.ClusterID, version)
 	s.n.addLeaderEndpoints(req)
 	return key, version, req.AppendTo(nil)

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -30,6 +31,17 @@ var errSimTimeout = errors.New("sim: request timed out")
 
 // errSimRefused is the answer to a request sent to a node that is down.
 var errSimRefused = errors.New("sim: connection refused")
+
+// errSimNoPreVote fails a pre-vote to a peer without Vote v2.
+var errSimNoPreVote = errors.New("sim: peer does not support pre-vote")
+
+// serves is the highest version of API key this node serves (math.MaxInt16: ours).
+func (n *simNode) serves(key int16) int16 {
+	if v, ok := n.maxVersion[key]; ok {
+		return v
+	}
+	return math.MaxInt16
+}
 
 type event struct {
 	atMs int64
@@ -118,6 +130,9 @@ type simNode struct {
 	clockBase, clockRate int64
 	// crashAfterGrant: crash right after the next vote this node grants.
 	crashAfterGrant bool
+	// maxVersion caps the versions this node serves per API key (an older peer on
+	// the wire; nil: the newest).
+	maxVersion map[int16]int16
 
 	// Per-life observations for the invariants.
 	appliedNext int64
@@ -161,9 +176,22 @@ func (h *simHost) SendRequest(m quorum.Message, to int32, _ string, timeoutMs in
 	}
 	m.To = to
 	s.chk.checkSend(s, n, m)
-	key, version, body := n.node.WireRequest(m)
-	n.out[m.RequestID] = outReq{req: m, key: key, version: version}
+	peer := s.nodes[to]
 	life, id := h.life, m.RequestID
+	if m.Vote != nil && m.Vote.PreVote && peer.serves(52) < 2 {
+		// As the production host does after ApiVersions: a peer without Vote v2
+		// cannot answer a pre-vote; the core campaigns for real instead.
+		s.at(s.nowMs+n.lag+1, func() {
+			s.nodeEvent(n, life, func() {
+				s.tracef(n.id, "peer %d has no Vote v2: no pre-vote", to)
+				n.node.SetPeerSupportsPreVote(to, false)
+				n.node.Response(failedResponse(m, errSimNoPreVote))
+			})
+		})
+		return
+	}
+	key, version, body := n.node.WireRequest(m, peer.serves)
+	n.out[m.RequestID] = outReq{req: m, key: key, version: version}
 	s.at(s.nowMs+n.lag+timeoutMs, func() {
 		s.nodeEvent(n, life, func() {
 			if o, ok := n.out[id]; ok {
@@ -453,6 +481,21 @@ func (s *sim) addNode(id int32) error {
 		// Clock skew: an offset of up to a minute and a drift of up to 5%.
 		n.clockBase += s.rng.Int64N(120_000) - 60_000
 		n.clockRate = 950 + s.rng.Int64N(101)
+	}
+	if s.rng.IntN(4) == 0 {
+		// An older peer on the wire: lower versions of the raft RPCs (Fetch v12+,
+		// which carries LastFetchedEpoch). Vote stays at v2 unless -sim.oldvote: without
+		// pre-vote (v0-v1) a voter with a stale log can keep every election from
+		// succeeding (see simOldVote).
+		vote := 2
+		if *simOldVote {
+			vote = s.rng.IntN(3)
+		}
+		n.maxVersion = map[int16]int16{
+			1: int16(12 + s.rng.IntN(6)), 52: int16(vote), 53: int16(s.rng.IntN(2)),
+			54: int16(s.rng.IntN(2)), 59: int16(s.rng.IntN(2)),
+		}
+		s.faultf(id, "OLDER PEER: serves versions %v", n.maxVersion)
 	}
 	n.disk = newSimDisk(s, n)
 	s.nodes[id] = n

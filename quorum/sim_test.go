@@ -22,6 +22,12 @@ var (
 	// -sim.whitebox=false leaves only the end-to-end invariants (make mutants).
 	simWhitebox = flag.Bool("sim.whitebox", true, "also run the checks that look inside the driver")
 	simPerSeed  = flag.Bool("sim.perseed", false, "log each seed's counts (with -v)")
+	// simOldVote lets older peers serve Vote v0-v1 (no KIP-996 pre-vote). Off by
+	// default: then a voter whose log is behind can win the race to every election
+	// (its backoff, at most election.backoff.max.ms, is shorter than the others'
+	// election timeout, which each of its Vote requests restarts) and be refused
+	// every time; a few seeds in a thousand stay leaderless past the liveness window.
+	simOldVote = flag.Bool("sim.oldvote", false, "older peers may lack Vote v2 (pre-vote)")
 )
 
 // TestSimulation runs the seeded quorum simulation: 1, 3 or 5 voters plus observers
