@@ -305,15 +305,22 @@ func (d *simDisk) PrepareSync() (work func() error, finish func(error) error) {
 }
 
 // SaveQuorumState implements raftlog.Storage: write tmp, fsync, rename, fsync the
-// directory. A crash before the rename keeps the old file, after it the new one.
+// directory. A crash before the rename keeps the old file; between the rename and
+// the directory fsync the new name may or may not have reached the disk; after it,
+// the new file is there.
 func (d *simDisk) SaveQuorumState(st raftlog.QuorumState) error {
 	if err := d.dead(); err != nil {
 		return err
 	}
 	d.n.lag += d.fsyncLatency()
 	if d.trip(opSaveState) {
-		if d.s.rng.IntN(2) == 0 {
+		switch d.s.rng.IntN(3) {
+		case 0:
 			return d.crashInside(opSaveState, "before the rename")
+		case 1:
+			if d.s.rng.IntN(2) == 0 {
+				return d.crashInside(opSaveState, "after the rename, before the directory fsync: the old file is back")
+			}
 		}
 		d.saved(st)
 		return d.crashInside(opSaveState, "after the rename")
