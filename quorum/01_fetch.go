@@ -18,6 +18,7 @@ package quorum
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -122,23 +123,35 @@ func fetchRequestFromWire(in *kmsg.FetchRequest) (*FetchRequest, bool) {
 }
 
 func (n *Node) handleFetchRPC(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
-	in := req.Body.(*kmsg.FetchRequest)
+	resp, err := n.serveRPC(ctx, req, n.decodeFetchRPC)
+	if errors.Is(err, errNotMetadataFetch) {
+		err = fmt.Errorf("%w (from %v)", err, req.RemoteAddr)
+	}
+	return resp, err
+}
+
+// errNotMetadataFetch: a Fetch before v7 (no top-level error code) for another
+// partition; the connection is closed.
+var errNotMetadataFetch = fmt.Errorf("quorum: fetch is not for %s-0", MetadataTopic)
+
+// decodeFetchRPC is the inbound half of Fetch (see serveRPC).
+func (n *Node) decodeFetchRPC(body kmsg.Request) (Message, func(Message) kmsg.Response, kmsg.Response, error) {
+	in := body.(*kmsg.FetchRequest)
 	resp := kmsg.NewPtrFetchResponse()
 	resp.Version = in.Version
 	f, ok := fetchRequestFromWire(in)
 	if !ok {
 		if in.Version < 7 {
-			return nil, fmt.Errorf("quorum: fetch v%d from %v is not for %s-0", in.Version, req.RemoteAddr, MetadataTopic)
+			return Message{}, nil, nil, fmt.Errorf("%w: v%d", errNotMetadataFetch, in.Version)
 		}
 		resp.ErrorCode = errInvalidRequest
-		return resp, nil
+		return Message{}, nil, resp, nil
 	}
-	out, err := n.stepRPC(ctx, req, Message{From: f.ReplicaID, Fetch: f})
-	if err != nil {
-		return nil, err
+	encode := func(out Message) kmsg.Response {
+		n.encodeFetchResponse(resp, in.Version, out.FetchResp)
+		return resp
 	}
-	n.encodeFetchResponse(resp, in.Version, out.FetchResp)
-	return resp, nil
+	return Message{From: f.ReplicaID, Fetch: f}, encode, nil, nil
 }
 
 func (n *Node) encodeFetchResponse(resp *kmsg.FetchResponse, version int16, fr *FetchResponse) {

@@ -44,28 +44,34 @@ func decodeVoteResponse(r *kmsg.VoteResponse, preVote bool) *VoteResponse {
 }
 
 func (n *Node) handleVoteRPC(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
-	in := req.Body.(*kmsg.VoteRequest)
+	return n.serveRPC(ctx, req, n.decodeVoteRPC)
+}
+
+// decodeVoteRPC is the inbound half of Vote (see serveRPC).
+func (n *Node) decodeVoteRPC(body kmsg.Request) (Message, func(Message) kmsg.Response, kmsg.Response, error) {
+	in := body.(*kmsg.VoteRequest)
 	resp := kmsg.NewPtrVoteResponse()
 	resp.Version = in.Version
 	if len(in.Topics) != 1 || len(in.Topics[0].Partitions) != 1 ||
 		!isMetadataPartition(in.Topics[0].Topic, [16]byte{}, false, in.Topics[0].Partitions[0].Partition) {
 		resp.ErrorCode = errInvalidRequest
-		return resp, nil
+		return Message{}, nil, resp, nil
 	}
 	p := in.Topics[0].Partitions[0]
 	voterID := int32(-1)
 	if in.Version >= 1 {
 		voterID = in.VoterID
 	}
-	out, err := n.stepRPC(ctx, req, Message{From: p.CandidateID, Vote: &VoteRequest{
+	m := Message{From: p.CandidateID, Vote: &VoteRequest{
 		ClusterID: derefClusterID(in.ClusterID), VoterID: voterID,
 		CandidateEpoch: p.CandidateEpoch, CandidateID: p.CandidateID,
 		LastOffsetEpoch: p.LastOffsetEpoch, LastOffset: p.LastOffset,
 		PreVote: in.Version >= 2 && p.PreVote,
-	}})
-	if err != nil {
-		return nil, err
-	}
+	}}
+	return m, func(out Message) kmsg.Response { return n.encodeVoteRPC(in, resp, out) }, nil, nil
+}
+
+func (n *Node) encodeVoteRPC(in *kmsg.VoteRequest, resp *kmsg.VoteResponse, out Message) kmsg.Response {
 	vr := out.VoteResp
 	resp.ErrorCode = vr.TopLevelErrorCode
 	rp := kmsg.NewVoteResponseTopicPartition()
@@ -79,5 +85,5 @@ func (n *Node) handleVoteRPC(ctx context.Context, req *protocol.Request) (kmsg.R
 			resp.NodeEndpoints = []kmsg.VoteResponseNodeEndpoint{{NodeID: vr.LeaderID, Host: host, Port: port}}
 		}
 	}
-	return resp, nil
+	return resp
 }

@@ -45,25 +45,31 @@ func decodeBeginEpochResponse(r *kmsg.BeginQuorumEpochResponse) *BeginQuorumEpoc
 }
 
 func (n *Node) handleBeginEpochRPC(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
-	in := req.Body.(*kmsg.BeginQuorumEpochRequest)
+	return n.serveRPC(ctx, req, n.decodeBeginEpochRPC)
+}
+
+// decodeBeginEpochRPC is the inbound half of BeginQuorumEpoch (see serveRPC).
+func (n *Node) decodeBeginEpochRPC(body kmsg.Request) (Message, func(Message) kmsg.Response, kmsg.Response, error) {
+	in := body.(*kmsg.BeginQuorumEpochRequest)
 	resp := kmsg.NewPtrBeginQuorumEpochResponse()
 	resp.Version = in.Version
 	if len(in.Topics) != 1 || len(in.Topics[0].Partitions) != 1 ||
 		!isMetadataPartition(in.Topics[0].Topic, [16]byte{}, false, in.Topics[0].Partitions[0].Partition) {
 		resp.ErrorCode = errInvalidRequest
-		return resp, nil
+		return Message{}, nil, resp, nil
 	}
 	p := in.Topics[0].Partitions[0]
 	voterID := int32(-1)
 	if in.Version >= 1 {
 		voterID = in.VoterID
 	}
-	out, err := n.stepRPC(ctx, req, Message{From: p.LeaderID, BeginEpoch: &BeginQuorumEpochRequest{
+	m := Message{From: p.LeaderID, BeginEpoch: &BeginQuorumEpochRequest{
 		ClusterID: derefClusterID(in.ClusterID), VoterID: voterID, LeaderID: p.LeaderID, LeaderEpoch: p.LeaderEpoch,
-	}})
-	if err != nil {
-		return nil, err
-	}
+	}}
+	return m, func(out Message) kmsg.Response { return n.encodeBeginEpochRPC(in, resp, out) }, nil, nil
+}
+
+func (n *Node) encodeBeginEpochRPC(in *kmsg.BeginQuorumEpochRequest, resp *kmsg.BeginQuorumEpochResponse, out Message) kmsg.Response {
 	br := out.BeginEpochResp
 	resp.ErrorCode = br.TopLevelErrorCode
 	rp := kmsg.NewBeginQuorumEpochResponseTopicPartition()
@@ -77,5 +83,5 @@ func (n *Node) handleBeginEpochRPC(ctx context.Context, req *protocol.Request) (
 			resp.NodeEndpoints = []kmsg.BeginQuorumEpochResponseNodeEndpoint{{NodeID: br.LeaderID, Host: host, Port: port}}
 		}
 	}
-	return resp, nil
+	return resp
 }

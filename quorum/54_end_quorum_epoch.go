@@ -47,13 +47,18 @@ func decodeEndEpochResponse(r *kmsg.EndQuorumEpochResponse) *EndQuorumEpochRespo
 }
 
 func (n *Node) handleEndEpochRPC(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
-	in := req.Body.(*kmsg.EndQuorumEpochRequest)
+	return n.serveRPC(ctx, req, n.decodeEndEpochRPC)
+}
+
+// decodeEndEpochRPC is the inbound half of EndQuorumEpoch (see serveRPC).
+func (n *Node) decodeEndEpochRPC(body kmsg.Request) (Message, func(Message) kmsg.Response, kmsg.Response, error) {
+	in := body.(*kmsg.EndQuorumEpochRequest)
 	resp := kmsg.NewPtrEndQuorumEpochResponse()
 	resp.Version = in.Version
 	if len(in.Topics) != 1 || len(in.Topics[0].Partitions) != 1 ||
 		!isMetadataPartition(in.Topics[0].Topic, [16]byte{}, false, in.Topics[0].Partitions[0].Partition) {
 		resp.ErrorCode = errInvalidRequest
-		return resp, nil
+		return Message{}, nil, resp, nil
 	}
 	p := in.Topics[0].Partitions[0]
 	successors := p.PreferredSuccessors
@@ -63,13 +68,14 @@ func (n *Node) handleEndEpochRPC(ctx context.Context, req *protocol.Request) (km
 			successors = append(successors, c.CandidateID)
 		}
 	}
-	out, err := n.stepRPC(ctx, req, Message{From: p.LeaderID, EndEpoch: &EndQuorumEpochRequest{
+	m := Message{From: p.LeaderID, EndEpoch: &EndQuorumEpochRequest{
 		ClusterID: derefClusterID(in.ClusterID), LeaderID: p.LeaderID, LeaderEpoch: p.LeaderEpoch,
 		PreferredSuccessors: successors,
-	}})
-	if err != nil {
-		return nil, err
-	}
+	}}
+	return m, func(out Message) kmsg.Response { return n.encodeEndEpochRPC(in, resp, out) }, nil, nil
+}
+
+func (n *Node) encodeEndEpochRPC(in *kmsg.EndQuorumEpochRequest, resp *kmsg.EndQuorumEpochResponse, out Message) kmsg.Response {
 	er := out.EndEpochResp
 	resp.ErrorCode = er.TopLevelErrorCode
 	rp := kmsg.NewEndQuorumEpochResponseTopicPartition()
@@ -83,5 +89,5 @@ func (n *Node) handleEndEpochRPC(ctx context.Context, req *protocol.Request) (km
 			resp.NodeEndpoints = []kmsg.EndQuorumEpochResponseNodeEndpoint{{NodeID: er.LeaderID, Host: host, Port: port}}
 		}
 	}
-	return resp, nil
+	return resp
 }

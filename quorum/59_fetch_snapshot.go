@@ -60,12 +60,17 @@ func decodeFetchSnapshotResponse(r *kmsg.FetchSnapshotResponse) (*FetchSnapshotR
 }
 
 func (n *Node) handleFetchSnapshotRPC(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
-	in := req.Body.(*kmsg.FetchSnapshotRequest)
+	return n.serveRPC(ctx, req, n.decodeFetchSnapshotRPC)
+}
+
+// decodeFetchSnapshotRPC is the inbound half of FetchSnapshot (see serveRPC).
+func (n *Node) decodeFetchSnapshotRPC(body kmsg.Request) (Message, func(Message) kmsg.Response, kmsg.Response, error) {
+	in := body.(*kmsg.FetchSnapshotRequest)
 	resp := kmsg.NewPtrFetchSnapshotResponse()
 	resp.Version = in.Version
 	if len(in.Topics) != 1 || len(in.Topics[0].Partitions) != 1 {
 		resp.ErrorCode = errInvalidRequest
-		return resp, nil
+		return Message{}, nil, resp, nil
 	}
 	t, p := &in.Topics[0], &in.Topics[0].Partitions[0]
 	rp := kmsg.NewFetchSnapshotResponseTopicPartition()
@@ -77,17 +82,19 @@ func (n *Node) handleFetchSnapshotRPC(ctx context.Context, req *protocol.Request
 		rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		rt.Partitions = []kmsg.FetchSnapshotResponseTopicPartition{rp}
 		resp.Topics = []kmsg.FetchSnapshotResponseTopic{rt}
-		return resp, nil
+		return Message{}, nil, resp, nil
 	}
 	f := &FetchSnapshotRequest{
 		ClusterID: derefClusterID(in.ClusterID), ReplicaID: in.ReplicaID, MaxBytes: in.MaxBytes,
 		CurrentLeaderEpoch: p.CurrentLeaderEpoch, Position: p.Position,
 		SnapshotID: raftlog.SnapshotID{EndOffset: p.SnapshotID.EndOffset, Epoch: p.SnapshotID.Epoch},
 	}
-	out, err := n.stepRPC(ctx, req, Message{From: f.ReplicaID, FetchSnapshot: f})
-	if err != nil {
-		return nil, err
-	}
+	encode := func(out Message) kmsg.Response { return n.encodeFetchSnapshotRPC(in, resp, rt, rp, out) }
+	return Message{From: f.ReplicaID, FetchSnapshot: f}, encode, nil, nil
+}
+
+func (n *Node) encodeFetchSnapshotRPC(in *kmsg.FetchSnapshotRequest, resp *kmsg.FetchSnapshotResponse,
+	rt kmsg.FetchSnapshotResponseTopic, rp kmsg.FetchSnapshotResponseTopicPartition, out Message) kmsg.Response {
 	fr := out.FetchSnapshotResp
 	resp.ErrorCode = fr.TopLevelErrorCode
 	rp.ErrorCode = fr.ErrorCode
@@ -102,5 +109,5 @@ func (n *Node) handleFetchSnapshotRPC(ctx context.Context, req *protocol.Request
 			resp.NodeEndpoints = []kmsg.FetchSnapshotResponseNodeEndpoint{e}
 		}
 	}
-	return resp, nil
+	return resp
 }

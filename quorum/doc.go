@@ -80,9 +80,23 @@
 // on a PLAINTEXT listener anyone who can reach it can claim a voter's id. FuzzStep
 // checks that no message panics the core or makes Step fail.
 //
+// # The driver
+//
+// Node (node.go) drives a Raft, and is itself a single-threaded step machine: each
+// event (an inbound request, the answer to an outbound one, a timer, the flusher's or
+// the snapshot writer's completion) is one call, followed by settle, which handles
+// Ready until the core has none. Its clock, network and slow work go through a
+// NodeHost. In production that is the goroutine shell of node_shell.go (liveHost and
+// the run loop); the seeded simulation (sim_*_test.go) is another host that delivers
+// the same events from one queue on a simulated clock, so it runs this very code and
+// one seed replays one run. Its disk (sim_disk_test.go) crashes inside any persist
+// step and fails fsyncs; make mutants checks that its end-to-end invariants catch the
+// broken drivers of mutant_*.go.
+//
 // # Goroutines
 //
-// The core has none. The driver (node.go) is the only goroutine that touches a Raft.
+// The core has none. The driver loop (node_shell.go run) is the only goroutine that
+// touches a Raft.
 // Node.WriteSnapshot starts one writer goroutine per snapshot (at most one at a time),
 // owned by the Node and stopped with it: it encodes and fsyncs the file, then hands
 // the rename and the log cleaning back to the driver. On a leader with FileStorage,

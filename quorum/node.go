@@ -52,22 +52,30 @@ type NodeConfig struct {
 	Logger         *zap.Logger
 }
 
-// Node drives a Raft core: it owns the only goroutine that touches the core, arms one
-// timer at the core's next deadline, persists what Ready asks for, sends messages, and
-// feeds committed batches to listeners.
+// Node drives a Raft core: it persists what Ready asks for, sends messages, feeds
+// committed batches to listeners, runs the leader's flusher and the snapshot writer.
 //
-// Goroutines: the driver loop (run), plus one per outbound request in flight, each
-// owned by the Node and stopped by Close through the node context, and on a leader
-// the flusher of appendAsync (one at a time; the driver waits for it before other
-// storage work and before it exits).
+// Its logic is a single-threaded step machine: the on* methods (a request, a
+// response, a timer, a flush or snapshot write completing) each handle one event and
+// settle hands the core's Ready to storage, network and listeners until it has
+// nothing left. Everything outside the process (clock, network, the flusher's and the
+// snapshot writer's work) goes through its NodeHost. In production that is the
+// goroutine shell of node_shell.go (liveHost and run); the seeded simulator
+// (sim_*_test.go) is another host that delivers the same events itself, so one seed
+// replays one run of this very code.
+//
+// Goroutines (production): the driver loop (run), plus one per outbound request in
+// flight, each owned by the Node and stopped by Close through the node context, on a
+// leader the flusher of appendAsync (one at a time; the driver waits for it before
+// other storage work and before it exits), and the snapshot writer.
 type Node struct {
 	cfg    NodeConfig
 	log    *zap.Logger
 	raft   *Raft
+	host   NodeHost
+	live   *liveHost // the production host; nil under a simulator
 	client *protocol.Client
 	ownCl  bool
-	start  time.Time
-	baseMs int64
 
 	events chan func()
 	ctx    context.Context
@@ -77,11 +85,9 @@ type Node struct {
 
 	// Owned by the driver goroutine.
 	listeners []Listener
-	pending   map[uint64]chan Message // inbound request id -> reply
-	// A leader's appends being fsynced on the flusher goroutine (flushing, which
-	// reports on flushDone) and those written since, not yet handed to it.
+	// A leader's appends being fsynced by the host's flusher (flushing) and those
+	// written since, not yet handed to it.
 	flushing      *flush
-	flushDone     chan error
 	unflushed     []Ready
 	learned       map[int32]string // leader endpoints advertised to an observer of bootstrap addresses
 	nextInbound   uint64
@@ -90,15 +96,15 @@ type Node struct {
 	fatal         error
 
 	// Snapshots (snapshot_node.go); snaps is nil when the storage keeps none.
-	snaps     SnapshotStorage
+	snaps     snapshotStore
 	writing   bool
 	dl        *download
 	toLoad    *Snapshot // downloaded, loaded into listeners by deliver
 	startSnap *Snapshot // loaded into listeners by Start
-	// busyNs is when the driver last appended or committed (UnixNano); the snapshot
+	// busyMs is when the driver last appended or committed (host clock); the snapshot
 	// writer paces itself while the node is busy. Written by the driver, read by
 	// the writer goroutine.
-	busyNs atomic.Int64
+	busyMs atomic.Int64
 	// nextCleanMs is when the log is next checked against metadata.max.retention.ms
 	// without a new snapshot (snapshot_node.go periodicClean).
 	nextCleanMs int64
@@ -112,6 +118,27 @@ var ErrNodeStopped = errors.New("quorum: node stopped")
 
 // NewNode loads storage and builds the core. Start runs it.
 func NewNode(cfg NodeConfig) (*Node, error) {
+	live := newLiveHost()
+	n, err := newNode(cfg, live)
+	if err != nil {
+		return nil, err
+	}
+	live.n, n.live = n, live
+	n.client = cfg.Client
+	if n.client == nil {
+		n.client = protocol.NewClient(protocol.ClientConfig{
+			ClientID:       fmt.Sprintf("raft-client-%d", cfg.Raft.NodeID),
+			RequestTimeout: time.Duration(cfg.Raft.RequestTimeoutMs) * time.Millisecond,
+			Logger:         n.log.Named("raft-client"),
+		})
+		n.ownCl = true
+	}
+	return n, nil
+}
+
+// newNode builds the step machine on host: it loads storage and the core. It starts
+// no goroutine; under a simulator nothing ever does.
+func newNode(cfg NodeConfig, host NodeHost) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
@@ -142,29 +169,26 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if cfg.RetentionMs == 0 {
 		cfg.RetentionMs = DefaultRetentionMs
 	}
-	snaps, _ := cfg.Storage.(SnapshotStorage)
+	snaps := snapshotStoreOf(cfg.Storage)
 	if snaps != nil {
-		cfg.Raft.Snapshots = snapshotFiles{dir: snaps.Dir()}
+		cfg.Raft.Snapshots = snaps
 	}
 	loaded, err := cfg.Storage.Load()
 	if err != nil {
 		return nil, err
 	}
 	n := &Node{
-		cfg:       cfg,
-		log:       cfg.Logger,
-		start:     time.Now(),
-		events:    make(chan func(), 256),
-		done:      make(chan struct{}),
-		pending:   make(map[uint64]chan Message),
-		flushDone: make(chan error, 1),
-		learned:   make(map[int32]string),
-		applied:   loaded.StartOffset,
+		cfg:     cfg,
+		log:     cfg.Logger,
+		host:    host,
+		events:  make(chan func(), 256),
+		done:    make(chan struct{}),
+		learned: make(map[int32]string),
+		applied: loaded.StartOffset,
 	}
-	n.baseMs = n.start.UnixMilli()
 	n.raft, err = NewRaft(cfg.Raft, loaded, n.nowMs())
 	if errors.Is(err, ErrUnusableQuorumState) && snaps != nil {
-		return nil, fmt.Errorf("%w (directory %s)", err, snaps.Dir())
+		return nil, fmt.Errorf("%w (directory %s)", err, snaps.Where())
 	}
 	if err != nil {
 		return nil, err
@@ -172,7 +196,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	n.snaps = snaps
 	if loaded.Snapshot != nil && snaps != nil {
 		// Listeners start from the latest snapshot and replay only the log after it.
-		s, err := readSnapshotFile(snaps.Dir(), *loaded.Snapshot)
+		s, err := readSnapshot(snaps, *loaded.Snapshot)
 		if err != nil {
 			return nil, err
 		}
@@ -182,36 +206,31 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	n.nextCleanMs = n.nowMs() + cleanIntervalMs
 	n.commits.observe = cfg.OnCommitLatency
 	n.gauges.update(n.raft, n.applied)
-	n.client = cfg.Client
-	if n.client == nil {
-		n.client = protocol.NewClient(protocol.ClientConfig{
-			ClientID:       fmt.Sprintf("raft-client-%d", cfg.Raft.NodeID),
-			RequestTimeout: time.Duration(cfg.Raft.RequestTimeoutMs) * time.Millisecond,
-			Logger:         cfg.Logger.Named("raft-client"),
-		})
-		n.ownCl = true
-	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	return n, nil
 }
 
-// nowMs is wall-clock milliseconds that never go backwards within the process: the
-// start time plus the monotonic time elapsed since. DescribeQuorum timestamps need wall
-// clock; timers need monotonic time.
-func (n *Node) nowMs() int64 { return n.baseMs + time.Since(n.start).Milliseconds() }
+// nowMs is the host's clock: milliseconds that never go backwards.
+func (n *Node) nowMs() int64 { return n.host.NowMs() }
 
 // Register adds a listener. Call before Start.
 func (n *Node) Register(l Listener) { n.listeners = append(n.listeners, l) }
 
 // Start runs the driver loop.
 func (n *Node) Start() {
+	n.begin()
+	n.wg.Go(n.run)
+}
+
+// begin loads the snapshot the node starts from into the listeners (registered by
+// now). The first event of a node's life.
+func (n *Node) begin() {
 	if s := n.startSnap; s != nil {
 		n.startSnap = nil
 		if err := n.loadIntoListeners(*s); err != nil {
 			n.fail(err)
 		}
 	}
-	n.wg.Go(n.run)
 }
 
 // NodeID is this node's id.
@@ -265,7 +284,7 @@ func (n *Node) Propose(ctx context.Context, epoch int32, records []raftlog.Recor
 		base, _, perr = n.raft.Propose(n.nowMs(), records)
 		last = base + int64(len(records)) - 1
 		if perr == nil {
-			n.commits.proposed(epoch, last, time.Now())
+			n.commits.proposed(epoch, last, n.host.Now())
 		}
 	})
 	if err != nil {
@@ -299,13 +318,8 @@ func (n *Node) Step(ctx context.Context, m Message) (Message, error) {
 	reply := make(chan Message, 1)
 	var id uint64
 	if err := n.do(ctx, func() {
-		n.nextInbound++
-		id = n.nextInbound
-		m.RequestID = id
-		n.pending[id] = reply
-		if err := n.raft.Step(n.nowMs(), m); err != nil {
-			n.fail(err)
-		}
+		id = n.onRequest(m)
+		n.live.pending[id] = reply // answered by settle, after this function
 	}); err != nil {
 		return Message{}, err
 	}
@@ -316,7 +330,7 @@ func (n *Node) Step(ctx context.Context, m Message) (Message, error) {
 		}
 		return resp, nil
 	case <-ctx.Done():
-		n.post(func() { delete(n.pending, id) })
+		n.post(func() { delete(n.live.pending, id) })
 		return Message{}, ctx.Err()
 	case <-n.done:
 		return Message{}, ErrNodeStopped
@@ -381,44 +395,57 @@ func (n *Node) Done() <-chan struct{} { return n.done }
 // Err is the fatal error that stopped the node, if any. Valid after Done is closed.
 func (n *Node) Err() error { return n.fatal }
 
-func (n *Node) run() {
-	defer close(n.done)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		n.drainReady()
-		n.gauges.update(n.raft, n.applied)
-		if n.ctx.Err() != nil {
-			if n.flushing != nil {
-				n.flushCompleted(<-n.flushDone) // storage closes after this goroutine
-			}
-			n.failPending()
-			return
-		}
-		wait := time.Duration(min(n.raft.NextDeadlineMs(), n.nextCleanMs)-n.nowMs()) * time.Millisecond
-		timer.Reset(max(wait, 0))
-		select {
-		case fn := <-n.events:
-			fn()
-		case err := <-n.flushDone:
-			n.flushCompleted(err)
-			if async, ok := n.cfg.Storage.(raftlog.AsyncSyncer); ok && n.fatal == nil {
-				n.startFlush(async)
-			}
-		case <-timer.C:
-			n.raft.Tick(n.nowMs())
-			n.periodicClean()
-		case <-n.ctx.Done():
-		}
+// onRequest steps an inbound request into the core; its answer goes out through
+// NodeHost.Reply with the returned id as RequestID (the core may park a Fetch, so the
+// answer can come with a later event).
+func (n *Node) onRequest(m Message) uint64 {
+	n.nextInbound++
+	m.RequestID = n.nextInbound
+	if err := n.raft.Step(n.nowMs(), m); err != nil {
+		n.fail(err)
+	}
+	return m.RequestID
+}
+
+// onResponse steps the answer to an outbound request (or the host's failure for it).
+func (n *Node) onResponse(resp Message) {
+	if f := resp.FetchResp; f != nil && f.LeaderAddr != "" && n.cfg.VoterAddrs[f.LeaderID] == "" {
+		n.learnLeaderAddr(f.LeaderID, f.LeaderAddr)
+	}
+	if err := n.raft.Step(n.nowMs(), resp); err != nil {
+		n.fail(err)
 	}
 }
 
-// failPending answers every waiting inbound request so no handler hangs on a stopped node.
-func (n *Node) failPending() {
-	for id, ch := range n.pending {
-		close(ch)
-		delete(n.pending, id)
+// onTick runs the core's timers and the periodic log cleaning; the host calls it at
+// nextDeadlineMs.
+func (n *Node) onTick() {
+	n.raft.Tick(n.nowMs())
+	n.periodicClean()
+}
+
+// onFlushDone is the flusher's fsync completing with err.
+func (n *Node) onFlushDone(err error) {
+	n.flushCompleted(err)
+	if async, ok := n.cfg.Storage.(raftlog.AsyncSyncer); ok && n.fatal == nil {
+		n.startFlush(async)
 	}
+}
+
+// nextDeadlineMs is when the host must call onTick next.
+func (n *Node) nextDeadlineMs() int64 {
+	return min(n.raft.NextDeadlineMs(), n.nextCleanMs)
+}
+
+// settle hands the core's work to storage, network and listeners until it has none
+// left. The host calls it after every event.
+func (n *Node) settle() {
+	n.drainReady()
+	n.gauges.update(n.raft, n.applied)
+}
+
+// stopped releases what the step machine holds when the node stops.
+func (n *Node) stopped() {
 	if d := n.dl; d != nil && d.w != nil {
 		_ = d.w.Abort() // an unfinished download; a later start fetches it again
 		n.dl = nil
@@ -432,6 +459,10 @@ func (n *Node) drainReady() {
 	for n.fatal == nil && n.raft.HasReady() {
 		rd := n.raft.Ready()
 		n.sendAll(rd.Messages)
+		if mutSendFirst {
+			n.sendAll(rd.MessagesAfterPersist)
+			rd.MessagesAfterPersist = nil
+		}
 		if n.appendAsync(rd) {
 			continue
 		}
@@ -451,7 +482,7 @@ func (n *Node) drainReady() {
 		}
 		n.sendAll(rd.MessagesAfterPersist)
 		if len(rd.Append) > 0 || len(rd.Committed) > 0 {
-			n.busyNs.Store(time.Now().UnixNano())
+			n.busyMs.Store(n.nowMs())
 		}
 		n.deliver(rd)
 		n.advance(rd)
@@ -497,7 +528,7 @@ func (n *Node) appendAsync(rd Ready) bool {
 		n.fail(err)
 		return true
 	}
-	n.busyNs.Store(time.Now().UnixNano())
+	n.busyMs.Store(n.nowMs())
 	n.deliver(rd)
 	n.unflushed = append(n.unflushed, rd)
 	n.startFlush(async)
@@ -514,7 +545,7 @@ func (n *Node) startFlush(async raftlog.AsyncSyncer) {
 	batch := n.unflushed
 	n.unflushed = nil
 	n.flushing = &flush{readys: batch, finish: finish}
-	n.wg.Go(func() { n.flushDone <- work() })
+	n.host.StartFlush(work)
 }
 
 // flushCompleted records the outcome of the flush in flight: on success its Readys
@@ -535,7 +566,7 @@ func (n *Node) flushCompleted(err error) {
 // too, so that the caller may use storage directly. Driver goroutine only.
 func (n *Node) joinFlush() error {
 	if n.flushing != nil {
-		n.flushCompleted(<-n.flushDone)
+		n.flushCompleted(n.host.WaitFlush())
 	}
 	if n.fatal != nil {
 		return n.fatal
@@ -560,7 +591,7 @@ type flush struct {
 
 func (n *Node) persist(rd Ready) error {
 	st := n.cfg.Storage
-	if rd.QuorumState != nil {
+	if rd.QuorumState != nil && !mutSkipStateSave {
 		if err := st.SaveQuorumState(*rd.QuorumState); err != nil {
 			return err
 		}
@@ -613,7 +644,7 @@ func (n *Node) deliver(rd Ready) {
 			l.HandleCommit(rd.Committed)
 		}
 		n.applied = rd.Committed[len(rd.Committed)-1].NextOffset()
-		n.commits.delivered(n.applied, time.Now())
+		n.commits.delivered(n.applied, n.host.Now())
 	}
 	if s := rd.SoftState; s != nil {
 		n.commits.reset()
@@ -637,46 +668,32 @@ func (n *Node) sendAll(msgs []Message) {
 			n.sendRequest(m)
 			continue
 		}
-		if ch, ok := n.pending[m.RequestID]; ok {
-			delete(n.pending, m.RequestID)
-			ch <- m
-		}
+		n.host.Reply(m)
 	}
 }
 
-// sendRequest sends an outbound request on its own goroutine and steps the answer (or
-// a synthesized failure) back into the core on the driver goroutine.
+// sendRequest resolves where m goes and hands it to the host, which steps exactly
+// one answer (the peer's or a synthesized failure) back through onResponse.
 func (n *Node) sendRequest(m Message) {
 	to := m.To
 	var addr string
+	rng := n.cfg.Raft.Rand // the core's seeded source: a simulated run replays
 	switch voters := n.cfg.Raft.Voters; {
 	case to == AnyVoter && len(voters) > 0:
-		to = voters[rand.IntN(len(voters))]
+		to = voters[rng.IntN(len(voters))]
 		addr = n.cfg.VoterAddrs[to]
 	case to == AnyVoter:
 		// A bootstrap address of unknown id: the answer comes back from AnyVoter, and
 		// the core learns the leader from its CurrentLeader.
-		addr = n.cfg.BootstrapAddrs[rand.IntN(len(n.cfg.BootstrapAddrs))]
+		addr = n.cfg.BootstrapAddrs[rng.IntN(len(n.cfg.BootstrapAddrs))]
 	default:
 		addr = n.addrOf(to)
 	}
-	timeout := time.Duration(n.cfg.Raft.RequestTimeoutMs) * time.Millisecond
+	timeoutMs := n.cfg.Raft.RequestTimeoutMs
 	if m.Fetch != nil {
-		timeout += time.Duration(m.Fetch.MaxWaitMs) * time.Millisecond
+		timeoutMs += int64(m.Fetch.MaxWaitMs)
 	}
-	n.wg.Go(func() {
-		ctx, cancel := context.WithTimeout(n.ctx, timeout)
-		defer cancel()
-		resp := n.roundTrip(ctx, addr, to, m)
-		n.post(func() {
-			if f := resp.FetchResp; f != nil && f.LeaderAddr != "" && n.cfg.VoterAddrs[f.LeaderID] == "" {
-				n.learnLeaderAddr(f.LeaderID, f.LeaderAddr)
-			}
-			if err := n.raft.Step(n.nowMs(), resp); err != nil {
-				n.fail(err)
-			}
-		})
-	})
+	n.host.SendRequest(m, to, addr, timeoutMs)
 }
 
 // roundTrip converts m to its kmsg request, sends it and converts the answer back. Any

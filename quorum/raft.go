@@ -452,7 +452,9 @@ func (r *Raft) Tick(nowMs int64) {
 		}
 	case Prospective:
 		if nowMs >= r.electionDeadlineMs {
-			r.becomeProspective(nowMs)
+			// Another round, through startElection: it campaigns for real once a
+			// voter is known to lack pre-vote (KIP-996).
+			r.startElection(nowMs)
 		}
 	case Candidate:
 		r.tickCandidate(nowMs)

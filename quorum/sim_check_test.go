@@ -3,6 +3,7 @@ package quorum_test
 import (
 	"bytes"
 	"fmt"
+	"slices"
 
 	"github.com/kraftd/kraftd/quorum"
 	"github.com/kraftd/kraftd/quorum/raftlog"
@@ -79,44 +80,35 @@ func (c *checker) noteVote(s *sim, voter, epoch, candidate int32, where string) 
 	c.votes[k] = candidate
 }
 
-// checkLoaded runs at every (re)start: storage gives back exactly what was durable.
-func (c *checker) checkLoaded(s *sim, n *simNode, l raftlog.Loaded) {
-	if len(l.Batches) != len(n.durable) || end(l.Batches) != end(n.durable) {
-		s.fail("CrashModel: node %d loads log end %d, durable end was %d", n.id, end(l.Batches), end(n.durable))
-	}
-	if l.State.LeaderEpoch != n.state.LeaderEpoch || l.State.VotedID != n.state.VotedID || l.State.LeaderID != n.state.LeaderID {
-		s.fail("CrashModel: node %d loads state %+v, durable state was %+v", n.id, l.State, n.state)
-	}
-}
-
 // checkSend runs for every message a node's driver puts on the network.
 func (c *checker) checkSend(s *sim, n *simNode, m quorum.Message) {
 	if !n.voter && (m.Vote != nil || m.BeginEpoch != nil || m.EndEpoch != nil) {
 		s.fail("ObserversNeverCount: observer %d sends %s", n.id, m)
 	}
-	if e := msgEpoch(m); e > n.state.LeaderEpoch {
-		s.fail("PersistBeforeSend: node %d sends epoch %d with durable epoch %d: %s", n.id, e, n.state.LeaderEpoch, m)
+	d := n.disk
+	if e := msgEpoch(m); e > d.state.LeaderEpoch {
+		s.failWB("PersistBeforeSend: node %d sends epoch %d with durable epoch %d: %s", n.id, e, d.state.LeaderEpoch, m)
 	}
 	if r := m.VoteResp; r != nil && r.VoteGranted && !r.PreVote {
-		if n.state.LeaderEpoch != r.LeaderEpoch || n.state.VotedID != m.To {
-			s.fail("PersistBeforeSend: node %d grants %d in epoch %d, durable state %+v", n.id, m.To, r.LeaderEpoch, n.state)
+		if d.state.LeaderEpoch != r.LeaderEpoch || d.state.VotedID != m.To {
+			s.failWB("PersistBeforeSend: node %d grants %d in epoch %d, durable state %+v", n.id, m.To, r.LeaderEpoch, d.state)
 		}
 		c.noteVote(s, n.id, r.LeaderEpoch, m.To, "vote grant")
 	}
-	if claimsLeadership(n.id, m) && (n.state.LeaderEpoch != msgEpoch(m) || n.state.LeaderID != n.id) {
-		s.fail("PersistBeforeSend: node %d acts as leader of epoch %d with durable state %+v: %s", n.id, msgEpoch(m), n.state, m)
+	if claimsLeadership(n.id, m) && (d.state.LeaderEpoch != msgEpoch(m) || d.state.LeaderID != n.id) {
+		s.failWB("PersistBeforeSend: node %d acts as leader of epoch %d with durable state %+v: %s", n.id, msgEpoch(m), d.state, m)
 	}
 	if f := m.Fetch; f != nil && n.voter && f.FetchOffset > 0 {
 		// A voter's FetchOffset acknowledges durability: the leader builds the HW on it.
-		i, j := batchAt(n.durable, f.FetchOffset-1), batchAt(n.cur, f.FetchOffset-1)
-		if i < 0 || j < 0 || n.durable[i].Epoch != n.cur[j].Epoch || n.durable[i].LastOffset != n.cur[j].LastOffset {
-			s.fail("PersistBeforeSend: voter %d acks offset %d, durable log end %d", n.id, f.FetchOffset, end(n.durable))
+		i, j := batchAt(d.durable, f.FetchOffset-1), batchAt(d.cur, f.FetchOffset-1)
+		if f.FetchOffset > d.start && (i < 0 || j < 0 || d.durable[i].Epoch != d.cur[j].Epoch || d.durable[i].LastOffset != d.cur[j].LastOffset) {
+			s.failWB("PersistBeforeSend: voter %d acks offset %d, durable log end %d", n.id, f.FetchOffset, d.durEnd())
 		}
 	}
 	if r := m.FetchResp; r != nil && r.ErrorCode == 0 && r.TopLevelErrorCode == 0 && m.Err == nil {
-		st := n.raft.Status()
+		st := n.node.Status()
 		if st.Role != quorum.Leader || r.LeaderID != n.id || r.LeaderEpoch != st.Epoch {
-			s.fail("SingleAppendSenderPerEpoch: node %d (%s epoch %d) answers a Fetch successfully naming leader %d epoch %d",
+			s.failWB("SingleAppendSenderPerEpoch: node %d (%s epoch %d) answers a Fetch successfully naming leader %d epoch %d",
 				n.id, st.Role, st.Epoch, r.LeaderID, r.LeaderEpoch)
 		}
 	}
@@ -155,20 +147,18 @@ func msgEpoch(m quorum.Message) int32 {
 	return -1
 }
 
-// checkReady runs on each Ready before the driver handles it; st is the Status taken
-// just before Ready.
-func (c *checker) checkReady(s *sim, n *simNode, st quorum.Status, rd *quorum.Ready) {
-	if rd.TruncateTo < 0 {
-		return
-	}
+// checkTruncate runs when a node's driver truncates its log.
+func (c *checker) checkTruncate(s *sim, n *simNode, offset int64) {
+	st := n.node.Status()
+	cur := n.disk.cur
 	if st.Role == quorum.Leader {
-		s.fail("LeaderAppendOnly: leader %d of epoch %d truncates to %d", n.id, st.Epoch, rd.TruncateTo)
+		s.fail("LeaderAppendOnly: leader %d of epoch %d truncates to %d", n.id, st.Epoch, offset)
 	}
-	if rd.TruncateTo < n.lastHW || rd.TruncateTo < n.appliedNext {
-		s.fail("NoTruncationBelowHW: node %d truncates to %d, hw %d applied %d", n.id, rd.TruncateTo, n.lastHW, n.appliedNext)
+	if offset < n.lastHW || offset < n.appliedNext {
+		s.fail("NoTruncationBelowHW: node %d truncates to %d, hw %d applied %d", n.id, offset, n.lastHW, n.appliedNext)
 	}
-	for i := max(0, batchAt(n.cur, rd.TruncateTo)); i < len(n.cur) && rd.TruncateTo < end(n.cur); i++ {
-		b := n.cur[i]
+	for i := max(0, batchAt(cur, offset)); i < len(cur) && offset < n.disk.curEnd(); i++ {
+		b := cur[i]
 		if j := batchAt(c.committed, b.BaseOffset); j >= 0 && sameBatch(c.committed[j], b) {
 			s.fail("NoTruncationBelowHW: node %d truncates committed batch %d..%d (epoch %d)", n.id, b.BaseOffset, b.LastOffset, b.Epoch)
 			return
@@ -176,15 +166,17 @@ func (c *checker) checkReady(s *sim, n *simNode, st quorum.Status, rd *quorum.Re
 	}
 }
 
-// checkCommitted runs on each Ready's Committed: ConsistentCommitOrder.
-func (c *checker) checkCommitted(s *sim, n *simNode, rd *quorum.Ready) {
-	for _, b := range rd.Committed {
+// checkCommitted runs on the batches the node delivers to its listener:
+// ConsistentCommitOrder.
+func (c *checker) checkCommitted(s *sim, n *simNode, batches []raftlog.Batch) {
+	hw := n.node.Status().HighWatermark
+	for _, b := range batches {
 		if b.BaseOffset != n.appliedNext {
 			s.fail("ConsistentCommitOrder: node %d applies batch at %d, expected %d", n.id, b.BaseOffset, n.appliedNext)
 			return
 		}
-		if b.NextOffset() > rd.HighWatermark && rd.HighWatermark >= 0 {
-			s.fail("ConsistentCommitOrder: node %d applies %d..%d above its hw %d", n.id, b.BaseOffset, b.LastOffset, rd.HighWatermark)
+		if b.NextOffset() > hw && hw >= 0 {
+			s.fail("ConsistentCommitOrder: node %d applies %d..%d above its hw %d", n.id, b.BaseOffset, b.LastOffset, hw)
 		}
 		c.noteCommitted(s, n.id, b)
 		n.appliedNext = b.NextOffset()
@@ -227,7 +219,7 @@ func (c *checker) check(s *sim) {
 			continue
 		}
 		n.dirty = false
-		c.checkNode(s, n, n.raft.Status())
+		c.checkNode(s, n, n.node.Status())
 		if s.err != nil {
 			return
 		}
@@ -236,23 +228,23 @@ func (c *checker) check(s *sim) {
 }
 
 func (c *checker) checkNode(s *sim, n *simNode, st quorum.Status) {
-	id := n.id
-	if st.LogEndOffset != end(n.cur) || st.LastEpoch != lastEpoch(n.cur) {
-		s.fail("HarnessMirror: node %d core log end %d epoch %d, driver's log end %d epoch %d",
-			id, st.LogEndOffset, st.LastEpoch, end(n.cur), lastEpoch(n.cur))
+	id, d := n.id, n.disk
+	if st.LogEndOffset != d.curEnd() || st.LastEpoch != d.curLastEpoch() {
+		s.failWB("DiskMirror: node %d core log end %d epoch %d, disk's log end %d epoch %d",
+			id, st.LogEndOffset, st.LastEpoch, d.curEnd(), d.curLastEpoch())
 		return
 	}
-	if st.FlushedEndOffset > 0 {
-		i := batchAt(n.durable, st.FlushedEndOffset-1)
-		if i < 0 || n.durable[i].Epoch != n.cur[batchAt(n.cur, st.FlushedEndOffset-1)].Epoch {
-			s.fail("FlushedIsDurable: node %d counts %d as flushed, durable end %d", id, st.FlushedEndOffset, end(n.durable))
+	if st.FlushedEndOffset > d.start && n.voter { // an observer does not fsync what it fetches
+		i, j := batchAt(d.durable, st.FlushedEndOffset-1), batchAt(d.cur, st.FlushedEndOffset-1)
+		if i < 0 || j < 0 || d.durable[i].Epoch != d.cur[j].Epoch {
+			s.failWB("FlushedIsDurable: node %d counts %d as flushed, durable end %d", id, st.FlushedEndOffset, d.durEnd())
 		}
 	}
-	if st.Epoch < n.state.LeaderEpoch {
-		s.fail("MonotonicEpoch: node %d runs epoch %d behind its persisted %d", id, st.Epoch, n.state.LeaderEpoch)
+	if st.Epoch < d.state.LeaderEpoch {
+		s.failWB("MonotonicEpoch: node %d runs epoch %d behind its persisted %d", id, st.Epoch, d.state.LeaderEpoch)
 	}
-	if n.persisting == nil && !n.raft.HasReady() && st.Epoch != n.state.LeaderEpoch {
-		s.fail("MonotonicEpoch: idle node %d runs epoch %d, persisted %d", id, st.Epoch, n.state.LeaderEpoch)
+	if !n.node.HasReady() && st.Epoch != d.state.LeaderEpoch {
+		s.failWB("MonotonicEpoch: idle node %d runs epoch %d, persisted %d", id, st.Epoch, d.state.LeaderEpoch)
 	}
 	if !st.IsVoter && st.Role != quorum.Unattached && st.Role != quorum.Follower {
 		s.fail("ObserversNeverCount: observer %d is %s", id, st.Role)
@@ -292,13 +284,14 @@ func (c *checker) checkHW(s *sim, n *simNode, st quorum.Status) {
 		s.fail("MonotonicHW: node %d (%s) hw %d beyond its log end %d", n.id, st.Role, hw, st.LogEndOffset)
 	}
 	n.lastHW = max(n.lastHW, hw)
-	i := max(0, batchAt(n.cur, n.checkedTo))
-	for ; i < len(n.cur) && n.cur[i].NextOffset() <= hw; i++ {
-		if n.cur[i].BaseOffset >= n.checkedTo {
-			c.noteCommitted(s, n.id, n.cur[i])
+	cur := n.disk.cur
+	i := max(0, batchAt(cur, n.checkedTo))
+	for ; i < len(cur) && cur[i].NextOffset() <= hw; i++ {
+		if cur[i].BaseOffset >= n.checkedTo {
+			c.noteCommitted(s, n.id, cur[i])
 		}
 	}
-	n.checkedTo = max(n.checkedTo, min(hw, end(n.cur)))
+	n.checkedTo = max(n.checkedTo, min(hw, n.disk.curEnd()))
 }
 
 // checkLeader: the leader-only invariants.
@@ -323,7 +316,7 @@ func (c *checker) checkLeader(s *sim, n *simNode, st quorum.Status) {
 		return
 	}
 	if hw <= st.EpochStartOffset {
-		s.fail("HWOnlyAfterOwnEpochCommit: leader %d exposes hw %d, epoch %d starts at %d", n.id, hw, st.Epoch, st.EpochStartOffset)
+		s.failWB("HWOnlyAfterOwnEpochCommit: leader %d exposes hw %d, epoch %d starts at %d", n.id, hw, st.Epoch, st.EpochStartOffset)
 	}
 	if prev, ok := c.leaderHW[st.Epoch]; ok && hw < prev {
 		s.fail("MonotonicLeaderHW: leader %d epoch %d hw %d after %d", n.id, st.Epoch, hw, prev)
@@ -341,22 +334,28 @@ func (c *checker) checkLeader(s *sim, n *simNode, st quorum.Status) {
 
 // checkMajorityReached: a majority of voters hold the leader's entry at hw-1 durably.
 func (c *checker) checkMajorityReached(s *sim, l *simNode, hw int64) {
-	li := batchAt(l.cur, hw-1)
+	if hw == 0 {
+		return // nothing exposed
+	}
+	cur := l.disk.cur
+	if hw <= l.disk.start {
+		return // below the log start: in a snapshot, committed
+	}
+	li := batchAt(cur, hw-1)
 	if li < 0 {
-		s.fail("MajorityReachedHW: leader %d exposes hw %d beyond its log end %d", l.id, hw, end(l.cur))
+		s.fail("MajorityReachedHW: leader %d exposes hw %d beyond its log end %d", l.id, hw, l.disk.curEnd())
 		return
 	}
-	if got := c.votersHolding(s, l.cur[li]); got < len(s.voters)/2+1 {
+	if got := c.votersHolding(s, cur[li]); got < len(s.voters)/2+1 {
 		s.fail("MajorityReachedHW: leader %d exposes hw %d but only %d of %d voters hold batch %d..%d durably",
-			l.id, hw, got, len(s.voters), l.cur[li].BaseOffset, l.cur[li].LastOffset)
+			l.id, hw, got, len(s.voters), cur[li].BaseOffset, cur[li].LastOffset)
 	}
 }
 
 func (c *checker) votersHolding(s *sim, b raftlog.Batch) int {
 	got := 0
 	for _, v := range s.voters {
-		d := s.nodes[v].durable
-		if i := batchAt(d, b.BaseOffset); i >= 0 && d[i].Epoch == b.Epoch && d[i].LastOffset == b.LastOffset {
+		if s.nodes[v].disk.holds(b) {
 			got++
 		}
 	}
@@ -397,10 +396,60 @@ func (c *checker) checkLeaderHasAllAcked(s *sim, l *simNode, epoch int32, full b
 	}
 	for i := first; i <= last; i++ {
 		b := c.committed[i]
-		if j := batchAt(l.cur, b.BaseOffset); j < 0 || !sameBatch(l.cur[j], b) {
+		if b.NextOffset() <= l.disk.start {
+			continue // in the snapshot at the log start
+		}
+		if j := batchAt(l.disk.cur, b.BaseOffset); j < 0 || !sameBatch(l.disk.cur[j], b) {
 			s.fail("LeaderHasAllAcked: leader %d of epoch %d lacks committed batch %d..%d epoch %d (log end %d)",
-				l.id, epoch, b.BaseOffset, b.LastOffset, b.Epoch, end(l.cur))
+				l.id, epoch, b.BaseOffset, b.LastOffset, b.Epoch, l.disk.curEnd())
 			return
 		}
+	}
+}
+
+// committedValues is the state a snapshot ending at endOffset must hold: the values
+// of the committed data records below it, and the epoch of the batch that ends there
+// (ok false if no committed batch ends exactly there).
+func (c *checker) committedValues(endOffset int64) (vals [][]byte, epoch int32, ok bool) {
+	for _, b := range c.committed {
+		if b.NextOffset() > endOffset {
+			break
+		}
+		if !b.Control {
+			recs, err := b.Records()
+			if err != nil {
+				return nil, 0, false
+			}
+			for _, r := range recs {
+				vals = append(vals, r.Value)
+			}
+		}
+		if b.NextOffset() == endOffset {
+			return vals, b.Epoch, true
+		}
+	}
+	return nil, 0, endOffset == 0
+}
+
+// checkLoadedSnapshot (SnapshotEqualsReplay): a snapshot a node loads holds exactly
+// the committed records below its end.
+func (c *checker) checkLoadedSnapshot(s *sim, n *simNode, snap quorum.Snapshot) {
+	want, epoch, ok := c.committedValues(snap.ID.EndOffset)
+	if !ok || epoch != snap.ID.Epoch {
+		s.fail("SnapshotEqualsReplay: node %d loads snapshot %+v, which does not end on a committed batch of that epoch (committed end %d)",
+			n.id, snap.ID, c.commitEnd())
+		return
+	}
+	var got [][]byte
+	for v, err := range snap.Values() {
+		if err != nil {
+			s.fail("SnapshotEqualsReplay: node %d loads unreadable snapshot %+v: %v", n.id, snap.ID, err)
+			return
+		}
+		got = append(got, v)
+	}
+	if !slices.EqualFunc(got, want, bytes.Equal) {
+		s.fail("SnapshotEqualsReplay: node %d loads snapshot %+v with %d records, the committed log has %d below its end",
+			n.id, snap.ID, len(got), len(want))
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -16,17 +18,30 @@ import (
 )
 
 // The simulation harness: one event queue over a simulated clock drives every node,
-// link and disk, so a seed replays exactly. Each node is driven the way node.go drives
-// a Raft (Ready, persist, MessagesAfterPersist, Committed, Advance; nothing stepped
-// in between), except that the fsync takes simulated time and a crash during it loses
-// whatever it had not made durable.
+// link and disk, so a seed replays exactly. Each node is the production quorum.Node
+// (its step machine, through quorum.SimNode) on a simulated host (simHost: clock,
+// network, flusher, snapshot writer) and a simulated disk (simDisk) that can crash
+// inside any persist step. The harness delivers the events the production shell
+// (node_shell.go) would: requests, answers, timeouts, timers, flush completions;
+// after each it calls Settle, as the shell's loop does.
 
-// errSimTimeout is what the simulated driver steps back for a request that got no
-// answer in time, as node.go's roundTrip does after its context deadline.
+// errSimTimeout is what the host steps back for a request that got no answer in
+// time, as the production host's roundTrip does after its context deadline.
 var errSimTimeout = errors.New("sim: request timed out")
 
 // errSimRefused is the answer to a request sent to a node that is down.
 var errSimRefused = errors.New("sim: connection refused")
+
+// errSimNoPreVote fails a pre-vote to a peer without Vote v2.
+var errSimNoPreVote = errors.New("sim: peer does not support pre-vote")
+
+// serves is the highest version of API key this node serves (math.MaxInt16: ours).
+func (n *simNode) serves(key int16) int16 {
+	if v, ok := n.maxVersion[key]; ok {
+		return v
+	}
+	return math.MaxInt16
+}
 
 type event struct {
 	atMs int64
@@ -65,35 +80,59 @@ type linkFaults struct {
 	dropCount int
 }
 
-// outReq is a request the simulated driver waits on: exactly one answer (the real one
-// or a synthesized failure) is stepped back into the core.
+// inReq is an inbound request the node will answer: who asked, under which id, in
+// which of its lives, and the handler's encode half for the answer.
+type inReq struct {
+	from     int32
+	reqID    uint64
+	fromLife int
+	encode   func(quorum.Message) []byte
+}
+
+// outReq is a request the host waits on: exactly one answer (the real one or a
+// synthesized failure) is stepped back into the node. key and version are what it
+// went on the wire as.
 type outReq struct {
-	req quorum.Message
+	req          quorum.Message
+	key, version int16
+}
+
+// simFlush is the flusher's fsync in flight.
+type simFlush struct {
+	work func() error
+	atMs int64
 }
 
 // simNode is one simulated process with its disk.
 type simNode struct {
+	s     *sim
 	id    int32
 	voter bool
 	cfg   quorum.Config
-	raft  *quorum.Raft
-	store *raftlog.MemStorage
-	// store is a raftlog.MemStorage in a quarter of the seeds (cross-checking the
-	// harness's crash model at every restart), nil in the rest.
-	// cur mirrors the storage's (page-cache) log, durable what survives a crash.
-	cur, durable []raftlog.Batch
-	// state is the durable quorum-state file.
-	state raftlog.QuorumState
+	node  *quorum.SimNode
+	disk  *simDisk
 
 	down bool
 	// life counts restarts; events of an earlier life are ignored.
-	life        int
+	life int
+	// pausedUntil: the process is stopped (GC pause, SIGSTOP) until then.
 	pausedUntil int64
-	// persisting is the Ready whose fsync is in flight; nothing is stepped meanwhile.
-	persisting *quorum.Ready
-	inbox      []quorum.Message
-	out        map[uint64]outReq
-	tickGen    uint64
+	// lag is the disk time the current event spent so far; busyUntil is when the
+	// last event's disk work ended. Events wait in queue meanwhile.
+	lag, busyUntil int64
+	queue          []func()
+	inbound        map[uint64]inReq
+	out            map[uint64]outReq
+	answered       map[uint64]outReq // requests answered in this life, for copies of answers
+	flush          *simFlush
+	tickGen        uint64
+	// The node's clock: clockBase + simulated time * clockRate / 1000 (skew and drift).
+	clockBase, clockRate int64
+	// crashAfterGrant: crash right after the next vote this node grants.
+	crashAfterGrant bool
+	// maxVersion caps the versions this node serves per API key (an older peer on
+	// the wire; nil: the newest).
+	maxVersion map[int16]int16
 
 	// Per-life observations for the invariants.
 	appliedNext int64
@@ -101,34 +140,224 @@ type simNode struct {
 	checkedTo   int64 // entries below it were compared with the committed log
 	leadEpoch   int32 // epoch this life leads, -1
 	leadEnd     int64 // log end last seen while leading leadEpoch
-	// crashInFsync: crash while the next fsync is in flight.
-	crashInFsync bool
 	// dirty: the node ran since the last invariant check (only its state can change).
 	dirty bool
 }
 
-// load is what a restart reads: the MemStorage's answer when the node has one, else
-// the harness's own durable model (the same semantics without the copy per fsync
-// that MemStorage.Sync makes).
-func (n *simNode) load() (raftlog.Loaded, error) {
-	if n.store != nil {
-		return n.store.Load()
-	}
-	st := n.state
-	st.CurrentVoters = slices.Clone(st.CurrentVoters)
-	return raftlog.Loaded{State: st, Batches: slices.Clone(n.durable)}, nil
-}
-
-// storeDo applies a write to the MemStorage, if the node has one.
-func (n *simNode) storeDo(fn func(*raftlog.MemStorage) error) error {
-	if n.store == nil {
-		return nil
-	}
-	return fn(n.store)
-}
-
 func (n *simNode) busy(nowMs int64) bool {
-	return n.down || n.persisting != nil || nowMs < n.pausedUntil
+	return n.down || nowMs < n.pausedUntil || nowMs < n.busyUntil
+}
+
+// clock is the node's clock at simulated time t.
+func (n *simNode) clock(t int64) int64 { return n.clockBase + t*n.clockRate/1000 }
+
+// simTime is the first simulated time at which the node's clock reads at least c.
+func (n *simNode) simTime(c int64) int64 {
+	return (max(c-n.clockBase, 0)*1000 + n.clockRate - 1) / n.clockRate
+}
+
+// simHost is the NodeHost of one life of a node.
+type simHost struct {
+	s    *sim
+	n    *simNode
+	life int
+}
+
+func (h *simHost) alive() bool { return h.n.life == h.life && !h.n.down && !h.n.disk.crashed }
+
+func (h *simHost) NowMs() int64 { return h.n.clock(h.s.nowMs + h.n.lag) }
+
+func (h *simHost) Now() time.Time { return time.UnixMilli(h.NowMs()) }
+
+func (h *simHost) SendRequest(m quorum.Message, to int32, _ string, timeoutMs int64) {
+	s, n := h.s, h.n
+	if !h.alive() {
+		return // the process died inside this event: nothing more leaves it
+	}
+	m.To = to
+	s.chk.checkSend(s, n, m)
+	peer := s.nodes[to]
+	life, id := h.life, m.RequestID
+	if m.Vote != nil && m.Vote.PreVote && peer.serves(52) < 2 {
+		// As the production host does after ApiVersions: a peer without Vote v2
+		// cannot answer a pre-vote; the core campaigns for real instead.
+		s.at(s.nowMs+n.lag+1, func() {
+			s.nodeEvent(n, life, func() {
+				s.tracef(n.id, "peer %d has no Vote v2: no pre-vote", to)
+				n.node.SetPeerSupportsPreVote(to, false)
+				n.node.Response(failedResponse(m, errSimNoPreVote))
+			})
+		})
+		return
+	}
+	key, version, body := n.node.WireRequest(m, peer.serves)
+	n.out[m.RequestID] = outReq{req: m, key: key, version: version}
+	s.at(s.nowMs+n.lag+timeoutMs, func() {
+		s.nodeEvent(n, life, func() {
+			if o, ok := n.out[id]; ok {
+				delete(n.out, id)
+				n.node.Response(failedResponse(o.req, errSimTimeout))
+			}
+		})
+	})
+	s.transmit(n, m, func(m quorum.Message, dup bool) { s.arriveRequest(m, key, version, body, life, dup) })
+}
+
+func (h *simHost) Reply(m quorum.Message) {
+	s, n := h.s, h.n
+	if !h.alive() {
+		return
+	}
+	in, ok := n.inbound[m.RequestID]
+	if !ok {
+		s.fail("node %d answers unknown inbound request %d: %s", n.id, m.RequestID, m)
+		return
+	}
+	delete(n.inbound, m.RequestID)
+	m.From, m.To, m.RequestID = n.id, in.from, in.reqID
+	s.chk.checkSend(s, n, m)
+	if r := m.VoteResp; r != nil && r.VoteGranted && !r.PreVote && n.crashAfterGrant {
+		n.crashAfterGrant = false
+		life := n.life
+		s.at(s.nowMs+n.lag+1, func() {
+			if n.life == life && !n.down && !s.healed {
+				s.faultf(n.id, "CRASH right after granting a vote")
+				s.crash(n)
+			}
+		})
+	}
+	body := in.encode(m)
+	s.transmit(n, m, func(m quorum.Message, dup bool) { s.arriveResponse(m, body, in.fromLife, dup) })
+}
+
+func (h *simHost) StartFlush(work func() error) {
+	s, n := h.s, h.n
+	f := &simFlush{work: work, atMs: s.nowMs + n.lag + n.disk.fsyncLatency()}
+	n.flush = f
+	life := h.life
+	s.at(f.atMs, func() {
+		s.nodeEvent(n, life, func() {
+			if n.flush != f {
+				return // WaitFlush took it
+			}
+			n.flush = nil
+			n.node.FlushDone(f.work())
+		})
+	})
+}
+
+func (h *simHost) WaitFlush() error {
+	n := h.n
+	f := n.flush
+	if f == nil {
+		h.s.fail("node %d waits for a flush that is not in flight", n.id)
+		return errSimCrashed
+	}
+	n.flush = nil
+	n.lag = max(n.lag, f.atMs-h.s.nowMs)
+	return f.work()
+}
+
+func (h *simHost) StartSnapshotWrite(work func(pace func(int) error) error, done func(error), abandoned func()) {
+	s, n := h.s, h.n
+	life := h.life
+	s.at(s.nowMs+n.lag+n.disk.fsyncLatency(), func() {
+		if n.life != life || n.down {
+			abandoned()
+			return
+		}
+		s.nodeEvent(n, life, func() { done(work(func(int) error { return nil })) })
+	})
+}
+
+// failedResponse is the failure the host steps back for req, as the production
+// host's roundTrip does.
+func failedResponse(req quorum.Message, cause error) quorum.Message {
+	resp := quorum.Message{From: req.To, To: req.From, RequestID: req.RequestID, Err: cause}
+	switch {
+	case req.Vote != nil:
+		resp.VoteResp = &quorum.VoteResponse{PreVote: req.Vote.PreVote, LeaderID: -1, LeaderEpoch: -1}
+	case req.BeginEpoch != nil:
+		resp.BeginEpochResp = &quorum.BeginQuorumEpochResponse{LeaderID: -1, LeaderEpoch: -1}
+	case req.EndEpoch != nil:
+		resp.EndEpochResp = &quorum.EndQuorumEpochResponse{LeaderID: -1, LeaderEpoch: -1}
+	case req.Fetch != nil:
+		resp.FetchResp = &quorum.FetchResponse{LeaderID: -1, LeaderEpoch: -1, HighWatermark: -1}
+	case req.FetchSnapshot != nil:
+		resp.FetchSnapshotResp = &quorum.FetchSnapshotResponse{LeaderID: -1, LeaderEpoch: -1}
+	}
+	return resp
+}
+
+// simListener is the state machine on a simulated node: it checks the commit stream.
+type simListener struct {
+	s *sim
+	n *simNode
+}
+
+func (l simListener) HandleCommit(bs []raftlog.Batch)          { l.s.chk.checkCommitted(l.s, l.n, bs) }
+func (l simListener) HandleLeaderChange(quorum.LeaderAndEpoch) {}
+
+// HandleLoadSnapshot replaces the state with a snapshot (at start, or downloaded).
+func (l simListener) HandleLoadSnapshot(snap quorum.Snapshot) {
+	l.s.stats.snapshotLoads++
+	l.s.tracef(l.n.id, "load snapshot %+v", snap.ID)
+	l.s.chk.checkLoadedSnapshot(l.s, l.n, snap)
+	l.n.appliedNext = max(l.n.appliedNext, snap.ID.EndOffset)
+	l.n.checkedTo = max(l.n.checkedTo, snap.ID.EndOffset)
+}
+
+// simStats are one run's counts.
+type simStats struct {
+	seeds, events, crashes, elections, committed    int
+	truncations, truncatedBatches                   int
+	persistCrashes                                  [numDiskOps]int
+	tornTails, fsyncErrors, pauses                  int
+	snapshotLoads, snapshotDownloads, snapshotFiles int
+	maxLivenessMs, sumLivenessMs                    int64
+}
+
+func (a *simStats) add(b simStats) {
+	a.seeds++
+	a.events += b.events
+	a.crashes += b.crashes
+	a.elections += b.elections
+	a.committed += b.committed
+	a.truncations += b.truncations
+	a.truncatedBatches += b.truncatedBatches
+	for i := range a.persistCrashes {
+		a.persistCrashes[i] += b.persistCrashes[i]
+	}
+	a.tornTails += b.tornTails
+	a.fsyncErrors += b.fsyncErrors
+	a.pauses += b.pauses
+	a.snapshotLoads += b.snapshotLoads
+	a.snapshotDownloads += b.snapshotDownloads
+	a.snapshotFiles += b.snapshotFiles
+	a.maxLivenessMs = max(a.maxLivenessMs, b.maxLivenessMs)
+	a.sumLivenessMs += b.sumLivenessMs
+}
+
+func (a simStats) inPersist() int {
+	t := 0
+	for _, c := range a.persistCrashes {
+		t += c
+	}
+	return t
+}
+
+func (a simStats) String() string {
+	var by []string
+	for op, c := range a.persistCrashes {
+		by = append(by, fmt.Sprintf("%s %d", diskOpNames[op], c))
+	}
+	return fmt.Sprintf("%d events, %d elections (leader epochs), %d truncations (%d batches cut), "+
+		"%d snapshots written, %d fetched, %d loads, "+
+		"%d crashes (%d inside a persist: %s; %d torn tails), %d fsync errors, %d pauses, %d committed batches; "+
+		"recovery after heal max %d ms, mean %d ms",
+		a.events, a.elections, a.truncations, a.truncatedBatches, a.snapshotFiles, a.snapshotDownloads, a.snapshotLoads,
+		a.crashes+a.inPersist(), a.inPersist(), strings.Join(by, ", "), a.tornTails, a.fsyncErrors, a.pauses, a.committed,
+		a.maxLivenessMs, a.sumLivenessMs/int64(max(a.seeds, 1)))
 }
 
 // sim is one seeded run.
@@ -143,6 +372,10 @@ type sim struct {
 	// voters is the static voter set, f the number of voters that may fail.
 	voters []int32
 	f      int
+	// whitebox enables the checks that look inside the driver (persist before send,
+	// flushed is durable, the log mirrors the core's); the end-to-end invariants
+	// always run.
+	whitebox bool
 
 	links map[[2]int32]*linkFaults
 	// fsyncMs/stallPct/stallMs shape disk latency: most fsyncs take up to fsyncMs, a few
@@ -150,19 +383,20 @@ type sim struct {
 	fsyncMs  int64
 	stallPct int
 	stallMs  int64
-	// dupRespPct lets a duplicated response reach the core a second time, past the
-	// driver's one-answer-per-request pairing (a stricter world than TCP).
+	// dupRespPct lets a duplicated response reach the node a second time, past the
+	// host's one-answer-per-request pairing (a stricter world than TCP).
 	dupRespPct int
 	// baseDrop and baseDup (per mille) are the seed's background loss and duplication.
 	baseDrop, baseDup int
 	proposeEveryMs    int64
 	// timeScale divides the Raft timeouts (1: Kafka's defaults).
-	timeScale    int64
-	crashes      int
-	lossyCrashes int
-	truncations  int
+	timeScale int64
+	// retentionBytes is metadata.max.retention.bytes: small, so that a snapshot moves
+	// the log start and lagging followers must fetch it.
+	retentionBytes int64
 	// healed: the liveness phase began; no fault fires any more.
 	healed bool
+	stats  simStats
 
 	chk   *checker
 	trace traceRing
@@ -190,15 +424,23 @@ func (s *sim) fail(format string, args ...any) {
 	}
 }
 
-// describe renders the node's driver and core state for the failure report.
-func (n *simNode) describe(nowMs int64) string {
-	if n.down {
-		return fmt.Sprintf("down; durable log end %d, state %+v", end(n.durable), n.state)
+// failWB records a violation of a white-box check, when those are enabled.
+func (s *sim) failWB(format string, args ...any) {
+	if s.whitebox {
+		s.fail(format, args...)
 	}
-	st := n.raft.Status()
-	return fmt.Sprintf("%s epoch=%d leader=%d voted=%d leo=%d flushed=%d hw=%d applied=%d durable=%d paused=%t fsyncing=%t inbox=%d waiting=%d next-deadline=%d",
+}
+
+// describe renders the node's state for the failure report.
+func (n *simNode) describe(nowMs int64) string {
+	d := n.disk
+	if n.down {
+		return fmt.Sprintf("down; durable log [%d, %d), state %+v", d.start, d.durEnd(), d.state)
+	}
+	st := n.node.Status()
+	return fmt.Sprintf("%s epoch=%d leader=%d voted=%d leo=%d flushed=%d hw=%d applied=%d durable=%d state=%+v paused=%t flushing=%t queued=%d waiting=%d next-deadline=%d",
 		st.Role, st.Epoch, st.LeaderID, st.VotedID, st.LogEndOffset, st.FlushedEndOffset, st.HighWatermark,
-		n.appliedNext, end(n.durable), nowMs < n.pausedUntil, n.persisting != nil, len(n.inbox), len(n.out), n.raft.NextDeadlineMs())
+		n.appliedNext, d.durEnd(), d.state, nowMs < n.pausedUntil, n.flush != nil, len(n.queue), len(n.out), n.node.NextDeadlineMs())
 }
 
 // runUntil executes events up to endMs (or until stop returns true or a violation),
@@ -225,77 +467,155 @@ func (s *sim) addNode(id int32) error {
 		ElectionTimeoutMs: 1000 / t, FetchTimeoutMs: 2000 / t, ElectionBackoffMaxMs: 1000 / t,
 		RequestTimeoutMs: 2000 / t, RetryBackoffMs: 20, FetchMaxWaitMs: int32(500 / t),
 		AppendLingerMs: []int64{quorum.AppendLingerMsNone, 5, 25}[s.rng.IntN(3)],
-		// A small FetchMaxBytes (one batch per answer) makes followers lag the leader's
+		// A small FetchMaxBytes (about one batch per answer; FetchSnapshot chunks are
+		// that small too) makes followers lag the leader's
 		// HW, which exercises hw = min(leader hw, LEO).
-		FetchMaxBytes: []int32{1, 300, 0}[s.rng.IntN(3)],
+		FetchMaxBytes: []int32{100, 300, 0}[s.rng.IntN(3)],
 	}
 	n := &simNode{
-		id: id, voter: slices.Contains(s.voters, id), cfg: cfg,
-		state: raftlog.EmptyQuorumState(),
-		down:  true,
+		s: s, id: id, voter: slices.Contains(s.voters, id), cfg: cfg,
+		down:      true,
+		clockBase: 1_760_000_000_000, clockRate: 1000,
 	}
-	if s.seed%4 == 0 {
-		n.store = raftlog.NewMemStorage()
+	if s.rng.IntN(3) == 0 {
+		// Clock skew: an offset of up to a minute and a drift of up to 5%.
+		n.clockBase += s.rng.Int64N(120_000) - 60_000
+		n.clockRate = 950 + s.rng.Int64N(101)
 	}
+	if s.rng.IntN(4) == 0 {
+		// An older peer on the wire: lower versions of the raft RPCs (Fetch v12+,
+		// which carries LastFetchedEpoch). Vote stays at v2 unless -sim.oldvote: without
+		// pre-vote (v0-v1) a voter with a stale log can keep every election from
+		// succeeding (see simOldVote).
+		vote := 2
+		if *simOldVote {
+			vote = s.rng.IntN(3)
+		}
+		n.maxVersion = map[int16]int16{
+			1: int16(12 + s.rng.IntN(6)), 52: int16(vote), 53: int16(s.rng.IntN(2)),
+			54: int16(s.rng.IntN(2)), 59: int16(s.rng.IntN(2)),
+		}
+		s.faultf(id, "OLDER PEER: serves versions %v", n.maxVersion)
+	}
+	n.disk = newSimDisk(s, n)
 	s.nodes[id] = n
 	s.ids = append(s.ids, id)
 	return s.start(n)
 }
 
-// start boots n from what its storage loads.
+// start boots a new life of n: the production Node on what its disk holds.
 func (s *sim) start(n *simNode) error {
-	loaded, err := n.load()
-	if err != nil {
-		return err
-	}
-	s.chk.checkLoaded(s, n, loaded)
-	cfg := n.cfg
-	cfg.Rand = rand.New(rand.NewPCG(s.seed, uint64(n.id)<<32|uint64(n.life)))
-	cfg.Logger = zap.New(traceCore{s: s, id: n.id})
-	r, err := quorum.NewRaft(cfg, loaded, s.nowMs)
-	if err != nil {
-		return err
-	}
-	n.raft, n.down = r, false
 	n.life++
-	n.cur = slices.Clone(loaded.Batches)
-	n.persisting, n.inbox, n.out = nil, nil, map[uint64]outReq{}
-	n.appliedNext, n.lastHW, n.checkedTo = loaded.StartOffset, loaded.StartOffset, loaded.StartOffset
+	n.down = false
+	n.disk.crashed, n.disk.failed, n.disk.failSync = false, nil, false
+	n.queue, n.inbound, n.out, n.flush = nil, map[uint64]inReq{}, map[uint64]outReq{}, nil
+	n.answered = map[uint64]outReq{}
+	n.lag, n.busyUntil, n.pausedUntil = 0, 0, 0
+	raftCfg := n.cfg
+	raftCfg.Rand = rand.New(rand.NewPCG(s.seed, uint64(n.id)<<32|uint64(n.life)))
+	logger := zap.New(traceCore{s: s, id: n.id})
+	addrs := map[int32]string{}
+	for _, v := range s.voters {
+		addrs[v] = fmt.Sprintf("sim-%d:9093", v)
+	}
+	node, err := quorum.NewSimNode(quorum.NodeConfig{
+		Raft: raftCfg, Storage: n.disk, VoterAddrs: addrs, ListenerName: "CONTROLLER", Logger: logger,
+		RetentionBytes: s.retentionBytes,
+	}, &simHost{s: s, n: n, life: n.life})
+	if err != nil {
+		n.down = true
+		return err
+	}
+	n.node = node
+	node.Register(simListener{s: s, n: n})
+	st := node.Status()
+	n.appliedNext, n.lastHW, n.checkedTo = node.Applied(), st.HighWatermark, node.Applied()
 	n.leadEpoch, n.leadEnd = -1, -1
-	s.faultf(n.id, "start life %d: state %+v log end %d", n.life, loaded.State, end(loaded.Batches))
-	s.pump(n)
+	s.faultf(n.id, "start life %d: state %+v log [%d, %d)", n.life, n.disk.state, n.disk.start, n.disk.curEnd())
+	s.runEvent(n, node.Begin)
 	return nil
 }
 
-// crash kills n. If an fsync was in flight, the crash lands at a random point of the
-// persist sequence: before the quorum-state rename, after it but before the log fsync,
-// or after the fsync but before the acknowledgements went out.
+// nodeEvent runs fn as an event of n's life: now, or once n is neither paused nor
+// busy with its disk (the process handles one event at a time).
+func (s *sim) nodeEvent(n *simNode, life int, fn func()) {
+	if n.down || n.life != life || s.err != nil {
+		return
+	}
+	if n.busy(s.nowMs) || len(n.queue) > 0 {
+		n.queue = append(n.queue, fn)
+		s.wake(n)
+		return
+	}
+	s.runEvent(n, fn)
+}
+
+// wake drains n's queue once it is free.
+func (s *sim) wake(n *simNode) {
+	life := n.life
+	s.at(max(n.pausedUntil, n.busyUntil, s.nowMs), func() {
+		if n.life != life || n.down {
+			return
+		}
+		for s.err == nil && !n.down && len(n.queue) > 0 && !n.busy(s.nowMs) {
+			fn := n.queue[0]
+			n.queue = n.queue[1:]
+			s.runEvent(n, fn)
+		}
+		if !n.down && len(n.queue) > 0 && n.busy(s.nowMs) {
+			s.wake(n)
+		}
+	})
+}
+
+// runEvent is one turn of the production shell's loop: the event, then Settle.
+func (s *sim) runEvent(n *simNode, fn func()) {
+	n.dirty = true
+	n.lag = 0
+	fn()
+	if !n.disk.crashed && n.node.Fatal() == nil {
+		n.node.Settle()
+	}
+	switch err := n.node.Fatal(); {
+	case n.disk.crashed:
+		s.kill(n)
+		return
+	case n.disk.failed != nil && err == nil:
+		s.fail("FsyncErrorStops: node %d goes on after fsync failed (%v)", n.id, n.disk.failed)
+		return
+	case err != nil && n.disk.failed == nil:
+		s.fail("node %d stopped: %v", n.id, err)
+		return
+	case err != nil:
+		// The node stopped after a failed fsync, as it must: the process exits, and
+		// what the page cache held may or may not have reached the disk.
+		s.faultf(n.id, "stopped after the failed fsync: %v", err)
+		n.disk.powerLoss()
+		s.kill(n)
+		return
+	}
+	n.busyUntil = s.nowMs + n.lag
+	s.armTimer(n)
+}
+
+// kill ends n's current life; its disk keeps what survived.
+func (s *sim) kill(n *simNode) {
+	if n.node != nil {
+		n.node.Stopped()
+	}
+	n.down, n.node, n.queue, n.inbound, n.out, n.flush = true, nil, nil, nil, nil, nil
+	n.pausedUntil = 0
+}
+
+// crash kills n between events: a power loss.
 func (s *sim) crash(n *simNode) {
 	if n.down {
 		return
 	}
-	point := "idle"
-	if rd := n.persisting; rd != nil {
-		s.lossyCrashes++
-		switch s.rng.IntN(3) {
-		case 0:
-			point = "before quorum-state write"
-		case 1:
-			point = "after quorum-state write, before log fsync"
-			s.saveState(n, rd)
-		case 2:
-			point = "after fsync, before acks"
-			s.saveState(n, rd)
-			s.syncLog(n)
-		}
-	}
-	if n.store != nil {
-		n.store.Crash()
-	}
-	n.down, n.raft, n.persisting, n.inbox, n.out = true, nil, nil, nil, nil
-	n.pausedUntil = 0
-	n.cur = n.durable
-	s.faultf(n.id, "CRASH (%s): durable log end %d", point, end(n.durable))
+	s.stats.crashes++
+	n.disk.powerLoss()
+	s.faultf(n.id, "CRASH: durable log [%d, %d)", n.disk.start, n.disk.durEnd())
+	s.kill(n)
 }
 
 func (s *sim) restart(n *simNode) {
@@ -311,183 +631,28 @@ func (s *sim) pause(n *simNode, ms int64) {
 	if n.down {
 		return
 	}
+	s.stats.pauses++
 	n.pausedUntil = max(n.pausedUntil, s.nowMs+ms)
 	s.faultf(n.id, "PAUSE for %d ms", ms)
-	life := n.life
-	s.at(n.pausedUntil, func() {
-		if n.life == life && !n.down && s.nowMs >= n.pausedUntil {
-			s.tracef(n.id, "RESUME")
-			s.pump(n)
-		}
-	})
-}
-
-// pump runs n's driver loop until it blocks: Ready first, then queued inbound
-// messages, then due timers; then it arms the timer for the next deadline.
-func (s *sim) pump(n *simNode) {
-	n.dirty = true
-	for guard := 0; s.err == nil && !n.busy(s.nowMs); guard++ {
-		if guard > 100000 {
-			s.fail("Livelock: node %d never stops having work at %d ms", n.id, s.nowMs)
-			return
-		}
-		switch {
-		case n.raft.HasReady():
-			s.handleReady(n)
-		case len(n.inbox) > 0:
-			m := n.inbox[0]
-			n.inbox = n.inbox[1:]
-			s.step(n, m)
-		case n.raft.NextDeadlineMs() <= s.nowMs:
-			n.raft.Tick(s.nowMs)
-			if n.raft.NextDeadlineMs() <= s.nowMs && !n.raft.HasReady() {
-				s.fail("TimerProgress: node %d deadline %d not past now %d after Tick", n.id, n.raft.NextDeadlineMs(), s.nowMs)
-			}
-		default:
-			s.armTimer(n)
-			return
-		}
-	}
 }
 
 func (s *sim) armTimer(n *simNode) {
-	d := n.raft.NextDeadlineMs()
+	d := n.node.NextDeadlineMs()
 	n.tickGen++
 	if d == 1<<63-1 {
 		return
 	}
 	gen, life := n.tickGen, n.life
-	s.at(d, func() {
+	s.at(n.simTime(d), func() {
 		if n.life == life && n.tickGen == gen && !n.down {
-			s.pump(n)
+			s.nodeEvent(n, life, func() { n.node.Tick() })
 		}
 	})
 }
 
-// step hands m to n's core (n is idle).
-func (s *sim) step(n *simNode, m quorum.Message) {
-	s.traceMsg(n.id, "step", m)
-	if err := n.raft.Step(s.nowMs, m); err != nil {
-		s.fail("node %d Step returned fatal error: %v (message %s)", n.id, err, m)
-	}
-}
-
-// handleReady takes one Ready and runs the first half of the contract: messages that
-// need nothing durable, then the log writes into the page cache; the fsync completes
-// later in simulated time.
-func (s *sim) handleReady(n *simNode) {
-	st := n.raft.Status()
-	rd := n.raft.Ready()
-	s.chk.checkReady(s, n, st, &rd)
-	for _, m := range rd.Messages {
-		s.send(n, m)
-	}
-	if rd.TruncateTo >= 0 {
-		s.tracef(n.id, "truncate to %d", rd.TruncateTo)
-		s.truncations++
-		if err := n.storeDo(func(st *raftlog.MemStorage) error { return st.TruncateTo(rd.TruncateTo) }); err != nil {
-			s.fail("node %d TruncateTo: %v", n.id, err)
-		}
-		i := slices.IndexFunc(n.cur, func(b raftlog.Batch) bool { return b.LastOffset >= rd.TruncateTo })
-		if i >= 0 {
-			n.cur = n.cur[:i:i]
-		}
-		n.checkedTo = min(n.checkedTo, end(n.cur))
-	}
-	if len(rd.Append) > 0 {
-		if err := n.storeDo(func(st *raftlog.MemStorage) error { return st.Append(rd.Append) }); err != nil {
-			s.fail("EpochCacheMonotone/contiguity: node %d Append: %v", n.id, err)
-		}
-		for _, b := range rd.Append {
-			if b.BaseOffset != end(n.cur) || b.Epoch < lastEpoch(n.cur) {
-				s.fail("EpochCacheMonotone: node %d appends batch %d..%d epoch %d after log end %d epoch %d",
-					n.id, b.BaseOffset, b.LastOffset, b.Epoch, end(n.cur), lastEpoch(n.cur))
-			}
-			n.cur = append(n.cur, b)
-		}
-	}
-	if rd.QuorumState == nil && rd.TruncateTo < 0 && len(rd.Append) == 0 {
-		s.finishReady(n, &rd)
-		return
-	}
-	n.persisting = &rd
-	lat := s.rng.Int64N(s.fsyncMs + 1)
-	if s.rng.IntN(1000) < s.stallPct {
-		lat += s.rng.Int64N(s.stallMs + 1)
-	}
-	life := n.life
-	if n.crashInFsync {
-		// Scheduled before the completion, so at an equal time the crash wins.
-		n.crashInFsync = false
-		s.at(s.nowMs+s.rng.Int64N(lat+1), func() {
-			if n.life == life && n.persisting == &rd && !s.healed {
-				s.crashes++
-				s.crash(n)
-			}
-		})
-	}
-	var done func()
-	done = func() {
-		if n.life != life || n.down || n.persisting != &rd {
-			return
-		}
-		if s.nowMs < n.pausedUntil {
-			s.at(n.pausedUntil, done) // a paused process completes nothing
-			return
-		}
-		s.saveState(n, &rd)
-		s.syncLog(n)
-		s.finishReady(n, &rd)
-		s.pump(n)
-	}
-	s.at(s.nowMs+lat, done)
-}
-
-func (s *sim) saveState(n *simNode, rd *quorum.Ready) {
-	if rd.QuorumState == nil {
-		return
-	}
-	st := *rd.QuorumState
-	s.chk.checkSavedState(s, n, st)
-	if err := n.storeDo(func(ms *raftlog.MemStorage) error { return ms.SaveQuorumState(st) }); err != nil {
-		s.fail("node %d SaveQuorumState: %v", n.id, err)
-	}
-	n.state = st
-	rd.QuorumState = nil // written; a crash after this point keeps it
-}
-
-func (s *sim) syncLog(n *simNode) {
-	if err := n.storeDo((*raftlog.MemStorage).Sync); err != nil {
-		s.fail("node %d Sync: %v", n.id, err)
-	}
-	// Sharing is safe: cur is only truncated with a capped reslice and appended to,
-	// so nothing ever writes into the prefix durable shows.
-	n.durable = n.cur[:len(n.cur):len(n.cur)]
-}
-
-// finishReady is the second half: acknowledgements, committed batches, Advance.
-func (s *sim) finishReady(n *simNode, rd *quorum.Ready) {
-	n.persisting = nil
-	for _, m := range rd.MessagesAfterPersist {
-		s.send(n, m)
-	}
-	s.chk.checkCommitted(s, n, rd)
-	n.raft.Advance(*rd)
-}
-
-// send puts m on the link from n, with that link's faults. A request is registered
-// with n's driver, which steps back a timeout failure if no answer comes in time.
-func (s *sim) send(n *simNode, m quorum.Message) {
-	s.chk.checkSend(s, n, m)
-	if m.IsRequest() {
-		n.out[m.RequestID] = outReq{req: m}
-		timeout := n.cfg.RequestTimeoutMs
-		if m.Fetch != nil {
-			timeout += int64(m.Fetch.MaxWaitMs)
-		}
-		life := n.life
-		s.at(s.nowMs+timeout, func() { s.failRequest(n, life, m.RequestID, errSimTimeout) })
-	}
+// transmit puts m on the link from n, with that link's faults; arrive runs when it
+// gets there (twice for a duplicate).
+func (s *sim) transmit(n *simNode, m quorum.Message, arrive func(m quorum.Message, dup bool)) {
 	l := s.link(m.From, m.To)
 	switch {
 	case l.cut:
@@ -497,9 +662,23 @@ func (s *sim) send(n *simNode, m quorum.Message) {
 		s.traceMsg(n.id, "lost (drop)", m)
 		return
 	}
-	s.transmit(l, m, false)
+	s.traceMsg(n.id, "send", m)
+	copies := 1
 	if s.rng.IntN(1000) < l.dupPct {
-		s.transmit(l, m, true)
+		copies = 2
+	}
+	for i := range copies {
+		d := l.delayMs + s.rng.Int64N(l.jitterMs+1)
+		if s.rng.IntN(1000) < l.slowPct {
+			d += s.rng.Int64N(l.slowMs + 1)
+		}
+		s.at(s.nowMs+n.lag+d, func() {
+			if s.link(m.From, m.To).cut {
+				s.traceMsg(m.To, "lost in flight (cut)", m)
+				return
+			}
+			arrive(m, i > 0)
+		})
 	}
 }
 
@@ -512,76 +691,80 @@ func (s *sim) link(from, to int32) *linkFaults {
 	return l
 }
 
-func (s *sim) transmit(l *linkFaults, m quorum.Message, dup bool) {
-	d := l.delayMs + s.rng.Int64N(l.jitterMs+1)
-	if s.rng.IntN(1000) < l.slowPct {
-		d += s.rng.Int64N(l.slowMs + 1)
-	}
-	s.at(s.nowMs+d, func() { s.arrive(m, dup) })
-}
-
-// arrive delivers m at its target's driver.
-func (s *sim) arrive(m quorum.Message, dup bool) {
+// arriveRequest delivers a request's bytes at its target, where its listener's
+// handler decodes them, or refuses it if the target is down.
+func (s *sim) arriveRequest(m quorum.Message, key, version int16, body []byte, fromLife int, dup bool) {
 	n := s.nodes[m.To]
-	if s.link(m.From, m.To).cut {
-		s.traceMsg(m.To, "lost in flight (cut)", m)
-		return
-	}
 	if n.down {
-		if m.IsRequest() && !dup {
+		if !dup {
 			from := s.nodes[m.From]
-			life := from.life
-			s.at(s.nowMs+1, func() { s.failRequest(from, life, m.RequestID, errSimRefused) })
+			s.at(s.nowMs+1, func() {
+				s.nodeEvent(from, fromLife, func() {
+					if o, ok := from.out[m.RequestID]; ok {
+						delete(from.out, m.RequestID)
+						from.node.Response(failedResponse(o.req, errSimRefused))
+					}
+				})
+			})
 		}
 		return
 	}
-	if !m.IsRequest() {
-		_, waiting := n.out[m.RequestID]
+	s.nodeEvent(n, n.life, func() {
+		in, encode, err := n.node.ServeWire(key, version, body)
+		if err != nil {
+			s.fail("Wire: node %d cannot serve %s from %d: %v", n.id, m, m.From, err)
+			return
+		}
+		if in.From != m.From {
+			s.fail("Wire: node %d decodes %s as from %d", n.id, m, in.From)
+		}
+		s.traceMsg(n.id, "step", in)
+		id := n.node.Request(in)
+		n.inbound[id] = inReq{from: m.From, reqID: m.RequestID, fromLife: fromLife, encode: encode}
+	})
+}
+
+// arriveResponse delivers an answer's bytes to the life of the node that asked, which
+// reads them as its client does.
+func (s *sim) arriveResponse(m quorum.Message, body []byte, life int, dup bool) {
+	n := s.nodes[m.To]
+	s.nodeEvent(n, life, func() {
+		o, waiting := n.out[m.RequestID]
 		delete(n.out, m.RequestID)
 		if !waiting && !(dup && s.rng.IntN(1000) < s.dupRespPct) {
-			return // the driver already answered this request (timeout) or it is a copy
+			return // the host already answered this request (timeout) or it is a copy
 		}
-	}
-	n.inbox = append(n.inbox, m)
-	s.pump(n)
-}
-
-// failRequest steps back a failure for a request still waiting on an answer.
-func (s *sim) failRequest(n *simNode, life int, id uint64, cause error) {
-	o, ok := n.out[id]
-	if n.life != life || n.down || !ok {
-		return
-	}
-	delete(n.out, id)
-	resp := quorum.Message{From: o.req.To, To: n.id, RequestID: id, Err: cause}
-	switch {
-	case o.req.Vote != nil:
-		resp.VoteResp = &quorum.VoteResponse{PreVote: o.req.Vote.PreVote, LeaderID: -1, LeaderEpoch: -1}
-	case o.req.BeginEpoch != nil:
-		resp.BeginEpochResp = &quorum.BeginQuorumEpochResponse{LeaderID: -1, LeaderEpoch: -1}
-	case o.req.EndEpoch != nil:
-		resp.EndEpochResp = &quorum.EndQuorumEpochResponse{LeaderID: -1, LeaderEpoch: -1}
-	case o.req.Fetch != nil:
-		resp.FetchResp = &quorum.FetchResponse{LeaderID: -1, LeaderEpoch: -1, HighWatermark: -1}
-	}
-	n.inbox = append(n.inbox, resp)
-	s.pump(n)
+		if waiting {
+			n.answered[m.RequestID] = o
+		} else if o, waiting = n.answered[m.RequestID]; !waiting {
+			return // a copy of the answer to a request that timed out
+		}
+		resp, err := quorum.ReadWireResponse(o.req, o.key, o.version, body)
+		if err != nil {
+			s.fail("Wire: node %d cannot read the answer to %s: %v", n.id, o.req, err)
+			return
+		}
+		s.traceMsg(n.id, "step", resp)
+		n.node.Response(resp)
+	})
 }
 
 // propose appends a uniquely valued record on n if it leads and is idle.
 func (s *sim) propose(n *simNode) (base int64, epoch int32, ok bool) {
-	if n.busy(s.nowMs) || n.raft.Status().Role != quorum.Leader {
+	if n.busy(s.nowMs) || len(n.queue) > 0 || n.node.Status().Role != quorum.Leader {
 		return 0, 0, false
 	}
 	s.proposals++
 	val := fmt.Sprintf("seed%d-p%d", s.seed, s.proposals)
-	base, epoch, err := n.raft.Propose(s.nowMs, []raftlog.Record{{Value: []byte(val)}})
+	var err error
+	s.runEvent(n, func() {
+		base, epoch, err = n.node.Propose([]raftlog.Record{{Value: []byte(val)}})
+	})
 	if err != nil {
 		s.fail("node %d Propose as leader: %v", n.id, err)
 		return 0, 0, false
 	}
 	s.tracef(n.id, "propose %s at %d epoch %d", val, base, epoch)
-	s.pump(n)
 	return base, epoch, true
 }
 
@@ -594,7 +777,7 @@ func (s *sim) leader() *simNode {
 		if n.down {
 			continue
 		}
-		if st := n.raft.Status(); st.Role == quorum.Leader && st.Epoch > bestEpoch {
+		if st := n.node.Status(); st.Role == quorum.Leader && st.Epoch > bestEpoch {
 			best, bestEpoch = n, st.Epoch
 		}
 	}
@@ -678,7 +861,7 @@ func (s *sim) traceMsg(node int32, what string, m quorum.Message) {
 	s.trace.add(traceEnt{atMs: s.nowMs, node: node, what: what, msg: m, isMsg: true})
 }
 
-// traceCore sends the core's state-transition log lines (info) into the trace.
+// traceCore sends the node's log lines (info and above) into the trace.
 type traceCore struct {
 	s  *sim
 	id int32
@@ -694,6 +877,32 @@ func (c traceCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Che
 	return ce
 }
 func (c traceCore) Write(e zapcore.Entry, _ []zapcore.Field) error {
-	c.s.trace.add(traceEnt{atMs: c.s.nowMs, node: c.id, what: "core: " + e.Message})
+	c.s.trace.add(traceEnt{atMs: c.s.nowMs, node: c.id, what: "node: " + e.Message})
 	return nil
+}
+
+// snapshot makes n write a snapshot of the committed state it applied, as the
+// controller does every so many records.
+func (s *sim) snapshot(n *simNode) {
+	if n.down || n.busy(s.nowMs) || len(n.queue) > 0 || n.appliedNext == 0 {
+		return
+	}
+	vals, epoch, ok := s.chk.committedValues(n.appliedNext)
+	if !ok {
+		return
+	}
+	if latest, ok := n.node.LatestSnapshot(); ok && latest.EndOffset >= n.appliedNext {
+		return
+	}
+	id := raftlog.SnapshotID{EndOffset: n.appliedNext, Epoch: epoch}
+	recs := make([]raftlog.Record, len(vals))
+	for i, v := range vals {
+		recs[i] = raftlog.Record{Value: v}
+	}
+	s.faultf(n.id, "SNAPSHOT %+v (%d records)", id, len(recs))
+	s.runEvent(n, func() {
+		if _, err := n.node.WriteSnapshot(id, n.clock(s.nowMs), quorum.SnapshotRecords(recs)); err != nil {
+			s.tracef(n.id, "snapshot %+v refused: %v", id, err)
+		}
+	})
 }

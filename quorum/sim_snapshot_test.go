@@ -10,9 +10,9 @@ import (
 	"github.com/kraftd/kraftd/quorum/raftlog"
 )
 
-// A seeded random run of the quorum with snapshots, on the quorumtest environment
-// (the event-driven simulation in sim_*_test.go has no snapshot storage). The §8
-// invariants about snapshots are checked after every step.
+// A seeded random run of the quorum with snapshots, on the quorumtest environment of
+// the transcript tests (the event-driven simulation in sim_*_test.go runs the Node's
+// snapshots too). The §8 invariants about snapshots are checked after every step.
 
 // TestSnapshotRandomized drives a cluster with random proposals, snapshots,
 // compactions, drops and crashes and checks after every step:

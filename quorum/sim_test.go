@@ -5,15 +5,29 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kraftd/kraftd/quorum"
 )
 
 var (
-	simSeeds = flag.Int("sim.seeds", 300, "number of simulation seeds")
+	// Under the race detector a smaller slice runs (make test); make sim and CI's sim
+	// step run 300 without it.
+	simSeeds = flag.Int("sim.seeds", map[bool]int{false: 300, true: 24}[raceEnabled], "number of simulation seeds")
 	simSeed  = flag.Uint64("sim.seed", 0, "run only this simulation seed (prints its trace with -v)")
+	// -sim.whitebox=false leaves only the end-to-end invariants (make mutants).
+	simWhitebox = flag.Bool("sim.whitebox", true, "also run the checks that look inside the driver")
+	simPerSeed  = flag.Bool("sim.perseed", false, "log each seed's counts (with -v)")
+	// simOldVote lets older peers serve Vote v0-v1 (no KIP-996 pre-vote). Off by
+	// default: then a voter whose log is behind can win the race to every election
+	// (its backoff, at most election.backoff.max.ms, is shorter than the others'
+	// election timeout, which each of its Vote requests restarts) and be refused
+	// every time; a few seeds in a thousand stay leaderless past the liveness window.
+	simOldVote = flag.Bool("sim.oldvote", false, "older peers may lack Vote v2 (pre-vote)")
 )
 
 // TestSimulation runs the seeded quorum simulation: 1, 3 or 5 voters plus observers
@@ -45,13 +59,34 @@ func TestSimulation(t *testing.T) {
 	start := time.Now()
 	results := runSimSeeds(seeds)
 	var agg simStats
+	var first *simResult
+	caught := map[string][]uint64{} // invariant -> failing seeds
 	for _, res := range results {
+		if *simPerSeed {
+			st := res.stats
+			t.Logf("seed %d: %d elections, %d truncations, %d snapshot loads, %d crashes inside a persist, %d other crashes, failed: %t",
+				res.seed, st.elections, st.truncations, st.snapshotLoads, st.inPersist(), st.crashes, res.err != nil)
+		}
 		if res.err != nil {
-			t.Fatal(res.report())
+			if first == nil {
+				first = res
+			}
+			inv, _, _ := strings.Cut(res.err.Error(), ":")
+			caught[inv] = append(caught[inv], res.seed)
+			continue
 		}
 		agg.add(res.stats)
 	}
+	// The counts go to CI's output (make sim runs -v).
 	t.Logf("%d seeds in %v: %s", len(seeds), time.Since(start).Round(time.Millisecond), agg)
+	if first != nil {
+		var by []string
+		for inv, ss := range caught {
+			by = append(by, fmt.Sprintf("%s: seeds %v", inv, ss[:min(len(ss), 10)]))
+		}
+		slices.Sort(by)
+		t.Fatalf("%d of %d seeds failed (%s); the first:\n%s", len(results)-agg.seeds, len(results), strings.Join(by, "; "), first.report())
+	}
 }
 
 // TestSimulationDeterministic: a seed replays exactly (same events, same trace), which
@@ -119,31 +154,6 @@ func runSimSeeds(seeds []uint64) []*simResult {
 // every live node: a few election and fetch timeouts plus backoff.
 const simLivenessMs = 30_000
 
-type simStats struct {
-	seeds, events, crashes, leaders, committed int
-	truncations, lossyCrashes                  int
-	maxLivenessMs, sumLivenessMs               int64
-}
-
-func (a *simStats) add(b simStats) {
-	a.seeds++
-	a.events += b.events
-	a.crashes += b.crashes
-	a.leaders += b.leaders
-	a.committed += b.committed
-	a.truncations += b.truncations
-	a.lossyCrashes += b.lossyCrashes
-	a.maxLivenessMs = max(a.maxLivenessMs, b.maxLivenessMs)
-	a.sumLivenessMs += b.maxLivenessMs
-}
-
-func (a simStats) String() string {
-	return fmt.Sprintf("%d events, %d crashes (%d during an fsync), %d durable leader epochs, %d truncations, %d committed batches; "+
-		"recovery after heal max %d ms, mean %d ms",
-		a.events, a.crashes, a.lossyCrashes, a.leaders, a.truncations, a.committed,
-		a.maxLivenessMs, a.sumLivenessMs/int64(max(a.seeds, 1)))
-}
-
 type simResult struct {
 	seed   uint64
 	err    error
@@ -154,9 +164,22 @@ type simResult struct {
 }
 
 func (r *simResult) report() string {
-	return fmt.Sprintf("seed %d (%s): %v\nreproduce: go test ./quorum -run 'TestSimulation$' -v -sim.seed=%d\n"+
+	return fmt.Sprintf("seed %d (%s): %v\nreproduce: %s\n"+
 		"fault schedule (last %d):\n%s\nlast events:\n%s",
-		r.seed, r.desc, r.err, r.seed, len(traceRing{}.ents), r.faults, r.trace)
+		r.seed, r.desc, r.err, replayCommand(r.seed), len(traceRing{}.ents), r.faults, r.trace)
+}
+
+// replayCommand is the command that replays seed with this run's build and flags.
+func replayCommand(seed uint64) string {
+	cmd := "go test ./quorum"
+	if m := quorum.Mutant(); m != "" {
+		cmd += " -tags mutant_" + m
+	}
+	cmd += fmt.Sprintf(" -run 'TestSimulation$' -v -sim.seed=%d", seed)
+	if !*simWhitebox {
+		cmd += " -sim.whitebox=false"
+	}
+	return cmd
 }
 
 func (r *simResult) summary() string { return r.desc + "; " + r.stats.String() }
@@ -186,22 +209,22 @@ func runSimSeedWith(seed uint64, hook func(*sim)) *simResult {
 			return res
 		}
 	}
+	s.slowDisk()
 	s.scheduleProposals()
 	s.scheduleChaos(faultMs)
 	s.runUntil(faultMs, nil)
 	if s.err == nil {
-		res.stats.maxLivenessMs = s.livenessPhase()
+		s.stats.maxLivenessMs = s.livenessPhase()
 	}
 	res.err = s.err
 	if s.err != nil || *simSeed != 0 {
 		res.trace, res.faults = s.trace.String(), s.faults.String()
 	}
+	res.stats = s.stats
 	res.stats.seeds = 1
+	res.stats.sumLivenessMs = res.stats.maxLivenessMs
 	res.stats.events = int(s.seq)
-	res.stats.crashes = s.crashes
-	res.stats.lossyCrashes = s.lossyCrashes
-	res.stats.truncations = s.truncations
-	res.stats.leaders = len(s.chk.leaderLife)
+	res.stats.elections = len(s.chk.leaders)
 	res.stats.committed = len(s.chk.committed)
 	return res
 }
@@ -210,6 +233,7 @@ func newSim(seed uint64) *sim {
 	s := &sim{
 		seed: seed, rng: rand.New(rand.NewPCG(seed, 0x73696d)),
 		nodes: map[int32]*simNode{}, links: map[[2]int32]*linkFaults{},
+		whitebox: *simWhitebox,
 	}
 	s.chk = newChecker()
 	return s
@@ -226,13 +250,28 @@ func (s *sim) chooseFaultMix() {
 	s.dupRespPct = []int{0, 500}[s.rng.IntN(2)]
 	s.proposeEveryMs = []int64{10, 50, 200}[s.rng.IntN(3)]
 	s.timeScale = []int64{1, 4}[s.rng.IntN(2)]
+	s.retentionBytes = []int64{1, 2000, -1}[s.rng.IntN(3)]
 }
 
+// slowDisk makes one node's fsyncs ten times slower in some seeds.
+func (s *sim) slowDisk() {
+	if s.rng.IntN(4) == 0 {
+		n := s.randomNode()
+		n.disk.slow = 10
+		s.faultf(n.id, "SLOW disk (fsync x10)")
+	}
+}
+
+// scheduleProposals proposes through every node that believes it leads, as clients
+// do: a stale leader cut off with a minority keeps appending what it can never
+// commit, which its return truncates.
 func (s *sim) scheduleProposals() {
 	var tick func()
 	tick = func() {
-		if l := s.leader(); l != nil {
-			s.propose(l)
+		for _, id := range s.ids {
+			if n := s.nodes[id]; !n.down && n.node.Status().Role == quorum.Leader {
+				s.propose(n)
+			}
 		}
 		s.at(s.nowMs+1+s.rng.Int64N(2*s.proposeEveryMs), tick)
 	}
@@ -260,46 +299,134 @@ func (s *sim) chaos() {
 		n = l // aim at the leader often enough to force elections and divergence
 	}
 	switch p := s.rng.IntN(100); {
-	case p < 6:
-		if !n.down {
-			s.crashes++
-			s.crash(n)
-		}
+	case p < 5:
+		s.crash(n)
 	case p < 12:
-		n.crashInFsync = true
-		s.faultf(n.id, "CRASH armed for the next fsync")
-	case p < 25:
+		// A crash inside one of the node's next few persist steps, of any kind or
+		// of one kind.
+		d := n.disk
+		d.crashIn, d.crashOp = 1+s.rng.IntN(4), -1
+		if s.rng.IntN(2) == 0 {
+			d.crashOp = diskOp(s.rng.IntN(int(numDiskOps)))
+		}
+		s.faultf(n.id, "CRASH armed inside persist step %d from now (kind %d)", d.crashIn, d.crashOp)
+	case p < 14:
+		n.crashAfterGrant = true
+		s.faultf(n.id, "CRASH armed right after the next vote granted")
+	case p < 15:
+		if !n.down {
+			n.disk.failSync = true
+			s.faultf(n.id, "EIO armed for the next fsync")
+		}
+	case p < 22:
 		s.restart(n)
-	case p < 35:
+	case p < 25:
+		s.snapshot(n)
+	case p < 32:
 		s.pause(n, 10+s.rng.Int64N(3000))
-	case p < 42:
+	case p < 33:
+		// A long stop (a GC storm, a VM migration): the others elect meanwhile and
+		// the node comes back believing what it believed.
+		s.pause(n, 5000+s.rng.Int64N(15000))
+	case p < 36:
 		s.partition()
+	case p < 46:
+		s.isolateLeaderWithMinority()
 	case p < 50:
+		s.flapLeader()
+	case p < 54:
 		a, b := s.randomNode(), s.randomNode()
 		if a != b {
 			s.link(a.id, b.id).cut = true
 			s.faultf(-1, "CUT %d -> %d", a.id, b.id)
 		}
-	case p < 60:
+	case p < 62:
 		s.healCuts()
 	case p < 80:
 		s.degradeLink()
 	case p < 85:
 		s.calmLinks(false)
 	case p < 88:
-		if l := s.leader(); l != nil && !l.busy(s.nowMs) {
+		if l := s.leader(); l != nil && !l.busy(s.nowMs) && len(l.queue) == 0 {
 			// A shutdown that is never completed: the node keeps running, answering
 			// fetchers BROKER_NOT_AVAILABLE until it leaves the epoch.
-			name, resign := "RESIGN", l.raft.Resign
+			name, resign := "RESIGN", l.node.Resign
 			if s.rng.IntN(2) == 0 {
-				name, resign = "SHUTDOWN", l.raft.Shutdown
+				name, resign = "SHUTDOWN", l.node.Shutdown
 			}
 			s.faultf(l.id, "%s", name)
-			if err := resign(s.nowMs); err != nil {
+			var err error
+			s.runEvent(l, func() { err = resign() })
+			if err != nil {
 				s.fail("leader %d %s: %v", l.id, name, err)
 			}
-			s.pump(l)
 		}
+	}
+}
+
+// electionMs is the voters' election timeout.
+func (s *sim) electionMs() int64 { return 1000 / s.timeScale }
+
+// isolateLeaderWithMinority cuts the leader and a minority of the voters (and a random
+// half of the observers) off from the rest while the majority elects a new leader;
+// the old side keeps appending what it can never commit, which the heal, one to four
+// election timeouts later, truncates.
+func (s *sim) isolateLeaderWithMinority() {
+	l := s.leader()
+	if l == nil || len(s.voters) < 3 {
+		return
+	}
+	side := map[int32]bool{l.id: true}
+	others := slices.DeleteFunc(slices.Clone(s.voters), func(v int32) bool { return v == l.id })
+	s.rng.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
+	for _, v := range others[:s.rng.IntN(s.f)] {
+		side[v] = true
+	}
+	for _, id := range s.ids {
+		if !slices.Contains(s.voters, id) && s.rng.IntN(2) == 0 {
+			side[id] = true
+		}
+	}
+	s.split(side)
+	s.faultf(-1, "ISOLATE leader %d with minority %v", l.id, side)
+	if d := l.disk; d.crashIn == 0 && s.rng.IntN(3) == 0 {
+		// Its return truncates what it appended alone: crash inside that.
+		d.crashIn, d.crashOp = 1, opTruncate
+		s.faultf(l.id, "CRASH armed inside the next TruncateTo")
+	}
+	healAt := s.nowMs + s.electionMs()*(1+s.rng.Int64N(4)) + s.rng.Int64N(s.electionMs())
+	s.at(healAt, func() {
+		if !s.healed {
+			s.healCuts()
+		}
+	})
+}
+
+// flapLeader cuts and restores the leader's links a few times, each phase close to an
+// election timeout, so elections start and abort around the moment they would win.
+func (s *sim) flapLeader() {
+	l := s.leader()
+	if l == nil {
+		return
+	}
+	id := l.id
+	t := s.nowMs
+	flaps := 2 + s.rng.IntN(4)
+	s.faultf(id, "FLAP leader's links %d times", flaps)
+	for i := range flaps {
+		t += s.electionMs()*3/4 + s.rng.Int64N(s.electionMs()/2+1)
+		cut := i%2 == 0
+		s.at(t, func() {
+			if s.healed {
+				return
+			}
+			for _, o := range s.ids {
+				if o != id {
+					s.link(id, o).cut, s.link(o, id).cut = cut, cut
+				}
+			}
+			s.faultf(id, "FLAP cut=%t", cut)
+		})
 	}
 }
 
@@ -309,6 +436,12 @@ func (s *sim) partition() {
 	for _, id := range s.ids {
 		side[id] = s.rng.IntN(2) == 0
 	}
+	s.split(side)
+	s.faultf(-1, "PARTITION %v", side)
+}
+
+// split cuts every link between the two sides, both directions.
+func (s *sim) split(side map[int32]bool) {
 	for _, a := range s.ids {
 		for _, b := range s.ids {
 			if a != b && side[a] != side[b] {
@@ -316,7 +449,6 @@ func (s *sim) partition() {
 			}
 		}
 	}
-	s.faultf(-1, "PARTITION %v", side)
 }
 
 func (s *sim) healCuts() {
@@ -371,7 +503,9 @@ func (s *sim) livenessPhase() int64 {
 	keepDown := s.rng.IntN(s.f + 1)
 	for _, id := range s.ids {
 		n := s.nodes[id]
-		n.crashInFsync = false
+		n.crashAfterGrant = false
+		n.disk.crashIn, n.disk.failSync = 0, false
+		n.disk.slow = 1
 		switch {
 		case n.down && n.voter && keepDown > 0:
 			keepDown--
@@ -380,7 +514,7 @@ func (s *sim) livenessPhase() int64 {
 			s.restart(n)
 		case n.pausedUntil > s.nowMs:
 			n.pausedUntil = s.nowMs
-			s.pump(n)
+			s.wake(n)
 		}
 	}
 	s.faultf(-1, "LIVENESS phase: network healed, disks fast")
@@ -415,7 +549,7 @@ func (p *probe) done() bool {
 				p.proposed = p.committed // overwritten by another epoch's batch: propose again
 			}
 		}
-		if l := s.leader(); !p.committed && l != nil && (!p.proposed || l.raft.Status().Epoch > p.epoch) {
+		if l := s.leader(); !p.committed && l != nil && (!p.proposed || l.node.Status().Epoch > p.epoch) {
 			if off, epoch, ok := s.propose(l); ok {
 				p.offset, p.epoch, p.proposed = off, epoch, true
 				s.tracef(l.id, "liveness probe at %d epoch %d", off, epoch)

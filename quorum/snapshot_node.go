@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -25,6 +26,61 @@ type SnapshotStorage interface {
 	DeleteSnapshotsBefore(endOffset int64) error
 	SetLogStart(offset int64) error
 	ResetLog(offset int64) error
+}
+
+// snapshotFile is a snapshot being written: a *raftlog.SnapshotWriter, or the
+// simulator's.
+type snapshotFile interface {
+	ID() raftlog.SnapshotID
+	Size() int64
+	Write(p []byte) (int, error)
+	WriteBatch(b raftlog.Batch) error
+	Sync() error
+	StartWriteback() error
+	Commit() error
+	Abort() error
+}
+
+// snapshotStore is the Node's view of a storage's snapshots: fileSnapshots over a
+// SnapshotStorage (raftlog.FileStorage), or the simulator's disk, which implements
+// it directly.
+type snapshotStore interface {
+	// Where names the snapshots' place in messages (the directory).
+	Where() string
+	CreateSnapshot(id raftlog.SnapshotID) (snapshotFile, error)
+	// ReadSnapshot serves the core's FetchSnapshot (SnapshotSource).
+	ReadSnapshot(id raftlog.SnapshotID, position int64, maxBytes int) ([]byte, int64, error)
+	DeleteSnapshotsBefore(endOffset int64) error
+	SetLogStart(offset int64) error
+	ResetLog(offset int64) error
+}
+
+// snapshotStoreOf is the snapshot side of a Storage, nil if it keeps none.
+func snapshotStoreOf(st raftlog.Storage) snapshotStore {
+	switch s := st.(type) {
+	case snapshotStore:
+		return s
+	case SnapshotStorage:
+		return fileSnapshots{s}
+	}
+	return nil
+}
+
+// fileSnapshots adapts a SnapshotStorage: snapshot files in its directory.
+type fileSnapshots struct{ SnapshotStorage }
+
+func (f fileSnapshots) Where() string { return f.Dir() }
+
+func (f fileSnapshots) CreateSnapshot(id raftlog.SnapshotID) (snapshotFile, error) {
+	w, err := f.SnapshotStorage.CreateSnapshot(id)
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+func (f fileSnapshots) ReadSnapshot(id raftlog.SnapshotID, position int64, maxBytes int) ([]byte, int64, error) {
+	return snapshotFiles{dir: f.Dir()}.ReadSnapshot(id, position, maxBytes)
 }
 
 // Snapshot is a snapshot's content as a listener loads it: the batches between the
@@ -230,20 +286,23 @@ func controlRecord(b raftlog.Batch, want raftlog.ControlType) (raftlog.Record, e
 	return recs[0], nil
 }
 
-// readSnapshotFile loads and validates a complete local snapshot. A snapshot that
+// readSnapshot loads and validates a complete local snapshot. A snapshot that
 // does not parse was committed whole (written, fsynced, renamed), so the damage is
 // not a crash's: it stops the node (raftlog.ErrCorrupt) with the ways out.
-func readSnapshotFile(dir string, id raftlog.SnapshotID) (Snapshot, error) {
-	path := filepath.Join(dir, raftlog.SnapshotFileName(id))
-	data, err := os.ReadFile(path)
+func readSnapshot(store snapshotStore, id raftlog.SnapshotID) (Snapshot, error) {
+	data, size, err := store.ReadSnapshot(id, 0, math.MaxInt)
+	if err == nil && int64(len(data)) != size {
+		err = fmt.Errorf("%w: read %d of %d bytes of %s", raftlog.ErrStorageFailed, len(data), size, raftlog.SnapshotFileName(id))
+	}
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("%w: %w", raftlog.ErrStorageFailed, err)
+		return Snapshot{}, fmt.Errorf("snapshot %s in %s: %w", raftlog.SnapshotFileName(id), store.Where(), err)
 	}
 	s, err := ParseSnapshot(id, data)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("%w: %s: %w. Ways out: restore the file from a copy; or run `kraftd storage "+
 			"recover` [same flags]: it drops the snapshot and the log, and the node fetches them again from the "+
-			"leader without voting until it has caught up", raftlog.ErrCorrupt, path, err)
+			"leader without voting until it has caught up", raftlog.ErrCorrupt,
+			filepath.Join(store.Where(), raftlog.SnapshotFileName(id)), err)
 	}
 	return s, nil
 }
@@ -261,73 +320,60 @@ func (n *Node) WriteSnapshot(ctx context.Context, id raftlog.SnapshotID, lastCon
 	if n.snaps == nil {
 		return nil, ErrNoSnapshotStorage
 	}
-	var w *raftlog.SnapshotWriter
+	var done <-chan error
 	var werr error
-	err := n.do(ctx, func() {
-		switch latest, ok := n.raft.LatestSnapshot(); {
-		case n.writing:
-			werr = ErrSnapshotInProgress
-		case ok && latest.EndOffset >= id.EndOffset:
-			werr = fmt.Errorf("%w: (%d,%d), latest (%d,%d)", ErrSnapshotNotNewer, id.EndOffset, id.Epoch, latest.EndOffset, latest.Epoch)
-		default:
-			if werr = n.raft.ValidateSnapshotID(id); werr == nil {
-				w, werr = n.snaps.CreateSnapshot(id)
-				n.writing = werr == nil
-			}
-		}
-	})
+	if err := n.do(ctx, func() { done, werr = n.beginSnapshot(id, lastContainedTimestampMs, records) }); err != nil {
+		return nil, err
+	}
+	return done, werr
+}
+
+// beginSnapshot checks id and hands the writing to the host's snapshot writer. Driver
+// goroutine only.
+func (n *Node) beginSnapshot(id raftlog.SnapshotID, ts int64, records iter.Seq2[raftlog.Record, error]) (<-chan error, error) {
+	if n.snaps == nil {
+		return nil, ErrNoSnapshotStorage
+	}
+	if n.writing {
+		return nil, ErrSnapshotInProgress
+	}
+	if latest, ok := n.raft.LatestSnapshot(); ok && latest.EndOffset >= id.EndOffset {
+		return nil, fmt.Errorf("%w: (%d,%d), latest (%d,%d)", ErrSnapshotNotNewer, id.EndOffset, id.Epoch, latest.EndOffset, latest.Epoch)
+	}
+	if err := n.raft.ValidateSnapshotID(id); err != nil {
+		return nil, err
+	}
+	w, err := n.snaps.CreateSnapshot(id)
 	if err != nil {
 		return nil, err
 	}
-	if werr != nil {
-		return nil, werr
-	}
+	n.writing = true
 	done := make(chan error, 1)
-	n.wg.Go(func() { n.writeSnapshot(w, lastContainedTimestampMs, records, done) })
-	return done, nil
-}
-
-// writeSnapshot runs on its own goroutine: encode, write, fsync; then the driver
-// commits (rename) and records the snapshot.
-func (n *Node) writeSnapshot(w *raftlog.SnapshotWriter, ts int64, records iter.Seq2[raftlog.Record, error], done chan<- error) {
-	start := time.Now()
-	synced := int64(0)
-	pace := time.NewTimer(0)
-	defer pace.Stop()
-	<-pace.C
-	batchStart := time.Now()
-	err := EncodeSnapshot(w.ID(), ts, records, snapshotBatchBytes, func(b raftlog.Batch) error {
-		if n.ctx.Err() != nil {
-			return ErrNodeStopped
+	start := n.host.Now()
+	work := func(pace func(int) error) error {
+		synced := int64(0)
+		err := EncodeSnapshot(w.ID(), ts, records, snapshotBatchBytes, func(b raftlog.Batch) error {
+			if err := w.WriteBatch(b); err != nil {
+				return err
+			}
+			if err := pace(b.Size()); err != nil {
+				return err
+			}
+			if w.Size()-synced < snapshotSyncBytes {
+				return nil
+			}
+			// Flush as we go: one fsync of a whole large file at the end would hold the
+			// file system journal long enough to stall the log's own fsyncs, and so
+			// every commit behind them.
+			synced = w.Size()
+			return w.StartWriteback()
+		})
+		if err == nil {
+			err = w.Sync()
 		}
-		if err := w.WriteBatch(b); err != nil {
-			return err
-		}
-		// Encoding is CPU bound: while the node is committing, pace it at half a
-		// core so the driver and the network keep theirs (commit latency must not
-		// suffer from a snapshot); an idle node writes at full speed.
-		if time.Since(time.Unix(0, n.busyNs.Load())) < snapshotBusyWindow {
-			wait := time.Since(batchStart)
-			// ... and at most snapshotBusyBytesPerSec to disk, whose writeback the
-			// log's fsyncs would otherwise queue behind.
-			wait = max(wait, time.Duration(b.Size())*time.Second/snapshotBusyBytesPerSec-time.Since(batchStart))
-			pace.Reset(wait)
-			<-pace.C
-		}
-		batchStart = time.Now()
-		if w.Size()-synced < snapshotSyncBytes {
-			return nil
-		}
-		// Flush as we go: one fsync of a whole large file at the end would hold the
-		// file system journal long enough to stall the log's own fsyncs, and so
-		// every commit behind them.
-		synced = w.Size()
-		return w.StartWriteback()
-	})
-	if err == nil {
-		err = w.Sync()
+		return err
 	}
-	finish := func() {
+	finish := func(err error) {
 		n.writing = false
 		if err == nil {
 			err = n.commitSnapshot(w)
@@ -336,19 +382,21 @@ func (n *Node) writeSnapshot(w *raftlog.SnapshotWriter, ts int64, records iter.S
 		}
 		if err == nil {
 			n.log.Info("wrote snapshot", zap.Int64("end_offset", w.ID().EndOffset), zap.Int32("epoch", w.ID().Epoch),
-				zap.Int64("bytes", w.Size()), zap.Duration("took", time.Since(start)))
+				zap.Int64("bytes", w.Size()), zap.Duration("took", n.host.Now().Sub(start)))
 		}
 		done <- err
 	}
-	if !n.post(finish) {
+	abandoned := func() {
 		_ = w.Abort()
 		done <- ErrNodeStopped
 	}
+	n.host.StartSnapshotWrite(work, finish, abandoned)
+	return done, nil
 }
 
 // commitSnapshot publishes a written snapshot and cleans the log below it. Driver
 // goroutine only.
-func (n *Node) commitSnapshot(w *raftlog.SnapshotWriter) error {
+func (n *Node) commitSnapshot(w snapshotFile) error {
 	if err := w.Commit(); err != nil {
 		n.fail(err)
 		return err
@@ -422,7 +470,7 @@ const downloadReserveBytes = 64 << 20
 // chunk and hands on only chunks that continue the download within its size.
 type download struct {
 	id  raftlog.SnapshotID
-	w   *raftlog.SnapshotWriter // nil when the file already exists locally
+	w   snapshotFile // nil when the file already exists locally
 	buf []byte
 }
 

@@ -135,6 +135,40 @@ func isMetadataPartition(topic string, topicID [16]byte, byID bool, partition in
 	return topic == MetadataTopic
 }
 
+// serveRPC serves one raft RPC: decode turns the request into the core's message and
+// an encode for the core's answer, or answers at once (INVALID_REQUEST and the like),
+// or fails the request (the connection closes). The halves are separate so that the
+// simulation puts the same bytes through them as a peer would.
+func (n *Node) serveRPC(ctx context.Context, req *protocol.Request,
+	decode func(kmsg.Request) (Message, func(Message) kmsg.Response, kmsg.Response, error)) (kmsg.Response, error) {
+	m, encode, early, err := decode(req.Body)
+	if err != nil || early != nil {
+		return early, err
+	}
+	out, err := n.stepRPC(ctx, req, m)
+	if err != nil {
+		return nil, err
+	}
+	return encode(out), nil
+}
+
+// decodeRPC is the decode half of serveRPC for any raft RPC a peer sends.
+func (n *Node) decodeRPC(body kmsg.Request) (Message, func(Message) kmsg.Response, kmsg.Response, error) {
+	switch body.(type) {
+	case *kmsg.VoteRequest:
+		return n.decodeVoteRPC(body)
+	case *kmsg.BeginQuorumEpochRequest:
+		return n.decodeBeginEpochRPC(body)
+	case *kmsg.EndQuorumEpochRequest:
+		return n.decodeEndEpochRPC(body)
+	case *kmsg.FetchRequest:
+		return n.decodeFetchRPC(body)
+	case *kmsg.FetchSnapshotRequest:
+		return n.decodeFetchSnapshotRPC(body)
+	}
+	return Message{}, nil, nil, fmt.Errorf("quorum: %T is not a raft RPC", body)
+}
+
 // stepRPC hands a decoded inbound request to the core and waits for the answer.
 func (n *Node) stepRPC(ctx context.Context, req *protocol.Request, m Message) (Message, error) {
 	m.To = n.cfg.Raft.NodeID
