@@ -345,7 +345,10 @@ func killedIsFenced(t *testing.T, c *procCluster, victim int) {
 	if minWait := time.Duration(procSessionMs-procHeartbeatMs-50) * time.Millisecond; took < minWait {
 		t.Errorf("fenced after %v, before the session could expire (%v)", took, minWait)
 	}
-	if maxWait := time.Duration(procSessionMs+1000) * time.Millisecond; took > maxWait {
+	// The upper bound leaves room for a loaded 2-core machine (CI builds and runs
+	// other packages' tests beside this one: 3.65 s was seen at load 22); the point
+	// is that the session, not the 10 s poll deadline, ends the broker's leadership.
+	if maxWait := time.Duration(procSessionMs+3500) * time.Millisecond; took > maxWait {
 		t.Errorf("fenced after %v, more than %v after the kill", took, maxWait)
 	}
 }
