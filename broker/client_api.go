@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/kraftd/kraftd/coordinator/group"
 	"github.com/kraftd/kraftd/metadata/image"
 	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/replica"
@@ -87,6 +88,10 @@ type ClientAPIConfig struct {
 	// ("CreateTime" when empty); topic and cluster configs override it.
 	LogMessageTimestampType string
 
+	// Groups configures the group coordinator, which serves with Replicas
+	// (FindCoordinator, the group APIs, OffsetCommit/OffsetFetch).
+	Groups GroupConfig
+
 	// Rand backs the default ControllerID policy; nil is seeded from the
 	// clock.
 	Rand   *rand.Rand
@@ -118,6 +123,7 @@ func (c *ClientAPIConfig) validate() error {
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
+	c.Groups.setDefaults()
 	return nil
 }
 
@@ -139,6 +145,9 @@ type ClientAPI struct {
 	wg      sync.WaitGroup     // auto-create requests
 	bgCtx   context.Context    // parent of auto-create requests
 	cancel  context.CancelFunc // cancels bgCtx; called by Close
+
+	creatingOffsets bool               // a CreateTopics of __consumer_offsets is in flight; mu
+	groups          *group.Coordinator // with Replicas; started by Start, stopped by Close
 }
 
 // NewClientAPI validates cfg and builds the handlers; Register serves them.
@@ -152,14 +161,31 @@ func NewClientAPI(cfg ClientAPIConfig) (*ClientAPI, error) {
 func newClientAPI(cfg ClientAPIConfig, rnd *lockedRand) *ClientAPI {
 	c := &ClientAPI{cfg: cfg, log: cfg.Logger, rnd: rnd}
 	c.bgCtx, c.cancel = context.WithCancel(context.Background())
+	if cfg.Replicas != nil {
+		if err := c.newGroupCoordinator(); err != nil {
+			// Only a missing replica manager fails it, checked above.
+			panic("broker: group coordinator: " + err.Error())
+		}
+	}
 	return c
+}
+
+// Start runs the group coordinator's driver (session and rebalance timers,
+// loading __consumer_offsets partitions as leadership arrives).
+func (c *ClientAPI) Start() {
+	if c.groups != nil {
+		c.groups.Start()
+	}
 }
 
 // Register serves the client APIs on reg, the registry of a broker
 // listener: Metadata v0-13, CreateTopics v0-7, DeleteTopics v0-6,
 // DescribeConfigs v0-4, CreatePartitions v0-3, DescribeCluster v0-2; with a
-// replica manager also Produce v3-11, Fetch v4-16, ListOffsets v1-8 and
-// InitProducerId v0-4.
+// replica manager also Produce v3-11, Fetch v4-16, ListOffsets v1-8,
+// InitProducerId v0-4 and the group APIs: OffsetCommit v0-8, OffsetFetch
+// v0-8, FindCoordinator v0-4, JoinGroup v0-9, Heartbeat v0-4, LeaveGroup
+// v0-5, SyncGroup v0-5, DescribeGroups v0-5, ListGroups v0-4, DeleteGroups
+// v0-2, OffsetDelete v0.
 func (c *ClientAPI) Register(reg *protocol.Registry) {
 	if c.cfg.Replicas != nil {
 		reg.Register(0, 3, 11, c.handleProduce)
@@ -167,6 +193,17 @@ func (c *ClientAPI) Register(reg *protocol.Registry) {
 		reg.Register(2, 1, 8, c.handleListOffsets)
 		reg.Register(22, 0, 4, c.handleInitProducerID)
 		reg.Register(23, 0, 4, c.handleOffsetForLeaderEpoch)
+		reg.Register(8, 0, 8, c.handleOffsetCommit)
+		reg.Register(9, 0, 8, c.handleOffsetFetch)
+		reg.Register(10, 0, 4, c.handleFindCoordinator)
+		reg.Register(11, 0, 9, c.handleJoinGroup)
+		reg.Register(12, 0, 4, c.handleHeartbeat)
+		reg.Register(13, 0, 5, c.handleLeaveGroup)
+		reg.Register(14, 0, 5, c.handleSyncGroup)
+		reg.Register(15, 0, 5, c.handleDescribeGroups)
+		reg.Register(16, 0, 4, c.handleListGroups)
+		reg.Register(42, 0, 2, c.handleDeleteGroups)
+		reg.Register(47, 0, 0, c.handleOffsetDelete)
 	}
 	reg.Register(3, 0, 13, c.handleMetadata)
 	reg.Register(19, 0, 7, c.handleCreateTopics)
@@ -184,6 +221,9 @@ func (c *ClientAPI) Close() {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
+	if c.groups != nil {
+		c.groups.Close()
+	}
 }
 
 // controllerID applies the configured ControllerID policy.

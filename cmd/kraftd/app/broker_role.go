@@ -78,6 +78,7 @@ func (r *brokerRole) Prepare(context.Context) error {
 		InterBrokerListenerName:      cfg.InterBrokerListenerName,
 		DefaultNumPartitions:         cfg.NumPartitions,
 		DefaultReplicationFactor:     cfg.DefaultReplicationFactor,
+		Groups:                       groupConfig(cfg),
 		OnFatal:                      r.a.reportFatal,
 		Logger:                       cfg.Logger,
 	})
@@ -100,6 +101,27 @@ func (r *brokerRole) Prepare(context.Context) error {
 	r.b, r.replicas = b, replicas
 	r.mu.Unlock()
 	return nil
+}
+
+// groupConfig is the group coordinator's part of cfg.
+func groupConfig(cfg *Config) broker.GroupConfig {
+	delayMs := cfg.GroupInitialRebalanceDelayMs
+	if delayMs <= 0 {
+		delayMs = -1 // group.initial.rebalance.delay.ms=0: no delay (GroupConfig's 0 is the default)
+	}
+	return broker.GroupConfig{
+		OffsetsTopicNumPartitions:       cfg.OffsetsTopicNumPartitions,
+		OffsetsTopicReplicationFactor:   cfg.OffsetsTopicReplicationFactor,
+		OffsetsTopicSegmentBytes:        cfg.OffsetsTopicSegmentBytes,
+		MinSessionTimeoutMs:             cfg.GroupMinSessionTimeoutMs,
+		MaxSessionTimeoutMs:             cfg.GroupMaxSessionTimeoutMs,
+		InitialRebalanceDelayMs:         delayMs,
+		OffsetsRetentionMinutes:         cfg.OffsetsRetentionMinutes,
+		OffsetsRetentionCheckIntervalMs: cfg.OffsetsRetentionCheckIntervalMs,
+		OffsetMetadataMaxBytes:          cfg.OffsetMetadataMaxBytes,
+		CommitTimeoutMs:                 cfg.OffsetsCommitTimeoutMs,
+		GroupMaxSize:                    cfg.GroupMaxSize,
+	}
 }
 
 // staticTopicDefaults are the server.properties values of the broker

@@ -200,6 +200,24 @@ type Config struct {
 	MinInsyncReplicas int32
 	// ReplicaLagTimeMaxMs: replica.lag.time.max.ms.
 	ReplicaLagTimeMaxMs int64
+	// The group coordinator's settings, under Kafka's names:
+	// offsets.topic.num.partitions, offsets.topic.replication.factor,
+	// offsets.topic.segment.bytes, offsets.retention.minutes,
+	// offsets.retention.check.interval.ms, offsets.commit.timeout.ms,
+	// offset.metadata.max.bytes, group.min.session.timeout.ms,
+	// group.max.session.timeout.ms, group.initial.rebalance.delay.ms,
+	// group.max.size.
+	OffsetsTopicNumPartitions       int32
+	OffsetsTopicReplicationFactor   int16
+	OffsetsTopicSegmentBytes        int32
+	OffsetsRetentionMinutes         int32
+	OffsetsRetentionCheckIntervalMs int64
+	OffsetsCommitTimeoutMs          int32
+	OffsetMetadataMaxBytes          int32
+	GroupMinSessionTimeoutMs        int32
+	GroupMaxSessionTimeoutMs        int32
+	GroupInitialRebalanceDelayMs    int32
+	GroupMaxSize                    int32
 	// BrokerRack: broker.rack.
 	BrokerRack string
 
