@@ -55,20 +55,28 @@ func pollN(t *testing.T, ctx context.Context, cl *kgo.Client, n int) []*kgo.Reco
 // kadm reads them (OffsetFetch to the coordinator).
 func committed(t *testing.T, ctx context.Context, adm *kadm.Client, group, topic string) map[int32]int64 {
 	t.Helper()
+	out, err := tryCommitted(ctx, adm, group, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func tryCommitted(ctx context.Context, adm *kadm.Client, group, topic string) (map[int32]int64, error) {
 	resp, err := adm.FetchOffsets(ctx, group)
 	if err != nil {
-		t.Fatalf("fetch offsets: %v", err)
+		return nil, fmt.Errorf("fetch offsets: %w", err)
 	}
 	out := map[int32]int64{}
 	resp.Each(func(o kadm.OffsetResponse) {
-		if o.Err != nil {
-			t.Fatalf("fetch offsets %s[%d]: %v", o.Topic, o.Partition, o.Err)
+		if o.Err != nil && err == nil {
+			err = fmt.Errorf("fetch offsets %s[%d]: %w", o.Topic, o.Partition, o.Err)
 		}
 		if o.Topic == topic {
 			out[o.Partition] = o.At
 		}
 	})
-	return out
+	return out, err
 }
 
 // TestFranzConsumerGroupConsumesAndCommits: a kgo consumer group reads a
@@ -194,4 +202,99 @@ func TestFranzGroupRebalancesWhenAMemberLeaves(t *testing.T) {
 		return ok && n == 2 && slices.Equal(parts, all)
 	})
 	t.Logf("rebalanced to 2 members in %v after one left", time.Since(start))
+}
+
+// groupCoordinator is the broker kadm finds coordinating group.
+func groupCoordinator(ctx context.Context, adm *kadm.Client, group string) (int32, bool) {
+	found := adm.FindGroupCoordinators(ctx, group)
+	for _, f := range found {
+		if f.Err == nil && f.Name == group {
+			return f.NodeID, true
+		}
+	}
+	return -1, false
+}
+
+// TestFranzGroupSurvivesCoordinatorKill is issue 16's promise for a
+// coordinator move: the broker coordinating a group (leader of its
+// __consumer_offsets partition, replication factor 3) is killed; the group's
+// partition gets a new leader, which loads the group from its log. The
+// member keeps its member id and generation (no rebalance), every committed
+// offset is still there, and the member goes on consuming and committing.
+func TestFranzGroupSurvivesCoordinatorKill(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, append(groupOpts(3), Controllers(1), Brokers(3))...)
+	waitRunning(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	adm := newFranzAdmin(t, c).(*franzAdmin).adm
+	if _, err := adm.CreateTopic(ctx, 3, 3, nil, "moving"); err != nil {
+		t.Fatal(err)
+	}
+	waitTopicEverywhere(t, c, "moving")
+	produceN(t, ctx, c.bootstrap(), "moving", 100)
+	cl := groupConsumer(t, c.bootstrap(), "movers", "moving", kgo.RetryTimeout(60*time.Second))
+	defer cl.Close()
+	pollN(t, ctx, cl, 100)
+	before := committed(t, ctx, adm, "movers", "moving")
+	memberID, generation := cl.GroupMetadata()
+	coordinator, ok := groupCoordinator(ctx, adm, "movers")
+	if !ok {
+		t.Fatal("no coordinator for the group")
+	}
+	waitFullISR(t, ctx, adm, "__consumer_offsets", 10*time.Second)
+
+	t.Logf("killing coordinator %d of member %s, generation %d", coordinator, memberID, generation)
+	c.nodes[coordinator].Kill()
+	delete(c.nodes, coordinator)
+	// A fresh admin client: kgo keeps a group's coordinator cached while
+	// dials to it fail.
+	adm = newFranzAdmin(t, c).(*franzAdmin).adm
+	waitFor(t, "a new coordinator", 30*time.Second, func() bool {
+		id, ok := groupCoordinator(ctx, adm, "movers")
+		return ok && id != coordinator
+	})
+	var after map[int32]int64
+	var lastErr error
+	waitFor(t, "the committed offsets from the new coordinator", 30*time.Second, func() bool {
+		// kadm's first try may still go to the dead broker.
+		after, lastErr = tryCommitted(ctx, adm, "movers", "moving")
+		if lastErr != nil {
+			t.Logf("%v", lastErr)
+		}
+		return lastErr == nil
+	})
+	if !mapsEqual(after, before) {
+		t.Fatalf("committed offsets after the move %v, before %v", after, before)
+	}
+
+	produceN(t, ctx, c.bootstrap(), "moving", 50)
+	recs := pollN(t, ctx, cl, 50)
+	for _, r := range recs {
+		if r.Offset < before[r.Partition] {
+			t.Fatalf("re-read %s[%d]@%d below the committed %d", r.Topic, r.Partition, r.Offset, before[r.Partition])
+		}
+	}
+	if id, gen := cl.GroupMetadata(); id != memberID || gen != generation {
+		t.Fatalf("member %s generation %d after the move, was %s generation %d: the group rebalanced", id, gen, memberID, generation)
+	}
+	described, err := adm.DescribeGroups(ctx, "movers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := described["movers"]; g.Err != nil || g.State != "Stable" || len(g.Members) != 1 || g.Members[0].MemberID != memberID {
+		t.Fatalf("the group on its new coordinator: %+v", g)
+	}
+}
+
+func mapsEqual(a, b map[int32]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
 }
