@@ -123,7 +123,6 @@ func (c *ClientAPIConfig) validate() error {
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
-	c.Groups.setDefaults()
 	return nil
 }
 
@@ -159,6 +158,7 @@ func NewClientAPI(cfg ClientAPIConfig) (*ClientAPI, error) {
 }
 
 func newClientAPI(cfg ClientAPIConfig, rnd *lockedRand) *ClientAPI {
+	cfg.Groups.setDefaults()
 	c := &ClientAPI{cfg: cfg, log: cfg.Logger, rnd: rnd}
 	c.bgCtx, c.cancel = context.WithCancel(context.Background())
 	if cfg.Replicas != nil {
