@@ -53,13 +53,27 @@ var sweepOrder = []struct {
 	{2, sweepListOffsets},
 	{23, sweepOffsetForLeaderEpoch},
 	{1, sweepFetch},
+	{10, sweepFindCoordinator},
+	{11, sweepJoinGroup},
+	{14, sweepSyncGroup},
+	{12, sweepHeartbeat},
+	{13, sweepLeaveGroup},
+	{8, sweepOffsetCommit},
+	{9, sweepOffsetFetch},
+	{15, sweepDescribeGroups},
+	{16, sweepListGroups},
+	{47, sweepOffsetDelete},
+	{42, sweepDeleteGroups},
 	{20, sweepDeleteTopics},
 }
 
 // newSweepEnv starts the KRaft sweep fixture: one controller (id 1), one
 // broker (id 2), and the topic e.topic with two partitions.
 func newSweepEnv(t *testing.T, clientID string) *sweepEnv {
-	c := newCluster(t, Controllers(1), Brokers(1))
+	// One broker: __consumer_offsets needs replication factor 1; no
+	// initial rebalance delay, so each JoinGroup version answers at once.
+	c := newCluster(t, Controllers(1), Brokers(1), Override("offsets.topic.replication.factor", "1"),
+		Override("group.initial.rebalance.delay.ms", "0"))
 	waitRunning(t, c)
 	return sweepFixture(t, c, 2, clientID)
 }
@@ -96,7 +110,10 @@ func TestLegacyVersionSweep(t *testing.T) {
 	const interBroker = "ZooKeeper-era inter-broker request (controller push or controlled shutdown), covered by legacyzk's tests"
 	runSweep(t, sweepFixture(t, c, 1, "interop-sweep-legacy"), sweepScope{
 		absent: map[int16]string{55: "a zk-legacy cluster has no KRaft quorum to describe",
-			0: noLegacyDataPlane, 1: noLegacyDataPlane, 2: noLegacyDataPlane, 22: noLegacyDataPlane, 23: noLegacyDataPlane},
+			0: noLegacyDataPlane, 1: noLegacyDataPlane, 2: noLegacyDataPlane, 22: noLegacyDataPlane, 23: noLegacyDataPlane,
+			8: noLegacyDataPlane, 9: noLegacyDataPlane, 10: noLegacyDataPlane, 11: noLegacyDataPlane, 12: noLegacyDataPlane,
+			13: noLegacyDataPlane, 14: noLegacyDataPlane, 15: noLegacyDataPlane, 16: noLegacyDataPlane, 42: noLegacyDataPlane,
+			47: noLegacyDataPlane},
 		notClient: map[int16]string{4: interBroker, 5: interBroker, 6: interBroker, 7: interBroker},
 	})
 }
