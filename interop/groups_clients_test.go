@@ -147,4 +147,3 @@ func kcatGroupRead(t *testing.T, ctx context.Context, c *cluster, group, topic s
 		t.Fatalf("kcat -G read %d records, want %d:\n%s", got, n, out)
 	}
 }
-
