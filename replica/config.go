@@ -19,6 +19,9 @@ const (
 	// DefaultRetentionCheckIntervalMs is log.retention.check.interval.ms'
 	// default, 5 minutes.
 	DefaultRetentionCheckIntervalMs = 300000
+	// DefaultDeleteRetentionMs is log.cleaner.delete.retention.ms' default,
+	// one day.
+	DefaultDeleteRetentionMs = 24 * 60 * 60 * 1000
 )
 
 // Codec names of compression.type. "producer" keeps each batch as sent;
@@ -65,8 +68,13 @@ type TopicConfig struct {
 	CompressionType string
 	// Delete and Compact are cleanup.policy's two values. Retention applies
 	// only with Delete. Compact makes appends refuse records without a key
-	// (INVALID_RECORD); compaction itself is issue 16.
+	// (INVALID_RECORD), and the background pass compacts the closed
+	// segments below the high watermark (storage.Log.Compact).
 	Delete, Compact bool
+	// DeleteRetentionMs is delete.retention.ms
+	// (log.cleaner.delete.retention.ms, one day): how long compaction keeps
+	// a tombstone.
+	DeleteRetentionMs int64
 }
 
 // DefaultTopicConfig returns Kafka's defaults.
@@ -74,7 +82,7 @@ func DefaultTopicConfig() TopicConfig {
 	return TopicConfig{
 		SegmentBytes: storage.DefaultLogSegmentBytes, SegmentMs: storage.DefaultLogSegmentMs,
 		RetentionMs: DefaultRetentionMs, RetentionBytes: -1, MaxMessageBytes: DefaultMaxMessageBytes,
-		CompressionType: CompressionProducer, Delete: true,
+		CompressionType: CompressionProducer, Delete: true, DeleteRetentionMs: DefaultDeleteRetentionMs,
 	}
 }
 
@@ -100,6 +108,9 @@ func (c *TopicConfig) fillDefaults() {
 	}
 	if c.CompressionType == "" {
 		c.CompressionType = d.CompressionType
+	}
+	if c.DeleteRetentionMs <= 0 {
+		c.DeleteRetentionMs = d.DeleteRetentionMs
 	}
 	if !c.Delete && !c.Compact {
 		c.Delete = true
@@ -159,6 +170,11 @@ var TopicConfigKeys = []TopicConfigKey{
 		}
 		c.CompressionType = v
 		return nil
+	}},
+	{"delete.retention.ms", "log.cleaner.delete.retention.ms", func(c *TopicConfig, v string) error {
+		n, err := parseRange(v, 0, math.MaxInt64)
+		c.DeleteRetentionMs = n
+		return err
 	}},
 	{"cleanup.policy", "log.cleanup.policy", func(c *TopicConfig, v string) error {
 		c.Delete, c.Compact = false, false

@@ -434,3 +434,41 @@ func TestStaticMemberRejoinsWithoutRebalance(t *testing.T) {
 		t.Fatalf("state %v after the only member left", e.state("g"))
 	}
 }
+
+// __consumer_offsets is compacted (cleanup.policy=compact, small segments):
+// many commits of the same partitions shrink to the latest ones, and a
+// coordinator loading the compacted log finds the latest offsets and the
+// group as they were.
+func TestLoadAfterCompaction(t *testing.T) {
+	e := newEnv(t)
+	cfg := replica.DefaultTopicConfig()
+	cfg.SegmentBytes, cfg.Compact, cfg.Delete = 400, true, false
+	e.rm.SetTopicConfig(Topic, cfg)
+	a, gen := e.stableSingle("g")
+	for i := range 60 {
+		if code := commitCode(e, commitReq("g", a, gen, int64(i))); code != 0 {
+			t.Fatal(kerr.ErrorForCode(code))
+		}
+		if code := commitCode(e, commitReq("solo", "", -1, int64(1000+i))); code != 0 {
+			t.Fatal(kerr.ErrorForCode(code))
+		}
+	}
+	p, _ := e.rm.Partition(replica.TopicPartition{Topic: Topic, Partition: 0})
+	before := p.Log().Size()
+	e.rm.CleanupLogs(e.nowMs.Load())
+	if after := p.Log().Size(); after*3 > before {
+		t.Fatalf("__consumer_offsets %d bytes after compaction, %d before", after, before)
+	}
+	e.lead(1, 2)
+	e.c.Close()
+	e.c = e.newCoordinator()
+	for group, want := range map[string]int64{"g": 59, "solo": 1059} {
+		got := e.c.FetchOffsets(OffsetFetchGroup{Group: group, Topics: map[string][]int32{"t": {0}}})
+		if o := got.Offsets[TopicPartition{"t", 0}]; o.Offset != want {
+			t.Errorf("%s: offset %d after compaction and reload, want %d", group, o.Offset, want)
+		}
+	}
+	if code := e.heartbeat("g", a, gen); code != 0 {
+		t.Fatalf("heartbeat after compaction and reload: %v", kerr.ErrorForCode(code))
+	}
+}
