@@ -197,6 +197,9 @@ type run struct {
 // cleanSegment rewrites sg if anything in it goes; the new file replaces it
 // under the log's lock.
 func (l *Log) cleanSegment(sg *logSegment, c *cleaner, stats *CompactStats) error {
+	l.mu.RLock()
+	size, end := sg.size, sg.end
+	l.mu.RUnlock()
 	tmp := filepath.Join(l.dir, SegmentFileName(sg.base, LogSuffix)+".cleaned.tmp")
 	f, err := os.Create(tmp)
 	if err != nil {
@@ -293,7 +296,7 @@ func (l *Log) cleanSegment(sg *logSegment, c *cleaner, stats *CompactStats) erro
 	if err != nil || removed == 0 {
 		return err
 	}
-	return l.swapSegment(sg, tmp, removed, stats)
+	return l.swapSegment(sg, size, end, tmp, removed, stats)
 }
 
 // encodeRun is a run as one batch: its first batch whole if it is alone and
@@ -368,7 +371,12 @@ func appendRawRecord(dst []byte, r rawRecord, base, baseTs int64) []byte {
 // swapSegment replaces sg's file with the cleaned one at tmp: the old
 // indexes go first (a crash then leaves the old segment, whose indexes are
 // rebuilt), the rename is atomic, the indexes are rebuilt from the new file.
-func (l *Log) swapSegment(sg *logSegment, tmp string, removed int64, stats *CompactStats) error {
+//
+// A follower's truncation may have cut into sg meanwhile (it runs beside
+// the background goroutine): the cleaned file would bring back what it cut,
+// so the swap is skipped unless sg still has the size and end it was
+// cleaned at.
+func (l *Log) swapSegment(sg *logSegment, size, end int64, tmp string, removed int64, stats *CompactStats) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	i := -1
@@ -377,7 +385,7 @@ func (l *Log) swapSegment(sg *logSegment, tmp string, removed int64, stats *Comp
 			i = j
 		}
 	}
-	if i < 0 || i == len(l.segments)-1 || l.failed != nil {
+	if i < 0 || i == len(l.segments)-1 || l.failed != nil || sg.size != size || sg.end != end {
 		return nil // removed, truncated into or failed meanwhile: skip this pass
 	}
 	before := sg.size

@@ -472,3 +472,25 @@ func TestLoadAfterCompaction(t *testing.T) {
 		t.Fatalf("heartbeat after compaction and reload: %v", kerr.ErrorForCode(code))
 	}
 }
+
+// A static member's new member id (a rejoin without a rebalance) is written
+// to the log, so it is still known after the coordinator moves.
+func TestStaticRejoinSurvivesMove(t *testing.T) {
+	e := newEnv(t)
+	inst := "host-1"
+	join := e.joinAsync("g", joinReq{instance: &inst})
+	e.waitState("g", PreparingRebalance)
+	e.advance(3000)
+	j := mustAnswer(t, "static join", join)
+	mustAnswer(t, "sync", e.sync("g", j.MemberID, j.Generation, map[string]string{j.MemberID: "s0"}))
+	re := mustAnswer(t, "static rejoin", e.joinAsync("g", joinReq{instance: &inst}))
+	if re.ErrorCode != 0 || re.MemberID == j.MemberID {
+		t.Fatalf("rejoin: %v member %q", kerr.ErrorForCode(re.ErrorCode), re.MemberID)
+	}
+	e.lead(1, 2)
+	e.c.Close()
+	e.c = e.newCoordinator()
+	if code := e.heartbeat("g", re.MemberID, j.Generation); code != 0 {
+		t.Fatalf("the new member id's heartbeat after the move: %v", kerr.ErrorForCode(code))
+	}
+}

@@ -161,6 +161,12 @@ func (c *Coordinator) replaceStaticLocked(g *group, old *member, id string, req 
 	old.sessionTimeoutMs, old.rebalanceTimeoutMs = req.SessionTimeoutMillis, req.RebalanceTimeoutMillis
 	old.heartbeatDeadline = nowMs + int64(req.SessionTimeoutMillis)
 	if g.state == Stable && old.sameProtocols(ps) {
+		// The new member id must survive a coordinator move: the group is
+		// written again (not awaited; a lost write costs the member one
+		// more join under its instance id).
+		if sh := c.shardOf(g); sh != nil {
+			c.writeBackgroundLocked(sh, []storage.Record{groupMetadataRecord(g)})
+		}
 		c.fillJoinResponse(g, old, resp)
 		resp.Members = nil
 		if req.Version >= 9 && id == g.leader {
