@@ -247,23 +247,25 @@ func TestFranzGroupSurvivesCoordinatorKill(t *testing.T) {
 	t.Logf("killing coordinator %d of member %s, generation %d", coordinator, memberID, generation)
 	c.nodes[coordinator].Kill()
 	delete(c.nodes, coordinator)
-	// A fresh admin client: kgo keeps a group's coordinator cached while
-	// dials to it fail.
-	adm = newFranzAdmin(t, c).(*franzAdmin).adm
-	waitFor(t, "a new coordinator", 30*time.Second, func() bool {
-		id, ok := groupCoordinator(ctx, adm, "movers")
-		return ok && id != coordinator
-	})
+	// A fresh admin client for every try: kgo keeps a group's coordinator
+	// cached while dials to it fail, and an early FindCoordinator may still
+	// name the dead broker.
 	var after map[int32]int64
 	var lastErr error
-	waitFor(t, "the committed offsets from the new coordinator", 30*time.Second, func() bool {
-		// kadm's first try may still go to the dead broker.
-		after, lastErr = tryCommitted(ctx, adm, "movers", "moving")
-		if lastErr != nil {
-			t.Logf("%v", lastErr)
+	waitFor(t, "the committed offsets from a new coordinator", 30*time.Second, func() bool {
+		fresh, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...))
+		if err != nil {
+			t.Fatal(err)
 		}
+		defer fresh.Close()
+		fadm := kadm.NewClient(fresh)
+		if id, ok := groupCoordinator(ctx, fadm, "movers"); !ok || id == coordinator {
+			return false
+		}
+		after, lastErr = tryCommitted(ctx, fadm, "movers", "moving")
 		return lastErr == nil
 	})
+	adm = newFranzAdmin(t, c).(*franzAdmin).adm
 	if !mapsEqual(after, before) {
 		t.Fatalf("committed offsets after the move %v, before %v", after, before)
 	}
