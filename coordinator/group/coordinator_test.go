@@ -494,3 +494,78 @@ func TestStaticRejoinSurvivesMove(t *testing.T) {
 		t.Fatalf("the new member id's heartbeat after the move: %v", kerr.ErrorForCode(code))
 	}
 }
+
+// offsets.retention.minutes: the offsets of a group Empty for that long
+// expire at the next retention check, the group goes with them, and the
+// tombstones keep them gone after a reload. A group that emptied only
+// lately (its member's session ran out during the long wait) keeps its
+// offsets.
+func TestOffsetsRetentionExpiresEmptyGroups(t *testing.T) {
+	e := newEnv(t)
+	if code := commitCode(e, commitReq("solo", "", -1, 7)); code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	a, gen := e.stableSingle("live")
+	if code := commitCode(e, commitReq("live", a, gen, 9)); code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	fetch := func(group string) int64 {
+		return e.c.FetchOffsets(OffsetFetchGroup{Group: group, Topics: map[string][]int32{"t": {0}}}).Offsets[TopicPartition{"t", 0}].Offset
+	}
+	e.advance(DefaultOffsetsRetentionMs - 60_000)
+	if fetch("solo") != 7 {
+		t.Fatal("offsets expired before offsets.retention.minutes")
+	}
+	if d := e.c.DescribeGroup("live"); d.State != "Empty" {
+		t.Fatalf("the silent member's group is %s, want Empty", d.State)
+	}
+	e.advance(DefaultOffsetsRetentionCheckIntervalMs) // past the retention of "solo"
+	if got := fetch("solo"); got != -1 {
+		t.Fatalf("the empty group's offset %d after offsets.retention.minutes, want -1", got)
+	}
+	if d := e.c.DescribeGroup("solo"); d.State != "Dead" {
+		t.Fatalf("the expired group is %s", d.State)
+	}
+	if got := fetch("live"); got != 9 {
+		t.Fatalf("the lately emptied group's offset %d, want 9 (kept)", got)
+	}
+	e.lead(1, 2)
+	e.c.Close()
+	e.c = e.newCoordinator()
+	if got := fetch("solo"); got != -1 {
+		t.Fatalf("the expired offset came back after a reload: %d", got)
+	}
+}
+
+// OffsetDelete refuses the offsets of topics a Stable consumer group's
+// members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC) and deletes the others.
+func TestOffsetDeleteSubscribedTopic(t *testing.T) {
+	e := newEnv(t)
+	meta := kmsg.ConsumerMemberMetadata{Version: 0, Topics: []string{"t"}}
+	first := mustAnswer(t, "first join", e.joinAsync("g", joinReq{}))
+	join := e.joinAsync("g", joinReq{member: first.MemberID, meta: string(meta.AppendTo(nil))})
+	e.waitState("g", PreparingRebalance)
+	e.advance(3000)
+	j := mustAnswer(t, "join", join)
+	mustAnswer(t, "sync", e.sync("g", j.MemberID, j.Generation, map[string]string{j.MemberID: "x"}))
+	for _, topic := range []string{"t", "other"} {
+		req := commitReq("g", j.MemberID, j.Generation, 5)
+		req.Topics[0].Topic = topic
+		if code := commitCode(e, req); code != 0 {
+			t.Fatal(kerr.ErrorForCode(code))
+		}
+	}
+	del := kmsg.NewPtrOffsetDeleteRequest()
+	del.Group = "g"
+	for _, topic := range []string{"t", "other"} {
+		del.Topics = append(del.Topics, kmsg.OffsetDeleteRequestTopic{Topic: topic, Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}})
+	}
+	r := e.c.OffsetDelete(context.Background(), del)
+	if r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != kerr.GroupSubscribedToTopic.Code || r.Topics[1].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("OffsetDelete: %+v", r)
+	}
+	got := e.c.FetchOffsets(OffsetFetchGroup{Group: "g", Topics: map[string][]int32{"t": {0}, "other": {0}}})
+	if got.Offsets[TopicPartition{"t", 0}].Offset != 5 || got.Offsets[TopicPartition{"other", 0}].Offset != -1 {
+		t.Fatalf("offsets after OffsetDelete: %+v", got.Offsets)
+	}
+}
