@@ -3,6 +3,7 @@ package interop
 import (
 	"context"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // groupReaders are the other bundled clients' consumer-group readers: each
@@ -27,11 +29,12 @@ var groupReaders = []struct {
 	}},
 	{"kafka-go", kafkaGoGroupRead},
 	{"kcat", kcatGroupRead},
+	{"kafka-python", pythonGroupRead},
 }
 
 // TestGroupConsumersOfEveryClient: sarama (at its default protocol level and
-// at Kafka 4.0's), segmentio/kafka-go and kcat (librdkafka's balanced
-// consumer, -G) each read a topic through a consumer group of their own and
+// at Kafka 4.0's), segmentio/kafka-go, kcat (librdkafka's balanced
+// consumer, -G) and kafka-python's KafkaConsumer each read a topic through a consumer group of their own and
 // commit; the group's committed offsets, read with kadm, are the topic's end
 // offsets.
 func TestGroupConsumersOfEveryClient(t *testing.T) {
@@ -44,7 +47,8 @@ func TestGroupConsumersOfEveryClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 40
-	produceN(t, ctx, c.bootstrap(), "multi", n)
+	// Uncompressed: Debian's kafka-python has no snappy (franz-go's default).
+	produceN(t, ctx, c.bootstrap(), "multi", n, kgo.ProducerBatchCompression(kgo.NoCompression()))
 	ends, err := adm.ListEndOffsets(ctx, "multi")
 	if err != nil {
 		t.Fatal(err)
@@ -145,5 +149,44 @@ func kcatGroupRead(t *testing.T, ctx context.Context, c *cluster, group, topic s
 	}
 	if got := strings.Count(string(out), "\n"); got != n {
 		t.Fatalf("kcat -G read %d records, want %d:\n%s", got, n, out)
+	}
+}
+
+// pythonGroupScript reads argv[4] records of topic argv[3] through group
+// argv[2] from bootstrap servers argv[1] with kafka-python's KafkaConsumer,
+// commits synchronously, and prints how many it read.
+const pythonGroupScript = `
+import sys
+from kafka import KafkaConsumer
+servers, group, topic, n = sys.argv[1].split(","), sys.argv[2], sys.argv[3], int(sys.argv[4])
+c = KafkaConsumer(topic, group_id=group, bootstrap_servers=servers, auto_offset_reset="earliest",
+                  enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=300,
+                  consumer_timeout_ms=30000)
+seen = 0
+for _ in c:
+    seen += 1
+    if seen == n:
+        break
+c.commit()
+c.close()
+print(seen)
+`
+
+func pythonGroupRead(t *testing.T, ctx context.Context, c *cluster, group, topic string, n int) {
+	t.Helper()
+	if !pythonUsable() {
+		t.Skip("kafka-python not installed for " + systemPython + " (Debian's python3-kafka)")
+	}
+	out, err := exec.CommandContext(ctx, systemPython, "-c", pythonGroupScript,
+		strings.Join(c.bootstrap(), ","), group, topic, strconv.Itoa(n)).Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("kafka-python consumer: %v: %s", err, stderr)
+	}
+	if got := strings.TrimSpace(string(out)); got != strconv.Itoa(n) {
+		t.Fatalf("kafka-python read %s records, want %d", got, n)
 	}
 }
