@@ -130,3 +130,39 @@ func newTestReplicas(t *testing.T) *replica.Manager {
 	t.Cleanup(func() { _ = m.Close() })
 	return m
 }
+
+// A Metadata request auto-creating __consumer_offsets creates it as the
+// group coordinator needs it (Kafka's AutoTopicCreationManager): 50
+// partitions at offsets.topic.replication.factor, compacted, not
+// num.partitions and default.replication.factor, which would leave groups
+// without a coordinator partition.
+func TestMetadataAutoCreatesOffsetsTopicForGroups(t *testing.T) {
+	active := newFakeController(t, true, nil)
+	created := make(chan *kmsg.CreateTopicsRequest, 4)
+	active.onCreate = func(r *kmsg.CreateTopicsRequest) { created <- r }
+	h := newHarness(t, func(c *Config) {
+		c.ControllerAddrs = map[int32]string{3001: active.addr}
+		c.Replicas = newTestReplicas(t)
+		c.AutoCreateTopicsEnable = true
+	})
+	h.runPublisher()
+	h.commit(mvRecord(14), brokerRecord(1, 10, false, nil, ep("PLAINTEXT", 19001)))
+	active.attach(h.b.Listener(), h.next)
+	h.b.Listener().HandleLeaderChange(quorum.LeaderAndEpoch{LeaderID: 3001, Epoch: 1, EpochStartOffset: -1})
+
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	req.AllowAutoTopicCreation = true
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(group.Topic)
+	req.Topics = []kmsg.MetadataRequestTopic{rt}
+	h.request(req)
+	select {
+	case cr := <-created:
+		if t0 := cr.Topics[0]; len(cr.Topics) != 1 || t0.Topic != group.Topic || t0.NumPartitions != 50 || t0.ReplicationFactor != 3 || len(t0.Configs) == 0 {
+			t.Fatalf("CreateTopics %+v", cr.Topics)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no CreateTopics for __consumer_offsets")
+	}
+}
