@@ -14,7 +14,7 @@ import (
 // of unknown topics are UNKNOWN_TOPIC_OR_PARTITION, metadata over
 // offset.metadata.max.bytes OFFSET_METADATA_TOO_LARGE.
 func (c *ClientAPI) handleOffsetCommit(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
-	resp := c.groups.OffsetCommit(ctx, req.Body.(*kmsg.OffsetCommitRequest))
+	resp := c.groups.OffsetCommit(req.Body.(*kmsg.OffsetCommitRequest))
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}

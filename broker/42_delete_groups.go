@@ -15,7 +15,7 @@ func (c *ClientAPI) handleDeleteGroups(ctx context.Context, req *protocol.Reques
 	resp := body.ResponseKind().(*kmsg.DeleteGroupsResponse)
 	for _, g := range body.Groups {
 		rg := kmsg.NewDeleteGroupsResponseGroup()
-		rg.Group, rg.ErrorCode = g, c.groups.DeleteGroup(ctx, g)
+		rg.Group, rg.ErrorCode = g, c.groups.DeleteGroup(g)
 		resp.Groups = append(resp.Groups, rg)
 	}
 	if ctx.Err() != nil {

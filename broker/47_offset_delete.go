@@ -10,7 +10,7 @@ import (
 
 // OffsetDelete: v0 (KIP-496); the group coordinator answers.
 func (c *ClientAPI) handleOffsetDelete(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
-	resp := c.groups.OffsetDelete(ctx, req.Body.(*kmsg.OffsetDeleteRequest))
+	resp := c.groups.OffsetDelete(req.Body.(*kmsg.OffsetDeleteRequest))
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}

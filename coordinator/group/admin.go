@@ -1,7 +1,6 @@
 package group
 
 import (
-	"context"
 	"slices"
 	"strings"
 
@@ -81,7 +80,7 @@ func (c *Coordinator) DescribeGroup(groupID string) kmsg.DescribeGroupsResponseG
 // handleDeleteGroups): GROUP_ID_NOT_FOUND for an unknown group,
 // NON_EMPTY_GROUP while it has members. Tombstones for the group and every
 // offset are written and awaited.
-func (c *Coordinator) DeleteGroup(ctx context.Context, groupID string) int16 {
+func (c *Coordinator) DeleteGroup(groupID string) int16 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	sh, p, code := c.resolveLocked(groupID)
@@ -104,7 +103,7 @@ func (c *Coordinator) DeleteGroup(ctx context.Context, groupID string) int16 {
 	last, err := c.writeLocked(sh, p, recs)
 	if err == nil {
 		c.mu.Unlock()
-		err = c.waitWritten(ctx, p, last)
+		err = c.waitWritten(p, last)
 		c.mu.Lock()
 	}
 	if err != nil {

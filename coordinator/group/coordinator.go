@@ -481,9 +481,12 @@ func (c *Coordinator) writeLocked(sh *shard, p *replica.Partition, recs []storag
 }
 
 // waitWritten waits for the high watermark to pass lastOffset, at most
-// CommitTimeoutMs; then the write is acknowledged (acks=-1).
-func (c *Coordinator) waitWritten(ctx context.Context, p *replica.Partition, lastOffset int64) error {
-	wctx, cancel := context.WithTimeout(ctx, time.Duration(c.cfg.CommitTimeoutMs)*time.Millisecond)
+// CommitTimeoutMs; then the write is acknowledged (acks=-1). It does not
+// end with the client's request: a client that hangs up must not leave a
+// committed write out of the cache (the next OffsetFetch would answer the
+// older offset until the partition is reloaded).
+func (c *Coordinator) waitWritten(p *replica.Partition, lastOffset int64) error {
+	wctx, cancel := context.WithTimeout(c.ctx, time.Duration(c.cfg.CommitTimeoutMs)*time.Millisecond)
 	defer cancel()
 	if err := p.WaitCommitted(wctx, lastOffset); err != nil {
 		return err

@@ -311,7 +311,7 @@ func commitReq(group, member string, generation int32, offset int64) *kmsg.Offse
 }
 
 func commitCode(e *env, req *kmsg.OffsetCommitRequest) int16 {
-	return e.c.OffsetCommit(context.Background(), req).Topics[0].Partitions[0].ErrorCode
+	return e.c.OffsetCommit(req).Topics[0].Partitions[0].ErrorCode
 }
 
 // Generation -1 commits (a consumer without group management) are taken
@@ -560,7 +560,7 @@ func TestOffsetDeleteSubscribedTopic(t *testing.T) {
 	for _, topic := range []string{"t", "other"} {
 		del.Topics = append(del.Topics, kmsg.OffsetDeleteRequestTopic{Topic: topic, Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}})
 	}
-	r := e.c.OffsetDelete(context.Background(), del)
+	r := e.c.OffsetDelete(del)
 	if r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != kerr.GroupSubscribedToTopic.Code || r.Topics[1].Partitions[0].ErrorCode != 0 {
 		t.Fatalf("OffsetDelete: %+v", r)
 	}

@@ -1,8 +1,6 @@
 package group
 
 import (
-	"context"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -14,7 +12,7 @@ import (
 // (created if unknown); otherwise the member and generation must be the
 // group's. The offsets are written as one batch and answered, and cached,
 // once the high watermark passes it.
-func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
+func (c *Coordinator) OffsetCommit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 	codes := map[TopicPartition]int16{}
 	fill := func(code int16) {
@@ -48,7 +46,7 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 			}
 		}
 	}
-	code := c.commit(ctx, req, commits, values)
+	code := c.commit(req, commits, values)
 	fill(code)
 	for _, t := range req.Topics {
 		rt := kmsg.NewOffsetCommitResponseTopic()
@@ -66,7 +64,7 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 // commit validates the committer, writes the offsets and waits for them
 // (mu is released while it waits). It returns the code for every offset to
 // be committed.
-func (c *Coordinator) commit(ctx context.Context, req *kmsg.OffsetCommitRequest, commits []TopicPartition, values []committedOffset) int16 {
+func (c *Coordinator) commit(req *kmsg.OffsetCommitRequest, commits []TopicPartition, values []committedOffset) int16 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	sh, p, code := c.resolveLocked(req.Group)
@@ -94,13 +92,10 @@ func (c *Coordinator) commit(ctx context.Context, req *kmsg.OffsetCommitRequest,
 	last, err := c.writeLocked(sh, p, recs)
 	if err == nil {
 		c.mu.Unlock()
-		err = c.waitWritten(ctx, p, last)
+		err = c.waitWritten(p, last)
 		c.mu.Lock()
 	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return kerr.RequestTimedOut.Code
-		}
 		return writeErrorCode(err)
 	}
 	if c.shardOf(g) == nil {
@@ -194,10 +189,10 @@ func (c *Coordinator) FetchOffsets(q OffsetFetchGroup) OffsetFetchResult {
 // OffsetDelete: v0, Kafka's handleDeleteOffsets (KIP-496): offsets of an
 // Empty group, or of topics no member of a consumer group subscribes to
 // (GROUP_SUBSCRIBED_TO_TOPIC otherwise).
-func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) *kmsg.OffsetDeleteResponse {
+func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) *kmsg.OffsetDeleteResponse {
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
 	codes := map[TopicPartition]int16{}
-	resp.ErrorCode = c.offsetDelete(ctx, req, codes)
+	resp.ErrorCode = c.offsetDelete(req, codes)
 	if resp.ErrorCode != 0 {
 		return resp
 	}
@@ -214,7 +209,7 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 	return resp
 }
 
-func (c *Coordinator) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest, codes map[TopicPartition]int16) int16 {
+func (c *Coordinator) offsetDelete(req *kmsg.OffsetDeleteRequest, codes map[TopicPartition]int16) int16 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	sh, p, code := c.resolveLocked(req.Group)
@@ -253,7 +248,7 @@ func (c *Coordinator) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 	last, err := c.writeLocked(sh, p, recs)
 	if err == nil {
 		c.mu.Unlock()
-		err = c.waitWritten(ctx, p, last)
+		err = c.waitWritten(p, last)
 		c.mu.Lock()
 	}
 	if err != nil {

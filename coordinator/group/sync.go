@@ -21,7 +21,7 @@ func (c *Coordinator) SyncGroup(ctx context.Context, req *kmsg.SyncGroupRequest)
 		return resp
 	}
 	c.mu.Lock()
-	wait, code := c.syncLocked(ctx, req, resp)
+	wait, code := c.syncLocked(req, resp)
 	c.mu.Unlock()
 	if wait == nil {
 		resp.ErrorCode = code
@@ -53,7 +53,7 @@ func (c *Coordinator) fillSyncProtocol(groupID string, resp *kmsg.SyncGroupRespo
 
 // syncLocked checks the sync and parks it; the leader's sync also starts
 // the write of the assignment (mu is released while it commits). mu held.
-func (c *Coordinator) syncLocked(ctx context.Context, req *kmsg.SyncGroupRequest, resp *kmsg.SyncGroupResponse) (chan syncAnswer, int16) {
+func (c *Coordinator) syncLocked(req *kmsg.SyncGroupRequest, resp *kmsg.SyncGroupResponse) (chan syncAnswer, int16) {
 	sh, p, code := c.resolveLocked(req.Group)
 	if code != 0 {
 		return nil, code
@@ -96,7 +96,7 @@ func (c *Coordinator) syncLocked(ctx context.Context, req *kmsg.SyncGroupRequest
 	m.syncWait = ch
 	delete(g.pendingSync, m.id)
 	if m.id == g.leader {
-		c.storeAssignmentLocked(ctx, sh, p, g, req.GroupAssignment)
+		c.storeAssignmentLocked(sh, p, g, req.GroupAssignment)
 	}
 	return ch, 0
 }
@@ -104,7 +104,7 @@ func (c *Coordinator) syncLocked(ctx context.Context, req *kmsg.SyncGroupRequest
 // storeAssignmentLocked writes the leader's assignment; once committed the
 // group is Stable and every parked sync gets its part. mu held, released
 // while waiting for the high watermark.
-func (c *Coordinator) storeAssignmentLocked(ctx context.Context, sh *shard, p *replica.Partition, g *group, assignments []kmsg.SyncGroupRequestGroupAssignment) {
+func (c *Coordinator) storeAssignmentLocked(sh *shard, p *replica.Partition, g *group, assignments []kmsg.SyncGroupRequestGroupAssignment) {
 	byMember := map[string][]byte{}
 	for _, a := range assignments {
 		byMember[a.MemberID] = a.MemberAssignment
@@ -119,7 +119,7 @@ func (c *Coordinator) storeAssignmentLocked(ctx context.Context, sh *shard, p *r
 	last, err := c.writeLocked(sh, p, []storage.Record{groupMetadataRecord(g)})
 	if err == nil {
 		c.mu.Unlock()
-		err = c.waitWritten(c.ctx, p, last) // not the leader's ctx: the other members wait on this write too
+		err = c.waitWritten(p, last) // not the leader's ctx: the other members wait on this write too
 		c.mu.Lock()
 	}
 	if c.shardOf(g) == nil || g.state != CompletingRebalance || g.generation != generation {
