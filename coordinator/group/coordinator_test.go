@@ -569,3 +569,31 @@ func TestOffsetDeleteSubscribedTopic(t *testing.T) {
 		t.Fatalf("offsets after OffsetDelete: %+v", got.Offsets)
 	}
 }
+
+// group.max.size bounds members and KIP-394 member ids handed out alike: a
+// client asking for new ids in a loop gets GROUP_MAX_SIZE_REACHED, not an
+// ever larger pending list; the ids given out can still join.
+func TestGroupMaxSizeCountsPendingMembers(t *testing.T) {
+	e := newEnv(t)
+	c, err := New(Config{BrokerID: 1, Replicas: e.rm, NumPartitions: 1, GroupMaxSize: 2, NowMs: e.nowMs.Load})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.c.Close()
+	e.c = c
+	t.Cleanup(c.Close)
+	e.waitLoaded(c)
+	var ids []string
+	for i := range 3 {
+		r := mustAnswer(t, "join", e.joinAsync("g", joinReq{}))
+		switch {
+		case i < 2 && r.ErrorCode == kerr.MemberIDRequired.Code:
+			ids = append(ids, r.MemberID)
+		case i == 2 && r.ErrorCode == kerr.GroupMaxSizeReached.Code:
+		default:
+			t.Fatalf("join %d: %v", i, kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
+	e.joinAsync("g", joinReq{member: ids[0]}) // a handed-out id is let in
+	e.waitState("g", PreparingRebalance)
+}

@@ -75,7 +75,10 @@ func (c *Coordinator) joinLocked(req *kmsg.JoinGroupRequest, ps []protocol, clie
 	_, known := g.members[req.MemberID]
 	_, pendingKnown := g.pending[req.MemberID]
 	staticKnown := req.InstanceID != nil && g.static[*req.InstanceID] != ""
-	if !known && !pendingKnown && !staticKnown && len(g.members) >= c.cfg.GroupMaxSize {
+	// KIP-394 member ids handed out count too: each is a member to come,
+	// and a client asking for ids in a loop must not grow the group's books
+	// past group.max.size.
+	if !known && !pendingKnown && !staticKnown && len(g.members)+len(g.pending) >= c.cfg.GroupMaxSize {
 		return nil, kerr.GroupMaxSizeReached.Code
 	}
 	if !g.supportsProtocols(req.ProtocolType, ps) && !(known && len(g.members) == 1) {
