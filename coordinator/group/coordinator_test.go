@@ -40,12 +40,19 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// lead makes broker leader lead __consumer_offsets-0 at leaderEpoch.
+// lead makes broker leader lead __consumer_offsets-0 at leaderEpoch, with
+// broker 1 as the only replica.
 func (e *env) lead(leader, leaderEpoch int32) {
 	e.t.Helper()
+	e.leadWith(leader, leaderEpoch, leaderEpoch, []int32{1})
+}
+
+// leadWith applies a partition state with the given replicas, all in sync.
+func (e *env) leadWith(leader, leaderEpoch, partitionEpoch int32, replicas []int32) {
+	e.t.Helper()
 	st := replica.PartitionState{TopicPartition: replica.TopicPartition{Topic: Topic, Partition: 0},
-		TopicID: [16]byte{1}, Leader: leader, LeaderEpoch: leaderEpoch, PartitionEpoch: leaderEpoch,
-		Replicas: []int32{1}, ISR: []int32{1}}
+		TopicID: [16]byte{1}, Leader: leader, LeaderEpoch: leaderEpoch, PartitionEpoch: partitionEpoch,
+		Replicas: replicas, ISR: replicas}
 	if err := e.rm.Apply(st); err != nil {
 		e.t.Fatal(err)
 	}
@@ -596,4 +603,46 @@ func TestGroupMaxSizeCountsPendingMembers(t *testing.T) {
 	}
 	e.joinAsync("g", joinReq{member: ids[0]}) // a handed-out id is let in
 	e.waitState("g", PreparingRebalance)
+}
+
+// A commit is answered only once the high watermark passes it: with a
+// second in-sync replica that never fetches, it fails after
+// offsets.commit.timeout.ms (COORDINATOR_NOT_AVAILABLE, not cached). A
+// coordinator loading the partition then waits for the high watermark to
+// reach the log end, answering COORDINATOR_LOAD_IN_PROGRESS, and finishes
+// once the ISR shrinks to the leader.
+func TestCommitWaitsForHighWatermarkAndLoadWaitsToo(t *testing.T) {
+	e := newEnv(t)
+	if code := commitCode(e, commitReq("solo", "", -1, 1)); code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	e.c.Close()
+	c, err := New(Config{BrokerID: 1, Replicas: e.rm, NumPartitions: 1, CommitTimeoutMs: 100, NowMs: e.nowMs.Load})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.c = c
+	t.Cleanup(c.Close)
+	e.leadWith(1, 2, 2, []int32{1, 2}) // broker 2 is in sync but never fetches
+	e.waitLoaded(c)
+	if code := commitCode(e, commitReq("solo", "", -1, 2)); code != kerr.CoordinatorNotAvailable.Code {
+		t.Fatalf("a commit the high watermark never passed: %v, want COORDINATOR_NOT_AVAILABLE", kerr.ErrorForCode(code))
+	}
+	if o := c.FetchOffsets(OffsetFetchGroup{Group: "solo", Topics: map[string][]int32{"t": {0}}}).Offsets[TopicPartition{"t", 0}]; o.Offset != 1 {
+		t.Fatalf("the unacknowledged commit is served: offset %d", o.Offset)
+	}
+
+	e.leadWith(1, 3, 3, []int32{1, 2}) // a new leader epoch: reload, the uncommitted record in the log
+	if code := e.heartbeat("solo", "m", 0); code != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("heartbeat while the high watermark is below the log end: %v, want COORDINATOR_LOAD_IN_PROGRESS", kerr.ErrorForCode(code))
+	}
+	e.advance(100)
+	if code := e.heartbeat("solo", "m", 0); code != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("still loading: %v", kerr.ErrorForCode(code))
+	}
+	e.leadWith(1, 3, 4, []int32{1}) // the ISR shrinks to the leader: the high watermark reaches the end
+	e.waitLoaded(c)
+	if o := c.FetchOffsets(OffsetFetchGroup{Group: "solo", Topics: map[string][]int32{"t": {0}}}).Offsets[TopicPartition{"t", 0}]; o.Offset != 2 {
+		t.Fatalf("after the load: offset %d, want 2 (the record committed with the ISR change)", o.Offset)
+	}
 }
