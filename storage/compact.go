@@ -23,11 +23,15 @@ import (
 // Offsets never move, and a segment keeps its exact offset range, so the
 // log stays contiguous for recovery and followers: each batch keeps its base
 // and last offset, holding fewer records (possibly none). Runs of adjacent
-// plain batches (no producer id, not transactional, not control, CreateTime,
-// the same leader epoch) are merged into one batch covering the whole run,
-// so a log of many small writes to few keys (__consumer_offsets) shrinks to
-// about one record per key. Batches of idempotent or transactional producers
-// and control batches are rewritten in place or kept whole. Not done:
+// batches that are not transactional, not control, CreateTime and of the
+// same leader epoch are merged into one batch covering the whole run
+// (producer id -1), so a log of many small writes to few keys
+// (__consumer_offsets, or an idempotent producer's table) shrinks to about
+// one record per key. Merging drops idempotent producers' ids from closed
+// segments: kraftd rebuilds producer state from the active segment only,
+// and Kafka's cleaner keeps no more than each producer's last batch either.
+// Transactional batches are rewritten in place (their markers and the
+// aborted-transaction index need them), control batches kept whole. Not done:
 // min.cleanable.dirty.ratio and min.compaction.lag.ms (every closed segment
 // below the high watermark is cleanable at once), and an offset map bounded
 // in memory (it holds every key of the cleanable segments).
@@ -175,10 +179,10 @@ func (c *cleaner) keep(b Batch, r rawRecord) bool {
 	return true
 }
 
-// mergeable: a plain batch a run may absorb (see the file comment).
+// mergeable: a batch a run may absorb (see the file comment).
 func mergeable(b Batch) bool {
 	attrs := binary.BigEndian.Uint16(b.Raw[offAttributes:])
-	return !b.Control && attrs&(attrTransactional|attrLogAppendTime) == 0 && b.ProducerID() < 0
+	return !b.Control && attrs&(attrTransactional|attrLogAppendTime) == 0
 }
 
 // run is the batches being merged: their range, epoch and kept records.

@@ -15,8 +15,9 @@ type keyed struct {
 }
 
 // compactLog writes batches of 1-3 records over 8 keys (some tombstones,
-// some keyless records, one gzip batch, one idempotent producer's batch)
-// into small segments; it returns the model of every offset.
+// some keyless records, one gzip batch, idempotent producers' batches, one
+// transactional batch) into small segments; it returns the model of every
+// offset.
 func compactLog(t *testing.T, l *Log, rng *rand.Rand, batches int, tsMs int64) map[int64]keyed {
 	t.Helper()
 	model := map[int64]keyed{}
@@ -50,7 +51,11 @@ func compactLog(t *testing.T, l *Log, rng *rand.Rand, batches int, tsMs int64) m
 			}
 			b = gz
 		case 9:
-			b = withProducer(b, 77)
+			b = withProducer(b, 77, true)
+		default:
+			if i%3 == 0 {
+				b = withProducer(b, 78, false)
+			}
 		}
 		if err := l.Append([]Batch{b}); err != nil {
 			t.Fatal(err)
@@ -59,9 +64,12 @@ func compactLog(t *testing.T, l *Log, rng *rand.Rand, batches int, tsMs int64) m
 	return model
 }
 
-// withProducer stamps an idempotent producer id on b.
-func withProducer(b Batch, pid int64) Batch {
+// withProducer stamps an idempotent producer id on b, transactional or not.
+func withProducer(b Batch, pid int64, transactional bool) Batch {
 	raw := append([]byte(nil), b.Raw...)
+	if transactional {
+		binary.BigEndian.PutUint16(raw[offAttributes:], binary.BigEndian.Uint16(raw[offAttributes:])|attrTransactional)
+	}
 	binary.BigEndian.PutUint64(raw[offProducerID:], uint64(pid))
 	binary.BigEndian.PutUint16(raw[offProducerEpoch:], 0)
 	binary.BigEndian.PutUint32(raw[offBaseSequence:], 0)
