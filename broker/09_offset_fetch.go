@@ -56,9 +56,10 @@ func (c *ClientAPI) handleOffsetFetch(_ context.Context, req *protocol.Request) 
 	return resp, nil
 }
 
-// fetchedTopics lays out one group's answer: the partitions asked for, in
-// the request's order, or every committed one; with a group error, each
-// partition asked for carries it too (v0-v1 have no other place for it).
+// fetchedTopics lays out one group's answer, grouped by topic (clients match
+// topics and partitions by name, not position): the partitions asked for,
+// or every committed one; with a group error, each partition asked for
+// carries it too (v0-v1 have no other place for it).
 func fetchedTopics(q group.OffsetFetchGroup, res group.OffsetFetchResult) []kmsg.OffsetFetchResponseTopic {
 	var out []kmsg.OffsetFetchResponseTopic
 	byTopic := map[string]int{}
