@@ -16,9 +16,8 @@ func (c *Coordinator) runTimersLocked(sh *shard, g *group, nowMs int64) {
 			c.maybeCompleteJoinLocked(g, nowMs)
 		}
 	}
-	for _, id := range g.memberIDs() {
-		m := g.members[id]
-		if m == nil || m.joinWait != nil || m.syncWait != nil || nowMs < m.heartbeatDeadline {
+	for id, m := range g.members { // removeMemberLocked may delete others: check each is still there
+		if g.members[id] != m || m.joinWait != nil || m.syncWait != nil || nowMs < m.heartbeatDeadline {
 			continue // a parked join or sync keeps the session alive
 		}
 		c.log.Info("group member session expired", zap.String("group", g.id), zap.String("member", id))
