@@ -338,15 +338,7 @@ func (c *Coordinator) startLoadLocked(pid int32, p *replica.Partition, leaderEpo
 			}
 			return
 		}
-		nowMs := c.cfg.NowMs()
-		for _, g := range groups {
-			if len(g.members) > 0 {
-				g.state = Stable
-			}
-			for _, m := range g.members {
-				m.heartbeatDeadline = nowMs + int64(m.sessionTimeoutMs)
-			}
-		}
+		activate(groups, c.cfg.NowMs())
 		sh.groups, sh.loaded, sh.cancel = groups, true, nil
 		c.log.Info("group coordinator partition loaded", zap.Int32("partition", pid),
 			zap.Int32("leader_epoch", leaderEpoch), zap.Int("groups", len(groups)), zap.Int("records", n))
@@ -399,6 +391,19 @@ func (c *Coordinator) readPartition(ctx context.Context, pid int32, p *replica.P
 		}
 	}
 	return groups, n, nil
+}
+
+// activate makes loaded groups live (Kafka's loadGroup): a group with
+// members is Stable, each member's session starting now.
+func activate(groups map[string]*group, nowMs int64) {
+	for _, g := range groups {
+		if len(g.members) > 0 {
+			g.state = Stable
+		}
+		for _, m := range g.members {
+			m.heartbeatDeadline = nowMs + int64(m.sessionTimeoutMs)
+		}
+	}
 }
 
 // replay applies one record to the groups being loaded: the latest record

@@ -11,7 +11,8 @@ import (
 )
 
 // checkInvariants asserts group.go's INVARIANTS on every loaded group.
-func checkInvariants(t *testing.T, c *Coordinator, lastGen map[string]int32) {
+// lastGen is per group object: a deleted group comes back as a new one.
+func checkInvariants(t *testing.T, c *Coordinator, lastGen map[*group]int32) {
 	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -45,10 +46,10 @@ func checkInvariants(t *testing.T, c *Coordinator, lastGen map[string]int32) {
 					fail("member %s has a parked sync", mid)
 				}
 			}
-			if g.generation < lastGen[id] {
-				fail("generation went back from %d", lastGen[id])
+			if g.generation < lastGen[g] {
+				fail("generation went back from %d", lastGen[g])
 			}
-			lastGen[id] = g.generation
+			lastGen[g] = g.generation
 		}
 	}
 }
@@ -67,7 +68,7 @@ func TestRandomClientsKeepInvariants(t *testing.T) {
 			instances := []string{"s0", "s1"}
 			var wg sync.WaitGroup
 			var mu sync.Mutex
-			lastGen := map[string]int32{}
+			lastGen := map[*group]int32{}
 			for range 150 {
 				client := rng.IntN(4)
 				mu.Lock()

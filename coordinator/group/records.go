@@ -116,9 +116,29 @@ func decodeRecord(r storage.Record) (loadedRecord, error) {
 			if err := out.groupValue.ReadFrom(r.Value); err != nil || out.groupValue.Version > maxGroupValReaded {
 				return out, fmt.Errorf("%w: group value (version %d): %v", errBadRecord, out.groupValue.Version, err)
 			}
+			if err := checkGroupValue(out.groupValue); err != nil {
+				return out, err
+			}
 		}
 	default:
 		return out, fmt.Errorf("%w: key version %d", errBadRecord, kv)
 	}
 	return out, nil
+}
+
+// checkGroupValue refuses group metadata no coordinator writes: a negative
+// generation, members without an id or twice, a non-positive session
+// timeout. Loading it would make the group's checks meaningless.
+func checkGroupValue(v *kmsg.GroupMetadataValue) error {
+	if v.Generation < 0 {
+		return fmt.Errorf("%w: group generation %d", errBadRecord, v.Generation)
+	}
+	seen := map[string]bool{}
+	for _, m := range v.Members {
+		if m.MemberID == "" || seen[m.MemberID] || m.SessionTimeoutMillis <= 0 {
+			return fmt.Errorf("%w: member %q (session timeout %d ms)", errBadRecord, m.MemberID, m.SessionTimeoutMillis)
+		}
+		seen[m.MemberID] = true
+	}
+	return nil
 }
