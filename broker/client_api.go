@@ -132,8 +132,10 @@ func (c *ClientAPIConfig) validate() error {
 // same code for KRaft brokers and for legacyzk brokers, so both modes look
 // alike to clients by construction.
 //
-// Goroutines: one per Metadata request that auto-creates topics; Close
-// cancels and waits for them.
+// Goroutines: one per Metadata request that auto-creates topics, one
+// CreateTopics of __consumer_offsets at a time, and with a replica manager
+// the group coordinator's (started by Start); Close cancels and waits for
+// them all.
 type ClientAPI struct {
 	cfg ClientAPIConfig
 	log *zap.Logger
