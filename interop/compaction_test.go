@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kraftd/kraftd/replica"
+	"github.com/kraftd/kraftd/storage"
 )
 
 // TestCompactedTopicReadByClients: a topic with cleanup.policy=compact and
@@ -52,7 +53,10 @@ func TestCompactedTopicReadByClients(t *testing.T) {
 		t.Fatal("table-0 not hosted")
 	}
 	full := p.Log().Size()
-	waitFor(t, "the compaction pass", 30*time.Second, func() bool { return p.Log().Size()*3 < full })
+	waitFor(t, "the closed segments compacted to one record per key", 30*time.Second, func() bool {
+		n, err := recordsBelow(p.Log(), p.Log().ActiveSegmentBase())
+		return err == nil && n <= 6
+	})
 	end := p.HighWatermark()
 	cleanEnd := p.Log().ActiveSegmentBase()
 	t.Logf("table-0: %d bytes compacted to %d; end offset %d, closed segments below %d", full, p.Log().Size(), end, cleanEnd)
@@ -116,3 +120,23 @@ func TestCompactedTopicReadByClients(t *testing.T) {
 }
 
 func kgoStr(s string) *string { return &s }
+
+// recordsBelow counts the records of l below offset end.
+func recordsBelow(l *storage.Log, end int64) (int, error) {
+	n := 0
+	for off := l.StartOffset(); off < end; {
+		data, err := l.Read(off, 1<<20, end)
+		if err != nil || len(data) == 0 {
+			return n, err
+		}
+		batches, _, err := storage.SplitBatches(data)
+		if err != nil || len(batches) == 0 {
+			return n, fmt.Errorf("batches at %d: %w", off, err)
+		}
+		for _, b := range batches {
+			n += int(b.RecordCount())
+			off = b.NextOffset()
+		}
+	}
+	return n, nil
+}
