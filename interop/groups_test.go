@@ -97,6 +97,15 @@ func TestFranzConsumerGroupConsumesAndCommits(t *testing.T) {
 	checkExactlyOnceInOrder(t, pollN(t, ctx, cl, 300), 300)
 	cl.Close() // leaves the group
 
+	// __consumer_offsets came with the first FindCoordinator, as the
+	// coordinator wants it: 50 partitions, compacted.
+	b := c.nodes[2].Broker()
+	if tt, ok := b.Image().TopicByName("__consumer_offsets"); !ok || tt.NumPartitions() != 50 {
+		t.Fatalf("__consumer_offsets in the image: %v", ok)
+	}
+	if cfg := b.Replicas().TopicConfig("__consumer_offsets"); !cfg.Compact || cfg.Delete {
+		t.Fatalf("__consumer_offsets topic config %+v, want cleanup.policy=compact only", cfg)
+	}
 	got := committed(t, ctx, adm, "readers", "events")
 	ends, err := adm.ListEndOffsets(ctx, "events")
 	if err != nil {
