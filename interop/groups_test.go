@@ -254,6 +254,7 @@ func TestFranzGroupSurvivesCoordinatorKill(t *testing.T) {
 	waitFullISR(t, ctx, adm, "__consumer_offsets", 10*time.Second)
 
 	t.Logf("killing coordinator %d of member %s, generation %d", coordinator, memberID, generation)
+	killed := time.Now()
 	c.nodes[coordinator].Kill()
 	delete(c.nodes, coordinator)
 	// A fresh admin client for every try: kgo keeps a group's coordinator
@@ -275,6 +276,7 @@ func TestFranzGroupSurvivesCoordinatorKill(t *testing.T) {
 		return lastErr == nil
 	})
 	adm = newFranzAdmin(t, c).(*franzAdmin).adm
+	t.Logf("a new coordinator served the offsets %v after the kill (broker.session.timeout.ms 1500)", time.Since(killed).Round(time.Millisecond))
 	if !mapsEqual(after, before) {
 		t.Fatalf("committed offsets after the move %v, before %v", after, before)
 	}
