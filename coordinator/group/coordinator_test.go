@@ -452,7 +452,7 @@ func TestLoadAfterCompaction(t *testing.T) {
 	cfg.SegmentBytes, cfg.Compact, cfg.Delete = 400, true, false
 	e.rm.SetTopicConfig(Topic, cfg)
 	a, gen := e.stableSingle("g")
-	for i := range 60 {
+	for i := range 30 {
 		if code := commitCode(e, commitReq("g", a, gen, int64(i))); code != 0 {
 			t.Fatal(kerr.ErrorForCode(code))
 		}
@@ -469,7 +469,7 @@ func TestLoadAfterCompaction(t *testing.T) {
 	e.lead(1, 2)
 	e.c.Close()
 	e.c = e.newCoordinator()
-	for group, want := range map[string]int64{"g": 59, "solo": 1059} {
+	for group, want := range map[string]int64{"g": 29, "solo": 1029} {
 		got := e.c.FetchOffsets(OffsetFetchGroup{Group: group, Topics: map[string][]int32{"t": {0}}})
 		if o := got.Offsets[TopicPartition{"t", 0}]; o.Offset != want {
 			t.Errorf("%s: offset %d after compaction and reload, want %d", group, o.Offset, want)

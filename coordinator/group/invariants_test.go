@@ -59,7 +59,7 @@ func checkInvariants(t *testing.T, c *Coordinator, lastGen map[*group]int32) {
 // the invariants after every step; at the end, with time run far ahead,
 // every parked request has been answered.
 func TestRandomClientsKeepInvariants(t *testing.T) {
-	for seed := range uint64(20) {
+	for seed := range uint64(14) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			e := newEnv(t)
 			rng := rand.New(rand.NewPCG(seed, 16))
