@@ -47,6 +47,8 @@ import (
 //     another codec is recompressed, unless "producer"), cleanup.policy
 //     compact (a record without a key is INVALID_RECORD with a per-record
 //     error from v8, KIP-467).
+//   - Internal topics (__consumer_offsets, __transaction_state, ...):
+//     INVALID_TOPIC_EXCEPTION; only their coordinators write them.
 //   - Transactional batches: INVALID_TXN_STATE (no transaction coordinator
 //     yet, so no partition is ever in a transaction).
 func (c *ClientAPI) handleProduce(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
@@ -103,6 +105,9 @@ func (c *ClientAPI) produceOne(img *image.Image, t *image.Topic, topic string,
 	if acks != 0 && acks != 1 && acks != -1 {
 		return replica.AppendResult{}, nil, 0, errInvalidRequiredAcks
 	}
+	if IsInternalTopic(topic) {
+		return replica.AppendResult{}, nil, 0, errInternalTopic
+	}
 	p, err := c.hostedPartition(img, t, rp.Partition)
 	if err != nil {
 		return replica.AppendResult{}, nil, 0, err
@@ -114,11 +119,20 @@ func (c *ClientAPI) produceOne(img *image.Image, t *image.Topic, topic string,
 
 var errInvalidRequiredAcks = errors.New("broker: acks must be -1, 0 or 1")
 
+// errInternalTopic: clients may not append to __consumer_offsets (or the
+// other internal topics), whose records the coordinators load as state.
+// Kafka's ReplicaManager refuses them too ("Cannot append to internal
+// topic"), answering INVALID_TOPIC_EXCEPTION.
+var errInternalTopic = errors.New("broker: cannot append to an internal topic")
+
 func (c *ClientAPI) setProduceError(version int16, sp *kmsg.ProduceResponseTopicPartition, err error) {
 	sp.BaseOffset = -1
-	if errors.Is(err, errInvalidRequiredAcks) {
+	switch {
+	case errors.Is(err, errInvalidRequiredAcks):
 		sp.ErrorCode = kerr.InvalidRequiredAcks.Code
-	} else {
+	case errors.Is(err, errInternalTopic):
+		sp.ErrorCode = kerr.InvalidTopicException.Code
+	default:
 		sp.ErrorCode = replicaErrorCode(err)
 	}
 	if version < 8 && sp.ErrorCode == kerr.InvalidRecord.Code {

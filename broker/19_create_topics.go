@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/kraftd/kraftd/coordinator/group"
 	"github.com/kraftd/kraftd/protocol"
 )
 
@@ -90,6 +91,14 @@ func (c *ClientAPI) autoCreate(names []string) {
 	req.SetVersion(-1)
 	req.TimeoutMillis = c.cfg.AutoCreateTimeoutMs
 	for _, n := range names {
+		if n == group.Topic && c.groups != nil {
+			// Created as the group coordinator wants it (50 partitions,
+			// offsets.topic.replication.factor, compacted), as Kafka's
+			// AutoTopicCreationManager does: with num.partitions the
+			// coordinator's partitions would be missing.
+			c.createOffsetsTopic()
+			continue
+		}
 		if !validTopicName(n) {
 			continue
 		}

@@ -83,8 +83,8 @@ func New(cfg Config) (*Broker, error) {
 		LogMessageTimestampType: cfg.LogMessageTimestampType,
 		AutoCreateTopicsEnable:  cfg.AutoCreateTopicsEnable,
 		DefaultNumPartitions:    cfg.DefaultNumPartitions, DefaultReplicationFactor: cfg.DefaultReplicationFactor,
-		AutoCreateTimeoutMs: int32(cfg.ControllerRequestTimeoutMs),
-		StaticConfigs:       cfg.staticConfigs(), Logger: b.log,
+		AutoCreateTimeoutMs: int32(cfg.ControllerRequestTimeoutMs), Groups: cfg.Groups,
+		StaticConfigs: cfg.staticConfigs(), Logger: b.log,
 	}, b.rnd)
 	b.bgCtx, b.cancel = context.WithCancel(context.Background())
 	if len(b.cfg.LogDirs) == 0 {
@@ -144,6 +144,7 @@ func (b *Broker) Start(context.Context) error {
 		return err
 	}
 	b.started = true
+	b.api.Start()
 	b.wg.Go(func() { b.pub.run(b.bgCtx) })
 	b.wg.Go(func() { b.life.run(b.bgCtx) })
 	return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/kraftd/kraftd/coordinator/group"
 	"github.com/kraftd/kraftd/metadata/image"
 	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/replica"
@@ -92,6 +93,10 @@ type ClientAPIConfig struct {
 	// ("CreateTime" when empty); topic and cluster configs override it.
 	LogMessageTimestampType string
 
+	// Groups configures the group coordinator, which serves with Replicas
+	// (FindCoordinator, the group APIs, OffsetCommit/OffsetFetch).
+	Groups GroupConfig
+
 	// Rand backs the default ControllerID policy; nil is seeded from the
 	// clock.
 	Rand   *rand.Rand
@@ -137,8 +142,10 @@ func (c *ClientAPIConfig) validate() error {
 // same code for KRaft brokers and for legacyzk brokers, so both modes look
 // alike to clients by construction.
 //
-// Goroutines: one per Metadata request that auto-creates topics; Close
-// cancels and waits for them.
+// Goroutines: one per Metadata request that auto-creates topics, one
+// CreateTopics of __consumer_offsets at a time, and with a replica manager
+// the group coordinator's (started by Start); Close cancels and waits for
+// them all.
 type ClientAPI struct {
 	cfg ClientAPIConfig
 	log *zap.Logger
@@ -149,6 +156,9 @@ type ClientAPI struct {
 	wg      sync.WaitGroup     // auto-create requests
 	bgCtx   context.Context    // parent of auto-create requests
 	cancel  context.CancelFunc // cancels bgCtx; called by Close
+
+	creatingOffsets bool               // a CreateTopics of __consumer_offsets is in flight; mu
+	groups          *group.Coordinator // with Replicas; started by Start, stopped by Close
 }
 
 // NewClientAPI validates cfg and builds the handlers; Register serves them.
@@ -160,19 +170,38 @@ func NewClientAPI(cfg ClientAPIConfig) (*ClientAPI, error) {
 }
 
 func newClientAPI(cfg ClientAPIConfig, rnd *lockedRand) *ClientAPI {
+	cfg.Groups.setDefaults()
 	c := &ClientAPI{cfg: cfg, log: cfg.Logger, rnd: rnd}
 	c.bgCtx, c.cancel = context.WithCancel(context.Background())
+	if cfg.Replicas != nil && !cfg.Groups.Disabled {
+		if err := c.newGroupCoordinator(); err != nil {
+			// Only a missing replica manager fails it, checked above.
+			panic("broker: group coordinator: " + err.Error())
+		}
+	}
 	return c
+}
+
+// Start runs the group coordinator's driver (session and rebalance timers,
+// loading __consumer_offsets partitions as leadership arrives).
+func (c *ClientAPI) Start() {
+	if c.groups != nil {
+		c.groups.Start()
+	}
 }
 
 // Register serves the client APIs on reg, the registry of a broker
 // listener: Metadata v0-13, CreateTopics v0-7, DeleteTopics v0-6,
 // DescribeConfigs v0-4, CreatePartitions v0-3, DescribeCluster v0-2; with a
 // replica manager also Produce v3-11, Fetch v4-16, ListOffsets v1-8,
-// InitProducerId v0-4 and OffsetForLeaderEpoch v0-4.
+// InitProducerId v0-4 and OffsetForLeaderEpoch v0-4; with the group
+// coordinator (a replica manager and Groups not Disabled) also the group APIs:
+// OffsetCommit v0-8, OffsetFetch v0-8, FindCoordinator v0-4, JoinGroup v0-9,
+// Heartbeat v0-4, LeaveGroup v0-5, SyncGroup v0-5, DescribeGroups v0-5,
+// ListGroups v0-4, DeleteGroups v0-2, OffsetDelete v0.
 func (c *ClientAPI) Register(reg *protocol.Registry) {
 	for _, a := range clientAPIs {
-		if a.dataPlane && c.cfg.Replicas == nil {
+		if (a.needs == needsReplicas && c.cfg.Replicas == nil) || (a.needs == needsGroups && c.groups == nil) {
 			continue
 		}
 		reg.Register(a.key, a.min, capVersion(a.key, a.max, c.cfg.MaxVersions), a.handler(c))
@@ -188,33 +217,52 @@ func capVersion(key, maxV int16, caps map[int16]int16) int16 {
 	return maxV
 }
 
-// clientAPIs is what Register serves; dataPlane ones need a replica manager.
+// What an API needs besides the metadata: nothing, the replica manager (the
+// data plane) or the group coordinator.
+const (
+	needsNothing = iota
+	needsReplicas
+	needsGroups
+)
+
+// clientAPIs is what Register serves.
 var clientAPIs = []struct {
 	key, min, max int16
-	dataPlane     bool
+	needs         int
 	handler       func(*ClientAPI) protocol.Handler
 }{
-	{0, 3, 11, true, func(c *ClientAPI) protocol.Handler { return c.handleProduce }},
-	{1, 4, 16, true, func(c *ClientAPI) protocol.Handler { return c.handleFetch }},
-	{2, 1, 8, true, func(c *ClientAPI) protocol.Handler { return c.handleListOffsets }},
-	{22, 0, 4, true, func(c *ClientAPI) protocol.Handler { return c.handleInitProducerID }},
-	{23, 0, 4, true, func(c *ClientAPI) protocol.Handler { return c.handleOffsetForLeaderEpoch }},
-	{3, 0, 13, false, func(c *ClientAPI) protocol.Handler { return c.handleMetadata }},
-	{19, 0, 7, false, func(c *ClientAPI) protocol.Handler { return c.handleCreateTopics }},
-	{20, 0, 6, false, func(c *ClientAPI) protocol.Handler { return c.handleDeleteTopics }},
-	{32, 0, 4, false, func(c *ClientAPI) protocol.Handler { return c.handleDescribeConfigs }},
-	{37, 0, 3, false, func(c *ClientAPI) protocol.Handler { return c.handleCreatePartitions }},
-	{60, 0, 2, false, func(c *ClientAPI) protocol.Handler { return c.handleDescribeCluster }},
+	{0, 3, 11, needsReplicas, func(c *ClientAPI) protocol.Handler { return c.handleProduce }},
+	{1, 4, 16, needsReplicas, func(c *ClientAPI) protocol.Handler { return c.handleFetch }},
+	{2, 1, 8, needsReplicas, func(c *ClientAPI) protocol.Handler { return c.handleListOffsets }},
+	{22, 0, 4, needsReplicas, func(c *ClientAPI) protocol.Handler { return c.handleInitProducerID }},
+	{23, 0, 4, needsReplicas, func(c *ClientAPI) protocol.Handler { return c.handleOffsetForLeaderEpoch }},
+	{8, 0, 8, needsGroups, func(c *ClientAPI) protocol.Handler { return c.handleOffsetCommit }},
+	{9, 0, 8, needsGroups, func(c *ClientAPI) protocol.Handler { return c.handleOffsetFetch }},
+	{10, 0, 4, needsGroups, func(c *ClientAPI) protocol.Handler { return c.handleFindCoordinator }},
+	{11, 0, 9, needsGroups, func(c *ClientAPI) protocol.Handler { return c.handleJoinGroup }},
+	{12, 0, 4, needsGroups, func(c *ClientAPI) protocol.Handler { return c.handleHeartbeat }},
+	{13, 0, 5, needsGroups, func(c *ClientAPI) protocol.Handler { return c.handleLeaveGroup }},
+	{14, 0, 5, needsGroups, func(c *ClientAPI) protocol.Handler { return c.handleSyncGroup }},
+	{15, 0, 5, needsGroups, func(c *ClientAPI) protocol.Handler { return c.handleDescribeGroups }},
+	{16, 0, 4, needsGroups, func(c *ClientAPI) protocol.Handler { return c.handleListGroups }},
+	{42, 0, 2, needsGroups, func(c *ClientAPI) protocol.Handler { return c.handleDeleteGroups }},
+	{47, 0, 0, needsGroups, func(c *ClientAPI) protocol.Handler { return c.handleOffsetDelete }},
+	{3, 0, 13, needsNothing, func(c *ClientAPI) protocol.Handler { return c.handleMetadata }},
+	{19, 0, 7, needsNothing, func(c *ClientAPI) protocol.Handler { return c.handleCreateTopics }},
+	{20, 0, 6, needsNothing, func(c *ClientAPI) protocol.Handler { return c.handleDeleteTopics }},
+	{32, 0, 4, needsNothing, func(c *ClientAPI) protocol.Handler { return c.handleDescribeConfigs }},
+	{37, 0, 3, needsNothing, func(c *ClientAPI) protocol.Handler { return c.handleCreatePartitions }},
+	{60, 0, 2, needsNothing, func(c *ClientAPI) protocol.Handler { return c.handleDescribeCluster }},
 }
 
 // ClientAPIVersions are the keys and version ranges Register serves, with
 // the data plane or without and with maxVersions as ClientAPIConfig's, for
 // a listener that must advertise them before its ClientAPI exists (a
 // ZooKeeper-era broker binds its listener before it knows the cluster id).
-func ClientAPIVersions(dataPlane bool, maxVersions map[int16]int16) []kmsg.ApiVersionsResponseApiKey {
+func ClientAPIVersions(dataPlane, groups bool, maxVersions map[int16]int16) []kmsg.ApiVersionsResponseApiKey {
 	var out []kmsg.ApiVersionsResponseApiKey
 	for _, a := range clientAPIs {
-		if !a.dataPlane || dataPlane {
+		if a.needs == needsNothing || (a.needs == needsReplicas && dataPlane) || (a.needs == needsGroups && dataPlane && groups) {
 			out = append(out, kmsg.ApiVersionsResponseApiKey{ApiKey: a.key, MinVersion: a.min,
 				MaxVersion: capVersion(a.key, a.max, maxVersions)})
 		}
@@ -230,6 +278,9 @@ func (c *ClientAPI) Close() {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
+	if c.groups != nil {
+		c.groups.Close()
+	}
 }
 
 // controllerID applies the configured ControllerID policy.

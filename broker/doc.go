@@ -25,7 +25,14 @@
 //     Metadata (3), CreateTopics (19, forwarded), DeleteTopics (20,
 //     forwarded), InitProducerId (22), OffsetForLeaderEpoch (23),
 //     DescribeConfigs (32), CreatePartitions (37, forwarded), DescribeQuorum
-//     (55, forwarded), DescribeCluster (60), and ApiVersions decoration (18).
+//     (55, forwarded), DescribeCluster (60), and ApiVersions decoration (18);
+//     with a replica manager the group APIs too: OffsetCommit (8),
+//     OffsetFetch (9), FindCoordinator (10), JoinGroup (11), Heartbeat (12),
+//     LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16),
+//     DeleteGroups (42) and OffsetDelete (47), answered by the group
+//     coordinator (package coordinator/group, groups.go), which keeps its
+//     state in __consumer_offsets; FindCoordinator creates that topic
+//     through the controller on first use.
 //   - data plane (data_plane.go): with Config.Replicas set, the publisher
 //     calls SyncReplicas after every publish, so the replica manager hosts,
 //     leads and follows exactly what the image assigns to this broker and
@@ -61,8 +68,13 @@
 //	  replica.Manager fetchers and the ISR goroutine (package replica), between
 //	                  Start and Stop/Kill
 //	    auto-create   one per Metadata request that auto-creates topics
-//	                  (only with auto.create.topics.enable); ClientAPI.Close
-//	                  (called by Stop) cancels and waits for them
+//	                  (only with auto.create.topics.enable), and one
+//	                  CreateTopics of __consumer_offsets at a time;
+//	                  ClientAPI.Close (called by Stop) cancels and waits
+//	    group.Coordinator  its driver (timers, following leadership of
+//	                  __consumer_offsets) and partition loaders, started by
+//	                  Broker.Start, stopped by ClientAPI.Close; JoinGroup and
+//	                  SyncGroup park on the connection's goroutine
 //
 // All are started by Start (publisher, lifecycle) or by a handler while
 // the broker runs, are counted in one WaitGroup, and end when Stop cancels

@@ -46,6 +46,7 @@ var importRules = []importRule{
 	{prefix: "metadata/image", allowed: []string{"metadata/image", "metadata/records"}},
 	{prefix: "metadata/controller", allowed: []string{"metadata/controller", "metadata/image", "metadata/records", "quorum", "protocol", "storage"}},
 	{prefix: "replica", allowed: []string{"replica", "storage"}},
+	{prefix: "coordinator", allowed: []string{"coordinator", "replica", "storage"}},
 	{prefix: "broker", denied: []string{"metadata/controller", "legacyzk"}},
 	{prefix: "legacyzk", denied: []string{"broker", "metadata/controller"}},
 }

@@ -66,8 +66,10 @@ func (m *Manager) run(ctx context.Context) {
 // CleanupLogs applies retention to every hosted partition whose topic's
 // cleanup.policy includes delete (Kafka's LogManager.cleanupLogs): whole
 // segments below the partition's high watermark, older than retention.ms or
-// beyond retention.bytes, are deleted and the log start offset moves up. It
-// returns the number of segments deleted.
+// beyond retention.bytes, are deleted and the log start offset moves up.
+// Partitions whose policy includes compact are compacted (Kafka's
+// LogCleaner, here on the same goroutine). It returns the number of
+// segments deleted.
 func (m *Manager) CleanupLogs(nowMs int64) int {
 	total := 0
 	for _, p := range m.partitions() {
@@ -75,6 +77,9 @@ func (m *Manager) CleanupLogs(nowMs int64) int {
 		total += n
 		if err != nil {
 			m.log.Error("retention failed", zap.Stringer("partition", p.tp), zap.Error(err))
+		}
+		if _, err := p.compact(nowMs); err != nil {
+			m.log.Error("compaction failed", zap.Stringer("partition", p.tp), zap.Error(err))
 		}
 	}
 	return total

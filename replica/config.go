@@ -19,6 +19,9 @@ const (
 	// DefaultRetentionCheckIntervalMs is log.retention.check.interval.ms'
 	// default, 5 minutes.
 	DefaultRetentionCheckIntervalMs = 300000
+	// DefaultDeleteRetentionMs is log.cleaner.delete.retention.ms' default,
+	// one day.
+	DefaultDeleteRetentionMs = 24 * 60 * 60 * 1000
 )
 
 // Codec names of compression.type. "producer" keeps each batch as sent;
@@ -70,8 +73,13 @@ type TopicConfig struct {
 	MinInsyncReplicas int
 	// Delete and Compact are cleanup.policy's two values. Retention applies
 	// only with Delete. Compact makes appends refuse records without a key
-	// (INVALID_RECORD); compaction itself is issue 16.
+	// (INVALID_RECORD), and the background pass compacts the closed
+	// segments below the high watermark (storage.Log.Compact).
 	Delete, Compact bool
+	// DeleteRetentionMs is delete.retention.ms
+	// (log.cleaner.delete.retention.ms, one day): how long compaction keeps
+	// a tombstone.
+	DeleteRetentionMs int64
 }
 
 // DefaultTopicConfig returns Kafka's defaults.
@@ -79,7 +87,7 @@ func DefaultTopicConfig() TopicConfig {
 	return TopicConfig{
 		SegmentBytes: storage.DefaultLogSegmentBytes, SegmentMs: storage.DefaultLogSegmentMs,
 		RetentionMs: DefaultRetentionMs, RetentionBytes: -1, MaxMessageBytes: DefaultMaxMessageBytes,
-		CompressionType: CompressionProducer, Delete: true, MinInsyncReplicas: 1,
+		CompressionType: CompressionProducer, Delete: true, MinInsyncReplicas: 1, DeleteRetentionMs: DefaultDeleteRetentionMs,
 	}
 }
 
@@ -108,6 +116,9 @@ func (c *TopicConfig) fillDefaults() {
 	}
 	if c.MinInsyncReplicas <= 0 {
 		c.MinInsyncReplicas = d.MinInsyncReplicas
+	}
+	if c.DeleteRetentionMs <= 0 {
+		c.DeleteRetentionMs = d.DeleteRetentionMs
 	}
 	if !c.Delete && !c.Compact {
 		c.Delete = true
@@ -171,6 +182,11 @@ var TopicConfigKeys = []TopicConfigKey{
 	{"min.insync.replicas", "min.insync.replicas", func(c *TopicConfig, v string) error {
 		n, err := parseRange(v, 1, math.MaxInt32)
 		c.MinInsyncReplicas = int(n)
+		return err
+	}},
+	{"delete.retention.ms", "log.cleaner.delete.retention.ms", func(c *TopicConfig, v string) error {
+		n, err := parseRange(v, 0, math.MaxInt64)
+		c.DeleteRetentionMs = n
 		return err
 	}},
 	{"cleanup.policy", "log.cleanup.policy", func(c *TopicConfig, v string) error {

@@ -29,6 +29,7 @@ func TestTopicConfigWith(t *testing.T) {
 	vals := map[string]string{
 		"segment.bytes": "1000", "log.roll.ms": "60000", "retention.ms": "-1", "log.retention.bytes": "-5",
 		"max.message.bytes": "x", "compression.type": "ZSTD", "cleanup.policy": "compact", "min.insync.replicas": "2",
+		"log.cleaner.delete.retention.ms": "5000",
 	}
 	cfg, err := DefaultTopicConfig().With(func(topicKey, brokerKey string) (string, bool) {
 		if v, ok := vals[topicKey]; ok {
@@ -38,7 +39,7 @@ func TestTopicConfigWith(t *testing.T) {
 		return v, ok
 	})
 	want := TopicConfig{SegmentBytes: 1000, SegmentMs: 60000, RetentionMs: -1, RetentionBytes: -1,
-		MaxMessageBytes: DefaultMaxMessageBytes, CompressionType: "zstd", Compact: true, MinInsyncReplicas: 2}
+		MaxMessageBytes: DefaultMaxMessageBytes, CompressionType: "zstd", Compact: true, MinInsyncReplicas: 2, DeleteRetentionMs: 5000}
 	if cfg != want {
 		t.Fatalf("config %+v, want %+v", cfg, want)
 	}

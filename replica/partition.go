@@ -141,6 +141,16 @@ func (p *Partition) deleteOldSegments(nowMs int64) (int, error) {
 	return p.log.DeleteOldSegments(nowMs, p.hw.Load(), storage.Retention{Ms: cfg.RetentionMs, Bytes: cfg.RetentionBytes})
 }
 
+// compact compacts the log's closed segments below the high watermark when
+// the topic's cleanup.policy includes compact.
+func (p *Partition) compact(nowMs int64) (storage.CompactStats, error) {
+	cfg := p.cfg.Load()
+	if !cfg.Compact {
+		return storage.CompactStats{}, nil
+	}
+	return p.log.Compact(nowMs, p.hw.Load(), cfg.DeleteRetentionMs)
+}
+
 // TopicPartition is the partition's name.
 func (p *Partition) TopicPartition() TopicPartition { return p.tp }
 

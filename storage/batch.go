@@ -336,7 +336,10 @@ func (b Batch) Records() ([]Record, error) {
 	if len(r.b) != 0 {
 		return nil, fmt.Errorf("%w: %d trailing bytes in batch at offset %d", ErrCorruptBatch, len(r.b), b.BaseOffset)
 	}
-	if n := len(out); n > 0 && out[n-1].Offset != b.LastOffset {
+	// A compacted batch (cleanup.policy=compact) keeps its offset range
+	// with fewer records, so its last record may lie below LastOffset; it
+	// never lies past it.
+	if n := len(out); n > 0 && out[n-1].Offset > b.LastOffset {
 		return nil, fmt.Errorf("%w: last record offset %d, header says %d", ErrCorruptBatch, out[n-1].Offset, b.LastOffset)
 	}
 	return out, nil

@@ -115,6 +115,11 @@ type Log struct {
 	topicID       [16]byte
 	hasTopic      bool
 	failed        error
+	// cleanedTo is the end of the last segment Compact went over, and
+	// tombstonesDueMs when the oldest tombstone it kept may go: Compact
+	// does nothing until a closed segment ends past cleanedTo or that time
+	// comes.
+	cleanedTo, tombstonesDueMs int64
 }
 
 // logSegment is one segment: its .log file, its indexes, and what appends need.

@@ -345,6 +345,12 @@ func (c *devCluster) nodeArgs(n *devNode) []string {
 		"--controller-quorum-voters", c.voters, "--log-dirs", n.dir,
 		"--cluster-id", c.clusterID, "--log-format", "console", "--log-level", c.o.logLevel,
 	}
+	if n.broker && c.o.brokers < 3 {
+		// Fewer brokers than Kafka's default offsets.topic.replication.factor
+		// (3): __consumer_offsets could never be created and consumer
+		// groups would get COORDINATOR_NOT_AVAILABLE forever.
+		args = append(args, "--offsets-topic-replication-factor", strconv.Itoa(c.o.brokers))
+	}
 	for _, ov := range c.o.overrides {
 		args = append(args, "--override", ov)
 	}

@@ -61,6 +61,7 @@ func (r *brokerRole) Prepare(context.Context) error {
 		InterBrokerListenerName:      cfg.InterBrokerListenerName,
 		DefaultNumPartitions:         cfg.NumPartitions,
 		DefaultReplicationFactor:     cfg.DefaultReplicationFactor,
+		Groups:                       groupConfig(cfg),
 		OnFatal:                      r.a.reportFatal,
 		Logger:                       cfg.Logger,
 	})
@@ -101,6 +102,27 @@ func zeroAsNegative(v int32) int32 {
 		return -1
 	}
 	return v
+}
+
+// groupConfig is the group coordinator's part of cfg.
+func groupConfig(cfg *Config) broker.GroupConfig {
+	delayMs := cfg.GroupInitialRebalanceDelayMs
+	if delayMs <= 0 {
+		delayMs = -1 // group.initial.rebalance.delay.ms=0: no delay (GroupConfig's 0 is the default)
+	}
+	return broker.GroupConfig{
+		OffsetsTopicNumPartitions:       cfg.OffsetsTopicNumPartitions,
+		OffsetsTopicReplicationFactor:   cfg.OffsetsTopicReplicationFactor,
+		OffsetsTopicSegmentBytes:        cfg.OffsetsTopicSegmentBytes,
+		MinSessionTimeoutMs:             cfg.GroupMinSessionTimeoutMs,
+		MaxSessionTimeoutMs:             cfg.GroupMaxSessionTimeoutMs,
+		InitialRebalanceDelayMs:         delayMs,
+		OffsetsRetentionMinutes:         cfg.OffsetsRetentionMinutes,
+		OffsetsRetentionCheckIntervalMs: cfg.OffsetsRetentionCheckIntervalMs,
+		OffsetMetadataMaxBytes:          cfg.OffsetMetadataMaxBytes,
+		CommitTimeoutMs:                 cfg.OffsetsCommitTimeoutMs,
+		GroupMaxSize:                    cfg.GroupMaxSize,
+	}
 }
 
 // staticTopicDefaults are the server.properties values of the broker

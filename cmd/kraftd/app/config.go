@@ -214,6 +214,24 @@ type Config struct {
 	// UncleanLeaderElectionEnable: unclean.leader.election.enable (the
 	// controller's static default; topics override it).
 	UncleanLeaderElectionEnable bool
+	// The group coordinator's settings, under Kafka's names:
+	// offsets.topic.num.partitions, offsets.topic.replication.factor,
+	// offsets.topic.segment.bytes, offsets.retention.minutes,
+	// offsets.retention.check.interval.ms, offsets.commit.timeout.ms,
+	// offset.metadata.max.bytes, group.min.session.timeout.ms,
+	// group.max.session.timeout.ms, group.initial.rebalance.delay.ms,
+	// group.max.size.
+	OffsetsTopicNumPartitions       int32
+	OffsetsTopicReplicationFactor   int16
+	OffsetsTopicSegmentBytes        int32
+	OffsetsRetentionMinutes         int32
+	OffsetsRetentionCheckIntervalMs int64
+	OffsetsCommitTimeoutMs          int32
+	OffsetMetadataMaxBytes          int32
+	GroupMinSessionTimeoutMs        int32
+	GroupMaxSessionTimeoutMs        int32
+	GroupInitialRebalanceDelayMs    int32
+	GroupMaxSize                    int32
 	// BrokerRack: broker.rack.
 	BrokerRack string
 

@@ -151,6 +151,12 @@ func TestValidateEmbeddedDefault(t *testing.T) {
 	if p, ok := c.SecurityProtocol("CONTROLLER"); !ok || p != "PLAINTEXT" {
 		t.Errorf("CONTROLLER protocol %q %v, want implicit PLAINTEXT", p, ok)
 	}
+	// One broker: consumer groups need __consumer_offsets at RF 1, as
+	// Kafka's quickstart server.properties sets it.
+	if c.OffsetsTopicReplicationFactor != 1 || DefaultConfig().OffsetsTopicReplicationFactor != 3 {
+		t.Errorf("offsets.topic.replication.factor %d (Kafka's default %d), want 1 for the embedded node",
+			c.OffsetsTopicReplicationFactor, DefaultConfig().OffsetsTopicReplicationFactor)
+	}
 }
 
 func TestValidateRejects(t *testing.T) {

@@ -47,7 +47,7 @@ type legacyRole struct {
 	mu          sync.Mutex
 	b           *legacyzk.Broker
 	api         *broker.ClientAPI
-	replicas    *replica.Manager // partition logs; closed after the broker stops
+	replicas    *replica.Manager       // partition logs; closed after the broker stops
 	fetchClient *broker.FetchTransport // follower fetches
 }
 
@@ -195,7 +195,7 @@ func faultsHandler(lb *legacyzk.Broker) http.Handler {
 // client waits instead of being cut off. A failed start closes the
 // listener, which ends the waits.
 func gateClientAPIs(reg *protocol.Registry, ready <-chan struct{}) {
-	for _, v := range broker.ClientAPIVersions(true, legacyMaxVersions) {
+	for _, v := range broker.ClientAPIVersions(true, false, legacyMaxVersions) {
 		if _, _, _, served := reg.Lookup(v.ApiKey); served {
 			continue // ApiVersions, or a push API
 		}
@@ -233,7 +233,11 @@ func (r *legacyRole) clientAPIConfig(lb *legacyzk.Broker, replicas *replica.Mana
 		MinInsyncReplicas:        int(cfg.MinInsyncReplicas),
 		LogMessageTimestampType:  cfg.LogMessageTimestampType,
 		MaxVersions:              legacyMaxVersions,
-		Logger:                   cfg.Logger.Named("clientapi"),
+		// No group coordinator in zk-legacy yet (issue 16): creating
+		// __consumer_offsets and moving coordinators are not wired to the
+		// ZooKeeper-era controller, so the group APIs are not advertised.
+		Groups: broker.GroupConfig{Disabled: true},
+		Logger: cfg.Logger.Named("clientapi"),
 	}
 }
 

@@ -65,6 +65,16 @@ func (c *Config) checkRanges() error {
 		{"replica.lag.time.max.ms", c.ReplicaLagTimeMaxMs},
 		{"min.insync.replicas", int64(c.MinInsyncReplicas)},
 		{"num.replica.fetchers", int64(c.NumReplicaFetchers)},
+		{"offsets.topic.num.partitions", int64(c.OffsetsTopicNumPartitions)},
+		{"offsets.topic.replication.factor", int64(c.OffsetsTopicReplicationFactor)},
+		{"offsets.topic.segment.bytes", int64(c.OffsetsTopicSegmentBytes)},
+		{"offsets.retention.minutes", int64(c.OffsetsRetentionMinutes)},
+		{"offsets.retention.check.interval.ms", c.OffsetsRetentionCheckIntervalMs},
+		{"offsets.commit.timeout.ms", int64(c.OffsetsCommitTimeoutMs)},
+		{"offset.metadata.max.bytes", int64(c.OffsetMetadataMaxBytes)},
+		{"group.min.session.timeout.ms", int64(c.GroupMinSessionTimeoutMs)},
+		{"group.max.session.timeout.ms", int64(c.GroupMaxSessionTimeoutMs)},
+		{"group.max.size", int64(c.GroupMaxSize)},
 		{"zookeeper.session.timeout.ms", int64(c.ZooKeeperSessionTimeoutMs)},
 		{"zookeeper.max.in.flight.requests", int64(c.ZooKeeperMaxInFlightRequests)},
 		{"controlled.shutdown.max.retries", int64(c.ControlledShutdownMaxRetries)},
@@ -372,5 +382,9 @@ func EmbeddedDefaults() []Setting {
 		{"controller.listener.names", "CONTROLLER"},
 		{"controller.quorum.voters", "1@127.0.0.1:9093"},
 		{"log.dirs", "./kraftd-data"},
+		// One broker: __consumer_offsets at Kafka's default replication
+		// factor 3 could never be created (Kafka's quickstart
+		// server.properties sets 1 too).
+		{"offsets.topic.replication.factor", "1"},
 	}
 }
