@@ -104,18 +104,30 @@ func TestControllerReplayFailureHandsOverLeadership(t *testing.T) {
 	if m := gather(t, apps[first]); m["kraftd_controller_metadata_error_count"] != 1 {
 		t.Errorf("metadata_error_count = %v", m["kraftd_controller_metadata_error_count"])
 	}
-	var next, nextEpoch int32
-	pollUntil(t, "another controller leading a later epoch", func() bool {
-		next, nextEpoch = leader()
-		return next > 0 && next != first && nextEpoch > firstEpoch
+	// It resigned: a leader that did not would lead epoch firstEpoch until the
+	// fetch timeout (60 s), its peers being alive.
+	pollUntil(t, "the failed controller to give up leading its epoch", func() bool {
+		m := apps[first].Quorum().Metrics()
+		return m.Role != quorum.Leader || m.Epoch > firstEpoch
 	})
-	// The failed node stops as main does on App.Fatal; the new leader keeps
-	// committing (NoOpRecords every 50 ms) without it.
+	// The failed node stops as main does on App.Fatal (left running, it could
+	// win the election its resignation starts: its log is the longest); the
+	// new leader keeps committing (NoOpRecords every 50 ms) without it.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := apps[first].Stop(ctx); err != nil {
 		t.Logf("stopping the failed node: %v", err)
 	}
+	var next, nextEpoch int32
+	pollUntil(t, "another controller leading a later epoch", func() bool {
+		next, nextEpoch = -1, -1
+		for id, a := range apps {
+			if m := a.Quorum().Metrics(); id != first && m.Role == quorum.Leader {
+				next, nextEpoch = id, m.Epoch
+			}
+		}
+		return next > 0 && nextEpoch > firstEpoch
+	})
 	_, from := apps[next].Controller().CommittedImage()
 	pollUntil(t, "commits under the new leader", func() bool {
 		img, off := apps[next].Controller().CommittedImage()
