@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/kraftd/kraftd/legacyzk/zkserver"
 	"github.com/kraftd/kraftd/legacyzk/zktest"
 )
 
@@ -45,12 +46,12 @@ func TestMain(m *testing.M) {
 }
 
 // needZk returns a zookeeper.connect string with a fresh chroot on the
-// shared server, or skips the test.
+// shared server, or skips the test (fails it under KRAFTD_REQUIRE_ZK=1).
 func needZk(t testing.TB) string {
 	t.Helper()
 	if sharedZk == nil {
 		if errors.Is(sharedZkErr, zktest.ErrNotInstalled) {
-			t.Skip(sharedZkErr)
+			zkserver.SkipOrFail(t, sharedZkErr)
 		}
 		t.Fatalf("ZooKeeper did not start: %v", sharedZkErr)
 	}

@@ -34,9 +34,7 @@ func TestProcessZkLegacyDivergence(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}
-	if _, _, err := zkserver.Find(); errors.Is(err, zkserver.ErrNotInstalled) {
-		t.Skip(err)
-	}
+	zkRequired(t)
 	bin := buildBinary(t)
 	zk, err := zkserver.Start(zkserver.Config{Dir: t.TempDir(), TickMs: 200})
 	if err != nil {
@@ -113,9 +111,7 @@ func TestProcessZkLegacyFaultsOff(t *testing.T) {
 		!strings.Contains(string(out), "loopback") {
 		t.Fatalf("fault switches on 0.0.0.0: exit %d\n%s", exitCode(err), out)
 	}
-	if _, _, err := zkserver.Find(); errors.Is(err, zkserver.ErrNotInstalled) {
-		t.Skip(err)
-	}
+	zkRequired(t)
 	zk, err := zkserver.Start(zkserver.Config{Dir: t.TempDir(), TickMs: 200})
 	if err != nil {
 		t.Fatal(err)
@@ -145,10 +141,20 @@ func TestProcessZkLegacyFaultsOff(t *testing.T) {
 	}
 }
 
+// zkRequired skips t when ZooKeeper is not installed, or fails it when
+// KRAFTD_REQUIRE_ZK=1 (CI: make test sets it, scripts/install-deps.sh
+// installs ZooKeeper), so that a missing ZooKeeper cannot pass CI silently.
+func zkRequired(t testing.TB) {
+	t.Helper()
+	if _, _, err := zkserver.Find(); err != nil {
+		zkserver.SkipOrFail(t, err)
+	}
+}
+
 // startLegacyProc runs p as a zk-legacy broker with its metrics on its
 // loopback metrics port, plus extra flags (--kraftd-fault-injection-enable
 // true adds the fault switches' admin endpoint there).
-func startLegacyProc(t *testing.T, bin string, p *kproc, zkAddr string, extra ...string) {
+func startLegacyProc(t testing.TB, bin string, p *kproc, zkAddr string, extra ...string) {
 	t.Helper()
 	p.out = &syncBuffer{}
 	args := []string{"--mode", "zk-legacy", "--node-id", strconv.Itoa(p.id),
@@ -164,24 +170,36 @@ func startLegacyProc(t *testing.T, bin string, p *kproc, zkAddr string, extra ..
 	p.done, p.exited = waitInBackground(p.cmd)
 }
 
-// controllerOf is the ControllerID addr's Metadata names.
-func controllerOf(t *testing.T, addr string) int {
+// controllerOf is the ControllerID addr's Metadata names, once it names
+// one of brokers 1-3.
+func controllerOf(t testing.TB, addr string) int {
 	t.Helper()
-	var id int32 = -1
+	id := -1
 	eventually(t, "a controller id", 20*time.Second, func() bool {
-		cl := protocol.NewClient(protocol.ClientConfig{ClientID: "process-test"})
-		defer cl.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		req := kmsg.NewPtrMetadataRequest()
-		req.SetVersion(12)
-		resp, err := cl.Request(ctx, addr, req)
-		if err == nil {
-			id = resp.(*kmsg.MetadataResponse).ControllerID
-		}
-		return id >= 1 && id <= 3
+		var err error
+		id, err = controllerID(addr)
+		return err == nil && id >= 1 && id <= 3
 	})
-	return int(id)
+	return id
+}
+
+// controllerID asks addr's Metadata (v12) for its ControllerID.
+func controllerID(addr string) (int, error) {
+	cl := protocol.NewClient(protocol.ClientConfig{ClientID: "process-test"})
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	resp, err := cl.Request(ctx, addr, req)
+	if err != nil {
+		return -1, err
+	}
+	id := resp.(*kmsg.MetadataResponse).ControllerID
+	if id < 0 {
+		return -1, fmt.Errorf("%s names no controller", addr)
+	}
+	return int(id), nil
 }
 
 func postFault(t *testing.T, metricsPort int, fault string) {
@@ -226,9 +244,7 @@ func TestProcessZkLegacyAttacks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}
-	if _, _, err := zkserver.Find(); errors.Is(err, zkserver.ErrNotInstalled) {
-		t.Skip(err)
-	}
+	zkRequired(t)
 	bin := buildBinary(t)
 	zk, err := zkserver.Start(zkserver.Config{Dir: t.TempDir(), TickMs: 200})
 	if err != nil {

@@ -70,6 +70,34 @@ func Find() (java, classpath string, err error) {
 	return "", "", ErrNotInstalled
 }
 
+// RequireEnv names the environment variable that makes a missing ZooKeeper
+// a test failure instead of a skip: CI sets KRAFTD_REQUIRE_ZK=1 (make test
+// does), because its machine installs ZooKeeper (scripts/install-deps.sh)
+// and a test that skipped there would hide a broken install.
+const RequireEnv = "KRAFTD_REQUIRE_ZK"
+
+// Required reports whether RequireEnv is set to 1.
+func Required() bool { return os.Getenv(RequireEnv) == "1" }
+
+// TB is the part of testing.TB that SkipOrFail uses (this package is not
+// test-only, so it does not import testing).
+type TB interface {
+	Helper()
+	Skip(args ...any)
+	Fatal(args ...any)
+}
+
+// SkipOrFail ends a test that cannot run because ZooKeeper is missing
+// (err, e.g. from Find): a failure when Required, else a skip.
+func SkipOrFail(t TB, err error) {
+	t.Helper()
+	if Required() {
+		t.Fatal(fmt.Sprintf("%v, and %s=1 requires it", err, RequireEnv))
+		return
+	}
+	t.Skip(err)
+}
+
 func (c *Config) defaults() error {
 	if c.Dir == "" {
 		return errors.New("zkserver: no directory")

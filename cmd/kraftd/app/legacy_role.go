@@ -47,7 +47,7 @@ type legacyRole struct {
 	mu          sync.Mutex
 	b           *legacyzk.Broker
 	api         *broker.ClientAPI
-	replicas    *replica.Manager // partition logs; closed after the broker stops
+	replicas    *replica.Manager       // partition logs; closed after the broker stops
 	fetchClient *broker.FetchTransport // follower fetches
 }
 
