@@ -153,3 +153,43 @@ func TestMemStateWriteAbortsOnNewerControllerEpoch(t *testing.T) {
 		t.Fatalf("the controller resigned or moved: epoch %d", ctrl.ActiveControllerEpoch())
 	}
 }
+
+// TestMemControllerIDFromUpdateMetadata: a broker names the controller the
+// last UpdateMetadata came from (Kafka's ZkMetadataCache), not the one its
+// /controller watch saw: while a newly elected controller is held before
+// its first push, the other live broker still names the old controller;
+// once the push arrives it names the new one.
+func TestMemControllerIDFromUpdateMetadata(t *testing.T) {
+	c := newMemCluster(t, 1, 2, 3)
+	old := c.controller()
+	c.createTopic(old, "t", 2, 3)
+	c.converged()
+	for _, b := range c.liveBrokers() {
+		if b != old {
+			b.Faults().PauseBeforePush.Store(true)
+		}
+	}
+	old.Close()
+	var next, other *Broker
+	waitFor(t, 5*time.Second, "a new controller held before its first push", func() (bool, string) {
+		for _, b := range c.liveBrokers() {
+			if b.IsController() && b.Faults().Paused() {
+				next = b
+			}
+		}
+		return next != nil, "none"
+	})
+	for _, b := range c.liveBrokers() {
+		if b != next {
+			other = b
+		}
+	}
+	other.Faults().PauseBeforePush.Store(false)
+	if got := other.ControllerID(); got != old.ID() {
+		t.Fatalf("broker %d names controller %d before any push from %d; want the old %d", other.ID(), got, next.ID(), old.ID())
+	}
+	next.Faults().Resume()
+	waitFor(t, 5*time.Second, "the new controller named after its push", func() (bool, string) {
+		return other.ControllerID() == next.ID(), fmt.Sprint(other.ControllerID())
+	})
+}
