@@ -32,6 +32,7 @@ func TestMain(m *testing.M) {
 		sharedZkErr = err
 	}
 	code := m.Run()
+	stopBenchEnsemble()
 	if sharedZk != nil {
 		sharedZk.Stop()
 	}
@@ -63,8 +64,10 @@ const testSessionTimeoutMs = 2000
 
 func newZkCluster(t *testing.T, ids ...int32) *cluster { return newZkClusterTB(t, ids...) }
 
-func newZkClusterTB(t testing.TB, ids ...int32) *cluster {
-	connect := needZk(t)
+func newZkClusterTB(t testing.TB, ids ...int32) *cluster { return newZkClusterOn(t, needZk(t), ids...) }
+
+// newZkClusterOn is a cluster on the ZooKeeper at connect.
+func newZkClusterOn(t testing.TB, connect string, ids ...int32) *cluster {
 	zc := ZkConfig{Connect: connect, SessionTimeoutMs: testSessionTimeoutMs}
 	dial := func(ctx context.Context) (Store, error) { return DialZk(ctx, zc) }
 	admin, err := dial(context.Background())

@@ -73,3 +73,37 @@ func TestSkipOrFailFailsWhenRequired(t *testing.T) {
 		t.Fatalf("not required: skipped %q, failed %q", r.skipped, r.failed)
 	}
 }
+
+// TestEnsembleWithForceSync: StartEnsemble runs three servers that elect
+// one leader, each with forceSync=yes (Kafka's production setting) and the
+// three server lines; the connect string names all three.
+func TestEnsembleWithForceSync(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three JVMs")
+	}
+	if _, _, err := Find(); err != nil {
+		SkipOrFail(t, err)
+	}
+	e, err := StartEnsemble(Config{Dir: t.TempDir(), TickMs: 200, HeapMb: 128, ForceSync: true}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop()
+	modes := map[string]int{}
+	for i, s := range e.Servers {
+		modes[Mode(s.Addr)]++
+		cfg, err := os.ReadFile(filepath.Join(s.dir, "zoo.cfg"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(cfg), "forceSync=yes\n") || strings.Count(string(cfg), "\nserver.") != 3 {
+			t.Errorf("server %d zoo.cfg:\n%s", i+1, cfg)
+		}
+	}
+	if modes["leader"] != 1 || modes["follower"] != 2 {
+		t.Fatalf("modes %v, want one leader and two followers", modes)
+	}
+	if strings.Count(e.Addr, ",") != 2 || e.Describe() != "3-server ensemble, forceSync=yes" {
+		t.Fatalf("addr %q, %q", e.Addr, e.Describe())
+	}
+}
