@@ -206,3 +206,58 @@ func (tr *Truth) comparePartition(name string, p kmsg.MetadataResponseTopicParti
 			name, p.Partition, p.Leader, p.LeaderEpoch, p.ISR, p.Replicas, want.Leader, want.LeaderEpoch, want.ISR, replicas)
 	}
 }
+
+// ControllerView is the active controller's in-memory partition states
+// (Kafka's ControllerContext.partitionLeadershipInfo), to compare with
+// ZooKeeper: the third divergence case is the two disagreeing.
+type ControllerView struct {
+	BrokerID        int32
+	ControllerEpoch int32
+	States          map[TopicPartition]LeaderIsr
+}
+
+// ControllerView returns this broker's controller state, ok=false when it
+// is not the active controller. It runs on the controller's event loop.
+func (b *Broker) ControllerView(ctx context.Context) (v ControllerView, ok bool, err error) {
+	c := b.ctrl
+	err = c.call(ctx, func() {
+		if !c.active {
+			return
+		}
+		ok = true
+		v = ControllerView{BrokerID: c.id, ControllerEpoch: c.epoch, States: maps.Clone(c.view.States)}
+	})
+	return v, ok, err
+}
+
+// CompareController compares the controller's view with ZooKeeper: every
+// partition state ZooKeeper holds must be in the view with the same
+// leader, leader epoch, ISR and znode version, and the view must hold no
+// state ZooKeeper lacks. Sentences start "controller N: ".
+func (tr *Truth) CompareController(v ControllerView) []string {
+	var out []string
+	say := func(format string, args ...any) {
+		out = append(out, fmt.Sprintf("controller %d: ", v.BrokerID)+fmt.Sprintf(format, args...))
+	}
+	tps := slices.SortedFunc(maps.Keys(tr.States), compareTP)
+	for _, tp := range tps {
+		want := tr.States[tp]
+		got, ok := v.States[tp]
+		switch {
+		case !ok:
+			say("%s-%d has no state in the controller, ZooKeeper has leader %d epoch %d isr %v zkVersion %d",
+				tp.Topic, tp.Partition, want.Leader, want.LeaderEpoch, want.ISR, want.ZkVersion)
+		case got.Leader != want.Leader || got.LeaderEpoch != want.LeaderEpoch || got.ZkVersion != want.ZkVersion ||
+			!slices.Equal(got.ISR, want.ISR):
+			say("%s-%d leader %d epoch %d isr %v zkVersion %d, ZooKeeper has leader %d epoch %d isr %v zkVersion %d",
+				tp.Topic, tp.Partition, got.Leader, got.LeaderEpoch, got.ISR, got.ZkVersion,
+				want.Leader, want.LeaderEpoch, want.ISR, want.ZkVersion)
+		}
+	}
+	for _, tp := range slices.SortedFunc(maps.Keys(v.States), compareTP) {
+		if _, ok := tr.States[tp]; !ok {
+			say("%s-%d has a state in the controller but none in ZooKeeper", tp.Topic, tp.Partition)
+		}
+	}
+	return out
+}

@@ -71,10 +71,21 @@ func (c *controller) changeStates(tps []TopicPartition, decide decideFunc) (chan
 			batches[i] = c.fenced(stateOp(tp, nexts[tp], exists, s.ZkVersion))
 		}
 		start := time.Now()
-		res, errs := multiAll(c.ctx, c.store, batches, c.cfg.Zk.MaxInFlightRequests)
+		var res [][]OpResult
+		var errs []error
+		lost := len(plan) > 0 && c.faults.fire(&c.faults.ZkWriteLost)
+		if lost {
+			res, errs = c.pretendWritten(plan, batches, cur)
+		} else {
+			res, errs = multiAll(c.ctx, c.store, batches, c.cfg.Zk.MaxInFlightRequests)
+		}
 		c.stats.observeStateChanges(len(batches), time.Since(start))
+		ackLost := !lost && len(plan) > 0 && c.faults.fire(&c.faults.ZkWriteAckLost)
 		for i, tp := range plan {
 			switch {
+			case errs[i] == nil && ackLost:
+				c.log.Info("fault: a partition state write landed in ZooKeeper but the controller takes it as failed",
+					zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition))
 			case errs[i] == nil:
 				next := nexts[tp]
 				next.ZkVersion = res[i][1].Stat.Version
@@ -94,6 +105,22 @@ func (c *controller) changeStates(tps []TopicPartition, decide decideFunc) (chan
 		tps = retry
 	}
 	return changed, created, nil
+}
+
+// pretendWritten is the ZkWriteLost fault: nothing is sent, and every
+// write of plan is answered as applied at the next znode version.
+func (c *controller) pretendWritten(plan []TopicPartition, batches [][]Op, cur map[TopicPartition]LeaderIsr) ([][]OpResult, []error) {
+	res, errs := make([][]OpResult, len(batches)), make([]error, len(batches))
+	for i, tp := range plan {
+		c.log.Info("fault: a partition state write never reached ZooKeeper but the controller takes it as applied",
+			zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition))
+		version := int32(0)
+		if s, ok := cur[tp]; ok {
+			version = s.ZkVersion + 1
+		}
+		res[i] = []OpResult{{}, {Stat: Stat{Version: version}}}
+	}
+	return res, errs
 }
 
 // createPartitionParents is the first two steps of Kafka's
