@@ -2,6 +2,7 @@ package legacyzk
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -260,4 +261,45 @@ func (tr *Truth) CompareController(v ControllerView) []string {
 		}
 	}
 	return out
+}
+
+type viewJSON struct {
+	BrokerID        int32           `json:"broker_id"`
+	ControllerEpoch int32           `json:"controller_epoch"`
+	Partitions      []viewPartition `json:"partitions"`
+}
+
+type viewPartition struct {
+	Topic       string  `json:"topic"`
+	Partition   int32   `json:"partition"`
+	Leader      int32   `json:"leader"`
+	LeaderEpoch int32   `json:"leader_epoch"`
+	ISR         []int32 `json:"isr"`
+	ZkVersion   int32   `json:"zk_version"`
+}
+
+// MarshalJSON is the view as the admin endpoint serves it (GET
+// /controller/view), partitions sorted.
+func (v ControllerView) MarshalJSON() ([]byte, error) {
+	j := viewJSON{BrokerID: v.BrokerID, ControllerEpoch: v.ControllerEpoch, Partitions: []viewPartition{}}
+	for _, tp := range slices.SortedFunc(maps.Keys(v.States), compareTP) {
+		s := v.States[tp]
+		j.Partitions = append(j.Partitions, viewPartition{tp.Topic, tp.Partition, s.Leader, s.LeaderEpoch, s.ISR, s.ZkVersion})
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (v *ControllerView) UnmarshalJSON(b []byte) error {
+	var j viewJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	v.BrokerID, v.ControllerEpoch = j.BrokerID, j.ControllerEpoch
+	v.States = make(map[TopicPartition]LeaderIsr, len(j.Partitions))
+	for _, p := range j.Partitions {
+		v.States[TopicPartition{p.Topic, p.Partition}] = LeaderIsr{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, ISR: p.ISR,
+			ControllerEpoch: j.ControllerEpoch, ZkVersion: p.ZkVersion}
+	}
+	return nil
 }

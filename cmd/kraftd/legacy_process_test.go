@@ -340,3 +340,74 @@ func TestProcessZkLegacyAttacks(t *testing.T) {
 		return true
 	})
 }
+
+// TestProcessZkLegacyControllerDivergence is the third divergence case end
+// to end: ZooKeeper and the controller's in-memory state disagree. Three
+// zk-legacy brokers with the fault switches; `kraftd check-divergence
+// --controller-admin` reads the active controller's view (GET
+// /controller/view on its metrics listener) and finds it in sync; after
+// the controller is told to lose its next ZooKeeper write (lose-zk-write:
+// it never lands, the controller takes it as applied) a controlled
+// shutdown of another broker moves partitions in the controller's view
+// and the brokers' caches only, and the check exits 1 naming the
+// controller and the partitions.
+func TestProcessZkLegacyControllerDivergence(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	zkRequired(t)
+	bin := buildBinary(t)
+	zk, err := zkserver.Start(zkserver.Config{Dir: t.TempDir(), TickMs: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(zk.Stop)
+	c := &procCluster{t: t, bin: bin, procs: map[int]*kproc{}}
+	t.Cleanup(c.killAll)
+	var admin []string
+	for id := 1; id <= 3; id++ {
+		c.procs[id] = &kproc{id: id, port: freePort(t), metricsPort: freePort(t), role: "broker", dir: t.TempDir()}
+		startLegacyProc(t, bin, c.procs[id], zk.Addr, "--kraftd-fault-injection-enable", "true")
+		admin = append(admin, fmt.Sprintf("127.0.0.1:%d", c.procs[id].metricsPort))
+	}
+	eventually(t, "every broker to list brokers 1, 2 and 3", 20*time.Second, func() bool {
+		for _, addr := range c.brokerAddrs() {
+			if v, err := metadataView(addr); err != nil || fmt.Sprint(v.brokers) != "[1 2 3]" {
+				return false
+			}
+		}
+		return true
+	})
+	ctrl := controllerOf(t, c.procs[1].addr())
+	createTopic(t, c.procs[ctrl].addr(), "drift")
+	check := func() (string, error) {
+		out, err := exec.Command(bin, "check-divergence", "--bootstrap", strings.Join(c.brokerAddrs(), ","),
+			"--zookeeper-connect", zk.Addr, "--controller-admin", strings.Join(admin, ","), "--settle", "100ms").CombinedOutput()
+		return string(out), err
+	}
+	var out string
+	eventually(t, "check-divergence to pass with the controller's view", 20*time.Second, func() bool {
+		out, err = check()
+		return err == nil
+	})
+	if !strings.Contains(out, fmt.Sprintf("controller %d (%s): in sync", ctrl, admin[ctrl-1])) {
+		t.Fatalf("before the fault:\n%s", out)
+	}
+	postFault(t, c.procs[ctrl].metricsPort, "lose-zk-write")
+	leaving := c.procs[1+ctrl%3]
+	if err := leaving.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-leaving.done:
+		leaving.done <- err
+	case <-time.After(30 * time.Second):
+		t.Fatal("the broker did not stop after SIGTERM")
+	}
+	out, err = check()
+	if exitCode(err) != exitError || !strings.Contains(out, fmt.Sprintf("controller %d (%s): divergent", ctrl, admin[ctrl-1])) ||
+		!strings.Contains(out, fmt.Sprintf("controller %d: drift-", ctrl)) || !strings.Contains(out, "DIVERGENT") {
+		t.Fatalf("check-divergence after a lost ZooKeeper write: exit %d\n%s", exitCode(err), out)
+	}
+	t.Logf("after the lost write:\n%s", out)
+}
