@@ -57,9 +57,10 @@ deps:
 	$(GO) mod download
 	./scripts/install-deps.sh
 
-## test: the full gate CI runs.
+## test: the full gate CI runs. deps installs ZooKeeper, so its tests must
+## run: KRAFTD_REQUIRE_ZK=1 turns a missing ZooKeeper into a failure, not a skip.
 test: deps fmt-check vet
-	$(GO) test -race -timeout $(TIMEOUT) ./...
+	KRAFTD_REQUIRE_ZK=1 $(GO) test -race -timeout $(TIMEOUT) ./...
 
 ## test-short: skips process-level and long failover tests.
 test-short:
@@ -103,8 +104,9 @@ bench-data:
 	$(GO) test ./cmd/kraftd -run '^$$' -bench '^BenchmarkDataPlane$$' -benchtime $(BENCH_RECORDS)x -count 1 -v -timeout 20m | \
 		grep -v -e "^{" -e "^=== RUN"
 
-## faults: the data-plane fault matrix with Kafka's default timeouts
-## (broker.session.timeout.ms 9000), the probe's leader hints on and off: a
+## faults: the data-plane fault matrix, KRaft and zk-legacy, with Kafka's
+## default timeouts (broker.session.timeout.ms 9000, zookeeper.session.timeout.ms
+## 18000), the probe's leader hints on and off (KRaft; zk-legacy has none): a
 ## table of the longest time without an acknowledged write per fault.
 faults:
 	$(GO) test ./cmd/kraftd -run '^TestProcessFaultMatrix$$' -count 1 -v -timeout 20m \

@@ -30,6 +30,7 @@ func (b *Broker) handleUpdateMetadata(ctx context.Context, req *protocol.Request
 		return resp, nil
 	}
 	b.controllerEpoch = r.ControllerEpoch
+	b.umControllerID.Store(r.ControllerID)
 	if err := b.applyUpdateMetadata(r); err != nil {
 		// A push the image cannot take is a bug on one side. Kafka answers
 		// an exception in the handler with UNKNOWN_SERVER_ERROR; closing

@@ -73,6 +73,12 @@ type Broker struct {
 	// read: pushes up to it need no ZooKeeper read.
 	zkControllerEpoch atomic.Int32
 	cache             atomic.Pointer[image.Image]
+	// umControllerID is the ControllerID of the last UpdateMetadata
+	// accepted (-1 before the first): the controller this broker names in
+	// Metadata and sends ControlledShutdown and AlterPartition to, as
+	// Kafka's ZkMetadataCache.getControllerId. Its own /controller watch
+	// (controller.activeID) only drives elections.
+	umControllerID atomic.Int32
 
 	mu              sync.Mutex
 	controllerEpoch int32
@@ -107,6 +113,7 @@ func NewBroker(ctx context.Context, cfg Config) (*Broker, error) {
 		topicConfigs: map[string]bool{}, dataReady: make(chan struct{})}
 	b.lastConfigChange.Store(-1)
 	b.cache.Store(image.Empty())
+	b.umControllerID.Store(-1)
 	if err := b.startServer(); err != nil {
 		return nil, err
 	}
@@ -282,9 +289,12 @@ func (b *Broker) BrokerEpoch() int64 { return b.brokerEpoch.Load() }
 // controller epoch of the last one.
 func (b *Broker) Image() *image.Image { return b.cache.Load() }
 
-// ControllerID is the broker id /controller held when last read (-1: none
-// known).
-func (b *Broker) ControllerID() int32 { return b.ctrl.activeID.Load() }
+// ControllerID is the controller the last accepted UpdateMetadata named
+// (-1: none yet), as Kafka 3.3's broker takes it from its metadata cache:
+// Metadata answers it and ControlledShutdown and AlterPartition go to it.
+// A broker that a new controller has not pushed to yet still names the old
+// one, whatever /controller says.
+func (b *Broker) ControllerID() int32 { return b.umControllerID.Load() }
 
 // IsController reports whether this broker is the active controller.
 func (b *Broker) IsController() bool { return b.ctrl.activeEpoch.Load() > 0 }

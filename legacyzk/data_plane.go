@@ -443,9 +443,9 @@ func (b *Broker) LeaderAddr(id int32) (string, error) {
 	return net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port))), nil
 }
 
-// SendAlterPartition sends one ISR change request to the controller
-// /controller names, at its address in the metadata cache, as Kafka 3.3's
-// AlterPartitionManager does over its controller channel.
+// SendAlterPartition sends one ISR change request to the controller the
+// last UpdateMetadata named, at its address in the metadata cache, as
+// Kafka 3.3's AlterPartitionManager does over its controller channel.
 func (b *Broker) SendAlterPartition(ctx context.Context, req *kmsg.AlterPartitionRequest) (*kmsg.AlterPartitionResponse, error) {
 	id := b.ControllerID()
 	if id < 0 {

@@ -2,6 +2,7 @@ package legacyzk
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -205,4 +206,100 @@ func (tr *Truth) comparePartition(name string, p kmsg.MetadataResponseTopicParti
 		say("%s-%d leader %d epoch %d isr %v replicas %v, ZooKeeper has leader %d epoch %d isr %v replicas %v",
 			name, p.Partition, p.Leader, p.LeaderEpoch, p.ISR, p.Replicas, want.Leader, want.LeaderEpoch, want.ISR, replicas)
 	}
+}
+
+// ControllerView is the active controller's in-memory partition states
+// (Kafka's ControllerContext.partitionLeadershipInfo), to compare with
+// ZooKeeper: the third divergence case is the two disagreeing.
+type ControllerView struct {
+	BrokerID        int32
+	ControllerEpoch int32
+	States          map[TopicPartition]LeaderIsr
+}
+
+// ControllerView returns this broker's controller state, ok=false when it
+// is not the active controller. It runs on the controller's event loop.
+func (b *Broker) ControllerView(ctx context.Context) (v ControllerView, ok bool, err error) {
+	c := b.ctrl
+	err = c.call(ctx, func() {
+		if !c.active {
+			return
+		}
+		ok = true
+		v = ControllerView{BrokerID: c.id, ControllerEpoch: c.epoch, States: maps.Clone(c.view.States)}
+	})
+	return v, ok, err
+}
+
+// CompareController compares the controller's view with ZooKeeper: every
+// partition state ZooKeeper holds must be in the view with the same
+// leader, leader epoch, ISR and znode version, and the view must hold no
+// state ZooKeeper lacks. Sentences start "controller N: ".
+func (tr *Truth) CompareController(v ControllerView) []string {
+	var out []string
+	say := func(format string, args ...any) {
+		out = append(out, fmt.Sprintf("controller %d: ", v.BrokerID)+fmt.Sprintf(format, args...))
+	}
+	tps := slices.SortedFunc(maps.Keys(tr.States), compareTP)
+	for _, tp := range tps {
+		want := tr.States[tp]
+		got, ok := v.States[tp]
+		switch {
+		case !ok:
+			say("%s-%d has no state in the controller, ZooKeeper has leader %d epoch %d isr %v zkVersion %d",
+				tp.Topic, tp.Partition, want.Leader, want.LeaderEpoch, want.ISR, want.ZkVersion)
+		case got.Leader != want.Leader || got.LeaderEpoch != want.LeaderEpoch || got.ZkVersion != want.ZkVersion ||
+			!slices.Equal(got.ISR, want.ISR):
+			say("%s-%d leader %d epoch %d isr %v zkVersion %d, ZooKeeper has leader %d epoch %d isr %v zkVersion %d",
+				tp.Topic, tp.Partition, got.Leader, got.LeaderEpoch, got.ISR, got.ZkVersion,
+				want.Leader, want.LeaderEpoch, want.ISR, want.ZkVersion)
+		}
+	}
+	for _, tp := range slices.SortedFunc(maps.Keys(v.States), compareTP) {
+		if _, ok := tr.States[tp]; !ok {
+			say("%s-%d has a state in the controller but none in ZooKeeper", tp.Topic, tp.Partition)
+		}
+	}
+	return out
+}
+
+type viewJSON struct {
+	BrokerID        int32           `json:"broker_id"`
+	ControllerEpoch int32           `json:"controller_epoch"`
+	Partitions      []viewPartition `json:"partitions"`
+}
+
+type viewPartition struct {
+	Topic       string  `json:"topic"`
+	Partition   int32   `json:"partition"`
+	Leader      int32   `json:"leader"`
+	LeaderEpoch int32   `json:"leader_epoch"`
+	ISR         []int32 `json:"isr"`
+	ZkVersion   int32   `json:"zk_version"`
+}
+
+// MarshalJSON is the view as the admin endpoint serves it (GET
+// /controller/view), partitions sorted.
+func (v ControllerView) MarshalJSON() ([]byte, error) {
+	j := viewJSON{BrokerID: v.BrokerID, ControllerEpoch: v.ControllerEpoch, Partitions: []viewPartition{}}
+	for _, tp := range slices.SortedFunc(maps.Keys(v.States), compareTP) {
+		s := v.States[tp]
+		j.Partitions = append(j.Partitions, viewPartition{tp.Topic, tp.Partition, s.Leader, s.LeaderEpoch, s.ISR, s.ZkVersion})
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (v *ControllerView) UnmarshalJSON(b []byte) error {
+	var j viewJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	v.BrokerID, v.ControllerEpoch = j.BrokerID, j.ControllerEpoch
+	v.States = make(map[TopicPartition]LeaderIsr, len(j.Partitions))
+	for _, p := range j.Partitions {
+		v.States[TopicPartition{p.Topic, p.Partition}] = LeaderIsr{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, ISR: p.ISR,
+			ControllerEpoch: j.ControllerEpoch, ZkVersion: p.ZkVersion}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package legacyzk
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -139,5 +140,66 @@ func TestCompareMetadata(t *testing.T) {
 	d := tr.CompareMetadata(2, m)
 	if len(d) != 1 || !strings.Contains(d[0], "broker 2: a-0 leader 2 epoch 2") {
 		t.Fatalf("%v", d)
+	}
+}
+
+// controllerDiffs compares the active controller's view with ZooKeeper.
+func (c *cluster) controllerDiffs(ctrl *Broker) []string {
+	c.t.Helper()
+	ctx := context.Background()
+	v, ok, err := ctrl.ControllerView(ctx)
+	if err != nil || !ok {
+		c.t.Fatalf("controller view of %d: active %v, %v", ctrl.ID(), ok, err)
+	}
+	tr, err := ReadTruth(ctx, c.admin)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return tr.CompareController(v)
+}
+
+// The third divergence case: ZooKeeper and the controller's in-memory
+// state disagree. lose-zk-write-ack: a broker loss's ISR shrink lands in
+// ZooKeeper but the controller takes the write as failed (its view keeps
+// the dead broker in the ISR and nothing is pushed); lose-zk-write: the
+// write never lands but the controller takes it as applied (its view and
+// the brokers drop the dead broker, ZooKeeper keeps it). CompareController
+// names the partitions; a failover (the next controller reads ZooKeeper)
+// heals the controller's side.
+func TestMemZkAndControllerDisagree(t *testing.T) {
+	for _, fault := range []string{"lose-zk-write-ack", "lose-zk-write"} {
+		t.Run(fault, func(t *testing.T) {
+			c := newMemCluster(t, 1, 2, 3)
+			ctrl := c.controller()
+			c.createTopic(ctrl, "foo", 2, 3)
+			c.converged()
+			if d := c.controllerDiffs(ctrl); len(d) != 0 {
+				t.Fatalf("before the fault: %v", d)
+			}
+			if err := ctrl.Faults().Apply(fault); err != nil {
+				t.Fatal(err)
+			}
+			victim := otherThan(c, ctrl.ID())
+			victim.Close()
+			delete(c.brokers, victim.ID())
+			waitFor(t, 5*time.Second, "the controller's view and ZooKeeper to disagree", func() (bool, string) {
+				d := c.controllerDiffs(ctrl)
+				return len(d) > 0 && strings.Contains(strings.Join(d, ";"), "foo-"), strings.Join(d, ";")
+			})
+			zkHasVictim := false
+			for p := range int32(2) {
+				zkHasVictim = zkHasVictim || slices.Contains(c.state("foo", p).ISR, victim.ID())
+			}
+			if zkHasVictim != (fault == "lose-zk-write") {
+				t.Fatalf("%s: ZooKeeper's ISRs still name broker %d: %v", fault, victim.ID(), zkHasVictim)
+			}
+			ctrl.Close()
+			delete(c.brokers, ctrl.ID())
+			next := c.controller()
+			waitFor(t, 5*time.Second, "the next controller's view to match ZooKeeper", func() (bool, string) {
+				d := c.controllerDiffs(next)
+				return len(d) == 0, strings.Join(d, ";")
+			})
+		})
 	}
 }

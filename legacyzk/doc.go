@@ -23,8 +23,10 @@
 //	data_plane.go    the broker's data plane: replica manager, topic
 //	                 configs, producer id blocks, replication transports
 //	admin.go         CreateTopics / DeleteTopics / CreatePartitions via ZK
-//	divergence.go    compare a broker's cache with ZooKeeper
-//	faults.go        crash-after-write, dropped UpdateMetadata, zombie
+//	divergence.go    compare a broker's cache, or the controller's view,
+//	                 with ZooKeeper
+//	faults.go        crash-after-write, dropped UpdateMetadata, zombie,
+//	                 a ZooKeeper write lost or its answer lost
 //
 // # What is emulated
 //
@@ -38,8 +40,20 @@
 // LeaderAndIsr for every hosted replica and UpdateMetadata for every
 // partition to every live broker, before handling any other event. A dead
 // broker (its ephemeral gone) makes the controller elect new leaders with a
-// re-read plus a fenced conditional write per partition, then push.
-// Controlled shutdown runs through the ControlledShutdown RPC (key 7).
+// re-read plus a fenced conditional write per partition, then push; a
+// state znode whose controller_epoch is newer than the controller's aborts
+// that partition's change. New partitions' znodes are created as Kafka's
+// createTopicPartitionStatesRaw does: /partitions per topic, then
+// /partitions/<p> and the state znode per partition, each a fenced create,
+// each step pipelined. Controlled shutdown runs through the
+// ControlledShutdown RPC (key 7). A broker names (and sends
+// ControlledShutdown and AlterPartition to) the controller of the last
+// UpdateMetadata it accepted, not the one its /controller watch saw.
+//
+// A ZooKeeper request whose connection dropped in flight is sent again
+// once the session has reconnected (Kafka's retryRequestsUntilConnected);
+// an expired session makes the broker resign, open a new session and
+// register again with a new broker epoch.
 //
 // Brokers accept a push only if its broker epoch is not older than their
 // registration (STALE_BROKER_EPOCH) and its controller epoch is not older
@@ -96,7 +110,10 @@
 // CrashSessionLingerMs), drop-update-metadata-to=<id>, pause-before-push
 // (a zombie: frozen with pushes queued; after Resume its pushes leave with
 // the old controller epoch and brokers that saw the new one reject them),
-// resume, clear. Broker.LoseSession closes the session as an expiry would.
+// lose-zk-write-ack and lose-zk-write (ZooKeeper and the controller's
+// in-memory state disagree: Broker.ControllerView and
+// Truth.CompareController show it), resume, clear. Broker.LoseSession
+// closes the session as an expiry would.
 //
 // # For the broker package and the app
 //

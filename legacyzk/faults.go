@@ -39,6 +39,19 @@ type Faults struct {
 	// epoch. The switch resets when it fires.
 	PauseBeforePush atomic.Bool
 
+	// ZkWriteAckLost: the next partition state write of the controller's
+	// state machine lands in ZooKeeper but the controller takes it as
+	// failed (its answer lost, as with a connection or session lost after
+	// the server applied it): its in-memory state keeps the old leader and
+	// ISR and it pushes nothing for it. ZkWriteLost is the reverse: the
+	// next such write never reaches ZooKeeper but the controller takes it
+	// as applied, keeps the new state and pushes it. Either leaves
+	// ZooKeeper and the controller's view disagreeing (the seed
+	// documents' third divergence case) until a failover re-reads
+	// ZooKeeper. One-shot.
+	ZkWriteAckLost atomic.Bool
+	ZkWriteLost    atomic.Bool
+
 	mu     sync.Mutex
 	paused chan struct{} // non-nil while paused; closed by Resume
 }
@@ -111,6 +124,8 @@ var ErrFaultInjectionDisabled = errors.New("legacyzk: fault injection is disable
 //	crash-after-zk-write          arm CrashAfterZkWrite
 //	drop-update-metadata-to=<id>  drop UpdateMetadata to broker id (-1: stop)
 //	pause-before-push             arm PauseBeforePush
+//	lose-zk-write-ack             arm ZkWriteAckLost
+//	lose-zk-write                 arm ZkWriteLost
 //	resume                        end a pause
 //	clear                         disarm everything and resume
 func (f *Faults) Apply(cmd string) error {
@@ -129,11 +144,17 @@ func (f *Faults) Apply(cmd string) error {
 		f.DropUpdateMetadataTo(int32(id))
 	case "pause-before-push":
 		f.PauseBeforePush.Store(true)
+	case "lose-zk-write-ack":
+		f.ZkWriteAckLost.Store(true)
+	case "lose-zk-write":
+		f.ZkWriteLost.Store(true)
 	case "resume":
 		f.Resume()
 	case "clear":
 		f.CrashAfterZkWrite.Store(false)
 		f.PauseBeforePush.Store(false)
+		f.ZkWriteAckLost.Store(false)
+		f.ZkWriteLost.Store(false)
 		f.DropUpdateMetadataTo(-1)
 		f.Resume()
 	default:

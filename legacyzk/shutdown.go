@@ -58,8 +58,9 @@ func (b *Broker) controlledShutdown(ctx context.Context) error {
 	return fmt.Errorf("%w: %w", ErrShutdownIncomplete, last)
 }
 
-// sendControlledShutdown sends one request to the controller named by
-// /controller (found through this broker's cache, as Kafka does).
+// sendControlledShutdown sends one request to the controller the last
+// UpdateMetadata named, at its address in this broker's cache, as Kafka's
+// KafkaServer.controlledShutdown does.
 func (b *Broker) sendControlledShutdown(ctx context.Context) (int, error) {
 	id := b.ControllerID()
 	ctrl, ok := b.Image().Broker(id)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"slices"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // decideFunc computes a partition's next state from its current one
@@ -29,32 +31,61 @@ func (c *controller) changeStates(tps []TopicPartition, decide decideFunc) (chan
 			return changed, created, err
 		}
 		var retry []TopicPartition
-		var plan []TopicPartition
-		var batches [][]Op
+		var plan, fresh []TopicPartition
 		nexts := map[TopicPartition]LeaderIsr{}
 		for _, tp := range tps {
 			s, exists := cur[tp]
 			if exists {
 				c.view.States[tp] = s
+				if s.ControllerEpoch > c.epoch {
+					// As Kafka's partition and replica state machines: the
+					// znode was written by a controller elected after this
+					// one (this one went through a soft failure), so this
+					// change is aborted, not written over it.
+					c.log.Error("aborted a partition state change: the state znode was written by a controller with a newer epoch",
+						zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition),
+						zap.Int32("znodeControllerEpoch", s.ControllerEpoch), zap.Int32("controllerEpoch", c.epoch))
+					continue
+				}
 			}
 			next, write := decide(tp, s, exists)
 			if !write {
 				continue
 			}
-			if !exists {
-				if err := ensurePath(c.ctx, c.store, PartitionPath(tp.Topic, tp.Partition)); err != nil {
-					return changed, created, err
-				}
-			}
 			nexts[tp] = next
 			plan = append(plan, tp)
-			batches = append(batches, c.fenced(stateOp(tp, next, exists, s.ZkVersion)))
+			if !exists {
+				fresh = append(fresh, tp)
+			}
+		}
+		if len(fresh) > 0 {
+			gone, err := c.createPartitionParents(fresh)
+			if err != nil {
+				return changed, created, err
+			}
+			plan = slices.DeleteFunc(plan, func(tp TopicPartition) bool { return gone[tp] })
+		}
+		batches := make([][]Op, len(plan))
+		for i, tp := range plan {
+			s, exists := cur[tp]
+			batches[i] = c.fenced(stateOp(tp, nexts[tp], exists, s.ZkVersion))
 		}
 		start := time.Now()
-		res, errs := multiAll(c.ctx, c.store, batches, c.cfg.Zk.MaxInFlightRequests)
+		var res [][]OpResult
+		var errs []error
+		lost := len(plan) > 0 && c.faults.fire(&c.faults.ZkWriteLost)
+		if lost {
+			res, errs = c.pretendWritten(plan, batches, cur)
+		} else {
+			res, errs = multiAll(c.ctx, c.store, batches, c.cfg.Zk.MaxInFlightRequests)
+		}
 		c.stats.observeStateChanges(len(batches), time.Since(start))
+		ackLost := !lost && len(plan) > 0 && c.faults.fire(&c.faults.ZkWriteAckLost)
 		for i, tp := range plan {
 			switch {
+			case errs[i] == nil && ackLost:
+				c.log.Info("fault: a partition state write landed in ZooKeeper but the controller takes it as failed",
+					zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition))
 			case errs[i] == nil:
 				next := nexts[tp]
 				next.ZkVersion = res[i][1].Stat.Version
@@ -74,6 +105,96 @@ func (c *controller) changeStates(tps []TopicPartition, decide decideFunc) (chan
 		tps = retry
 	}
 	return changed, created, nil
+}
+
+// pretendWritten is the ZkWriteLost fault: nothing is sent, and every
+// write of plan is answered as applied at the next znode version.
+func (c *controller) pretendWritten(plan []TopicPartition, batches [][]Op, cur map[TopicPartition]LeaderIsr) ([][]OpResult, []error) {
+	res, errs := make([][]OpResult, len(batches)), make([]error, len(batches))
+	for i, tp := range plan {
+		c.log.Info("fault: a partition state write never reached ZooKeeper but the controller takes it as applied",
+			zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition))
+		version := int32(0)
+		if s, ok := cur[tp]; ok {
+			version = s.ZkVersion + 1
+		}
+		res[i] = []OpResult{{}, {Stat: Stat{Version: version}}}
+	}
+	return res, errs
+}
+
+// createPartitionParents is the first two steps of Kafka's
+// createTopicPartitionStatesRaw for partitions that have no state znode
+// yet: /brokers/topics/<t>/partitions once per topic, then
+// /brokers/topics/<t>/partitions/<p> per partition, each a create fenced by
+// the controller-epoch check and each step pipelined (max in flight), so a
+// new partition costs two pipelined round trips before its state znode
+// instead of a serial create per path level. An existing znode is fine (a
+// partition added to an existing topic, or a retry); a partition whose
+// topic znode is gone (deleted meanwhile) is returned in gone and not
+// written.
+func (c *controller) createPartitionParents(tps []TopicPartition) (gone map[TopicPartition]bool, err error) {
+	gone = map[TopicPartition]bool{}
+	var topics []string
+	for _, tp := range tps {
+		if !slices.Contains(topics, tp.Topic) {
+			topics = append(topics, tp.Topic)
+		}
+	}
+	create := func(paths []string) ([]error, error) {
+		batches := make([][]Op, len(paths))
+		for i, p := range paths {
+			batches[i] = c.fenced(CreateOp{Path: p, Mode: Persistent})
+		}
+		_, errs := multiAll(c.ctx, c.store, batches, c.cfg.Zk.MaxInFlightRequests)
+		for i, e := range errs {
+			switch {
+			case e == nil, errors.Is(e, ErrNodeExists):
+				errs[i] = nil
+			case epochCheckFailed(e):
+				return nil, fencedErr(e)
+			case errors.Is(e, ErrNoNode):
+			default:
+				return nil, e
+			}
+		}
+		return errs, nil
+	}
+	paths := make([]string, len(topics))
+	for i, t := range topics {
+		paths[i] = PartitionsPath(t)
+	}
+	errs, err := create(paths)
+	if err != nil {
+		return nil, err
+	}
+	missing := map[string]bool{}
+	for i, e := range errs {
+		if e != nil {
+			missing[topics[i]] = true
+		}
+	}
+	var live []TopicPartition
+	for _, tp := range tps {
+		if missing[tp.Topic] {
+			gone[tp] = true
+		} else {
+			live = append(live, tp)
+		}
+	}
+	paths = make([]string, len(live))
+	for i, tp := range live {
+		paths[i] = PartitionPath(tp.Topic, tp.Partition)
+	}
+	if errs, err = create(paths); err != nil {
+		return nil, err
+	}
+	for i, e := range errs {
+		if e != nil {
+			gone[live[i]] = true
+		}
+	}
+	return gone, nil
 }
 
 func stateOp(tp TopicPartition, next LeaderIsr, exists bool, version int32) Op {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -85,6 +86,11 @@ type ZkStore struct {
 	events *eventQueue
 	log    *zap.Logger
 	once   sync.Once
+	// sessionTimeout bounds how long an op waits for a dropped connection
+	// to come back before it fails (after that the session has expired).
+	sessionTimeout time.Duration
+	closing        atomic.Bool
+	retries        atomic.Int64
 }
 
 var _ Store = (*ZkStore)(nil)
@@ -95,7 +101,8 @@ func DialZk(ctx context.Context, cfg ZkConfig) (*ZkStore, error) {
 		return nil, err
 	}
 	servers, chroot, _ := ParseConnect(cfg.Connect)
-	s := &ZkStore{chroot: chroot, events: newEventQueue(), log: cfg.Logger.Named("zk")}
+	s := &ZkStore{chroot: chroot, events: newEventQueue(), log: cfg.Logger.Named("zk"),
+		sessionTimeout: time.Duration(cfg.SessionTimeoutMs) * time.Millisecond}
 	connected := make(chan struct{}, 1)
 	cb := func(ev zk.Event) { s.onEvent(ev, connected) }
 	conn, _, err := zk.Connect(servers, time.Duration(cfg.SessionTimeoutMs)*time.Millisecond,
@@ -209,74 +216,91 @@ func statOf(st *zk.Stat) Stat {
 
 // Get implements Store. ctx is not consulted: go-zookeeper requests are
 // bounded by the session, not by contexts.
-func (s *ZkStore) Get(_ context.Context, p string, watch bool) ([]byte, Stat, error) {
+func (s *ZkStore) Get(ctx context.Context, p string, watch bool) ([]byte, Stat, error) {
 	var (
 		data []byte
 		st   *zk.Stat
 		err  error
 	)
-	if watch {
-		data, st, _, err = s.conn.GetW(s.root(p))
-	} else {
-		data, st, err = s.conn.Get(s.root(p))
-	}
+	err = s.retry(ctx, func() error {
+		if watch {
+			data, st, _, err = s.conn.GetW(s.root(p))
+		} else {
+			data, st, err = s.conn.Get(s.root(p))
+		}
+		return err
+	})
 	return data, statOf(st), mapErr("get", p, err)
 }
 
 // Sync implements Store.
-func (s *ZkStore) Sync(_ context.Context, p string) error {
-	_, err := s.conn.Sync(s.root(p))
+func (s *ZkStore) Sync(ctx context.Context, p string) error {
+	err := s.retry(ctx, func() error { _, err := s.conn.Sync(s.root(p)); return err })
 	return mapErr("sync", p, err)
 }
 
 // Exists implements Store.
-func (s *ZkStore) Exists(_ context.Context, p string, watch bool) (Stat, bool, error) {
+func (s *ZkStore) Exists(ctx context.Context, p string, watch bool) (Stat, bool, error) {
 	var (
 		ok  bool
 		st  *zk.Stat
 		err error
 	)
-	if watch {
-		ok, st, _, err = s.conn.ExistsW(s.root(p))
-	} else {
-		ok, st, err = s.conn.Exists(s.root(p))
-	}
+	err = s.retry(ctx, func() error {
+		if watch {
+			ok, st, _, err = s.conn.ExistsW(s.root(p))
+		} else {
+			ok, st, err = s.conn.Exists(s.root(p))
+		}
+		return err
+	})
 	return statOf(st), ok, mapErr("exists", p, err)
 }
 
 // Children implements Store.
-func (s *ZkStore) Children(_ context.Context, p string, watch bool) ([]string, error) {
+func (s *ZkStore) Children(ctx context.Context, p string, watch bool) ([]string, error) {
 	var (
 		kids []string
 		err  error
 	)
-	if watch {
-		kids, _, _, err = s.conn.ChildrenW(s.root(p))
-	} else {
-		kids, _, err = s.conn.Children(s.root(p))
-	}
+	err = s.retry(ctx, func() error {
+		if watch {
+			kids, _, _, err = s.conn.ChildrenW(s.root(p))
+		} else {
+			kids, _, err = s.conn.Children(s.root(p))
+		}
+		return err
+	})
 	return kids, mapErr("children", p, err)
 }
 
 // Create implements Store.
-func (s *ZkStore) Create(_ context.Context, p string, data []byte, mode CreateMode) (string, error) {
-	got, err := s.conn.Create(s.root(p), data, int32(mode), zk.WorldACL(zk.PermAll))
+func (s *ZkStore) Create(ctx context.Context, p string, data []byte, mode CreateMode) (string, error) {
+	var got string
+	err := s.retry(ctx, func() (err error) {
+		got, err = s.conn.Create(s.root(p), data, int32(mode), zk.WorldACL(zk.PermAll))
+		return err
+	})
 	return s.unroot(got), mapErr("create", p, err)
 }
 
 // Set implements Store.
-func (s *ZkStore) Set(_ context.Context, p string, data []byte, version int32) (Stat, error) {
-	st, err := s.conn.Set(s.root(p), data, version)
+func (s *ZkStore) Set(ctx context.Context, p string, data []byte, version int32) (Stat, error) {
+	var st *zk.Stat
+	err := s.retry(ctx, func() (err error) {
+		st, err = s.conn.Set(s.root(p), data, version)
+		return err
+	})
 	return statOf(st), mapErr("set", p, err)
 }
 
 // Delete implements Store.
-func (s *ZkStore) Delete(_ context.Context, p string, version int32) error {
-	return mapErr("delete", p, s.conn.Delete(s.root(p), version))
+func (s *ZkStore) Delete(ctx context.Context, p string, version int32) error {
+	return mapErr("delete", p, s.retry(ctx, func() error { return s.conn.Delete(s.root(p), version) }))
 }
 
 // Multi implements Store.
-func (s *ZkStore) Multi(_ context.Context, ops ...Op) ([]OpResult, error) {
+func (s *ZkStore) Multi(ctx context.Context, ops ...Op) ([]OpResult, error) {
 	zops := make([]any, len(ops))
 	for i, op := range ops {
 		switch o := op.(type) {
@@ -290,7 +314,11 @@ func (s *ZkStore) Multi(_ context.Context, ops ...Op) ([]OpResult, error) {
 			zops[i] = &zk.CheckVersionRequest{Path: s.root(o.Path), Version: o.Version}
 		}
 	}
-	res, err := s.conn.Multi(zops...)
+	var res []zk.MultiResponse
+	err := s.retry(ctx, func() (err error) {
+		res, err = s.conn.Multi(zops...)
+		return err
+	})
 	if err != nil {
 		return nil, s.multiErr(ops, res, err)
 	}
@@ -331,8 +359,60 @@ func (s *ZkStore) Events() <-chan Event { return s.events.out }
 // SessionID implements Store.
 func (s *ZkStore) SessionID() int64 { return s.conn.SessionID() }
 
+// retry is Kafka's ZooKeeperClient.retryRequestsUntilConnected: an op
+// whose connection dropped while it was in flight (go-zookeeper's
+// ErrConnectionClosed; the session itself may well be alive, and the
+// client reconnects on its own) is sent again once the session is
+// connected, as long as the store is open, ctx lasts and the session
+// timeout has not passed since the first failure (after that the session
+// has expired, which the SessionExpired event reports). As in Kafka, a
+// write that reached ZooKeeper before its connection dropped is sent
+// again: a conditional write then fails with BADVERSION and a create with
+// NODEEXISTS, which the callers treat as a lost race and re-read.
+func (s *ZkStore) retry(ctx context.Context, op func() error) error {
+	var deadline time.Time
+	for {
+		err := op()
+		if !errors.Is(err, zk.ErrConnectionClosed) || s.closing.Load() {
+			return err
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(s.sessionTimeout)
+		}
+		if !s.waitConnected(ctx, deadline) {
+			return err
+		}
+		s.retries.Add(1)
+		s.log.Info("retrying a ZooKeeper request after the connection dropped", zap.Error(err))
+	}
+}
+
+// waitConnected polls the session state until it is connected again
+// (false: closed, ctx done, past deadline or expired).
+func (s *ZkStore) waitConnected(ctx context.Context, deadline time.Time) bool {
+	tick := time.NewTicker(10 * time.Millisecond) // poll interval of the reconnect wait
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+		switch st := s.conn.State(); {
+		case s.closing.Load(), st == zk.StateExpired, time.Now().After(deadline):
+			return false
+		case st == zk.StateHasSession:
+			return true
+		}
+	}
+}
+
+// Retries counts ops sent again after their connection dropped.
+func (s *ZkStore) Retries() int64 { return s.retries.Load() }
+
 // Close closes the session: ZooKeeper deletes its ephemerals at once.
 func (s *ZkStore) Close() error {
+	s.closing.Store(true)
 	s.once.Do(func() {
 		if s.conn != nil {
 			s.conn.Close()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,9 +23,7 @@ func TestProcessDevZkLegacy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}
-	if _, _, err := zkserver.Find(); errors.Is(err, zkserver.ErrNotInstalled) {
-		t.Skip(err)
-	}
+	zkRequired(t)
 	bin := buildBinary(t)
 	p := startDev(t, bin, "--mode", "zk-legacy", "--brokers", "3", "--base-port", "0")
 	zk := p.waitLine(t, "zookeeper: ")

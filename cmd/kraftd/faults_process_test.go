@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kraftd/kraftd/cmd/kraftd/internal/probe"
+	"github.com/kraftd/kraftd/legacyzk/zkserver"
 )
 
 // The fault matrix runs with the multi-process cluster's short timeouts (CI)
@@ -27,19 +28,30 @@ var (
 type faultTimeouts struct {
 	name      string
 	sessionMs int
-	overrides []string // --override key=value, after the cluster's own
+	// zkSessionMs is zookeeper.session.timeout.ms for the zk-legacy rows:
+	// a killed broker's ephemeral znodes (and so its leaderships and, for
+	// the controller, /controller) outlive it by this much.
+	zkSessionMs int
+	overrides   []string // --override key=value, after the cluster's own
+	zkOverrides []string // the same for zk-legacy brokers
 }
+
+// zkShortSessionMs is the zk-legacy rows' ZooKeeper session in CI (the
+// multi-process zk-legacy tests' startLegacyProc default).
+const zkShortSessionMs = 4000
 
 func matrixTimeouts() faultTimeouts {
 	if !*faultsKafkaTimeouts {
-		return faultTimeouts{name: fmt.Sprintf("short timeouts (broker.session.timeout.ms %d)", procSessionMs), sessionMs: procSessionMs}
+		return faultTimeouts{name: fmt.Sprintf("short timeouts (broker.session.timeout.ms %d, zookeeper.session.timeout.ms %d)", procSessionMs, zkShortSessionMs),
+			sessionMs: procSessionMs, zkSessionMs: zkShortSessionMs}
 	}
-	// Kafka's defaults for every setting newProcCluster shortens.
-	return faultTimeouts{name: "Kafka's default timeouts (broker.session.timeout.ms 9000)", sessionMs: 9000, overrides: []string{
-		"controller.quorum.election.timeout.ms=1000", "controller.quorum.fetch.timeout.ms=2000",
-		"controller.quorum.election.backoff.max.ms=1000",
-		"broker.heartbeat.interval.ms=2000", "broker.session.timeout.ms=9000",
-	}}
+	// Kafka's defaults for every setting newProcCluster and startLegacyProc shorten.
+	return faultTimeouts{name: "Kafka's default timeouts (broker.session.timeout.ms 9000, zookeeper.session.timeout.ms 18000)",
+		sessionMs: 9000, zkSessionMs: 18000, zkOverrides: []string{"controlled.shutdown.retry.backoff.ms=5000"}, overrides: []string{
+			"controller.quorum.election.timeout.ms=1000", "controller.quorum.fetch.timeout.ms=2000",
+			"controller.quorum.election.backoff.max.ms=1000",
+			"broker.heartbeat.interval.ms=2000", "broker.session.timeout.ms=9000",
+		}}
 }
 
 // faultCluster is what the fault matrix needs of a cluster of kraftd
@@ -65,14 +77,15 @@ type faultMode struct {
 	name       string
 	advertises string
 	start      func(t testing.TB, bin string, to faultTimeouts) faultCluster
+	// zk: the mode's failure detection is the ZooKeeper session, so the
+	// gap bound uses zookeeper.session.timeout.ms.
+	zk bool
 }
 
-// faultModes are the matrix's modes. A zk-legacy row is a start function
-// that runs a ZooKeeper (legacyzk/zkserver) and 3 startLegacyProc brokers
-// into a procCluster and returns procFaults{procCluster, 3, controllerOf's
-// answer as active, startLegacyProc as restart}.
+// faultModes are the matrix's modes.
 var faultModes = []faultMode{
 	{name: "kraft", advertises: "Produce 3-11, Fetch 4-16 (KIP-951 leader hints from Produce v10)", start: startKRaftFaultCluster},
+	{name: "zk-legacy", advertises: "Produce 3-9, Fetch 4-13 (no KIP-951 leader hints)", start: startZkLegacyFaultCluster, zk: true},
 }
 
 // procFaults adapts a procCluster of any mode to faultCluster: the mode
@@ -101,6 +114,37 @@ func startKRaftFaultCluster(t testing.TB, bin string, to faultTimeouts) faultClu
 			}
 		}
 		return 0, fmt.Errorf("no active controller")
+	}}
+}
+
+// startZkLegacyFaultCluster: a standalone ZooKeeper and 3 zk-legacy broker
+// processes, one of which wins /controller, with the matrix's ZooKeeper
+// session timeout (the KRaft overrides do not apply to this mode).
+func startZkLegacyFaultCluster(t testing.TB, bin string, to faultTimeouts) faultCluster {
+	zkRequired(t)
+	zk, err := zkserver.Start(zkserver.Config{Dir: t.TempDir(), TickMs: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(zk.Stop)
+	c := &procCluster{t: t, bin: bin, procs: map[int]*kproc{}}
+	t.Cleanup(c.killAll) // before zk.Stop: cleanups run last first
+	extra := []string{"--override", fmt.Sprintf("zookeeper.session.timeout.ms=%d", to.zkSessionMs)}
+	for _, o := range to.zkOverrides {
+		extra = append(extra, "--override", o)
+	}
+	start := func(id int) { startLegacyProc(t, bin, c.procs[id], zk.Addr, extra...) }
+	for id := 1; id <= 3; id++ {
+		c.procs[id] = &kproc{id: id, port: freePort(t), metricsPort: freePort(t), role: "broker", dir: t.TempDir()}
+		start(id)
+	}
+	return procFaults{procCluster: c, nBrokers: 3, restartNode: start, active: func() (int, error) {
+		for _, addr := range c.brokerAddrs() {
+			if id, err := controllerID(addr); err == nil {
+				return id, nil
+			}
+		}
+		return 0, fmt.Errorf("no running broker names a controller")
 	}}
 }
 
@@ -188,12 +232,15 @@ func TestProcessFaultMatrix(t *testing.T) {
 			waitBrokers(t, c)
 			for _, f := range dataFaults {
 				for _, off := range hintsOff {
+					if off && mode.zk {
+						continue // zk-legacy advertises Produce up to v9: it has no hints to turn off
+					}
 					name := f.name
 					if off {
 						name += ", hints off"
 					}
 					t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
-						res, v := runDataFault(t, c, f, off, to, fmt.Sprintf("faults-%d", len(table)))
+						res, v := runDataFault(t, c, f, off, mode.detectMs(to), fmt.Sprintf("faults-%d", len(table)))
 						table = append(table, fmt.Sprintf("| %s | %s | %v | %v | %d | %d | %d | %s |",
 							mode.name, name, res.LongestGap.Round(time.Millisecond), res.Max.Round(time.Millisecond),
 							res.Sent, res.Acked, res.Failed, verdict(v)))
@@ -231,9 +278,19 @@ func waitBrokers(t testing.TB, c faultCluster) {
 	})
 }
 
+// detectMs is how long a killed node can go unnoticed in mode: the broker
+// session in KRaft, the ZooKeeper session in zk-legacy.
+func (m faultMode) detectMs(to faultTimeouts) int {
+	if m.zk {
+		return to.zkSessionMs
+	}
+	return to.sessionMs
+}
+
 // runDataFault creates topic, runs the probe, applies the fault, waits for
-// writes to flow again, verifies, and restarts the victim.
-func runDataFault(t *testing.T, c faultCluster, f dataFault, hintsOff bool, to faultTimeouts, topic string) (probe.Result, probe.Verification) {
+// writes to flow again, verifies, and restarts the victim. detectMs is the
+// mode's failure-detection timeout.
+func runDataFault(t *testing.T, c faultCluster, f dataFault, hintsOff bool, detectMs int, topic string) (probe.Result, probe.Verification) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.MetadataMinAge(50*time.Millisecond))
@@ -270,7 +327,7 @@ func runDataFault(t *testing.T, c faultCluster, f dataFault, hintsOff bool, to f
 	stoppedAfter := p.Since() - faultAt
 	// Writes flow again: every partition led by a running node, then another
 	// second of acknowledgements.
-	eventually(t, "every partition led by a running node", time.Duration(to.sessionMs)*time.Millisecond+30*time.Second, func() bool {
+	eventually(t, "every partition led by a running node", time.Duration(detectMs)*time.Millisecond+30*time.Second, func() bool {
 		for part := range int32(3) {
 			if l, err := c.partitionLeader(topic, part); err != nil || l == victim {
 				return false
@@ -292,7 +349,7 @@ func runDataFault(t *testing.T, c faultCluster, f dataFault, hintsOff bool, to f
 	for _, pr := range v.Problems {
 		t.Error(pr)
 	}
-	if bound := time.Duration(to.sessionMs)*time.Millisecond + 5*time.Second; res.LongestGap > bound {
+	if bound := time.Duration(detectMs)*time.Millisecond + 5*time.Second; res.LongestGap > bound {
 		t.Errorf("no acknowledgement for %v, more than the session timeout plus 5 s (%v)", res.LongestGap, bound)
 	}
 	c.restart(victim)

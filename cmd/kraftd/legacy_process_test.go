@@ -34,9 +34,7 @@ func TestProcessZkLegacyDivergence(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}
-	if _, _, err := zkserver.Find(); errors.Is(err, zkserver.ErrNotInstalled) {
-		t.Skip(err)
-	}
+	zkRequired(t)
 	bin := buildBinary(t)
 	zk, err := zkserver.Start(zkserver.Config{Dir: t.TempDir(), TickMs: 200})
 	if err != nil {
@@ -113,9 +111,7 @@ func TestProcessZkLegacyFaultsOff(t *testing.T) {
 		!strings.Contains(string(out), "loopback") {
 		t.Fatalf("fault switches on 0.0.0.0: exit %d\n%s", exitCode(err), out)
 	}
-	if _, _, err := zkserver.Find(); errors.Is(err, zkserver.ErrNotInstalled) {
-		t.Skip(err)
-	}
+	zkRequired(t)
 	zk, err := zkserver.Start(zkserver.Config{Dir: t.TempDir(), TickMs: 200})
 	if err != nil {
 		t.Fatal(err)
@@ -145,10 +141,20 @@ func TestProcessZkLegacyFaultsOff(t *testing.T) {
 	}
 }
 
+// zkRequired skips t when ZooKeeper is not installed, or fails it when
+// KRAFTD_REQUIRE_ZK=1 (CI: make test sets it, scripts/install-deps.sh
+// installs ZooKeeper), so that a missing ZooKeeper cannot pass CI silently.
+func zkRequired(t testing.TB) {
+	t.Helper()
+	if _, _, err := zkserver.Find(); err != nil {
+		zkserver.SkipOrFail(t, err)
+	}
+}
+
 // startLegacyProc runs p as a zk-legacy broker with its metrics on its
 // loopback metrics port, plus extra flags (--kraftd-fault-injection-enable
 // true adds the fault switches' admin endpoint there).
-func startLegacyProc(t *testing.T, bin string, p *kproc, zkAddr string, extra ...string) {
+func startLegacyProc(t testing.TB, bin string, p *kproc, zkAddr string, extra ...string) {
 	t.Helper()
 	p.out = &syncBuffer{}
 	args := []string{"--mode", "zk-legacy", "--node-id", strconv.Itoa(p.id),
@@ -164,24 +170,36 @@ func startLegacyProc(t *testing.T, bin string, p *kproc, zkAddr string, extra ..
 	p.done, p.exited = waitInBackground(p.cmd)
 }
 
-// controllerOf is the ControllerID addr's Metadata names.
-func controllerOf(t *testing.T, addr string) int {
+// controllerOf is the ControllerID addr's Metadata names, once it names
+// one of brokers 1-3.
+func controllerOf(t testing.TB, addr string) int {
 	t.Helper()
-	var id int32 = -1
+	id := -1
 	eventually(t, "a controller id", 20*time.Second, func() bool {
-		cl := protocol.NewClient(protocol.ClientConfig{ClientID: "process-test"})
-		defer cl.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		req := kmsg.NewPtrMetadataRequest()
-		req.SetVersion(12)
-		resp, err := cl.Request(ctx, addr, req)
-		if err == nil {
-			id = resp.(*kmsg.MetadataResponse).ControllerID
-		}
-		return id >= 1 && id <= 3
+		var err error
+		id, err = controllerID(addr)
+		return err == nil && id >= 1 && id <= 3
 	})
-	return int(id)
+	return id
+}
+
+// controllerID asks addr's Metadata (v12) for its ControllerID.
+func controllerID(addr string) (int, error) {
+	cl := protocol.NewClient(protocol.ClientConfig{ClientID: "process-test"})
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	resp, err := cl.Request(ctx, addr, req)
+	if err != nil {
+		return -1, err
+	}
+	id := resp.(*kmsg.MetadataResponse).ControllerID
+	if id < 0 {
+		return -1, fmt.Errorf("%s names no controller", addr)
+	}
+	return int(id), nil
 }
 
 func postFault(t *testing.T, metricsPort int, fault string) {
@@ -226,9 +244,7 @@ func TestProcessZkLegacyAttacks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}
-	if _, _, err := zkserver.Find(); errors.Is(err, zkserver.ErrNotInstalled) {
-		t.Skip(err)
-	}
+	zkRequired(t)
 	bin := buildBinary(t)
 	zk, err := zkserver.Start(zkserver.Config{Dir: t.TempDir(), TickMs: 200})
 	if err != nil {
@@ -323,4 +339,75 @@ func TestProcessZkLegacyAttacks(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestProcessZkLegacyControllerDivergence is the third divergence case end
+// to end: ZooKeeper and the controller's in-memory state disagree. Three
+// zk-legacy brokers with the fault switches; `kraftd check-divergence
+// --controller-admin` reads the active controller's view (GET
+// /controller/view on its metrics listener) and finds it in sync; after
+// the controller is told to lose its next ZooKeeper write (lose-zk-write:
+// it never lands, the controller takes it as applied) a controlled
+// shutdown of another broker moves partitions in the controller's view
+// and the brokers' caches only, and the check exits 1 naming the
+// controller and the partitions.
+func TestProcessZkLegacyControllerDivergence(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	zkRequired(t)
+	bin := buildBinary(t)
+	zk, err := zkserver.Start(zkserver.Config{Dir: t.TempDir(), TickMs: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(zk.Stop)
+	c := &procCluster{t: t, bin: bin, procs: map[int]*kproc{}}
+	t.Cleanup(c.killAll)
+	var admin []string
+	for id := 1; id <= 3; id++ {
+		c.procs[id] = &kproc{id: id, port: freePort(t), metricsPort: freePort(t), role: "broker", dir: t.TempDir()}
+		startLegacyProc(t, bin, c.procs[id], zk.Addr, "--kraftd-fault-injection-enable", "true")
+		admin = append(admin, fmt.Sprintf("127.0.0.1:%d", c.procs[id].metricsPort))
+	}
+	eventually(t, "every broker to list brokers 1, 2 and 3", 20*time.Second, func() bool {
+		for _, addr := range c.brokerAddrs() {
+			if v, err := metadataView(addr); err != nil || fmt.Sprint(v.brokers) != "[1 2 3]" {
+				return false
+			}
+		}
+		return true
+	})
+	ctrl := controllerOf(t, c.procs[1].addr())
+	createTopic(t, c.procs[ctrl].addr(), "drift")
+	check := func() (string, error) {
+		out, err := exec.Command(bin, "check-divergence", "--bootstrap", strings.Join(c.brokerAddrs(), ","),
+			"--zookeeper-connect", zk.Addr, "--controller-admin", strings.Join(admin, ","), "--settle", "100ms").CombinedOutput()
+		return string(out), err
+	}
+	var out string
+	eventually(t, "check-divergence to pass with the controller's view", 20*time.Second, func() bool {
+		out, err = check()
+		return err == nil
+	})
+	if !strings.Contains(out, fmt.Sprintf("controller %d (%s): in sync", ctrl, admin[ctrl-1])) {
+		t.Fatalf("before the fault:\n%s", out)
+	}
+	postFault(t, c.procs[ctrl].metricsPort, "lose-zk-write")
+	leaving := c.procs[1+ctrl%3]
+	if err := leaving.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-leaving.done:
+		leaving.done <- err
+	case <-time.After(30 * time.Second):
+		t.Fatal("the broker did not stop after SIGTERM")
+	}
+	out, err = check()
+	if exitCode(err) != exitError || !strings.Contains(out, fmt.Sprintf("controller %d (%s): divergent", ctrl, admin[ctrl-1])) ||
+		!strings.Contains(out, fmt.Sprintf("controller %d: drift-", ctrl)) || !strings.Contains(out, "DIVERGENT") {
+		t.Fatalf("check-divergence after a lost ZooKeeper write: exit %d\n%s", exitCode(err), out)
+	}
+	t.Logf("after the lost write:\n%s", out)
 }

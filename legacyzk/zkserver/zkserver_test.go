@@ -2,6 +2,7 @@ package zkserver
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,7 +18,7 @@ func TestStartServesAndStops(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Start(Config{Dir: dir, Port: port, TickMs: 200})
 	if errors.Is(err, ErrNotInstalled) {
-		t.Skip(err)
+		SkipOrFail(t, err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -42,9 +43,67 @@ func TestStartServesAndStops(t *testing.T) {
 
 func TestStartNeedsADirectory(t *testing.T) {
 	if _, _, err := Find(); err != nil {
-		t.Skip(err)
+		SkipOrFail(t, err)
 	}
 	if _, err := Start(Config{}); err == nil {
 		t.Fatal("Start without a directory")
+	}
+}
+
+// recordTB records how SkipOrFail ended a test.
+type recordTB struct{ skipped, failed string }
+
+func (r *recordTB) Helper()           {}
+func (r *recordTB) Skip(args ...any)  { r.skipped = fmt.Sprint(args...) }
+func (r *recordTB) Fatal(args ...any) { r.failed = fmt.Sprint(args...) }
+
+// TestSkipOrFailFailsWhenRequired: with KRAFTD_REQUIRE_ZK=1 (CI) a missing
+// ZooKeeper fails the test; without it, it skips.
+func TestSkipOrFailFailsWhenRequired(t *testing.T) {
+	t.Setenv(RequireEnv, "1")
+	var r recordTB
+	SkipOrFail(&r, ErrNotInstalled)
+	if r.skipped != "" || !strings.Contains(r.failed, "KRAFTD_REQUIRE_ZK=1") {
+		t.Fatalf("required: skipped %q, failed %q", r.skipped, r.failed)
+	}
+	t.Setenv(RequireEnv, "")
+	r = recordTB{}
+	SkipOrFail(&r, ErrNotInstalled)
+	if r.failed != "" || r.skipped == "" {
+		t.Fatalf("not required: skipped %q, failed %q", r.skipped, r.failed)
+	}
+}
+
+// TestEnsembleWithForceSync: StartEnsemble runs three servers that elect
+// one leader, each with forceSync=yes (Kafka's production setting) and the
+// three server lines; the connect string names all three.
+func TestEnsembleWithForceSync(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three JVMs")
+	}
+	if _, _, err := Find(); err != nil {
+		SkipOrFail(t, err)
+	}
+	e, err := StartEnsemble(Config{Dir: t.TempDir(), TickMs: 200, HeapMb: 128, ForceSync: true}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop()
+	modes := map[string]int{}
+	for i, s := range e.Servers {
+		modes[Mode(s.Addr)]++
+		cfg, err := os.ReadFile(filepath.Join(s.dir, "zoo.cfg"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(cfg), "forceSync=yes\n") || strings.Count(string(cfg), "\nserver.") != 3 {
+			t.Errorf("server %d zoo.cfg:\n%s", i+1, cfg)
+		}
+	}
+	if modes["leader"] != 1 || modes["follower"] != 2 {
+		t.Fatalf("modes %v, want one leader and two followers", modes)
+	}
+	if strings.Count(e.Addr, ",") != 2 || e.Describe() != "3-server ensemble, forceSync=yes" {
+		t.Fatalf("addr %q, %q", e.Addr, e.Describe())
 	}
 }

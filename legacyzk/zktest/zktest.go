@@ -1,7 +1,7 @@
 // Package zktest starts Debian's ZooKeeper for tests through
 // legacyzk/zkserver: a standalone server on 127.0.0.1 with a free port and
 // a temporary data directory. Tests that need it skip with a message when
-// java or the jar is missing.
+// java or the jar is missing, or fail when KRAFTD_REQUIRE_ZK=1 (CI).
 package zktest
 
 import (
@@ -32,12 +32,12 @@ func Start(dir string, tickMs int, timeout time.Duration) (*Server, error) {
 }
 
 // Run starts a server for a test, skipping it when ZooKeeper is not
-// installed, and stops it at cleanup.
+// installed (failing it under KRAFTD_REQUIRE_ZK=1), and stops it at cleanup.
 func Run(t testing.TB) *Server {
 	t.Helper()
 	s, err := Start(t.TempDir(), 200, 20*time.Second)
 	if errors.Is(err, ErrNotInstalled) {
-		t.Skip(err)
+		zkserver.SkipOrFail(t, err)
 	}
 	if err != nil {
 		t.Fatal(err)

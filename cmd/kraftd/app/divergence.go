@@ -2,9 +2,12 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +37,12 @@ type DivergenceConfig struct {
 	// source of truth is ZooKeeper. Empty: a KRaft cluster, whose truth is
 	// the committed metadata log.
 	ZooKeeperConnect string
+	// ControllerAdmin are zk-legacy brokers' metrics.listener addresses
+	// (host:port) serving GET /controller/view (brokers started with
+	// kraftd.fault.injection.enable): the active controller's in-memory
+	// partition states are compared with ZooKeeper too, the divergence
+	// case where ZooKeeper and the controller disagree.
+	ControllerAdmin []string
 	// Rounds is how many times a difference must be seen in a row, SettleMs
 	// apart, before it counts (default 3, 200 ms): a change being pushed or
 	// applied while the check reads is not a divergence.
@@ -63,11 +72,17 @@ type DivergenceReport struct {
 	// "metadata log high watermark N".
 	Truth   string
 	Brokers []BrokerCheck
+	// Controller is the zk-legacy active controller's view compared with
+	// ZooKeeper (nil unless ControllerAdmin was given); its ID is the
+	// controller's broker id and Addr its admin address.
+	Controller *BrokerCheck
 }
 
-// Divergent reports whether any broker disagrees with the truth.
+// Divergent reports whether any broker, or the controller, disagrees with
+// the truth.
 func (r *DivergenceReport) Divergent() bool {
-	return slices.ContainsFunc(r.Brokers, func(b BrokerCheck) bool { return len(b.Differences) > 0 })
+	return slices.ContainsFunc(r.Brokers, func(b BrokerCheck) bool { return len(b.Differences) > 0 }) ||
+		(r.Controller != nil && len(r.Controller.Differences) > 0)
 }
 
 // CheckDivergence compares every broker's view with the source of truth.
@@ -221,7 +236,76 @@ func (c *divergenceCheck) legacy(ctx context.Context) (*DivergenceReport, error)
 		}
 		rep.Brokers = append(rep.Brokers, bc)
 	}
+	if len(c.cfg.ControllerAdmin) > 0 {
+		cc, err := c.controllerCheck(ctx, st)
+		if err != nil {
+			return nil, err
+		}
+		rep.Controller = cc
+	}
 	return rep, nil
+}
+
+// controllerCheck finds the active controller among the ControllerAdmin
+// addresses and compares its view with ZooKeeper.
+func (c *divergenceCheck) controllerCheck(ctx context.Context, st legacyzk.Store) (*BrokerCheck, error) {
+	hc := &http.Client{Timeout: time.Duration(c.cfg.TimeoutMs) * time.Millisecond}
+	var cc *BrokerCheck
+	diffs, err := c.settle(ctx, func() ([]string, error) {
+		cc = nil
+		for _, addr := range c.cfg.ControllerAdmin {
+			v, ok, err := fetchControllerView(ctx, hc, addr)
+			if err != nil || !ok {
+				continue
+			}
+			tr, err := legacyzk.ReadTruth(ctx, st)
+			if err != nil {
+				return nil, fmt.Errorf("%w: reading ZooKeeper: %w", ErrDivergenceCheck, err)
+			}
+			cc = &BrokerCheck{ID: v.BrokerID, Addr: addr, Status: "in sync"}
+			return tr.CompareController(v), nil
+		}
+		return []string{"no active controller among --controller-admin " + strings.Join(c.cfg.ControllerAdmin, ",")}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if cc == nil {
+		return &BrokerCheck{ID: -1, Status: "unreachable", Differences: diffs}, nil
+	}
+	if len(diffs) > 0 {
+		cc.Status, cc.Differences = "divergent", diffs
+	}
+	return cc, nil
+}
+
+// maxViewBytes caps a /controller/view answer (about 100 bytes a
+// partition: 1M partitions fit).
+const maxViewBytes = 256 << 20
+
+// fetchControllerView GETs addr's /controller/view; ok=false when addr's
+// broker is not the active controller (404).
+func fetchControllerView(ctx context.Context, hc *http.Client, addr string) (legacyzk.ControllerView, bool, error) {
+	var v legacyzk.ControllerView
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/controller/view", nil)
+	if err != nil {
+		return v, false, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return v, false, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return v, false, nil
+	}
+	if resp.StatusCode != http.StatusOK {
+		return v, false, fmt.Errorf("GET %s/controller/view: %s", addr, resp.Status)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxViewBytes)).Decode(&v); err != nil {
+		return v, false, err
+	}
+	return v, true, nil
 }
 
 type brokerAddr struct {

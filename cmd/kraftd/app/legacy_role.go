@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -130,6 +131,7 @@ func (r *legacyRole) Start(ctx context.Context) error {
 		// Validate allowed it only on a loopback metrics.listener; the
 		// metrics server checks the bound address again.
 		r.a.metrics.handleLoopbackOnly("POST /faults", faultsHandler(lb))
+		r.a.metrics.handleLoopbackOnly("GET /controller/view", controllerViewHandler(lb))
 	}
 	return nil
 }
@@ -182,6 +184,25 @@ func faultsHandler(lb *legacyzk.Broker) http.Handler {
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// controllerViewHandler serves the active controller's in-memory
+// partition states as JSON (legacyzk.ControllerView), for
+// `kraftd check-divergence --controller-admin`; 404 when this broker is
+// not the active controller. Served with the fault switches only.
+func controllerViewHandler(lb *legacyzk.Broker) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		v, ok, err := lb.ControllerView(req.Context())
+		switch {
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		case !ok:
+			http.Error(w, "not the active controller", http.StatusNotFound)
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(v)
+		}
 	})
 }
 
