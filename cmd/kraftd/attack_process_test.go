@@ -28,7 +28,12 @@ func TestProcessAttacksLeaveQuorumUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}
-	c := newProcCluster(t, buildBinary(t), 3, 1, "--override", "max.connections=64")
+	// Quorum timeouts well above the test cluster's 300/600 ms, so a loaded machine
+	// does not re-elect on its own while the test checks that the attacks did not
+	// (an epoch change at load 16 made this test fail once).
+	c := newProcCluster(t, buildBinary(t), 3, 1, "--override", "max.connections=64",
+		"--override", "controller.quorum.election.timeout.ms=1000",
+		"--override", "controller.quorum.fetch.timeout.ms=5000")
 	broker := c.procs[4]
 	eventually(t, "the broker to list itself", 20*time.Second, func() bool {
 		v, err := metadataView(broker.addr())
