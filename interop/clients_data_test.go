@@ -33,6 +33,7 @@ func TestSaramaProduceConsume(t *testing.T) {
 
 // saramaProduceConsume is the test body against c, a KRaft or zk-legacy cluster.
 func saramaProduceConsume(t *testing.T, c *cluster) {
+	c.waitBrokersListed(t)
 	for _, v := range []sarama.KafkaVersion{sarama.DefaultVersion, sarama.V4_0_0_0} {
 		topic := "sarama-" + strings.ReplaceAll(v.String(), ".", "-")
 		conf := saramaConfig(v)
@@ -41,6 +42,10 @@ func saramaProduceConsume(t *testing.T, c *cluster) {
 		conf.Producer.RequiredAcks = sarama.WaitForAll
 		conf.Producer.Idempotent = v.IsAtLeast(sarama.V0_11_0_0)
 		conf.Net.MaxOpenRequests = 1
+		// An auto-created topic has no leader for a moment (LEADER_NOT_AVAILABLE,
+		// as in Kafka; longer in zk-legacy, through ZooKeeper, on a loaded machine):
+		// 3 retries 100 ms apart, sarama's default, can run out.
+		conf.Producer.Retry.Max, conf.Metadata.Retry.Max = 30, 30
 		prod, err := sarama.NewSyncProducer(c.bootstrap(), conf)
 		if err != nil {
 			t.Fatalf("%s: %v", v, err)
@@ -84,6 +89,7 @@ func TestKafkaGoProduceConsume(t *testing.T) {
 
 // kafkaGoProduceConsume is the test body against c, a KRaft or zk-legacy cluster.
 func kafkaGoProduceConsume(t *testing.T, c *cluster) {
+	c.waitBrokersListed(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	topic := "kafka-go"
@@ -132,6 +138,7 @@ func TestKafkaPythonProduceConsume(t *testing.T) {
 
 // kafkaPythonProduceConsume is the test body against c, a KRaft or zk-legacy cluster.
 func kafkaPythonProduceConsume(t *testing.T, c *cluster) {
+	c.waitBrokersListed(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	script := `

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -205,6 +206,30 @@ func (c *cluster) stopAll() {
 }
 
 // bootstrap is the brokers' client addresses.
+// waitBrokersListed waits until every running broker's Metadata lists every
+// running broker (KRaft: registered and unfenced; zk-legacy: pushed by the
+// controller). Clients that bootstrap once from an empty broker list give up
+// without asking again (sarama's idempotent producer: "run out of available
+// brokers"), which a loaded machine made happen right after the start.
+func (c *cluster) waitBrokersListed(t testing.TB) {
+	t.Helper()
+	var ids []int32
+	for nid := range c.nodes {
+		if _, ok := c.brokerPorts[nid]; ok {
+			ids = append(ids, nid)
+		}
+	}
+	slices.Sort(ids)
+	waitFor(t, "every broker to list every broker", 20*time.Second, func() bool {
+		for _, nid := range ids {
+			if !slices.Equal(listBrokers(c.brokerAddr(nid)), ids) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 func (c *cluster) bootstrap() []string {
 	var out []string
 	for nid, p := range c.brokerPorts {

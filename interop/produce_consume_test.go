@@ -150,6 +150,7 @@ func TestKcatProduceConsume(t *testing.T) {
 
 // kcatProduceConsume is the test body against c, a KRaft or zk-legacy cluster.
 func kcatProduceConsume(t *testing.T, c *cluster, bin string) {
+	c.waitBrokersListed(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	servers := strings.Join(c.bootstrap(), ",")
