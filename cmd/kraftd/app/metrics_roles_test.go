@@ -92,7 +92,12 @@ func TestRoleMetricsOnACombinedNode(t *testing.T) {
 		out.VoteResp.ErrorCode != kerr.InconsistentVoterSet.Code {
 		t.Fatalf("vote from 99: %v %v", out, err)
 	}
-	m = scrape(t, a)
+	// The node publishes its counters after it handled the request, not
+	// before it answers: wait for the count (seen at 0 once under -race).
+	deadline = time.Now().Add(5 * time.Second)
+	for m = scrape(t, a); m["kraftd_raft_inconsistent_voter_set_total"+l] < 1 && time.Now().Before(deadline); m = scrape(t, a) {
+		waitTick()
+	}
 	want := map[string]float64{
 		"kraftd_raft_inconsistent_voter_set_total" + l:         1,
 		"kraftd_raft_conflicting_leader_total" + l:             0,
