@@ -71,6 +71,12 @@ type ClientAPIConfig struct {
 
 	// StaticConfigs lists this broker's static settings for DescribeConfigs.
 	StaticConfigs []StaticConfig
+	// StaticTopicDefaults are the broker settings behind topic configs
+	// (log.retention.ms, log.segment.bytes, ...; retention and roll in ms)
+	// that server.properties sets: DescribeConfigs shows them as a topic's
+	// STATIC_BROKER_CONFIG values. A setting left to Kafka's default is
+	// not listed (DEFAULT_CONFIG).
+	StaticTopicDefaults []StaticConfig
 
 	// Replicas is the replica manager holding this broker's partition logs.
 	// With it, Register also serves the data plane: Produce, Fetch,

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,6 +60,7 @@ func (r *brokerRole) Prepare(context.Context) error {
 		Replicas:                     replicas,
 		MinInsyncReplicas:            int(cfg.MinInsyncReplicas),
 		LogMessageTimestampType:      cfg.LogMessageTimestampType,
+		StaticTopicDefaults:          staticTopicConfigs(cfg),
 		InterBrokerListenerName:      cfg.InterBrokerListenerName,
 		DefaultNumPartitions:         cfg.NumPartitions,
 		DefaultReplicationFactor:     cfg.DefaultReplicationFactor,
@@ -116,6 +119,31 @@ func staticTopicDefaults(cfg *Config) map[string]string {
 		"log.cleanup.policy":  cfg.LogCleanupPolicy,
 		"min.insync.replicas": strconv.Itoa(int(cfg.MinInsyncReplicas)),
 	}
+}
+
+// staticTopicConfigs are the settings of staticTopicDefaults (and
+// log.message.timestamp.type) that server.properties sets, one of their
+// synonyms at least: what DescribeConfigs shows as a topic's
+// STATIC_BROKER_CONFIG values.
+func staticTopicConfigs(cfg *Config) []broker.StaticConfig {
+	values := staticTopicDefaults(cfg)
+	values["log.message.timestamp.type"] = cfg.LogMessageTimestampType
+	synonyms := map[string][]string{
+		"log.roll.ms":      {"log.roll.ms", "log.roll.hours"},
+		"log.retention.ms": {"log.retention.ms", "log.retention.minutes", "log.retention.hours"},
+	}
+	var out []broker.StaticConfig
+	for key, v := range values {
+		names, ok := synonyms[key]
+		if !ok {
+			names = []string{key}
+		}
+		if slices.ContainsFunc(names, func(n string) bool { return cfg.explicit[n] }) {
+			out = append(out, broker.StaticConfig{Name: key, Value: v})
+		}
+	}
+	slices.SortFunc(out, func(a, b broker.StaticConfig) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // Start starts the replica manager's background work and begins

@@ -47,7 +47,7 @@ type legacyRole struct {
 	mu          sync.Mutex
 	b           *legacyzk.Broker
 	api         *broker.ClientAPI
-	replicas    *replica.Manager // partition logs; closed after the broker stops
+	replicas    *replica.Manager       // partition logs; closed after the broker stops
 	fetchClient *broker.FetchTransport // follower fetches
 }
 
@@ -228,6 +228,7 @@ func (r *legacyRole) clientAPIConfig(lb *legacyzk.Broker, replicas *replica.Mana
 		DefaultNumPartitions:     cfg.NumPartitions,
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
 		StaticConfigs:            legacyStatics(cfg),
+		StaticTopicDefaults:      staticTopicConfigs(cfg),
 		Replicas:                 replicas,
 		ProducerIDs:              lb, // blocks from /latest_producer_id_block
 		MinInsyncReplicas:        int(cfg.MinInsyncReplicas),
