@@ -175,7 +175,8 @@ func newClientAPI(cfg ClientAPIConfig, rnd *lockedRand) *ClientAPI {
 // listener: Metadata v0-13, CreateTopics v0-7, DeleteTopics v0-6,
 // DescribeConfigs v0-4, CreatePartitions v0-3, DescribeCluster v0-2; with a
 // replica manager also Produce v3-11, Fetch v4-16, ListOffsets v1-8,
-// InitProducerId v0-4 and OffsetForLeaderEpoch v0-4.
+// DeleteRecords v0-2, InitProducerId v0-4, OffsetForLeaderEpoch v0-4 and
+// DescribeLogDirs v0-4.
 func (c *ClientAPI) Register(reg *protocol.Registry) {
 	for _, a := range clientAPIs {
 		if a.dataPlane && c.cfg.Replicas == nil {
@@ -203,8 +204,10 @@ var clientAPIs = []struct {
 	{0, 3, 11, true, func(c *ClientAPI) protocol.Handler { return c.handleProduce }},
 	{1, 4, 16, true, func(c *ClientAPI) protocol.Handler { return c.handleFetch }},
 	{2, 1, 8, true, func(c *ClientAPI) protocol.Handler { return c.handleListOffsets }},
+	{21, 0, 2, true, func(c *ClientAPI) protocol.Handler { return c.handleDeleteRecords }},
 	{22, 0, 4, true, func(c *ClientAPI) protocol.Handler { return c.handleInitProducerID }},
 	{23, 0, 4, true, func(c *ClientAPI) protocol.Handler { return c.handleOffsetForLeaderEpoch }},
+	{35, 0, 4, true, func(c *ClientAPI) protocol.Handler { return c.handleDescribeLogDirs }},
 	{3, 0, 13, false, func(c *ClientAPI) protocol.Handler { return c.handleMetadata }},
 	{19, 0, 7, false, func(c *ClientAPI) protocol.Handler { return c.handleCreateTopics }},
 	{20, 0, 6, false, func(c *ClientAPI) protocol.Handler { return c.handleDeleteTopics }},

@@ -56,6 +56,8 @@ var sweepOrder = []struct {
 	{2, sweepListOffsets},
 	{23, sweepOffsetForLeaderEpoch},
 	{1, sweepFetch},
+	{35, sweepDescribeLogDirs},
+	{21, sweepDeleteRecords},
 	{20, sweepDeleteTopics},
 }
 

@@ -507,3 +507,23 @@ func (m *Manager) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// LogDir describes the log directory for DescribeLogDirs.
+type LogDir struct {
+	// Path is the directory (log.dirs' first entry, absolute when it can be
+	// made so).
+	Path string
+	// TotalBytes and UsableBytes are its volume's size and free space for
+	// this process, -1 when unknown.
+	TotalBytes, UsableBytes int64
+}
+
+// Dir describes the log directory the partition logs live in.
+func (m *Manager) Dir() LogDir {
+	path := m.cfg.Dir
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	total, usable := volumeBytes(m.cfg.Dir)
+	return LogDir{Path: path, TotalBytes: total, UsableBytes: usable}
+}
