@@ -98,8 +98,15 @@ type ClientAPIConfig struct {
 	// ("CreateTime" when empty); topic and cluster configs override it.
 	LogMessageTimestampType string
 
-	// Rand backs the default ControllerID policy; nil is seeded from the
-	// clock.
+	// MaxIncrementalFetchSessionCacheSlots is
+	// max.incremental.fetch.session.cache.slots: how many incremental fetch
+	// sessions (KIP-227) the broker keeps. Zero:
+	// DefaultMaxIncrementalFetchSessionCacheSlots; negative: none (every
+	// fetch is full, answered with SessionID 0).
+	MaxIncrementalFetchSessionCacheSlots int
+
+	// Rand backs the default ControllerID policy and fetch session ids; nil
+	// is seeded from the clock.
 	Rand   *rand.Rand
 	Logger *zap.Logger
 }
@@ -131,6 +138,7 @@ func (c *ClientAPIConfig) validate() error {
 	if c.Rand == nil {
 		c.Rand = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(c.NodeID)))
 	}
+
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -150,6 +158,8 @@ type ClientAPI struct {
 	log *zap.Logger
 	rnd *lockedRand
 
+	sessions *fetchSessionCache // incremental fetch sessions (KIP-227)
+
 	mu      sync.Mutex
 	stopped bool
 	wg      sync.WaitGroup     // auto-create requests
@@ -167,6 +177,8 @@ func NewClientAPI(cfg ClientAPIConfig) (*ClientAPI, error) {
 
 func newClientAPI(cfg ClientAPIConfig, rnd *lockedRand) *ClientAPI {
 	c := &ClientAPI{cfg: cfg, log: cfg.Logger, rnd: rnd}
+	c.sessions = newFetchSessionCache(sessionSlots(cfg.MaxIncrementalFetchSessionCacheSlots),
+		func() int32 { return int32(rnd.intN(1<<31-1)) + 1 })
 	c.bgCtx, c.cancel = context.WithCancel(context.Background())
 	return c
 }

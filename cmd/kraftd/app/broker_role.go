@@ -45,27 +45,28 @@ func (r *brokerRole) Prepare(context.Context) error {
 		return fmt.Errorf("broker: %w", err)
 	}
 	b, err := broker.New(broker.Config{
-		NodeID:                       cfg.NodeID,
-		ClusterID:                    r.a.clusterID,
-		Rack:                         cfg.BrokerRack,
-		Listeners:                    listeners,
-		ControllerAddrs:              ctrl,
-		ControllerBootstrapServers:   cfg.QuorumBootstrapServers,
-		ControllerListenerName:       controllerListener,
-		HeartbeatIntervalMs:          int64(cfg.BrokerHeartbeatIntervalMs),
-		SessionTimeoutMs:             int64(cfg.BrokerSessionTimeoutMs),
-		InitialRegistrationTimeoutMs: cfg.InitialBrokerRegistrationTimeoutMs,
-		ControllerRequestTimeoutMs:   int64(cfg.QuorumRequestTimeoutMs),
-		AutoCreateTopicsEnable:       cfg.AutoCreateTopicsEnable,
-		Replicas:                     replicas,
-		MinInsyncReplicas:            int(cfg.MinInsyncReplicas),
-		LogMessageTimestampType:      cfg.LogMessageTimestampType,
-		StaticTopicDefaults:          staticTopicConfigs(cfg),
-		InterBrokerListenerName:      cfg.InterBrokerListenerName,
-		DefaultNumPartitions:         cfg.NumPartitions,
-		DefaultReplicationFactor:     cfg.DefaultReplicationFactor,
-		OnFatal:                      r.a.reportFatal,
-		Logger:                       cfg.Logger,
+		NodeID:                               cfg.NodeID,
+		ClusterID:                            r.a.clusterID,
+		Rack:                                 cfg.BrokerRack,
+		Listeners:                            listeners,
+		ControllerAddrs:                      ctrl,
+		ControllerBootstrapServers:           cfg.QuorumBootstrapServers,
+		ControllerListenerName:               controllerListener,
+		HeartbeatIntervalMs:                  int64(cfg.BrokerHeartbeatIntervalMs),
+		SessionTimeoutMs:                     int64(cfg.BrokerSessionTimeoutMs),
+		InitialRegistrationTimeoutMs:         cfg.InitialBrokerRegistrationTimeoutMs,
+		ControllerRequestTimeoutMs:           int64(cfg.QuorumRequestTimeoutMs),
+		AutoCreateTopicsEnable:               cfg.AutoCreateTopicsEnable,
+		Replicas:                             replicas,
+		MinInsyncReplicas:                    int(cfg.MinInsyncReplicas),
+		LogMessageTimestampType:              cfg.LogMessageTimestampType,
+		StaticTopicDefaults:                  staticTopicConfigs(cfg),
+		MaxIncrementalFetchSessionCacheSlots: fetchSessionSlots(cfg),
+		InterBrokerListenerName:              cfg.InterBrokerListenerName,
+		DefaultNumPartitions:                 cfg.NumPartitions,
+		DefaultReplicationFactor:             cfg.DefaultReplicationFactor,
+		OnFatal:                              r.a.reportFatal,
+		Logger:                               cfg.Logger,
 	})
 	if err != nil {
 		_ = replicas.Close() // nothing was hosted yet
@@ -144,6 +145,15 @@ func staticTopicConfigs(cfg *Config) []broker.StaticConfig {
 	}
 	slices.SortFunc(out, func(a, b broker.StaticConfig) int { return strings.Compare(a.Name, b.Name) })
 	return out
+}
+
+// fetchSessionSlots maps max.incremental.fetch.session.cache.slots to the
+// broker's setting, whose 0 means the default: 0 (no sessions) is -1.
+func fetchSessionSlots(cfg *Config) int {
+	if cfg.MaxIncrementalFetchSessionCacheSlots == 0 {
+		return -1
+	}
+	return int(cfg.MaxIncrementalFetchSessionCacheSlots)
 }
 
 // Start starts the replica manager's background work and begins
