@@ -53,6 +53,13 @@ func sessionSlots(configured int) int {
 	return configured
 }
 
+// maxCachedFetchSessionPartitions bounds the partitions all sessions hold
+// together (a kraftd bound; Kafka has none): incremental fetches may add
+// partitions, real or not, without end, and each costs memory. A session
+// that would take the cache past it is not opened, or is closed (the fetch
+// is answered without a session, which clients take as "fetch in full").
+const maxCachedFetchSessionPartitions = 1 << 20
+
 // fetchSessionEvictionMs is how long a session must go unused before any
 // new session may take its slot.
 const fetchSessionEvictionMs = 120000
@@ -87,15 +94,29 @@ type fetchSession struct {
 }
 
 // fetchSessionCache holds the sessions of one broker; safe for concurrent use.
+//
+// INVARIANTS: partitions == the sum of len(s.parts) over sessions, and
+// <= maxPartitions after every call.
 type fetchSessionCache struct {
-	mu       sync.Mutex
-	maxSlots int
-	sessions map[int32]*fetchSession
-	newID    func() int32 // a random positive id
+	mu            sync.Mutex
+	maxSlots      int
+	maxPartitions int
+	partitions    int
+	sessions      map[int32]*fetchSession
+	newID         func() int32 // a random positive id
 }
 
 func newFetchSessionCache(maxSlots int, newID func() int32) *fetchSessionCache {
-	return &fetchSessionCache{maxSlots: maxSlots, sessions: map[int32]*fetchSession{}, newID: newID}
+	return &fetchSessionCache{maxSlots: maxSlots, maxPartitions: maxCachedFetchSessionPartitions,
+		sessions: map[int32]*fetchSession{}, newID: newID}
+}
+
+// remove closes session id; mu held.
+func (fc *fetchSessionCache) remove(id int32) {
+	if s, ok := fc.sessions[id]; ok {
+		fc.partitions -= len(s.parts)
+		delete(fc.sessions, id)
+	}
 }
 
 // fetchContext is how one Fetch uses the cache.
@@ -120,7 +141,7 @@ func (fc *fetchSessionCache) newContext(body *kmsg.FetchRequest, nowMs int64) fe
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
 	if body.SessionEpoch == -1 || body.SessionEpoch == 0 {
-		delete(fc.sessions, body.SessionID)
+		fc.remove(body.SessionID)
 		return fetchContext{full: true, create: body.SessionEpoch == 0, body: body}
 	}
 	s, ok := fc.sessions[body.SessionID]
@@ -132,9 +153,11 @@ func (fc *fetchSessionCache) newContext(body *kmsg.FetchRequest, nowMs int64) fe
 	case s.topicIDs != (body.Version >= 13):
 		return fetchContext{errCode: kerr.FetchSessionTopicIDError.Code}
 	}
+	before := len(s.parts)
 	s.update(body)
-	if len(s.parts) == 0 {
-		delete(fc.sessions, s.id)
+	fc.partitions += len(s.parts) - before
+	if len(s.parts) == 0 || fc.partitions > fc.maxPartitions {
+		fc.remove(s.id)
 		return fetchContext{full: true, body: body}
 	}
 	s.lastUsedMs = nowMs
@@ -229,10 +252,11 @@ func (fc *fetchSessionCache) finish(fctx fetchContext, resp *kmsg.FetchResponse,
 		return
 	}
 	s := fctx.session
-	resp.SessionID = s.id
 	if fc.sessions[s.id] != s {
-		return // closed meanwhile by a full fetch naming it: answer in full
+		resp.SessionID = 0 // closed meanwhile by a full fetch naming it: answer in full
+		return
 	}
+	resp.SessionID = s.id
 	var moved []*cachedPartition
 	topics := resp.Topics[:0]
 	for _, rt := range resp.Topics {
@@ -280,7 +304,7 @@ func (fc *fetchSessionCache) create(body *kmsg.FetchRequest, resp *kmsg.FetchRes
 	for _, rt := range body.Topics {
 		size += len(rt.Partitions)
 	}
-	if fc.maxSlots <= 0 || len(fc.sessions) >= fc.maxSlots && !fc.evict(privileged, size, nowMs) {
+	if fc.maxSlots <= 0 || size > fc.maxPartitions || len(fc.sessions) >= fc.maxSlots && !fc.evict(privileged, size, nowMs) {
 		return nil
 	}
 	s := &fetchSession{epoch: 1, privileged: privileged, topicIDs: body.Version >= 13,
@@ -303,7 +327,11 @@ func (fc *fetchSessionCache) create(body *kmsg.FetchRequest, resp *kmsg.FetchRes
 			}
 		}
 	}
+	if fc.partitions+len(s.parts) > fc.maxPartitions {
+		return nil
+	}
 	fc.sessions[s.id] = s
+	fc.partitions += len(s.parts)
 	return s
 }
 
@@ -315,29 +343,41 @@ func (fc *fetchSessionCache) evict(privileged bool, size int, nowMs int64) bool 
 		if stalest == nil || s.lastUsedMs < stalest.lastUsedMs {
 			stalest = s
 		}
-		if (privileged || !s.privileged) && (cheapest == nil || lessValuable(s, cheapest)) {
+		if (privileged || !s.privileged) && (cheapest == nil || s.key().less(cheapest.key())) {
 			cheapest = s
 		}
 	}
 	switch {
 	case stalest != nil && nowMs-stalest.lastUsedMs > fetchSessionEvictionMs:
-		delete(fc.sessions, stalest.id)
-	case cheapest != nil && !lessValuable(&fetchSession{privileged: privileged, parts: make([]*cachedPartition, size)}, cheapest):
-		delete(fc.sessions, cheapest.id)
+		fc.remove(stalest.id)
+	case cheapest != nil && !evictKey(privileged, size, 0).less(cheapest.key()):
+		fc.remove(cheapest.id)
 	default:
 		return false
 	}
 	return true
 }
 
-// lessValuable orders sessions as Kafka's EvictableKey: non-followers
+// sessionValue orders sessions as Kafka's EvictableKey: non-followers
 // first, then fewer partitions, then lower id (a new session has id 0).
-func lessValuable(a, b *fetchSession) bool {
+type sessionValue struct {
+	privileged bool
+	size       int
+	id         int32
+}
+
+func evictKey(privileged bool, size int, id int32) sessionValue {
+	return sessionValue{privileged, size, id}
+}
+
+func (s *fetchSession) key() sessionValue { return evictKey(s.privileged, len(s.parts), s.id) }
+
+func (a sessionValue) less(b sessionValue) bool {
 	if a.privileged != b.privileged {
 		return !a.privileged
 	}
-	if len(a.parts) != len(b.parts) {
-		return len(a.parts) < len(b.parts)
+	if a.size != b.size {
+		return a.size < b.size
 	}
 	return a.id < b.id
 }

@@ -164,6 +164,25 @@ func TestFetchSessionCacheEviction(t *testing.T) {
 	if len(fc.sessions) != 2 {
 		t.Fatalf("%d sessions in 2 slots", len(fc.sessions))
 	}
+	// The partitions of all sessions are bounded: past it no session opens,
+	// and one that grows past it closes.
+	fc = newFetchSessionCache(10, func() int32 { next++; return next })
+	fc.maxPartitions = 3
+	first := open(2, false, 0)
+	if second := open(2, false, 0); first == 0 || second != 0 || fc.partitions != 2 {
+		t.Fatalf("sessions of 2 and 2 partitions under a bound of 3: %d %d, %d cached", first, second, fc.partitions)
+	}
+	grow := kmsg.NewPtrFetchRequest()
+	grow.SetVersion(12)
+	grow.SessionID, grow.SessionEpoch = first, 1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = "u"
+	rt.Partitions = make([]kmsg.FetchRequestTopicPartition, 2)
+	rt.Partitions[1].Partition = 1
+	grow.Topics = []kmsg.FetchRequestTopic{rt}
+	if fctx := fc.newContext(grow, 0); !fctx.full || fctx.session != nil || len(fc.sessions) != 0 || fc.partitions != 0 {
+		t.Fatalf("a session grown past the bound: %+v, %d sessions, %d cached", fctx, len(fc.sessions), fc.partitions)
+	}
 	if off := newFetchSessionCache(0, func() int32 { return 1 }); off.maxSlots != 0 {
 		t.Fatal("disabled cache has slots")
 	} else if fc = off; open(1, false, 0) != 0 {
