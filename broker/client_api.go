@@ -196,6 +196,7 @@ func (c *ClientAPI) Register(reg *protocol.Registry) {
 		}
 		reg.Register(a.key, a.min, capVersion(a.key, a.max, c.cfg.MaxVersions), a.handler(c))
 	}
+	c.registerConfigAdmin(reg)
 }
 
 // capVersion is max lowered to caps[key] when caps has one (never below

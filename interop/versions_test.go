@@ -49,6 +49,8 @@ var sweepOrder = []struct {
 	{19, sweepCreateTopics},
 	{37, sweepCreatePartitions},
 	{32, sweepDescribeConfigs},
+	{44, sweepIncrementalAlterConfigs},
+	{33, sweepAlterConfigs},
 	{60, sweepDescribeCluster},
 	{55, sweepDescribeQuorum},
 	{22, sweepInitProducerID},
@@ -100,7 +102,8 @@ func TestLegacyVersionSweep(t *testing.T) {
 	legacyBrokerIDs(t, c)
 	const interBroker = "ZooKeeper-era inter-broker request (controller push, controlled shutdown or AlterPartition), covered by legacyzk's tests"
 	runSweep(t, sweepFixture(t, c, 1, "interop-sweep-legacy"), sweepScope{
-		absent:    map[int16]string{55: "a zk-legacy cluster has no KRaft quorum to describe"},
+		absent: map[int16]string{55: "a zk-legacy cluster has no KRaft quorum to describe",
+			33: "zk-legacy brokers do not alter configs yet", 44: "zk-legacy brokers do not alter configs yet"},
 		notClient: map[int16]string{4: interBroker, 5: interBroker, 6: interBroker, 7: interBroker, 56: interBroker},
 	})
 }
