@@ -15,7 +15,7 @@ package controller
 //   - existing name: TOPIC_ALREADY_EXISTS;
 //   - a null config value, a name that is no topic config, or a value its
 //     type or validator refuses: INVALID_CONFIG with Kafka's message
-//     (topic_configs.go);
+//     (image.ValidateTopicConfig);
 //   - manual assignments need NumPartitions and ReplicationFactor -1
 //     (INVALID_REQUEST), partitions 0..n-1 once each, registered distinct
 //     brokers, equal sizes, and at least one active broker per partition
@@ -224,7 +224,7 @@ func checkConfigs(cfgs []kmsg.CreateTopicsRequestTopicConfig) *apiError {
 		return errf(kerr.InvalidConfig, "Null value not supported for topic configs: %s", strings.Join(nulls, ","))
 	}
 	for _, cfg := range sortedConfigs(cfgs) {
-		if why := validateTopicConfig(cfg.Name, *cfg.Value); why != "" {
+		if why := image.ValidateTopicConfig(cfg.Name, *cfg.Value); why != "" {
 			return errf(kerr.InvalidConfig, "%s", why)
 		}
 	}

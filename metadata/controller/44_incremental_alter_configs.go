@@ -16,6 +16,7 @@ package controller
 // the others write a ConfigRecord per changed key, unless ValidateOnly.
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -99,20 +100,20 @@ func (c *core) applyConfigOp(res image.ConfigResource, cfg kmsg.IncrementalAlter
 		return nil, nil
 	case 2, 3: // APPEND, SUBTRACT
 		sk := schemaKey(res, cfg.Name)
-		if def, ok := topicConfigDefs[sk]; !ok || def.typ != cfgList {
+		if !image.IsListTopicConfig(sk) {
 			return nil, errf(kerr.InvalidConfig, "Can't %s to key %s because its type is not LIST.", opNames[cfg.Op], cfg.Name)
 		}
 		cur, ok := c.pending.img.ConfigValue(res, cfg.Name)
 		if !ok {
 			cur = listDefault(sk)
 		}
-		list := splitList(cur)
+		list := image.SplitConfigList(cur)
 		var ops []string
 		if cfg.Value != nil {
 			ops = strings.Split(*cfg.Value, ",")
 		}
 		for _, v := range ops {
-			if cfg.Op == 2 && !contains(list, v) {
+			if cfg.Op == 2 && !slices.Contains(list, v) {
 				list = append(list, v)
 			}
 			if cfg.Op == 3 {

@@ -6,7 +6,7 @@ package controller
 //
 //   - TOPIC: the topic must exist (UNKNOWN_TOPIC_OR_PARTITION "The topic
 //     'x' does not exist."); keys and values are checked against the topic
-//     config schema (topic_configs.go, INVALID_CONFIG).
+//     config schema (image.ValidateTopicConfig, INVALID_CONFIG).
 //   - BROKER: "" (the cluster-wide default) or a broker id (anything else
 //     is INVALID_REQUEST "Invalid broker name x"); only the broker settings
 //     behind topic configs (log.retention.ms, log.segment.bytes, ...,
@@ -70,7 +70,7 @@ func (c *core) configTarget(typ kmsg.ConfigResourceType, name string) (image.Con
 // res may not have key.
 func schemaKey(res image.ConfigResource, key string) string {
 	if res.Type == image.ConfigTopic {
-		if _, ok := topicConfigDefs[key]; ok {
+		if image.IsTopicConfig(key) {
 			return key
 		}
 		return ""
@@ -78,7 +78,7 @@ func schemaKey(res image.ConfigResource, key string) string {
 	return dynamicBrokerConfigs[key]
 }
 
-// validateConfigValue is validateTopicConfig under the resource's key name.
+// validateConfigValue is image.ValidateTopicConfig under the resource's key name.
 func validateConfigValue(res image.ConfigResource, key, value string) *apiError {
 	sk := schemaKey(res, key)
 	switch {
@@ -87,7 +87,7 @@ func validateConfigValue(res image.ConfigResource, key, value string) *apiError 
 	case sk == "":
 		return errf(kerr.InvalidConfig, "kraftd cannot update broker config %s dynamically", key)
 	}
-	if why := validateTopicConfig(sk, value); why != "" {
+	if why := image.ValidateTopicConfig(sk, value); why != "" {
 		return errf(kerr.InvalidConfig, "%s", strings.Replace(why, "configuration "+sk+":", "configuration "+key+":", 1))
 	}
 	return nil

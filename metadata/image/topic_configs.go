@@ -1,10 +1,12 @@
-package controller
+package image
 
 // Topic config validation: Kafka 3.9's topic config schema (LogConfig's
 // ConfigDef: name, type, validator) and the ConfigException messages its
-// parser and validators give, which the controller answers as
+// parser and validators give, which the KRaft controller answers as
 // INVALID_CONFIG (ControllerConfigurationValidator, then LogConfig.validate,
-// reached from CreateTopics).
+// reached from CreateTopics and the AlterConfigs APIs). It lives with the
+// image so that every writer of topic configs (the KRaft controller, the
+// ZooKeeper-era one) checks them the same way.
 //
 // A value is parsed as Kafka's ConfigDef.parseType does (trimmed; BOOLEAN
 // "true"/"false" in any case; INT and LONG decimal; LIST comma separated),
@@ -88,9 +90,28 @@ var topicConfigDefs = map[string]topicConfigDef{
 
 var typeNames = [...]string{cfgBoolean: "BOOLEAN", cfgInt: "INT", cfgLong: "LONG", cfgDouble: "DOUBLE", cfgString: "STRING", cfgList: "LIST"}
 
-// validateTopicConfig returns Kafka's message for a bad topic config, or ""
-// when name is a topic config and value parses and passes its validator.
-func validateTopicConfig(name, value string) string {
+// IsTopicConfig reports whether name is one of Kafka's topic configs.
+func IsTopicConfig(name string) bool {
+	_, ok := topicConfigDefs[name]
+	return ok
+}
+
+// IsListTopicConfig reports whether name is a topic config of type LIST
+// (the only ones IncrementalAlterConfigs may APPEND to or SUBTRACT from).
+func IsListTopicConfig(name string) bool {
+	def, ok := topicConfigDefs[name]
+	return ok && def.typ == cfgList
+}
+
+// SplitConfigList is ConfigDef's LIST parsing: comma separated, trimmed,
+// "" is empty.
+func SplitConfigList(v string) []string { return splitList(strings.TrimSpace(v)) }
+
+// ValidateTopicConfig returns Kafka's message for a bad topic config
+// ("Unknown topic config name: x", "Invalid value v for configuration x:
+// ..."), or "" when name is a topic config and value parses and passes its
+// validator.
+func ValidateTopicConfig(name, value string) string {
 	def, ok := topicConfigDefs[name]
 	if !ok {
 		return "Unknown topic config name: " + name
