@@ -32,7 +32,10 @@ import (
 //     log.retention.hours / log.roll.hours = 168, as Kafka lists it). The
 //     static value of retention.ms and segment.ms is given in ms under
 //     log.retention.ms / log.roll.ms whichever of the synonyms was set.
-//     Topic configs are never ReadOnly.
+//     Every topic config of Kafka's schema is listed (image
+//     TopicConfigDefaults, with its ConfigType); only those kraftd applies
+//     (topicBrokerKeys) take broker-level values, the others show Kafka's
+//     default. Topic configs are never ReadOnly.
 //   - BROKER: the name must be "" (cluster-wide dynamic defaults only, as
 //     Kafka) or this broker's id (its dynamic configs, then cluster
 //     defaults, then its static settings, source STATIC_BROKER_CONFIG); another id is
@@ -89,29 +92,28 @@ type configDefault struct {
 	typ         kmsg.ConfigType
 }
 
-// topicConfigDef is a topic config kraftd applies, with its broker synonym
-// (the log.* setting that supplies its default) and Kafka's default; for
-// retention.ms and segment.ms Kafka's default is listed under another
-// synonym (log.retention.hours, log.roll.hours).
-type topicConfigDef struct {
-	name, brokerKey, value string
-	defaultKey, defaultVal string
-	typ                    kmsg.ConfigType
+// topicBrokerKeys are the topic configs kraftd's brokers apply, with the
+// broker setting that supplies their default (dynamic or static).
+var topicBrokerKeys = map[string]string{
+	"cleanup.policy":         "log.cleanup.policy",
+	"compression.type":       "compression.type",
+	"max.message.bytes":      "message.max.bytes",
+	"message.timestamp.type": "log.message.timestamp.type",
+	"min.insync.replicas":    "min.insync.replicas",
+	"retention.bytes":        "log.retention.bytes",
+	"retention.ms":           "log.retention.ms",
+	"segment.bytes":          "log.segment.bytes",
+	"segment.ms":             "log.roll.ms",
 }
 
-var topicConfigDefs = []topicConfigDef{
-	{"cleanup.policy", "log.cleanup.policy", "delete", "", "", kmsg.ConfigTypeList},
-	{"compression.type", "compression.type", "producer", "", "", kmsg.ConfigTypeString},
-	{"max.message.bytes", "message.max.bytes", "1048588", "", "", kmsg.ConfigTypeInt},
-	{"message.timestamp.type", "log.message.timestamp.type", "CreateTime", "", "", kmsg.ConfigTypeString},
-	{"min.insync.replicas", "min.insync.replicas", "1", "", "", kmsg.ConfigTypeInt},
-	{"retention.bytes", "log.retention.bytes", "-1", "", "", kmsg.ConfigTypeLong},
-	{"retention.ms", "log.retention.ms", "604800000", "log.retention.hours", "168", kmsg.ConfigTypeLong},
-	{"segment.bytes", "log.segment.bytes", "1073741824", "", "", kmsg.ConfigTypeInt},
-	{"segment.ms", "log.roll.ms", "604800000", "log.roll.hours", "168", kmsg.ConfigTypeLong},
+var configTypes = map[string]kmsg.ConfigType{
+	"BOOLEAN": kmsg.ConfigTypeBoolean, "INT": kmsg.ConfigTypeInt, "LONG": kmsg.ConfigTypeLong,
+	"DOUBLE": kmsg.ConfigTypeDouble, "STRING": kmsg.ConfigTypeString, "LIST": kmsg.ConfigTypeList,
 }
 
-// topicConfigs layers a topic's configs; see the file comment.
+// topicConfigs layers a topic's configs; see the file comment. Every topic
+// config of Kafka's schema is listed (image.TopicConfigDefaults), as Kafka
+// lists every LogConfig key.
 func (c *ClientAPI) topicConfigs(img *image.Image, topic string) []configEntry {
 	own := img.Configs(image.ConfigResource{Type: image.ConfigTopic, Name: topic})
 	byName := map[string]string{}
@@ -126,28 +128,35 @@ func (c *ClientAPI) topicConfigs(img *image.Image, topic string) []configEntry {
 	}
 	var out []configEntry
 	known := map[string]bool{}
-	for _, d := range topicConfigDefs {
-		known[d.name] = true
-		e := configEntry{name: d.name, typ: d.typ, topic: true}
-		if v, ok := byName[d.name]; ok {
-			e.vals = append(e.vals, sourced{v, kmsg.ConfigSourceDynamicTopicConfig, d.name})
+	for _, d := range image.TopicConfigDefaults() {
+		known[d.Name] = true
+		e := configEntry{name: d.Name, typ: configTypes[d.Type], topic: true}
+		if v, ok := byName[d.Name]; ok {
+			e.vals = append(e.vals, sourced{v, kmsg.ConfigSourceDynamicTopicConfig, d.Name})
 		}
-		if v, ok := img.ConfigValue(self, d.brokerKey); ok {
-			e.vals = append(e.vals, sourced{v, kmsg.ConfigSourceDynamicBrokerConfig, d.brokerKey})
+		if bk, ok := topicBrokerKeys[d.Name]; ok {
+			if v, ok := img.ConfigValue(self, bk); ok {
+				e.vals = append(e.vals, sourced{v, kmsg.ConfigSourceDynamicBrokerConfig, bk})
+			}
+			if v, ok := img.ConfigValue(cluster, bk); ok {
+				e.vals = append(e.vals, sourced{v, kmsg.ConfigSourceDynamicDefaultBrokerConfig, bk})
+			}
+			if v, ok := statics[bk]; ok {
+				e.vals = append(e.vals, sourced{v, kmsg.ConfigSourceStaticBrokerConfig, bk})
+			}
 		}
-		if v, ok := img.ConfigValue(cluster, d.brokerKey); ok {
-			e.vals = append(e.vals, sourced{v, kmsg.ConfigSourceDynamicDefaultBrokerConfig, d.brokerKey})
+		if d.Synonym != "" {
+			e.vals = append(e.vals, sourced{d.SynonymValue, kmsg.ConfigSourceDefaultConfig, d.Synonym})
 		}
-		if v, ok := statics[d.brokerKey]; ok {
-			e.vals = append(e.vals, sourced{v, kmsg.ConfigSourceStaticBrokerConfig, d.brokerKey})
-		}
-		if d.defaultKey != "" {
-			e.vals = append(e.vals, sourced{d.defaultVal, kmsg.ConfigSourceDefaultConfig, d.defaultKey})
-		} else {
-			e.vals = append(e.vals, sourced{d.value, kmsg.ConfigSourceDefaultConfig, d.brokerKey})
-		}
-		if e.vals[0].source == kmsg.ConfigSourceDefaultConfig {
-			e.value = &d.value // Kafka's LogConfig default, not its synonym's
+		if len(e.vals) == 0 || e.vals[0].source == kmsg.ConfigSourceDefaultConfig {
+			// Kafka's LogConfig default, not its synonym's; with no
+			// synonym the entry has no synonyms either.
+			value := d.Value
+			e.value = &value
+			if len(e.vals) == 0 {
+				e.vals = []sourced{{d.Value, kmsg.ConfigSourceDefaultConfig, d.Name}}
+				e.noSynonyms = true
+			}
 		}
 		out = append(out, e)
 	}
@@ -198,6 +207,9 @@ type configEntry struct {
 	// marks a topic config (never read-only).
 	value *string
 	topic bool
+	// noSynonyms: vals[0] stands for a default no setting names (Kafka
+	// lists no synonym then).
+	noSynonyms bool
 }
 
 // sourced is one value of a key; name is the synonym's name ("" for the
@@ -255,7 +267,7 @@ func renderConfigs(entries []configEntry, names []string, synonyms bool) []kmsg.
 		// Static broker settings cannot be altered without a restart; a
 		// topic's config can always be overridden.
 		c.ReadOnly = !e.topic && top.source == kmsg.ConfigSourceStaticBrokerConfig
-		if synonyms {
+		if synonyms && !e.noSynonyms {
 			for _, v := range e.vals {
 				s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
 				s.Name, s.Value, s.Source = v.name, &v.value, v.source

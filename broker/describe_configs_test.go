@@ -115,6 +115,9 @@ func TestDescribeTopicConfigDefaults(t *testing.T) {
 		&records.ConfigRecord{ResourceType: image.ConfigTopic, ResourceName: "foo", Name: "segment.bytes", Value: val("2048")},
 	)
 	foo := describeConfigs(h, true, resource(kmsg.ConfigResourceTypeTopic, "foo")).Resources[0]
+	if len(foo.Configs) != len(image.TopicConfigDefaults()) {
+		t.Errorf("%d configs listed, Kafka lists all %d topic configs", len(foo.Configs), len(image.TopicConfigDefaults()))
+	}
 	type want struct {
 		value    string
 		source   kmsg.ConfigSource
@@ -129,7 +132,9 @@ func TestDescribeTopicConfigDefaults(t *testing.T) {
 			[]string{"log.cleanup.policy=compact/3", "log.cleanup.policy=delete/5"}},
 		"min.insync.replicas": {"3", kmsg.ConfigSourceDynamicBrokerConfig,
 			[]string{"min.insync.replicas=3/2", "min.insync.replicas=2/3", "min.insync.replicas=1/5"}},
-		"segment.ms": {"604800000", kmsg.ConfigSourceDefaultConfig, []string{"log.roll.hours=168/5"}},
+		"segment.ms":            {"604800000", kmsg.ConfigSourceDefaultConfig, []string{"log.roll.hours=168/5"}},
+		"preallocate":           {"false", kmsg.ConfigSourceDefaultConfig, []string{"log.preallocate=false/5"}},
+		"remote.storage.enable": {"false", kmsg.ConfigSourceDefaultConfig, nil},
 	} {
 		c, ok := configByName(foo, name)
 		if !ok {

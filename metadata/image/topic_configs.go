@@ -90,6 +90,70 @@ var topicConfigDefs = map[string]topicConfigDef{
 
 var typeNames = [...]string{cfgBoolean: "BOOLEAN", cfgInt: "INT", cfgLong: "LONG", cfgDouble: "DOUBLE", cfgString: "STRING", cfgList: "LIST"}
 
+// TopicConfigDefault is a topic config with Kafka's default, as
+// DescribeConfigs shows a topic config nobody set.
+type TopicConfigDefault struct {
+	Name string
+	// Value is LogConfig's default ("" for an empty list).
+	Value string
+	// Synonym and SynonymValue are the broker setting and default Kafka
+	// lists as the DEFAULT_CONFIG synonym (KafkaConfig's, e.g.
+	// log.retention.hours 168 for retention.ms); "" when there is none.
+	Synonym, SynonymValue string
+	// Type is the ConfigDef type: BOOLEAN, INT, LONG, DOUBLE, STRING, LIST.
+	Type string
+}
+
+// TopicConfigDefaults lists every topic config with its default, by name.
+func TopicConfigDefaults() []TopicConfigDefault {
+	out := make([]TopicConfigDefault, 0, len(topicConfigDefaults))
+	for _, d := range topicConfigDefaults {
+		d.Type = typeNames[topicConfigDefs[d.Name].typ]
+		out = append(out, d)
+	}
+	return out
+}
+
+// topicConfigDefaults are Kafka 3.9's defaults, sorted by name.
+var topicConfigDefaults = []TopicConfigDefault{
+	{Name: "cleanup.policy", Value: "delete", Synonym: "log.cleanup.policy", SynonymValue: "delete"},
+	{Name: "compression.gzip.level", Value: "-1", Synonym: "compression.gzip.level", SynonymValue: "-1"},
+	{Name: "compression.lz4.level", Value: "9", Synonym: "compression.lz4.level", SynonymValue: "9"},
+	{Name: "compression.type", Value: "producer", Synonym: "compression.type", SynonymValue: "producer"},
+	{Name: "compression.zstd.level", Value: "3", Synonym: "compression.zstd.level", SynonymValue: "3"},
+	{Name: "delete.retention.ms", Value: "86400000", Synonym: "log.cleaner.delete.retention.ms", SynonymValue: "86400000"},
+	{Name: "file.delete.delay.ms", Value: "60000", Synonym: "log.segment.delete.delay.ms", SynonymValue: "60000"},
+	{Name: "flush.messages", Value: "9223372036854775807", Synonym: "log.flush.interval.messages", SynonymValue: "9223372036854775807"},
+	{Name: "flush.ms", Value: "9223372036854775807", Synonym: "log.flush.scheduler.interval.ms", SynonymValue: "9223372036854775807"},
+	{Name: "follower.replication.throttled.replicas", Value: ""},
+	{Name: "index.interval.bytes", Value: "4096", Synonym: "log.index.interval.bytes", SynonymValue: "4096"},
+	{Name: "leader.replication.throttled.replicas", Value: ""},
+	{Name: "local.retention.bytes", Value: "-2", Synonym: "log.local.retention.bytes", SynonymValue: "-2"},
+	{Name: "local.retention.ms", Value: "-2", Synonym: "log.local.retention.ms", SynonymValue: "-2"},
+	{Name: "max.compaction.lag.ms", Value: "9223372036854775807", Synonym: "log.cleaner.max.compaction.lag.ms", SynonymValue: "9223372036854775807"},
+	{Name: "max.message.bytes", Value: "1048588", Synonym: "message.max.bytes", SynonymValue: "1048588"},
+	{Name: "message.downconversion.enable", Value: "true", Synonym: "log.message.downconversion.enable", SynonymValue: "true"},
+	{Name: "message.format.version", Value: "3.0-IV1", Synonym: "log.message.format.version", SynonymValue: "3.0-IV1"},
+	{Name: "message.timestamp.after.max.ms", Value: "9223372036854775807", Synonym: "log.message.timestamp.after.max.ms", SynonymValue: "9223372036854775807"},
+	{Name: "message.timestamp.before.max.ms", Value: "9223372036854775807", Synonym: "log.message.timestamp.before.max.ms", SynonymValue: "9223372036854775807"},
+	{Name: "message.timestamp.difference.max.ms", Value: "9223372036854775807", Synonym: "log.message.timestamp.difference.max.ms", SynonymValue: "9223372036854775807"},
+	{Name: "message.timestamp.type", Value: "CreateTime", Synonym: "log.message.timestamp.type", SynonymValue: "CreateTime"},
+	{Name: "min.cleanable.dirty.ratio", Value: "0.5", Synonym: "log.cleaner.min.cleanable.ratio", SynonymValue: "0.5"},
+	{Name: "min.compaction.lag.ms", Value: "0", Synonym: "log.cleaner.min.compaction.lag.ms", SynonymValue: "0"},
+	{Name: "min.insync.replicas", Value: "1", Synonym: "min.insync.replicas", SynonymValue: "1"},
+	{Name: "preallocate", Value: "false", Synonym: "log.preallocate", SynonymValue: "false"},
+	{Name: "remote.log.copy.disable", Value: "false"},
+	{Name: "remote.log.delete.on.disable", Value: "false"},
+	{Name: "remote.storage.enable", Value: "false"},
+	{Name: "retention.bytes", Value: "-1", Synonym: "log.retention.bytes", SynonymValue: "-1"},
+	{Name: "retention.ms", Value: "604800000", Synonym: "log.retention.hours", SynonymValue: "168"},
+	{Name: "segment.bytes", Value: "1073741824", Synonym: "log.segment.bytes", SynonymValue: "1073741824"},
+	{Name: "segment.index.bytes", Value: "10485760", Synonym: "log.index.size.max.bytes", SynonymValue: "10485760"},
+	{Name: "segment.jitter.ms", Value: "0", Synonym: "log.roll.jitter.hours", SynonymValue: "0"},
+	{Name: "segment.ms", Value: "604800000", Synonym: "log.roll.hours", SynonymValue: "168"},
+	{Name: "unclean.leader.election.enable", Value: "false", Synonym: "unclean.leader.election.enable", SynonymValue: "false"},
+}
+
 // IsTopicConfig reports whether name is one of Kafka's topic configs.
 func IsTopicConfig(name string) bool {
 	_, ok := topicConfigDefs[name]

@@ -30,3 +30,20 @@ func TestValidateTopicConfig(t *testing.T) {
 		t.Error("schema lookups")
 	}
 }
+
+// Every topic config has a default that passes its own check, and the
+// defaults list exactly the schema's keys.
+func TestTopicConfigDefaults(t *testing.T) {
+	ds := TopicConfigDefaults()
+	if len(ds) != len(topicConfigDefs) {
+		t.Fatalf("%d defaults for %d topic configs", len(ds), len(topicConfigDefs))
+	}
+	for i, d := range ds {
+		if why := ValidateTopicConfig(d.Name, d.Value); why != "" {
+			t.Errorf("default of %s: %s", d.Name, why)
+		}
+		if d.Type == "" || i > 0 && ds[i-1].Name >= d.Name {
+			t.Errorf("%s: type %q, out of order", d.Name, d.Type)
+		}
+	}
+}
