@@ -36,9 +36,11 @@ import (
 //     one whole batch (KIP-74).
 //   - Long poll: with fewer than MinBytes and no error, the answer waits up to
 //     MaxWaitMillis for a high watermark move on any fetched partition.
-//   - No incremental fetch sessions (KIP-227): SessionID 0 is always answered,
-//     which clients read as "full fetches only"; a request naming a session is
-//     FETCH_SESSION_ID_NOT_FOUND.
+//   - Incremental fetch sessions (KIP-227, v7+) for consumers and
+//     followers alike: see fetch_sessions.go. The session decides which
+//     partitions are read (all of the session's) and which the answer
+//     carries; errors FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
+//     and FETCH_SESSION_TOPIC_ID_ERROR answer with no topics.
 //   - Replica fetches (ReplicaID, or ReplicaState.ID from v15, >= 0) come from
 //     followers (replica.Partition.ReadForFollower): records up to the log
 //     end, not the high watermark; a follower outside the assignment, or with
@@ -48,17 +50,29 @@ import (
 //     offset becomes the follower's log end offset (high watermark, ISR
 //     expansion). Their long poll is woken by appends.
 func (c *ClientAPI) handleFetch(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
-	body := req.Body.(*kmsg.FetchRequest)
-	if body.SessionID != 0 {
-		resp := body.ResponseKind().(*kmsg.FetchResponse)
-		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+	fctx := c.sessions.newContext(req.Body.(*kmsg.FetchRequest), time.Now().UnixMilli())
+	if fctx.errCode != 0 {
+		resp := req.Body.ResponseKind().(*kmsg.FetchResponse)
+		resp.ErrorCode = fctx.errCode
 		return resp, nil
 	}
+	resp, err := c.fetchLongPoll(ctx, req.Listener, fctx.body)
+	if err != nil {
+		return nil, err
+	}
+	replicaID, _ := fetchReplica(fctx.body)
+	c.sessions.finish(fctx, resp, replicaID >= 0, time.Now().UnixMilli())
+	return resp, nil
+}
+
+// fetchLongPoll reads body's partitions, waiting up to MaxWaitMillis for
+// MinBytes.
+func (c *ClientAPI) fetchLongPoll(ctx context.Context, listener string, body *kmsg.FetchRequest) (*kmsg.FetchResponse, error) {
 	wait := time.Duration(max(body.MaxWaitMillis, 0)) * time.Millisecond
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
-		resp, fr := c.fetchOnce(req.Listener, body)
+		resp, fr := c.fetchOnce(listener, body)
 		if fr.bytes >= int(body.MinBytes) || fr.errors || wait <= 0 || len(fr.changed) == 0 {
 			return resp, nil
 		}
@@ -66,7 +80,7 @@ func (c *ClientAPI) handleFetch(ctx context.Context, req *protocol.Request) (kms
 		case waitCanceled:
 			return nil, ctx.Err()
 		case waitTimedOut:
-			resp, _ = c.fetchOnce(req.Listener, body)
+			resp, _ = c.fetchOnce(listener, body)
 			return resp, nil
 		}
 	}

@@ -84,7 +84,8 @@ func New(cfg Config) (*Broker, error) {
 		AutoCreateTopicsEnable:  cfg.AutoCreateTopicsEnable,
 		DefaultNumPartitions:    cfg.DefaultNumPartitions, DefaultReplicationFactor: cfg.DefaultReplicationFactor,
 		AutoCreateTimeoutMs: int32(cfg.ControllerRequestTimeoutMs), Groups: cfg.Groups,
-		StaticConfigs: cfg.staticConfigs(), Logger: b.log,
+		StaticConfigs: cfg.staticConfigs(), StaticTopicDefaults: cfg.StaticTopicDefaults,
+		MaxIncrementalFetchSessionCacheSlots: cfg.MaxIncrementalFetchSessionCacheSlots, Logger: b.log,
 	}, b.rnd)
 	b.bgCtx, b.cancel = context.WithCancel(context.Background())
 	if len(b.cfg.LogDirs) == 0 {

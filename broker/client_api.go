@@ -72,6 +72,12 @@ type ClientAPIConfig struct {
 
 	// StaticConfigs lists this broker's static settings for DescribeConfigs.
 	StaticConfigs []StaticConfig
+	// StaticTopicDefaults are the broker settings behind topic configs
+	// (log.retention.ms, log.segment.bytes, ...; retention and roll in ms)
+	// that server.properties sets: DescribeConfigs shows them as a topic's
+	// STATIC_BROKER_CONFIG values. A setting left to Kafka's default is
+	// not listed (DEFAULT_CONFIG).
+	StaticTopicDefaults []StaticConfig
 
 	// Replicas is the replica manager holding this broker's partition logs.
 	// With it, Register also serves the data plane: Produce, Fetch,
@@ -97,8 +103,15 @@ type ClientAPIConfig struct {
 	// (FindCoordinator, the group APIs, OffsetCommit/OffsetFetch).
 	Groups GroupConfig
 
-	// Rand backs the default ControllerID policy; nil is seeded from the
-	// clock.
+	// MaxIncrementalFetchSessionCacheSlots is
+	// max.incremental.fetch.session.cache.slots: how many incremental fetch
+	// sessions (KIP-227) the broker keeps. Zero:
+	// DefaultMaxIncrementalFetchSessionCacheSlots; negative: none (every
+	// fetch is full, answered with SessionID 0).
+	MaxIncrementalFetchSessionCacheSlots int
+
+	// Rand backs the default ControllerID policy and fetch session ids; nil
+	// is seeded from the clock.
 	Rand   *rand.Rand
 	Logger *zap.Logger
 }
@@ -130,6 +143,7 @@ func (c *ClientAPIConfig) validate() error {
 	if c.Rand == nil {
 		c.Rand = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(c.NodeID)))
 	}
+
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -150,6 +164,8 @@ type ClientAPI struct {
 	cfg ClientAPIConfig
 	log *zap.Logger
 	rnd *lockedRand
+
+	sessions *fetchSessionCache // incremental fetch sessions (KIP-227)
 
 	mu      sync.Mutex
 	stopped bool
@@ -172,6 +188,8 @@ func NewClientAPI(cfg ClientAPIConfig) (*ClientAPI, error) {
 func newClientAPI(cfg ClientAPIConfig, rnd *lockedRand) *ClientAPI {
 	cfg.Groups.setDefaults()
 	c := &ClientAPI{cfg: cfg, log: cfg.Logger, rnd: rnd}
+	c.sessions = newFetchSessionCache(sessionSlots(cfg.MaxIncrementalFetchSessionCacheSlots),
+		func() int32 { return int32(rnd.intN(1<<31-1)) + 1 })
 	c.bgCtx, c.cancel = context.WithCancel(context.Background())
 	if cfg.Replicas != nil && !cfg.Groups.Disabled {
 		if err := c.newGroupCoordinator(); err != nil {
@@ -194,11 +212,12 @@ func (c *ClientAPI) Start() {
 // listener: Metadata v0-13, CreateTopics v0-7, DeleteTopics v0-6,
 // DescribeConfigs v0-4, CreatePartitions v0-3, DescribeCluster v0-2; with a
 // replica manager also Produce v3-11, Fetch v4-16, ListOffsets v1-8,
-// InitProducerId v0-4 and OffsetForLeaderEpoch v0-4; with the group
-// coordinator (a replica manager and Groups not Disabled) also the group APIs:
-// OffsetCommit v0-8, OffsetFetch v0-8, FindCoordinator v0-4, JoinGroup v0-9,
-// Heartbeat v0-4, LeaveGroup v0-5, SyncGroup v0-5, DescribeGroups v0-5,
-// ListGroups v0-4, DeleteGroups v0-2, OffsetDelete v0.
+// DeleteRecords v0-2, InitProducerId v0-4, OffsetForLeaderEpoch v0-4 and
+// DescribeLogDirs v0-4; with the group coordinator (a replica manager and
+// Groups not Disabled) also the group APIs: OffsetCommit v0-8, OffsetFetch
+// v0-8, FindCoordinator v0-4, JoinGroup v0-9, Heartbeat v0-4, LeaveGroup
+// v0-5, SyncGroup v0-5, DescribeGroups v0-5, ListGroups v0-4, DeleteGroups
+// v0-2, OffsetDelete v0.
 func (c *ClientAPI) Register(reg *protocol.Registry) {
 	for _, a := range clientAPIs {
 		if (a.needs == needsReplicas && c.cfg.Replicas == nil) || (a.needs == needsGroups && c.groups == nil) {
@@ -206,6 +225,7 @@ func (c *ClientAPI) Register(reg *protocol.Registry) {
 		}
 		reg.Register(a.key, a.min, capVersion(a.key, a.max, c.cfg.MaxVersions), a.handler(c))
 	}
+	c.registerConfigAdmin(reg)
 }
 
 // capVersion is max lowered to caps[key] when caps has one (never below
@@ -236,6 +256,8 @@ var clientAPIs = []struct {
 	{2, 1, 8, needsReplicas, func(c *ClientAPI) protocol.Handler { return c.handleListOffsets }},
 	{22, 0, 4, needsReplicas, func(c *ClientAPI) protocol.Handler { return c.handleInitProducerID }},
 	{23, 0, 4, needsReplicas, func(c *ClientAPI) protocol.Handler { return c.handleOffsetForLeaderEpoch }},
+	{21, 0, 2, needsReplicas, func(c *ClientAPI) protocol.Handler { return c.handleDeleteRecords }},
+	{35, 0, 4, needsReplicas, func(c *ClientAPI) protocol.Handler { return c.handleDescribeLogDirs }},
 	{8, 0, 8, needsGroups, func(c *ClientAPI) protocol.Handler { return c.handleOffsetCommit }},
 	{9, 0, 8, needsGroups, func(c *ClientAPI) protocol.Handler { return c.handleOffsetFetch }},
 	{10, 0, 4, needsGroups, func(c *ClientAPI) protocol.Handler { return c.handleFindCoordinator }},

@@ -101,6 +101,13 @@ type Config struct {
 	// LogMessageTimestampType is the static log.message.timestamp.type
 	// (CreateTime when empty).
 	LogMessageTimestampType string
+	// MaxIncrementalFetchSessionCacheSlots is
+	// max.incremental.fetch.session.cache.slots
+	// (ClientAPIConfig.MaxIncrementalFetchSessionCacheSlots).
+	MaxIncrementalFetchSessionCacheSlots int
+	// StaticTopicDefaults are the log.* settings behind topic configs that
+	// server.properties sets (ClientAPIConfig.StaticTopicDefaults).
+	StaticTopicDefaults []StaticConfig
 	// InterBrokerListenerName is inter.broker.listener.name: the listener of
 	// other brokers this broker's followers fetch from. Empty: the first of
 	// Listeners.

@@ -147,7 +147,7 @@ func TestProduceAndFetch(t *testing.T) {
 	}
 	// A named session was never created here.
 	fs := fetchReq(11, "demo", d.demoID, 0, 0)
-	fs.SessionID = 42
+	fs.SessionID, fs.SessionEpoch = 42, 1
 	if resp := d.request(fs).(*kmsg.FetchResponse); resp.ErrorCode != kerr.FetchSessionIDNotFound.Code {
 		t.Fatalf("session 42: error %d", resp.ErrorCode)
 	}

@@ -49,6 +49,8 @@ var sweepOrder = []struct {
 	{19, sweepCreateTopics},
 	{37, sweepCreatePartitions},
 	{32, sweepDescribeConfigs},
+	{44, sweepIncrementalAlterConfigs},
+	{33, sweepAlterConfigs},
 	{60, sweepDescribeCluster},
 	{55, sweepDescribeQuorum},
 	{22, sweepInitProducerID},
@@ -67,6 +69,8 @@ var sweepOrder = []struct {
 	{16, sweepListGroups},
 	{47, sweepOffsetDelete},
 	{42, sweepDeleteGroups},
+	{35, sweepDescribeLogDirs},
+	{21, sweepDeleteRecords},
 	{20, sweepDeleteTopics},
 }
 
@@ -116,7 +120,8 @@ func TestLegacyVersionSweep(t *testing.T) {
 		absent: map[int16]string{55: "a zk-legacy cluster has no KRaft quorum to describe",
 			8: noLegacyGroups, 9: noLegacyGroups, 10: noLegacyGroups, 11: noLegacyGroups, 12: noLegacyGroups,
 			13: noLegacyGroups, 14: noLegacyGroups, 15: noLegacyGroups, 16: noLegacyGroups, 42: noLegacyGroups,
-			47: noLegacyGroups},
+			47: noLegacyGroups,
+			33: "zk-legacy brokers do not alter configs yet", 44: "zk-legacy brokers do not alter configs yet"},
 		notClient: map[int16]string{4: interBroker, 5: interBroker, 6: interBroker, 7: interBroker, 56: interBroker},
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -49,7 +50,9 @@ var checkpointFiles = [numCheckpointKinds]string{
 type checkpoints [numCheckpointKinds]map[TopicPartition]int64
 
 // loadCheckpoints reads the checkpoint files and the clean-shutdown marker,
-// then removes the marker (durably): a crash from now on must recover. An
+// then removes the marker (durably): a crash from now on must recover.
+// Without the marker, every partition log in the directory is unrecovered
+// until it is opened. An
 // unreadable checkpoint file is logged and treated as missing, as Kafka
 // does, which only costs a longer recovery and a lower high watermark.
 func (m *Manager) loadCheckpoints() error {
@@ -71,6 +74,25 @@ func (m *Manager) loadCheckpoints() error {
 			return err
 		}
 		return storage.SyncDir(m.cfg.Dir)
+	}
+	return m.findUnrecovered()
+}
+
+// findUnrecovered lists the directory's partition logs (as Kafka's loadLogs
+// does: every directory but the metadata log's; "-delete" leftovers are
+// removed, not recovered) into m.unrecovered.
+func (m *Manager) findUnrecovered() error {
+	entries, err := os.ReadDir(m.cfg.Dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasSuffix(e.Name(), "-delete") {
+			continue
+		}
+		if tp, ok := parsePartitionDir(e.Name()); ok && tp.Topic != "__cluster_metadata" {
+			m.unrecovered[tp] = struct{}{}
+		}
 	}
 	return nil
 }

@@ -51,6 +51,9 @@ var (
 	ErrTransactionsUnsupported = errors.New("replica: transactional batch without a transaction")
 	// ErrOffsetOutOfRange: a fetch offset outside the log [OFFSET_OUT_OF_RANGE].
 	ErrOffsetOutOfRange = errors.New("replica: offset out of range")
+	// ErrPolicyViolation: DeleteRecords on a topic whose cleanup.policy
+	// has no delete [POLICY_VIOLATION].
+	ErrPolicyViolation = errors.New("replica: not allowed by the topic's cleanup.policy")
 	// ErrOffsetNotAvailable: a new leader's high watermark has not reached
 	// its leader epoch's start offset yet, so "latest" (and a timestamp
 	// lookup at or above it) could go backwards (KIP-207)

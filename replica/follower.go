@@ -64,12 +64,15 @@ func (p *Partition) ReadForFollower(req FollowerFetch) (FollowerRead, error) {
 	var item *AlterPartitionItem
 	moved := false
 	if p.isLeader() && p.followers[req.ReplicaID] == f {
-		prev := f.endOffset
+		prev, prevStart := f.endOffset, f.startOffset
 		f.updateFetch(req.FetchOffset, req.LogStartOffset, res.LogEndOffset, nowMs, req.BrokerEpoch)
 		item = p.maybeExpandISRLocked(req.ReplicaID, f)
 		if prev != f.endOffset || item != nil {
 			moved = p.maybeAdvanceHW(nowMs)
 		}
+		// A new follower log start may complete a DeleteRecords waiting
+		// for LowWatermark.
+		moved = moved || prevStart != f.startOffset
 	}
 	p.mu.Unlock()
 	if moved {

@@ -120,7 +120,14 @@ type Manager struct {
 	// clean-shutdown marker was found at New (it is removed then).
 	loaded        checkpoints
 	cleanShutdown bool
-	ckptMu        sync.Mutex // serializes checkpoint file writes
+	// unrecovered are the partition logs of the directory that may need a
+	// recovery scan at their next open: without the marker at New, every
+	// log found then, until it is opened (recovered) or deleted; a log whose
+	// close failed joins them. Close writes the marker only when there is
+	// none (Kafka's LogManager writes it for a directory that had it at
+	// start or whose logs were all loaded, hence recovered).
+	unrecovered map[TopicPartition]struct{}
+	ckptMu      sync.Mutex // serializes checkpoint file writes
 	// doomed are renamed directories of deleted logs the background
 	// goroutine removes; deleteKick wakes it (capacity 1).
 	doomedMu   sync.Mutex
@@ -139,7 +146,7 @@ func New(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger.Named("replicas"), parts: map[TopicPartition]*Partition{},
-		topicCfgs: map[string]TopicConfig{}, deleteKick: make(chan struct{}, 1)}
+		topicCfgs: map[string]TopicConfig{}, deleteKick: make(chan struct{}, 1), unrecovered: map[TopicPartition]struct{}{}}
 	if err := m.loadCheckpoints(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
@@ -292,6 +299,7 @@ func (m *Manager) openLog(st PartitionState) (*storage.Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: open %s: %w", ErrStorage, dir, err)
 	}
+	delete(m.unrecovered, st.TopicPartition) // scanned from its recovery point
 	if id, ok := l.TopicID(); ok && id != st.TopicID {
 		m.log.Info("deleting the log of an older topic with the same name",
 			zap.String("dir", dir), zap.String("topicId", hex.EncodeToString(id[:])))
@@ -344,6 +352,9 @@ func (m *Manager) DeleteStrays(keep func(tp TopicPartition, topicID [16]byte) bo
 		if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, err)
 			continue
+		}
+		if tp, ok := parsePartitionDir(e.Name()); ok {
+			delete(m.unrecovered, tp)
 		}
 		removed = append(removed, dir)
 	}
@@ -405,9 +416,13 @@ func (m *Manager) removeLocked(tp TopicPartition, deleteLog bool) error {
 	if !deleteLog {
 		err := p.log.Close()
 		m.rememberCheckpoints(p)
+		if err != nil {
+			m.unrecovered[tp] = struct{}{}
+		}
 		return err
 	}
 	m.forgetCheckpoints(tp)
+	delete(m.unrecovered, tp)
 	id, _ := p.log.TopicID()
 	m.log.Info("deleting partition log", zap.Stringer("partition", tp), zap.String("topicId", hex.EncodeToString(id[:])))
 	return m.deleteLog(p.log)
@@ -451,8 +466,9 @@ func (m *Manager) StopReplication() {
 
 // Close stops replication (StopReplication) and the background goroutine,
 // closes every log (flushing it), writes the checkpoint files and, when all
-// of that succeeded, the clean-shutdown marker, so the next start skips the
-// recovery scan. Later Apply calls fail.
+// of that succeeded and no log of the directory is left unrecovered (a log
+// found after a crash and never opened since), the clean-shutdown marker, so
+// the next start skips the recovery scan. Later Apply calls fail.
 func (m *Manager) Close() error {
 	m.StopReplication()
 	m.mu.Lock()
@@ -469,6 +485,7 @@ func (m *Manager) Close() error {
 		p.stop()
 		if err := p.log.Close(); err != nil {
 			errs = append(errs, err)
+			m.unrecovered[p.tp] = struct{}{}
 		}
 		m.rememberCheckpoints(p)
 	}
@@ -477,10 +494,36 @@ func (m *Manager) Close() error {
 	if err := m.WriteCheckpoints(); err != nil {
 		errs = append(errs, err)
 	}
-	if len(errs) == 0 {
+	m.mu.RLock()
+	unrecovered := len(m.unrecovered)
+	m.mu.RUnlock()
+	if unrecovered > 0 {
+		m.log.Info("no clean-shutdown marker: logs left unrecovered since the last crash", zap.Int("logs", unrecovered))
+	}
+	if len(errs) == 0 && unrecovered == 0 {
 		if err := m.writeCleanShutdown(); err != nil {
 			errs = append(errs, fmt.Errorf("%w: %w", ErrStorage, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// LogDir describes the log directory for DescribeLogDirs.
+type LogDir struct {
+	// Path is the directory (log.dirs' first entry, absolute when it can be
+	// made so).
+	Path string
+	// TotalBytes and UsableBytes are its volume's size and free space for
+	// this process, -1 when unknown.
+	TotalBytes, UsableBytes int64
+}
+
+// Dir describes the log directory the partition logs live in.
+func (m *Manager) Dir() LogDir {
+	path := m.cfg.Dir
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	total, usable := volumeBytes(m.cfg.Dir)
+	return LogDir{Path: path, TotalBytes: total, UsableBytes: usable}
 }

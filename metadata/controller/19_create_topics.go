@@ -13,8 +13,9 @@ package controller
 //     a name equal to an existing one once '.' and '_' are unified:
 //     INVALID_TOPIC_EXCEPTION "... collides with existing topic: ...";
 //   - existing name: TOPIC_ALREADY_EXISTS;
-//   - a null config value: INVALID_CONFIG (config names are not checked
-//     against Kafka's topic config schema, which kraftd does not carry);
+//   - a null config value, a name that is no topic config, or a value its
+//     type or validator refuses: INVALID_CONFIG with Kafka's message
+//     (image.ValidateTopicConfig);
 //   - manual assignments need NumPartitions and ReplicationFactor -1
 //     (INVALID_REQUEST), partitions 0..n-1 once each, registered distinct
 //     brokers, equal sizes, and at least one active broker per partition
@@ -221,6 +222,11 @@ func checkConfigs(cfgs []kmsg.CreateTopicsRequestTopicConfig) *apiError {
 	}
 	if len(nulls) > 0 {
 		return errf(kerr.InvalidConfig, "Null value not supported for topic configs: %s", strings.Join(nulls, ","))
+	}
+	for _, cfg := range sortedConfigs(cfgs) {
+		if why := image.ValidateTopicConfig(cfg.Name, *cfg.Value); why != "" {
+			return errf(kerr.InvalidConfig, "%s", why)
+		}
 	}
 	return nil
 }

@@ -368,6 +368,10 @@ func (c *core) dispatch(req kmsg.Request, nowMs int64) Result {
 		return c.deleteTopics(r)
 	case *kmsg.CreatePartitionsRequest:
 		return c.createPartitions(r)
+	case *kmsg.AlterConfigsRequest:
+		return c.alterConfigs(r)
+	case *kmsg.IncrementalAlterConfigsRequest:
+		return c.incrementalAlterConfigs(r)
 	case *kmsg.AllocateProducerIDsRequest:
 		return c.allocateProducerIDs(r)
 	case *kmsg.AlterPartitionRequest:

@@ -16,6 +16,8 @@ type apiRange struct{ key, min, max int16 }
 var servedAPIs = []apiRange{
 	{19, 0, 7}, // CreateTopics
 	{20, 0, 6}, // DeleteTopics
+	{33, 0, 2}, // AlterConfigs
+	{44, 0, 1}, // IncrementalAlterConfigs
 	{37, 0, 3}, // CreatePartitions
 	{56, 0, 3}, // AlterPartition
 	{60, 0, 1}, // DescribeCluster

@@ -119,6 +119,18 @@ func errorResponseMessage(req kmsg.Request, code int16, msg *string) kmsg.Respon
 		}
 	case *kmsg.DeleteTopicsResponse:
 		deleteTopicsErrors(req.(*kmsg.DeleteTopicsRequest), r, code)
+	case *kmsg.AlterConfigsResponse:
+		for _, res := range req.(*kmsg.AlterConfigsRequest).Resources {
+			rr := kmsg.NewAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = res.ResourceType, res.ResourceName, code, msg
+			r.Resources = append(r.Resources, rr)
+		}
+	case *kmsg.IncrementalAlterConfigsResponse:
+		for _, res := range req.(*kmsg.IncrementalAlterConfigsRequest).Resources {
+			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = res.ResourceType, res.ResourceName, code, msg
+			r.Resources = append(r.Resources, rr)
+		}
 	case *kmsg.CreatePartitionsResponse:
 		for _, t := range req.(*kmsg.CreatePartitionsRequest).Topics {
 			rt := kmsg.NewCreatePartitionsResponseTopic()

@@ -27,6 +27,7 @@ import (
 //	create-topics [validate-only] [v=N]   input: NAME [partitions=N] [rf=N] [assign=1,2/2,3] [config=k=v]
 //	delete-topics [v=N]                   input: NAME, or id=<uuid> (v6)
 //	create-partitions [validate-only]     input: NAME COUNT [assign=1,2/2,3]
+//	incremental-alter-configs, alter-configs: see transcript_configs_test.go
 //	allocate-pids id=N [epoch=N]
 //	describe-cluster [type=N] [v=N]
 //	advance ms=N             move the clock and run the periodic duties
@@ -121,6 +122,10 @@ func (e *env) buildRequest(tc *testCase) kmsg.Request {
 		return e.deleteTopicsRequest(tc)
 	case "create-partitions":
 		return e.createPartitionsRequest(tc)
+	case "incremental-alter-configs":
+		return e.incrementalAlterConfigsRequest(tc)
+	case "alter-configs":
+		return e.alterConfigsRequest(tc)
 	case "allocate-pids":
 		req := kmsg.NewPtrAllocateProducerIDsRequest()
 		req.BrokerID = int32(atoi(e.t, tc.arg("id", "1")))
@@ -312,6 +317,16 @@ func formatResponse(r kmsg.Response) string {
 		b.WriteString("CreatePartitions:\n")
 		for _, t := range r.Topics {
 			fmt.Fprintf(&b, "  %s: error=%s%s\n", t.Topic, errName(t.ErrorCode), msg(t.ErrorMessage))
+		}
+	case *kmsg.IncrementalAlterConfigsResponse:
+		b.WriteString("IncrementalAlterConfigs:\n")
+		for _, res := range r.Resources {
+			formatConfigResource(&b, res.ResourceType, res.ResourceName, res.ErrorCode, res.ErrorMessage)
+		}
+	case *kmsg.AlterConfigsResponse:
+		b.WriteString("AlterConfigs:\n")
+		for _, res := range r.Resources {
+			formatConfigResource(&b, res.ResourceType, res.ResourceName, res.ErrorCode, res.ErrorMessage)
 		}
 	case *kmsg.AllocateProducerIDsResponse:
 		fmt.Fprintf(&b, "AllocateProducerIds: error=%s start=%d len=%d\n", errName(r.ErrorCode), r.ProducerIDStart, r.ProducerIDLen)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,27 +45,29 @@ func (r *brokerRole) Prepare(context.Context) error {
 		return fmt.Errorf("broker: %w", err)
 	}
 	b, err := broker.New(broker.Config{
-		NodeID:                       cfg.NodeID,
-		ClusterID:                    r.a.clusterID,
-		Rack:                         cfg.BrokerRack,
-		Listeners:                    listeners,
-		ControllerAddrs:              ctrl,
-		ControllerBootstrapServers:   cfg.QuorumBootstrapServers,
-		ControllerListenerName:       controllerListener,
-		HeartbeatIntervalMs:          int64(cfg.BrokerHeartbeatIntervalMs),
-		SessionTimeoutMs:             int64(cfg.BrokerSessionTimeoutMs),
-		InitialRegistrationTimeoutMs: cfg.InitialBrokerRegistrationTimeoutMs,
-		ControllerRequestTimeoutMs:   int64(cfg.QuorumRequestTimeoutMs),
-		AutoCreateTopicsEnable:       cfg.AutoCreateTopicsEnable,
-		Replicas:                     replicas,
-		MinInsyncReplicas:            int(cfg.MinInsyncReplicas),
-		LogMessageTimestampType:      cfg.LogMessageTimestampType,
-		InterBrokerListenerName:      cfg.InterBrokerListenerName,
-		DefaultNumPartitions:         cfg.NumPartitions,
-		DefaultReplicationFactor:     cfg.DefaultReplicationFactor,
-		Groups:                       groupConfig(cfg),
-		OnFatal:                      r.a.reportFatal,
-		Logger:                       cfg.Logger,
+		NodeID:                               cfg.NodeID,
+		ClusterID:                            r.a.clusterID,
+		Rack:                                 cfg.BrokerRack,
+		Listeners:                            listeners,
+		ControllerAddrs:                      ctrl,
+		ControllerBootstrapServers:           cfg.QuorumBootstrapServers,
+		ControllerListenerName:               controllerListener,
+		HeartbeatIntervalMs:                  int64(cfg.BrokerHeartbeatIntervalMs),
+		SessionTimeoutMs:                     int64(cfg.BrokerSessionTimeoutMs),
+		InitialRegistrationTimeoutMs:         cfg.InitialBrokerRegistrationTimeoutMs,
+		ControllerRequestTimeoutMs:           int64(cfg.QuorumRequestTimeoutMs),
+		AutoCreateTopicsEnable:               cfg.AutoCreateTopicsEnable,
+		Replicas:                             replicas,
+		MinInsyncReplicas:                    int(cfg.MinInsyncReplicas),
+		LogMessageTimestampType:              cfg.LogMessageTimestampType,
+		StaticTopicDefaults:                  staticTopicConfigs(cfg),
+		MaxIncrementalFetchSessionCacheSlots: fetchSessionSlots(cfg),
+		InterBrokerListenerName:              cfg.InterBrokerListenerName,
+		DefaultNumPartitions:                 cfg.NumPartitions,
+		DefaultReplicationFactor:             cfg.DefaultReplicationFactor,
+		Groups:                               groupConfig(cfg),
+		OnFatal:                              r.a.reportFatal,
+		Logger:                               cfg.Logger,
 	})
 	if err != nil {
 		_ = replicas.Close() // nothing was hosted yet
@@ -138,6 +142,40 @@ func staticTopicDefaults(cfg *Config) map[string]string {
 		"log.cleanup.policy":  cfg.LogCleanupPolicy,
 		"min.insync.replicas": strconv.Itoa(int(cfg.MinInsyncReplicas)),
 	}
+}
+
+// staticTopicConfigs are the settings of staticTopicDefaults (and
+// log.message.timestamp.type) that server.properties sets, one of their
+// synonyms at least: what DescribeConfigs shows as a topic's
+// STATIC_BROKER_CONFIG values.
+func staticTopicConfigs(cfg *Config) []broker.StaticConfig {
+	values := staticTopicDefaults(cfg)
+	values["log.message.timestamp.type"] = cfg.LogMessageTimestampType
+	synonyms := map[string][]string{
+		"log.roll.ms":      {"log.roll.ms", "log.roll.hours"},
+		"log.retention.ms": {"log.retention.ms", "log.retention.minutes", "log.retention.hours"},
+	}
+	var out []broker.StaticConfig
+	for key, v := range values {
+		names, ok := synonyms[key]
+		if !ok {
+			names = []string{key}
+		}
+		if slices.ContainsFunc(names, func(n string) bool { return cfg.explicit[n] }) {
+			out = append(out, broker.StaticConfig{Name: key, Value: v})
+		}
+	}
+	slices.SortFunc(out, func(a, b broker.StaticConfig) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// fetchSessionSlots maps max.incremental.fetch.session.cache.slots to the
+// broker's setting, whose 0 means the default: 0 (no sessions) is -1.
+func fetchSessionSlots(cfg *Config) int {
+	if cfg.MaxIncrementalFetchSessionCacheSlots == 0 {
+		return -1
+	}
+	return int(cfg.MaxIncrementalFetchSessionCacheSlots)
 }
 
 // Start starts the replica manager's background work and begins

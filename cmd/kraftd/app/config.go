@@ -211,6 +211,9 @@ type Config struct {
 	ReplicaFetchResponseMaxBytes int32
 	ReplicaFetchBackoffMs        int32
 	NumReplicaFetchers           int32
+	// MaxIncrementalFetchSessionCacheSlots:
+	// max.incremental.fetch.session.cache.slots (0: no sessions).
+	MaxIncrementalFetchSessionCacheSlots int32
 	// UncleanLeaderElectionEnable: unclean.leader.election.enable (the
 	// controller's static default; topics override it).
 	UncleanLeaderElectionEnable bool

@@ -86,6 +86,14 @@ var keys = []Key{
 	{"replica.fetch.response.max.bytes", "10485760", "Bytes a follower fetches over all partitions in one fetch; the first batch comes whole even when larger.", int32Field("replica.fetch.response.max.bytes", func(c *Config) *int32 { return &c.ReplicaFetchResponseMaxBytes })},
 	{"replica.fetch.backoff.ms", "1000", "Pause of a follower's fetches after a failed fetch, or of a partition after an error from a leader that has served it; a follower that has just learned of a new leader fetches at once, and retries within milliseconds while that leader catches up with the metadata.", int32Field("replica.fetch.backoff.ms", func(c *Config) *int32 { return &c.ReplicaFetchBackoffMs })},
 	{"num.replica.fetchers", "1", "Fetchers (each with its own connection) a follower runs per leader broker; a partition goes to one by Kafka's hash of its name.", int32Field("num.replica.fetchers", func(c *Config) *int32 { return &c.NumReplicaFetchers })},
+	{"max.incremental.fetch.session.cache.slots", "1000", "Incremental fetch sessions (KIP-227) a broker keeps; a full fetch finding none free (and none to evict) is answered without a session. 0 disables sessions.", func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 0 {
+			return badValue("max.incremental.fetch.session.cache.slots", v, "is not an integer >= 0")
+		}
+		c.MaxIncrementalFetchSessionCacheSlots = int32(n)
+		return nil
+	}},
 	{"unclean.leader.election.enable", "false", "Whether the controller may elect a live replica outside the ISR when no ISR member can lead (losing what only the ISR had); the topic config of the same name overrides it. The elected leader's ISR becomes just itself, with leader recovery state RECOVERING until it reports RECOVERED.", boolField("unclean.leader.election.enable", func(c *Config) *bool { return &c.UncleanLeaderElectionEnable })},
 	{"offsets.topic.num.partitions", "50", "Partitions of __consumer_offsets, created on the first FindCoordinator; a group's coordinator leads partition abs(hash(group.id)) % this.", int32Field("offsets.topic.num.partitions", func(c *Config) *int32 { return &c.OffsetsTopicNumPartitions })},
 	{"offsets.topic.replication.factor", "3", "Replication factor of __consumer_offsets; while fewer brokers are alive it is not created and FindCoordinator answers COORDINATOR_NOT_AVAILABLE (the embedded default sets 1).", int16Field("offsets.topic.replication.factor", func(c *Config) *int16 { return &c.OffsetsTopicReplicationFactor })},

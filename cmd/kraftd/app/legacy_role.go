@@ -244,16 +244,18 @@ func (r *legacyRole) clientAPIConfig(lb *legacyzk.Broker, replicas *replica.Mana
 		// ZooKeeper-era brokers report the controller their cache knows
 		// (MetadataResponse.controllerId from UpdateMetadata), and clients
 		// send admin requests to any broker anyway.
-		ControllerID:             func(*image.Image, string) int32 { return lb.ControllerID() },
-		AutoCreateTopicsEnable:   cfg.AutoCreateTopicsEnable,
-		DefaultNumPartitions:     cfg.NumPartitions,
-		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
-		StaticConfigs:            legacyStatics(cfg),
-		Replicas:                 replicas,
-		ProducerIDs:              lb, // blocks from /latest_producer_id_block
-		MinInsyncReplicas:        int(cfg.MinInsyncReplicas),
-		LogMessageTimestampType:  cfg.LogMessageTimestampType,
-		MaxVersions:              legacyMaxVersions,
+		ControllerID:                         func(*image.Image, string) int32 { return lb.ControllerID() },
+		AutoCreateTopicsEnable:               cfg.AutoCreateTopicsEnable,
+		DefaultNumPartitions:                 cfg.NumPartitions,
+		DefaultReplicationFactor:             cfg.DefaultReplicationFactor,
+		StaticConfigs:                        legacyStatics(cfg),
+		StaticTopicDefaults:                  staticTopicConfigs(cfg),
+		MaxIncrementalFetchSessionCacheSlots: fetchSessionSlots(cfg),
+		Replicas:                             replicas,
+		ProducerIDs:                          lb, // blocks from /latest_producer_id_block
+		MinInsyncReplicas:                    int(cfg.MinInsyncReplicas),
+		LogMessageTimestampType:              cfg.LogMessageTimestampType,
+		MaxVersions:                          legacyMaxVersions,
 		// No group coordinator in zk-legacy yet (issue 16): creating
 		// __consumer_offsets and moving coordinators are not wired to the
 		// ZooKeeper-era controller, so the group APIs are not advertised.
