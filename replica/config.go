@@ -19,6 +19,12 @@ const (
 	// DefaultRetentionCheckIntervalMs is log.retention.check.interval.ms'
 	// default, 5 minutes.
 	DefaultRetentionCheckIntervalMs = 300000
+	// DefaultProducerIDExpirationMs is producer.id.expiration.ms' default,
+	// one day.
+	DefaultProducerIDExpirationMs = 86400000
+	// DefaultProducerIDExpirationCheckIntervalMs is
+	// producer.id.expiration.check.interval.ms' default, 10 minutes.
+	DefaultProducerIDExpirationCheckIntervalMs = 600000
 )
 
 // Codec names of compression.type. "producer" keeps each batch as sent;

@@ -32,11 +32,15 @@
 // through AlterPartition to the controller, one change in flight per
 // partition (alter.go).
 //
-// Not yet (issue 13): producer state is rebuilt at open from the active
-// segment only, with no producer-state snapshots (a producer whose last
-// batches are in older segments is unknown after a restart, and an unknown
-// producer may start at any sequence, as in Kafka), and producer ids never
-// expire (producer.id.expiration.ms); a roll fsyncs the old segment on the
+// Producer state (producer_state.go, Kafka's ProducerStateManager) is
+// updated by leaders and followers alike from every batch they append, so a
+// new leader answers retries as duplicates; it is snapshotted in Kafka's
+// <offset>.snapshot format at every segment roll and at shutdown, reloaded
+// at open (and after a truncation) from the latest readable snapshot plus
+// the batches after it, and producers idle for producer.id.expiration.ms
+// are forgotten.
+//
+// Not yet (issue 13): a roll fsyncs the old segment on the
 // appending goroutine; no OFFSET_NOT_AVAILABLE after an election (KIP-207);
 // the high watermark does not wait for min.insync.replicas (Kafka 3.7+'s
 // KAFKA-15583 under-min-ISR rule); a follower whose fetch is out of range

@@ -166,36 +166,15 @@ func (p *Partition) AppendAsFollower(leaderEpoch int32, fetchOffset int64, recor
 	if p.log.EndOffset() != fetchOffset {
 		return nil
 	}
-	if len(batches) > 0 {
-		if err := p.log.Append(batches); err != nil {
+	for _, b := range batches {
+		if err := p.appendBatchLocked(b); err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
-		}
-		for _, b := range batches {
-			p.trackProducer(b)
 		}
 	}
 	if hw := min(leaderHW, p.log.EndOffset()); hw > p.hw.Load() {
 		p.hw.Store(hw)
 	}
 	return nil
-}
-
-// trackProducer updates idempotent producer state from a replicated batch,
-// so a new leader still answers a producer's retries as duplicates; mu held.
-func (p *Partition) trackProducer(b storage.Batch) {
-	pid := b.ProducerID()
-	if pid < 0 || b.BaseSequence() < 0 {
-		return
-	}
-	st := p.producers[pid]
-	if st == nil {
-		st = &producerState{epoch: b.ProducerEpoch()}
-		p.producers[pid] = st
-	}
-	if b.ProducerEpoch() >= st.epoch {
-		st.update(b.ProducerEpoch(), producerBatch{firstSeq: b.BaseSequence(),
-			lastSeq: lastSeqOf(b.BaseSequence(), b.LastOffset-b.BaseOffset), firstOffset: b.BaseOffset, lastOffset: b.LastOffset})
-	}
 }
 
 // TruncateOnDivergence cuts the follower's log where it diverges from the
@@ -239,7 +218,9 @@ func (p *Partition) HandleOutOfRange(leaderEpoch int32, leaderStart, leaderHW in
 			return fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
 		}
 		p.hw.Store(leaderStart)
-		p.producers = map[int64]*producerState{}
+		if err := p.loadProducersLocked(p.hooks.nowMs()); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
+		}
 		return nil
 	}
 	if leaderHW >= 0 && leaderHW < end {
@@ -264,8 +245,7 @@ func (p *Partition) truncateLocked(offset int64) error {
 	if p.hw.Load() > end {
 		p.hw.Store(end)
 	}
-	p.producers = map[int64]*producerState{}
-	if err := p.loadProducers(); err != nil {
+	if err := p.loadProducersLocked(p.hooks.nowMs()); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
 	}
 	return nil

@@ -64,6 +64,10 @@ type Partition struct {
 	pending    *pendingISR // the AlterPartition in flight, if any
 	epochStart int64
 	producers  map[int64]*producerState
+	// snapEnd is the offset of the latest producer snapshot written or
+	// loaded (the log's first segment base when there is none).
+	snapEnd int64
+	txns    txnTracker
 
 	hw atomic.Int64
 
@@ -82,37 +86,11 @@ func newPartition(st PartitionState, brokerID int32, log *storage.Log, cfg Topic
 	if hw >= 0 {
 		p.hw.Store(min(max(hw, log.StartOffset()), log.EndOffset()))
 	}
-	if err := p.loadProducers(); err != nil {
+	if err := p.loadProducersLocked(h.nowMs()); err != nil {
 		return nil, err
 	}
 	p.become(st)
 	return p, nil
-}
-
-// loadProducers rebuilds idempotent producer state from the batches of the
-// active segment (the newest data: where a producer retrying after a broker
-// restart has its last batches), so a retry that was appended before the
-// restart is still answered as a duplicate. Kafka reloads it from
-// producer-state snapshots plus the log after them; kraftd writes no
-// snapshots yet, so a producer whose last batches lie in older segments
-// starts with no state here (any sequence accepted, as Kafka does for an
-// unknown producer).
-func (p *Partition) loadProducers() error {
-	return p.log.WalkBatches(p.log.ActiveSegmentBase(), func(h storage.BatchInfo) bool {
-		if h.ProducerID < 0 || h.BaseSequence < 0 {
-			return true
-		}
-		st := p.producers[h.ProducerID]
-		if st == nil {
-			st = &producerState{epoch: h.ProducerEpoch}
-			p.producers[h.ProducerID] = st
-		}
-		if h.ProducerEpoch >= st.epoch {
-			st.update(h.ProducerEpoch, producerBatch{firstSeq: h.BaseSequence,
-				lastSeq: lastSeqOf(h.BaseSequence, h.LastOffset-h.BaseOffset), firstOffset: h.BaseOffset, lastOffset: h.LastOffset})
-		}
-		return true
-	})
 }
 
 // Config is the topic configuration the partition's log follows.
@@ -131,7 +109,11 @@ func (p *Partition) deleteOldSegments(nowMs int64) (int, error) {
 	if !cfg.Delete {
 		return 0, nil
 	}
-	return p.log.DeleteOldSegments(nowMs, p.hw.Load(), storage.Retention{Ms: cfg.RetentionMs, Bytes: cfg.RetentionBytes})
+	n, err := p.log.DeleteOldSegments(nowMs, p.hw.Load(), storage.Retention{Ms: cfg.RetentionMs, Bytes: cfg.RetentionBytes})
+	if n > 0 {
+		p.deleteProducerSnapshotsBelow(p.log.FirstSegmentBase())
+	}
+	return n, err
 }
 
 // TopicPartition is the partition's name.
@@ -340,17 +322,8 @@ func (p *Partition) appendLocked(b storage.Batch, opts AppendOptions) (AppendRes
 		b.SetLogAppendTime(opts.LogAppendTimeMs)
 		appendTimeMs = opts.LogAppendTimeMs
 	}
-	if err := p.log.Append([]storage.Batch{b}); err != nil {
+	if err := p.appendBatchLocked(b); err != nil {
 		return AppendResult{}, false, fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
-	}
-	if pid >= 0 {
-		st := p.producers[pid]
-		if st == nil {
-			st = &producerState{epoch: epoch}
-			p.producers[pid] = st
-		}
-		seq.firstOffset, seq.lastOffset = b.BaseOffset, b.LastOffset
-		st.update(epoch, seq)
 	}
 	moved := p.maybeAdvanceHW(p.hooks.nowMs())
 	return AppendResult{BaseOffset: b.BaseOffset, LastOffset: b.LastOffset, LogStartOffset: p.log.StartOffset(),

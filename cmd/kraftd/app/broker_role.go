@@ -46,15 +46,17 @@ func (r *brokerRole) Prepare(context.Context) error {
 		return fmt.Errorf("broker: %w", err)
 	}
 	replicas, err := replica.New(replica.Config{
-		Dir:                                cfg.DataDir(),
-		BrokerID:                           cfg.NodeID,
-		Topic:                              topicDefaults,
-		RetentionCheckIntervalMs:           cfg.LogRetentionCheckIntervalMs,
-		HighWatermarkCheckpointIntervalMs:  cfg.HighWatermarkCheckpointIntervalMs,
-		RecoveryPointCheckpointIntervalMs:  cfg.RecoveryPointCheckpointIntervalMs,
-		LogStartOffsetCheckpointIntervalMs: cfg.LogStartOffsetCheckpointIntervalMs,
-		ReplicaLagTimeMaxMs:                cfg.ReplicaLagTimeMaxMs,
-		Logger:                             cfg.Logger,
+		Dir:                                 cfg.DataDir(),
+		BrokerID:                            cfg.NodeID,
+		Topic:                               topicDefaults,
+		RetentionCheckIntervalMs:            cfg.LogRetentionCheckIntervalMs,
+		ProducerIDExpirationMs:              cfg.ProducerIDExpirationMs,
+		ProducerIDExpirationCheckIntervalMs: cfg.ProducerIDExpirationCheckIntervalMs,
+		HighWatermarkCheckpointIntervalMs:   cfg.HighWatermarkCheckpointIntervalMs,
+		RecoveryPointCheckpointIntervalMs:   cfg.RecoveryPointCheckpointIntervalMs,
+		LogStartOffsetCheckpointIntervalMs:  cfg.LogStartOffsetCheckpointIntervalMs,
+		ReplicaLagTimeMaxMs:                 cfg.ReplicaLagTimeMaxMs,
+		Logger:                              cfg.Logger,
 	})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)

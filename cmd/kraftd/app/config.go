@@ -180,6 +180,9 @@ type Config struct {
 	LogRetentionBytes int64
 	// LogRetentionCheckIntervalMs: log.retention.check.interval.ms.
 	LogRetentionCheckIntervalMs int64
+	// ProducerIDExpirationMs and ProducerIDExpirationCheckIntervalMs:
+	// producer.id.expiration.ms and producer.id.expiration.check.interval.ms.
+	ProducerIDExpirationMs, ProducerIDExpirationCheckIntervalMs int64
 	// HighWatermarkCheckpointIntervalMs,
 	// RecoveryPointCheckpointIntervalMs and
 	// LogStartOffsetCheckpointIntervalMs:

@@ -40,6 +40,8 @@ func TestDefaultConfigMatchesKafka(t *testing.T) {
 		{"log retention", c.EffectiveLogRetentionMs(), 7 * 24 * 3600 * 1000},
 		{"log retention bytes", c.LogRetentionBytes, -1},
 		{"retention check", c.LogRetentionCheckIntervalMs, 300000},
+		{"producer id expiration", c.ProducerIDExpirationMs, 86400000},
+		{"producer id expiration check", c.ProducerIDExpirationCheckIntervalMs, 600000},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {

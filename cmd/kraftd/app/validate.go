@@ -59,6 +59,8 @@ func (c *Config) checkRanges() error {
 		{"log.roll.hours", int64(c.LogRollHours)},
 		{"log.roll.ms", c.EffectiveLogRollMs()},
 		{"log.retention.check.interval.ms", c.LogRetentionCheckIntervalMs},
+		{"producer.id.expiration.ms", c.ProducerIDExpirationMs},
+		{"producer.id.expiration.check.interval.ms", c.ProducerIDExpirationCheckIntervalMs},
 		{"replica.high.watermark.checkpoint.interval.ms", c.HighWatermarkCheckpointIntervalMs},
 		{"log.flush.offset.checkpoint.interval.ms", c.RecoveryPointCheckpointIntervalMs},
 		{"log.flush.start.offset.checkpoint.interval.ms", c.LogStartOffsetCheckpointIntervalMs},
