@@ -15,8 +15,8 @@ import (
 // Behaviour, as Kafka's ReplicaManager.fetchOffsetForTimestamp for consumers:
 //   - Timestamp -2 (earliest) and -4 (earliest local, KIP-405: there is no
 //     tiered storage, so the same): the log start offset; -1 (latest): the high
-//     watermark, which is also the last stable offset (read_committed) until
-//     transactions exist; -3 (max timestamp, v7+, KIP-734): the batch reaching
+//     watermark, or the last stable offset for read_committed (IsolationLevel
+//     1, v2+); -3 (max timestamp, v7+, KIP-734): the batch reaching
 //     the largest timestamp; t >= 0: the first record whose timestamp is at or
 //     after t. Nothing qualifying (or only at or above the high watermark):
 //     offset -1, timestamp -1, no error.
@@ -37,7 +37,7 @@ func (c *ClientAPI) handleListOffsets(_ context.Context, req *protocol.Request) 
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			sp.ErrorCode = listOffset(c, &sp, body.Version, rp, func() (*replica.Partition, error) {
+			sp.ErrorCode = listOffset(c, &sp, body.Version, body.IsolationLevel == 1, rp, func() (*replica.Partition, error) {
 				return c.hostedPartition(img, t, rp.Partition)
 			})
 			st.Partitions = append(st.Partitions, sp)
@@ -47,7 +47,7 @@ func (c *ClientAPI) handleListOffsets(_ context.Context, req *protocol.Request) 
 	return resp, nil
 }
 
-func listOffset(c *ClientAPI, sp *kmsg.ListOffsetsResponseTopicPartition, version int16,
+func listOffset(c *ClientAPI, sp *kmsg.ListOffsetsResponseTopicPartition, version int16, readCommitted bool,
 	rp kmsg.ListOffsetsRequestTopicPartition, partition func() (*replica.Partition, error)) int16 {
 	switch {
 	case rp.Timestamp == replica.MaxTimestamp && version < 7,
@@ -66,6 +66,9 @@ func listOffset(c *ClientAPI, sp *kmsg.ListOffsetsResponseTopicPartition, versio
 	offset, ts, leaderEpoch, found, err := p.OffsetForTimestamp(rp.Timestamp, epoch)
 	if err != nil {
 		return replicaErrorCode(err)
+	}
+	if rp.Timestamp == replica.LatestTimestamp && readCommitted {
+		offset = p.LastStableOffset()
 	}
 	if found {
 		sp.Offset, sp.Timestamp, sp.LeaderEpoch = offset, ts, leaderEpoch

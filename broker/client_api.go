@@ -158,8 +158,9 @@ func newClientAPI(cfg ClientAPIConfig, rnd *lockedRand) *ClientAPI {
 // Register serves the client APIs on reg, the registry of a broker
 // listener: Metadata v0-13, CreateTopics v0-7, DeleteTopics v0-6,
 // DescribeConfigs v0-4, CreatePartitions v0-3, DescribeCluster v0-2; with a
-// replica manager also Produce v3-11, Fetch v4-16, ListOffsets v1-8 and
-// InitProducerId v0-4.
+// replica manager also Produce v3-11, Fetch v4-16, ListOffsets v1-8,
+// InitProducerId v0-4, OffsetForLeaderEpoch v0-4, WriteTxnMarkers v0-1 and
+// DescribeProducers v0.
 func (c *ClientAPI) Register(reg *protocol.Registry) {
 	if c.cfg.Replicas != nil {
 		reg.Register(0, 3, 11, c.handleProduce)
@@ -167,6 +168,8 @@ func (c *ClientAPI) Register(reg *protocol.Registry) {
 		reg.Register(2, 1, 8, c.handleListOffsets)
 		reg.Register(22, 0, 4, c.handleInitProducerID)
 		reg.Register(23, 0, 4, c.handleOffsetForLeaderEpoch)
+		reg.Register(27, 0, 1, c.handleWriteTxnMarkers)
+		reg.Register(61, 0, 0, c.handleDescribeProducers)
 	}
 	reg.Register(3, 0, 13, c.handleMetadata)
 	reg.Register(19, 0, 7, c.handleCreateTopics)

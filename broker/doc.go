@@ -24,8 +24,10 @@
 //     partitions, consumers and follower replicas), ListOffsets (2),
 //     Metadata (3), CreateTopics (19, forwarded), DeleteTopics (20,
 //     forwarded), InitProducerId (22), OffsetForLeaderEpoch (23),
-//     DescribeConfigs (32), CreatePartitions (37, forwarded), DescribeQuorum
-//     (55, forwarded), DescribeCluster (60), and ApiVersions decoration (18).
+//     WriteTxnMarkers (27, from transaction coordinators), DescribeConfigs
+//     (32), CreatePartitions (37, forwarded), DescribeQuorum (55,
+//     forwarded), DescribeCluster (60), DescribeProducers (61), and
+//     ApiVersions decoration (18).
 //   - data plane (data_plane.go): with Config.Replicas set, the publisher
 //     calls SyncReplicas after every publish, so the replica manager hosts,
 //     leads and follows exactly what the image assigns to this broker and

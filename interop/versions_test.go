@@ -53,6 +53,8 @@ var sweepOrder = []struct {
 	{2, sweepListOffsets},
 	{23, sweepOffsetForLeaderEpoch},
 	{1, sweepFetch},
+	{27, sweepWriteTxnMarkers},
+	{61, sweepDescribeProducers},
 	{20, sweepDeleteTopics},
 }
 
@@ -96,7 +98,8 @@ func TestLegacyVersionSweep(t *testing.T) {
 	const interBroker = "ZooKeeper-era inter-broker request (controller push or controlled shutdown), covered by legacyzk's tests"
 	runSweep(t, sweepFixture(t, c, 1, "interop-sweep-legacy"), sweepScope{
 		absent: map[int16]string{55: "a zk-legacy cluster has no KRaft quorum to describe",
-			0: noLegacyDataPlane, 1: noLegacyDataPlane, 2: noLegacyDataPlane, 22: noLegacyDataPlane, 23: noLegacyDataPlane},
+			0: noLegacyDataPlane, 1: noLegacyDataPlane, 2: noLegacyDataPlane, 22: noLegacyDataPlane, 23: noLegacyDataPlane,
+			27: noLegacyDataPlane, 61: noLegacyDataPlane},
 		notClient: map[int16]string{4: interBroker, 5: interBroker, 6: interBroker, 7: interBroker},
 	})
 }

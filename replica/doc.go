@@ -40,6 +40,15 @@
 // the batches after it, and producers idle for producer.id.expiration.ms
 // are forgotten.
 //
+// Transactions, partition side (txn.go): transactional batches are admitted
+// only when AppendOptions.VerifyTxn vouches for them; a producer's first
+// one opens its transaction, its COMMIT/ABORT marker (AppendTxnMarker, for
+// WriteTxnMarkers; fenced by producer and coordinator epoch) closes it, an
+// abort enters the log's .txnindex. The last stable offset is the high
+// watermark, or the first offset of the earliest transaction still open or
+// whose marker is not yet committed; read_committed reads stop there and
+// carry the aborted transactions of the range.
+//
 // Not yet (issue 13): a roll fsyncs the old segment on the
 // appending goroutine; no OFFSET_NOT_AVAILABLE after an election (KIP-207);
 // the high watermark does not wait for min.insync.replicas (Kafka 3.7+'s

@@ -68,6 +68,9 @@ type Partition struct {
 	// loaded (the log's first segment base when there is none).
 	snapEnd int64
 	txns    txnTracker
+	// walkAborts collects the aborted transactions a load's walk finds
+	// (non-nil only during the walk).
+	walkAborts []storage.AbortedTxn
 
 	hw atomic.Int64
 
@@ -253,6 +256,13 @@ type AppendOptions struct {
 	// (message.timestamp.type=LogAppendTime); -1 keeps the producer's
 	// timestamps (CreateTime).
 	LogAppendTimeMs int64
+	// VerifyTxn admits a transactional batch: it answers whether producer
+	// (id, epoch) has an ongoing transaction that includes this partition
+	// (the transaction coordinator's word, KIP-890's verification). Nil
+	// refuses every transactional batch (ErrTransactionsUnsupported): a
+	// transaction nobody will end would hold the last stable offset, and so
+	// every read_committed consumer, forever.
+	VerifyTxn func(producerID int64, producerEpoch int16) error
 }
 
 // AppendResult is the outcome of a leader append.
@@ -302,17 +312,18 @@ func (p *Partition) appendLocked(b storage.Batch, opts AppendOptions) (AppendRes
 			ErrNotEnoughReplicas, len(p.state.ISR), opts.MinInsyncReplicas)
 	}
 	pid, epoch := b.ProducerID(), b.ProducerEpoch()
-	var seq producerBatch
 	if pid >= 0 {
-		seq.firstSeq = b.BaseSequence()
-		seq.lastSeq = lastSeqOf(seq.firstSeq, b.LastOffset-b.BaseOffset)
-		dup, err := p.producers[pid].check(epoch, seq.firstSeq, seq.lastSeq)
+		firstSeq := b.BaseSequence()
+		dup, err := p.producers[pid].check(epoch, firstSeq, lastSeqOf(firstSeq, b.LastOffset-b.BaseOffset))
 		if err != nil {
 			return AppendResult{}, false, err
 		}
 		if dup != nil {
 			return AppendResult{BaseOffset: dup.firstOffset, LastOffset: dup.lastOffset,
 				LogStartOffset: p.log.StartOffset(), LogAppendTimeMs: -1, Duplicate: true}, false, nil
+		}
+		if err := p.checkTxnLocked(b, opts); err != nil {
+			return AppendResult{}, false, err
 		}
 	}
 	b.SetBaseOffset(p.log.EndOffset())
@@ -357,8 +368,8 @@ func (p *Partition) validate(records []byte) (storage.Batch, error) {
 		return storage.Batch{}, fmt.Errorf("%w: %d bytes, max %d", ErrMessageTooLarge, b.Size(), cfg.MaxMessageBytes)
 	case b.Control:
 		return storage.Batch{}, fmt.Errorf("%w: control batches come from brokers, not clients", ErrInvalidRecord)
-	case b.Transactional():
-		return storage.Batch{}, ErrTransactionsUnsupported
+	case b.Transactional() && b.ProducerID() < 0:
+		return storage.Batch{}, fmt.Errorf("%w: transactional batch without a producer id", ErrInvalidRecord)
 	case b.RecordCount() <= 0 || int64(b.RecordCount()) != b.LastOffset-b.BaseOffset+1:
 		return storage.Batch{}, fmt.Errorf("%w: %d records, last offset delta %d", ErrInvalidRecord, b.RecordCount(), b.LastOffset-b.BaseOffset)
 	case b.ProducerID() >= 0 && (b.ProducerEpoch() < 0 || b.BaseSequence() < 0):
@@ -444,27 +455,44 @@ func (p *Partition) CheckReplicasAfterCommit(minISR int) error {
 
 // ReadResult is what a consumer fetch gets from one partition.
 type ReadResult struct {
-	Records        []byte
-	HighWatermark  int64
-	LogStartOffset int64
-	LogEndOffset   int64
+	Records          []byte
+	HighWatermark    int64
+	LastStableOffset int64
+	LogStartOffset   int64
+	LogEndOffset     int64
+	// AbortedTxns are, for read_committed, the aborted transactions that
+	// overlap the records returned or may follow them below the last stable
+	// offset (Fetch's AbortedTransactions); nil for read_uncommitted.
+	AbortedTxns []storage.AbortedTxn
 }
 
-// ReadAsLeader reads for a consumer: whole batches from offset below the high
-// watermark, at most maxBytes except that the first batch comes whole.
+// ReadAsLeader reads for a read_uncommitted consumer: whole batches from
+// offset below the high watermark, at most maxBytes except that the first
+// batch comes whole.
 func (p *Partition) ReadAsLeader(offset int64, maxBytes int, currentLeaderEpoch int32) (ReadResult, error) {
+	return p.ReadAsLeaderIsolated(offset, maxBytes, currentLeaderEpoch, false)
+}
+
+// ReadAsLeaderIsolated is ReadAsLeader with the fetch's isolation level:
+// read_committed reads below the last stable offset instead and gets the
+// aborted transactions of the range read.
+func (p *Partition) ReadAsLeaderIsolated(offset int64, maxBytes int, currentLeaderEpoch int32, readCommitted bool) (ReadResult, error) {
 	p.mu.Lock()
 	err := p.checkLeaderEpoch(currentLeaderEpoch)
 	if err == nil && !p.isLeader() {
 		err = fmt.Errorf("%w: %s is led by %d", ErrNotLeader, p.tp, p.state.Leader)
 	}
+	hw, lso := p.hw.Load(), p.lastStableOffsetLocked()
 	p.mu.Unlock()
 	if err != nil {
 		return ReadResult{}, err
 	}
-	hw := p.hw.Load()
-	res := ReadResult{HighWatermark: hw, LogStartOffset: p.log.StartOffset(), LogEndOffset: p.log.EndOffset()}
-	data, err := p.log.Read(offset, maxBytes, hw)
+	res := ReadResult{HighWatermark: hw, LastStableOffset: lso, LogStartOffset: p.log.StartOffset(), LogEndOffset: p.log.EndOffset()}
+	upTo := hw
+	if readCommitted {
+		upTo = lso
+	}
+	data, err := p.log.Read(offset, maxBytes, upTo)
 	switch {
 	case errors.Is(err, storage.ErrOffsetOutOfRange):
 		return res, fmt.Errorf("%w: %w", ErrOffsetOutOfRange, err)
@@ -472,6 +500,9 @@ func (p *Partition) ReadAsLeader(offset int64, maxBytes int, currentLeaderEpoch 
 		return res, fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
 	}
 	res.Records = data
+	if readCommitted && len(data) > 0 {
+		res.AbortedTxns = p.log.AbortedTxns(offset, upTo)
+	}
 	return res, nil
 }
 

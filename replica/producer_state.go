@@ -164,10 +164,24 @@ func (p *Partition) loadProducersLocked(nowMs int64) error {
 			return err
 		}
 	}
-	return p.log.WalkBatches(from, func(h storage.BatchInfo) bool {
+	// The walk holds the log's read lock: aborted transactions found on the
+	// way are indexed after it (an entry already there is skipped).
+	p.walkAborts = []storage.AbortedTxn{}
+	err = p.log.WalkBatches(from, func(h storage.BatchInfo) bool {
 		p.trackBatchLocked(h)
 		return true
 	})
+	found := p.walkAborts
+	p.walkAborts = nil
+	if err != nil {
+		return err
+	}
+	for _, e := range found {
+		if err := p.log.AppendAbortedTxn(e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // loadSnapshotLocked installs a snapshot's entries, leaving out the expired
@@ -197,6 +211,10 @@ func (p *Partition) loadSnapshotLocked(entries []storage.ProducerSnapshotEntry, 
 // recordAbortLocked adds an aborted transaction to the log's index; mu held.
 // A failure leaves the log failed (it refuses writes from then on).
 func (p *Partition) recordAbortLocked(e storage.AbortedTxn) {
+	if p.walkAborts != nil {
+		p.walkAborts = append(p.walkAborts, e)
+		return
+	}
 	if err := p.log.AppendAbortedTxn(e); err != nil {
 		p.hooks.log.Error("recording an aborted transaction failed", zap.Stringer("partition", p.tp), zap.Error(err))
 	}

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/kraftd/kraftd/storage"
@@ -101,4 +102,130 @@ func (p *Partition) completeTxnLocked(pid int64, st *producerState, h storage.Ba
 			LastOffset: h.LastOffset, LastStableOffset: lso})
 	}
 	st.txnFirstOffset = -1
+}
+
+// checkTxnLocked applies the transaction rules to a producer's data batch
+// that passed the sequence checks, as Kafka's ProducerAppendInfo: a
+// transactional batch needs the coordinator's word (opts.VerifyTxn), and a
+// non-transactional one may not come from a producer whose transaction is
+// open here; mu held.
+func (p *Partition) checkTxnLocked(b storage.Batch, opts AppendOptions) error {
+	pid, epoch := b.ProducerID(), b.ProducerEpoch()
+	if !b.Transactional() {
+		if st := p.producers[pid]; st != nil && st.txnFirstOffset >= 0 && epoch == st.epoch {
+			return fmt.Errorf("%w: producer %d sent a non-transactional batch during its transaction from offset %d",
+				ErrInvalidTxnState, pid, st.txnFirstOffset)
+		}
+		return nil
+	}
+	if opts.VerifyTxn == nil {
+		return fmt.Errorf("%w: producer %d epoch %d", ErrTransactionsUnsupported, pid, epoch)
+	}
+	if err := opts.VerifyTxn(pid, epoch); err != nil {
+		return fmt.Errorf("%w: producer %d epoch %d: %w", ErrTransactionsUnsupported, pid, epoch, err)
+	}
+	return nil
+}
+
+// TxnMarker is one WriteTxnMarkers entry for a partition: end producer
+// (ProducerID, ProducerEpoch)'s transaction, committed or aborted, on behalf
+// of the coordinator at CoordinatorEpoch.
+type TxnMarker struct {
+	ProducerID       int64
+	ProducerEpoch    int16
+	CoordinatorEpoch int32
+	Commit           bool
+}
+
+// AppendTxnMarker appends a COMMIT or ABORT marker as the partition's
+// leader, as Kafka's appendEndTxnMarker: an epoch older than the producer's
+// is INVALID_PRODUCER_EPOCH, a coordinator epoch older than the one that
+// wrote the producer's last marker is TRANSACTION_COORDINATOR_FENCED (a
+// zombie coordinator). The producer's open transaction, if any, completes
+// (an abort enters the aborted-transaction index). It returns the marker's
+// offset; the caller waits for the high watermark to pass it.
+func (p *Partition) AppendTxnMarker(m TxnMarker) (int64, error) {
+	if m.ProducerID < 0 || m.ProducerEpoch < 0 {
+		return -1, fmt.Errorf("%w: marker for producer %d epoch %d", ErrInvalidRecord, m.ProducerID, m.ProducerEpoch)
+	}
+	nowMs := p.hooks.nowMs()
+	p.mu.Lock()
+	offset, moved, err := p.appendMarkerLocked(m, nowMs)
+	p.mu.Unlock()
+	if err == nil {
+		p.notifyAppend()
+	}
+	if moved {
+		p.notify()
+	}
+	return offset, err
+}
+
+func (p *Partition) appendMarkerLocked(m TxnMarker, nowMs int64) (int64, bool, error) {
+	if !p.isLeader() {
+		return -1, false, fmt.Errorf("%w: %s is led by %d", ErrNotLeader, p.tp, p.state.Leader)
+	}
+	if st := p.producers[m.ProducerID]; st != nil {
+		if m.ProducerEpoch < st.epoch {
+			return -1, false, fmt.Errorf("%w: marker at epoch %d, producer %d at %d", ErrInvalidProducerEpoch, m.ProducerEpoch, m.ProducerID, st.epoch)
+		}
+		if m.CoordinatorEpoch < st.coordinatorEpoch {
+			return -1, false, fmt.Errorf("%w: coordinator epoch %d, last marker's %d", ErrCoordinatorFenced, m.CoordinatorEpoch, st.coordinatorEpoch)
+		}
+	}
+	b := storage.EncodeTxnMarkerBatch(m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, m.Commit, nowMs)
+	b.SetBaseOffset(p.log.EndOffset())
+	b.SetLeaderEpoch(p.state.LeaderEpoch)
+	if err := p.appendBatchLocked(b); err != nil {
+		return -1, false, fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
+	}
+	return b.BaseOffset, p.maybeAdvanceHW(nowMs), nil
+}
+
+// LastStableOffset is the offset below which every transaction is decided
+// and its marker committed: the high watermark, or the first offset of the
+// earliest unstable transaction if lower (read_committed consumers read
+// below it).
+func (p *Partition) LastStableOffset() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastStableOffsetLocked()
+}
+
+func (p *Partition) lastStableOffsetLocked() int64 {
+	hw := p.hw.Load()
+	p.txns.onHighWatermark(hw)
+	if first := p.txns.firstUnstable(); first >= 0 && first < hw {
+		return first
+	}
+	return hw
+}
+
+// ProducerInfo is one active producer of a partition (DescribeProducers).
+type ProducerInfo struct {
+	ProducerID       int64
+	ProducerEpoch    int16
+	LastSequence     int32 // -1 when the producer has no data batch here
+	LastTimestampMs  int64
+	CoordinatorEpoch int32
+	// TxnStartOffset is the first offset of the producer's ongoing
+	// transaction, -1 when none.
+	TxnStartOffset int64
+}
+
+// ActiveProducers lists the producers the leader knows (Kafka's
+// DescribeProducers, KIP-664), by producer id.
+func (p *Partition) ActiveProducers() ([]ProducerInfo, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.isLeader() {
+		return nil, fmt.Errorf("%w: %s is led by %d", ErrNotLeader, p.tp, p.state.Leader)
+	}
+	entries := p.snapshotEntriesLocked()
+	out := make([]ProducerInfo, len(entries))
+	for i, e := range entries {
+		out[i] = ProducerInfo{ProducerID: e.ProducerID, ProducerEpoch: e.ProducerEpoch, LastSequence: e.LastSequence,
+			LastTimestampMs: e.TimestampMs, CoordinatorEpoch: e.CoordinatorEpoch, TxnStartOffset: e.CurrentTxnFirstOffset}
+	}
+	return out, nil
 }
