@@ -83,3 +83,29 @@ func TestProducerSnapshotFiles(t *testing.T) {
 		t.Fatalf("left %v", offs)
 	}
 }
+
+// Decoding untrusted snapshot, transaction index and marker bytes never
+// panics, and what decodes encodes back to the same bytes.
+func FuzzProducerStateFiles(f *testing.F) {
+	f.Add(EncodeProducerSnapshot([]ProducerSnapshotEntry{{ProducerID: 7, ProducerEpoch: 1, LastSequence: 4, LastOffset: 9, OffsetDelta: 4,
+		TimestampMs: 1, CoordinatorEpoch: -1, CurrentTxnFirstOffset: -1}}))
+	f.Add(EncodeTxnIndexEntry(AbortedTxn{ProducerID: 1, FirstOffset: 2, LastOffset: 3, LastStableOffset: 4}))
+	f.Add(EncodeEndTxnMarker(5))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if es, err := DecodeProducerSnapshot(data); err == nil && !bytes.Equal(EncodeProducerSnapshot(es), data) {
+			t.Fatalf("snapshot %x decodes to %+v, which encodes differently", data, es)
+		}
+		txns, n := DecodeTxnIndex(data)
+		var back []byte
+		for _, e := range txns {
+			back = append(back, EncodeTxnIndexEntry(e)...)
+		}
+		if n > len(data) || !bytes.Equal(back, data[:n]) {
+			t.Fatalf("txn index %x: %d valid bytes, %+v", data, n, txns)
+		}
+		if epoch, err := DecodeEndTxnMarker(data); err == nil && len(data) == endTxnMarkerSize && data[0] == 0 && data[1] == 0 &&
+			!bytes.Equal(EncodeEndTxnMarker(epoch), data) {
+			t.Fatalf("marker %x", data)
+		}
+	})
+}
