@@ -16,7 +16,7 @@ import (
 //   - Timestamp -2 (earliest) and -4 (earliest local, KIP-405: there is no
 //     tiered storage, so the same): the log start offset; -1 (latest): the high
 //     watermark, or the last stable offset for read_committed (IsolationLevel
-//     1, v2+); -3 (max timestamp, v7+, KIP-734): the batch reaching
+//     1, v2+), which also bounds the lookups below for read_committed; -3 (max timestamp, v7+, KIP-734): the batch reaching
 //     the largest timestamp; t >= 0: the first record whose timestamp is at or
 //     after t. Nothing qualifying (or only at or above the high watermark):
 //     offset -1, timestamp -1, no error.
@@ -63,12 +63,9 @@ func listOffset(c *ClientAPI, sp *kmsg.ListOffsetsResponseTopicPartition, versio
 	if version >= 4 {
 		epoch = rp.CurrentLeaderEpoch
 	}
-	offset, ts, leaderEpoch, found, err := p.OffsetForTimestamp(rp.Timestamp, epoch)
+	offset, ts, leaderEpoch, found, err := p.OffsetForTimestampIsolated(rp.Timestamp, epoch, readCommitted)
 	if err != nil {
 		return replicaErrorCode(err)
-	}
-	if rp.Timestamp == replica.LatestTimestamp && readCommitted {
-		offset = p.LastStableOffset()
 	}
 	if found {
 		sp.Offset, sp.Timestamp, sp.LeaderEpoch = offset, ts, leaderEpoch

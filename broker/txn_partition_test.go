@@ -38,7 +38,8 @@ func TestWriteTxnMarkersAndReadCommitted(t *testing.T) {
 	if !ok {
 		t.Fatal("demo-0 not hosted")
 	}
-	raw := storage.EncodeBatch(0, -1, time.Now().UnixMilli(), false, []storage.Record{{Value: []byte("t1")}, {Value: []byte("t2")}}).Raw
+	farTs := time.Now().UnixMilli() + 3600000 // the transaction's records are the only ones this late
+	raw := storage.EncodeBatch(0, -1, farTs, false, []storage.Record{{Value: []byte("t1")}, {Value: []byte("t2")}}).Raw
 	binary.BigEndian.PutUint64(raw[43:], 42)   // producer id
 	binary.BigEndian.PutUint16(raw[51:], 3)    // epoch
 	binary.BigEndian.PutUint32(raw[53:], 0)    // sequence
@@ -74,20 +75,24 @@ func TestWriteTxnMarkersAndReadCommitted(t *testing.T) {
 	if sp := fetch(0); sp.LastStableOffset != 1 || countBatches(sp.RecordBatches) != 2 || sp.AbortedTransactions != nil {
 		t.Fatalf("read_uncommitted: lso %d %d batches aborted %v", sp.LastStableOffset, countBatches(sp.RecordBatches), sp.AbortedTransactions)
 	}
-	listLatest := func(isolation int8) int64 {
+	listOffset := func(isolation int8, ts int64) int64 {
 		req := kmsg.NewPtrListOffsetsRequest()
 		req.SetVersion(8)
 		req.IsolationLevel = isolation
 		rt := kmsg.NewListOffsetsRequestTopic()
 		rt.Topic = "demo"
 		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Timestamp = -1
+		rp.Timestamp = ts
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 		return d.request(req).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0].Offset
 	}
+	listLatest := func(isolation int8) int64 { return listOffset(isolation, -1) }
 	if c, u := listLatest(1), listLatest(0); c != 1 || u != 3 {
 		t.Fatalf("ListOffsets latest: read_committed %d, read_uncommitted %d; want 1 and 3", c, u)
+	}
+	if c, u := listOffset(1, farTs), listOffset(0, farTs); c != -1 || u != 1 {
+		t.Fatalf("ListOffsets by the transaction's timestamp: read_committed %d, read_uncommitted %d; want -1 and 1", c, u)
 	}
 	dreq := kmsg.NewPtrDescribeProducersRequest()
 	dt := kmsg.NewDescribeProducersRequestTopic()

@@ -520,17 +520,29 @@ const (
 // record whose timestamp is at or after tsMs. found is false when no record
 // qualifies (Kafka answers offset -1, timestamp -1).
 func (p *Partition) OffsetForTimestamp(tsMs int64, currentLeaderEpoch int32) (offset, foundTsMs int64, leaderEpoch int32, found bool, err error) {
+	return p.OffsetForTimestampIsolated(tsMs, currentLeaderEpoch, false)
+}
+
+// OffsetForTimestampIsolated is OffsetForTimestamp with ListOffsets'
+// isolation level: for read_committed the last stable offset takes the high
+// watermark's place (latest answers it; nothing at or above it is found),
+// as Kafka's fetchOffsetForTimestamp bounds lookups by the last fetchable
+// offset.
+func (p *Partition) OffsetForTimestampIsolated(tsMs int64, currentLeaderEpoch int32, readCommitted bool) (offset, foundTsMs int64, leaderEpoch int32, found bool, err error) {
 	p.mu.Lock()
 	err = p.checkLeaderEpoch(currentLeaderEpoch)
 	if err == nil && !p.isLeader() {
 		err = fmt.Errorf("%w: %s is led by %d", ErrNotLeader, p.tp, p.state.Leader)
 	}
 	leaderEpoch = p.state.LeaderEpoch
+	hw := p.hw.Load()
+	if readCommitted {
+		hw = p.lastStableOffsetLocked()
+	}
 	p.mu.Unlock()
 	if err != nil {
 		return -1, -1, -1, false, err
 	}
-	hw := p.hw.Load()
 	switch tsMs {
 	case LatestTimestamp:
 		return hw, -1, leaderEpoch, true, nil
