@@ -1,4 +1,4 @@
-// Package txn is the core of the transaction coordinator (KIP-98, with
+// Package txn is the transaction coordinator (KIP-98, with
 // transaction.version 1: no KIP-890 part 2): the per-transactional-id
 // state machine (Kafka's TransactionMetadata transitions, as pure functions
 // of the current state, the request and nowMs) and the records it writes to
@@ -15,17 +15,30 @@
 // served by their leaders: replica.Partition.AppendTxnMarker); the caller
 // applies a transition only once its record is committed.
 //
-// Not here yet (issue 16): the coordinator around it, which would, like
-// coordinator/group, lead the partition abs(javaHashCode(id)) % 50 of
-// __transaction_state (group.PartitionFor's hash), load it on leadership,
-// append records through the replica manager and answer after the high
-// watermark, send WriteTxnMarkers to partition leaders with retries, run
-// Expire on a timer, and serve InitProducerId with a transactional id,
-// AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions and
-// ListTransactions behind a small interface the broker calls, plus the
-// FindCoordinator key type 1 answer; and the Produce-side verification
-// (replica.AppendOptions.VerifyTxn) that admits a transactional batch only
-// for a partition in the producer's ongoing transaction.
+// Coordinator (coordinator.go) runs the state machine for the
+// __transaction_state partitions this broker leads (partition
+// abs(javaHashCode(id)) % 50, PartitionFor), like coordinator/group: Tick
+// follows leadership and loads a newly led partition from its log (the last
+// record of each id wins); every transition is appended through the replica
+// manager as the partition's leader and applied once the high watermark
+// passes it; a prepared transaction's markers go out through MarkerSender
+// at the partition's leader epoch (the coordinator epoch), then the
+// Complete state is written; a failed send is retried at the next Tick,
+// also after a reload; Tick aborts transactions past their timeout with an
+// epoch bump, fencing the silent producer.
 //
-// The package has no goroutines and no clock.
+// Not here yet (issue 16): the broker wiring: InitProducerId with a
+// transactional id, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+// DescribeTransactions and ListTransactions handlers calling Coordinator,
+// FindCoordinator key type 1, creating __transaction_state
+// (transaction.state.log.* settings), a MarkerSender over WriteTxnMarkers to
+// partition leaders, a driver calling Tick, and the Produce-side
+// verification (replica.AppendOptions.VerifyTxn) that admits a
+// transactional batch only for a partition in the producer's ongoing
+// transaction (KIP-890's check; without it, a transaction.version 1 broker
+// trusts the producer, as Kafka before 3.6 did). Transactional ids are never
+// expired (transactional.id.expiration.ms).
+//
+// // The state machine has no goroutines and no clock; Coordinator owns one
+// goroutine per marker send and background write, stopped by Close.
 package txn
