@@ -112,7 +112,7 @@ func (p *Partition) completeTxnLocked(pid int64, st *producerState, h storage.Ba
 func (p *Partition) checkTxnLocked(b storage.Batch, opts AppendOptions) error {
 	pid, epoch := b.ProducerID(), b.ProducerEpoch()
 	if !b.Transactional() {
-		if st := p.producers[pid]; st != nil && st.txnFirstOffset >= 0 && epoch == st.epoch {
+		if st := p.producers[pid]; st != nil && st.txnFirstOffset >= 0 {
 			return fmt.Errorf("%w: producer %d sent a non-transactional batch during its transaction from offset %d",
 				ErrInvalidTxnState, pid, st.txnFirstOffset)
 		}

@@ -109,6 +109,9 @@ func TestLastStableOffsetAndAbortedTransactions(t *testing.T) {
 	if _, err := p.AppendAsLeader(batchAt(1, 10, 0, 3, now), acksAll); !errors.Is(err, ErrInvalidTxnState) {
 		t.Fatalf("non-transactional batch inside a transaction: %v", err)
 	}
+	if _, err := p.AppendAsLeader(batchAt(1, 10, 1, 0, now), acksAll); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("non-transactional batch at a newer epoch inside a transaction: %v", err) // as Kafka's ProducerAppendInfo
+	}
 	if off := marker(t, p, 10, 0, 5, false); off != 7 { // abort 10
 		t.Fatalf("abort marker at %d", off)
 	}
