@@ -258,7 +258,8 @@ type AppendOptions struct {
 	LogAppendTimeMs int64
 	// VerifyTxn admits a transactional batch: it answers whether producer
 	// (id, epoch) has an ongoing transaction that includes this partition
-	// (the transaction coordinator's word, KIP-890's verification). Nil
+	// (the transaction coordinator's word, KIP-890's verification). It is
+	// called without the partition's lock held. Nil
 	// refuses every transactional batch (ErrTransactionsUnsupported): a
 	// transaction nobody will end would hold the last stable offset, and so
 	// every read_committed consumer, forever.
@@ -291,8 +292,19 @@ func (p *Partition) AppendAsLeader(records []byte, opts AppendOptions) (AppendRe
 	if err != nil {
 		return AppendResult{}, err
 	}
+	// The coordinator is asked before the partition is locked: it may take
+	// locks of its own (and of other partitions) that must never wait on
+	// this one.
+	txnErr := ErrTransactionsUnsupported
+	if b.Transactional() && opts.VerifyTxn != nil {
+		if verr := opts.VerifyTxn(b.ProducerID(), b.ProducerEpoch()); verr != nil {
+			txnErr = fmt.Errorf("%w: %w", ErrTransactionsUnsupported, verr)
+		} else {
+			txnErr = nil
+		}
+	}
 	p.mu.Lock()
-	res, moved, err := p.appendLocked(b, opts)
+	res, moved, err := p.appendLocked(b, opts, txnErr)
 	p.mu.Unlock()
 	if err == nil && !res.Duplicate {
 		p.notifyAppend()
@@ -303,7 +315,7 @@ func (p *Partition) AppendAsLeader(records []byte, opts AppendOptions) (AppendRe
 	return res, err
 }
 
-func (p *Partition) appendLocked(b storage.Batch, opts AppendOptions) (AppendResult, bool, error) {
+func (p *Partition) appendLocked(b storage.Batch, opts AppendOptions, txnErr error) (AppendResult, bool, error) {
 	if !p.isLeader() {
 		return AppendResult{}, false, fmt.Errorf("%w: %s is led by %d", ErrNotLeader, p.tp, p.state.Leader)
 	}
@@ -322,7 +334,7 @@ func (p *Partition) appendLocked(b storage.Batch, opts AppendOptions) (AppendRes
 			return AppendResult{BaseOffset: dup.firstOffset, LastOffset: dup.lastOffset,
 				LogStartOffset: p.log.StartOffset(), LogAppendTimeMs: -1, Duplicate: true}, false, nil
 		}
-		if err := p.checkTxnLocked(b, opts); err != nil {
+		if err := p.checkTxnLocked(b, txnErr); err != nil {
 			return AppendResult{}, false, err
 		}
 	}

@@ -106,10 +106,11 @@ func (p *Partition) completeTxnLocked(pid int64, st *producerState, h storage.Ba
 
 // checkTxnLocked applies the transaction rules to a producer's data batch
 // that passed the sequence checks, as Kafka's ProducerAppendInfo: a
-// transactional batch needs the coordinator's word (opts.VerifyTxn), and a
+// transactional batch needs the coordinator's word (txnErr nil: VerifyTxn
+// said yes before the lock was taken), and a
 // non-transactional one may not come from a producer whose transaction is
 // open here; mu held.
-func (p *Partition) checkTxnLocked(b storage.Batch, opts AppendOptions) error {
+func (p *Partition) checkTxnLocked(b storage.Batch, txnErr error) error {
 	pid, epoch := b.ProducerID(), b.ProducerEpoch()
 	if !b.Transactional() {
 		if st := p.producers[pid]; st != nil && st.txnFirstOffset >= 0 {
@@ -118,11 +119,8 @@ func (p *Partition) checkTxnLocked(b storage.Batch, opts AppendOptions) error {
 		}
 		return nil
 	}
-	if opts.VerifyTxn == nil {
-		return fmt.Errorf("%w: producer %d epoch %d", ErrTransactionsUnsupported, pid, epoch)
-	}
-	if err := opts.VerifyTxn(pid, epoch); err != nil {
-		return fmt.Errorf("%w: producer %d epoch %d: %w", ErrTransactionsUnsupported, pid, epoch, err)
+	if txnErr != nil {
+		return fmt.Errorf("producer %d epoch %d: %w", pid, epoch, txnErr)
 	}
 	return nil
 }
