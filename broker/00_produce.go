@@ -47,8 +47,12 @@ import (
 //     another codec is recompressed, unless "producer"), cleanup.policy
 //     compact (a record without a key is INVALID_RECORD with a per-record
 //     error from v8, KIP-467).
-//   - Transactional batches: INVALID_TXN_STATE (no transaction coordinator
-//     yet, so no partition is ever in a transaction).
+//   - Transactional batches (v3+ carries the transactional id): admitted
+//     when the partition is in the producer's ongoing transaction, if this
+//     broker coordinates the id; trusted when another broker does
+//     (transaction.version 1, no KIP-890 verification across brokers);
+//     INVALID_TXN_STATE otherwise (no transactional id, __transaction_state
+//     itself, or no transaction coordinator).
 func (c *ClientAPI) handleProduce(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
 	body := req.Body.(*kmsg.ProduceRequest)
 	resp := body.ResponseKind().(*kmsg.ProduceResponse)
@@ -63,7 +67,7 @@ func (c *ClientAPI) handleProduce(ctx context.Context, req *protocol.Request) (k
 		for pi, rp := range rt.Partitions {
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
-			res, p, minISR, err := c.produceOne(img, t, rt.Topic, rp, body.Acks)
+			res, p, minISR, err := c.produceOne(img, t, rt.Topic, rp, body.Acks, body.TransactionID)
 			if err != nil {
 				failed = true
 				c.setProduceError(body.Version, &sp, err)
@@ -99,7 +103,7 @@ func (c *ClientAPI) handleProduce(ctx context.Context, req *protocol.Request) (k
 // produceOne appends one partition's records; minISR is the topic's
 // min.insync.replicas it was checked against.
 func (c *ClientAPI) produceOne(img *image.Image, t *image.Topic, topic string,
-	rp kmsg.ProduceRequestTopicPartition, acks int16) (replica.AppendResult, *replica.Partition, int, error) {
+	rp kmsg.ProduceRequestTopicPartition, acks int16, transactionalID *string) (replica.AppendResult, *replica.Partition, int, error) {
 	if acks != 0 && acks != 1 && acks != -1 {
 		return replica.AppendResult{}, nil, 0, errInvalidRequiredAcks
 	}
@@ -108,6 +112,9 @@ func (c *ClientAPI) produceOne(img *image.Image, t *image.Topic, topic string,
 		return replica.AppendResult{}, nil, 0, err
 	}
 	opts := c.appendOptions(img, topic, acks, time.Now().UnixMilli())
+	if c.txns != nil {
+		opts.VerifyTxn = c.verifyTxn(transactionalID, replica.TopicPartition{Topic: topic, Partition: rp.Partition})
+	}
 	res, err := p.AppendAsLeader(rp.Records, opts)
 	return res, p, opts.MinInsyncReplicas, err
 }

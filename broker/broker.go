@@ -82,7 +82,8 @@ func New(cfg Config) (*Broker, error) {
 		LogMessageTimestampType: cfg.LogMessageTimestampType,
 		AutoCreateTopicsEnable:  cfg.AutoCreateTopicsEnable,
 		DefaultNumPartitions:    cfg.DefaultNumPartitions, DefaultReplicationFactor: cfg.DefaultReplicationFactor,
-		AutoCreateTimeoutMs: int32(cfg.ControllerRequestTimeoutMs),
+		AutoCreateTimeoutMs: int32(cfg.ControllerRequestTimeoutMs), Txns: cfg.Txns,
+		InterBrokerListener: cfg.InterBrokerListenerName,
 		StaticConfigs:       cfg.staticConfigs(), Logger: b.log,
 	}, b.rnd)
 	b.bgCtx, b.cancel = context.WithCancel(context.Background())

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/kraftd/kraftd/coordinator/txn"
 	"github.com/kraftd/kraftd/metadata/image"
 	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/replica"
@@ -87,6 +88,12 @@ type ClientAPIConfig struct {
 	// ("CreateTime" when empty); topic and cluster configs override it.
 	LogMessageTimestampType string
 
+	// Txns configures the transaction coordinator, which runs with Replicas.
+	Txns TxnConfig
+	// InterBrokerListener is the listener the transaction coordinator
+	// reaches partition leaders on (WriteTxnMarkers).
+	InterBrokerListener string
+
 	// Rand backs the default ControllerID policy; nil is seeded from the
 	// clock.
 	Rand   *rand.Rand
@@ -136,9 +143,14 @@ type ClientAPI struct {
 
 	mu      sync.Mutex
 	stopped bool
-	wg      sync.WaitGroup     // auto-create requests
-	bgCtx   context.Context    // parent of auto-create requests
-	cancel  context.CancelFunc // cancels bgCtx; called by Close
+	// creatingTxnTopic: a __transaction_state CreateTopics is in flight.
+	creatingTxnTopic bool
+	txns             *txn.Coordinator
+	txnDriver        sync.Once
+	markerClient     *protocol.Client   // WriteTxnMarkers to other leaders; closed by Close
+	wg               sync.WaitGroup     // auto-create requests, the transaction coordinator's driver
+	bgCtx            context.Context    // parent of auto-create requests
+	cancel           context.CancelFunc // cancels bgCtx; called by Close
 }
 
 // NewClientAPI validates cfg and builds the handlers; Register serves them.
@@ -152,6 +164,9 @@ func NewClientAPI(cfg ClientAPIConfig) (*ClientAPI, error) {
 func newClientAPI(cfg ClientAPIConfig, rnd *lockedRand) *ClientAPI {
 	c := &ClientAPI{cfg: cfg, log: cfg.Logger, rnd: rnd}
 	c.bgCtx, c.cancel = context.WithCancel(context.Background())
+	if cfg.Replicas != nil && cfg.ProducerIDs != nil {
+		c.newTxnCoordinator()
+	}
 	return c
 }
 
@@ -170,6 +185,12 @@ func (c *ClientAPI) Register(reg *protocol.Registry) {
 		reg.Register(23, 0, 4, c.handleOffsetForLeaderEpoch)
 		reg.Register(27, 0, 1, c.handleWriteTxnMarkers)
 		reg.Register(61, 0, 0, c.handleDescribeProducers)
+		if c.txns != nil {
+			reg.Register(10, 0, 4, c.handleFindCoordinator)
+			reg.Register(24, 0, 3, c.handleAddPartitionsToTxn)
+			reg.Register(26, 0, 3, c.handleEndTxn)
+			c.startTxnDriver()
+		}
 	}
 	reg.Register(3, 0, 13, c.handleMetadata)
 	reg.Register(19, 0, 7, c.handleCreateTopics)
@@ -187,6 +208,10 @@ func (c *ClientAPI) Close() {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
+	if c.txns != nil {
+		c.txns.Close()
+		c.markerClient.Close()
+	}
 }
 
 // controllerID applies the configured ControllerID policy.

@@ -111,6 +111,8 @@ type Config struct {
 	// auto-created topics.
 	DefaultNumPartitions     int32
 	DefaultReplicationFactor int16
+	// Txns configures the transaction coordinator (with Replicas).
+	Txns TxnConfig
 
 	// OnFatal is called once, from a broker goroutine, when the broker must
 	// stop: a committed record it cannot apply, or no registration within

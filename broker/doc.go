@@ -24,7 +24,9 @@
 //     partitions, consumers and follower replicas), ListOffsets (2),
 //     Metadata (3), CreateTopics (19, forwarded), DeleteTopics (20,
 //     forwarded), InitProducerId (22), OffsetForLeaderEpoch (23),
-//     WriteTxnMarkers (27, from transaction coordinators), DescribeConfigs
+//     FindCoordinator (10, transactional ids), AddPartitionsToTxn (24),
+//     EndTxn (26), WriteTxnMarkers (27, from transaction coordinators),
+//     DescribeConfigs
 //     (32), CreatePartitions (37, forwarded), DescribeQuorum (55,
 //     forwarded), DescribeCluster (60), DescribeProducers (61), and
 //     ApiVersions decoration (18).

@@ -55,13 +55,19 @@ var sweepOrder = []struct {
 	{1, sweepFetch},
 	{27, sweepWriteTxnMarkers},
 	{61, sweepDescribeProducers},
+	{10, sweepFindCoordinator},
+	{24, sweepAddPartitionsToTxn},
+	{26, sweepEndTxn},
 	{20, sweepDeleteTopics},
 }
 
 // newSweepEnv starts the KRaft sweep fixture: one controller (id 1), one
 // broker (id 2), and the topic e.topic with two partitions.
 func newSweepEnv(t *testing.T, clientID string) *sweepEnv {
-	c := newCluster(t, Controllers(1), Brokers(1))
+	// One broker: __transaction_state with replication factor 1, so the
+	// transaction APIs are swept on a coordinator that exists.
+	c := newCluster(t, Controllers(1), Brokers(1), Override("transaction.state.log.replication.factor", "1"),
+		Override("transaction.state.log.min.isr", "1"), Override("transaction.state.log.num.partitions", "4"))
 	waitRunning(t, c)
 	return sweepFixture(t, c, 2, clientID)
 }
@@ -99,7 +105,7 @@ func TestLegacyVersionSweep(t *testing.T) {
 	runSweep(t, sweepFixture(t, c, 1, "interop-sweep-legacy"), sweepScope{
 		absent: map[int16]string{55: "a zk-legacy cluster has no KRaft quorum to describe",
 			0: noLegacyDataPlane, 1: noLegacyDataPlane, 2: noLegacyDataPlane, 22: noLegacyDataPlane, 23: noLegacyDataPlane,
-			27: noLegacyDataPlane, 61: noLegacyDataPlane},
+			27: noLegacyDataPlane, 61: noLegacyDataPlane, 10: noLegacyDataPlane, 24: noLegacyDataPlane, 26: noLegacyDataPlane},
 		notClient: map[int16]string{4: interBroker, 5: interBroker, 6: interBroker, 7: interBroker},
 	})
 }

@@ -2,7 +2,9 @@ package interop
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -76,6 +78,161 @@ func sweepDescribeProducers(ctx context.Context, e *sweepEnv, v int16) error {
 	}
 	if !found {
 		return fmt.Errorf("partition 0's producers %+v lack 4242's marker", ps[0].ActiveProducers)
+	}
+	return nil
+}
+
+// sweepTxnID is a transactional id of its own per sweeper and version.
+func sweepTxnID(api string, v int16) string { return fmt.Sprintf("sweep-%s-v%d", api, v) }
+
+// sweepFindCoordinator asks for a group's coordinator (not served:
+// COORDINATOR_NOT_AVAILABLE; v0 knows nothing else), an unknown key type
+// (INVALID_REQUEST) and a transactional id's (the first ask creates
+// __transaction_state: COORDINATOR_NOT_AVAILABLE until it has a leader).
+func sweepFindCoordinator(ctx context.Context, e *sweepEnv, v int16) error {
+	find := func(keyType int8, key string) (int16, int32, error) {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorType, req.CoordinatorKey, req.CoordinatorKeys = keyType, key, []string{key}
+		resp, err := request[*kmsg.FindCoordinatorResponse](ctx, e, req, v)
+		if err != nil {
+			return 0, 0, err
+		}
+		if v >= 4 {
+			if len(resp.Coordinators) != 1 || resp.Coordinators[0].Key != key {
+				return 0, 0, fmt.Errorf("coordinators %+v", resp.Coordinators)
+			}
+			return resp.Coordinators[0].ErrorCode, resp.Coordinators[0].NodeID, nil
+		}
+		return resp.ErrorCode, resp.NodeID, nil
+	}
+	if code, _, err := find(0, "sweep-group"); err != nil || code != kerr.CoordinatorNotAvailable.Code {
+		return fmt.Errorf("a group: error %d %v", code, err)
+	}
+	if v == 0 {
+		return nil // v0 knows groups only
+	}
+	if code, _, err := find(2, "x"); err != nil || code != kerr.InvalidRequest.Code {
+		return fmt.Errorf("key type 2: error %d %v", code, err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		code, node, err := find(1, sweepTxnID("find", v))
+		if err != nil {
+			return err
+		}
+		if code == 0 {
+			if node != e.brokerID {
+				return fmt.Errorf("coordinator %d, want %d", node, e.brokerID)
+			}
+			return nil
+		}
+		if code != kerr.CoordinatorNotAvailable.Code || time.Now().After(deadline) {
+			return kafkaError(code, errors.New("FindCoordinator for a transactional id"))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond): // retry backoff, as clients do
+		}
+	}
+}
+
+// initTxn runs InitProducerId for a transactional id until its coordinator
+// has loaded (retriable errors as clients retry them).
+func initTxn(ctx context.Context, e *sweepEnv, id string) (int64, int16, error) {
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID, req.TransactionTimeoutMillis = &id, 60000
+		resp, err := request[*kmsg.InitProducerIDResponse](ctx, e, req, 4)
+		if err != nil {
+			return 0, 0, err
+		}
+		if resp.ErrorCode == 0 {
+			return resp.ProducerID, resp.ProducerEpoch, nil
+		}
+		if e := kerr.ErrorForCode(resp.ErrorCode); !kerr.IsRetriable(e) && e != kerr.NotCoordinator || time.Now().After(deadline) {
+			return 0, 0, kafkaError(resp.ErrorCode, errors.New("InitProducerId with a transactional id"))
+		}
+		select {
+		case <-ctx.Done():
+			return 0, 0, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func addPartitionsToTxn(ctx context.Context, e *sweepEnv, v int16, id string, pid int64, epoch int16, partitions ...int32) (*kmsg.AddPartitionsToTxnResponse, error) {
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch = id, pid, epoch
+	rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+	rt.Topic, rt.Partitions = e.topic, partitions
+	req.Topics = append(req.Topics, rt)
+	return request[*kmsg.AddPartitionsToTxnResponse](ctx, e, req, v)
+}
+
+// sweepAddPartitionsToTxn adds a sweep partition to a fresh transaction,
+// then asks for one that does not exist (UNKNOWN_TOPIC_OR_PARTITION, and
+// OPERATION_NOT_ATTEMPTED for the other), then at a stale epoch.
+func sweepAddPartitionsToTxn(ctx context.Context, e *sweepEnv, v int16) error {
+	id := sweepTxnID("add", v)
+	pid, epoch, err := initTxn(ctx, e, id)
+	if err != nil {
+		return err
+	}
+	resp, err := addPartitionsToTxn(ctx, e, v, id, pid, epoch, 0)
+	if err != nil {
+		return err
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		return fmt.Errorf("adding partition 0: %+v", resp.Topics)
+	}
+	if resp, err = addPartitionsToTxn(ctx, e, v, id, pid, epoch, 1, 99); err != nil {
+		return err
+	}
+	if ps := resp.Topics[0].Partitions; len(ps) != 2 || ps[0].ErrorCode != kerr.OperationNotAttempted.Code || ps[1].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		return fmt.Errorf("adding partitions 1 and 99: %+v", ps)
+	}
+	if resp, err = addPartitionsToTxn(ctx, e, v, id, pid, epoch-1, 0); err != nil {
+		return err
+	}
+	want := kerr.ProducerFenced.Code
+	if v < 2 {
+		want = kerr.InvalidProducerEpoch.Code
+	}
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != want {
+		return fmt.Errorf("a stale epoch: error %d, want %d", code, want)
+	}
+	return nil
+}
+
+// sweepEndTxn aborts a fresh transaction holding a sweep partition, and
+// refuses an EndTxn at a stale epoch.
+func sweepEndTxn(ctx context.Context, e *sweepEnv, v int16) error {
+	id := sweepTxnID("end", v)
+	pid, epoch, err := initTxn(ctx, e, id)
+	if err != nil {
+		return err
+	}
+	if _, err := addPartitionsToTxn(ctx, e, 3, id, pid, epoch, 0); err != nil {
+		return err
+	}
+	end := func(epoch int16) (int16, error) {
+		req := kmsg.NewPtrEndTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = id, pid, epoch, false
+		resp, err := request[*kmsg.EndTxnResponse](ctx, e, req, v)
+		if err != nil {
+			return 0, err
+		}
+		return resp.ErrorCode, nil
+	}
+	want := kerr.ProducerFenced.Code
+	if v < 2 {
+		want = kerr.InvalidProducerEpoch.Code
+	}
+	if code, err := end(epoch + 1); err != nil || code != want {
+		return fmt.Errorf("EndTxn at a stale epoch: error %d %v, want %d", code, err, want)
+	}
+	if code, err := end(epoch); err != nil || code != 0 {
+		return kafkaError(code, fmt.Errorf("EndTxn abort: %v", err))
 	}
 	return nil
 }

@@ -27,18 +27,15 @@
 // also after a reload; Tick aborts transactions past their timeout with an
 // epoch bump, fencing the silent producer.
 //
-// Not here yet (issue 16): the broker wiring: InitProducerId with a
-// transactional id, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
-// DescribeTransactions and ListTransactions handlers calling Coordinator,
-// FindCoordinator key type 1, creating __transaction_state
-// (transaction.state.log.* settings), a MarkerSender over WriteTxnMarkers to
-// partition leaders, a driver calling Tick, and the Produce-side
-// verification (replica.AppendOptions.VerifyTxn) that admits a
-// transactional batch only for a partition in the producer's ongoing
-// transaction (KIP-890's check; without it, a transaction.version 1 broker
-// trusts the producer, as Kafka before 3.6 did). Transactional ids are never
-// expired (transactional.id.expiration.ms).
+// The broker serves it (broker/txns.go and the handlers of keys 10, 22, 24
+// and 26). Not here yet (issue 16): AddOffsetsToTxn and TxnOffsetCommit
+// (they need the group coordinator), DescribeTransactions and
+// ListTransactions, verification of transactional batches by a
+// coordinator on another broker (AddPartitionsToTxn v4 verifyOnly,
+// KIP-890: until then the partition's leader trusts the producer, as Kafka
+// before 3.6 did), and the expiry of idle transactional ids
+// (transactional.id.expiration.ms).
 //
-// // The state machine has no goroutines and no clock; Coordinator owns one
+// The state machine has no goroutines and no clock; Coordinator owns one
 // goroutine per marker send and background write, stopped by Close.
 package txn

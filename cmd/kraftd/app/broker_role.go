@@ -80,8 +80,11 @@ func (r *brokerRole) Prepare(context.Context) error {
 		InterBrokerListenerName:      cfg.InterBrokerListenerName,
 		DefaultNumPartitions:         cfg.NumPartitions,
 		DefaultReplicationFactor:     cfg.DefaultReplicationFactor,
-		OnFatal:                      r.a.reportFatal,
-		Logger:                       cfg.Logger,
+		Txns: broker.TxnConfig{NumPartitions: cfg.TransactionStateLogNumPartitions,
+			ReplicationFactor: cfg.TransactionStateLogReplicationFactor, MinInsyncReplicas: int(cfg.TransactionStateLogMinISR),
+			SegmentBytes: cfg.TransactionStateLogSegmentBytes, MaxTimeoutMs: cfg.TransactionMaxTimeoutMs},
+		OnFatal: r.a.reportFatal,
+		Logger:  cfg.Logger,
 	})
 	if err != nil {
 		_ = replicas.Close() // nothing was hosted yet

@@ -1,0 +1,82 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kraftd/kraftd/coordinator/txn"
+	"github.com/kraftd/kraftd/metadata/image"
+	"github.com/kraftd/kraftd/protocol"
+)
+
+// FindCoordinator: v0-v4 (v4 batches keys, KIP-699), for transactional ids.
+//
+// Behaviour, as Kafka's KafkaApis.handleFindCoordinatorRequest:
+//   - A transactional id's coordinator (key type 1) is the leader of
+//     __transaction_state partition abs(javaHashCode(id)) %
+//     transaction.state.log.num.partitions, with its endpoint on the
+//     request's listener.
+//   - No __transaction_state yet: it is created through the controller (in
+//     the background) and the answer is COORDINATOR_NOT_AVAILABLE, which
+//     clients retry; so is a partition without a leader, or a leader
+//     without this listener.
+//   - Groups (key type 0): COORDINATOR_NOT_AVAILABLE until the group
+//     coordinator is served; other key types INVALID_REQUEST.
+func (c *ClientAPI) handleFindCoordinator(_ context.Context, req *protocol.Request) (kmsg.Response, error) {
+	body := req.Body.(*kmsg.FindCoordinatorRequest)
+	resp := body.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	keys := body.CoordinatorKeys
+	if body.Version < 4 {
+		keys = []string{body.CoordinatorKey}
+	}
+	img := c.cfg.Metadata.Image()
+	for _, k := range keys {
+		resp.Coordinators = append(resp.Coordinators, c.findCoordinator(img, body.CoordinatorType, k, req.Listener))
+	}
+	if body.Version < 4 {
+		co := resp.Coordinators[0]
+		resp.Coordinators = nil
+		resp.ErrorCode, resp.ErrorMessage = co.ErrorCode, co.ErrorMessage
+		resp.NodeID, resp.Host, resp.Port = co.NodeID, co.Host, co.Port
+	}
+	return resp, nil
+}
+
+func (c *ClientAPI) findCoordinator(img *image.Image, keyType int8, key, listener string) kmsg.FindCoordinatorResponseCoordinator {
+	co := kmsg.NewFindCoordinatorResponseCoordinator()
+	co.Key, co.NodeID, co.Port = key, -1, -1
+	fail := func(e *kerr.Error) kmsg.FindCoordinatorResponseCoordinator {
+		co.ErrorCode = e.Code
+		msg := e.Message
+		co.ErrorMessage = &msg
+		return co
+	}
+	switch keyType {
+	case 1:
+	case 0:
+		return fail(kerr.CoordinatorNotAvailable)
+	default:
+		return fail(kerr.InvalidRequest)
+	}
+	t, ok := img.TopicByName(txn.Topic)
+	if !ok {
+		c.createTxnStateTopic()
+		return fail(kerr.CoordinatorNotAvailable)
+	}
+	p, ok := t.Partition(txn.PartitionFor(key, c.cfg.Txns.NumPartitions))
+	if !ok || p.Leader < 0 {
+		return fail(kerr.CoordinatorNotAvailable)
+	}
+	br, ok := img.Broker(p.Leader)
+	if !ok {
+		return fail(kerr.CoordinatorNotAvailable)
+	}
+	ep, ok := br.Listener(listener)
+	if !ok {
+		return fail(kerr.CoordinatorNotAvailable)
+	}
+	co.NodeID, co.Host, co.Port = br.ID, ep.Host, int32(ep.Port)
+	return co
+}

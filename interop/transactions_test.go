@@ -1,0 +1,169 @@
+package interop
+
+import (
+	"context"
+	"encoding/binary"
+	"hash/crc32"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kraftd/kraftd/protocol"
+)
+
+// TestFranzTransactions: franz-go's transactional producer against one
+// broker: FindCoordinator for its transactional id (creating
+// __transaction_state), InitProducerId, AddPartitionsToTxn, transactional
+// Produce, EndTxn commit and abort. A read_committed consumer sees the
+// committed records only, a read_uncommitted one all of them; neither sees
+// the markers. A second producer with the same transactional id fences the
+// first.
+func TestFranzTransactions(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, Controllers(1), Brokers(1), Override("transaction.state.log.replication.factor", "1"),
+		Override("transaction.state.log.min.isr", "1"), Override("transaction.state.log.num.partitions", "4"))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := newFranzAdmin(t, c).(*franzAdmin).adm
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "txn-out"); err != nil {
+		t.Fatal(err)
+	}
+	waitTopicEverywhere(t, c, "txn-out")
+	producer, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.TransactionalID("tx-interop"),
+		kgo.DefaultProduceTopic("txn-out"), kgo.TransactionTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close()
+	txn := func(commit bool, values ...string) {
+		t.Helper()
+		if err := producer.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range values {
+			if err := producer.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatalf("produce %s: %v", v, err)
+			}
+		}
+		if err := producer.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatalf("end transaction (commit %v): %v", commit, err)
+		}
+	}
+	txn(true, "c1", "c2")
+	txn(false, "a1")
+	txn(true, "c3")
+	read := func(level kgo.IsolationLevel) []string {
+		t.Helper()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.ConsumeTopics("txn-out"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(level))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		var got []string
+		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+		defer rcancel()
+		for rctx.Err() == nil {
+			fs := cl.PollFetches(rctx)
+			fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+		}
+		return got
+	}
+	if got := read(kgo.ReadCommitted()); !slices.Equal(got, []string{"c1", "c2", "c3"}) {
+		t.Fatalf("read_committed read %v", got)
+	}
+	if got := read(kgo.ReadUncommitted()); !slices.Equal(got, []string{"c1", "c2", "a1", "c3"}) {
+		t.Fatalf("read_uncommitted read %v", got)
+	}
+	// A second instance with the same transactional id fences the first.
+	second, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.TransactionalID("tx-interop"),
+		kgo.DefaultProduceTopic("txn-out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if err := second.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.ProduceSync(ctx, &kgo.Record{Value: []byte("s1")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if err := producer.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := producer.ProduceSync(ctx, &kgo.Record{Value: []byte("zombie")}).FirstErr(); err == nil {
+		if err := producer.EndTransaction(ctx, kgo.TryCommit); err == nil {
+			t.Fatal("the fenced producer committed a transaction")
+		}
+	}
+	if got := read(kgo.ReadCommitted()); !slices.Equal(got, []string{"c1", "c2", "c3", "s1"}) {
+		t.Fatalf("read_committed after the fencing read %v", got)
+	}
+	rawTransactionalProduce(t, ctx, c)
+}
+
+// rawTransactionalProduce: the broker admits a transactional batch only for
+// a partition in its producer's ongoing transaction (the coordinator is on
+// this broker), and never without a transactional id.
+func rawTransactionalProduce(t *testing.T, ctx context.Context, c *cluster) {
+	cl := protocol.NewClient(protocol.ClientConfig{ClientID: "interop-txn-raw"})
+	defer cl.Close()
+	addr := c.brokerAddr(2)
+	id := "tx-raw"
+	var pid int64
+	var epoch int16
+	waitFor(t, "InitProducerId for tx-raw", 10*time.Second, func() bool {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID, req.TransactionTimeoutMillis = &id, 60000
+		resp, err := cl.Request(ctx, addr, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := resp.(*kmsg.InitProducerIDResponse)
+		pid, epoch = r.ProducerID, r.ProducerEpoch
+		return r.ErrorCode == 0
+	})
+	batch := idempotentBatch(1, pid, epoch, 0, "raw")
+	binary.BigEndian.PutUint16(batch[21:], 0x10) // transactional
+	binary.BigEndian.PutUint32(batch[17:], crc32.Checksum(batch[21:], crc32.MakeTable(crc32.Castagnoli)))
+	produce := func(txnID *string) int16 {
+		req := kmsg.NewPtrProduceRequest()
+		req.SetVersion(11)
+		req.TransactionID, req.Acks, req.TimeoutMillis = txnID, -1, 10000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "txn-out"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = batch
+		rt.Partitions = []kmsg.ProduceRequestTopicPartition{rp}
+		req.Topics = []kmsg.ProduceRequestTopic{rt}
+		resp, err := cl.Request(ctx, addr, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	if code := produce(&id); code != kerr.InvalidTxnState.Code {
+		t.Fatalf("a transactional batch before AddPartitionsToTxn: error %d, want INVALID_TXN_STATE", code)
+	}
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = id, pid, epoch
+	at := kmsg.NewAddPartitionsToTxnRequestTopic()
+	at.Topic, at.Partitions = "txn-out", []int32{0}
+	add.Topics = append(add.Topics, at)
+	if resp, err := cl.Request(ctx, addr, add); err != nil || resp.(*kmsg.AddPartitionsToTxnResponse).Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("AddPartitionsToTxn: %+v %v", resp, err)
+	}
+	if code := produce(nil); code != kerr.InvalidTxnState.Code {
+		t.Fatalf("a transactional batch without a transactional id: error %d, want INVALID_TXN_STATE", code)
+	}
+	if code := produce(&id); code != 0 {
+		t.Fatalf("a transactional batch in its transaction: error %d", code)
+	}
+}
