@@ -167,3 +167,77 @@ func rawTransactionalProduce(t *testing.T, ctx context.Context, c *cluster) {
 		t.Fatalf("a transactional batch in its transaction: error %d", code)
 	}
 }
+
+// TestFranzTransactionsAcrossBrokers: three brokers, __transaction_state at
+// replication factor 3, an output topic whose partitions are led by
+// different brokers: the coordinator sends markers to the other leaders
+// with WriteTxnMarkers, and read_committed consumers see each committed
+// transaction on every partition and no aborted one.
+func TestFranzTransactionsAcrossBrokers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three brokers")
+	}
+	t.Parallel()
+	c := newCluster(t, Controllers(1), Brokers(3), Override("transaction.state.log.num.partitions", "3"))
+	waitRunning(t, c) // every broker unfenced, so the partitions' leaders spread over them
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	adm := newFranzAdmin(t, c).(*franzAdmin).adm
+	if _, err := adm.CreateTopic(ctx, 3, 2, nil, "txn-spread"); err != nil {
+		t.Fatal(err)
+	}
+	waitTopicEverywhere(t, c, "txn-spread")
+	parts, err := partitionISR(ctx, adm, "txn-spread")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaders := map[int32]bool{}
+	for _, p := range parts {
+		leaders[p.Leader] = true
+	}
+	if len(leaders) < 2 {
+		t.Fatalf("txn-spread's partitions are all led by %v: no marker would cross brokers", leaders)
+	}
+	producer, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.TransactionalID("tx-spread"),
+		kgo.DefaultProduceTopic("txn-spread"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close()
+	want := map[string]bool{}
+	for i, commit := range []bool{true, false, true} {
+		if err := producer.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for p := range int32(3) {
+			v := []byte{byte('a' + i), byte('0' + p)}
+			if err := producer.ProduceSync(ctx, &kgo.Record{Value: v, Partition: p}).FirstErr(); err != nil {
+				t.Fatalf("produce %s: %v", v, err)
+			}
+			if commit {
+				want[string(v)] = true
+			}
+		}
+		if err := producer.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatalf("end transaction %d: %v", i, err)
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.ConsumeTopics("txn-spread"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	got := map[string]bool{}
+	waitFor(t, "every committed record", 20*time.Second, func() bool {
+		pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer pcancel()
+		cl.PollFetches(pctx).EachRecord(func(r *kgo.Record) {
+			if !want[string(r.Value)] {
+				t.Errorf("read_committed read %s (partition %d), not committed", r.Value, r.Partition)
+			}
+			got[string(r.Value)] = true
+		})
+		return len(got) == len(want)
+	})
+}
