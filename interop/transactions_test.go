@@ -241,3 +241,76 @@ func TestFranzTransactionsAcrossBrokers(t *testing.T) {
 		return len(got) == len(want)
 	})
 }
+
+// TestTransactionSurvivesCoordinatorKill: the broker coordinating a
+// transactional id is killed while the producer's transaction is open; the
+// new leader of the id's __transaction_state partition loads the
+// transaction from the log and the producer commits it there: a
+// read_committed consumer reads the records of that transaction and of
+// the one before it.
+func TestTransactionSurvivesCoordinatorKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("failover test")
+	}
+	t.Parallel()
+	c := newCluster(t, Controllers(1), Brokers(3), Override("transaction.state.log.num.partitions", "1"))
+	waitRunning(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	adm := newFranzAdmin(t, c).(*franzAdmin).adm
+	if _, err := adm.CreateTopic(ctx, 1, 3, nil, "txn-failover"); err != nil {
+		t.Fatal(err)
+	}
+	waitTopicEverywhere(t, c, "txn-failover")
+	producer, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.TransactionalID("tx-failover"),
+		kgo.DefaultProduceTopic("txn-failover"), kgo.TransactionTimeout(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close()
+	produce := func(v string) {
+		t.Helper()
+		if err := producer.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatalf("produce %s: %v", v, err)
+		}
+	}
+	if err := producer.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	produce("before")
+	if err := producer.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	waitTopicEverywhere(t, c, "__transaction_state")
+	waitFullISR(t, ctx, adm, "__transaction_state", 10*time.Second)
+	if err := producer.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	produce("during")
+	coordinator := leaderOf(t, ctx, adm, "__transaction_state")
+	c.nodes[coordinator].Kill()
+	delete(c.nodes, coordinator)
+	waitFor(t, "a new transaction coordinator", 30*time.Second, func() bool {
+		parts, err := partitionISR(ctx, adm, "__transaction_state")
+		return err == nil && parts[0].Leader >= 0 && parts[0].Leader != coordinator
+	})
+	if err := producer.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit at the new coordinator: %v", err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.ConsumeTopics("txn-failover"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var got []string
+	waitFor(t, "both transactions' records", 30*time.Second, func() bool {
+		pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer pcancel()
+		cl.PollFetches(pctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+		return len(got) >= 2
+	})
+	if !slices.Equal(got, []string{"before", "during"}) {
+		t.Fatalf("read_committed read %v", got)
+	}
+}
