@@ -47,12 +47,12 @@ import (
 //     another codec is recompressed, unless "producer"), cleanup.policy
 //     compact (a record without a key is INVALID_RECORD with a per-record
 //     error from v8, KIP-467).
-//   - Transactional batches (v3+ carries the transactional id): admitted
-//     when the partition is in the producer's ongoing transaction, if this
-//     broker coordinates the id; trusted when another broker does
-//     (transaction.version 1, no KIP-890 verification across brokers);
-//     INVALID_TXN_STATE otherwise (no transactional id, __transaction_state
-//     itself, or no transaction coordinator).
+//   - Transactional batches (v3+ carries the transactional id): the first of
+//     a transaction on a partition is admitted once the id's coordinator
+//     (here, or on another broker through AddPartitionsToTxn v4 VerifyOnly,
+//     KIP-890) confirms the partition is in the producer's ongoing
+//     transaction; INVALID_TXN_STATE otherwise (not added, no transactional
+//     id, __transaction_state itself, or no transaction coordinator).
 func (c *ClientAPI) handleProduce(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
 	body := req.Body.(*kmsg.ProduceRequest)
 	resp := body.ResponseKind().(*kmsg.ProduceResponse)

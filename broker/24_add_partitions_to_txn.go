@@ -10,8 +10,9 @@ import (
 	"github.com/kraftd/kraftd/protocol"
 )
 
-// AddPartitionsToTxn: v0-v3 (the client versions of transaction.version 1;
-// v4's batched, broker-to-broker verification is not served).
+// AddPartitionsToTxn: v0-v4 (v0-v3 from producers; v4 batches
+// transactions and carries VerifyOnly, which partition leaders send to
+// verify a transactional batch, KIP-890).
 //
 // Behaviour, as Kafka's KafkaApis.handleAddPartitionsToTxnRequest and
 // TransactionCoordinator.handleAddPartitionsToTransaction: a partition the
@@ -23,6 +24,12 @@ import (
 func (c *ClientAPI) handleAddPartitionsToTxn(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
 	body := req.Body.(*kmsg.AddPartitionsToTxnRequest)
 	resp := body.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	if body.Version >= 4 {
+		for _, t := range body.Transactions {
+			resp.Transactions = append(resp.Transactions, c.addPartitionsV4(ctx, t))
+		}
+		return resp, nil
+	}
 	img := c.cfg.Metadata.Image()
 	var parts []txn.TopicPartition
 	unknown := map[txn.TopicPartition]bool{}
@@ -74,4 +81,43 @@ func txnErrorCode(err *kerr.Error, version int16) int16 {
 		return kerr.InvalidProducerEpoch.Code
 	}
 	return err.Code
+}
+
+// addPartitionsV4 answers one transaction of a v4 request: VerifyOnly asks
+// the coordinator whether the partitions are in the transaction
+// (INVALID_TXN_STATE for those that are not); otherwise they are added, as
+// v0-v3 add them.
+func (c *ClientAPI) addPartitionsV4(ctx context.Context, t kmsg.AddPartitionsToTxnRequestTransaction) kmsg.AddPartitionsToTxnResponseTransaction {
+	var parts []txn.TopicPartition
+	for _, rt := range t.Topics {
+		for _, p := range rt.Partitions {
+			parts = append(parts, txn.TopicPartition{Topic: rt.Topic, Partition: p})
+		}
+	}
+	var all *kerr.Error
+	var each map[txn.TopicPartition]*kerr.Error
+	if t.VerifyOnly {
+		each, all = c.txns.Verify(t.TransactionalID, t.ProducerID, t.ProducerEpoch, parts)
+	} else {
+		all = c.txns.AddPartitions(ctx, t.TransactionalID, t.ProducerID, t.ProducerEpoch, parts)
+	}
+	rt := kmsg.NewAddPartitionsToTxnResponseTransaction()
+	rt.TransactionalID = t.TransactionalID
+	for _, tt := range t.Topics {
+		st := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
+		st.Topic = tt.Topic
+		for _, p := range tt.Partitions {
+			sp := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
+			sp.Partition = p
+			switch e := each[txn.TopicPartition{Topic: tt.Topic, Partition: p}]; {
+			case all != nil:
+				sp.ErrorCode = all.Code
+			case e != nil:
+				sp.ErrorCode = e.Code
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		rt.Topics = append(rt.Topics, st)
+	}
+	return rt
 }

@@ -187,7 +187,7 @@ func (c *ClientAPI) Register(reg *protocol.Registry) {
 		reg.Register(61, 0, 0, c.handleDescribeProducers)
 		if c.txns != nil {
 			reg.Register(10, 0, 4, c.handleFindCoordinator)
-			reg.Register(24, 0, 3, c.handleAddPartitionsToTxn)
+			reg.Register(24, 0, 4, c.handleAddPartitionsToTxn)
 			reg.Register(26, 0, 3, c.handleEndTxn)
 			c.startTxnDriver()
 		}

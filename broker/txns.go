@@ -250,11 +250,12 @@ func (c *ClientAPI) createTxnStateTopic() {
 }
 
 // verifyTxn is Produce's word on a transactional batch for tp
-// (replica.AppendOptions.VerifyTxn): without a transactional id, or for
-// __transaction_state itself, no; when this broker coordinates the id, yes
-// only if tp is in the producer's ongoing transaction at its epoch; when
-// another broker does, yes (transaction.version 1 trusts the producer, as
-// Kafka before KIP-890's verification did).
+// (replica.AppendOptions.VerifyTxn, asked for the first batch of a
+// transaction on the partition), as KIP-890's verification: without a
+// transactional id, or for __transaction_state itself, no; otherwise yes
+// only if tp is in the producer's ongoing transaction at its epoch, asked
+// of the coordinator here, or of the one on another broker with
+// AddPartitionsToTxn v4 VerifyOnly.
 func (c *ClientAPI) verifyTxn(transactionalID *string, tp replica.TopicPartition) func(int64, int16) error {
 	return func(pid int64, epoch int16) error {
 		switch {
@@ -265,17 +266,74 @@ func (c *ClientAPI) verifyTxn(transactionalID *string, tp replica.TopicPartition
 		case tp.Topic == txn.Topic:
 			return errors.New("transactional batch to __transaction_state")
 		}
-		m, kerrv := c.txns.Describe(*transactionalID)
-		if kerrv == kerr.NotCoordinator {
-			return nil
+		want := txn.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
+		each, all := c.txns.Verify(*transactionalID, pid, epoch, []txn.TopicPartition{want})
+		if all == kerr.NotCoordinator {
+			return c.verifyTxnRemote(*transactionalID, pid, epoch, want)
 		}
-		if kerrv != nil {
-			return kerrv
+		if all != nil {
+			return all
 		}
-		if _, in := m.Partitions[txn.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}]; !in ||
-			m.State != txn.Ongoing || m.ProducerID != pid || m.ProducerEpoch != epoch {
-			return fmt.Errorf("%s-%d is not in producer %d epoch %d's transaction", tp.Topic, tp.Partition, pid, epoch)
+		if e := each[want]; e != nil {
+			return fmt.Errorf("%s-%d is not in producer %d epoch %d's transaction: %w", tp.Topic, tp.Partition, pid, epoch, e)
 		}
 		return nil
 	}
+}
+
+// verifyTxnRemoteTimeout bounds a verification round trip on the produce
+// path.
+const verifyTxnRemoteTimeout = 5 * time.Second
+
+// verifyTxnRemote asks the broker leading the id's __transaction_state
+// partition, on the inter-broker listener.
+func (c *ClientAPI) verifyTxnRemote(id string, pid int64, epoch int16, tp txn.TopicPartition) error {
+	img := c.cfg.Metadata.Image()
+	t, ok := img.TopicByName(txn.Topic)
+	if !ok {
+		return kerr.CoordinatorNotAvailable
+	}
+	p, ok := t.Partition(txn.PartitionFor(id, c.cfg.Txns.NumPartitions))
+	if !ok || p.Leader < 0 {
+		return kerr.CoordinatorNotAvailable
+	}
+	br, ok := img.Broker(p.Leader)
+	if !ok {
+		return kerr.CoordinatorNotAvailable
+	}
+	ep, ok := br.Listener(c.cfg.InterBrokerListener)
+	if !ok {
+		return kerr.CoordinatorNotAvailable
+	}
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.SetVersion(4)
+	rt := kmsg.NewAddPartitionsToTxnRequestTransaction()
+	rt.TransactionalID, rt.ProducerID, rt.ProducerEpoch, rt.VerifyOnly = id, pid, epoch, true
+	tt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+	tt.Topic, tt.Partitions = tp.Topic, []int32{tp.Partition}
+	rt.Topics = append(rt.Topics, tt)
+	req.Transactions = append(req.Transactions, rt)
+	ctx, cancel := context.WithTimeout(c.bgCtx, verifyTxnRemoteTimeout)
+	defer cancel()
+	resp, err := c.markerClient.Request(ctx, net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port))), req)
+	if err != nil {
+		return fmt.Errorf("verifying with coordinator %d: %w", p.Leader, err)
+	}
+	r := resp.(*kmsg.AddPartitionsToTxnResponse)
+	if e := kerr.ErrorForCode(r.ErrorCode); e != nil {
+		return e
+	}
+	for _, rt := range r.Transactions {
+		for _, st := range rt.Topics {
+			for _, sp := range st.Partitions {
+				if e := kerr.ErrorForCode(sp.ErrorCode); e != nil {
+					return fmt.Errorf("%s-%d: %w", st.Topic, sp.Partition, e)
+				}
+			}
+		}
+	}
+	if len(r.Transactions) != 1 {
+		return fmt.Errorf("verifying with coordinator %d: %d transactions answered", p.Leader, len(r.Transactions))
+	}
+	return nil
 }

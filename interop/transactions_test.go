@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -240,6 +241,91 @@ func TestFranzTransactionsAcrossBrokers(t *testing.T) {
 		})
 		return len(got) == len(want)
 	})
+	rawVerifiedAcrossBrokers(t, ctx, c, adm)
+}
+
+// rawVerifiedAcrossBrokers: a transactional batch sent to a partition
+// leader that is not the id's coordinator is refused until the partition
+// was added to the transaction (the leader asks the coordinator, KIP-890),
+// then admitted.
+func rawVerifiedAcrossBrokers(t *testing.T, ctx context.Context, c *cluster, adm *kadm.Client) {
+	cl := protocol.NewClient(protocol.ClientConfig{ClientID: "interop-txn-verify"})
+	defer cl.Close()
+	id := "tx-raw-spread"
+	var coordinator int32
+	waitFor(t, "the coordinator of "+id, 10*time.Second, func() bool {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.SetVersion(3)
+		req.CoordinatorType, req.CoordinatorKey = 1, id
+		resp, err := cl.Request(ctx, c.bootstrap()[0], req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := resp.(*kmsg.FindCoordinatorResponse)
+		coordinator = r.NodeID
+		return r.ErrorCode == 0
+	})
+	parts, err := partitionISR(ctx, adm, "txn-spread")
+	if err != nil {
+		t.Fatal(err)
+	}
+	partition, leader := int32(-1), int32(-1)
+	for p, d := range parts {
+		if d.Leader != coordinator {
+			partition, leader = p, d.Leader
+		}
+	}
+	if partition < 0 {
+		t.Fatalf("every partition of txn-spread is led by the coordinator %d", coordinator)
+	}
+	var pid int64
+	var epoch int16
+	waitFor(t, "InitProducerId for "+id, 10*time.Second, func() bool {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID, req.TransactionTimeoutMillis = &id, 60000
+		resp, err := cl.Request(ctx, c.brokerAddr(coordinator), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := resp.(*kmsg.InitProducerIDResponse)
+		pid, epoch = r.ProducerID, r.ProducerEpoch
+		return r.ErrorCode == 0
+	})
+	batch := idempotentBatch(1, pid, epoch, 0, "raw")
+	binary.BigEndian.PutUint16(batch[21:], 0x10) // transactional
+	binary.BigEndian.PutUint32(batch[17:], crc32.Checksum(batch[21:], crc32.MakeTable(crc32.Castagnoli)))
+	produce := func() int16 {
+		req := kmsg.NewPtrProduceRequest()
+		req.SetVersion(11)
+		req.TransactionID, req.Acks, req.TimeoutMillis = &id, -1, 10000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "txn-spread"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = partition, batch
+		rt.Partitions = []kmsg.ProduceRequestTopicPartition{rp}
+		req.Topics = []kmsg.ProduceRequestTopic{rt}
+		resp, err := cl.Request(ctx, c.brokerAddr(leader), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	if code := produce(); code != kerr.InvalidTxnState.Code {
+		t.Fatalf("a transactional batch at broker %d before AddPartitionsToTxn at coordinator %d: error %d, want INVALID_TXN_STATE",
+			leader, coordinator, code)
+	}
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.SetVersion(3)
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = id, pid, epoch
+	at := kmsg.NewAddPartitionsToTxnRequestTopic()
+	at.Topic, at.Partitions = "txn-spread", []int32{partition}
+	add.Topics = append(add.Topics, at)
+	if resp, err := cl.Request(ctx, c.brokerAddr(coordinator), add); err != nil || resp.(*kmsg.AddPartitionsToTxnResponse).Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("AddPartitionsToTxn: %+v %v", resp, err)
+	}
+	if code := produce(); code != 0 {
+		t.Fatalf("the batch once its partition is in the transaction: error %d", code)
+	}
 }
 
 // TestTransactionSurvivesCoordinatorKill: the broker coordinating a

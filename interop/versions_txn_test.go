@@ -178,6 +178,9 @@ func sweepAddPartitionsToTxn(ctx context.Context, e *sweepEnv, v int16) error {
 	if err != nil {
 		return err
 	}
+	if v >= 4 {
+		return sweepAddPartitionsToTxnV4(ctx, e, v, id, pid, epoch)
+	}
 	resp, err := addPartitionsToTxn(ctx, e, v, id, pid, epoch, 0)
 	if err != nil {
 		return err
@@ -233,6 +236,43 @@ func sweepEndTxn(ctx context.Context, e *sweepEnv, v int16) error {
 	}
 	if code, err := end(epoch); err != nil || code != 0 {
 		return kafkaError(code, fmt.Errorf("EndTxn abort: %v", err))
+	}
+	return nil
+}
+
+// sweepAddPartitionsToTxnV4: the batched form adds partition 0, then
+// verifies (VerifyOnly, as partition leaders do) partitions 0 (in the
+// transaction) and 1 (not: INVALID_TXN_STATE).
+func sweepAddPartitionsToTxnV4(ctx context.Context, e *sweepEnv, v int16, id string, pid int64, epoch int16) error {
+	send := func(verify bool, partitions ...int32) ([]kmsg.AddPartitionsToTxnResponseTransactionTopicPartition, error) {
+		req := kmsg.NewPtrAddPartitionsToTxnRequest()
+		t := kmsg.NewAddPartitionsToTxnRequestTransaction()
+		t.TransactionalID, t.ProducerID, t.ProducerEpoch, t.VerifyOnly = id, pid, epoch, verify
+		tt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+		tt.Topic, tt.Partitions = e.topic, partitions
+		t.Topics = append(t.Topics, tt)
+		req.Transactions = append(req.Transactions, t)
+		resp, err := request[*kmsg.AddPartitionsToTxnResponse](ctx, e, req, v)
+		if err != nil {
+			return nil, err
+		}
+		if resp.ErrorCode != 0 || len(resp.Transactions) != 1 || resp.Transactions[0].TransactionalID != id || len(resp.Transactions[0].Topics) != 1 {
+			return nil, fmt.Errorf("answer %+v", resp)
+		}
+		return resp.Transactions[0].Topics[0].Partitions, nil
+	}
+	ps, err := send(false, 0)
+	if err != nil {
+		return err
+	}
+	if len(ps) != 1 || ps[0].ErrorCode != 0 {
+		return fmt.Errorf("adding partition 0: %+v", ps)
+	}
+	if ps, err = send(true, 0, 1); err != nil {
+		return err
+	}
+	if len(ps) != 2 || ps[0].ErrorCode != 0 || ps[1].ErrorCode != kerr.InvalidTxnState.Code {
+		return fmt.Errorf("verifying partitions 0 and 1: %+v", ps)
 	}
 	return nil
 }

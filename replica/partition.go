@@ -295,9 +295,14 @@ func (p *Partition) AppendAsLeader(records []byte, opts AppendOptions) (AppendRe
 	// The coordinator is asked before the partition is locked: it may take
 	// locks of its own (and of other partitions) that must never wait on
 	// this one.
+	// A producer whose transaction is already open here at this epoch was
+	// verified by its first batch (KIP-890's verification guard); the
+	// append checks again under the lock that it still is.
 	txnErr := ErrTransactionsUnsupported
 	if b.Transactional() && opts.VerifyTxn != nil {
-		if verr := opts.VerifyTxn(b.ProducerID(), b.ProducerEpoch()); verr != nil {
+		if p.txnOngoing(b.ProducerID(), b.ProducerEpoch()) {
+			txnErr = errTxnOngoing
+		} else if verr := opts.VerifyTxn(b.ProducerID(), b.ProducerEpoch()); verr != nil {
 			txnErr = fmt.Errorf("%w: %w", ErrTransactionsUnsupported, verr)
 		} else {
 			txnErr = nil

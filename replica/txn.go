@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -119,10 +120,31 @@ func (p *Partition) checkTxnLocked(b storage.Batch, txnErr error) error {
 		}
 		return nil
 	}
+	if txnErr == errTxnOngoing {
+		if st := p.producers[pid]; st != nil && st.txnFirstOffset >= 0 && st.epoch == epoch {
+			return nil
+		}
+		// Its transaction ended (a marker) between the check and now: this
+		// batch is late and would open a transaction nobody ends.
+		return fmt.Errorf("%w: producer %d epoch %d: its transaction ended", ErrTransactionsUnsupported, pid, epoch)
+	}
 	if txnErr != nil {
 		return fmt.Errorf("producer %d epoch %d: %w", pid, epoch, txnErr)
 	}
 	return nil
+}
+
+// errTxnOngoing marks a transactional batch whose producer had its
+// transaction open on the partition when the append began.
+var errTxnOngoing = errors.New("replica: transaction ongoing")
+
+// txnOngoing reports whether producer (pid, epoch) has a transaction open
+// on the partition.
+func (p *Partition) txnOngoing(pid int64, epoch int16) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.producers[pid]
+	return st != nil && st.txnFirstOffset >= 0 && st.epoch == epoch
 }
 
 // TxnMarker is one WriteTxnMarkers entry for a partition: end producer

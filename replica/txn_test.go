@@ -217,3 +217,29 @@ func TestLastStableOffsetWaitsForMarkerCommitAndFailover(t *testing.T) {
 		t.Fatalf("new leader took a marker from an older coordinator: %v", err)
 	}
 }
+
+// The coordinator is asked once per transaction on a partition: later
+// batches of the open transaction are admitted by the partition's own
+// state (KIP-890's verification guard); after the marker, the next
+// transaction's first batch asks again.
+func TestVerifyTxnOncePerTransaction(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	p := lead(t, m)
+	now := time.Now().UnixMilli()
+	calls := 0
+	opts := acksAll
+	opts.VerifyTxn = func(int64, int16) error { calls++; return nil }
+	for seq := range int32(3) {
+		if _, err := p.AppendAsLeader(txnBatch(1, 10, 0, seq, now), opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls != 1 {
+		t.Fatalf("coordinator asked %d times for one transaction", calls)
+	}
+	marker(t, p, 10, 0, 1, true)
+	opts.VerifyTxn = func(int64, int16) error { calls++; return errors.New("not in a transaction") }
+	if _, err := p.AppendAsLeader(txnBatch(1, 10, 0, 3, now), opts); !errors.Is(err, ErrTransactionsUnsupported) || calls != 2 {
+		t.Fatalf("a batch after the commit marker: %v (%d calls)", err, calls)
+	}
+}

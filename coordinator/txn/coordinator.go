@@ -474,6 +474,40 @@ func (c *Coordinator) update(ctx context.Context, transactionalID string, step f
 	return c.writeLocked(ctx, sh, p, e, tr)
 }
 
+// Verify answers whether the partitions are in producer (producerID,
+// producerEpoch)'s ongoing transaction (AddPartitionsToTxn v4 verifyOnly,
+// KIP-890: a partition leader asks before it admits the first transactional
+// batch of a transaction): nil, or the error for every partition
+// (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+// INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, CONCURRENT_TRANSACTIONS
+// while its state is being written), or, per partition, INVALID_TXN_STATE
+// for one not in the transaction.
+func (c *Coordinator) Verify(transactionalID string, producerID int64, producerEpoch int16, parts []TopicPartition) (map[TopicPartition]*kerr.Error, *kerr.Error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sh, _, kerrv := c.resolveLocked(transactionalID)
+	if kerrv != nil {
+		return nil, kerrv
+	}
+	e := sh.txns[transactionalID]
+	if e == nil || e.meta == nil {
+		return nil, kerr.InvalidProducerIDMapping
+	}
+	if err := checkProducer(e.meta, producerID, producerEpoch); err != nil {
+		return nil, err
+	}
+	if e.busy {
+		return nil, kerr.ConcurrentTransactions
+	}
+	out := map[TopicPartition]*kerr.Error{}
+	for _, tp := range parts {
+		if _, in := e.meta.Partitions[tp]; !in || e.meta.State != Ongoing {
+			out[tp] = kerr.InvalidTxnState
+		}
+	}
+	return out, nil
+}
+
 // Describe returns a copy of transactionalID's committed state, for
 // DescribeTransactions and tests.
 func (c *Coordinator) Describe(transactionalID string) (*Metadata, *kerr.Error) {

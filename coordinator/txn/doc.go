@@ -30,11 +30,10 @@
 // The broker serves it (broker/txns.go and the handlers of keys 10, 22, 24
 // and 26). Not here yet (issue 16): AddOffsetsToTxn and TxnOffsetCommit
 // (they need the group coordinator), DescribeTransactions and
-// ListTransactions, verification of transactional batches by a
-// coordinator on another broker (AddPartitionsToTxn v4 verifyOnly,
-// KIP-890: until then the partition's leader trusts the producer, as Kafka
-// before 3.6 did), and the expiry of idle transactional ids
-// (transactional.id.expiration.ms).
+// ListTransactions, and the expiry of idle transactional ids
+// (transactional.id.expiration.ms). Verify answers partition leaders
+// checking a transaction's first batch (KIP-890, AddPartitionsToTxn v4
+// VerifyOnly).
 //
 // The state machine has no goroutines and no clock; Coordinator owns one
 // goroutine per marker send and background write, stopped by Close.
