@@ -189,6 +189,8 @@ func (c *ClientAPI) Register(reg *protocol.Registry) {
 			reg.Register(10, 0, 4, c.handleFindCoordinator)
 			reg.Register(24, 0, 4, c.handleAddPartitionsToTxn)
 			reg.Register(26, 0, 3, c.handleEndTxn)
+			reg.Register(65, 0, 0, c.handleDescribeTransactions)
+			reg.Register(66, 0, 2, c.handleListTransactions)
 			c.startTxnDriver()
 		}
 	}

@@ -26,6 +26,7 @@
 //     forwarded), InitProducerId (22), OffsetForLeaderEpoch (23),
 //     FindCoordinator (10, transactional ids), AddPartitionsToTxn (24),
 //     EndTxn (26), WriteTxnMarkers (27, from transaction coordinators),
+//     DescribeTransactions (65), ListTransactions (66),
 //     DescribeConfigs
 //     (32), CreatePartitions (37, forwarded), DescribeQuorum (55,
 //     forwarded), DescribeCluster (60), DescribeProducers (61), and

@@ -58,6 +58,8 @@ var sweepOrder = []struct {
 	{10, sweepFindCoordinator},
 	{24, sweepAddPartitionsToTxn},
 	{26, sweepEndTxn},
+	{65, sweepDescribeTransactions},
+	{66, sweepListTransactions},
 	{20, sweepDeleteTopics},
 }
 
@@ -105,7 +107,8 @@ func TestLegacyVersionSweep(t *testing.T) {
 	runSweep(t, sweepFixture(t, c, 1, "interop-sweep-legacy"), sweepScope{
 		absent: map[int16]string{55: "a zk-legacy cluster has no KRaft quorum to describe",
 			0: noLegacyDataPlane, 1: noLegacyDataPlane, 2: noLegacyDataPlane, 22: noLegacyDataPlane, 23: noLegacyDataPlane,
-			27: noLegacyDataPlane, 61: noLegacyDataPlane, 10: noLegacyDataPlane, 24: noLegacyDataPlane, 26: noLegacyDataPlane},
+			27: noLegacyDataPlane, 61: noLegacyDataPlane, 10: noLegacyDataPlane, 24: noLegacyDataPlane, 26: noLegacyDataPlane,
+			65: noLegacyDataPlane, 66: noLegacyDataPlane},
 		notClient: map[int16]string{4: interBroker, 5: interBroker, 6: interBroker, 7: interBroker},
 	})
 }

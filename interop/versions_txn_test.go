@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -273,6 +275,76 @@ func sweepAddPartitionsToTxnV4(ctx context.Context, e *sweepEnv, v int16, id str
 	}
 	if len(ps) != 2 || ps[0].ErrorCode != 0 || ps[1].ErrorCode != kerr.InvalidTxnState.Code {
 		return fmt.Errorf("verifying partitions 0 and 1: %+v", ps)
+	}
+	return nil
+}
+
+// sweepDescribeTransactions describes the transaction sweepEndTxn aborted
+// (its state, producer id and timeout) and an unknown id.
+func sweepDescribeTransactions(ctx context.Context, e *sweepEnv, v int16) error {
+	req := kmsg.NewPtrDescribeTransactionsRequest()
+	req.TransactionalIDs = []string{sweepTxnID("add", 3), "sweep-unknown"}
+	resp, err := request[*kmsg.DescribeTransactionsResponse](ctx, e, req, v)
+	if err != nil {
+		return err
+	}
+	if len(resp.TransactionStates) != 2 {
+		return fmt.Errorf("answer %+v", resp.TransactionStates)
+	}
+	ts := resp.TransactionStates[0]
+	if ts.ErrorCode != 0 || ts.TransactionalID != sweepTxnID("add", 3) || ts.State != "Ongoing" || ts.TimeoutMillis != 60000 ||
+		ts.ProducerID < 0 || ts.StartTimestamp <= 0 || len(ts.Topics) != 1 || ts.Topics[0].Topic != e.topic {
+		return fmt.Errorf("an ongoing transaction: %+v", ts)
+	}
+	if code := resp.TransactionStates[1].ErrorCode; code != kerr.TransactionalIDNotFound.Code {
+		return fmt.Errorf("an unknown id: error %d", code)
+	}
+	return nil
+}
+
+// sweepListTransactions lists the sweep's ongoing transactions (the ones
+// sweepAddPartitionsToTxn left open), with an unknown state name, and from
+// v1 a duration no transaction reached, from v2 an id pattern.
+func sweepListTransactions(ctx context.Context, e *sweepEnv, v int16) error {
+	list := func(states []string, durationMs int64, pattern *string) (*kmsg.ListTransactionsResponse, error) {
+		req := kmsg.NewPtrListTransactionsRequest()
+		req.StateFilters, req.DurationFilterMillis, req.TransactionalIDPattern = states, durationMs, pattern
+		return request[*kmsg.ListTransactionsResponse](ctx, e, req, v)
+	}
+	resp, err := list([]string{"Ongoing", "Nope"}, -1, nil)
+	if err != nil {
+		return err
+	}
+	if resp.ErrorCode != 0 || !slices.Equal(resp.UnknownStateFilters, []string{"Nope"}) {
+		return fmt.Errorf("answer %+v", resp)
+	}
+	ongoing := 0
+	for _, ts := range resp.TransactionStates {
+		if ts.TransactionState != "Ongoing" {
+			return fmt.Errorf("state filter Ongoing listed %+v", ts)
+		}
+		if strings.HasPrefix(ts.TransactionalID, "sweep-add-") {
+			ongoing++
+		}
+	}
+	if ongoing == 0 {
+		return fmt.Errorf("no ongoing sweep transaction listed: %+v", resp.TransactionStates)
+	}
+	if v >= 1 {
+		if resp, err = list(nil, 3600000, nil); err != nil || len(resp.TransactionStates) != 0 {
+			return fmt.Errorf("running for an hour: %+v %v", resp, err)
+		}
+	}
+	if v >= 2 {
+		pattern := "^sweep-end-"
+		if resp, err = list(nil, -1, &pattern); err != nil || len(resp.TransactionStates) == 0 {
+			return fmt.Errorf("pattern %s: %+v %v", pattern, resp, err)
+		}
+		for _, ts := range resp.TransactionStates {
+			if !strings.HasPrefix(ts.TransactionalID, "sweep-end-") {
+				return fmt.Errorf("pattern %s listed %s", pattern, ts.TransactionalID)
+			}
+		}
 	}
 	return nil
 }

@@ -523,3 +523,56 @@ func (c *Coordinator) Describe(transactionalID string) (*Metadata, *kerr.Error) 
 	}
 	return e.meta.Clone(), nil
 }
+
+// Listed is one transactional id in ListTransactions.
+type Listed struct {
+	TransactionalID string
+	ProducerID      int64
+	State           State
+}
+
+// ListFilter narrows List: by states and producer ids (empty: any), by
+// transactions running at least MinDurationMs (negative: any; KIP-994), by
+// a transactional id pattern (nil: any).
+type ListFilter struct {
+	States        map[State]bool
+	ProducerIDs   map[int64]bool
+	MinDurationMs int64
+	Match         func(string) bool
+}
+
+// List answers ListTransactions over the partitions this broker leads:
+// COORDINATOR_LOAD_IN_PROGRESS while one of them loads.
+func (c *Coordinator) List(f ListFilter, nowMs int64) ([]Listed, *kerr.Error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Listed
+	for _, sh := range c.shards {
+		if !sh.loaded {
+			return nil, kerr.CoordinatorLoadInProgress
+		}
+		for id, e := range sh.txns {
+			m := e.meta
+			switch {
+			case m == nil,
+				len(f.States) > 0 && !f.States[m.State],
+				len(f.ProducerIDs) > 0 && !f.ProducerIDs[m.ProducerID],
+				f.MinDurationMs >= 0 && (m.StartMs < 0 || nowMs-m.StartMs < f.MinDurationMs),
+				f.Match != nil && !f.Match(id):
+				continue
+			}
+			out = append(out, Listed{TransactionalID: id, ProducerID: m.ProducerID, State: m.State})
+		}
+	}
+	return out, nil
+}
+
+// StateNamed is the state with Kafka's name (ListTransactions' filters).
+func StateNamed(name string) (State, bool) {
+	for s := Empty; s <= PrepareEpochFence; s++ {
+		if s.String() == name {
+			return s, true
+		}
+	}
+	return 0, false
+}

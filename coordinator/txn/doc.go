@@ -27,10 +27,9 @@
 // also after a reload; Tick aborts transactions past their timeout with an
 // epoch bump, fencing the silent producer.
 //
-// The broker serves it (broker/txns.go and the handlers of keys 10, 22, 24
-// and 26). Not here yet (issue 16): AddOffsetsToTxn and TxnOffsetCommit
-// (they need the group coordinator), DescribeTransactions and
-// ListTransactions, and the expiry of idle transactional ids
+// The broker serves it (broker/txns.go and the handlers of keys 10, 22, 24,
+// 26, 65 and 66). Not here yet (issue 16): AddOffsetsToTxn and TxnOffsetCommit
+// (they need the group coordinator), and the expiry of idle transactional ids
 // (transactional.id.expiration.ms). Verify answers partition leaders
 // checking a transaction's first batch (KIP-890, AddPartitionsToTxn v4
 // VerifyOnly).
