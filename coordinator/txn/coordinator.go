@@ -191,13 +191,16 @@ func (c *Coordinator) Tick(nowMs int64) {
 			continue
 		}
 		led[tp.Partition] = true
-		if sh := c.shards[tp.Partition]; sh == nil || sh.epoch != p.State().LeaderEpoch {
-			c.loadLocked(tp.Partition, p)
+		if sh := c.shards[tp.Partition]; sh == nil || sh.epoch != p.State().LeaderEpoch || !sh.loaded {
+			c.loadLocked(tp.Partition, p) // again while its high watermark trails its log end
 		}
 	}
 	for pid, sh := range c.shards {
 		if !led[pid] {
 			delete(c.shards, pid)
+			continue
+		}
+		if !sh.loaded {
 			continue
 		}
 		for _, e := range sh.txns {

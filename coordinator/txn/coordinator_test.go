@@ -293,3 +293,41 @@ func TestCoordinatorErrors(t *testing.T) {
 		}
 	}
 }
+
+// A partition whose high watermark trails its log end when this broker
+// comes to lead it is not loaded yet; a later tick loads it once it caught
+// up, and only then goes on with its transactions (here: aborting one past
+// its timeout), with no request needed.
+func TestCoordinatorLoadsWhenCaughtUp(t *testing.T) {
+	e := newEnv(t)
+	tp := replica.TopicPartition{Topic: Topic, Partition: PartitionFor("tx-a", DefaultNumPartitions)}
+	st := replica.PartitionState{TopicPartition: tp, TopicID: [16]byte{9}, Leader: 1, LeaderEpoch: 6, PartitionEpoch: 1,
+		Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
+	if err := e.m.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := e.m.Partition(tp)
+	old := &Metadata{TransactionalID: "tx-a", ProducerID: 77, ProducerEpoch: 0, TimeoutMs: 1000, State: Ongoing,
+		Partitions: map[TopicPartition]struct{}{{"orders", 0}: {}}, LastUpdateMs: 1, StartMs: e.nowMs.Load() - 5000}
+	b := storage.EncodeBatch(0, 0, e.nowMs.Load(), false, []storage.Record{{Key: EncodeKey("tx-a"), Value: EncodeValue(old)}})
+	if _, err := p.AppendAsLeader(b.Raw, replica.AppendOptions{RequiredAcks: 1, MinInsyncReplicas: 1, LogAppendTimeMs: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if p.HighWatermark() != 0 {
+		t.Fatalf("hw %d: the record should wait for broker 2", p.HighWatermark())
+	}
+	c := e.coordinator() // ticks once: not loaded
+	st.ISR, st.PartitionEpoch = []int32{1}, 2
+	if err := e.m.Apply(st); err != nil { // broker 2 leaves the ISR: the record commits
+		t.Fatal(err)
+	}
+	if p.HighWatermark() != 1 {
+		t.Fatalf("hw %d after the ISR shrank", p.HighWatermark())
+	}
+	e.eventually("the timed-out transaction's abort markers", func() bool {
+		c.Tick(e.nowMs.Load())
+		e.markers.mu.Lock()
+		defer e.markers.mu.Unlock()
+		return len(e.markers.sent) == 1 && !e.markers.sent[0].Commit && e.markers.sent[0].ProducerEpoch == 1
+	})
+}
