@@ -34,6 +34,8 @@ type TxnConfig struct {
 	SegmentBytes int32
 	// MaxTimeoutMs is transaction.max.timeout.ms (900000).
 	MaxTimeoutMs int32
+	// IDExpirationMs is transactional.id.expiration.ms (7 days).
+	IDExpirationMs int64
 	// TickIntervalMs is how often the coordinator checks leadership,
 	// timeouts and marker retries (100).
 	TickIntervalMs int
@@ -69,7 +71,8 @@ func (c *ClientAPI) newTxnCoordinator() {
 	co, err := txn.New(txn.Config{
 		BrokerID: c.cfg.NodeID, Replicas: c.cfg.Replicas, NumPartitions: c.cfg.Txns.NumPartitions,
 		MaxTimeoutMs: c.cfg.Txns.MaxTimeoutMs, MinInsyncReplicas: c.cfg.Txns.MinInsyncReplicas,
-		ProducerIDs: c.cfg.ProducerIDs.NextProducerID, Markers: txnMarkers{c}, Logger: c.log,
+		IDExpirationMs: c.cfg.Txns.IDExpirationMs,
+		ProducerIDs:    c.cfg.ProducerIDs.NextProducerID, Markers: txnMarkers{c}, Logger: c.log,
 	})
 	if err != nil { // only a missing dependency, which newClientAPI's caller checked
 		c.log.Error("no transaction coordinator", zap.Error(err))

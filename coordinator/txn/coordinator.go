@@ -16,6 +16,9 @@ import (
 // Defaults of the coordinator's settings.
 const (
 	DefaultWriteTimeoutMs = 5000
+	// DefaultIDExpirationMs is transactional.id.expiration.ms' default,
+	// 7 days.
+	DefaultIDExpirationMs = 7 * 24 * 60 * 60 * 1000
 )
 
 // MarkerSender writes a transaction's COMMIT or ABORT markers to the
@@ -50,6 +53,11 @@ type Config struct {
 	MinInsyncReplicas int
 	// WriteTimeoutMs bounds the wait for a state write's commit (5000).
 	WriteTimeoutMs int32
+	// IDExpirationMs is transactional.id.expiration.ms: a transactional id
+	// with no transaction in flight (Empty, CompleteCommit, CompleteAbort)
+	// and no update for this long is deleted (a tombstone in
+	// __transaction_state). Zero or negative: DefaultIDExpirationMs.
+	IDExpirationMs int64
 	// ProducerIDs allocates a producer id (from the controller's blocks);
 	// required.
 	ProducerIDs func(ctx context.Context) (int64, error)
@@ -75,6 +83,9 @@ func (c *Config) validate() error {
 	}
 	if c.WriteTimeoutMs <= 0 {
 		c.WriteTimeoutMs = DefaultWriteTimeoutMs
+	}
+	if c.IDExpirationMs <= 0 {
+		c.IDExpirationMs = DefaultIDExpirationMs
 	}
 	if c.NowMs == nil {
 		c.NowMs = func() int64 { return time.Now().UnixMilli() }
@@ -215,6 +226,13 @@ func (c *Coordinator) advanceLocked(sh *shard, e *entry, nowMs int64) {
 	if e.busy || e.sending || e.meta == nil {
 		return
 	}
+	switch e.meta.State {
+	case Empty, CompleteCommit, CompleteAbort:
+		if nowMs-e.meta.LastUpdateMs >= c.cfg.IDExpirationMs {
+			c.expireIDLocked(sh, e)
+			return
+		}
+	}
 	if tr := Expire(e.meta, nowMs); tr.Next != nil {
 		c.log.Info("aborting a timed-out transaction", zap.String("transactionalId", e.meta.TransactionalID),
 			zap.Int64("producerId", e.meta.ProducerID))
@@ -341,6 +359,34 @@ func (c *Coordinator) writeLocked(ctx context.Context, sh *shard, p *replica.Par
 		c.sendMarkersLocked(sh, e)
 	}
 	return nil
+}
+
+// expireIDLocked deletes an idle transactional id: a tombstone, then (once
+// committed) the id leaves memory, unless it was used meanwhile; mu held.
+func (c *Coordinator) expireIDLocked(sh *shard, e *entry) {
+	p, ok := c.cfg.Replicas.Partition(replica.TopicPartition{Topic: Topic, Partition: sh.partition})
+	if !ok {
+		return
+	}
+	id := e.meta.TransactionalID
+	b := storage.EncodeBatch(0, 0, c.cfg.NowMs(), false, []storage.Record{{Key: EncodeKey(id)}})
+	res, err := p.AppendAsLeader(b.Raw, replica.AppendOptions{RequiredAcks: -1, MinInsyncReplicas: c.cfg.MinInsyncReplicas, LogAppendTimeMs: -1})
+	if err != nil {
+		return
+	}
+	e.busy = true
+	c.wg.Go(func() {
+		wctx, cancel := context.WithTimeout(c.ctx, time.Duration(c.cfg.WriteTimeoutMs)*time.Millisecond)
+		err := p.WaitCommitted(wctx, res.LastOffset)
+		cancel()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		e.busy = false
+		if err == nil && c.shards[sh.partition] == sh && sh.txns[id] == e {
+			delete(sh.txns, id)
+			c.log.Info("expired transactional id", zap.String("transactionalId", id))
+		}
+	})
 }
 
 // writeBackgroundLocked is writeLocked for a tick's transition, waited for

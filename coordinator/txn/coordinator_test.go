@@ -331,3 +331,33 @@ func TestCoordinatorLoadsWhenCaughtUp(t *testing.T) {
 		return len(e.markers.sent) == 1 && !e.markers.sent[0].Commit && e.markers.sent[0].ProducerEpoch == 1
 	})
 }
+
+// A transactional id idle for transactional.id.expiration.ms with no
+// transaction in flight is deleted: a tombstone, so a reloaded coordinator
+// does not bring it back; the next InitProducerId gets a new producer id.
+func TestCoordinatorExpiresIdleIDs(t *testing.T) {
+	e := newEnv(t)
+	c := e.coordinator()
+	pid, _, err := c.InitProducerID(context.Background(), InitRequest{TransactionalID: "tx-a", TimeoutMs: 1000, ProducerID: -1, ProducerEpoch: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Tick(e.nowMs.Load() + DefaultIDExpirationMs - 1)
+	if _, err := c.Describe("tx-a"); err != nil {
+		t.Fatalf("expired early: %v", err)
+	}
+	e.eventually("the idle id expires", func() bool {
+		c.Tick(e.nowMs.Load() + DefaultIDExpirationMs)
+		_, err := c.Describe("tx-a")
+		return err == kerr.TransactionalIDNotFound
+	})
+	c.Close()
+	c = e.coordinator()
+	if _, err := c.Describe("tx-a"); err != kerr.TransactionalIDNotFound {
+		t.Fatalf("reloaded after the tombstone: %v", err)
+	}
+	pid2, epoch2, err := c.InitProducerID(context.Background(), InitRequest{TransactionalID: "tx-a", TimeoutMs: 1000, ProducerID: -1, ProducerEpoch: -1})
+	if err != nil || pid2 == pid || epoch2 != 0 {
+		t.Fatalf("init after expiry: %d %d %v (old producer id %d)", pid2, epoch2, err, pid)
+	}
+}

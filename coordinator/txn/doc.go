@@ -25,12 +25,12 @@
 // at the partition's leader epoch (the coordinator epoch), then the
 // Complete state is written; a failed send is retried at the next Tick,
 // also after a reload; Tick aborts transactions past their timeout with an
-// epoch bump, fencing the silent producer.
+// epoch bump, fencing the silent producer, and deletes (a tombstone) ids
+// idle for transactional.id.expiration.ms.
 //
 // The broker serves it (broker/txns.go and the handlers of keys 10, 22, 24,
 // 26, 65 and 66). Not here yet (issue 16): AddOffsetsToTxn and TxnOffsetCommit
-// (they need the group coordinator), and the expiry of idle transactional ids
-// (transactional.id.expiration.ms). Verify answers partition leaders
+// (they need the group coordinator). Verify answers partition leaders
 // checking a transaction's first batch (KIP-890, AddPartitionsToTxn v4
 // VerifyOnly).
 //

@@ -82,7 +82,8 @@ func (r *brokerRole) Prepare(context.Context) error {
 		DefaultReplicationFactor:     cfg.DefaultReplicationFactor,
 		Txns: broker.TxnConfig{NumPartitions: cfg.TransactionStateLogNumPartitions,
 			ReplicationFactor: cfg.TransactionStateLogReplicationFactor, MinInsyncReplicas: int(cfg.TransactionStateLogMinISR),
-			SegmentBytes: cfg.TransactionStateLogSegmentBytes, MaxTimeoutMs: cfg.TransactionMaxTimeoutMs},
+			SegmentBytes: cfg.TransactionStateLogSegmentBytes, MaxTimeoutMs: cfg.TransactionMaxTimeoutMs,
+			IDExpirationMs: cfg.TransactionalIDExpirationMs},
 		OnFatal: r.a.reportFatal,
 		Logger:  cfg.Logger,
 	})

@@ -191,6 +191,8 @@ type Config struct {
 	TransactionStateLogMinISR            int32
 	TransactionStateLogSegmentBytes      int32
 	TransactionMaxTimeoutMs              int32
+	// TransactionalIDExpirationMs: transactional.id.expiration.ms.
+	TransactionalIDExpirationMs int64
 	// HighWatermarkCheckpointIntervalMs,
 	// RecoveryPointCheckpointIntervalMs and
 	// LogStartOffsetCheckpointIntervalMs:

@@ -66,6 +66,7 @@ func (c *Config) checkRanges() error {
 		{"transaction.state.log.min.isr", int64(c.TransactionStateLogMinISR)},
 		{"transaction.state.log.segment.bytes", int64(c.TransactionStateLogSegmentBytes)},
 		{"transaction.max.timeout.ms", int64(c.TransactionMaxTimeoutMs)},
+		{"transactional.id.expiration.ms", c.TransactionalIDExpirationMs},
 		{"replica.high.watermark.checkpoint.interval.ms", c.HighWatermarkCheckpointIntervalMs},
 		{"log.flush.offset.checkpoint.interval.ms", c.RecoveryPointCheckpointIntervalMs},
 		{"log.flush.start.offset.checkpoint.interval.ms", c.LogStartOffsetCheckpointIntervalMs},
