@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"hash/crc32"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,6 +81,17 @@ func TestFranzTransactions(t *testing.T) {
 	}
 	if got := read(kgo.ReadUncommitted()); !slices.Equal(got, []string{"c1", "c2", "a1", "c3"}) {
 		t.Fatalf("read_uncommitted read %v", got)
+	}
+	// librdkafka (kcat) reads read_committed by default: it drops the
+	// aborted record by the AbortedTransactions answer, and the markers.
+	if bin, err := exec.LookPath("kcat"); err == nil {
+		out, err := exec.CommandContext(ctx, bin, "-C", "-b", strings.Join(c.bootstrap(), ","), "-t", "txn-out", "-e", "-q", "-f", "%s\n").Output()
+		if err != nil {
+			t.Fatalf("kcat: %v", err)
+		}
+		if got := strings.Fields(string(out)); !slices.Equal(got, []string{"c1", "c2", "c3"}) {
+			t.Fatalf("kcat (read_committed) read %v", got)
+		}
 	}
 	// A second instance with the same transactional id fences the first.
 	second, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.TransactionalID("tx-interop"),
