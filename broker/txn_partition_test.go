@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kraftd/kraftd/coordinator/txn"
+	"github.com/kraftd/kraftd/metadata/records"
 	"github.com/kraftd/kraftd/replica"
 	"github.com/kraftd/kraftd/storage"
 )
@@ -137,4 +139,32 @@ func TestWriteTxnMarkersAndReadCommitted(t *testing.T) {
 	if code := resp.Markers[0].Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidProducerEpoch.Code {
 		t.Fatalf("marker for producer epoch 2 after 3: error %d", code)
 	}
+}
+
+// A transactional batch whose coordinator (another broker) cannot be
+// asked is NOT_ENOUGH_REPLICAS, which producers retry, not a refusal: the
+// coordinator may be moving or loading (as Kafka's AddPartitionsToTxnManager
+// answers Produce).
+func TestTransactionalProduceRetriableWhenCoordinatorUnreachable(t *testing.T) {
+	d := newDataHarness(t, 0)
+	id := "tx-elsewhere"
+	msgs := []records.Message{topicRecord(txn.Topic, uuid(9))}
+	for p := range int32(txn.DefaultNumPartitions) {
+		msgs = append(msgs, partitionRecord(uuid(9), p, 2, []int32{2}, []int32{2})) // broker 2: nothing listens on its port
+	}
+	d.commit(msgs...)
+	raw := storage.EncodeBatch(0, -1, time.Now().UnixMilli(), false, []storage.Record{{Value: []byte("t")}}).Raw
+	binary.BigEndian.PutUint64(raw[43:], 42)
+	binary.BigEndian.PutUint16(raw[51:], 0)
+	binary.BigEndian.PutUint32(raw[53:], 0)
+	binary.BigEndian.PutUint16(raw[21:], 0x10)
+	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
+	req := produceReq(11, -1, "demo", 0, raw)
+	req.TransactionID = &id
+	start := time.Now()
+	sp := d.request(req).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+	if sp.ErrorCode != kerr.NotEnoughReplicas.Code {
+		t.Fatalf("coordinator unreachable: error %d, want NOT_ENOUGH_REPLICAS (retriable)", sp.ErrorCode)
+	}
+	t.Logf("answered in %v", time.Since(start))
 }

@@ -272,16 +272,33 @@ func (c *ClientAPI) verifyTxn(transactionalID *string, tp replica.TopicPartition
 		want := txn.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
 		each, all := c.txns.Verify(*transactionalID, pid, epoch, []txn.TopicPartition{want})
 		if all == kerr.NotCoordinator {
-			return c.verifyTxnRemote(*transactionalID, pid, epoch, want)
+			return retriableVerify(c.verifyTxnRemote(*transactionalID, pid, epoch, want))
 		}
 		if all != nil {
-			return all
+			return retriableVerify(all)
 		}
 		if e := each[want]; e != nil {
 			return fmt.Errorf("%s-%d is not in producer %d epoch %d's transaction: %w", tp.Topic, tp.Partition, pid, epoch, e)
 		}
 		return nil
 	}
+}
+
+// retriableVerify makes a verification that could not be had yet (the
+// coordinator loading, moving, busy or unreachable) NOT_ENOUGH_REPLICAS,
+// which producers retry, as Kafka's AddPartitionsToTxnManager answers
+// Produce (older clients do not know the coordinator errors there); other
+// errors stay refusals.
+func retriableVerify(err error) error {
+	var ke *kerr.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ke) && ke != kerr.CoordinatorNotAvailable && ke != kerr.CoordinatorLoadInProgress &&
+		ke != kerr.NotCoordinator && ke != kerr.ConcurrentTransactions:
+		return err // the coordinator answered: the partition is not in the transaction, or the producer is fenced
+	}
+	return fmt.Errorf("%w: transaction verification: %w", replica.ErrNotEnoughReplicas, err)
 }
 
 // verifyTxnRemoteTimeout bounds a verification round trip on the produce

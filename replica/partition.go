@@ -259,7 +259,9 @@ type AppendOptions struct {
 	// VerifyTxn admits a transactional batch: it answers whether producer
 	// (id, epoch) has an ongoing transaction that includes this partition
 	// (the transaction coordinator's word, KIP-890's verification). It is
-	// called without the partition's lock held. Nil
+	// called without the partition's lock held. An error wrapping
+	// ErrNotEnoughReplicas is returned as it is (retriable: the coordinator
+	// is loading, moving or unreachable), any other refuses the batch. Nil
 	// refuses every transactional batch (ErrTransactionsUnsupported): a
 	// transaction nobody will end would hold the last stable offset, and so
 	// every read_committed consumer, forever.
@@ -302,7 +304,9 @@ func (p *Partition) AppendAsLeader(records []byte, opts AppendOptions) (AppendRe
 	if b.Transactional() && opts.VerifyTxn != nil {
 		if p.txnOngoing(b.ProducerID(), b.ProducerEpoch()) {
 			txnErr = errTxnOngoing
-		} else if verr := opts.VerifyTxn(b.ProducerID(), b.ProducerEpoch()); verr != nil {
+		} else if verr := opts.VerifyTxn(b.ProducerID(), b.ProducerEpoch()); errors.Is(verr, ErrNotEnoughReplicas) {
+			txnErr = verr // the coordinator could not answer yet: the producer retries
+		} else if verr != nil {
 			txnErr = fmt.Errorf("%w: %w", ErrTransactionsUnsupported, verr)
 		} else {
 			txnErr = nil
