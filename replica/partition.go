@@ -126,14 +126,17 @@ func (p *Partition) deleteOldSegments(nowMs int64) (int, error) {
 	return n, err
 }
 
-// compact compacts the log's closed segments below the high watermark when
-// the topic's cleanup.policy includes compact.
+// compact compacts the log's closed segments below the last stable offset
+// (the high watermark when no transaction is open) when the topic's
+// cleanup.policy includes compact: as Kafka's cleaner stops at the first
+// unstable offset, a record of an open transaction, which may yet abort,
+// never supersedes a committed one.
 func (p *Partition) compact(nowMs int64) (storage.CompactStats, error) {
 	cfg := p.cfg.Load()
 	if !cfg.Compact {
 		return storage.CompactStats{}, nil
 	}
-	return p.log.Compact(nowMs, p.hw.Load(), cfg.DeleteRetentionMs)
+	return p.log.Compact(nowMs, p.LastStableOffset(), cfg.DeleteRetentionMs)
 }
 
 // TopicPartition is the partition's name.
