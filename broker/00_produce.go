@@ -49,8 +49,12 @@ import (
 //     error from v8, KIP-467).
 //   - Internal topics (__consumer_offsets, __transaction_state, ...):
 //     INVALID_TOPIC_EXCEPTION; only their coordinators write them.
-//   - Transactional batches: INVALID_TXN_STATE (no transaction coordinator
-//     yet, so no partition is ever in a transaction).
+//   - Transactional batches (v3+ carries the transactional id): the first of
+//     a transaction on a partition is admitted once the id's coordinator
+//     (here, or on another broker through AddPartitionsToTxn v4 VerifyOnly,
+//     KIP-890) confirms the partition is in the producer's ongoing
+//     transaction; INVALID_TXN_STATE otherwise (not added, no transactional
+//     id, or no transaction coordinator).
 func (c *ClientAPI) handleProduce(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
 	body := req.Body.(*kmsg.ProduceRequest)
 	resp := body.ResponseKind().(*kmsg.ProduceResponse)
@@ -65,7 +69,7 @@ func (c *ClientAPI) handleProduce(ctx context.Context, req *protocol.Request) (k
 		for pi, rp := range rt.Partitions {
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
-			res, p, minISR, err := c.produceOne(img, t, rt.Topic, rp, body.Acks)
+			res, p, minISR, err := c.produceOne(img, t, rt.Topic, rp, body.Acks, body.TransactionID)
 			if err != nil {
 				failed = true
 				c.setProduceError(body.Version, &sp, err)
@@ -101,7 +105,7 @@ func (c *ClientAPI) handleProduce(ctx context.Context, req *protocol.Request) (k
 // produceOne appends one partition's records; minISR is the topic's
 // min.insync.replicas it was checked against.
 func (c *ClientAPI) produceOne(img *image.Image, t *image.Topic, topic string,
-	rp kmsg.ProduceRequestTopicPartition, acks int16) (replica.AppendResult, *replica.Partition, int, error) {
+	rp kmsg.ProduceRequestTopicPartition, acks int16, transactionalID *string) (replica.AppendResult, *replica.Partition, int, error) {
 	if acks != 0 && acks != 1 && acks != -1 {
 		return replica.AppendResult{}, nil, 0, errInvalidRequiredAcks
 	}
@@ -113,6 +117,9 @@ func (c *ClientAPI) produceOne(img *image.Image, t *image.Topic, topic string,
 		return replica.AppendResult{}, nil, 0, err
 	}
 	opts := c.appendOptions(img, topic, acks, time.Now().UnixMilli())
+	if c.txns != nil {
+		opts.VerifyTxn = c.verifyTxn(transactionalID, replica.TopicPartition{Topic: topic, Partition: rp.Partition})
+	}
 	res, err := p.AppendAsLeader(rp.Records, opts)
 	return res, p, opts.MinInsyncReplicas, err
 }

@@ -27,10 +27,10 @@ import (
 //     the leader and its endpoint, KIP-951); CurrentLeaderEpoch (v9+) fences
 //     with FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (KIP-320); an offset
 //     outside the log is OFFSET_OUT_OF_RANGE.
-//   - Records are whole batches below the high watermark. The last stable
-//     offset equals the high watermark (no transactions yet), so
-//     read_committed and read_uncommitted see the same records;
-//     AbortedTransactions is empty for read_committed and null otherwise.
+//   - Records are whole batches below the high watermark (read_uncommitted)
+//     or the last stable offset (read_committed: below the earliest
+//     undecided transaction); read_committed gets the aborted transactions
+//     of the range in AbortedTransactions (empty when none), others null.
 //   - Bytes: each partition at most PartitionMaxBytes, the response at most
 //     MaxBytes (v3+), except that the first partition with data returns at least
 //     one whole batch (KIP-74).
@@ -131,7 +131,7 @@ func (c *ClientAPI) fetchOnce(listener string, body *kmsg.FetchRequest) (*kmsg.F
 					}
 				} else {
 					fr.changed = append(fr.changed, p.Changed())
-					n, err = fetchPartition(p, &sp, body.Version, rp, limit, minOne)
+					n, err = fetchPartition(p, &sp, body.Version, rp, limit, minOne, body.IsolationLevel == 1)
 				}
 				remaining -= n
 				fr.bytes += n
@@ -175,14 +175,14 @@ func fetchTopic(img *image.Image, version int16, rt kmsg.FetchRequestTopic) (t *
 // fetchPartition reads one partition into sp and returns the bytes it added.
 // Without minOne, a first batch larger than limit is left out.
 func fetchPartition(p *replica.Partition, sp *kmsg.FetchResponseTopicPartition, version int16,
-	rp kmsg.FetchRequestTopicPartition, limit int, minOne bool) (int, error) {
+	rp kmsg.FetchRequestTopicPartition, limit int, minOne, readCommitted bool) (int, error) {
 	epoch := int32(-1)
 	if version >= 9 {
 		epoch = rp.CurrentLeaderEpoch
 	}
-	rr, err := p.ReadAsLeader(rp.FetchOffset, max(limit, 0), epoch)
+	rr, err := p.ReadAsLeaderIsolated(rp.FetchOffset, max(limit, 0), epoch, readCommitted)
 	if err == nil || errors.Is(err, replica.ErrOffsetOutOfRange) {
-		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = rr.HighWatermark, rr.HighWatermark, rr.LogStartOffset
+		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = rr.HighWatermark, rr.LastStableOffset, rr.LogStartOffset
 	}
 	if err != nil {
 		return 0, err
@@ -192,6 +192,11 @@ func fetchPartition(p *replica.Partition, sp *kmsg.FetchResponseTopicPartition, 
 	}
 	if len(rr.Records) > 0 {
 		sp.RecordBatches = rr.Records
+	}
+	for _, a := range rr.AbortedTxns {
+		at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+		at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+		sp.AbortedTransactions = append(sp.AbortedTransactions, at)
 	}
 	return len(rr.Records), nil
 }

@@ -22,9 +22,10 @@ import (
 // Behaviour, as Kafka's ReplicaManager.fetchOffsetForTimestamp for consumers:
 //   - Timestamp -2 (earliest) and -4 (earliest local, KIP-405: there is no
 //     tiered storage, so the same): the log start offset; -1 (latest): the high
-//     watermark, which is also the last stable offset (read_committed) until
-//     transactions exist; -3 (max timestamp, v7+, KIP-734): the batch reaching
-//     the largest timestamp; t >= 0: the first record whose timestamp is at or
+//     watermark, or the last stable offset for read_committed (IsolationLevel
+//     1, v2+), which also bounds the lookups below for read_committed; -3
+//     (max timestamp, v7+, KIP-734): the batch reaching the largest
+//     timestamp; t >= 0: the first record whose timestamp is at or
 //     after t. Nothing qualifying (or only at or above the high watermark):
 //     offset -1, timestamp -1, no error.
 //   - Right after an election (KIP-207), while the new leader's high
@@ -53,7 +54,7 @@ func (c *ClientAPI) handleListOffsets(_ context.Context, req *protocol.Request) 
 			if body.ReplicaID >= 0 && (rp.Timestamp == replica.LatestTimestamp || rp.Timestamp == replica.EarliestTimestamp) {
 				sp.ErrorCode = listOffsetForReplica(&sp, body.Version, rp, partition)
 			} else {
-				sp.ErrorCode = listOffset(c, &sp, body.Version, rp, partition)
+				sp.ErrorCode = listOffset(c, &sp, body.Version, body.IsolationLevel == 1, rp, partition)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -62,7 +63,7 @@ func (c *ClientAPI) handleListOffsets(_ context.Context, req *protocol.Request) 
 	return resp, nil
 }
 
-func listOffset(c *ClientAPI, sp *kmsg.ListOffsetsResponseTopicPartition, version int16,
+func listOffset(c *ClientAPI, sp *kmsg.ListOffsetsResponseTopicPartition, version int16, readCommitted bool,
 	rp kmsg.ListOffsetsRequestTopicPartition, partition func() (*replica.Partition, error)) int16 {
 	switch {
 	case rp.Timestamp == replica.MaxTimestamp && version < 7,
@@ -78,7 +79,7 @@ func listOffset(c *ClientAPI, sp *kmsg.ListOffsetsResponseTopicPartition, versio
 	if version >= 4 {
 		epoch = rp.CurrentLeaderEpoch
 	}
-	offset, ts, leaderEpoch, found, err := p.OffsetForTimestamp(rp.Timestamp, epoch)
+	offset, ts, leaderEpoch, found, err := p.OffsetForTimestampIsolated(rp.Timestamp, epoch, readCommitted)
 	if err != nil {
 		return replicaErrorCode(err)
 	}

@@ -7,22 +7,26 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kraftd/kraftd/coordinator/group"
+	"github.com/kraftd/kraftd/coordinator/txn"
 	"github.com/kraftd/kraftd/metadata/image"
 	"github.com/kraftd/kraftd/protocol"
 )
 
-// FindCoordinator: v0-v4 (v4 batches keys, KIP-699).
+// FindCoordinator: v0-v4 (v4 batches keys, KIP-699), for groups and
+// transactional ids.
 //
 // Behaviour, as Kafka's KafkaApis.handleFindCoordinatorRequest:
-//   - A group's coordinator is the leader of __consumer_offsets partition
-//     abs(javaHashCode(group)) % offsets.topic.num.partitions, with its
-//     endpoint on the request's listener.
-//   - No __consumer_offsets yet: it is created through the controller (in
-//     the background) and the answer is COORDINATOR_NOT_AVAILABLE, which
-//     clients retry; so is a partition without a leader, or a leader without
-//     this listener.
-//   - Transactional ids (key type 1): COORDINATOR_NOT_AVAILABLE until the
-//     transaction coordinator exists; other key types INVALID_REQUEST.
+//   - A group's coordinator (key type 0) is the leader of __consumer_offsets
+//     partition abs(javaHashCode(group)) % offsets.topic.num.partitions; a
+//     transactional id's (key type 1) is the leader of __transaction_state
+//     partition abs(javaHashCode(id)) % transaction.state.log.num.partitions;
+//     either with its endpoint on the request's listener.
+//   - No __consumer_offsets (or __transaction_state) yet: it is created
+//     through the controller (in the background) and the answer is
+//     COORDINATOR_NOT_AVAILABLE, which clients retry; so is a partition
+//     without a leader, or a leader without this listener.
+//   - A key type whose coordinator this broker does not run:
+//     COORDINATOR_NOT_AVAILABLE; other key types INVALID_REQUEST.
 func (c *ClientAPI) handleFindCoordinator(_ context.Context, req *protocol.Request) (kmsg.Response, error) {
 	body := req.Body.(*kmsg.FindCoordinatorRequest)
 	resp := body.ResponseKind().(*kmsg.FindCoordinatorResponse)
@@ -52,19 +56,32 @@ func (c *ClientAPI) findCoordinator(img *image.Image, keyType int8, key, listene
 		co.ErrorMessage = &msg
 		return co
 	}
+	var topic string
+	var partition int32
 	switch keyType {
 	case 0:
+		if c.groups == nil {
+			return fail(kerr.CoordinatorNotAvailable)
+		}
+		topic, partition = group.Topic, group.PartitionFor(key, c.groups.NumPartitions())
 	case 1:
-		return fail(kerr.CoordinatorNotAvailable)
+		if c.txns == nil {
+			return fail(kerr.CoordinatorNotAvailable)
+		}
+		topic, partition = txn.Topic, txn.PartitionFor(key, c.cfg.Txns.NumPartitions)
 	default:
 		return fail(kerr.InvalidRequest)
 	}
-	t, ok := img.TopicByName(group.Topic)
+	t, ok := img.TopicByName(topic)
 	if !ok {
-		c.createOffsetsTopic()
+		if keyType == 0 {
+			c.createOffsetsTopic()
+		} else {
+			c.createTxnStateTopic()
+		}
 		return fail(kerr.CoordinatorNotAvailable)
 	}
-	p, ok := t.Partition(group.PartitionFor(key, c.groups.NumPartitions()))
+	p, ok := t.Partition(partition)
 	if !ok || p.Leader < 0 {
 		return fail(kerr.CoordinatorNotAvailable)
 	}

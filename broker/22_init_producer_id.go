@@ -10,10 +10,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/kraftd/kraftd/coordinator/txn"
 	"github.com/kraftd/kraftd/protocol"
 )
 
-// InitProducerId: v0-v4, for idempotent producers (no transactional id).
+// InitProducerId: v0-v4, for idempotent and transactional producers.
 //
 // Behaviour:
 //   - No TransactionalID: a fresh producer id with epoch 0, whatever
@@ -22,15 +23,41 @@ import (
 //     got from the active controller (AllocateProducerIds). When no block can
 //     be had: COORDINATOR_LOAD_IN_PROGRESS, which clients retry, as Kafka's
 //     RPCProducerIdManager answers.
-//   - A TransactionalID: NOT_COORDINATOR. There is no transaction coordinator
-//     yet (and FindCoordinator is not served), so this broker is not the
-//     coordinator of any transactional id.
+//   - A TransactionalID: the transaction coordinator's answer
+//     (coordinator/txn): a new id gets a producer id at epoch 0, a known one
+//     its epoch bumped (fencing the previous producer instance); an open
+//     transaction is aborted first (CONCURRENT_TRANSACTIONS until then);
+//     NOT_COORDINATOR when this broker does not lead the id's
+//     __transaction_state partition, INVALID_TRANSACTION_TIMEOUT above
+//     transaction.max.timeout.ms. ProducerID/ProducerEpoch (v3+, KIP-360)
+//     must match the id's current ones.
 func (c *ClientAPI) handleInitProducerID(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
 	body := req.Body.(*kmsg.InitProducerIDRequest)
 	resp := body.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if body.TransactionalID != nil {
-		resp.ErrorCode = kerr.NotCoordinator.Code
+		if c.txns == nil {
+			resp.ErrorCode = kerr.NotCoordinator.Code
+			return resp, nil
+		}
+		ireq := txn.InitRequest{TransactionalID: *body.TransactionalID, TimeoutMs: body.TransactionTimeoutMillis,
+			ProducerID: -1, ProducerEpoch: -1}
+		if body.Version >= 3 {
+			ireq.ProducerID, ireq.ProducerEpoch = body.ProducerID, body.ProducerEpoch
+		}
+		pid, epoch, err := c.txns.InitProducerID(ctx, ireq)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			code := err.Code
+			if err == kerr.ProducerFenced && body.Version < 3 {
+				code = kerr.InvalidProducerEpoch.Code
+			}
+			resp.ErrorCode = code
+			return resp, nil
+		}
+		resp.ProducerID, resp.ProducerEpoch = pid, epoch
 		return resp, nil
 	}
 	id, err := c.cfg.ProducerIDs.NextProducerID(ctx)

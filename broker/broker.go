@@ -84,6 +84,7 @@ func New(cfg Config) (*Broker, error) {
 		AutoCreateTopicsEnable:  cfg.AutoCreateTopicsEnable,
 		DefaultNumPartitions:    cfg.DefaultNumPartitions, DefaultReplicationFactor: cfg.DefaultReplicationFactor,
 		AutoCreateTimeoutMs: int32(cfg.ControllerRequestTimeoutMs), Groups: cfg.Groups,
+		Txns: cfg.Txns, InterBrokerListener: cfg.InterBrokerListenerName,
 		StaticConfigs: cfg.staticConfigs(), StaticTopicDefaults: cfg.StaticTopicDefaults,
 		MaxIncrementalFetchSessionCacheSlots: cfg.MaxIncrementalFetchSessionCacheSlots, Logger: b.log,
 	}, b.rnd)

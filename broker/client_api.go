@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kraftd/kraftd/coordinator/group"
+	"github.com/kraftd/kraftd/coordinator/txn"
 	"github.com/kraftd/kraftd/metadata/image"
 	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/replica"
@@ -102,6 +103,13 @@ type ClientAPIConfig struct {
 	// Groups configures the group coordinator, which serves with Replicas
 	// (FindCoordinator, the group APIs, OffsetCommit/OffsetFetch).
 	Groups GroupConfig
+	// Txns configures the transaction coordinator, which serves with
+	// Replicas (FindCoordinator for transactional ids, AddPartitionsToTxn,
+	// EndTxn, DescribeTransactions, ListTransactions).
+	Txns TxnConfig
+	// InterBrokerListener is the listener the transaction coordinator
+	// reaches partition leaders on (WriteTxnMarkers).
+	InterBrokerListener string
 
 	// MaxIncrementalFetchSessionCacheSlots is
 	// max.incremental.fetch.session.cache.slots: how many incremental fetch
@@ -157,9 +165,10 @@ func (c *ClientAPIConfig) validate() error {
 // alike to clients by construction.
 //
 // Goroutines: one per Metadata request that auto-creates topics, one
-// CreateTopics of __consumer_offsets at a time, and with a replica manager
-// the group coordinator's (started by Start); Close cancels and waits for
-// them all.
+// CreateTopics of __consumer_offsets and one of __transaction_state at a
+// time, and with a replica manager the group coordinator's (started by
+// Start) and the transaction coordinator's driver (started by Register);
+// Close cancels and waits for them all.
 type ClientAPI struct {
 	cfg ClientAPIConfig
 	log *zap.Logger
@@ -169,12 +178,17 @@ type ClientAPI struct {
 
 	mu      sync.Mutex
 	stopped bool
-	wg      sync.WaitGroup     // auto-create requests
+	wg      sync.WaitGroup     // auto-create requests, the transaction coordinator's driver
 	bgCtx   context.Context    // parent of auto-create requests
 	cancel  context.CancelFunc // cancels bgCtx; called by Close
 
 	creatingOffsets bool               // a CreateTopics of __consumer_offsets is in flight; mu
 	groups          *group.Coordinator // with Replicas; started by Start, stopped by Close
+
+	creatingTxnTopic bool             // a CreateTopics of __transaction_state is in flight; mu
+	txns             *txn.Coordinator // with Replicas; its driver started by Register, stopped by Close
+	txnDriver        sync.Once
+	markerClient     *protocol.Client // WriteTxnMarkers to other leaders; closed by Close
 }
 
 // NewClientAPI validates cfg and builds the handlers; Register serves them.
@@ -197,6 +211,9 @@ func newClientAPI(cfg ClientAPIConfig, rnd *lockedRand) *ClientAPI {
 			panic("broker: group coordinator: " + err.Error())
 		}
 	}
+	if cfg.Replicas != nil && cfg.ProducerIDs != nil && !cfg.Txns.Disabled {
+		c.newTxnCoordinator()
+	}
 	return c
 }
 
@@ -212,20 +229,24 @@ func (c *ClientAPI) Start() {
 // listener: Metadata v0-13, CreateTopics v0-7, DeleteTopics v0-6,
 // DescribeConfigs v0-4, CreatePartitions v0-3, DescribeCluster v0-2; with a
 // replica manager also Produce v3-11, Fetch v4-16, ListOffsets v1-8,
-// DeleteRecords v0-2, InitProducerId v0-4, OffsetForLeaderEpoch v0-4 and
-// DescribeLogDirs v0-4; with the group coordinator (a replica manager and
+// DeleteRecords v0-2, InitProducerId v0-4, OffsetForLeaderEpoch v0-4,
+// DescribeLogDirs v0-4, WriteTxnMarkers v0-1 and DescribeProducers v0; with the group coordinator (a replica manager and
 // Groups not Disabled) also the group APIs: OffsetCommit v0-8, OffsetFetch
-// v0-8, FindCoordinator v0-4, JoinGroup v0-9, Heartbeat v0-4, LeaveGroup
-// v0-5, SyncGroup v0-5, DescribeGroups v0-5, ListGroups v0-4, DeleteGroups
-// v0-2, OffsetDelete v0.
+// v0-8, JoinGroup v0-9, Heartbeat v0-4, LeaveGroup v0-5, SyncGroup v0-5,
+// DescribeGroups v0-5, ListGroups v0-4, DeleteGroups v0-2, OffsetDelete v0;
+// with the transaction coordinator (a replica manager and Txns not
+// Disabled) also AddPartitionsToTxn v0-4, EndTxn v0-3, DescribeTransactions
+// v0 and ListTransactions v0-2; with either coordinator FindCoordinator
+// v0-4.
 func (c *ClientAPI) Register(reg *protocol.Registry) {
 	for _, a := range clientAPIs {
-		if (a.needs == needsReplicas && c.cfg.Replicas == nil) || (a.needs == needsGroups && c.groups == nil) {
+		if !served(a.needs, c.cfg.Replicas != nil, c.groups != nil, c.txns != nil) {
 			continue
 		}
 		reg.Register(a.key, a.min, capVersion(a.key, a.max, c.cfg.MaxVersions), a.handler(c))
 	}
 	c.registerConfigAdmin(reg)
+	c.startTxnDriver()
 }
 
 // capVersion is max lowered to caps[key] when caps has one (never below
@@ -238,11 +259,15 @@ func capVersion(key, maxV int16, caps map[int16]int16) int16 {
 }
 
 // What an API needs besides the metadata: nothing, the replica manager (the
-// data plane) or the group coordinator.
+// data plane), the group coordinator, the transaction coordinator, or either
+// coordinator (FindCoordinator). Both coordinators run over the replica
+// manager, so each implies it.
 const (
 	needsNothing = iota
 	needsReplicas
 	needsGroups
+	needsTxns
+	needsCoordinator
 )
 
 // clientAPIs is what Register serves.
@@ -258,9 +283,11 @@ var clientAPIs = []struct {
 	{23, 0, 4, needsReplicas, func(c *ClientAPI) protocol.Handler { return c.handleOffsetForLeaderEpoch }},
 	{21, 0, 2, needsReplicas, func(c *ClientAPI) protocol.Handler { return c.handleDeleteRecords }},
 	{35, 0, 4, needsReplicas, func(c *ClientAPI) protocol.Handler { return c.handleDescribeLogDirs }},
+	{27, 0, 1, needsReplicas, func(c *ClientAPI) protocol.Handler { return c.handleWriteTxnMarkers }},
+	{61, 0, 0, needsReplicas, func(c *ClientAPI) protocol.Handler { return c.handleDescribeProducers }},
 	{8, 0, 8, needsGroups, func(c *ClientAPI) protocol.Handler { return c.handleOffsetCommit }},
 	{9, 0, 8, needsGroups, func(c *ClientAPI) protocol.Handler { return c.handleOffsetFetch }},
-	{10, 0, 4, needsGroups, func(c *ClientAPI) protocol.Handler { return c.handleFindCoordinator }},
+	{10, 0, 4, needsCoordinator, func(c *ClientAPI) protocol.Handler { return c.handleFindCoordinator }},
 	{11, 0, 9, needsGroups, func(c *ClientAPI) protocol.Handler { return c.handleJoinGroup }},
 	{12, 0, 4, needsGroups, func(c *ClientAPI) protocol.Handler { return c.handleHeartbeat }},
 	{13, 0, 5, needsGroups, func(c *ClientAPI) protocol.Handler { return c.handleLeaveGroup }},
@@ -269,6 +296,10 @@ var clientAPIs = []struct {
 	{16, 0, 4, needsGroups, func(c *ClientAPI) protocol.Handler { return c.handleListGroups }},
 	{42, 0, 2, needsGroups, func(c *ClientAPI) protocol.Handler { return c.handleDeleteGroups }},
 	{47, 0, 0, needsGroups, func(c *ClientAPI) protocol.Handler { return c.handleOffsetDelete }},
+	{24, 0, 4, needsTxns, func(c *ClientAPI) protocol.Handler { return c.handleAddPartitionsToTxn }},
+	{26, 0, 3, needsTxns, func(c *ClientAPI) protocol.Handler { return c.handleEndTxn }},
+	{65, 0, 0, needsTxns, func(c *ClientAPI) protocol.Handler { return c.handleDescribeTransactions }},
+	{66, 0, 2, needsTxns, func(c *ClientAPI) protocol.Handler { return c.handleListTransactions }},
 	{3, 0, 13, needsNothing, func(c *ClientAPI) protocol.Handler { return c.handleMetadata }},
 	{19, 0, 7, needsNothing, func(c *ClientAPI) protocol.Handler { return c.handleCreateTopics }},
 	{20, 0, 6, needsNothing, func(c *ClientAPI) protocol.Handler { return c.handleDeleteTopics }},
@@ -277,14 +308,34 @@ var clientAPIs = []struct {
 	{60, 0, 2, needsNothing, func(c *ClientAPI) protocol.Handler { return c.handleDescribeCluster }},
 }
 
+// served says whether an API needing what needs is served with the data
+// plane, the group coordinator and the transaction coordinator as given.
+func served(needs int, dataPlane, groups, txns bool) bool {
+	switch needs {
+	case needsNothing:
+		return true
+	case needsReplicas:
+		return dataPlane
+	case needsGroups:
+		return dataPlane && groups
+	case needsTxns:
+		return dataPlane && txns
+	case needsCoordinator:
+		return dataPlane && (groups || txns)
+	}
+	return false
+}
+
 // ClientAPIVersions are the keys and version ranges Register serves, with
-// the data plane or without and with maxVersions as ClientAPIConfig's, for
-// a listener that must advertise them before its ClientAPI exists (a
-// ZooKeeper-era broker binds its listener before it knows the cluster id).
-func ClientAPIVersions(dataPlane, groups bool, maxVersions map[int16]int16) []kmsg.ApiVersionsResponseApiKey {
+// the data plane or without, with the group and transaction coordinators or
+// without (both need the data plane) and with maxVersions as
+// ClientAPIConfig's, for a listener that must advertise them before its
+// ClientAPI exists (a ZooKeeper-era broker binds its listener before it
+// knows the cluster id).
+func ClientAPIVersions(dataPlane, groups, txns bool, maxVersions map[int16]int16) []kmsg.ApiVersionsResponseApiKey {
 	var out []kmsg.ApiVersionsResponseApiKey
 	for _, a := range clientAPIs {
-		if a.needs == needsNothing || (a.needs == needsReplicas && dataPlane) || (a.needs == needsGroups && dataPlane && groups) {
+		if served(a.needs, dataPlane, groups, txns) {
 			out = append(out, kmsg.ApiVersionsResponseApiKey{ApiKey: a.key, MinVersion: a.min,
 				MaxVersion: capVersion(a.key, a.max, maxVersions)})
 		}
@@ -302,6 +353,10 @@ func (c *ClientAPI) Close() {
 	c.wg.Wait()
 	if c.groups != nil {
 		c.groups.Close()
+	}
+	if c.txns != nil {
+		c.txns.Close()
+		c.markerClient.Close()
 	}
 }
 

@@ -223,7 +223,7 @@ func TestClientAPIMaxVersions(t *testing.T) {
 	if _, maxV, _, _ := reg.Lookup(60); maxV != 2 {
 		t.Fatalf("a cap above the newest version changed DescribeCluster to v%d", maxV)
 	}
-	for _, v := range ClientAPIVersions(false, false, caps) {
+	for _, v := range ClientAPIVersions(false, false, false, caps) {
 		if minV, maxV, _, ok := reg.Lookup(v.ApiKey); !ok || minV != v.MinVersion || maxV != v.MaxVersion {
 			t.Errorf("API %d listed v%d-v%d, served v%d-v%d (%v)", v.ApiKey, v.MinVersion, v.MaxVersion, minV, maxV, ok)
 		}

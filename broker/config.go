@@ -120,6 +120,8 @@ type Config struct {
 	DefaultReplicationFactor int16
 	// Groups configures the group coordinator (with Replicas).
 	Groups GroupConfig
+	// Txns configures the transaction coordinator (with Replicas).
+	Txns TxnConfig
 
 	// OnFatal is called once, from a broker goroutine, when the broker must
 	// stop: a committed record it cannot apply, or no registration within

@@ -63,6 +63,8 @@ var replicaErrorCodes = []struct {
 	{replica.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber.Code},
 	{replica.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch.Code},
 	{replica.ErrTransactionsUnsupported, kerr.InvalidTxnState.Code},
+	{replica.ErrInvalidTxnState, kerr.InvalidTxnState.Code},
+	{replica.ErrCoordinatorFenced, kerr.TransactionCoordinatorFenced.Code},
 	{replica.ErrOffsetOutOfRange, kerr.OffsetOutOfRange.Code},
 	{replica.ErrStorage, kerr.KafkaStorageError.Code},
 }

@@ -24,15 +24,21 @@
 //     partitions, consumers and follower replicas), ListOffsets (2),
 //     Metadata (3), CreateTopics (19, forwarded), DeleteTopics (20,
 //     forwarded), InitProducerId (22), OffsetForLeaderEpoch (23),
-//     DescribeConfigs (32), CreatePartitions (37, forwarded), DescribeQuorum
-//     (55, forwarded), DescribeCluster (60), and ApiVersions decoration (18);
-//     with a replica manager the group APIs too: OffsetCommit (8),
-//     OffsetFetch (9), FindCoordinator (10), JoinGroup (11), Heartbeat (12),
-//     LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16),
-//     DeleteGroups (42) and OffsetDelete (47), answered by the group
-//     coordinator (package coordinator/group, groups.go), which keeps its
-//     state in __consumer_offsets; FindCoordinator creates that topic
-//     through the controller on first use.
+//     WriteTxnMarkers (27, from transaction coordinators), DescribeConfigs
+//     (32), CreatePartitions (37, forwarded), DescribeQuorum (55,
+//     forwarded), DescribeCluster (60), DescribeProducers (61), and
+//     ApiVersions decoration (18); with a replica manager the group APIs
+//     too: OffsetCommit (8), OffsetFetch (9), FindCoordinator (10), JoinGroup
+//     (11), Heartbeat (12), LeaveGroup (13), SyncGroup (14), DescribeGroups
+//     (15), ListGroups (16), DeleteGroups (42) and OffsetDelete (47),
+//     answered by the group coordinator (package coordinator/group,
+//     groups.go), which keeps its state in __consumer_offsets; and the
+//     transaction APIs: FindCoordinator (10, transactional ids),
+//     AddPartitionsToTxn (24), EndTxn (26), DescribeTransactions (65) and
+//     ListTransactions (66), answered by the transaction coordinator
+//     (package coordinator/txn, txns.go), which keeps its state in
+//     __transaction_state; FindCoordinator creates either topic through the
+//     controller on first use.
 //   - data plane (data_plane.go): with Config.Replicas set, the publisher
 //     calls SyncReplicas after every publish, so the replica manager hosts,
 //     leads and follows exactly what the image assigns to this broker and
@@ -69,8 +75,12 @@
 //	                  Start and Stop/Kill
 //	    auto-create   one per Metadata request that auto-creates topics
 //	                  (only with auto.create.topics.enable), and one
-//	                  CreateTopics of __consumer_offsets at a time;
-//	                  ClientAPI.Close (called by Stop) cancels and waits
+//	                  CreateTopics of __consumer_offsets and one of
+//	                  __transaction_state at a time; ClientAPI.Close
+//	                  (called by Stop) cancels and waits
+//	    txn driver    the transaction coordinator's Tick (timeouts, marker
+//	                  retries, __transaction_state leadership), started by
+//	                  Register, stopped by ClientAPI.Close
 //	    group.Coordinator  its driver (timers, following leadership of
 //	                  __consumer_offsets) and partition loaders, started by
 //	                  Broker.Start, stopped by ClientAPI.Close; JoinGroup and

@@ -39,7 +39,7 @@ func untilReady(ctx context.Context, fn func() error) error {
 	}
 }
 
-func sweepFindCoordinator(ctx context.Context, e *sweepEnv, v int16) error {
+func sweepFindGroupCoordinator(ctx context.Context, e *sweepEnv, v int16) error {
 	return untilReady(ctx, func() error {
 		req := kmsg.NewPtrFindCoordinatorRequest()
 		key := fmt.Sprintf("sweep-find-v%d", v)

@@ -58,6 +58,8 @@ var sweepOrder = []struct {
 	{2, sweepListOffsets},
 	{23, sweepOffsetForLeaderEpoch},
 	{1, sweepFetch},
+	{27, sweepWriteTxnMarkers},
+	{61, sweepDescribeProducers},
 	{10, sweepFindCoordinator},
 	{11, sweepJoinGroup},
 	{14, sweepSyncGroup},
@@ -71,16 +73,24 @@ var sweepOrder = []struct {
 	{42, sweepDeleteGroups},
 	{35, sweepDescribeLogDirs},
 	{21, sweepDeleteRecords},
+	{24, sweepAddPartitionsToTxn},
+	{26, sweepEndTxn},
+	{65, sweepDescribeTransactions},
+	{66, sweepListTransactions},
 	{20, sweepDeleteTopics},
 }
 
 // newSweepEnv starts the KRaft sweep fixture: one controller (id 1), one
 // broker (id 2), and the topic e.topic with two partitions.
 func newSweepEnv(t *testing.T, clientID string) *sweepEnv {
-	// One broker: __consumer_offsets needs replication factor 1; no
-	// initial rebalance delay, so each JoinGroup version answers at once.
+	// One broker: __consumer_offsets and __transaction_state need
+	// replication factor 1 (and the latter min ISR 1), so the group and
+	// transaction APIs are swept on coordinators that exist; no initial
+	// rebalance delay, so each JoinGroup version answers at once.
 	c := newCluster(t, Controllers(1), Brokers(1), Override("offsets.topic.replication.factor", "1"),
-		Override("group.initial.rebalance.delay.ms", "0"))
+		Override("group.initial.rebalance.delay.ms", "0"),
+		Override("transaction.state.log.replication.factor", "1"),
+		Override("transaction.state.log.min.isr", "1"), Override("transaction.state.log.num.partitions", "4"))
 	waitRunning(t, c)
 	return sweepFixture(t, c, 2, clientID)
 }
@@ -113,6 +123,7 @@ func TestVersionSweep(t *testing.T) {
 // version it advertises just as well.
 func TestLegacyVersionSweep(t *testing.T) {
 	const noLegacyGroups = "zk-legacy brokers run no group coordinator yet (issue 16)"
+	const noLegacyTxns = "zk-legacy brokers run no transaction coordinator yet (issue 16)"
 	c, _ := newLegacyCluster(t, 1)
 	legacyBrokerIDs(t, c)
 	const interBroker = "ZooKeeper-era inter-broker request (controller push, controlled shutdown or AlterPartition), covered by legacyzk's tests"
@@ -120,7 +131,7 @@ func TestLegacyVersionSweep(t *testing.T) {
 		absent: map[int16]string{55: "a zk-legacy cluster has no KRaft quorum to describe",
 			8: noLegacyGroups, 9: noLegacyGroups, 10: noLegacyGroups, 11: noLegacyGroups, 12: noLegacyGroups,
 			13: noLegacyGroups, 14: noLegacyGroups, 15: noLegacyGroups, 16: noLegacyGroups, 42: noLegacyGroups,
-			47: noLegacyGroups,
+			47: noLegacyGroups, 24: noLegacyTxns, 26: noLegacyTxns, 65: noLegacyTxns, 66: noLegacyTxns,
 			33: "zk-legacy brokers do not alter configs yet", 44: "zk-legacy brokers do not alter configs yet"},
 		notClient: map[int16]string{4: interBroker, 5: interBroker, 6: interBroker, 7: interBroker, 56: interBroker},
 	})

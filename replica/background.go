@@ -14,8 +14,9 @@ import (
 
 // Start runs the manager's background goroutine (Kafka's LogManager
 // scheduler tasks): every RetentionCheckIntervalMs it deletes segments by
-// retention (CleanupLogs), and it writes each checkpoint file at its own
-// interval. Close stops it and waits for it. Start is called
+// retention (CleanupLogs), every ProducerIDExpirationCheckIntervalMs it
+// expires idle producers (RemoveExpiredProducers), and it writes each
+// checkpoint file at its own interval. Close stops it and waits for it. Start is called
 // at most once; a manager never started does no background work, which is
 // what most tests want.
 func (m *Manager) Start() {
@@ -35,8 +36,9 @@ func (m *Manager) run(ctx context.Context) {
 	hwCkpt := every(m.cfg.HighWatermarkCheckpointIntervalMs)
 	recoveryCkpt := every(m.cfg.RecoveryPointCheckpointIntervalMs)
 	startCkpt := every(m.cfg.LogStartOffsetCheckpointIntervalMs)
+	expiry := every(m.cfg.ProducerIDExpirationCheckIntervalMs)
 	defer func() {
-		for _, t := range []*time.Ticker{retention, hwCkpt, recoveryCkpt, startCkpt} {
+		for _, t := range []*time.Ticker{retention, hwCkpt, recoveryCkpt, startCkpt, expiry} {
 			t.Stop()
 		}
 	}()
@@ -57,6 +59,8 @@ func (m *Manager) run(ctx context.Context) {
 			checkpoint(recoveryPoints)
 		case <-startCkpt.C:
 			checkpoint(logStartOffsets)
+		case <-expiry.C:
+			m.RemoveExpiredProducers(m.cfg.Now().UnixMilli())
 		case <-m.deleteKick:
 			m.removeDoomed()
 		}
@@ -81,6 +85,17 @@ func (m *Manager) CleanupLogs(nowMs int64) int {
 		if _, err := p.compact(nowMs); err != nil {
 			m.log.Error("compaction failed", zap.Stringer("partition", p.tp), zap.Error(err))
 		}
+	}
+	return total
+}
+
+// RemoveExpiredProducers forgets, on every hosted partition, the producers
+// idle for producer.id.expiration.ms at nowMs with no ongoing transaction
+// (Kafka's removeExpiredProducers task); it returns how many went.
+func (m *Manager) RemoveExpiredProducers(nowMs int64) int {
+	total := 0
+	for _, p := range m.partitions() {
+		total += p.removeExpiredProducers(nowMs)
 	}
 	return total
 }

@@ -22,6 +22,12 @@ const (
 	// DefaultDeleteRetentionMs is log.cleaner.delete.retention.ms' default,
 	// one day.
 	DefaultDeleteRetentionMs = 24 * 60 * 60 * 1000
+	// DefaultProducerIDExpirationMs is producer.id.expiration.ms' default,
+	// one day.
+	DefaultProducerIDExpirationMs = 86400000
+	// DefaultProducerIDExpirationCheckIntervalMs is
+	// producer.id.expiration.check.interval.ms' default, 10 minutes.
+	DefaultProducerIDExpirationCheckIntervalMs = 600000
 )
 
 // Codec names of compression.type. "producer" keeps each batch as sent;

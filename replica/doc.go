@@ -36,12 +36,25 @@
 // through AlterPartition to the controller, one change in flight per
 // partition (alter.go).
 //
-// Not yet (issue 13): producer state is rebuilt at open from the active
-// segment only, with no producer-state snapshots (a producer whose last
-// batches are in older segments is unknown after a restart, and an unknown
-// producer may start at any sequence, as in Kafka), and producer ids never
-// expire (producer.id.expiration.ms); a roll fsyncs the old segment on the
-// appending goroutine.
+// Producer state (producer_state.go, Kafka's ProducerStateManager) is
+// updated by leaders and followers alike from every batch they append, so a
+// new leader answers retries as duplicates; it is snapshotted in Kafka's
+// <offset>.snapshot format at every segment roll and at shutdown, reloaded
+// at open (and after a truncation) from the latest readable snapshot plus
+// the batches after it, and producers idle for producer.id.expiration.ms
+// are forgotten.
+//
+// Transactions, partition side (txn.go): transactional batches are admitted
+// only when AppendOptions.VerifyTxn vouches for them; a producer's first
+// one opens its transaction, its COMMIT/ABORT marker (AppendTxnMarker, for
+// WriteTxnMarkers; fenced by producer and coordinator epoch) closes it, an
+// abort enters the log's .txnindex. The last stable offset is the high
+// watermark, or the first offset of the earliest transaction still open or
+// whose marker is not yet committed; read_committed reads stop there and
+// carry the aborted transactions of the range.
+//
+// Not yet (issue 13): a roll fsyncs the old segment on the appending
+// goroutine.
 //
 // # Goroutines
 //

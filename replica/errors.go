@@ -45,10 +45,16 @@ var (
 	// ErrInvalidProducerEpoch: an idempotent batch carries an epoch older than
 	// its producer's latest [INVALID_PRODUCER_EPOCH].
 	ErrInvalidProducerEpoch = errors.New("replica: invalid producer epoch")
-	// ErrTransactionsUnsupported: a transactional batch; kraftd has no
-	// transaction coordinator yet, so no partition is ever part of a
-	// transaction (Kafka's verification answer) [INVALID_TXN_STATE].
+	// ErrTransactionsUnsupported: a transactional batch no transaction
+	// coordinator vouched for (AppendOptions.VerifyTxn nil or refusing; Kafka's
+	// verification answer) [INVALID_TXN_STATE].
 	ErrTransactionsUnsupported = errors.New("replica: transactional batch without a transaction")
+	// ErrInvalidTxnState: a non-transactional batch from a producer whose
+	// transaction is open on the partition [INVALID_TXN_STATE].
+	ErrInvalidTxnState = errors.New("replica: invalid transaction state")
+	// ErrCoordinatorFenced: a transaction marker from a coordinator epoch
+	// older than the last marker's [TRANSACTION_COORDINATOR_FENCED].
+	ErrCoordinatorFenced = errors.New("replica: transaction coordinator fenced")
 	// ErrOffsetOutOfRange: a fetch offset outside the log [OFFSET_OUT_OF_RANGE].
 	ErrOffsetOutOfRange = errors.New("replica: offset out of range")
 	// ErrPolicyViolation: DeleteRecords on a topic whose cleanup.policy

@@ -173,12 +173,9 @@ func (p *Partition) AppendAsFollower(leaderEpoch int32, fetchOffset int64, recor
 	if p.log.EndOffset() != fetchOffset {
 		return nil
 	}
-	if len(batches) > 0 {
-		if err := p.log.Append(batches); err != nil {
+	for _, b := range batches {
+		if err := p.appendBatchLocked(b); err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
-		}
-		for _, b := range batches {
-			p.trackProducer(b)
 		}
 	}
 	if hw := min(leaderHW, p.log.EndOffset()); hw > p.hw.Load() {
@@ -188,24 +185,6 @@ func (p *Partition) AppendAsFollower(leaderEpoch int32, fetchOffset int64, recor
 		p.log.SetStartOffset(leaderStart)
 	}
 	return nil
-}
-
-// trackProducer updates idempotent producer state from a replicated batch,
-// so a new leader still answers a producer's retries as duplicates; mu held.
-func (p *Partition) trackProducer(b storage.Batch) {
-	pid := b.ProducerID()
-	if pid < 0 || b.BaseSequence() < 0 {
-		return
-	}
-	st := p.producers[pid]
-	if st == nil {
-		st = &producerState{epoch: b.ProducerEpoch()}
-		p.producers[pid] = st
-	}
-	if b.ProducerEpoch() >= st.epoch {
-		st.update(b.ProducerEpoch(), producerBatch{firstSeq: b.BaseSequence(),
-			lastSeq: lastSeqOf(b.BaseSequence(), b.LastOffset-b.BaseOffset), firstOffset: b.BaseOffset, lastOffset: b.LastOffset})
-	}
 }
 
 // TruncateOnDivergence cuts the follower's log where it diverges from the
@@ -271,7 +250,11 @@ func (p *Partition) startOverLocked(offset int64, why string) error {
 		return err
 	}
 	p.hw.Store(offset)
-	p.producers = map[int64]*producerState{}
+	// An empty log has no producers, open transactions or aborts; this also
+	// drops producer snapshots past the new start.
+	if err := p.loadProducersLocked(p.hooks.nowMs()); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
+	}
 	return nil
 }
 
@@ -317,8 +300,7 @@ func (p *Partition) truncateLocked(offset int64) error {
 	if p.hw.Load() > end {
 		p.hw.Store(end)
 	}
-	p.producers = map[int64]*producerState{}
-	if err := p.loadProducers(); err != nil {
+	if err := p.loadProducersLocked(p.hooks.nowMs()); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
 	}
 	return nil

@@ -53,6 +53,16 @@ type Config struct {
 	// caught up with the leader's log end for this long leaves the ISR. Zero
 	// or negative: DefaultReplicaLagTimeMaxMs.
 	ReplicaLagTimeMaxMs int64
+	// ProducerIDExpirationMs is producer.id.expiration.ms: a producer with
+	// no ongoing transaction whose last batch's timestamp is this far in the
+	// past is forgotten by its partitions (a retry of its batches is then no
+	// longer a duplicate). Zero or negative: DefaultProducerIDExpirationMs.
+	ProducerIDExpirationMs int64
+	// ProducerIDExpirationCheckIntervalMs is
+	// producer.id.expiration.check.interval.ms: how often the background
+	// goroutine expires producers. Zero or negative:
+	// DefaultProducerIDExpirationCheckIntervalMs.
+	ProducerIDExpirationCheckIntervalMs int64
 	// Fetch configures the follower fetchers (replica.fetch.*).
 	Fetch FetchConfig
 	// Now is the wall clock retention compares record timestamps with and
@@ -79,6 +89,8 @@ func (c *Config) Validate() error {
 	if c.RetentionCheckIntervalMs <= 0 {
 		c.RetentionCheckIntervalMs = DefaultRetentionCheckIntervalMs
 	}
+	setDefault(&c.ProducerIDExpirationMs, DefaultProducerIDExpirationMs)
+	setDefault(&c.ProducerIDExpirationCheckIntervalMs, DefaultProducerIDExpirationCheckIntervalMs)
 	if c.ReplicaLagTimeMaxMs <= 0 {
 		c.ReplicaLagTimeMaxMs = DefaultReplicaLagTimeMaxMs
 	}
@@ -150,7 +162,7 @@ func New(cfg Config) (*Manager, error) {
 	if err := m.loadCheckpoints(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
-	m.hooks = &hooks{log: m.log, now: cfg.Now, lag: cfg.ReplicaLagTimeMaxMs}
+	m.hooks = &hooks{log: m.log, now: cfg.Now, lag: cfg.ReplicaLagTimeMaxMs, producerExpiryMs: cfg.ProducerIDExpirationMs}
 	m.fetchers = newFetcherSet(m)
 	m.isr = newISRLoop(m)
 	return m, nil
@@ -414,7 +426,7 @@ func (m *Manager) removeLocked(tp TopicPartition, deleteLog bool) error {
 	p.stop()
 	m.fetchers.remove(tp)
 	if !deleteLog {
-		err := p.log.Close()
+		err := p.close()
 		m.rememberCheckpoints(p)
 		if err != nil {
 			m.unrecovered[tp] = struct{}{}
@@ -483,7 +495,7 @@ func (m *Manager) Close() error {
 	var errs []error
 	for _, p := range m.parts {
 		p.stop()
-		if err := p.log.Close(); err != nil {
+		if err := p.close(); err != nil {
 			errs = append(errs, err)
 			m.unrecovered[p.tp] = struct{}{}
 		}

@@ -64,6 +64,13 @@ type Partition struct {
 	pending    *pendingISR // the AlterPartition in flight, if any
 	epochStart int64
 	producers  map[int64]*producerState
+	// snapEnd is the offset of the latest producer snapshot written or
+	// loaded (the log's first segment base when there is none).
+	snapEnd int64
+	txns    txnTracker
+	// walkAborts collects the aborted transactions a load's walk finds
+	// (non-nil only during the walk).
+	walkAborts []storage.AbortedTxn
 
 	hw atomic.Int64
 
@@ -82,37 +89,11 @@ func newPartition(st PartitionState, brokerID int32, log *storage.Log, cfg Topic
 	if hw >= 0 {
 		p.hw.Store(min(max(hw, log.StartOffset()), log.EndOffset()))
 	}
-	if err := p.loadProducers(); err != nil {
+	if err := p.loadProducersLocked(h.nowMs()); err != nil {
 		return nil, err
 	}
 	p.become(st)
 	return p, nil
-}
-
-// loadProducers rebuilds idempotent producer state from the batches of the
-// active segment (the newest data: where a producer retrying after a broker
-// restart has its last batches), so a retry that was appended before the
-// restart is still answered as a duplicate. Kafka reloads it from
-// producer-state snapshots plus the log after them; kraftd writes no
-// snapshots yet, so a producer whose last batches lie in older segments
-// starts with no state here (any sequence accepted, as Kafka does for an
-// unknown producer).
-func (p *Partition) loadProducers() error {
-	return p.log.WalkBatches(p.log.ActiveSegmentBase(), func(h storage.BatchInfo) bool {
-		if h.ProducerID < 0 || h.BaseSequence < 0 {
-			return true
-		}
-		st := p.producers[h.ProducerID]
-		if st == nil {
-			st = &producerState{epoch: h.ProducerEpoch}
-			p.producers[h.ProducerID] = st
-		}
-		if h.ProducerEpoch >= st.epoch {
-			st.update(h.ProducerEpoch, producerBatch{firstSeq: h.BaseSequence,
-				lastSeq: lastSeqOf(h.BaseSequence, h.LastOffset-h.BaseOffset), firstOffset: h.BaseOffset, lastOffset: h.LastOffset})
-		}
-		return true
-	})
 }
 
 // Config is the topic configuration the partition's log follows.
@@ -138,17 +119,24 @@ func (p *Partition) deleteOldSegments(nowMs int64) (int, error) {
 	if !cfg.Delete {
 		return 0, nil
 	}
-	return p.log.DeleteOldSegments(nowMs, p.hw.Load(), storage.Retention{Ms: cfg.RetentionMs, Bytes: cfg.RetentionBytes})
+	n, err := p.log.DeleteOldSegments(nowMs, p.hw.Load(), storage.Retention{Ms: cfg.RetentionMs, Bytes: cfg.RetentionBytes})
+	if n > 0 {
+		p.deleteProducerSnapshotsBelow(p.log.FirstSegmentBase())
+	}
+	return n, err
 }
 
-// compact compacts the log's closed segments below the high watermark when
-// the topic's cleanup.policy includes compact.
+// compact compacts the log's closed segments below the last stable offset
+// (the high watermark when no transaction is open) when the topic's
+// cleanup.policy includes compact: as Kafka's cleaner stops at the first
+// unstable offset, a record of an open transaction, which may yet abort,
+// never supersedes a committed one.
 func (p *Partition) compact(nowMs int64) (storage.CompactStats, error) {
 	cfg := p.cfg.Load()
 	if !cfg.Compact {
 		return storage.CompactStats{}, nil
 	}
-	return p.log.Compact(nowMs, p.hw.Load(), cfg.DeleteRetentionMs)
+	return p.log.Compact(nowMs, p.LastStableOffset(), cfg.DeleteRetentionMs)
 }
 
 // TopicPartition is the partition's name.
@@ -288,6 +276,16 @@ type AppendOptions struct {
 	// (message.timestamp.type=LogAppendTime); -1 keeps the producer's
 	// timestamps (CreateTime).
 	LogAppendTimeMs int64
+	// VerifyTxn admits a transactional batch: it answers whether producer
+	// (id, epoch) has an ongoing transaction that includes this partition
+	// (the transaction coordinator's word, KIP-890's verification). It is
+	// called without the partition's lock held. An error wrapping
+	// ErrNotEnoughReplicas is returned as it is (retriable: the coordinator
+	// is loading, moving or unreachable), any other refuses the batch. Nil
+	// refuses every transactional batch (ErrTransactionsUnsupported): a
+	// transaction nobody will end would hold the last stable offset, and so
+	// every read_committed consumer, forever.
+	VerifyTxn func(producerID int64, producerEpoch int16) error
 }
 
 // AppendResult is the outcome of a leader append.
@@ -316,8 +314,26 @@ func (p *Partition) AppendAsLeader(records []byte, opts AppendOptions) (AppendRe
 	if err != nil {
 		return AppendResult{}, err
 	}
+	// The coordinator is asked before the partition is locked: it may take
+	// locks of its own (and of other partitions) that must never wait on
+	// this one.
+	// A producer whose transaction is already open here at this epoch was
+	// verified by its first batch (KIP-890's verification guard); the
+	// append checks again under the lock that it still is.
+	txnErr := ErrTransactionsUnsupported
+	if b.Transactional() && opts.VerifyTxn != nil {
+		if p.txnOngoing(b.ProducerID(), b.ProducerEpoch()) {
+			txnErr = errTxnOngoing
+		} else if verr := opts.VerifyTxn(b.ProducerID(), b.ProducerEpoch()); errors.Is(verr, ErrNotEnoughReplicas) {
+			txnErr = verr // the coordinator could not answer yet: the producer retries
+		} else if verr != nil {
+			txnErr = fmt.Errorf("%w: %w", ErrTransactionsUnsupported, verr)
+		} else {
+			txnErr = nil
+		}
+	}
 	p.mu.Lock()
-	res, moved, err := p.appendLocked(b, opts)
+	res, moved, err := p.appendLocked(b, opts, txnErr)
 	p.mu.Unlock()
 	if err == nil && !res.Duplicate {
 		p.notifyAppend()
@@ -328,7 +344,7 @@ func (p *Partition) AppendAsLeader(records []byte, opts AppendOptions) (AppendRe
 	return res, err
 }
 
-func (p *Partition) appendLocked(b storage.Batch, opts AppendOptions) (AppendResult, bool, error) {
+func (p *Partition) appendLocked(b storage.Batch, opts AppendOptions, txnErr error) (AppendResult, bool, error) {
 	if !p.isLeader() {
 		return AppendResult{}, false, fmt.Errorf("%w: %s is led by %d", ErrNotLeader, p.tp, p.state.Leader)
 	}
@@ -337,17 +353,18 @@ func (p *Partition) appendLocked(b storage.Batch, opts AppendOptions) (AppendRes
 			ErrNotEnoughReplicas, len(p.state.ISR), opts.MinInsyncReplicas)
 	}
 	pid, epoch := b.ProducerID(), b.ProducerEpoch()
-	var seq producerBatch
 	if pid >= 0 {
-		seq.firstSeq = b.BaseSequence()
-		seq.lastSeq = lastSeqOf(seq.firstSeq, b.LastOffset-b.BaseOffset)
-		dup, err := p.producers[pid].check(epoch, seq.firstSeq, seq.lastSeq)
+		firstSeq := b.BaseSequence()
+		dup, err := p.producers[pid].check(epoch, firstSeq, lastSeqOf(firstSeq, b.LastOffset-b.BaseOffset))
 		if err != nil {
 			return AppendResult{}, false, err
 		}
 		if dup != nil {
 			return AppendResult{BaseOffset: dup.firstOffset, LastOffset: dup.lastOffset,
 				LogStartOffset: p.log.StartOffset(), LogAppendTimeMs: -1, Duplicate: true}, false, nil
+		}
+		if err := p.checkTxnLocked(b, txnErr); err != nil {
+			return AppendResult{}, false, err
 		}
 	}
 	b.SetBaseOffset(p.log.EndOffset())
@@ -357,17 +374,8 @@ func (p *Partition) appendLocked(b storage.Batch, opts AppendOptions) (AppendRes
 		b.SetLogAppendTime(opts.LogAppendTimeMs)
 		appendTimeMs = opts.LogAppendTimeMs
 	}
-	if err := p.log.Append([]storage.Batch{b}); err != nil {
+	if err := p.appendBatchLocked(b); err != nil {
 		return AppendResult{}, false, fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
-	}
-	if pid >= 0 {
-		st := p.producers[pid]
-		if st == nil {
-			st = &producerState{epoch: epoch}
-			p.producers[pid] = st
-		}
-		seq.firstOffset, seq.lastOffset = b.BaseOffset, b.LastOffset
-		st.update(epoch, seq)
 	}
 	moved := p.maybeAdvanceHW(p.hooks.nowMs())
 	return AppendResult{BaseOffset: b.BaseOffset, LastOffset: b.LastOffset, LogStartOffset: p.log.StartOffset(),
@@ -401,8 +409,8 @@ func (p *Partition) validate(records []byte) (storage.Batch, error) {
 		return storage.Batch{}, fmt.Errorf("%w: %d bytes, max %d", ErrMessageTooLarge, b.Size(), cfg.MaxMessageBytes)
 	case b.Control:
 		return storage.Batch{}, fmt.Errorf("%w: control batches come from brokers, not clients", ErrInvalidRecord)
-	case b.Transactional():
-		return storage.Batch{}, ErrTransactionsUnsupported
+	case b.Transactional() && b.ProducerID() < 0:
+		return storage.Batch{}, fmt.Errorf("%w: transactional batch without a producer id", ErrInvalidRecord)
 	case b.RecordCount() <= 0 || int64(b.RecordCount()) != b.LastOffset-b.BaseOffset+1:
 		return storage.Batch{}, fmt.Errorf("%w: %d records, last offset delta %d", ErrInvalidRecord, b.RecordCount(), b.LastOffset-b.BaseOffset)
 	case b.ProducerID() >= 0 && (b.ProducerEpoch() < 0 || b.BaseSequence() < 0):
@@ -488,27 +496,44 @@ func (p *Partition) CheckReplicasAfterCommit(minISR int) error {
 
 // ReadResult is what a consumer fetch gets from one partition.
 type ReadResult struct {
-	Records        []byte
-	HighWatermark  int64
-	LogStartOffset int64
-	LogEndOffset   int64
+	Records          []byte
+	HighWatermark    int64
+	LastStableOffset int64
+	LogStartOffset   int64
+	LogEndOffset     int64
+	// AbortedTxns are, for read_committed, the aborted transactions that
+	// overlap the records returned or may follow them below the last stable
+	// offset (Fetch's AbortedTransactions); nil for read_uncommitted.
+	AbortedTxns []storage.AbortedTxn
 }
 
-// ReadAsLeader reads for a consumer: whole batches from offset below the high
-// watermark, at most maxBytes except that the first batch comes whole.
+// ReadAsLeader reads for a read_uncommitted consumer: whole batches from
+// offset below the high watermark, at most maxBytes except that the first
+// batch comes whole.
 func (p *Partition) ReadAsLeader(offset int64, maxBytes int, currentLeaderEpoch int32) (ReadResult, error) {
+	return p.ReadAsLeaderIsolated(offset, maxBytes, currentLeaderEpoch, false)
+}
+
+// ReadAsLeaderIsolated is ReadAsLeader with the fetch's isolation level:
+// read_committed reads below the last stable offset instead and gets the
+// aborted transactions of the range read.
+func (p *Partition) ReadAsLeaderIsolated(offset int64, maxBytes int, currentLeaderEpoch int32, readCommitted bool) (ReadResult, error) {
 	p.mu.Lock()
 	err := p.checkLeaderEpoch(currentLeaderEpoch)
 	if err == nil && !p.isLeader() {
 		err = fmt.Errorf("%w: %s is led by %d", ErrNotLeader, p.tp, p.state.Leader)
 	}
+	hw, lso := p.hw.Load(), p.lastStableOffsetLocked()
 	p.mu.Unlock()
 	if err != nil {
 		return ReadResult{}, err
 	}
-	hw := p.hw.Load()
-	res := ReadResult{HighWatermark: hw, LogStartOffset: p.log.StartOffset(), LogEndOffset: p.log.EndOffset()}
-	data, err := p.log.Read(offset, maxBytes, hw)
+	res := ReadResult{HighWatermark: hw, LastStableOffset: lso, LogStartOffset: p.log.StartOffset(), LogEndOffset: p.log.EndOffset()}
+	upTo := hw
+	if readCommitted {
+		upTo = lso
+	}
+	data, err := p.log.Read(offset, maxBytes, upTo)
 	switch {
 	case errors.Is(err, storage.ErrOffsetOutOfRange):
 		return res, fmt.Errorf("%w: %w", ErrOffsetOutOfRange, err)
@@ -516,6 +541,9 @@ func (p *Partition) ReadAsLeader(offset int64, maxBytes int, currentLeaderEpoch 
 		return res, fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
 	}
 	res.Records = data
+	if readCommitted && len(data) > 0 {
+		res.AbortedTxns = p.log.AbortedTxns(offset, upTo)
+	}
 	return res, nil
 }
 
@@ -528,9 +556,9 @@ const (
 )
 
 // OffsetForTimestamp answers ListOffsets for a consumer: the earliest offset,
-// the latest (the high watermark; it is also the last stable offset until
-// transactions exist), the record with the largest timestamp, or the first
-// record whose timestamp is at or after tsMs. found is false when no record
+// the latest (the high watermark; read_uncommitted), the record with the
+// largest timestamp, or the first record whose timestamp is at or after
+// tsMs. found is false when no record
 // qualifies (Kafka answers offset -1, timestamp -1). Right after an election,
 // while the high watermark is below the leader epoch's start offset, latest
 // and a lookup finding nothing below the high watermark are
@@ -538,6 +566,15 @@ const (
 // (KIP-207): the new leader's high watermark may be behind the one consumers
 // saw from the previous leader.
 func (p *Partition) OffsetForTimestamp(tsMs int64, currentLeaderEpoch int32) (offset, foundTsMs int64, leaderEpoch int32, found bool, err error) {
+	return p.OffsetForTimestampIsolated(tsMs, currentLeaderEpoch, false)
+}
+
+// OffsetForTimestampIsolated is OffsetForTimestamp with ListOffsets'
+// isolation level: for read_committed the last stable offset takes the high
+// watermark's place (latest answers it; nothing at or above it is found),
+// as Kafka's fetchOffsetForTimestamp bounds lookups by the last fetchable
+// offset.
+func (p *Partition) OffsetForTimestampIsolated(tsMs int64, currentLeaderEpoch int32, readCommitted bool) (offset, foundTsMs int64, leaderEpoch int32, found bool, err error) {
 	p.mu.Lock()
 	err = p.checkLeaderEpoch(currentLeaderEpoch)
 	if err == nil && !p.isLeader() {
@@ -545,14 +582,20 @@ func (p *Partition) OffsetForTimestamp(tsMs int64, currentLeaderEpoch int32) (of
 	}
 	leaderEpoch, epochStart := p.state.LeaderEpoch, p.epochStart
 	hw := p.hw.Load()
+	// KIP-207 compares the epoch's start with the high watermark itself,
+	// for either isolation level (Kafka's fetchOffsetForTimestamp).
+	realHW := hw
+	if readCommitted {
+		hw = p.lastStableOffsetLocked()
+	}
 	p.mu.Unlock()
 	if err != nil {
 		return -1, -1, -1, false, err
 	}
 	var notFound error // the answer when nothing below hw qualifies
-	if epochStart > hw {
+	if epochStart > realHW {
 		notFound = fmt.Errorf("%w: %s: high watermark %d below leader epoch %d's start offset %d",
-			ErrOffsetNotAvailable, p.tp, hw, leaderEpoch, epochStart)
+			ErrOffsetNotAvailable, p.tp, realHW, leaderEpoch, epochStart)
 	}
 	switch tsMs {
 	case LatestTimestamp:

@@ -20,10 +20,31 @@ type producerBatch struct {
 // partition (Kafka's ProducerStateEntry).
 //
 // INVARIANTS: len(batches) <= retainedBatches, oldest first, all of epoch; each
-// batch's firstSeq follows the previous one's lastSeq.
+// batch's firstSeq follows the previous one's lastSeq; txnFirstOffset is -1
+// or the first offset of the producer's ongoing transaction on the partition.
 type producerState struct {
 	epoch   int16
 	batches []producerBatch
+	// lastTimestampMs is the max timestamp of the producer's last batch
+	// (data or marker): producer.id.expiration.ms counts from it.
+	lastTimestampMs int64
+	// coordinatorEpoch is the epoch of the transaction coordinator that
+	// wrote the producer's last marker here, -1 before any.
+	coordinatorEpoch int32
+	txnFirstOffset   int64
+}
+
+func newProducerState(epoch int16) *producerState {
+	return &producerState{epoch: epoch, lastTimestampMs: -1, coordinatorEpoch: -1, txnFirstOffset: -1}
+}
+
+// firstSeqOf is the first sequence of a batch whose last record has sequence
+// lastSeq and which holds delta+1 records (Kafka's decrementSequence).
+func firstSeqOf(lastSeq, delta int32) int32 {
+	if lastSeq < delta {
+		return math.MaxInt32 - (delta - lastSeq) + 1
+	}
+	return lastSeq - delta
 }
 
 // lastSeqOf is the sequence of a batch's last record: sequences wrap from
@@ -80,11 +101,17 @@ func (s *producerState) check(epoch int16, firstSeq, lastSeq int32) (dup *produc
 
 // update records an appended batch (after check allowed it).
 func (s *producerState) update(epoch int16, b producerBatch) {
-	if epoch != s.epoch {
-		s.epoch, s.batches = epoch, s.batches[:0]
-	}
+	s.setEpoch(epoch)
 	if len(s.batches) == retainedBatches {
 		s.batches = append(s.batches[:0], s.batches[1:]...)
 	}
 	s.batches = append(s.batches, b)
+}
+
+// setEpoch moves the producer to epoch: the batches of an older epoch say
+// nothing about the new one's sequences.
+func (s *producerState) setEpoch(epoch int16) {
+	if epoch != s.epoch {
+		s.epoch, s.batches = epoch, s.batches[:0]
+	}
 }

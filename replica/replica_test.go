@@ -23,11 +23,16 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // batch builds a producer's batch of n records (offsets from 0, as clients send
 // them); pid < 0 makes a non-idempotent batch.
 func batch(n int, pid int64, epoch int16, seq int32) []byte {
+	return batchAt(n, pid, epoch, seq, 1000)
+}
+
+// batchAt is batch with record timestamps from tsMs.
+func batchAt(n int, pid int64, epoch int16, seq int32, tsMs int64) []byte {
 	recs := make([]storage.Record, n)
 	for i := range recs {
-		recs[i] = storage.Record{Value: []byte{byte(i)}, TimestampMs: 1000 + int64(i)}
+		recs[i] = storage.Record{Value: []byte{byte(i)}, TimestampMs: tsMs + int64(i)}
 	}
-	raw := storage.EncodeBatch(0, -1, 1000, false, recs).Raw
+	raw := storage.EncodeBatch(0, -1, tsMs, false, recs).Raw
 	if pid >= 0 {
 		binary.BigEndian.PutUint64(raw[43:], uint64(pid))
 		binary.BigEndian.PutUint16(raw[51:], uint16(epoch))
@@ -337,25 +342,26 @@ func TestApplyReplacesLogOfOlderTopic(t *testing.T) {
 }
 
 // A retry of a batch appended before a broker restart is still a duplicate:
-// producer state is rebuilt from the active segment when the log opens.
+// producer state is snapshotted at shutdown and loaded when the log opens.
 func TestProducerStateSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	m := newManager(t, dir)
 	p := lead(t, m)
-	appendOK(t, p, batch(3, 7, 0, 0))
-	appendOK(t, p, batch(2, 7, 0, 3))
+	now := time.Now().UnixMilli()
+	appendOK(t, p, batchAt(3, 7, 0, 0, now))
+	appendOK(t, p, batchAt(2, 7, 0, 3, now))
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
 	m = newManager(t, dir)
 	p = lead(t, m)
-	if res := appendOK(t, p, batch(2, 7, 0, 3)); !res.Duplicate || res.BaseOffset != 3 {
+	if res := appendOK(t, p, batchAt(2, 7, 0, 3, now)); !res.Duplicate || res.BaseOffset != 3 {
 		t.Fatalf("retry after restart: %+v", res)
 	}
-	if _, err := p.AppendAsLeader(batch(1, 7, 0, 9), acksAll); !errors.Is(err, ErrOutOfOrderSequence) {
+	if _, err := p.AppendAsLeader(batchAt(1, 7, 0, 9, now), acksAll); !errors.Is(err, ErrOutOfOrderSequence) {
 		t.Fatalf("gap after restart: %v", err)
 	}
-	if _, err := p.AppendAsLeader(batch(1, 7, 0, 5), acksAll); err != nil {
+	if _, err := p.AppendAsLeader(batchAt(1, 7, 0, 5, now), acksAll); err != nil {
 		t.Fatalf("next sequence after restart: %v", err)
 	}
 }

@@ -154,11 +154,13 @@ func (r *Replication) validate() error {
 // hooks is what every partition of a manager shares: the clock, the lag
 // bound, and (once replication started) the broker's view and transports.
 type hooks struct {
-	log    *zap.Logger
-	now    func() time.Time
-	lag    int64
-	repl   atomic.Pointer[Replication]
-	submit func(p *Partition, item *AlterPartitionItem)
+	log *zap.Logger
+	now func() time.Time
+	lag int64
+	// producerExpiryMs is producer.id.expiration.ms.
+	producerExpiryMs int64
+	repl             atomic.Pointer[Replication]
+	submit           func(p *Partition, item *AlterPartitionItem)
 }
 
 func (h *hooks) nowMs() int64 { return h.now().UnixMilli() }

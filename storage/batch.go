@@ -427,6 +427,9 @@ func (b Batch) Compression() int8 {
 	return int8(binary.BigEndian.Uint16(b.Raw[offAttributes:]) & attrCompressionMask)
 }
 
+// Attributes are the batch's attributes field.
+func (b Batch) Attributes() uint16 { return binary.BigEndian.Uint16(b.Raw[offAttributes:]) }
+
 // Transactional reports the transactional bit of the batch's attributes.
 func (b Batch) Transactional() bool {
 	return binary.BigEndian.Uint16(b.Raw[offAttributes:])&attrTransactional != 0

@@ -28,10 +28,16 @@ import (
 // (producer id -1), so a log of many small writes to few keys
 // (__consumer_offsets, or an idempotent producer's table) shrinks to about
 // one record per key. Merging drops idempotent producers' ids from closed
-// segments: kraftd rebuilds producer state from the active segment only,
-// and Kafka's cleaner keeps no more than each producer's last batch either.
+// segments: producer state is rebuilt from the latest producer snapshot
+// (taken at every roll, so at the active segment's base) and the batches
+// after it, and Kafka's cleaner keeps no more than each producer's last
+// batch either.
 // Transactional batches are rewritten in place (their markers and the
-// aborted-transaction index need them), control batches kept whole. Not done:
+// aborted-transaction index need them), control batches kept whole, and a
+// swapped segment keeps its .txnindex (file and entries). Records of aborted
+// transactions never count as a key's latest (they supersede nothing, and
+// go themselves); the caller bounds the pass by the last stable offset, so
+// no open transaction is cleaned. Not done:
 // min.cleanable.dirty.ratio and min.compaction.lag.ms (every closed segment
 // below the high watermark is cleanable at once), and an offset map bounded
 // in memory (it holds every key of the cleanable segments).
@@ -74,14 +80,20 @@ func (l *Log) Compact(nowMs, highWatermark, deleteRetentionMs int64) (CompactSta
 		segs = append(segs, sg)
 	}
 	due := len(segs) > 0 && (segs[len(segs)-1].end > l.cleanedTo || nowMs >= l.tombstonesDueMs)
+	var aborted []AbortedTxn
+	if due {
+		for _, sg := range l.segments {
+			aborted = append(aborted, sg.txns...)
+		}
+	}
 	l.mu.RUnlock()
 	if !due {
 		return CompactStats{}, nil
 	}
 	latest := map[string]int64{}
 	for _, sg := range segs {
-		err := scanRecords(sg, func(_ Batch, r rawRecord) {
-			if r.key != nil {
+		err := scanRecords(sg, func(b Batch, r rawRecord) {
+			if r.key != nil && !abortedBatch(b, aborted) {
 				latest[string(r.key)] = r.offset
 			}
 		})
@@ -100,6 +112,23 @@ func (l *Log) Compact(nowMs, highWatermark, deleteRetentionMs int64) (CompactSta
 	l.cleanedTo, l.tombstonesDueMs = segs[len(segs)-1].end, c.nextDueMs
 	l.mu.Unlock()
 	return stats, nil
+}
+
+// abortedBatch: b is a transactional batch of a transaction that was
+// aborted (its range is in the aborted-transaction index). Its records never
+// supersede a key's committed record, as Kafka's cleaner leaves aborted
+// batches out of its offset map: read_committed consumers never saw them.
+func abortedBatch(b Batch, aborted []AbortedTxn) bool {
+	if !b.Transactional() {
+		return false
+	}
+	pid := b.ProducerID()
+	for _, e := range aborted {
+		if e.ProducerID == pid && e.FirstOffset <= b.BaseOffset && b.BaseOffset <= e.LastOffset {
+			return true
+		}
+	}
+	return false
 }
 
 // scanRecords visits every record of a closed segment's data batches.

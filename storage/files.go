@@ -50,7 +50,22 @@ type BatchInfo struct {
 	ProducerID    int64
 	ProducerEpoch int16
 	BaseSequence  int32
+	// Attributes are the batch's attributes (compression, timestamp type,
+	// transactional, control bits).
+	Attributes uint16
+	// ControlType and CoordinatorEpoch describe a control batch's record as
+	// WalkBatches decodes it (a transaction marker's type and coordinator
+	// epoch; -1 for other control records); zero for data batches and in
+	// ScanSegment's results.
+	ControlType      ControlType
+	CoordinatorEpoch int32
 }
+
+// Transactional reports the batch's transactional attribute.
+func (b BatchInfo) Transactional() bool { return b.Attributes&attrTransactional != 0 }
+
+// IsControl reports the batch's control attribute.
+func (b BatchInfo) IsControl() bool { return b.Attributes&attrControl != 0 }
 
 // NextOffset is the offset following the batch.
 func (b BatchInfo) NextOffset() int64 { return b.LastOffset + 1 }
@@ -129,7 +144,8 @@ func ScanSegment(path string, next int64, prevEpoch int32, visit func(BatchInfo,
 		}
 		info := BatchInfo{BaseOffset: b.BaseOffset, LastOffset: b.LastOffset, Epoch: b.Epoch,
 			MaxTimestampMs: b.MaxTimestampMs, Position: res.Valid, Size: size,
-			ProducerID: b.ProducerID(), ProducerEpoch: b.ProducerEpoch(), BaseSequence: b.BaseSequence()}
+			ProducerID: b.ProducerID(), ProducerEpoch: b.ProducerEpoch(), BaseSequence: b.BaseSequence(),
+			Attributes: b.Attributes()}
 		if visit != nil {
 			visit(info, b)
 		}

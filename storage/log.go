@@ -144,6 +144,9 @@ type logSegment struct {
 	// that batch; -1 when empty.
 	maxTsMs, maxTsOffset int64
 	dirty                bool
+	// txns mirror the segment's .txnindex (aborted transactions whose
+	// markers are in the segment), in marker order.
+	txns []AbortedTxn
 }
 
 // OpenLog opens (creating if missing) the partition directory dir and recovers it.
@@ -315,12 +318,12 @@ func (l *Log) repairTail(sg *logSegment, res ScanResult) error {
 		return err
 	}
 	sg.dirty = true
-	return nil
+	return sg.cutTxnIndex(sg.end)
 }
 
 func (l *Log) dropSegmentFiles(bases []int64) error {
 	for _, base := range bases {
-		for _, suffix := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
+		for _, suffix := range segmentSuffixes {
 			path := filepath.Join(l.dir, SegmentFileName(base, suffix))
 			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
@@ -349,6 +352,10 @@ func (l *Log) openSegment(base int64) (*logSegment, error) {
 		return nil, err
 	}
 	if sg.tidxFile, err = openIndexFile(filepath.Join(l.dir, SegmentFileName(base, TimeIndexSuffix))); err != nil {
+		sg.close()
+		return nil, err
+	}
+	if err := sg.loadTxnIndex(); err != nil {
 		sg.close()
 		return nil, err
 	}
@@ -422,7 +429,7 @@ func (sg *logSegment) readHeader(pos int64) (BatchInfo, error) {
 		Epoch: int32(be.Uint32(h[offLeaderEpoch:])), MaxTimestampMs: int64(be.Uint64(h[offMaxTimestamp:])),
 		Position: pos, Size: length + logOverhead,
 		ProducerID: int64(be.Uint64(h[offProducerID:])), ProducerEpoch: int16(be.Uint16(h[offProducerEpoch:])),
-		BaseSequence: int32(be.Uint32(h[offBaseSequence:])),
+		BaseSequence: int32(be.Uint32(h[offBaseSequence:])), Attributes: be.Uint16(h[offAttributes:]),
 	}, nil
 }
 
@@ -509,6 +516,13 @@ func (l *Log) addSegment(base int64) error {
 		}
 	}
 	sg.size = 0
+	if len(sg.txns) > 0 { // likewise a stale aborted-transaction index
+		sg.txns = nil
+		if err := sg.writeTxnIndex(); err != nil {
+			sg.close()
+			return err
+		}
+	}
 	l.segments = append(l.segments, sg)
 	return SyncDir(l.dir)
 }
@@ -794,7 +808,8 @@ func (l *Log) ActiveSegmentBase() int64 {
 }
 
 // WalkBatches calls fn with the header of every batch from the one holding
-// from to the log end, in order, reading headers only; fn returning false
+// from to the log end, in order, reading headers only (and a control
+// batch's record: its ControlType and CoordinatorEpoch); fn returning false
 // stops the walk.
 func (l *Log) WalkBatches(from int64, fn func(BatchInfo) bool) error {
 	l.mu.RLock()
@@ -809,6 +824,9 @@ func (l *Log) WalkBatches(from int64, fn func(BatchInfo) bool) error {
 			if err != nil {
 				return err
 			}
+			if h.IsControl() {
+				h.ControlType, h.CoordinatorEpoch = sg.readControl(h)
+			}
 			if h.LastOffset >= from && !fn(h) {
 				return nil
 			}
@@ -816,6 +834,28 @@ func (l *Log) WalkBatches(from int64, fn func(BatchInfo) bool) error {
 		}
 	}
 	return nil
+}
+
+// maxControlBatchBytes bounds what WalkBatches reads of a control batch
+// (one small record; Kafka's markers are 78 bytes).
+const maxControlBatchBytes = 64 << 10
+
+// readControl decodes the control record of the control batch h; a batch
+// that does not decode (or is implausibly large) gives type -1.
+func (sg *logSegment) readControl(h BatchInfo) (ControlType, int32) {
+	if h.Size > maxControlBatchBytes {
+		return -1, -1
+	}
+	buf := make([]byte, h.Size)
+	if _, err := sg.f.ReadAt(buf, h.Position); err != nil {
+		return -1, -1
+	}
+	b, err := ParseBatch(buf)
+	if err != nil {
+		return -1, -1
+	}
+	info := b.Info()
+	return info.ControlType, info.CoordinatorEpoch
 }
 
 // OffsetForTimestamp finds the first batch whose max timestamp is at or after

@@ -111,7 +111,7 @@ func (l *Log) deleteWhile(highWatermark int64, due func(*logSegment) bool) (int,
 	var errs []error
 	for _, sg := range doomed {
 		errs = append(errs, sg.close())
-		for _, suffix := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
+		for _, suffix := range segmentSuffixes {
 			err := os.Remove(filepath.Join(l.dir, SegmentFileName(sg.base, suffix)))
 			if !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, err)

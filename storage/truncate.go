@@ -127,7 +127,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 // removeSegment closes sg and deletes its files.
 func (l *Log) removeSegment(sg *logSegment) error {
 	_ = sg.close() // its files are going away
-	for _, suffix := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
+	for _, suffix := range segmentSuffixes {
 		path := filepath.Join(l.dir, SegmentFileName(sg.base, suffix))
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
@@ -156,6 +156,9 @@ func (l *Log) cutSegment(sg *logSegment, offset int64) error {
 		return nil
 	}
 	if err := sg.f.Truncate(pos); err != nil {
+		return err
+	}
+	if err := sg.cutTxnIndex(offset); err != nil {
 		return err
 	}
 	size := pos

@@ -66,6 +66,7 @@ func (r *brokerRole) Prepare(context.Context) error {
 		DefaultNumPartitions:                 cfg.NumPartitions,
 		DefaultReplicationFactor:             cfg.DefaultReplicationFactor,
 		Groups:                               groupConfig(cfg),
+		Txns:                                 txnConfig(cfg),
 		OnFatal:                              r.a.reportFatal,
 		Logger:                               cfg.Logger,
 	})
@@ -126,6 +127,18 @@ func groupConfig(cfg *Config) broker.GroupConfig {
 		OffsetMetadataMaxBytes:          cfg.OffsetMetadataMaxBytes,
 		CommitTimeoutMs:                 cfg.OffsetsCommitTimeoutMs,
 		GroupMaxSize:                    cfg.GroupMaxSize,
+	}
+}
+
+// txnConfig is the transaction coordinator's part of cfg.
+func txnConfig(cfg *Config) broker.TxnConfig {
+	return broker.TxnConfig{
+		NumPartitions:     cfg.TransactionStateLogNumPartitions,
+		ReplicationFactor: cfg.TransactionStateLogReplicationFactor,
+		MinInsyncReplicas: int(cfg.TransactionStateLogMinISR),
+		SegmentBytes:      cfg.TransactionStateLogSegmentBytes,
+		MaxTimeoutMs:      cfg.TransactionMaxTimeoutMs,
+		IDExpirationMs:    cfg.TransactionalIDExpirationMs,
 	}
 }
 

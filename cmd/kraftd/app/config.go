@@ -180,6 +180,19 @@ type Config struct {
 	LogRetentionBytes int64
 	// LogRetentionCheckIntervalMs: log.retention.check.interval.ms.
 	LogRetentionCheckIntervalMs int64
+	// ProducerIDExpirationMs and ProducerIDExpirationCheckIntervalMs:
+	// producer.id.expiration.ms and producer.id.expiration.check.interval.ms.
+	ProducerIDExpirationMs, ProducerIDExpirationCheckIntervalMs int64
+	// The transaction coordinator's settings, under Kafka's names:
+	// transaction.state.log.num.partitions, .replication.factor, .min.isr,
+	// .segment.bytes, transaction.max.timeout.ms.
+	TransactionStateLogNumPartitions     int32
+	TransactionStateLogReplicationFactor int16
+	TransactionStateLogMinISR            int32
+	TransactionStateLogSegmentBytes      int32
+	TransactionMaxTimeoutMs              int32
+	// TransactionalIDExpirationMs: transactional.id.expiration.ms.
+	TransactionalIDExpirationMs int64
 	// HighWatermarkCheckpointIntervalMs,
 	// RecoveryPointCheckpointIntervalMs and
 	// LogStartOffsetCheckpointIntervalMs:

@@ -48,6 +48,8 @@ func TestDefaultConfigMatchesKafka(t *testing.T) {
 		{"replica fetch response max bytes", int64(c.ReplicaFetchResponseMaxBytes), 10 << 20},
 		{"replica fetch backoff", int64(c.ReplicaFetchBackoffMs), 1000},
 		{"replica fetchers", int64(c.NumReplicaFetchers), 1},
+		{"producer id expiration", c.ProducerIDExpirationMs, 86400000},
+		{"producer id expiration check", c.ProducerIDExpirationCheckIntervalMs, 600000},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {

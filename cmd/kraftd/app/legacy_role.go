@@ -216,7 +216,7 @@ func controllerViewHandler(lb *legacyzk.Broker) http.Handler {
 // client waits instead of being cut off. A failed start closes the
 // listener, which ends the waits.
 func gateClientAPIs(reg *protocol.Registry, ready <-chan struct{}) {
-	for _, v := range broker.ClientAPIVersions(true, false, legacyMaxVersions) {
+	for _, v := range broker.ClientAPIVersions(true, false, false, legacyMaxVersions) {
 		if _, _, _, served := reg.Lookup(v.ApiKey); served {
 			continue // ApiVersions, or a push API
 		}
@@ -256,10 +256,13 @@ func (r *legacyRole) clientAPIConfig(lb *legacyzk.Broker, replicas *replica.Mana
 		MinInsyncReplicas:                    int(cfg.MinInsyncReplicas),
 		LogMessageTimestampType:              cfg.LogMessageTimestampType,
 		MaxVersions:                          legacyMaxVersions,
-		// No group coordinator in zk-legacy yet (issue 16): creating
-		// __consumer_offsets and moving coordinators are not wired to the
-		// ZooKeeper-era controller, so the group APIs are not advertised.
+		// No group or transaction coordinator in zk-legacy yet (issue 16):
+		// creating __consumer_offsets and __transaction_state and moving
+		// coordinators are not wired to the ZooKeeper-era controller, so
+		// the group and transaction APIs are not advertised (the partition
+		// side of transactions, WriteTxnMarkers and DescribeProducers, is).
 		Groups: broker.GroupConfig{Disabled: true},
+		Txns:   broker.TxnConfig{Disabled: true},
 		Logger: cfg.Logger.Named("clientapi"),
 	}
 }

@@ -16,15 +16,17 @@ func newReplicaManager(cfg *Config) (*replica.Manager, error) {
 		return nil, err
 	}
 	return replica.New(replica.Config{
-		Dir:                                cfg.DataDir(),
-		BrokerID:                           cfg.NodeID,
-		Topic:                              topicDefaults,
-		RetentionCheckIntervalMs:           cfg.LogRetentionCheckIntervalMs,
-		HighWatermarkCheckpointIntervalMs:  cfg.HighWatermarkCheckpointIntervalMs,
-		RecoveryPointCheckpointIntervalMs:  cfg.RecoveryPointCheckpointIntervalMs,
-		LogStartOffsetCheckpointIntervalMs: cfg.LogStartOffsetCheckpointIntervalMs,
-		ReplicaLagTimeMaxMs:                cfg.ReplicaLagTimeMaxMs,
-		Fetch:                              replicaFetchConfig(cfg),
-		Logger:                             cfg.Logger,
+		Dir:                                 cfg.DataDir(),
+		BrokerID:                            cfg.NodeID,
+		Topic:                               topicDefaults,
+		RetentionCheckIntervalMs:            cfg.LogRetentionCheckIntervalMs,
+		ProducerIDExpirationMs:              cfg.ProducerIDExpirationMs,
+		ProducerIDExpirationCheckIntervalMs: cfg.ProducerIDExpirationCheckIntervalMs,
+		HighWatermarkCheckpointIntervalMs:   cfg.HighWatermarkCheckpointIntervalMs,
+		RecoveryPointCheckpointIntervalMs:   cfg.RecoveryPointCheckpointIntervalMs,
+		LogStartOffsetCheckpointIntervalMs:  cfg.LogStartOffsetCheckpointIntervalMs,
+		ReplicaLagTimeMaxMs:                 cfg.ReplicaLagTimeMaxMs,
+		Fetch:                               replicaFetchConfig(cfg),
+		Logger:                              cfg.Logger,
 	})
 }

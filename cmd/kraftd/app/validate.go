@@ -59,6 +59,14 @@ func (c *Config) checkRanges() error {
 		{"log.roll.hours", int64(c.LogRollHours)},
 		{"log.roll.ms", c.EffectiveLogRollMs()},
 		{"log.retention.check.interval.ms", c.LogRetentionCheckIntervalMs},
+		{"producer.id.expiration.ms", c.ProducerIDExpirationMs},
+		{"producer.id.expiration.check.interval.ms", c.ProducerIDExpirationCheckIntervalMs},
+		{"transaction.state.log.num.partitions", int64(c.TransactionStateLogNumPartitions)},
+		{"transaction.state.log.replication.factor", int64(c.TransactionStateLogReplicationFactor)},
+		{"transaction.state.log.min.isr", int64(c.TransactionStateLogMinISR)},
+		{"transaction.state.log.segment.bytes", int64(c.TransactionStateLogSegmentBytes)},
+		{"transaction.max.timeout.ms", int64(c.TransactionMaxTimeoutMs)},
+		{"transactional.id.expiration.ms", c.TransactionalIDExpirationMs},
 		{"replica.high.watermark.checkpoint.interval.ms", c.HighWatermarkCheckpointIntervalMs},
 		{"log.flush.offset.checkpoint.interval.ms", c.RecoveryPointCheckpointIntervalMs},
 		{"log.flush.start.offset.checkpoint.interval.ms", c.LogStartOffsetCheckpointIntervalMs},
@@ -383,8 +391,11 @@ func EmbeddedDefaults() []Setting {
 		{"controller.quorum.voters", "1@127.0.0.1:9093"},
 		{"log.dirs", "./kraftd-data"},
 		// One broker: __consumer_offsets at Kafka's default replication
-		// factor 3 could never be created (Kafka's quickstart
-		// server.properties sets 1 too).
+		// factor 3, and __transaction_state at 3 with min ISR 2, could never
+		// be created or written (Kafka's quickstart server.properties sets 1
+		// too).
 		{"offsets.topic.replication.factor", "1"},
+		{"transaction.state.log.replication.factor", "1"},
+		{"transaction.state.log.min.isr", "1"},
 	}
 }
