@@ -247,10 +247,18 @@ func TestFranzGroupSurvivesCoordinatorKill(t *testing.T) {
 	pollN(t, ctx, cl, 100)
 	before := committed(t, ctx, adm, "movers", "moving")
 	memberID, generation := cl.GroupMetadata()
-	coordinator, ok := groupCoordinator(ctx, adm, "movers")
-	if !ok {
-		t.Fatal("no coordinator for the group")
-	}
+	var coordinator int32
+	waitFor(t, "the group's coordinator", 10*time.Second, func() bool {
+		for _, f := range adm.FindGroupCoordinators(ctx, "movers") {
+			if f.Name == "movers" && f.Err != nil {
+				t.Logf("FindCoordinator: %v", f.Err)
+			} else if f.Name == "movers" {
+				coordinator = f.NodeID
+				return true
+			}
+		}
+		return false
+	})
 	waitFullISR(t, ctx, adm, "__consumer_offsets", 10*time.Second)
 
 	t.Logf("killing coordinator %d of member %s, generation %d", coordinator, memberID, generation)

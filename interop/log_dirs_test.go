@@ -121,6 +121,28 @@ func checkDeleteRecordsAndLogDirs(t *testing.T, c *cluster, created func(*kadm.C
 // watermark (the records the Produce sweep appended, which the Fetch
 // sweep has read) and asks for an offset past it on partition 1.
 func sweepDeleteRecords(ctx context.Context, e *sweepEnv, v int16) error {
+	// The high watermark: the Produce sweep's batches and whatever markers
+	// the WriteTxnMarkers sweep appended after them (ListOffsets v1 is
+	// read_uncommitted, so latest is the high watermark).
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lo.ReplicaID = -1
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = e.topic
+	lp := kmsg.NewListOffsetsRequestTopicPartition()
+	lp.Partition, lp.Timestamp = 0, -1
+	lt.Partitions = []kmsg.ListOffsetsRequestTopicPartition{lp}
+	lo.Topics = []kmsg.ListOffsetsRequestTopic{lt}
+	lr, err := request[*kmsg.ListOffsetsResponse](ctx, e, lo, 1)
+	if err != nil {
+		return err
+	}
+	if len(lr.Topics) != 1 || len(lr.Topics[0].Partitions) != 1 || lr.Topics[0].Partitions[0].ErrorCode != 0 {
+		return errors.New("ListOffsets latest of partition 0 failed")
+	}
+	hw := lr.Topics[0].Partitions[0].Offset
+	if hw < e.produced {
+		return fmt.Errorf("high watermark %d below the %d produced batches", hw, e.produced)
+	}
 	req := kmsg.NewPtrDeleteRecordsRequest()
 	req.TimeoutMillis = 5000
 	rt := kmsg.NewDeleteRecordsRequestTopic()
@@ -142,8 +164,8 @@ func sweepDeleteRecords(ctx context.Context, e *sweepEnv, v int16) error {
 		return errors.New("answer lacks the partitions asked")
 	}
 	p0, p1 := resp.Topics[0].Partitions[0], resp.Topics[0].Partitions[1]
-	if p0.ErrorCode != 0 || p0.LowWatermark != e.produced {
-		return codeOr(p0.ErrorCode, fmt.Errorf("trim to the high watermark %d: low watermark %d", e.produced, p0.LowWatermark))
+	if p0.ErrorCode != 0 || p0.LowWatermark != hw {
+		return codeOr(p0.ErrorCode, fmt.Errorf("trim to the high watermark %d: low watermark %d", hw, p0.LowWatermark))
 	}
 	if p1.ErrorCode != kerr.OffsetOutOfRange.Code || p1.LowWatermark != -1 {
 		return codeOr(p1.ErrorCode, errors.New("offset 5 of an empty partition: want OFFSET_OUT_OF_RANGE"))
