@@ -126,7 +126,8 @@ type entry struct {
 // coordinator; Close cancels and waits for them. Tick (called by the
 // broker's driver, or tests) follows leadership, loads partitions, expires
 // timed-out transactions and retries marker sends. mu guards everything
-// and is released while a write waits for its commit.
+// and is released while a write waits for its commit and while a producer
+// id is fetched.
 type Coordinator struct {
 	cfg Config
 	log *zap.Logger
@@ -325,9 +326,13 @@ func (c *Coordinator) resolveLocked(transactionalID string) (*shard, *replica.Pa
 	return sh, p, nil
 }
 
-// write appends tr's record for e and waits (without mu) for its commit,
-// then applies it; mu held on entry and on return.
-func (c *Coordinator) writeLocked(ctx context.Context, sh *shard, p *replica.Partition, e *entry, tr Transition) *kerr.Error {
+// writeLocked appends tr's record for e and waits (without mu) for its
+// commit, then applies it; mu held on entry and on return. The wait is on
+// the coordinator's context, bounded by WriteTimeoutMs, never on a client's:
+// a record appended is committed whether or not its client is still there,
+// so memory must follow it (Kafka's appendTransactionToLog callback runs
+// regardless of the request).
+func (c *Coordinator) writeLocked(sh *shard, p *replica.Partition, e *entry, tr Transition) *kerr.Error {
 	if tr.Next == nil {
 		return nil
 	}
@@ -339,7 +344,7 @@ func (c *Coordinator) writeLocked(ctx context.Context, sh *shard, p *replica.Par
 	e.busy = true
 	sh.txns[tr.Next.TransactionalID] = e // a new id is busy too while its first record is written
 	c.mu.Unlock()
-	wctx, cancel := context.WithTimeout(ctx, time.Duration(c.cfg.WriteTimeoutMs)*time.Millisecond)
+	wctx, cancel := context.WithTimeout(c.ctx, time.Duration(c.cfg.WriteTimeoutMs)*time.Millisecond)
 	err = p.WaitCommitted(wctx, res.LastOffset)
 	cancel()
 	c.mu.Lock()
@@ -401,7 +406,7 @@ func (c *Coordinator) writeBackgroundLocked(sh *shard, e *entry, tr Transition) 
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		e.busy = false
-		if err := c.writeLocked(c.ctx, sh, p, e, tr); err != nil {
+		if err := c.writeLocked(sh, p, e, tr); err != nil {
 			c.log.Info("transaction state write failed", zap.String("transactionalId", tr.Next.TransactionalID), zap.Error(err))
 		}
 	})
@@ -449,7 +454,7 @@ func (c *Coordinator) sendMarkersLocked(sh *shard, e *entry) {
 		if !ok {
 			return
 		}
-		if werr := c.writeLocked(c.ctx, sh, p, e, Transition{Next: next}); werr != nil {
+		if werr := c.writeLocked(sh, p, e, Transition{Next: next}); werr != nil {
 			c.log.Info("writing the completed transaction state failed", zap.String("transactionalId", m.TransactionalID),
 				zap.Error(werr))
 		}
@@ -457,33 +462,67 @@ func (c *Coordinator) sendMarkersLocked(sh *shard, e *entry) {
 }
 
 // InitProducerID answers InitProducerId for a transactional id: the
-// producer id and epoch, or the error.
+// producer id and epoch, or the error. A producer id to allocate (a new id,
+// or an exhausted epoch) is fetched without mu, since that may be a round
+// trip to the controller and every other transactional id of the broker
+// would wait for it (Kafka too generates it outside the state lock); the
+// state is then looked at again, and an id fetched but no longer needed is
+// left unused, as Kafka leaves it.
 func (c *Coordinator) InitProducerID(ctx context.Context, req InitRequest) (int64, int16, *kerr.Error) {
+	fetched := int64(-1)
+	for {
+		pid, epoch, needID, kerrv := c.initProducerID(req, fetched)
+		if !needID {
+			return pid, epoch, kerrv
+		}
+		id, err := c.cfg.ProducerIDs(ctx)
+		if err != nil {
+			c.log.Info("allocating a producer id failed", zap.String("transactionalId", req.TransactionalID), zap.Error(err))
+			return -1, -1, kerr.CoordinatorLoadInProgress
+		}
+		fetched = id
+	}
+}
+
+// initProducerID is one try of InitProducerID with fetched (-1: none yet)
+// as the producer id to allocate; needID when it needs one and has none.
+func (c *Coordinator) initProducerID(req InitRequest, fetched int64) (pid int64, epoch int16, needID bool, kerrv *kerr.Error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	sh, p, kerrv := c.resolveLocked(req.TransactionalID)
 	if kerrv != nil {
-		return -1, -1, kerrv
+		return -1, -1, false, kerrv
 	}
 	e := sh.txns[req.TransactionalID]
 	var cur *Metadata
 	if e != nil {
 		if e.busy || e.sending || e.meta == nil {
-			return -1, -1, kerr.ConcurrentTransactions
+			return -1, -1, false, kerr.ConcurrentTransactions
 		}
 		cur = e.meta
 	} else {
 		e = &entry{}
 	}
-	tr, code := Init(cur, req, c.cfg.MaxTimeoutMs, c.cfg.NowMs(), func() (int64, error) { return c.cfg.ProducerIDs(ctx) })
-	if werr := c.writeLocked(ctx, sh, p, e, tr); werr != nil {
-		return -1, -1, werr
+	tr, code := Init(cur, req, c.cfg.MaxTimeoutMs, c.cfg.NowMs(), func() (int64, error) {
+		if fetched < 0 {
+			needID = true
+			return -1, errNeedProducerID
+		}
+		return fetched, nil
+	})
+	if needID {
+		return -1, -1, true, nil
+	}
+	if werr := c.writeLocked(sh, p, e, tr); werr != nil {
+		return -1, -1, false, werr
 	}
 	if code != nil {
-		return -1, -1, code
+		return -1, -1, false, code
 	}
-	return e.meta.ProducerID, e.meta.ProducerEpoch, nil
+	return e.meta.ProducerID, e.meta.ProducerEpoch, false, nil
 }
+
+var errNeedProducerID = errors.New("txn: a producer id is to be fetched")
 
 // AddPartitions answers AddPartitionsToTxn (and AddOffsetsToTxn with the
 // group's __consumer_offsets partition).
@@ -520,7 +559,7 @@ func (c *Coordinator) update(ctx context.Context, transactionalID string, step f
 	if code != nil {
 		return code
 	}
-	return c.writeLocked(ctx, sh, p, e, tr)
+	return c.writeLocked(sh, p, e, tr)
 }
 
 // Verify answers whether the partitions are in producer (producerID,
