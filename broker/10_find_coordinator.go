@@ -68,7 +68,7 @@ func (c *ClientAPI) findCoordinator(img *image.Image, keyType int8, key, listene
 		if c.txns == nil {
 			return fail(kerr.CoordinatorNotAvailable)
 		}
-		topic, partition = txn.Topic, txn.PartitionFor(key, c.cfg.Txns.NumPartitions)
+		topic, partition = txn.Topic, c.txns.PartitionFor(key)
 	default:
 		return fail(kerr.InvalidRequest)
 	}

@@ -45,8 +45,16 @@ type Config struct {
 	BrokerID int32
 	// Replicas hosts __transaction_state; required.
 	Replicas *replica.Manager
-	// NumPartitions is transaction.state.log.num.partitions (50).
+	// NumPartitions is transaction.state.log.num.partitions (50): the
+	// partition count of __transaction_state until the topic exists.
 	NumPartitions int32
+	// TopicPartitions is __transaction_state's partition count in the
+	// metadata, 0 while the topic does not exist (nil: always 0). Once it
+	// exists, its count decides the partition of a transactional id, as
+	// Kafka's TransactionStateManager.partitionFor, so that a broker whose
+	// NumPartitions differs from the one the topic was created with agrees
+	// with the others and with clients' FindCoordinator answers.
+	TopicPartitions func() int32
 	// MaxTimeoutMs is transaction.max.timeout.ms (900000).
 	MaxTimeoutMs int32
 	// MinInsyncReplicas is what coordinator writes (acks=-1) require (1).
@@ -161,6 +169,21 @@ func (c *Coordinator) Close() {
 	c.wg.Wait()
 }
 
+// PartitionFor is the __transaction_state partition of transactionalID
+// over the topic's partition count once it exists, NumPartitions before.
+func (c *Coordinator) PartitionFor(transactionalID string) int32 {
+	return PartitionFor(transactionalID, c.partitionCount())
+}
+
+func (c *Coordinator) partitionCount() int32 {
+	if c.cfg.TopicPartitions != nil {
+		if n := c.cfg.TopicPartitions(); n > 0 {
+			return n
+		}
+	}
+	return c.cfg.NumPartitions
+}
+
 // PartitionFor is the __transaction_state partition of transactionalID:
 // Utils.abs(id.hashCode()) % numPartitions, as Kafka's
 // TransactionStateManager.partitionFor (the same hash as group ids).
@@ -194,8 +217,9 @@ func (c *Coordinator) Tick(nowMs int64) {
 		return
 	}
 	led := map[int32]bool{}
+	n := c.partitionCount()
 	for _, tp := range c.cfg.Replicas.Hosted() {
-		if tp.Topic != Topic || tp.Partition < 0 || tp.Partition >= c.cfg.NumPartitions {
+		if tp.Topic != Topic || tp.Partition < 0 || tp.Partition >= n {
 			continue
 		}
 		p, ok := c.cfg.Replicas.Partition(tp)
@@ -310,7 +334,7 @@ func (c *Coordinator) resolveLocked(transactionalID string) (*shard, *replica.Pa
 	if c.closed {
 		return nil, nil, kerr.NotCoordinator
 	}
-	pid := PartitionFor(transactionalID, c.cfg.NumPartitions)
+	pid := c.PartitionFor(transactionalID)
 	p, ok := c.cfg.Replicas.Partition(replica.TopicPartition{Topic: Topic, Partition: pid})
 	if !ok || p.State().Leader != c.cfg.BrokerID {
 		delete(c.shards, pid)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"sync"
 	"sync/atomic"
@@ -446,5 +447,45 @@ func TestProducerIDFetchDoesNotBlockOthers(t *testing.T) {
 	}
 	if m, err := c.Describe("tx-a"); err != nil || m.ProducerID != 4242 || m.State != Empty {
 		t.Fatalf("after init: %+v %v", m, err)
+	}
+}
+
+// Once __transaction_state exists its partition count decides the
+// partition of a transactional id, not transaction.state.log.num.partitions
+// (Kafka's partitionFor): a broker set to 3 whose topic has 5 partitions
+// serves an id of partition 4 (NOT_COORDINATOR before: it looked at the
+// partition the setting names, which it does not lead), and its ticks follow
+// partition 4 too.
+func TestTopicPartitionCountDecides(t *testing.T) {
+	e := newEnv(t)
+	id := ""
+	for i := 0; id == ""; i++ {
+		if cand := fmt.Sprintf("id-%d", i); PartitionFor(cand, 5) == 4 {
+			id = cand
+		}
+	}
+	if err := e.m.Apply(replica.PartitionState{TopicPartition: replica.TopicPartition{Topic: Topic, Partition: 4}, TopicID: [16]byte{9},
+		Leader: 1, LeaderEpoch: 2, Replicas: []int32{1}, ISR: []int32{1}}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Config{BrokerID: 1, Replicas: e.m, Markers: e.markers, NowMs: e.nowMs.Load, NumPartitions: 3,
+		TopicPartitions: func() int32 { return 5 },
+		ProducerIDs:     func(context.Context) (int64, error) { return e.nextPID.Add(1) - 1, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if got := c.PartitionFor(id); got != 4 {
+		t.Fatalf("partition %d, want 4", got)
+	}
+	c.Tick(e.nowMs.Load())
+	c.mu.Lock()
+	sh := c.shards[4]
+	c.mu.Unlock()
+	if sh == nil || !sh.loaded {
+		t.Fatalf("a tick did not load partition 4: %+v", sh)
+	}
+	if _, _, err := c.InitProducerID(context.Background(), InitRequest{TransactionalID: id, TimeoutMs: 1000, ProducerID: -1, ProducerEpoch: -1}); err != nil {
+		t.Fatalf("InitProducerId: %v", err)
 	}
 }
