@@ -33,7 +33,7 @@ func (c *ClientAPI) handleAddOffsetsToTxn(ctx context.Context, req *protocol.Req
 // offsets.topic.num.partitions' default.
 func (c *ClientAPI) offsetsPartitionFor(groupID string) int32 {
 	if c.groups != nil {
-		return group.PartitionFor(groupID, c.groups.NumPartitions())
+		return c.groups.PartitionFor(groupID)
 	}
 	return group.PartitionFor(groupID, group.DefaultNumPartitions)
 }
