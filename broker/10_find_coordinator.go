@@ -63,12 +63,12 @@ func (c *ClientAPI) findCoordinator(img *image.Image, keyType int8, key, listene
 		if c.groups == nil {
 			return fail(kerr.CoordinatorNotAvailable)
 		}
-		topic, partition = group.Topic, group.PartitionFor(key, c.groups.NumPartitions())
+		topic, partition = group.Topic, c.groups.PartitionFor(key)
 	case 1:
 		if c.txns == nil {
 			return fail(kerr.CoordinatorNotAvailable)
 		}
-		topic, partition = txn.Topic, txn.PartitionFor(key, c.cfg.Txns.NumPartitions)
+		topic, partition = txn.Topic, c.txns.PartitionFor(key)
 	default:
 		return fail(kerr.InvalidRequest)
 	}

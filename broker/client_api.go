@@ -235,7 +235,7 @@ func (c *ClientAPI) Start() {
 // v0-8, JoinGroup v0-9, Heartbeat v0-4, LeaveGroup v0-5, SyncGroup v0-5,
 // DescribeGroups v0-5, ListGroups v0-4, DeleteGroups v0-2, OffsetDelete v0;
 // with the transaction coordinator (a replica manager and Txns not
-// Disabled) also AddPartitionsToTxn v0-4, EndTxn v0-3, DescribeTransactions
+// Disabled) also AddPartitionsToTxn v0-4, AddOffsetsToTxn v0-3, EndTxn v0-3, DescribeTransactions
 // v0 and ListTransactions v0-2; with either coordinator FindCoordinator
 // v0-4.
 func (c *ClientAPI) Register(reg *protocol.Registry) {
@@ -297,6 +297,7 @@ var clientAPIs = []struct {
 	{42, 0, 2, needsGroups, func(c *ClientAPI) protocol.Handler { return c.handleDeleteGroups }},
 	{47, 0, 0, needsGroups, func(c *ClientAPI) protocol.Handler { return c.handleOffsetDelete }},
 	{24, 0, 4, needsTxns, func(c *ClientAPI) protocol.Handler { return c.handleAddPartitionsToTxn }},
+	{25, 0, 3, needsTxns, func(c *ClientAPI) protocol.Handler { return c.handleAddOffsetsToTxn }},
 	{26, 0, 3, needsTxns, func(c *ClientAPI) protocol.Handler { return c.handleEndTxn }},
 	{65, 0, 0, needsTxns, func(c *ClientAPI) protocol.Handler { return c.handleDescribeTransactions }},
 	{66, 0, 2, needsTxns, func(c *ClientAPI) protocol.Handler { return c.handleListTransactions }},

@@ -24,9 +24,9 @@ func TestClientAPICoordinatorsServed(t *testing.T) {
 		groups, txns  bool
 		want, notWant []int16
 	}{
-		{"both", true, true, []int16{8, 10, 24, 26, 27, 61, 65, 66}, nil},
-		{"groups only", true, false, []int16{8, 10, 27, 61}, []int16{24, 26, 65, 66}},
-		{"zk-legacy", false, false, []int16{27, 61}, []int16{8, 10, 24, 26, 65, 66}},
+		{"both", true, true, []int16{8, 10, 24, 25, 26, 27, 61, 65, 66}, nil},
+		{"groups only", true, false, []int16{8, 10, 27, 61}, []int16{24, 25, 26, 65, 66}},
+		{"zk-legacy", false, false, []int16{27, 61}, []int16{8, 10, 24, 25, 26, 65, 66}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			admin := &recordingAdmin{}

@@ -34,7 +34,8 @@
 //     answered by the group coordinator (package coordinator/group,
 //     groups.go), which keeps its state in __consumer_offsets; and the
 //     transaction APIs: FindCoordinator (10, transactional ids),
-//     AddPartitionsToTxn (24), EndTxn (26), DescribeTransactions (65) and
+//     AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
+//     DescribeTransactions (65) and
 //     ListTransactions (66), answered by the transaction coordinator
 //     (package coordinator/txn, txns.go), which keeps its state in
 //     __transaction_state; FindCoordinator creates either topic through the

@@ -56,9 +56,15 @@ func (g *GroupConfig) setDefaults() {
 func (c *ClientAPI) newGroupCoordinator() error {
 	g := c.cfg.Groups
 	co, err := group.New(group.Config{
-		BrokerID:                        c.cfg.NodeID,
-		Replicas:                        c.cfg.Replicas,
-		NumPartitions:                   g.OffsetsTopicNumPartitions,
+		BrokerID:      c.cfg.NodeID,
+		Replicas:      c.cfg.Replicas,
+		NumPartitions: g.OffsetsTopicNumPartitions,
+		TopicPartitions: func() int32 {
+			if t, ok := c.cfg.Metadata.Image().TopicByName(group.Topic); ok {
+				return int32(t.NumPartitions())
+			}
+			return 0
+		},
 		MinSessionTimeoutMs:             g.MinSessionTimeoutMs,
 		MaxSessionTimeoutMs:             g.MaxSessionTimeoutMs,
 		InitialRebalanceDelayMs:         g.InitialRebalanceDelayMs,

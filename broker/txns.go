@@ -77,14 +77,23 @@ func (c *ClientAPI) newTxnCoordinator() {
 	co, err := txn.New(txn.Config{
 		BrokerID: c.cfg.NodeID, Replicas: c.cfg.Replicas, NumPartitions: c.cfg.Txns.NumPartitions,
 		MaxTimeoutMs: c.cfg.Txns.MaxTimeoutMs, MinInsyncReplicas: c.cfg.Txns.MinInsyncReplicas,
-		IDExpirationMs: c.cfg.Txns.IDExpirationMs,
-		ProducerIDs:    c.cfg.ProducerIDs.NextProducerID, Markers: txnMarkers{c}, Logger: c.log,
+		IDExpirationMs: c.cfg.Txns.IDExpirationMs, TopicPartitions: c.txnTopicPartitions,
+		ProducerIDs: c.cfg.ProducerIDs.NextProducerID, Markers: txnMarkers{c}, Logger: c.log,
 	})
 	if err != nil { // only a missing dependency, which newClientAPI's caller checked
 		c.log.Error("no transaction coordinator", zap.Error(err))
 		return
 	}
 	c.txns = co
+}
+
+// txnTopicPartitions is __transaction_state's partition count in the
+// metadata, 0 while it does not exist.
+func (c *ClientAPI) txnTopicPartitions() int32 {
+	if t, ok := c.cfg.Metadata.Image().TopicByName(txn.Topic); ok {
+		return int32(t.NumPartitions())
+	}
+	return 0
 }
 
 // startTxnDriver runs the coordinator's Tick every TickIntervalMs until
@@ -316,10 +325,10 @@ const verifyTxnRemoteTimeout = 5 * time.Second
 func (c *ClientAPI) verifyTxnRemote(id string, pid int64, epoch int16, tp txn.TopicPartition) error {
 	img := c.cfg.Metadata.Image()
 	t, ok := img.TopicByName(txn.Topic)
-	if !ok {
+	if !ok || t.NumPartitions() == 0 {
 		return kerr.CoordinatorNotAvailable
 	}
-	p, ok := t.Partition(txn.PartitionFor(id, c.cfg.Txns.NumPartitions))
+	p, ok := t.Partition(txn.PartitionFor(id, int32(t.NumPartitions())))
 	if !ok || p.Leader < 0 {
 		return kerr.CoordinatorNotAvailable
 	}

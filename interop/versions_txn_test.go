@@ -210,6 +210,56 @@ func sweepAddPartitionsToTxn(ctx context.Context, e *sweepEnv, v int16) error {
 	return nil
 }
 
+// sweepAddOffsetsToTxn adds a group's offsets to a fresh transaction: the
+// group's __consumer_offsets partition (Java's hashCode, Kafka's abs, over
+// offsets.topic.num.partitions 50) is then in the transaction, as
+// DescribeTransactions shows; a stale epoch is PRODUCER_FENCED
+// (INVALID_PRODUCER_EPOCH before v2); the transaction is aborted after.
+func sweepAddOffsetsToTxn(ctx context.Context, e *sweepEnv, v int16) error {
+	id := sweepTxnID("offsets", v)
+	pid, epoch, err := initTxn(ctx, e, id)
+	if err != nil {
+		return err
+	}
+	addOffsets := func(epoch int16) (int16, error) {
+		req := kmsg.NewPtrAddOffsetsToTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = id, pid, epoch, "abc"
+		resp, err := request[*kmsg.AddOffsetsToTxnResponse](ctx, e, req, v)
+		if err != nil {
+			return 0, err
+		}
+		return resp.ErrorCode, nil
+	}
+	if code, err := addOffsets(epoch); err != nil || code != 0 {
+		return kafkaError(code, fmt.Errorf("AddOffsetsToTxn: %v", err))
+	}
+	dreq := kmsg.NewPtrDescribeTransactionsRequest()
+	dreq.TransactionalIDs = []string{id}
+	dresp, err := request[*kmsg.DescribeTransactionsResponse](ctx, e, dreq, 0)
+	if err != nil {
+		return err
+	}
+	// "abc".hashCode() is 96354; 96354 % 50 is 4.
+	if ts := dresp.TransactionStates; len(ts) != 1 || ts[0].State != "Ongoing" || len(ts[0].Topics) != 1 ||
+		ts[0].Topics[0].Topic != "__consumer_offsets" || !slices.Equal(ts[0].Topics[0].Partitions, []int32{4}) {
+		return fmt.Errorf("the transaction after AddOffsetsToTxn: %+v", ts)
+	}
+	want := kerr.ProducerFenced.Code
+	if v < 2 {
+		want = kerr.InvalidProducerEpoch.Code
+	}
+	if code, err := addOffsets(epoch - 1); err != nil || code != want {
+		return fmt.Errorf("AddOffsetsToTxn at a stale epoch: error %d %v, want %d", code, err, want)
+	}
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = id, pid, epoch, false
+	eresp, err := request[*kmsg.EndTxnResponse](ctx, e, end, 3)
+	if err != nil || eresp.ErrorCode != 0 {
+		return fmt.Errorf("aborting the transaction: %+v %v", eresp, err)
+	}
+	return nil
+}
+
 // sweepEndTxn aborts a fresh transaction holding a sweep partition, and
 // refuses an EndTxn at a stale epoch.
 func sweepEndTxn(ctx context.Context, e *sweepEnv, v int16) error {

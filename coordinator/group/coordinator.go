@@ -41,8 +41,16 @@ type Config struct {
 	BrokerID int32
 	// Replicas hosts __consumer_offsets; required.
 	Replicas *replica.Manager
-	// NumPartitions is offsets.topic.num.partitions (default 50).
+	// NumPartitions is offsets.topic.num.partitions (default 50): the
+	// partition count of __consumer_offsets until the topic exists.
 	NumPartitions int32
+	// TopicPartitions is __consumer_offsets' partition count in the
+	// metadata, 0 while the topic does not exist (nil: always 0). Once it
+	// exists its count decides a group's partition, as Kafka's
+	// GroupCoordinator reads the topic's partition count, so that a broker
+	// whose NumPartitions differs from the one the topic was created with
+	// agrees with the others.
+	TopicPartitions func() int32
 	// MinSessionTimeoutMs and MaxSessionTimeoutMs are
 	// group.min.session.timeout.ms (6000) and group.max.session.timeout.ms
 	// (1800000): a JoinGroup outside them is INVALID_SESSION_TIMEOUT.
@@ -172,8 +180,22 @@ func New(cfg Config) (*Coordinator, error) {
 }
 
 // NumPartitions is the number of __consumer_offsets partitions groups are
-// spread over (offsets.topic.num.partitions).
-func (c *Coordinator) NumPartitions() int32 { return c.cfg.NumPartitions }
+// spread over: the topic's once it exists, offsets.topic.num.partitions
+// before.
+func (c *Coordinator) NumPartitions() int32 {
+	if c.cfg.TopicPartitions != nil {
+		if n := c.cfg.TopicPartitions(); n > 0 {
+			return n
+		}
+	}
+	return c.cfg.NumPartitions
+}
+
+// PartitionFor is the __consumer_offsets partition of groupID over
+// NumPartitions.
+func (c *Coordinator) PartitionFor(groupID string) int32 {
+	return PartitionFor(groupID, c.NumPartitions())
+}
 
 // Start runs the driver: Tick every TickIntervalMs on the configured clock.
 func (c *Coordinator) Start() {
@@ -233,8 +255,9 @@ func (c *Coordinator) Tick(nowMs int64) {
 // its current leader epoch and drops the ones no longer led; mu held.
 func (c *Coordinator) followLeadershipLocked() {
 	led := map[int32]bool{}
+	n := c.NumPartitions()
 	for _, tp := range c.cfg.Replicas.Hosted() {
-		if tp.Topic != Topic || tp.Partition < 0 || tp.Partition >= c.cfg.NumPartitions {
+		if tp.Topic != Topic || tp.Partition < 0 || tp.Partition >= n {
 			continue
 		}
 		p, ok := c.cfg.Replicas.Partition(tp)
@@ -264,7 +287,7 @@ func (c *Coordinator) resolveLocked(groupID string) (*shard, *replica.Partition,
 	if c.closed {
 		return nil, nil, kerr.NotCoordinator.Code
 	}
-	pid := PartitionFor(groupID, c.cfg.NumPartitions)
+	pid := c.PartitionFor(groupID)
 	p, ok := c.cfg.Replicas.Partition(replica.TopicPartition{Topic: Topic, Partition: pid})
 	if !ok {
 		if c.shards[pid] != nil {

@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -644,5 +645,44 @@ func TestCommitWaitsForHighWatermarkAndLoadWaitsToo(t *testing.T) {
 	e.waitLoaded(c)
 	if o := c.FetchOffsets(OffsetFetchGroup{Group: "solo", Topics: map[string][]int32{"t": {0}}}).Offsets[TopicPartition{"t", 0}]; o.Offset != 2 {
 		t.Fatalf("after the load: offset %d, want 2 (the record committed with the ISR change)", o.Offset)
+	}
+}
+
+// Once __consumer_offsets exists its partition count decides a group's
+// partition, not offsets.topic.num.partitions: a broker set to 1 whose
+// topic has 5 partitions serves a group of partition 3 (NOT_COORDINATOR
+// before: it looked at partition 0), and its ticks load partition 3.
+func TestTopicPartitionCountDecides(t *testing.T) {
+	e := newEnv(t)
+	id := ""
+	for i := 0; id == ""; i++ {
+		if cand := fmt.Sprintf("g-%d", i); PartitionFor(cand, 5) == 3 {
+			id = cand
+		}
+	}
+	if err := e.rm.Apply(replica.PartitionState{TopicPartition: replica.TopicPartition{Topic: Topic, Partition: 3},
+		TopicID: [16]byte{1}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1}, ISR: []int32{1}}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Config{BrokerID: 1, Replicas: e.rm, NumPartitions: 1, TopicPartitions: func() int32 { return 5 },
+		NowMs: e.nowMs.Load})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if got := c.PartitionFor(id); got != 3 {
+		t.Fatalf("partition %d, want 3", got)
+	}
+	c.Tick(e.nowMs.Load())
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		res := c.FetchOffsets(OffsetFetchGroup{Group: id})
+		if res.ErrorCode == 0 {
+			break
+		}
+		if res.ErrorCode != kerr.CoordinatorLoadInProgress.Code || time.Now().After(deadline) {
+			t.Fatalf("OffsetFetch of a group of partition 3: %v", kerr.ErrorForCode(res.ErrorCode))
+		}
+		time.Sleep(time.Millisecond) // polling the load's end, as waitLoaded
 	}
 }

@@ -45,8 +45,16 @@ type Config struct {
 	BrokerID int32
 	// Replicas hosts __transaction_state; required.
 	Replicas *replica.Manager
-	// NumPartitions is transaction.state.log.num.partitions (50).
+	// NumPartitions is transaction.state.log.num.partitions (50): the
+	// partition count of __transaction_state until the topic exists.
 	NumPartitions int32
+	// TopicPartitions is __transaction_state's partition count in the
+	// metadata, 0 while the topic does not exist (nil: always 0). Once it
+	// exists, its count decides the partition of a transactional id, as
+	// Kafka's TransactionStateManager.partitionFor, so that a broker whose
+	// NumPartitions differs from the one the topic was created with agrees
+	// with the others and with clients' FindCoordinator answers.
+	TopicPartitions func() int32
 	// MaxTimeoutMs is transaction.max.timeout.ms (900000).
 	MaxTimeoutMs int32
 	// MinInsyncReplicas is what coordinator writes (acks=-1) require (1).
@@ -126,7 +134,8 @@ type entry struct {
 // coordinator; Close cancels and waits for them. Tick (called by the
 // broker's driver, or tests) follows leadership, loads partitions, expires
 // timed-out transactions and retries marker sends. mu guards everything
-// and is released while a write waits for its commit.
+// and is released while a write waits for its commit and while a producer
+// id is fetched.
 type Coordinator struct {
 	cfg Config
 	log *zap.Logger
@@ -158,6 +167,21 @@ func (c *Coordinator) Close() {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
+}
+
+// PartitionFor is the __transaction_state partition of transactionalID
+// over the topic's partition count once it exists, NumPartitions before.
+func (c *Coordinator) PartitionFor(transactionalID string) int32 {
+	return PartitionFor(transactionalID, c.partitionCount())
+}
+
+func (c *Coordinator) partitionCount() int32 {
+	if c.cfg.TopicPartitions != nil {
+		if n := c.cfg.TopicPartitions(); n > 0 {
+			return n
+		}
+	}
+	return c.cfg.NumPartitions
 }
 
 // PartitionFor is the __transaction_state partition of transactionalID:
@@ -193,8 +217,9 @@ func (c *Coordinator) Tick(nowMs int64) {
 		return
 	}
 	led := map[int32]bool{}
+	n := c.partitionCount()
 	for _, tp := range c.cfg.Replicas.Hosted() {
-		if tp.Topic != Topic || tp.Partition < 0 || tp.Partition >= c.cfg.NumPartitions {
+		if tp.Topic != Topic || tp.Partition < 0 || tp.Partition >= n {
 			continue
 		}
 		p, ok := c.cfg.Replicas.Partition(tp)
@@ -309,7 +334,7 @@ func (c *Coordinator) resolveLocked(transactionalID string) (*shard, *replica.Pa
 	if c.closed {
 		return nil, nil, kerr.NotCoordinator
 	}
-	pid := PartitionFor(transactionalID, c.cfg.NumPartitions)
+	pid := c.PartitionFor(transactionalID)
 	p, ok := c.cfg.Replicas.Partition(replica.TopicPartition{Topic: Topic, Partition: pid})
 	if !ok || p.State().Leader != c.cfg.BrokerID {
 		delete(c.shards, pid)
@@ -325,9 +350,13 @@ func (c *Coordinator) resolveLocked(transactionalID string) (*shard, *replica.Pa
 	return sh, p, nil
 }
 
-// write appends tr's record for e and waits (without mu) for its commit,
-// then applies it; mu held on entry and on return.
-func (c *Coordinator) writeLocked(ctx context.Context, sh *shard, p *replica.Partition, e *entry, tr Transition) *kerr.Error {
+// writeLocked appends tr's record for e and waits (without mu) for its
+// commit, then applies it; mu held on entry and on return. The wait is on
+// the coordinator's context, bounded by WriteTimeoutMs, never on a client's:
+// a record appended is committed whether or not its client is still there,
+// so memory must follow it (Kafka's appendTransactionToLog callback runs
+// regardless of the request).
+func (c *Coordinator) writeLocked(sh *shard, p *replica.Partition, e *entry, tr Transition) *kerr.Error {
 	if tr.Next == nil {
 		return nil
 	}
@@ -339,7 +368,7 @@ func (c *Coordinator) writeLocked(ctx context.Context, sh *shard, p *replica.Par
 	e.busy = true
 	sh.txns[tr.Next.TransactionalID] = e // a new id is busy too while its first record is written
 	c.mu.Unlock()
-	wctx, cancel := context.WithTimeout(ctx, time.Duration(c.cfg.WriteTimeoutMs)*time.Millisecond)
+	wctx, cancel := context.WithTimeout(c.ctx, time.Duration(c.cfg.WriteTimeoutMs)*time.Millisecond)
 	err = p.WaitCommitted(wctx, res.LastOffset)
 	cancel()
 	c.mu.Lock()
@@ -401,7 +430,7 @@ func (c *Coordinator) writeBackgroundLocked(sh *shard, e *entry, tr Transition) 
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		e.busy = false
-		if err := c.writeLocked(c.ctx, sh, p, e, tr); err != nil {
+		if err := c.writeLocked(sh, p, e, tr); err != nil {
 			c.log.Info("transaction state write failed", zap.String("transactionalId", tr.Next.TransactionalID), zap.Error(err))
 		}
 	})
@@ -449,7 +478,7 @@ func (c *Coordinator) sendMarkersLocked(sh *shard, e *entry) {
 		if !ok {
 			return
 		}
-		if werr := c.writeLocked(c.ctx, sh, p, e, Transition{Next: next}); werr != nil {
+		if werr := c.writeLocked(sh, p, e, Transition{Next: next}); werr != nil {
 			c.log.Info("writing the completed transaction state failed", zap.String("transactionalId", m.TransactionalID),
 				zap.Error(werr))
 		}
@@ -457,33 +486,67 @@ func (c *Coordinator) sendMarkersLocked(sh *shard, e *entry) {
 }
 
 // InitProducerID answers InitProducerId for a transactional id: the
-// producer id and epoch, or the error.
+// producer id and epoch, or the error. A producer id to allocate (a new id,
+// or an exhausted epoch) is fetched without mu, since that may be a round
+// trip to the controller and every other transactional id of the broker
+// would wait for it (Kafka too generates it outside the state lock); the
+// state is then looked at again, and an id fetched but no longer needed is
+// left unused, as Kafka leaves it.
 func (c *Coordinator) InitProducerID(ctx context.Context, req InitRequest) (int64, int16, *kerr.Error) {
+	fetched := int64(-1)
+	for {
+		pid, epoch, needID, kerrv := c.initProducerID(req, fetched)
+		if !needID {
+			return pid, epoch, kerrv
+		}
+		id, err := c.cfg.ProducerIDs(ctx)
+		if err != nil {
+			c.log.Info("allocating a producer id failed", zap.String("transactionalId", req.TransactionalID), zap.Error(err))
+			return -1, -1, kerr.CoordinatorLoadInProgress
+		}
+		fetched = id
+	}
+}
+
+// initProducerID is one try of InitProducerID with fetched (-1: none yet)
+// as the producer id to allocate; needID when it needs one and has none.
+func (c *Coordinator) initProducerID(req InitRequest, fetched int64) (pid int64, epoch int16, needID bool, kerrv *kerr.Error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	sh, p, kerrv := c.resolveLocked(req.TransactionalID)
 	if kerrv != nil {
-		return -1, -1, kerrv
+		return -1, -1, false, kerrv
 	}
 	e := sh.txns[req.TransactionalID]
 	var cur *Metadata
 	if e != nil {
 		if e.busy || e.sending || e.meta == nil {
-			return -1, -1, kerr.ConcurrentTransactions
+			return -1, -1, false, kerr.ConcurrentTransactions
 		}
 		cur = e.meta
 	} else {
 		e = &entry{}
 	}
-	tr, code := Init(cur, req, c.cfg.MaxTimeoutMs, c.cfg.NowMs(), func() (int64, error) { return c.cfg.ProducerIDs(ctx) })
-	if werr := c.writeLocked(ctx, sh, p, e, tr); werr != nil {
-		return -1, -1, werr
+	tr, code := Init(cur, req, c.cfg.MaxTimeoutMs, c.cfg.NowMs(), func() (int64, error) {
+		if fetched < 0 {
+			needID = true
+			return -1, errNeedProducerID
+		}
+		return fetched, nil
+	})
+	if needID {
+		return -1, -1, true, nil
+	}
+	if werr := c.writeLocked(sh, p, e, tr); werr != nil {
+		return -1, -1, false, werr
 	}
 	if code != nil {
-		return -1, -1, code
+		return -1, -1, false, code
 	}
-	return e.meta.ProducerID, e.meta.ProducerEpoch, nil
+	return e.meta.ProducerID, e.meta.ProducerEpoch, false, nil
 }
+
+var errNeedProducerID = errors.New("txn: a producer id is to be fetched")
 
 // AddPartitions answers AddPartitionsToTxn (and AddOffsetsToTxn with the
 // group's __consumer_offsets partition).
@@ -520,7 +583,7 @@ func (c *Coordinator) update(ctx context.Context, transactionalID string, step f
 	if code != nil {
 		return code
 	}
-	return c.writeLocked(ctx, sh, p, e, tr)
+	return c.writeLocked(sh, p, e, tr)
 }
 
 // Verify answers whether the partitions are in producer (producerID,

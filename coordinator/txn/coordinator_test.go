@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"sync"
 	"sync/atomic"
@@ -359,5 +360,132 @@ func TestCoordinatorExpiresIdleIDs(t *testing.T) {
 	pid2, epoch2, err := c.InitProducerID(context.Background(), InitRequest{TransactionalID: "tx-a", TimeoutMs: 1000, ProducerID: -1, ProducerEpoch: -1})
 	if err != nil || pid2 == pid || epoch2 != 0 {
 		t.Fatalf("init after expiry: %d %d %v (old producer id %d)", pid2, epoch2, err, pid)
+	}
+}
+
+// A client that hangs up while its write waits for the ISR does not undo
+// the write: the record commits in __transaction_state once the ISR shrinks,
+// and the coordinator's memory follows it (before: the wait gave up with the
+// client's context, COORDINATOR_NOT_AVAILABLE, and the id stayed Empty in
+// memory while the log said Ongoing).
+func TestWriteOutlivesTheClient(t *testing.T) {
+	e := newEnv(t)
+	c := e.coordinator()
+	pid, epoch, err := c.InitProducerID(context.Background(), InitRequest{TransactionalID: "tx-a", TimeoutMs: 10000, ProducerID: -1, ProducerEpoch: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := replica.TopicPartition{Topic: Topic, Partition: PartitionFor("tx-a", DefaultNumPartitions)}
+	st := replica.PartitionState{TopicPartition: tp, TopicID: [16]byte{9}, Leader: 1, LeaderEpoch: 5, PartitionEpoch: 1,
+		Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
+	if err := e.m.Apply(st); err != nil { // broker 2 never fetches: the high watermark stalls
+		t.Fatal(err)
+	}
+	p, _ := e.m.Partition(tp)
+	end := p.Log().EndOffset()
+	gone, hangUp := context.WithCancel(context.Background())
+	done := make(chan *kerr.Error, 1)
+	go func() { done <- c.AddPartitions(gone, "tx-a", pid, epoch, []TopicPartition{{"orders", 0}}) }()
+	e.eventually("the Ongoing record is appended", func() bool { return p.Log().EndOffset() > end })
+	hangUp()
+	st.ISR, st.PartitionEpoch = []int32{1}, 2
+	if err := e.m.Apply(st); err != nil { // broker 2 leaves the ISR: the record commits
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("AddPartitions of a client that hung up: %v", err)
+	}
+	if m, err := c.Describe("tx-a"); err != nil || m.State != Ongoing {
+		t.Fatalf("in memory after the record committed: %+v %v, want Ongoing", m, err)
+	}
+}
+
+// InitProducerId of a new transactional id fetches its producer id (a
+// controller round trip) without the coordinator's lock: other ids are
+// served meanwhile, and the id gets the fetched producer id.
+func TestProducerIDFetchDoesNotBlockOthers(t *testing.T) {
+	e := newEnv(t)
+	entered, release := make(chan struct{}), make(chan struct{})
+	c, err := New(Config{BrokerID: 1, Replicas: e.m, Markers: e.markers, NowMs: e.nowMs.Load,
+		ProducerIDs: func(context.Context) (int64, error) {
+			close(entered)
+			<-release
+			return 4242, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	c.Tick(e.nowMs.Load())
+	type init struct {
+		pid   int64
+		epoch int16
+		err   *kerr.Error
+	}
+	first := make(chan init, 1)
+	go func() {
+		pid, epoch, err := c.InitProducerID(context.Background(), InitRequest{TransactionalID: "tx-a", TimeoutMs: 10000, ProducerID: -1, ProducerEpoch: -1})
+		first <- init{pid, epoch, err}
+	}()
+	<-entered
+	other := make(chan *kerr.Error, 1)
+	go func() {
+		_, err := c.Describe("tx-b")
+		other <- err
+	}()
+	select {
+	case err := <-other:
+		if err != kerr.NotCoordinator {
+			t.Errorf("another id while a producer id is fetched: %v, want NOT_COORDINATOR (its partition is led elsewhere)", err)
+		}
+	case <-time.After(2 * time.Second): // a bound on a failure, not a readiness wait
+		t.Errorf("another id waited for the producer id fetch")
+	}
+	close(release)
+	if r := <-first; r.err != nil || r.pid != 4242 || r.epoch != 0 {
+		t.Fatalf("init: %+v", r)
+	}
+	if m, err := c.Describe("tx-a"); err != nil || m.ProducerID != 4242 || m.State != Empty {
+		t.Fatalf("after init: %+v %v", m, err)
+	}
+}
+
+// Once __transaction_state exists its partition count decides the
+// partition of a transactional id, not transaction.state.log.num.partitions
+// (Kafka's partitionFor): a broker set to 3 whose topic has 5 partitions
+// serves an id of partition 4 (NOT_COORDINATOR before: it looked at the
+// partition the setting names, which it does not lead), and its ticks follow
+// partition 4 too.
+func TestTopicPartitionCountDecides(t *testing.T) {
+	e := newEnv(t)
+	id := ""
+	for i := 0; id == ""; i++ {
+		if cand := fmt.Sprintf("id-%d", i); PartitionFor(cand, 5) == 4 {
+			id = cand
+		}
+	}
+	if err := e.m.Apply(replica.PartitionState{TopicPartition: replica.TopicPartition{Topic: Topic, Partition: 4}, TopicID: [16]byte{9},
+		Leader: 1, LeaderEpoch: 2, Replicas: []int32{1}, ISR: []int32{1}}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Config{BrokerID: 1, Replicas: e.m, Markers: e.markers, NowMs: e.nowMs.Load, NumPartitions: 3,
+		TopicPartitions: func() int32 { return 5 },
+		ProducerIDs:     func(context.Context) (int64, error) { return e.nextPID.Add(1) - 1, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if got := c.PartitionFor(id); got != 4 {
+		t.Fatalf("partition %d, want 4", got)
+	}
+	c.Tick(e.nowMs.Load())
+	c.mu.Lock()
+	sh := c.shards[4]
+	c.mu.Unlock()
+	if sh == nil || !sh.loaded {
+		t.Fatalf("a tick did not load partition 4: %+v", sh)
+	}
+	if _, _, err := c.InitProducerID(context.Background(), InitRequest{TransactionalID: id, TimeoutMs: 1000, ProducerID: -1, ProducerEpoch: -1}); err != nil {
+		t.Fatalf("InitProducerId: %v", err)
 	}
 }
