@@ -209,7 +209,7 @@ func (c *Config) checkKRaft() error {
 }
 
 func (c *Config) checkControllerRole() error {
-	if len(c.QuorumVoters) == 0 {
+	if len(c.QuorumVoters) == 0 && !c.FormatOnly {
 		return invalid("a controller needs controller.quorum.voters: dynamic quorums (KIP-853: controllers that find " +
 			"each other through controller.quorum.bootstrap.servers alone, as in the controller and server properties " +
 			"Kafka 3.9 and 4.x ship) are not supported yet; set controller.quorum.voters to the static voter set " +
@@ -224,7 +224,7 @@ func (c *Config) checkControllerRole() error {
 		return invalid("the listeners config must only contain KRaft controller listeners from " +
 			"controller.listener.names when process.roles=controller")
 	}
-	if !c.isVoter() {
+	if len(c.QuorumVoters) > 0 && !c.isVoter() {
 		return invalid("if process.roles contains the 'controller' role, the node id %d must be included in "+
 			"the set of voters controller.quorum.voters=%s", c.NodeID, joinVoters(c.QuorumVoters))
 	}

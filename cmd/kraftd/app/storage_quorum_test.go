@@ -1,0 +1,176 @@
+package app
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kraftd/kraftd/quorum"
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
+
+// dynamicConfig is a node of a dynamic quorum: no controller.quorum.voters,
+// only bootstrap servers, validated as `kraftd storage format` does.
+func dynamicConfig(t *testing.T, nodeID, roles string) (Config, []string) {
+	t.Helper()
+	root := t.TempDir()
+	a, m := filepath.Join(root, "a"), filepath.Join(root, "meta")
+	listeners := "CONTROLLER://127.0.0.1:19093"
+	if roles == "broker" {
+		listeners = "PLAINTEXT://127.0.0.1:19092"
+	}
+	c := embedded(t, Setting{"node.id", nodeID}, Setting{"process.roles", roles},
+		Setting{"listeners", listeners}, Setting{"controller.quorum.voters", ""},
+		Setting{"controller.quorum.bootstrap.servers", "127.0.0.1:19093"},
+		Setting{"log.dirs", a}, Setting{"metadata.log.dir", m})
+	c.FormatOnly = true
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return c, []string{a, m}
+}
+
+// readBootstrap parses the bootstrap snapshot of a metadata directory.
+func readBootstrap(t *testing.T, metaDir string) quorum.Snapshot {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(metaDir, "__cluster_metadata-0", raftlog.SnapshotFileName(raftlog.BootstrapSnapshotID)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := quorum.ParseSnapshot(raftlog.BootstrapSnapshotID, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestFormatStandalone: --standalone makes this controller the single voter of a
+// kraft.version 1 quorum: the bootstrap snapshot names it with its controller
+// listener and the metadata directory's own directory.id, as Kafka's formatter.
+func TestFormatStandalone(t *testing.T) {
+	c, dirs := dynamicConfig(t, "1", "controller")
+	var out bytes.Buffer
+	if err := Format(&c, FormatOptions{ClusterID: testClusterID, Standalone: true, Out: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Formatting dynamic metadata voter directory "+dirs[1]+" with") {
+		t.Errorf("output:\n%s", out.String())
+	}
+	m, err := ReadMetaProperties(dirs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := readBootstrap(t, dirs[1])
+	dir, _ := ParseUUID(m.DirectoryID)
+	want := quorum.VoterNode{Key: quorum.ReplicaKey{ID: 1, DirectoryID: dir},
+		Endpoints:       []quorum.Endpoint{{Name: "CONTROLLER", Host: "127.0.0.1", Port: 19093}},
+		KRaftVersionMin: 0, KRaftVersionMax: 1}
+	if s.KRaft.KRaftVersion != 1 || !s.KRaft.Voters.Equal(quorum.VoterSet{Voters: []quorum.VoterNode{want}}) {
+		t.Fatalf("bootstrap snapshot: kraft.version %d, voters %+v; want %+v", s.KRaft.KRaftVersion, s.KRaft.Voters, want)
+	}
+	if _, err := os.Stat(filepath.Join(dirs[0], "__cluster_metadata-0")); !os.IsNotExist(err) {
+		t.Errorf("a data directory got a metadata partition: %v", err)
+	}
+}
+
+// TestFormatInitialControllers: every node formatted with the same list gets the
+// same voter set; a listed node's metadata directory takes the listed directory
+// id, an unlisted node (a broker) keeps a random one; --no-initial-controllers
+// writes no snapshot.
+func TestFormatInitialControllers(t *testing.T) {
+	list := "1@localhost:19093:" + "3Ga8Fze3ShKg6FQ9Sy6yPQ" + ",2@[::1]:29093:" + "UYvWh1d3RY2iESzWMvkQWw"
+	c, dirs := dynamicConfig(t, "2", "controller")
+	if err := Format(&c, FormatOptions{ClusterID: testClusterID, InitialControllers: list}); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := ReadMetaProperties(dirs[1]); m.DirectoryID != "UYvWh1d3RY2iESzWMvkQWw" {
+		t.Errorf("metadata directory.id %q, want the listed one", m.DirectoryID)
+	}
+	if m, _ := ReadMetaProperties(dirs[0]); m.DirectoryID == "UYvWh1d3RY2iESzWMvkQWw" {
+		t.Error("the data directory took the voter's directory id")
+	}
+	s := readBootstrap(t, dirs[1])
+	if got := s.KRaft.Voters.String(); got != "[1:dc66bc17 2:518bd687]" {
+		t.Errorf("voters %s", got)
+	}
+	if v, _ := s.KRaft.Voters.Voter(2); len(v.Endpoints) != 1 || v.Endpoints[0] != (quorum.Endpoint{Name: "CONTROLLER", Host: "::1", Port: 29093}) {
+		t.Errorf("voter 2 endpoints %+v", v.Endpoints)
+	}
+
+	b, bdirs := dynamicConfig(t, "7", "broker")
+	var out bytes.Buffer
+	if err := Format(&b, FormatOptions{ClusterID: testClusterID, InitialControllers: list, Out: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Formatting dynamic metadata directory "+bdirs[1]) {
+		t.Errorf("output:\n%s", out.String())
+	}
+	if got := readBootstrap(t, bdirs[1]).KRaft.Voters.String(); got != "[1:dc66bc17 2:518bd687]" {
+		t.Errorf("broker's voters %s", got)
+	}
+
+	n, ndirs := dynamicConfig(t, "3", "controller")
+	if err := Format(&n, FormatOptions{ClusterID: testClusterID, NoInitialControllers: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(ndirs[1], "__cluster_metadata-0")); !os.IsNotExist(err) {
+		t.Errorf("--no-initial-controllers wrote a metadata partition: %v", err)
+	}
+}
+
+// TestFormatQuorumRefused: the combinations kafka-storage.sh refuses, and
+// initial controller lists that do not describe a voter set, format nothing.
+func TestFormatQuorumRefused(t *testing.T) {
+	dirA, dirB := "3Ga8Fze3ShKg6FQ9Sy6yPQ", "UYvWh1d3RY2iESzWMvkQWw"
+	for _, tc := range []struct {
+		name, roles string
+		opts        FormatOptions
+		want        string
+	}{
+		{"no option", "controller", FormatOptions{}, "you must specify one of the following"},
+		{"two options", "controller", FormatOptions{Standalone: true, NoInitialControllers: true}, "exclude each other"},
+		{"standalone broker", "broker", FormatOptions{Standalone: true}, "only use --standalone on a controller"},
+		{"no at", "controller", FormatOptions{InitialControllers: "1localhost:1:" + dirA}, "no @"},
+		{"negative id", "controller", FormatOptions{InitialControllers: "-1@localhost:1:" + dirA}, "non-negative"},
+		{"no port", "controller", FormatOptions{InitialControllers: "1@localhost:" + dirA}, "no colon after the port"},
+		{"big port", "controller", FormatOptions{InitialControllers: "1@localhost:65536:" + dirA}, "0-65535"},
+		{"bad dir", "controller", FormatOptions{InitialControllers: "1@localhost:1:xyz"}, "directory id"},
+		{"zero dir", "controller", FormatOptions{InitialControllers: "1@localhost:1:AAAAAAAAAAAAAAAAAAAAAA"}, "reserved"},
+		{"open bracket", "controller", FormatOptions{InitialControllers: "1@[::1:1:" + dirA}, "right bracket"},
+		{"repeated id", "controller", FormatOptions{InitialControllers: "1@a:1:" + dirA + ",1@b:2:" + dirB}, "more than once"},
+		{"repeated dir", "controller", FormatOptions{InitialControllers: "1@a:1:" + dirA + ",2@b:2:" + dirA}, "more than once"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, dirs := dynamicConfig(t, "1", tc.roles)
+			tc.opts.ClusterID = testClusterID
+			err := Format(&c, tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Format = %v, want an error containing %q", err, tc.want)
+			}
+			for _, d := range dirs {
+				if _, err := ReadMetaProperties(d); !errors.Is(err, ErrNotFormatted) {
+					t.Errorf("%s formatted after a refusal: %v", d, err)
+				}
+			}
+		})
+	}
+	// A static quorum cannot also be a dynamic one.
+	c, _ := storageConfig(t, "1")
+	if err := Format(&c, FormatOptions{ClusterID: testClusterID, Standalone: true}); err == nil ||
+		!strings.Contains(err.Error(), "contradicts") {
+		t.Fatalf("Format --standalone with controller.quorum.voters = %v", err)
+	}
+}
+
+// TestFormatOnlyAllowsDynamicController: Validate still refuses to run a
+// controller without controller.quorum.voters; only storage format accepts it.
+func TestFormatOnlyAllowsDynamicController(t *testing.T) {
+	c, _ := dynamicConfig(t, "1", "controller")
+	c.FormatOnly = false
+	if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("Validate = %v, want ErrInvalidConfig", err)
+	}
+}
