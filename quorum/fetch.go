@@ -115,7 +115,7 @@ func (r *Raft) noteFetcher(nowMs int64, req *FetchRequest, valid bool) {
 	rs := r.lead.replicas[req.ReplicaID]
 	if rs == nil {
 		// Voters all have an entry, so this is an observer (expireObservers drops it).
-		if len(r.lead.replicas)-len(r.cfg.Voters) >= r.cfg.MaxTrackedObservers {
+		if len(r.lead.replicas)-len(r.voterIDs()) >= r.cfg.MaxTrackedObservers {
 			r.counters.observersUntracked++
 			return
 		}

@@ -107,10 +107,10 @@ func (r *Raft) becomeLeader(nowMs int64) {
 		observerExpiryMs: noDeadline,
 		accUntil:         noDeadline,
 	}
-	for _, v := range r.cfg.Voters {
+	for _, v := range r.voterIDs() {
 		l.replicas[v] = &replicaState{id: v, voter: true, endOffset: -1, lastFetchMs: -1, lastCaughtUpMs: -1}
 	}
-	if len(r.cfg.Voters) > 1 {
+	if len(r.voterIDs()) > 1 {
 		l.checkQuorumMs = nowMs + r.checkQuorumWindowMs()
 	}
 	r.lead = l
@@ -127,7 +127,7 @@ func (r *Raft) checkQuorumWindowMs() int64 { return r.cfg.FetchTimeoutMs * 3 / 2
 // (kmsg's ControlRecordKeyTypeLeaderChange constant is 3, which is wrong).
 func (r *Raft) leaderChangeBatch(nowMs int64) raftlog.Batch {
 	msg := kmsg.LeaderChangeMessage{Version: 0, LeaderID: r.cfg.NodeID}
-	for _, v := range r.cfg.Voters {
+	for _, v := range r.voterIDs() {
 		msg.Voters = append(msg.Voters, kmsg.LeaderChangeMessageVoter{VoterID: v})
 	}
 	for _, v := range r.lead.grantingVoters {
@@ -205,7 +205,7 @@ func (r *Raft) checkQuorum(nowMs int64) bool {
 	}
 	slices.Sort(times)
 	slices.Reverse(times)
-	need := r.cfg.majority() - 1
+	need := r.majority() - 1
 	t := times[need-1]
 	if t < 0 || nowMs-t >= window {
 		return false
@@ -285,8 +285,8 @@ func (r *Raft) drainAccumulator(nowMs int64) {
 // maybeAdvanceHW recomputes the leader's high watermark (spec section 2.6).
 func (r *Raft) maybeAdvanceHW() {
 	l := r.lead
-	offsets := make([]int64, 0, len(r.cfg.Voters))
-	for _, v := range r.cfg.Voters {
+	offsets := make([]int64, 0, len(r.voterIDs()))
+	for _, v := range r.voterIDs() {
 		if v == r.cfg.NodeID {
 			offsets = append(offsets, r.log.flushedEnd)
 		} else {

@@ -186,7 +186,17 @@ func newNode(cfg NodeConfig, host NodeHost) (*Node, error) {
 		learned: make(map[int32]string),
 		applied: loaded.StartOffset,
 	}
-	n.raft, err = NewRaft(cfg.Raft, loaded, n.nowMs())
+	var snapKRaft SnapshotKRaft
+	if loaded.Snapshot != nil && snaps != nil {
+		// Listeners start from the latest snapshot and replay only the log after it;
+		// the core takes the voter set it holds (KIP-853).
+		s, err := readSnapshot(snaps, *loaded.Snapshot)
+		if err != nil {
+			return nil, err
+		}
+		n.startSnap, snapKRaft = &s, s.KRaft
+	}
+	n.raft, err = NewRaftFromSnapshot(cfg.Raft, loaded, snapKRaft, n.nowMs())
 	if errors.Is(err, ErrUnusableQuorumState) && snaps != nil {
 		return nil, fmt.Errorf("%w (directory %s)", err, snaps.Where())
 	}
@@ -194,14 +204,6 @@ func newNode(cfg NodeConfig, host NodeHost) (*Node, error) {
 		return nil, err
 	}
 	n.snaps = snaps
-	if loaded.Snapshot != nil && snaps != nil {
-		// Listeners start from the latest snapshot and replay only the log after it.
-		s, err := readSnapshot(snaps, *loaded.Snapshot)
-		if err != nil {
-			return nil, err
-		}
-		n.startSnap = &s
-	}
 	n.applied = n.raft.Status().AppliedOffset
 	n.nextCleanMs = n.nowMs() + cleanIntervalMs
 	n.commits.observe = cfg.OnCommitLatency

@@ -128,7 +128,16 @@ type ballot struct {
 // epoch starts Unattached at the log epoch; a persisted leader that is this node comes
 // back Resigned (it must never lead the same epoch twice); a vote for itself restarts
 // as Candidate in the same epoch; a vote for another restarts Unattached+voted.
+//
+// NewRaft reads no snapshot: a node of a dynamic quorum (KIP-853) whose voter set
+// is in its latest snapshot starts through NewRaftFromSnapshot.
 func NewRaft(cfg Config, loaded raftlog.Loaded, nowMs int64) (*Raft, error) {
+	return NewRaftFromSnapshot(cfg, loaded, SnapshotKRaft{}, nowMs)
+}
+
+// NewRaftFromSnapshot is NewRaft for a node whose latest snapshot (loaded.Snapshot)
+// says snapKRaft of kraft.version and the voters.
+func NewRaftFromSnapshot(cfg Config, loaded raftlog.Loaded, snapKRaft SnapshotKRaft, nowMs int64) (*Raft, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -137,7 +146,7 @@ func NewRaft(cfg Config, loaded raftlog.Loaded, nowMs int64) (*Raft, error) {
 		return nil, fmt.Errorf("quorum: loaded log from %d to %d does not continue snapshot (%d,%d)",
 			loaded.StartOffset, endOfLoaded(loaded), loaded.Snapshot.EndOffset, loaded.Snapshot.Epoch)
 	}
-	rl, err := newRaftLog(loaded)
+	rl, err := newRaftLog(loaded, snapKRaft)
 	if err != nil {
 		return nil, err
 	}
@@ -148,9 +157,9 @@ func NewRaft(cfg Config, loaded raftlog.Loaded, nowMs int64) (*Raft, error) {
 		return nil, err
 	}
 	r := &Raft{
-		cfg:       cfg,
-		logger:    cfg.Logger,
-		isVoter:   cfg.isVoter(cfg.NodeID),
+		cfg:    cfg,
+		logger: cfg.Logger,
+
 		log:       rl,
 		leaderID:  -1,
 		votedID:   -1,
@@ -160,6 +169,7 @@ func NewRaft(cfg Config, loaded raftlog.Loaded, nowMs int64) (*Raft, error) {
 		nowMs:     nowMs,
 		voteFloor: -1,
 	}
+	r.isVoter = r.selfIsVoter()
 	if rec := loaded.Recovery; rec != nil {
 		if r.isVoter {
 			r.recovery = newRecoveryState(*rec, nowMs)
@@ -229,7 +239,7 @@ func (r *Raft) initialize(st raftlog.QuorumState, nowMs int64) {
 		r.enterUnattached(nowMs)
 		r.logf("%d became unattached at epoch %d", self, r.epoch)
 	}
-	if r.campaigns() && len(r.cfg.Voters) == 1 && r.role != Leader {
+	if r.campaigns() && len(r.voterIDs()) == 1 && r.role != Leader {
 		// A single-voter quorum needs nobody's vote: elect at once.
 		r.becomeCandidate(nowMs)
 	}
@@ -252,8 +262,8 @@ func (r *Raft) debugf(format string, args ...any) {
 }
 
 func (r *Raft) otherVoters() []int32 {
-	out := make([]int32, 0, len(r.cfg.Voters))
-	for _, v := range r.cfg.Voters {
+	out := make([]int32, 0, len(r.voterIDs()))
+	for _, v := range r.voterIDs() {
 		if v != r.cfg.NodeID {
 			out = append(out, v)
 		}
@@ -284,7 +294,7 @@ func (r *Raft) persist() {
 	if r.role == Leader || r.role == Resigned {
 		st.LeaderID = r.cfg.NodeID
 	}
-	st.CurrentVoters = slices.Clone(r.cfg.Voters)
+	st.CurrentVoters = slices.Clone(r.voterIDs())
 	r.pendingState = &st
 }
 
@@ -368,7 +378,7 @@ func (r *Raft) startElection(nowMs int64) {
 
 // preVoteUsable: KIP-996 pre-vote only if every other voter speaks Vote v2.
 func (r *Raft) preVoteUsable() bool {
-	if r.cfg.DisablePreVote || len(r.cfg.Voters) == 1 {
+	if r.cfg.DisablePreVote || len(r.voterIDs()) == 1 {
 		return false
 	}
 	for _, v := range r.otherVoters() {

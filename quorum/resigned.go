@@ -24,7 +24,7 @@ func (r *Raft) sendEndEpoch(nowMs int64) {
 		}})
 	}
 	rs.nextSendMs = noDeadline
-	if len(rs.acked) < len(r.cfg.Voters)-1 {
+	if len(rs.acked) < len(r.voterIDs())-1 {
 		rs.nextSendMs = nowMs + r.cfg.RequestTimeoutMs
 	}
 }

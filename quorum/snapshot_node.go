@@ -203,7 +203,7 @@ func EncodeSnapshot(id raftlog.SnapshotID, lastContainedTimestampMs int64, recor
 type SnapshotKRaft struct {
 	KRaftVersion int16
 	// Voters is the voter set in force at the snapshot's end offset; used only at
-	// KRaftVersion >= 1, where it must not be empty.
+	// KRaftVersion >= 1 (empty: none known, no VotersRecord).
 	Voters VoterSet
 }
 
@@ -211,9 +211,6 @@ type SnapshotKRaft struct {
 // the header batch when kraft.KRaftVersion >= 1.
 func EncodeSnapshotKRaft(id raftlog.SnapshotID, lastContainedTimestampMs int64, kraft SnapshotKRaft,
 	records iter.Seq2[raftlog.Record, error], maxBatchBytes int, write func(raftlog.Batch) error) error {
-	if kraft.KRaftVersion > KRaftVersionStatic && len(kraft.Voters.Voters) == 0 {
-		return fmt.Errorf("%w: a kraft.version %d snapshot needs a voter set", ErrInvalidControlRecord, kraft.KRaftVersion)
-	}
 	header := make([]byte, 0, 11)
 	header = binary.BigEndian.AppendUint16(header, 0)
 	header = binary.BigEndian.AppendUint64(header, uint64(lastContainedTimestampMs))
@@ -412,12 +409,13 @@ func (n *Node) beginSnapshot(id raftlog.SnapshotID, ts int64, records iter.Seq2[
 	if err != nil {
 		return nil, err
 	}
+	kraft := n.raft.snapshotKRaft(id)
 	n.writing = true
 	done := make(chan error, 1)
 	start := n.host.Now()
 	work := func(pace func(int) error) error {
 		synced := int64(0)
-		err := EncodeSnapshot(w.ID(), ts, records, snapshotBatchBytes, func(b raftlog.Batch) error {
+		err := EncodeSnapshotKRaft(w.ID(), ts, kraft, records, snapshotBatchBytes, func(b raftlog.Batch) error {
 			if err := w.WriteBatch(b); err != nil {
 				return err
 			}
@@ -583,6 +581,7 @@ func (n *Node) persistDownload(rd *Ready) error {
 	if err := n.snaps.DeleteSnapshotsBefore(id.EndOffset); err != nil {
 		return err
 	}
+	rd.snapshotKRaft = snap.KRaft
 	n.toLoad = &snap
 	return nil
 }

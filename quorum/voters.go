@@ -275,15 +275,17 @@ func ParseKRaftVersionRecord(value []byte) (int16, error) {
 // KRaftControlRecords are the control records that carry kraft.version and, at
 // kraft.version >= 1, the voter set: what a snapshot's header batch holds after
 // its SnapshotHeader, and what a leader appends when it writes the voter set.
-// kraft.version 0 has none.
+// kraft.version 0 has none; an empty voter set is left out (Kafka's snapshot
+// writer leaves it out when its history has none).
 func KRaftControlRecords(kraftVersion int16, voters VoterSet) []raftlog.Record {
 	if kraftVersion == KRaftVersionStatic {
 		return nil
 	}
-	return []raftlog.Record{
-		{Key: raftlog.ControlKey(raftlog.ControlKRaftVersion), Value: AppendKRaftVersionRecord(nil, kraftVersion)},
-		{Key: raftlog.ControlKey(raftlog.ControlKRaftVoters), Value: AppendVotersRecord(nil, voters)},
+	recs := []raftlog.Record{{Key: raftlog.ControlKey(raftlog.ControlKRaftVersion), Value: AppendKRaftVersionRecord(nil, kraftVersion)}}
+	if len(voters.Voters) > 0 {
+		recs = append(recs, raftlog.Record{Key: raftlog.ControlKey(raftlog.ControlKRaftVoters), Value: AppendVotersRecord(nil, voters)})
 	}
+	return recs
 }
 
 // BootstrapSnapshot encodes the snapshot `kraftd storage format --standalone` or
@@ -291,8 +293,9 @@ func KRaftControlRecords(kraftVersion int16, voters VoterSet) []raftlog.Record {
 // Formatter does: one header batch (SnapshotHeader, KRaftVersionRecord,
 // VotersRecord) and the footer batch, at epoch 0, stamped nowMs.
 func BootstrapSnapshot(kraftVersion int16, voters VoterSet, nowMs int64) ([]byte, error) {
-	if kraftVersion < KRaftVersionDynamic || kraftVersion > KRaftVersionMax {
-		return nil, fmt.Errorf("%w: a bootstrap snapshot at kraft.version %d", ErrInvalidControlRecord, kraftVersion)
+	if kraftVersion < KRaftVersionDynamic || kraftVersion > KRaftVersionMax || len(voters.Voters) == 0 {
+		return nil, fmt.Errorf("%w: a bootstrap snapshot at kraft.version %d with %d voters", ErrInvalidControlRecord,
+			kraftVersion, len(voters.Voters))
 	}
 	var out []byte
 	err := EncodeSnapshotKRaft(raftlog.BootstrapSnapshotID, nowMs, SnapshotKRaft{KRaftVersion: kraftVersion, Voters: voters},
