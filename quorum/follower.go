@@ -288,7 +288,7 @@ func (r *Raft) handleBeginEpoch(nowMs int64, m Message) {
 	switch {
 	case req.LeaderID < 0 || req.LeaderEpoch < 0:
 		resp.ErrorCode = kerr.InvalidRequest.Code
-	case req.VoterID >= 0 && req.VoterID != r.cfg.NodeID:
+	case !r.isOwnKey(req.VoterID, req.VoterDirectoryID):
 		resp.ErrorCode = kerr.InvalidVoterKey.Code
 	case req.LeaderEpoch < r.epoch:
 		resp.ErrorCode = kerr.FencedLeaderEpoch.Code

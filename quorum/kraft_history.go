@@ -18,6 +18,9 @@ import (
 type kraftHistory struct {
 	versions []kraftVersionAt
 	voters   []votersAt
+	// gen counts changes of voters, so the driver knows when to refresh the
+	// addresses it derives from the set.
+	gen uint64
 }
 
 type kraftVersionAt struct {
@@ -83,6 +86,7 @@ func (h *kraftHistory) add(recs []kraftRecord) {
 			assertf(len(h.voters) == 0 || h.voters[len(h.voters)-1].offset < kr.offset,
 				"voter history grows: VotersRecord at %d", kr.offset)
 			h.voters = append(h.voters, votersAt{offset: kr.offset, set: *kr.voters, ids: kr.voters.IDs()})
+			h.gen++
 			continue
 		}
 		assertf(len(h.versions) == 0 || h.versions[len(h.versions)-1].offset < kr.offset,
@@ -95,6 +99,7 @@ func (h *kraftHistory) add(recs []kraftRecord) {
 func (h *kraftHistory) truncateFrom(end int64) {
 	for len(h.voters) > 0 && h.voters[len(h.voters)-1].offset >= end {
 		h.voters = h.voters[:len(h.voters)-1]
+		h.gen++
 	}
 	for len(h.versions) > 0 && h.versions[len(h.versions)-1].offset >= end {
 		h.versions = h.versions[:len(h.versions)-1]
@@ -104,7 +109,7 @@ func (h *kraftHistory) truncateFrom(end int64) {
 // reset replaces the history with what the snapshot id says (the log restarts at
 // its end).
 func (h *kraftHistory) reset(id raftlog.SnapshotID, k SnapshotKRaft) {
-	*h = kraftHistory{}
+	*h = kraftHistory{gen: h.gen + 1}
 	at := id.EndOffset - 1
 	if k.KRaftVersion > KRaftVersionStatic {
 		h.versions = []kraftVersionAt{{offset: at, level: k.KRaftVersion}}
@@ -249,4 +254,47 @@ func (r *Raft) snapshotKRaft(id raftlog.SnapshotID) SnapshotKRaft {
 		k.Voters, _ = r.log.kraft.votersAt(id.EndOffset - 1)
 	}
 	return k
+}
+
+// VoterSet is the voter set in force of a dynamic quorum and a number that changes
+// whenever it does; ok is false for a static quorum or before the log names one.
+func (r *Raft) VoterSet() (vs VoterSet, gen uint64, ok bool) {
+	if !r.dynamic() {
+		return VoterSet{}, 0, false
+	}
+	v, ok := r.log.kraft.latestVoters()
+	return v.set, r.log.kraft.gen, ok
+}
+
+// voterDirectoryID is the directory id the voter set in force gives voter id: what
+// a Vote or BeginQuorumEpoch addressed to it carries (KIP-853). Zero in a static
+// quorum, whose voters have none.
+func (r *Raft) voterDirectoryID(id int32) [16]byte {
+	if !r.dynamic() {
+		return [16]byte{}
+	}
+	v, _ := r.log.kraft.latestVoters()
+	node, _ := v.set.Voter(id)
+	return node.Key.DirectoryID
+}
+
+// ownDirectoryID is this replica's directory id as a candidate states it; zero in a
+// static quorum, whose Vote requests stay as they were.
+func (r *Raft) ownDirectoryID() [16]byte {
+	if !r.dynamic() {
+		return [16]byte{}
+	}
+	return r.cfg.DirectoryID
+}
+
+// isOwnKey reports whether a request addressed to voter (id, directory id) is for
+// this replica, as Kafka's isValidVoterKey: an id of -1 (v0 requests) or a zero
+// directory id leaves that half unchecked. Otherwise the answer is INVALID_VOTER_KEY:
+// a controller whose disk was replaced is a new replica and cannot act as the old
+// one.
+func (r *Raft) isOwnKey(id int32, dir [16]byte) bool {
+	if id >= 0 && id != r.cfg.NodeID {
+		return false
+	}
+	return dir == [16]byte{} || r.cfg.DirectoryID == [16]byte{} || dir == r.cfg.DirectoryID
 }

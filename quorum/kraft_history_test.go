@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kraftd/kraftd/quorum/raftlog"
@@ -175,5 +176,76 @@ func TestVoterHistorySnapshotAndRestart(t *testing.T) {
 		Value: []byte{0, 0, 9}}})
 	if _, err := newRaftLog(loaded, SnapshotKRaft{}); err == nil {
 		t.Fatal("a log with an undecodable VotersRecord loaded")
+	}
+}
+
+// TestVoterKeyAndVotesAtKRaftVersion1: a Vote or BeginQuorumEpoch addressed to
+// this node's id with another directory id (the replica whose disk this one
+// replaced) gets INVALID_VOTER_KEY and changes nothing; at kraft.version 1 a vote
+// is granted to a candidate the local voter set does not (yet) list, and by a
+// replica that is not in it, as Kafka does (KIP-853); the static check of
+// kraft.version 0 would refuse both (INCONSISTENT_VOTER_SET). A candidate names
+// the voter's and its own directory id.
+func TestVoterKeyAndVotesAtKRaftVersion1(t *testing.T) {
+	r := dynamicRaft(t, 2, testDirID(2), dynVoters(t, 1, 2))
+	drain(r)
+	vote := func(dir [16]byte, candidate int32) VoteResponse {
+		t.Helper()
+		req := &VoteRequest{VoterID: 2, VoterDirectoryID: dir, CandidateID: candidate, CandidateEpoch: 1}
+		if err := r.Step(0, Message{From: candidate, To: 2, RequestID: 7, Vote: req}); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range drain(r) {
+			if m.VoteResp != nil {
+				return *m.VoteResp
+			}
+		}
+		t.Fatal("no Vote answer")
+		return VoteResponse{}
+	}
+	if resp := vote(testDirID(9), 1); resp.ErrorCode != kerr.InvalidVoterKey.Code || resp.VoteGranted || r.Status().Epoch != 0 {
+		t.Fatalf("vote for another directory id: %+v at epoch %d", resp, r.Status().Epoch)
+	}
+	if err := r.Step(0, Message{From: 1, To: 2, RequestID: 8, BeginEpoch: &BeginQuorumEpochRequest{VoterID: 2,
+		VoterDirectoryID: testDirID(9), LeaderID: 1, LeaderEpoch: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range drain(r) {
+		if m.BeginEpochResp != nil && m.BeginEpochResp.ErrorCode != kerr.InvalidVoterKey.Code {
+			t.Fatalf("BeginQuorumEpoch for another directory id: %+v", m.BeginEpochResp)
+		}
+	}
+	if st := r.Status(); st.Epoch != 0 || st.LeaderID != -1 {
+		t.Fatalf("after refused requests: epoch %d leader %d", st.Epoch, st.LeaderID)
+	}
+	if resp := vote(testDirID(2), 3); resp.ErrorCode != 0 || !resp.VoteGranted {
+		t.Fatalf("vote for candidate 3, not a local voter, at kraft.version 1: %+v", resp)
+	}
+
+	outsider := dynamicRaft(t, 5, testDirID(5), dynVoters(t, 1, 2))
+	drain(outsider)
+	if err := outsider.Step(0, Message{From: 1, To: 5, RequestID: 9, Vote: &VoteRequest{VoterID: 5, CandidateID: 1, CandidateEpoch: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	granted := false
+	for _, m := range drain(outsider) {
+		granted = granted || (m.VoteResp != nil && m.VoteResp.VoteGranted)
+	}
+	if !granted {
+		t.Fatal("a replica outside the voter set refused a vote at kraft.version 1")
+	}
+
+	leader := dynamicRaft(t, 1, testDirID(1), dynVoters(t, 1, 2, 3))
+	drain(leader)
+	leader.Tick(5000)
+	var asked []VoteRequest
+	for _, m := range drain(leader) {
+		if m.Vote != nil {
+			asked = append(asked, *m.Vote)
+		}
+	}
+	if len(asked) != 2 || asked[0].VoterDirectoryID != testDirID(byte(asked[0].VoterID)) ||
+		asked[0].CandidateDirectoryID != testDirID(1) {
+		t.Fatalf("vote requests %+v", asked)
 	}
 }

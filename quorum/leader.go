@@ -190,7 +190,8 @@ func (r *Raft) expireObservers(nowMs int64) {
 func (r *Raft) sendBeginEpoch() {
 	for _, v := range r.otherVoters() {
 		r.send(Message{To: v, RequestID: r.newRequestID(), BeginEpoch: &BeginQuorumEpochRequest{
-			ClusterID: r.cfg.ClusterID, VoterID: v, LeaderID: r.cfg.NodeID, LeaderEpoch: r.epoch,
+			ClusterID: r.cfg.ClusterID, VoterID: v, VoterDirectoryID: r.voterDirectoryID(v),
+			LeaderID: r.cfg.NodeID, LeaderEpoch: r.epoch,
 		}})
 	}
 }

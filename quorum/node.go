@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,6 +80,10 @@ type Node struct {
 	ownCl  bool
 
 	events chan func()
+	// voterAddrs are the controller addresses of a dynamic quorum's voters, from the
+	// voter set in force (refreshVoterAddrs); written by the driver, read by handlers.
+	voterAddrs atomic.Pointer[map[int32]string]
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -90,6 +96,7 @@ type Node struct {
 	flushing      *flush
 	unflushed     []Ready
 	learned       map[int32]string // leader endpoints advertised to an observer of bootstrap addresses
+	voterGen      uint64           // the core's voter set generation voterAddrs was built from
 	nextInbound   uint64
 	applied       int64 // next offset to deliver to listeners
 	pendingLeader *LeaderAndEpoch
@@ -204,6 +211,7 @@ func newNode(cfg NodeConfig, host NodeHost) (*Node, error) {
 		return nil, err
 	}
 	n.snaps = snaps
+	n.refreshVoterAddrs()
 	n.applied = n.raft.Status().AppliedOffset
 	n.nextCleanMs = n.nowMs() + cleanIntervalMs
 	n.commits.observe = cfg.OnCommitLatency
@@ -459,6 +467,7 @@ func (n *Node) stopped() {
 // durability, committed batches, Advance.
 func (n *Node) drainReady() {
 	for n.fatal == nil && n.raft.HasReady() {
+		n.refreshVoterAddrs()
 		rd := n.raft.Ready()
 		n.sendAll(rd.Messages)
 		if mutSendFirst {
@@ -811,5 +820,30 @@ func (n *Node) addrOf(id int32) string {
 	if a := n.cfg.VoterAddrs[id]; a != "" {
 		return a
 	}
+	if a := (*n.voterAddrs.Load())[id]; a != "" {
+		return a
+	}
 	return n.learned[id]
+}
+
+// refreshVoterAddrs rebuilds the addresses of a dynamic quorum's voters (KIP-853:
+// the endpoint on ListenerName each VoterNode lists, or its first) when the voter
+// set in force changed. Driver goroutine only; handlers read voterAddrs from theirs.
+func (n *Node) refreshVoterAddrs() {
+	vs, gen, ok := n.raft.VoterSet()
+	if gen == n.voterGen && n.voterAddrs.Load() != nil {
+		return
+	}
+	n.voterGen = gen
+	addrs := make(map[int32]string, len(vs.Voters))
+	for _, v := range vs.Voters {
+		for i, e := range v.Endpoints {
+			if e.Name == n.cfg.ListenerName || (i == 0 && n.cfg.ListenerName == "") {
+				addrs[v.Key.ID] = net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port)))
+				break
+			}
+		}
+	}
+	_ = ok // a static quorum or an unnamed set leaves the map empty
+	n.voterAddrs.Store(&addrs)
 }

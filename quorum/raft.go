@@ -157,9 +157,8 @@ func NewRaftFromSnapshot(cfg Config, loaded raftlog.Loaded, snapKRaft SnapshotKR
 		return nil, err
 	}
 	r := &Raft{
-		cfg:    cfg,
-		logger: cfg.Logger,
-
+		cfg:       cfg,
+		logger:    cfg.Logger,
 		log:       rl,
 		leaderID:  -1,
 		votedID:   -1,

@@ -111,6 +111,11 @@ func derefClusterID(p *string) string {
 func (n *Node) endpoint(id int32) (host string, port uint16, ok bool) {
 	addr, found := n.cfg.VoterAddrs[id]
 	if !found {
+		if m := n.voterAddrs.Load(); m != nil {
+			addr, found = (*m)[id]
+		}
+	}
+	if !found {
 		return "", 0, false
 	}
 	h, p, err := net.SplitHostPort(addr)

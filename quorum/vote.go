@@ -9,13 +9,15 @@ import (
 func (r *Raft) sendVotes(preVote bool) {
 	for _, v := range r.otherVoters() {
 		r.send(Message{To: v, RequestID: r.newRequestID(), Vote: &VoteRequest{
-			ClusterID:       r.cfg.ClusterID,
-			VoterID:         v,
-			CandidateEpoch:  r.epoch,
-			CandidateID:     r.cfg.NodeID,
-			LastOffsetEpoch: r.log.lastEpoch(),
-			LastOffset:      r.log.endOffset(),
-			PreVote:         preVote,
+			ClusterID:            r.cfg.ClusterID,
+			VoterID:              v,
+			VoterDirectoryID:     r.voterDirectoryID(v),
+			CandidateDirectoryID: r.ownDirectoryID(),
+			CandidateEpoch:       r.epoch,
+			CandidateID:          r.cfg.NodeID,
+			LastOffsetEpoch:      r.log.lastEpoch(),
+			LastOffset:           r.log.endOffset(),
+			PreVote:              preVote,
 		}})
 	}
 }
@@ -36,7 +38,7 @@ func (r *Raft) handleVote(nowMs int64, m Message) {
 		code = kerr.InvalidRequest.Code
 	case req.CandidateEpoch < r.epoch:
 		code = kerr.FencedLeaderEpoch.Code
-	case req.VoterID >= 0 && req.VoterID != r.cfg.NodeID:
+	case !r.isOwnKey(req.VoterID, req.VoterDirectoryID):
 		code = kerr.InvalidVoterKey.Code
 	case r.voterSetError(req.CandidateID) != 0:
 		code = kerr.InconsistentVoterSet.Code

@@ -73,9 +73,6 @@ type cli struct {
 	logFormat       string
 	logLevel        string
 	ignoreFormatted bool
-	// formatOnly validates the configuration for storage format
-	// (app.Config.FormatOnly).
-	formatOnly bool
 }
 
 // newCLI registers one string flag per configuration key, named after the
@@ -156,7 +153,6 @@ func (c *cli) load(args []string, stderr *os.File) (cfg app.Config, embedded boo
 		return cfg, false, exitError, err
 	}
 	cfg.Logger = logger
-	cfg.FormatOnly = c.formatOnly
 	if err := cfg.Validate(); err != nil {
 		return cfg, false, exitError, err
 	}

@@ -78,7 +78,6 @@ func runFormat(args []string, stdout io.Writer, stderr *os.File) int {
 		"the initial voters of a new dynamic quorum, id@host:port:directory-id,...; the same list on every node")
 	c.fs.BoolVarP(&opts.NoInitialControllers, "no-initial-controllers", "N", false,
 		"format a node of a dynamic quorum without naming its voters (a controller added later with quorum add-controller)")
-	c.formatOnly = true
 	cfg, _, status, err := c.load(args, stderr)
 	if err != nil {
 		return report(stderr, status, err)

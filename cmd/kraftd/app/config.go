@@ -249,11 +249,6 @@ type Config struct {
 	Out io.Writer
 	// Rand is the entropy source for generated ids; nil means crypto/rand.
 	Rand io.Reader
-	// FormatOnly relaxes Validate for `kraftd storage format`: a controller may
-	// know the quorum only through controller.quorum.bootstrap.servers (a dynamic
-	// quorum, KIP-853, formatted with --standalone, --initial-controllers or
-	// --no-initial-controllers). Running such a controller is refused still.
-	FormatOnly bool
 
 	// explicit records which keys were set, for defaults that depend on
 	// whether the user said something (the security protocol map, log.dirs,

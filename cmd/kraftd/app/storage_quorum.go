@@ -152,8 +152,9 @@ func planQuorum(cfg *Config, opts FormatOptions) (formatQuorum, error) {
 }
 
 // standaloneVoter is this controller as the single voter of a new dynamic
-// quorum: its first controller listener (host "localhost" when the listener
-// binds every interface) and a fresh directory id.
+// quorum: its first controller listener as advertised (advertised.listeners
+// may name it, as Kafka 4.x's server.properties does; host "localhost" when
+// the listener binds every interface) and a fresh directory id.
 func standaloneVoter(cfg *Config, opts FormatOptions) (DynamicVoter, error) {
 	if !cfg.HasRole(RoleController) {
 		return DynamicVoter{}, errors.New("storage format: you can only use --standalone on a controller")
@@ -161,6 +162,11 @@ func standaloneVoter(cfg *Config, opts FormatOptions) (DynamicVoter, error) {
 	eps := cfg.ControllerEndpoints()
 	if len(eps) == 0 {
 		return DynamicVoter{}, errors.New("storage format: no controller listeners found")
+	}
+	for _, a := range cfg.AdvertisedListeners {
+		if a.Name == eps[0].Name {
+			eps[0] = a
+		}
 	}
 	host := eps[0].Host
 	if host == "" {

@@ -2,18 +2,25 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kraftd/kraftd/broker"
+	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/quorum"
 	"github.com/kraftd/kraftd/quorum/raftlog"
 )
 
 // dynamicConfig is a node of a dynamic quorum: no controller.quorum.voters,
-// only bootstrap servers, validated as `kraftd storage format` does.
+// only bootstrap servers.
 func dynamicConfig(t *testing.T, nodeID, roles string) (Config, []string) {
 	t.Helper()
 	root := t.TempDir()
@@ -26,7 +33,6 @@ func dynamicConfig(t *testing.T, nodeID, roles string) (Config, []string) {
 		Setting{"listeners", listeners}, Setting{"controller.quorum.voters", ""},
 		Setting{"controller.quorum.bootstrap.servers", "127.0.0.1:19093"},
 		Setting{"log.dirs", a}, Setting{"metadata.log.dir", m})
-	c.FormatOnly = true
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -165,12 +171,53 @@ func TestFormatQuorumRefused(t *testing.T) {
 	}
 }
 
-// TestFormatOnlyAllowsDynamicController: Validate still refuses to run a
-// controller without controller.quorum.voters; only storage format accepts it.
-func TestFormatOnlyAllowsDynamicController(t *testing.T) {
-	c, _ := dynamicConfig(t, "1", "controller")
-	c.FormatOnly = false
-	if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("Validate = %v, want ErrInvalidConfig", err)
+// TestStandaloneControllerServes: the first controller of a dynamic quorum
+// (KIP-853), formatted --standalone and configured with
+// controller.quorum.bootstrap.servers only, takes its voter set from the
+// bootstrap snapshot, elects itself and serves CreateTopics; DescribeQuorum names
+// it as the one voter.
+func TestStandaloneControllerServes(t *testing.T) {
+	// The voter record holds the controller's port, which peers and the broker
+	// role dial: a fixed one, not :0.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl := l.Addr().String()
+	l.Close()
+	c := ephemeralConfig(t, Setting{"listeners", "PLAINTEXT://127.0.0.1:0,CONTROLLER://" + ctrl},
+		Setting{"controller.quorum.voters", ""}, Setting{"controller.quorum.bootstrap.servers", ctrl},
+		Setting{"broker.heartbeat.interval.ms", "100"})
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Format(&c, FormatOptions{ClusterID: testClusterID, Standalone: true}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop(context.Background())
+	if err := a.Broker().WaitState(ctx, broker.StateRunning); err != nil {
+		t.Fatalf("broker not running: %v", err)
+	}
+	cl := protocol.NewClient(protocol.ClientConfig{ClientID: "standalone-test"})
+	defer cl.Close()
+	resp, err := cl.Request(ctx, a.Addr("PLAINTEXT").String(), createTopicsReq("dyn", 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt := resp.(*kmsg.CreateTopicsResponse).Topics[0]; rt.ErrorCode != 0 {
+		t.Fatalf("CreateTopics: error %d %v", rt.ErrorCode, rt.ErrorMessage)
+	}
+	st, err := a.Quorum().Status(ctx)
+	if err != nil || st.Role != quorum.Leader || !st.IsVoter || len(st.Voters) != 1 || st.Voters[0].ReplicaID != 1 {
+		t.Fatalf("quorum status: %s, voter %t, voters %+v, %v", st.Role, st.IsVoter, st.Voters, err)
 	}
 }

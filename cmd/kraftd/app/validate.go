@@ -209,13 +209,6 @@ func (c *Config) checkKRaft() error {
 }
 
 func (c *Config) checkControllerRole() error {
-	if len(c.QuorumVoters) == 0 && !c.FormatOnly {
-		return invalid("a controller needs controller.quorum.voters: dynamic quorums (KIP-853: controllers that find " +
-			"each other through controller.quorum.bootstrap.servers alone, as in the controller and server properties " +
-			"Kafka 3.9 and 4.x ship) are not supported yet; set controller.quorum.voters to the static voter set " +
-			"(id@host:port of every controller, e.g. 1@localhost:9093) on each controller; brokers may keep " +
-			"controller.quorum.bootstrap.servers")
-	}
 	if len(c.ControllerEndpoints()) == 0 {
 		return invalid("controller.listener.names must contain at least one value appearing in the 'listeners' " +
 			"configuration when running the KRaft controller role")
