@@ -79,6 +79,24 @@ func TestStandaloneVoterLeads(t *testing.T) {
 	if err := lc.ReadFrom(recs[0].Value); err != nil || len(lc.Voters) != 1 || lc.Voters[0].VoterID != 1 {
 		t.Fatalf("LeaderChange %+v, %v", lc, err)
 	}
+	// The bootstrap snapshot is never served: the first leader writes the voter set
+	// into the log, in its LeaderChange batch, for the replicas that lack it.
+	if len(recs) != 3 {
+		t.Fatalf("LeaderChange batch holds %d records, want LeaderChange, KRaftVersion, Voters", len(recs))
+	}
+	if vs, err := ParseVotersRecord(recs[2].Value); err != nil || !vs.Equal(boot) {
+		t.Fatalf("voters in the LeaderChange batch: %v, %v", vs, err)
+	}
+	if v, _ := r.log.kraft.latestVoters(); v.offset != 2 {
+		t.Fatalf("voter set in force from offset %d, want 2 (the log's record)", v.offset)
+	}
+	// A later leader whose voter set comes from the log writes no voters again.
+	r.log.truncateTo(0)
+	r.log.kraft.reset(raftlog.BootstrapSnapshotID, SnapshotKRaft{})
+	r.log.append(votersBatch(t, 0, 1, boot))
+	if recs, _ := r.leaderChangeBatch(0).Records(); len(recs) != 1 {
+		t.Fatalf("LeaderChange batch of a voter set from the log holds %d records", len(recs))
+	}
 
 	replaced := dynamicRaft(t, 1, testDirID(99), boot)
 	drain(replaced)

@@ -124,7 +124,11 @@ func (r *Raft) becomeLeader(nowMs int64) {
 func (r *Raft) checkQuorumWindowMs() int64 { return r.cfg.FetchTimeoutMs * 3 / 2 }
 
 // leaderChangeBatch encodes LeaderChangeMessage v0 in a control batch of type 2
-// (kmsg's ControlRecordKeyTypeLeaderChange constant is 3, which is wrong).
+// (kmsg's ControlRecordKeyTypeLeaderChange constant is 3, which is wrong). In a
+// dynamic quorum whose voter set so far is only the bootstrap snapshot's (which is
+// never served, so observers and controllers formatted --no-initial-controllers do
+// not have it) the batch also carries KRaftVersion and Voters records, as Kafka's
+// LeaderState.appendStartOfEpochControlRecords writes them.
 func (r *Raft) leaderChangeBatch(nowMs int64) raftlog.Batch {
 	msg := kmsg.LeaderChangeMessage{Version: 0, LeaderID: r.cfg.NodeID}
 	for _, v := range r.voterIDs() {
@@ -133,8 +137,11 @@ func (r *Raft) leaderChangeBatch(nowMs int64) raftlog.Batch {
 	for _, v := range r.lead.grantingVoters {
 		msg.GrantingVoters = append(msg.GrantingVoters, kmsg.LeaderChangeMessageVoter{VoterID: v})
 	}
-	rec := raftlog.Record{Key: raftlog.ControlKey(raftlog.ControlLeaderChange), Value: msg.AppendTo(nil)}
-	return raftlog.EncodeBatch(r.log.endOffset(), r.epoch, nowMs, true, []raftlog.Record{rec})
+	recs := []raftlog.Record{{Key: raftlog.ControlKey(raftlog.ControlLeaderChange), Value: msg.AppendTo(nil)}}
+	if v, ok := r.log.kraft.latestVoters(); ok && r.dynamic() && v.offset < 0 {
+		recs = append(recs, KRaftControlRecords(r.kraftVersion(), v.set)...)
+	}
+	return raftlog.EncodeBatch(r.log.endOffset(), r.epoch, nowMs, true, recs)
 }
 
 func (r *Raft) tickLeader(nowMs int64) {

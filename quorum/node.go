@@ -83,6 +83,9 @@ type Node struct {
 	// voterAddrs are the controller addresses of a dynamic quorum's voters, from the
 	// voter set in force (refreshVoterAddrs); written by the driver, read by handlers.
 	voterAddrs atomic.Pointer[map[int32]string]
+	// voterSet is the voter set in force of a dynamic quorum (empty otherwise), for
+	// DescribeQuorum; written by the driver with voterAddrs.
+	voterSet atomic.Pointer[VoterSet]
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -844,6 +847,7 @@ func (n *Node) refreshVoterAddrs() {
 			}
 		}
 	}
-	_ = ok // a static quorum or an unnamed set leaves the map empty
+	_ = ok // a static quorum or an unnamed set leaves both empty
 	n.voterAddrs.Store(&addrs)
+	n.voterSet.Store(&vs)
 }

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -219,5 +222,130 @@ func TestStandaloneControllerServes(t *testing.T) {
 	st, err := a.Quorum().Status(ctx)
 	if err != nil || st.Role != quorum.Leader || !st.IsVoter || len(st.Voters) != 1 || st.Voters[0].ReplicaID != 1 {
 		t.Fatalf("quorum status: %s, voter %t, voters %+v, %v", st.Role, st.IsVoter, st.Voters, err)
+	}
+}
+
+// TestInitialControllersElect: three controllers formatted with the same
+// --initial-controllers list and a fourth formatted --no-initial-controllers,
+// all configured with controller.quorum.bootstrap.servers only, form a dynamic
+// quorum: the three elect a leader among themselves at the addresses the voter
+// set lists, every one of them replicates, and the fourth, which has no bootstrap
+// snapshot, learns the voters from the leader's log and fetches as an observer.
+func TestInitialControllersElect(t *testing.T) {
+	var addrs []string
+	for range 4 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, l.Addr().String())
+		l.Close()
+	}
+	var list []string
+	var dirs [][16]byte
+	for i := range 3 {
+		dir, err := RandomUUID(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		list = append(list, fmt.Sprintf("%d@%s:%s", i+1, addrs[i], dir))
+		dirs = append(dirs, dir)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	apps := make([]*App, 4)
+	for i := range 4 {
+		c := embedded(t, Setting{"node.id", strconv.Itoa(i + 1)}, Setting{"process.roles", "controller"},
+			Setting{"listeners", "CONTROLLER://" + addrs[i]}, Setting{"controller.quorum.voters", ""},
+			Setting{"controller.quorum.bootstrap.servers", strings.Join(addrs[:3], ",")},
+			Setting{"log.dirs", t.TempDir()}, Setting{"controller.quorum.election.timeout.ms", "200"})
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		opts := FormatOptions{ClusterID: testClusterID, InitialControllers: strings.Join(list, ",")}
+		if i == 3 {
+			opts = FormatOptions{ClusterID: testClusterID, NoInitialControllers: true}
+		}
+		if err := Format(&c, opts); err != nil {
+			t.Fatal(err)
+		}
+		a, err := New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		apps[i] = a
+	}
+	for _, a := range apps {
+		if err := a.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer a.Stop(context.Background())
+	}
+	for {
+		for _, a := range apps[:3] {
+			st, err := a.Quorum().Status(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Role != quorum.Leader || len(st.Voters) != 3 || len(st.Observers) != 1 {
+				continue
+			}
+			caughtUp := st.Observers[0].LogEndOffset >= st.HighWatermark && st.Observers[0].ReplicaID == 4
+			for _, v := range st.Voters {
+				caughtUp = caughtUp && v.LogEndOffset >= st.HighWatermark
+			}
+			o, err := apps[3].Quorum().Status(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if caughtUp && st.HighWatermark > 0 && o.KRaftVersion == 1 && slices.Equal(o.VoterIDs, []int32{1, 2, 3}) &&
+				!o.IsVoter {
+				checkDescribeQuorumV2(t, ctx, a.Addr("CONTROLLER").String(), addrs[:3], dirs)
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			for i, a := range apps {
+				st, _ := a.Quorum().Status(context.Background())
+				t.Logf("node %d: %s epoch %d leader %d voter %t hw %d voter set %v (kraft.version %d) voters %+v observers %+v",
+					i+1, st.Role, st.Epoch, st.LeaderID, st.IsVoter, st.HighWatermark, st.VoterIDs, st.KRaftVersion,
+					st.Voters, st.Observers)
+			}
+			t.Fatal("no leader with three caught-up voters and the observer")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// checkDescribeQuorumV2 asks the leader at addr for DescribeQuorum v2: the voters
+// carry the directory ids of the voter set and Nodes lists their controller
+// listeners (KIP-853).
+func checkDescribeQuorumV2(t *testing.T, ctx context.Context, addr string, voterAddrs []string, dirs [][16]byte) {
+	t.Helper()
+	cl := protocol.NewClient(protocol.ClientConfig{ClientID: "describe-test"})
+	defer cl.Close()
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	req.Version = 2
+	rt := kmsg.NewDescribeQuorumRequestTopic()
+	rt.Topic = "__cluster_metadata"
+	rt.Partitions = []kmsg.DescribeQuorumRequestTopicPartition{kmsg.NewDescribeQuorumRequestTopicPartition()}
+	req.Topics = []kmsg.DescribeQuorumRequestTopic{rt}
+	raw, err := cl.Request(ctx, addr, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := raw.(*kmsg.DescribeQuorumResponse)
+	p := resp.Topics[0].Partitions[0]
+	if p.ErrorCode != 0 || len(p.CurrentVoters) != 3 || len(resp.Nodes) != 3 {
+		t.Fatalf("DescribeQuorum v2: error %d, %d voters, %d nodes", p.ErrorCode, len(p.CurrentVoters), len(resp.Nodes))
+	}
+	for i, v := range p.CurrentVoters {
+		n := resp.Nodes[i]
+		want := voterAddrs[i]
+		if v.ReplicaID != int32(i+1) || v.ReplicaDirectoryID != dirs[i] || n.NodeID != int32(i+1) || len(n.Listeners) != 1 ||
+			n.Listeners[0].Name != "CONTROLLER" || net.JoinHostPort(n.Listeners[0].Host, strconv.Itoa(int(n.Listeners[0].Port))) != want {
+			t.Fatalf("voter %d: %+v, node %+v; want directory id %x at %s", i+1, v, n, dirs[i], want)
+		}
 	}
 }
