@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
@@ -265,5 +266,20 @@ func TestVoterKeyAndVotesAtKRaftVersion1(t *testing.T) {
 	if len(asked) != 2 || asked[0].VoterDirectoryID != testDirID(byte(asked[0].VoterID)) ||
 		asked[0].CandidateDirectoryID != testDirID(1) {
 		t.Fatalf("vote requests %+v", asked)
+	}
+}
+
+// TestDynamicVoterRefusesLostState: a voter of a dynamic quorum whose quorum-state
+// is missing after it took part (its log shows epoch 3) is refused at start, as a
+// static voter is; the same directory as a non-voter (another directory id) starts.
+func TestDynamicVoterRefusesLostState(t *testing.T) {
+	loaded := raftlog.Loaded{State: raftlog.EmptyQuorumState(), StateMissing: true, Snapshot: &raftlog.BootstrapSnapshotID,
+		Batches: []raftlog.Batch{leaderChangeAt(0, 3, 1)}}
+	boot := SnapshotKRaft{KRaftVersion: KRaftVersionDynamic, Voters: dynVoters(t, 1, 2)}
+	if _, err := NewRaftFromSnapshot(Config{NodeID: 2, DirectoryID: testDirID(2)}, loaded, boot, 0); !errors.Is(err, ErrUnusableQuorumState) {
+		t.Fatalf("voter 2 with a lost quorum-state: %v, want ErrUnusableQuorumState", err)
+	}
+	if _, err := NewRaftFromSnapshot(Config{NodeID: 2, DirectoryID: testDirID(9)}, loaded, boot, 0); err != nil {
+		t.Fatalf("a non-voter replica with no quorum-state: %v", err)
 	}
 }

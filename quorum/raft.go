@@ -153,9 +153,6 @@ func NewRaftFromSnapshot(cfg Config, loaded raftlog.Loaded, snapKRaft SnapshotKR
 	if err := validateQuorumState(&cfg, loaded.State, rl.lastEpoch()); err != nil {
 		return nil, err
 	}
-	if err := checkStateNotLost(&cfg, loaded, rl.lastEpoch()); err != nil {
-		return nil, err
-	}
 	r := &Raft{
 		cfg:       cfg,
 		logger:    cfg.Logger,
@@ -169,6 +166,9 @@ func NewRaftFromSnapshot(cfg Config, loaded raftlog.Loaded, snapKRaft SnapshotKR
 		voteFloor: -1,
 	}
 	r.isVoter = r.selfIsVoter()
+	if err := checkStateNotLost(loaded, rl.lastEpoch(), r.isVoter); err != nil {
+		return nil, err
+	}
 	if rec := loaded.Recovery; rec != nil {
 		if r.isVoter {
 			r.recovery = newRecoveryState(*rec, nowMs)

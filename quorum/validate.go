@@ -198,8 +198,11 @@ func validateQuorumState(cfg *Config, st raftlog.QuorumState, logEpoch int32) er
 // second vote in an epoch it already voted in (even with an empty log, at the first
 // elections). A recovery marker (Loaded.Recovery) is the way on. A fresh node and an
 // observer, which never votes, start as before.
-func checkStateNotLost(cfg *Config, l raftlog.Loaded, logEpoch int32) error {
-	if !l.StateMissing || l.Recovery != nil || !cfg.isVoter(cfg.NodeID) {
+//
+// voter is whether this replica is in the voter set in force (the static one, or
+// in a dynamic quorum the one its snapshot and log name).
+func checkStateNotLost(l raftlog.Loaded, logEpoch int32, voter bool) error {
+	if !l.StateMissing || l.Recovery != nil || !voter {
 		return nil
 	}
 	epoch := logEpoch
