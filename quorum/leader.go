@@ -213,7 +213,13 @@ func (r *Raft) checkQuorum(nowMs int64) bool {
 	}
 	slices.Sort(times)
 	slices.Reverse(times)
-	need := r.majority() - 1
+	need := r.majority()
+	if r.leaderInVoterSet() {
+		need-- // the leader counts itself
+	}
+	if need <= 0 || need > len(times) {
+		return need <= 0
+	}
 	t := times[need-1]
 	if t < 0 || nowMs-t >= window {
 		return false

@@ -100,6 +100,7 @@ type Node struct {
 	unflushed     []Ready
 	learned       map[int32]string // leader endpoints advertised to an observer of bootstrap addresses
 	voterGen      uint64           // the core's voter set generation voterAddrs was built from
+	voterWaiters  []*voterWaiter   // voter changes waiting for their record to commit
 	nextInbound   uint64
 	applied       int64 // next offset to deliver to listeners
 	pendingLeader *LeaderAndEpoch
@@ -454,6 +455,7 @@ func (n *Node) nextDeadlineMs() int64 {
 // left. The host calls it after every event.
 func (n *Node) settle() {
 	n.drainReady()
+	n.resolveVoterWaiters()
 	n.gauges.update(n.raft, n.applied)
 }
 

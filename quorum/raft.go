@@ -329,6 +329,9 @@ func (r *Raft) becomeUnattached(nowMs int64, epoch int32, leaderHint int32) {
 		r.leaderID = leaderHint
 	}
 	r.role = Unattached
+	if r.dynamic() {
+		r.isVoter = r.selfIsVoter() // a removed leader or candidate is a voter no more
+	}
 	r.enterUnattached(nowMs)
 	r.persist()
 	r.logf("%d became unattached at epoch %d", r.cfg.NodeID, r.epoch)
@@ -355,6 +358,9 @@ func (r *Raft) becomeFollower(nowMs int64, epoch, leaderID int32) {
 	r.transitionEpoch(epoch)
 	r.leaderID = leaderID
 	r.role = Follower
+	if r.dynamic() {
+		r.isVoter = r.selfIsVoter()
+	}
 	r.follow = &followerState{fetchDeadlineMs: nowMs + r.cfg.FetchTimeoutMs, nextFetchMs: nowMs, avoid: -1}
 	r.persist()
 	r.logf("%d became follower of %d at epoch %d", r.cfg.NodeID, leaderID, epoch)
@@ -470,6 +476,7 @@ func (r *Raft) Tick(nowMs int64) {
 	case Resigned:
 		r.tickResigned(nowMs)
 	}
+	r.maybeResignAfterRemoval(nowMs)
 }
 
 func (r *Raft) tickCandidate(nowMs int64) {

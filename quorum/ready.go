@@ -135,5 +135,6 @@ func (r *Raft) Advance(rd Ready) {
 	r.log.flushedEnd = max(r.log.flushedEnd, min(rd.flushEnd, r.log.endOffset()))
 	if r.lead != nil {
 		r.maybeAdvanceHW()
+		r.maybeResignAfterRemoval(r.nowMs)
 	}
 }

@@ -24,12 +24,18 @@ func (r *Raft) sendEndEpoch(nowMs int64) {
 		}})
 	}
 	rs.nextSendMs = noDeadline
-	if len(rs.acked) < len(r.voterIDs())-1 {
+	if len(rs.acked) < len(r.otherVoters()) {
 		rs.nextSendMs = nowMs + r.cfg.RequestTimeoutMs
 	}
 }
 
 func (r *Raft) tickResigned(nowMs int64) {
+	if nowMs >= r.electionDeadlineMs && r.dynamic() && !r.selfIsVoter() {
+		// A leader that removed itself (KIP-853) does not campaign: it leaves the
+		// epoch as a non-voter and fetches from whoever leads next.
+		r.becomeUnattached(nowMs, r.epoch+1, -1)
+		return
+	}
 	if nowMs >= r.electionDeadlineMs {
 		r.becomeCandidate(nowMs)
 		return

@@ -38,6 +38,8 @@ func (n *Node) RegisterHandlers(reg *protocol.Registry) {
 	reg.Register(1, 0, fetchMaxVersion, n.handleFetchRPC)
 	reg.Register(55, 0, describeQuorumMaxVersion, n.handleDescribeQuorumRPC)
 	reg.Register(59, 0, fetchSnapshotMaxVersion, n.handleFetchSnapshotRPC)
+	reg.Register(80, 0, addRaftVoterMaxVersion, n.handleAddRaftVoterRPC)
+	reg.Register(81, 0, removeRaftVoterMaxVersion, n.handleRemoveRaftVoterRPC)
 }
 
 // encodeRequest builds the kmsg request for an outbound core message at version v.

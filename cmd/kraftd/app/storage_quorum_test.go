@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kraftd/kraftd/broker"
@@ -346,6 +347,107 @@ func checkDescribeQuorumV2(t *testing.T, ctx context.Context, addr string, voter
 		if v.ReplicaID != int32(i+1) || v.ReplicaDirectoryID != dirs[i] || n.NodeID != int32(i+1) || len(n.Listeners) != 1 ||
 			n.Listeners[0].Name != "CONTROLLER" || net.JoinHostPort(n.Listeners[0].Host, strconv.Itoa(int(n.Listeners[0].Port))) != want {
 			t.Fatalf("voter %d: %+v, node %+v; want directory id %x at %s", i+1, v, n, dirs[i], want)
+		}
+	}
+}
+
+// TestAddAndRemoveControllers: the path of issue 18's first "done when" over the
+// wire, without processes: a controller formatted --standalone leads alone; two
+// controllers formatted --no-initial-controllers fetch as observers and are added
+// with AddRaftVoter (their own directory ids and listeners, as `kraftd quorum
+// add-controller` sends them); DescribeQuorum lists three voters; RemoveRaftVoter of
+// the first controller, the leader, commits, it resigns, and the other two elect a
+// leader of a later epoch whose voter set is [2 3].
+func TestAddAndRemoveControllers(t *testing.T) {
+	var addrs []string
+	for range 3 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, l.Addr().String())
+		l.Close()
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	apps := make([]*App, 3)
+	dirIDs := make([]UUID, 3)
+	for i := range 3 {
+		c := embedded(t, Setting{"node.id", strconv.Itoa(i + 1)}, Setting{"process.roles", "controller"},
+			Setting{"listeners", "CONTROLLER://" + addrs[i]}, Setting{"controller.quorum.voters", ""},
+			Setting{"controller.quorum.bootstrap.servers", addrs[0]},
+			Setting{"log.dirs", t.TempDir()}, Setting{"controller.quorum.election.timeout.ms", "200"})
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		opts := FormatOptions{ClusterID: testClusterID, Standalone: i == 0, NoInitialControllers: i > 0}
+		if err := Format(&c, opts); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if dirIDs[i], err = metadataDirectoryID(&c); err != nil {
+			t.Fatal(err)
+		}
+		if apps[i], err = New(c); err != nil {
+			t.Fatal(err)
+		}
+		if err := apps[i].Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer apps[i].Stop(context.Background())
+	}
+	cl := protocol.NewClient(protocol.ClientConfig{ClientID: "voters-test"})
+	defer cl.Close()
+	for _, id := range []int32{2, 3} {
+		host, portText, _ := net.SplitHostPort(addrs[id-1])
+		port, _ := strconv.Atoi(portText)
+		req := kmsg.NewPtrAddRaftVoterRequest()
+		req.Version = 1
+		req.ClusterID = kmsg.StringPtr(testClusterID)
+		req.TimeoutMillis, req.VoterID, req.VoterDirectoryID, req.AckWhenCommitted = 5000, id, dirIDs[id-1], true
+		req.Listeners = []kmsg.AddRaftVoterRequestListener{{Name: "CONTROLLER", Host: host, Port: uint16(port)}}
+		for {
+			raw, err := cl.Request(ctx, addrs[0], req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp := raw.(*kmsg.AddRaftVoterResponse)
+			if resp.ErrorCode == 0 {
+				break
+			}
+			if resp.ErrorCode != kerr.RequestTimedOut.Code || ctx.Err() != nil {
+				t.Fatalf("AddRaftVoter %d: error %d %v", id, resp.ErrorCode, resp.ErrorMessage)
+			}
+			time.Sleep(20 * time.Millisecond) // the observer has not caught up yet: ask again
+		}
+	}
+	checkDescribeQuorumV2(t, ctx, addrs[0], addrs, [][16]byte{dirIDs[0], dirIDs[1], dirIDs[2]})
+
+	rm := kmsg.NewPtrRemoveRaftVoterRequest()
+	rm.ClusterID = kmsg.StringPtr(testClusterID)
+	rm.VoterID, rm.VoterDirectoryID = 1, dirIDs[0]
+	raw, err := cl.Request(ctx, addrs[0], rm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp := raw.(*kmsg.RemoveRaftVoterResponse); resp.ErrorCode != 0 {
+		t.Fatalf("RemoveRaftVoter 1: error %d %v", resp.ErrorCode, resp.ErrorMessage)
+	}
+	for {
+		st, err := apps[1].Quorum().Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.LeaderID == 2 || st.LeaderID == 3 {
+			if slices.Equal(st.VoterIDs, []int32{2, 3}) && st.Epoch > 1 {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no leader among 2 and 3 after removing 1: node 2 is %s of %d at epoch %d, voters %v",
+				st.Role, st.LeaderID, st.Epoch, st.VoterIDs)
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
