@@ -159,25 +159,41 @@ func standaloneVoter(cfg *Config, opts FormatOptions) (DynamicVoter, error) {
 	if !cfg.HasRole(RoleController) {
 		return DynamicVoter{}, errors.New("storage format: you can only use --standalone on a controller")
 	}
-	eps := cfg.ControllerEndpoints()
+	eps := AdvertisedControllerEndpoints(cfg)
 	if len(eps) == 0 {
 		return DynamicVoter{}, errors.New("storage format: no controller listeners found")
 	}
-	for _, a := range cfg.AdvertisedListeners {
-		if a.Name == eps[0].Name {
-			eps[0] = a
-		}
-	}
 	host := eps[0].Host
-	if host == "" {
-		host = "localhost"
-	}
 	dir, err := RandomUUID(opts.Rand)
 	if err != nil {
 		return DynamicVoter{}, err
 	}
 	return DynamicVoter{ID: cfg.NodeID, Host: host, Port: uint16(eps[0].Port), DirectoryID: dir}, nil
 }
+
+// AdvertisedControllerEndpoints are the controller listeners as a voter record
+// names them (Kafka's effectiveAdvertisedControllerListeners): each listener of
+// controller.listener.names, as advertised.listeners gives it when it names it,
+// with host "localhost" for a listener that binds every interface.
+func AdvertisedControllerEndpoints(cfg *Config) []Endpoint {
+	var out []Endpoint
+	for _, e := range cfg.ControllerEndpoints() {
+		for _, a := range cfg.AdvertisedListeners {
+			if a.Name == e.Name {
+				e = a
+			}
+		}
+		if e.Host == "" {
+			e.Host = "localhost"
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// MetadataDirectoryID is the directory.id of cfg's metadata log directory: with
+// node.id, the replica key of a dynamic quorum's voter (KIP-853).
+func MetadataDirectoryID(cfg *Config) (UUID, error) { return metadataDirectoryID(cfg) }
 
 // directoryID is the directory.id of the metadata directory when this node is
 // one of the initial voters: the one the voter set names.
