@@ -157,3 +157,26 @@ func (n *Node) handleRemoveRaftVoterRPC(ctx context.Context, req *protocol.Reque
 	resp.ErrorCode, resp.ErrorMessage = voterChangeCode(n.RemoveVoter(wctx, ReplicaKey{ID: in.VoterID, DirectoryID: in.VoterDirectoryID}))
 	return resp, nil
 }
+
+// KRaftVersionFeatureName is the feature kraft.version (KIP-853) in ApiVersions.
+const KRaftVersionFeatureName = "kraft.version"
+
+// DecorateApiVersions adds kraft.version to an ApiVersions answer of the controller
+// listener (a protocol.ApiVersionsHook), as Kafka's controllers advertise it: the
+// supported range 0-KRaftVersionMax (from v4 on: v3 and older leave out features
+// whose minimum is 0) and, once above 0, the finalized level in force.
+func (n *Node) DecorateApiVersions(req *protocol.Request, resp *kmsg.ApiVersionsResponse) {
+	if req.Version < 3 {
+		return
+	}
+	if req.Version >= 4 {
+		sf := kmsg.NewApiVersionsResponseSupportedFeature()
+		sf.Name, sf.MinVersion, sf.MaxVersion = KRaftVersionFeatureName, KRaftVersionStatic, KRaftVersionMax
+		resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+	}
+	if level := int16(n.kraftVersion.Load()); level > KRaftVersionStatic {
+		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = KRaftVersionFeatureName, level, level
+		resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+	}
+}

@@ -86,6 +86,9 @@ type Node struct {
 	// voterSet is the voter set in force of a dynamic quorum (empty otherwise), for
 	// DescribeQuorum; written by the driver with voterAddrs.
 	voterSet atomic.Pointer[VoterSet]
+	// kraftVersion is the kraft.version in force, for ApiVersions; written by the
+	// driver at every settle.
+	kraftVersion atomic.Int32
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -216,6 +219,7 @@ func newNode(cfg NodeConfig, host NodeHost) (*Node, error) {
 	}
 	n.snaps = snaps
 	n.refreshVoterAddrs()
+	n.kraftVersion.Store(int32(n.raft.kraftVersion()))
 	n.applied = n.raft.Status().AppliedOffset
 	n.nextCleanMs = n.nowMs() + cleanIntervalMs
 	n.commits.observe = cfg.OnCommitLatency
@@ -456,6 +460,7 @@ func (n *Node) nextDeadlineMs() int64 {
 func (n *Node) settle() {
 	n.drainReady()
 	n.resolveVoterWaiters()
+	n.kraftVersion.Store(int32(n.raft.kraftVersion()))
 	n.gauges.update(n.raft, n.applied)
 }
 

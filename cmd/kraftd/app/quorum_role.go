@@ -137,6 +137,7 @@ func (q *quorumRole) Start(ctx context.Context) error {
 	for _, name := range c.ControllerListenerNames {
 		if reg := q.a.registries[name]; reg != nil && c.HasRole(RoleController) {
 			node.RegisterHandlers(reg)
+			reg.SetApiVersionsHook(node.DecorateApiVersions)
 		}
 	}
 	node.Start()

@@ -220,6 +220,7 @@ func TestStandaloneControllerServes(t *testing.T) {
 	if rt := resp.(*kmsg.CreateTopicsResponse).Topics[0]; rt.ErrorCode != 0 {
 		t.Fatalf("CreateTopics: error %d %v", rt.ErrorCode, rt.ErrorMessage)
 	}
+	checkKRaftVersionFeature(t, ctx, cl, a.Addr("CONTROLLER").String(), 1)
 	st, err := a.Quorum().Status(ctx)
 	if err != nil || st.Role != quorum.Leader || !st.IsVoter || len(st.Voters) != 1 || st.Voters[0].ReplicaID != 1 {
 		t.Fatalf("quorum status: %s, voter %t, voters %+v, %v", st.Role, st.IsVoter, st.Voters, err)
@@ -449,5 +450,32 @@ func TestAddAndRemoveControllers(t *testing.T) {
 				st.Role, st.LeaderID, st.Epoch, st.VoterIDs)
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+}
+
+// checkKRaftVersionFeature asks the controller listener at addr for ApiVersions v4:
+// kraft.version is supported 0-1 and finalized at level, and AddRaftVoter (v0-v1)
+// and RemoveRaftVoter (v0) are listed.
+func checkKRaftVersionFeature(t *testing.T, ctx context.Context, cl *protocol.Client, addr string, level int16) {
+	t.Helper()
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.Version = 4
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "kraftd-test", "0"
+	raw, err := cl.Request(ctx, addr, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := raw.(*kmsg.ApiVersionsResponse)
+	sup := slices.IndexFunc(resp.SupportedFeatures, func(f kmsg.ApiVersionsResponseSupportedFeature) bool {
+		return f.Name == "kraft.version" && f.MinVersion == 0 && f.MaxVersion == 1
+	})
+	fin := slices.IndexFunc(resp.FinalizedFeatures, func(f kmsg.ApiVersionsResponseFinalizedFeature) bool {
+		return f.Name == "kraft.version" && f.MinVersionLevel == level && f.MaxVersionLevel == level
+	})
+	add := slices.IndexFunc(resp.ApiKeys, func(k kmsg.ApiVersionsResponseApiKey) bool { return k.ApiKey == 80 && k.MaxVersion == 1 })
+	rm := slices.IndexFunc(resp.ApiKeys, func(k kmsg.ApiVersionsResponseApiKey) bool { return k.ApiKey == 81 && k.MaxVersion == 0 })
+	if sup < 0 || fin < 0 || add < 0 || rm < 0 {
+		t.Fatalf("ApiVersions v4 of the controller listener: supported %+v, finalized %+v, AddRaftVoter %d, RemoveRaftVoter %d",
+			resp.SupportedFeatures, resp.FinalizedFeatures, add, rm)
 	}
 }
