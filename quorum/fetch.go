@@ -124,6 +124,7 @@ func (r *Raft) noteFetcher(nowMs int64, req *FetchRequest, valid bool) {
 		r.lead.observerExpiryMs = min(r.lead.observerExpiryMs, nowMs+observerSessionTimeoutMs)
 	}
 	rs.lastFetchMs = nowMs
+	rs.dirID = req.ReplicaDirectoryID
 	if !valid {
 		return
 	}

@@ -121,6 +121,7 @@ func (r *Raft) sendFetch(to int32) uint64 {
 	r.send(Message{To: to, RequestID: id, Fetch: &FetchRequest{
 		ClusterID:          r.cfg.ClusterID,
 		ReplicaID:          r.cfg.NodeID,
+		ReplicaDirectoryID: r.ownDirectoryID(),
 		MaxWaitMs:          r.cfg.FetchMaxWaitMs,
 		MaxBytes:           r.cfg.FetchMaxBytes,
 		CurrentLeaderEpoch: r.epoch,

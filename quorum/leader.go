@@ -12,6 +12,8 @@ import (
 type replicaState struct {
 	id    int32
 	voter bool
+	// dirID is the directory id its latest Fetch carried (KIP-853); zero if none.
+	dirID [16]byte
 	// endOffset is the replica's last FetchOffset (its durable LEO for a voter); -1 unknown.
 	endOffset int64
 	// lastFetchMs is when it last fetched; -1 never in this epoch.

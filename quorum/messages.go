@@ -131,7 +131,10 @@ type EndQuorumEpochResponse struct {
 type FetchRequest struct {
 	ClusterID string
 	// ReplicaID is the fetcher's node id; -1 is an anonymous fetcher (not tracked).
-	ReplicaID          int32
+	ReplicaID int32
+	// ReplicaDirectoryID is the fetcher's directory id (v17+, KIP-853); zero when
+	// not sent (static quorums leave it out).
+	ReplicaDirectoryID [16]byte
 	MaxWaitMs          int32
 	MaxBytes           int32
 	CurrentLeaderEpoch int32

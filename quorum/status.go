@@ -79,6 +79,7 @@ func (r *Raft) replicaRows() (voters, observers []ReplicaStatus) {
 			row.LogEndOffset = r.log.endOffset()
 			row.LastFetchTimestampMs, row.LastCaughtUpTimestampMs = r.nowMs, r.nowMs
 		}
+		row.DirectoryID = rs.dirID
 		if rs.voter {
 			row.DirectoryID = r.voterDirectoryID(rs.id)
 			voters = append(voters, row)

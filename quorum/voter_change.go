@@ -70,6 +70,12 @@ func (r *Raft) AddVoter(nowMs int64, v VoterNode) (int64, error) {
 	if rs == nil || rs.endOffset < r.hw || rs.lastFetchMs < 0 || r.nowMs-rs.lastFetchMs > r.cfg.FetchTimeoutMs {
 		return 0, refuseChange(kerr.RequestTimedOut.Code, "replica %d is not a caught-up observer of the leader", v.Key.ID)
 	}
+	if rs.dirID != v.Key.DirectoryID {
+		// The replica that fetches is not the one to add (another disk, or one that
+		// does not say which): Kafka keys the caught-up check on the replica key.
+		return 0, refuseChange(kerr.RequestTimedOut.Code, "replica %d fetches with directory id %s, not %s", v.Key.ID,
+			shortUUID(rs.dirID), shortUUID(v.Key.DirectoryID))
+	}
 	next, err := NewVoterSet(append(append([]VoterNode(nil), cur.set.Voters...), v))
 	if err != nil {
 		return 0, refuseChange(kerr.InvalidRequest.Code, "%v", err)

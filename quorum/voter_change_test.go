@@ -35,10 +35,16 @@ func standaloneLeader(t *testing.T) *Raft {
 	return r
 }
 
-// observerFetch makes replica id fetch from the leader at offset.
+// observerFetch makes replica id (directory id testDirID(id)) fetch from the
+// leader at offset.
 func observerFetch(t *testing.T, r *Raft, id int32, offset int64, nowMs int64) {
 	t.Helper()
-	req := &FetchRequest{ReplicaID: id, CurrentLeaderEpoch: r.Status().Epoch, FetchOffset: offset,
+	observerFetchAs(t, r, id, testDirID(byte(id)), offset, nowMs)
+}
+
+func observerFetchAs(t *testing.T, r *Raft, id int32, dir [16]byte, offset int64, nowMs int64) {
+	t.Helper()
+	req := &FetchRequest{ReplicaID: id, ReplicaDirectoryID: dir, CurrentLeaderEpoch: r.Status().Epoch, FetchOffset: offset,
 		LastFetchedEpoch: r.log.lastEpoch(), MaxBytes: 1 << 20}
 	if err := r.Step(nowMs, Message{From: id, To: 1, RequestID: uint64(100 + id), Fetch: req}); err != nil {
 		t.Fatal(err)
@@ -47,7 +53,8 @@ func observerFetch(t *testing.T, r *Raft, id int32, offset int64, nowMs int64) {
 }
 
 // TestVoterChangeRules: AddVoter and RemoveVoter follow KIP-853's rules: a new voter
-// must be a caught-up observer (REQUEST_TIMED_OUT otherwise), DUPLICATE_VOTER is
+// must be a caught-up observer fetching with the directory id to add
+// (REQUEST_TIMED_OUT otherwise), DUPLICATE_VOTER is
 // keyed on the id, one change at a time (REQUEST_TIMED_OUT while a VotersRecord is
 // uncommitted), VOTER_NOT_FOUND for an unknown replica and for the last voter,
 // UNSUPPORTED_VERSION at kraft.version 0, NOT_LEADER_OR_FOLLOWER off the leader. The
@@ -61,6 +68,10 @@ func TestVoterChangeRules(t *testing.T) {
 	observerFetch(t, r, 2, 0, 2000)
 	if _, err := r.AddVoter(2000, v2); changeCode(err) != kerr.RequestTimedOut.Code {
 		t.Fatalf("add of an observer behind the high watermark: %v", err)
+	}
+	observerFetchAs(t, r, 2, testDirID(9), r.log.endOffset(), 2001)
+	if _, err := r.AddVoter(2001, v2); changeCode(err) != kerr.RequestTimedOut.Code {
+		t.Fatalf("add of 2 while replica 2 fetches with another directory id: %v", err)
 	}
 	observerFetch(t, r, 2, r.log.endOffset(), 2001)
 	if _, err := r.AddVoter(2001, dynVoters(t, 1).Voters[0]); changeCode(err) != kerr.DuplicateVoter.Code {
