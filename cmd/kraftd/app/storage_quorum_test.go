@@ -416,10 +416,14 @@ func TestAddAndRemoveControllers(t *testing.T) {
 			if resp.ErrorCode == 0 {
 				break
 			}
-			if resp.ErrorCode != kerr.RequestTimedOut.Code || ctx.Err() != nil {
+			if resp.ErrorCode != kerr.RequestTimedOut.Code {
 				t.Fatalf("AddRaftVoter %d: error %d %v", id, resp.ErrorCode, resp.ErrorMessage)
 			}
-			time.Sleep(20 * time.Millisecond) // the observer has not caught up yet: ask again
+			select { // the observer has not caught up yet: ask again
+			case <-ctx.Done():
+				t.Fatalf("AddRaftVoter %d: still REQUEST_TIMED_OUT: %v", id, resp.ErrorMessage)
+			case <-time.After(20 * time.Millisecond):
+			}
 		}
 	}
 	checkDescribeQuorumV2(t, ctx, addrs[0], addrs, [][16]byte{dirIDs[0], dirIDs[1], dirIDs[2]})
