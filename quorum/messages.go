@@ -115,6 +115,9 @@ type EndQuorumEpochRequest struct {
 	LeaderID            int32
 	LeaderEpoch         int32
 	PreferredSuccessors []int32
+	// PreferredDirectoryIDs are the successors' directory ids (v1+, KIP-853), in
+	// the same order; nil or zero in a static quorum.
+	PreferredDirectoryIDs [][16]byte
 }
 
 // EndQuorumEpochResponse answers an EndQuorumEpochRequest.

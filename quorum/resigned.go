@@ -18,10 +18,16 @@ func (r *Raft) sendEndEpoch(nowMs int64) {
 		if rs.acked[v] {
 			continue
 		}
-		r.send(Message{To: v, RequestID: r.newRequestID(), EndEpoch: &EndQuorumEpochRequest{
+		req := &EndQuorumEpochRequest{
 			ClusterID: r.cfg.ClusterID, LeaderID: r.cfg.NodeID, LeaderEpoch: r.epoch,
 			PreferredSuccessors: rs.successors,
-		}})
+		}
+		if r.dynamic() {
+			for _, id := range rs.successors {
+				req.PreferredDirectoryIDs = append(req.PreferredDirectoryIDs, r.voterDirectoryID(id))
+			}
+		}
+		r.send(Message{To: v, RequestID: r.newRequestID(), EndEpoch: req})
 	}
 	rs.nextSendMs = noDeadline
 	if len(rs.acked) < len(r.otherVoters()) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kraftd/kraftd/quorum/raftlog"
 )
@@ -163,3 +164,33 @@ func TestLeaderRemovesItself(t *testing.T) {
 }
 
 func raftlogLoadedEmpty() raftlog.Loaded { return raftlog.Loaded{State: raftlog.EmptyQuorumState()} }
+
+// TestResignNamesSuccessorDirectoryIDs: a dynamic-quorum leader that resigns names
+// its preferred successors with their directory ids in EndQuorumEpoch v1
+// (PreferredCandidates, KIP-853).
+func TestResignNamesSuccessorDirectoryIDs(t *testing.T) {
+	r := standaloneLeader(t)
+	observerFetch(t, r, 2, r.log.endOffset(), 2000)
+	if _, err := r.AddVoter(2000, dynVoters(t, 2).Voters[0]); err != nil {
+		t.Fatal(err)
+	}
+	drain(r)
+	observerFetch(t, r, 2, r.log.endOffset(), 2001)
+	if err := r.Resign(2001); err != nil {
+		t.Fatal(err)
+	}
+	var end *EndQuorumEpochRequest
+	for _, m := range drain(r) {
+		if m.EndEpoch != nil {
+			end = m.EndEpoch
+		}
+	}
+	if end == nil || !slices.Equal(end.PreferredSuccessors, []int32{2}) || len(end.PreferredDirectoryIDs) != 1 ||
+		end.PreferredDirectoryIDs[0] != testDirID(2) {
+		t.Fatalf("EndQuorumEpoch %+v", end)
+	}
+	req := encodeEndEpoch(end, "", 1).(*kmsg.EndQuorumEpochRequest)
+	if c := req.Topics[0].Partitions[0].PreferredCandidates; len(c) != 1 || c[0].CandidateID != 2 || c[0].CandidateDirectoryID != testDirID(2) {
+		t.Fatalf("EndQuorumEpoch v1 PreferredCandidates %+v", c)
+	}
+}
