@@ -236,6 +236,7 @@ func (r *Raft) sendFetchSnapshot(to int32, s *snapshotFetch) uint64 {
 	r.send(Message{To: to, RequestID: id, FetchSnapshot: &FetchSnapshotRequest{
 		ClusterID:          r.cfg.ClusterID,
 		ReplicaID:          r.cfg.NodeID,
+		ReplicaDirectoryID: r.ownDirectoryID(),
 		MaxBytes:           r.cfg.FetchMaxBytes,
 		CurrentLeaderEpoch: r.epoch,
 		SnapshotID:         s.id,

@@ -194,3 +194,46 @@ func TestResignNamesSuccessorDirectoryIDs(t *testing.T) {
 		t.Fatalf("EndQuorumEpoch v1 PreferredCandidates %+v", c)
 	}
 }
+
+// TestDirectoryIDsOnTheWire: the replica directory ids KIP-853 adds survive
+// encoding and decoding at the versions that carry them (Vote v1, BeginQuorumEpoch
+// v1, Fetch v17, FetchSnapshot v1) and are left out below them.
+func TestDirectoryIDsOnTheWire(t *testing.T) {
+	d1, d2 := testDirID(1), testDirID(2)
+	roundTrip := func(req kmsg.Request) kmsg.Request {
+		t.Helper()
+		out := kmsg.RequestForKey(req.Key())
+		out.SetVersion(req.GetVersion())
+		if err := out.ReadFrom(req.AppendTo(nil)); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	n := &Node{}
+	for _, v := range []int16{0, 1} {
+		in := roundTrip(encodeVote(&VoteRequest{VoterID: 2, VoterDirectoryID: d2, CandidateID: 1, CandidateDirectoryID: d1,
+			CandidateEpoch: 1}, "", v))
+		m, _, _, err := n.decodeVoteRPC(in)
+		want := v >= 1
+		if err != nil || (m.Vote.VoterDirectoryID == d2) != want || (m.Vote.CandidateDirectoryID == d1) != want {
+			t.Errorf("Vote v%d: %+v, %v", v, m.Vote, err)
+		}
+		bin := roundTrip(encodeBeginEpoch(&BeginQuorumEpochRequest{VoterID: 2, VoterDirectoryID: d2, LeaderID: 1, LeaderEpoch: 1}, "", v))
+		m, _, _, err = n.decodeBeginEpochRPC(bin)
+		if err != nil || (m.BeginEpoch.VoterDirectoryID == d2) != want {
+			t.Errorf("BeginQuorumEpoch v%d: %+v, %v", v, m.BeginEpoch, err)
+		}
+		fs := roundTrip(encodeFetchSnapshot(&FetchSnapshotRequest{ReplicaID: 2, ReplicaDirectoryID: d2}, "", v))
+		m, _, _, err = n.decodeFetchSnapshotRPC(fs)
+		if err != nil || (m.FetchSnapshot.ReplicaDirectoryID == d2) != want {
+			t.Errorf("FetchSnapshot v%d: %+v, %v", v, m.FetchSnapshot, err)
+		}
+	}
+	for _, v := range []int16{16, 17} {
+		f := roundTrip(encodeFetch(&FetchRequest{ReplicaID: 2, ReplicaDirectoryID: d2, LastFetchedEpoch: 0}, "", v))
+		m, _, _, err := n.decodeFetchRPC(f)
+		if err != nil || (m.Fetch.ReplicaDirectoryID == d2) != (v >= 17) {
+			t.Errorf("Fetch v%d: %+v, %v", v, m.Fetch, err)
+		}
+	}
+}
