@@ -138,8 +138,8 @@
 //
 // # Not yet
 //
-// UpdateRaftVoter (82), the directory ids of Fetch and FetchSnapshot (observers are
-// tracked by id alone), the kraft.version 0 -> 1 upgrade of a static quorum, the
-// leader rewriting its own endpoints into the voter set, quorum-state data_version
-// 1, and voter changes in the simulation.
+// UpdateRaftVoter (82), the kraft.version 0 -> 1 upgrade of a static quorum, the
+// leader rewriting its own endpoints into the voter set, checking a new voter's
+// kraft.version range with ApiVersions, quorum-state data_version 1, and voter
+// changes in the simulation.
 package quorum
