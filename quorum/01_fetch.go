@@ -50,6 +50,9 @@ func encodeFetch(f *FetchRequest, clusterID string, version int16) kmsg.Request 
 	p.FetchOffset = f.FetchOffset
 	p.LastFetchedEpoch = f.LastFetchedEpoch
 	p.PartitionMaxBytes = f.MaxBytes
+	if version >= 17 {
+		p.ReplicaDirectoryID = f.ReplicaDirectoryID
+	}
 	t := kmsg.NewFetchRequestTopic()
 	if version >= 13 {
 		t.TopicID = MetadataTopicID
@@ -116,8 +119,12 @@ func fetchRequestFromWire(in *kmsg.FetchRequest) (*FetchRequest, bool) {
 	if in.Version < 9 {
 		epoch = -1
 	}
+	var dir [16]byte
+	if in.Version >= 17 {
+		dir = p.ReplicaDirectoryID
+	}
 	return &FetchRequest{
-		ClusterID: derefClusterID(in.ClusterID), ReplicaID: replica, MaxWaitMs: in.MaxWaitMillis,
+		ClusterID: derefClusterID(in.ClusterID), ReplicaID: replica, ReplicaDirectoryID: dir, MaxWaitMs: in.MaxWaitMillis,
 		MaxBytes: in.MaxBytes, CurrentLeaderEpoch: epoch, FetchOffset: p.FetchOffset, LastFetchedEpoch: last,
 	}, true
 }

@@ -22,6 +22,9 @@ func encodeVote(v *VoteRequest, clusterID string, version int16) kmsg.Request {
 	p := kmsg.NewVoteRequestTopicPartition()
 	p.CandidateEpoch = v.CandidateEpoch
 	p.CandidateID = v.CandidateID
+	if version >= 1 {
+		p.CandidateDirectoryID, p.VoterDirectoryID = v.CandidateDirectoryID, v.VoterDirectoryID
+	}
 	p.LastOffsetEpoch = v.LastOffsetEpoch
 	p.LastOffset = v.LastOffset
 	p.PreVote = v.PreVote && version >= 2
@@ -59,11 +62,13 @@ func (n *Node) decodeVoteRPC(body kmsg.Request) (Message, func(Message) kmsg.Res
 	}
 	p := in.Topics[0].Partitions[0]
 	voterID := int32(-1)
+	var voterDir, candidateDir [16]byte
 	if in.Version >= 1 {
-		voterID = in.VoterID
+		voterID, voterDir, candidateDir = in.VoterID, p.VoterDirectoryID, p.CandidateDirectoryID
 	}
 	m := Message{From: p.CandidateID, Vote: &VoteRequest{
 		ClusterID: derefClusterID(in.ClusterID), VoterID: voterID,
+		VoterDirectoryID: voterDir, CandidateDirectoryID: candidateDir,
 		CandidateEpoch: p.CandidateEpoch, CandidateID: p.CandidateID,
 		LastOffsetEpoch: p.LastOffsetEpoch, LastOffset: p.LastOffset,
 		PreVote: in.Version >= 2 && p.PreVote,

@@ -26,6 +26,9 @@ func encodeBeginEpoch(b *BeginQuorumEpochRequest, clusterID string, version int1
 	}
 	p := kmsg.NewBeginQuorumEpochRequestTopicPartition()
 	p.LeaderID, p.LeaderEpoch = b.LeaderID, b.LeaderEpoch
+	if version >= 1 {
+		p.VoterDirectoryID = b.VoterDirectoryID
+	}
 	t := kmsg.NewBeginQuorumEpochRequestTopic()
 	t.Topic = MetadataTopic
 	t.Partitions = []kmsg.BeginQuorumEpochRequestTopicPartition{p}
@@ -60,11 +63,13 @@ func (n *Node) decodeBeginEpochRPC(body kmsg.Request) (Message, func(Message) km
 	}
 	p := in.Topics[0].Partitions[0]
 	voterID := int32(-1)
+	var voterDir [16]byte
 	if in.Version >= 1 {
-		voterID = in.VoterID
+		voterID, voterDir = in.VoterID, p.VoterDirectoryID
 	}
 	m := Message{From: p.LeaderID, BeginEpoch: &BeginQuorumEpochRequest{
-		ClusterID: derefClusterID(in.ClusterID), VoterID: voterID, LeaderID: p.LeaderID, LeaderEpoch: p.LeaderEpoch,
+		ClusterID: derefClusterID(in.ClusterID), VoterID: voterID, VoterDirectoryID: voterDir,
+		LeaderID: p.LeaderID, LeaderEpoch: p.LeaderEpoch,
 	}}
 	return m, func(out Message) kmsg.Response { return n.encodeBeginEpochRPC(in, resp, out) }, nil, nil
 }

@@ -22,9 +22,12 @@ func encodeEndEpoch(e *EndQuorumEpochRequest, clusterID string, version int16) k
 	if version == 0 {
 		p.PreferredSuccessors = append([]int32(nil), e.PreferredSuccessors...)
 	} else {
-		for _, id := range e.PreferredSuccessors {
+		for i, id := range e.PreferredSuccessors {
 			c := kmsg.NewEndQuorumEpochRequestTopicPartitionPreferredCandidate()
 			c.CandidateID = id
+			if i < len(e.PreferredDirectoryIDs) {
+				c.CandidateDirectoryID = e.PreferredDirectoryIDs[i]
+			}
 			p.PreferredCandidates = append(p.PreferredCandidates, c)
 		}
 	}

@@ -57,6 +57,9 @@ func replicaStates(rows []ReplicaStatus, version int16) []kmsg.DescribeQuorumRes
 	for _, r := range rows {
 		s := kmsg.NewDescribeQuorumResponseTopicPartitionReplicaState()
 		s.ReplicaID, s.LogEndOffset = r.ReplicaID, r.LogEndOffset
+		if version >= 2 {
+			s.ReplicaDirectoryID = r.DirectoryID
+		}
 		if version >= 1 {
 			s.LastFetchTimestamp, s.LastCaughtUpTimestamp = r.LastFetchTimestampMs, r.LastCaughtUpTimestampMs
 		}
@@ -66,6 +69,21 @@ func replicaStates(rows []ReplicaStatus, version int16) []kmsg.DescribeQuorumRes
 }
 
 func (n *Node) voterNodes() []kmsg.DescribeQuorumResponseNode {
+	if vs := n.voterSet.Load(); vs != nil && len(vs.Voters) > 0 {
+		// A dynamic quorum: every listener the voter set lists (KIP-853).
+		out := make([]kmsg.DescribeQuorumResponseNode, 0, len(vs.Voters))
+		for _, v := range vs.Voters {
+			node := kmsg.NewDescribeQuorumResponseNode()
+			node.NodeID = v.Key.ID
+			for _, e := range v.Endpoints {
+				l := kmsg.NewDescribeQuorumResponseNodeListener()
+				l.Name, l.Host, l.Port = e.Name, e.Host, e.Port
+				node.Listeners = append(node.Listeners, l)
+			}
+			out = append(out, node)
+		}
+		return out
+	}
 	ids := slices.Sorted(func(yield func(int32) bool) {
 		for id := range n.cfg.VoterAddrs {
 			if !yield(id) {

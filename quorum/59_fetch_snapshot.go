@@ -36,6 +36,9 @@ func encodeFetchSnapshot(f *FetchSnapshotRequest, clusterID string, version int1
 	p.CurrentLeaderEpoch = f.CurrentLeaderEpoch
 	p.SnapshotID.EndOffset, p.SnapshotID.Epoch = f.SnapshotID.EndOffset, f.SnapshotID.Epoch
 	p.Position = f.Position
+	if version >= 1 {
+		p.ReplicaDirectoryID = f.ReplicaDirectoryID
+	}
 	t := kmsg.NewFetchSnapshotRequestTopic()
 	t.Topic = MetadataTopic
 	t.Partitions = []kmsg.FetchSnapshotRequestTopicPartition{p}
@@ -86,7 +89,7 @@ func (n *Node) decodeFetchSnapshotRPC(body kmsg.Request) (Message, func(Message)
 	}
 	f := &FetchSnapshotRequest{
 		ClusterID: derefClusterID(in.ClusterID), ReplicaID: in.ReplicaID, MaxBytes: in.MaxBytes,
-		CurrentLeaderEpoch: p.CurrentLeaderEpoch, Position: p.Position,
+		CurrentLeaderEpoch: p.CurrentLeaderEpoch, Position: p.Position, ReplicaDirectoryID: fetchSnapshotDirID(in.Version, p),
 		SnapshotID: raftlog.SnapshotID{EndOffset: p.SnapshotID.EndOffset, Epoch: p.SnapshotID.Epoch},
 	}
 	encode := func(out Message) kmsg.Response { return n.encodeFetchSnapshotRPC(in, resp, rt, rp, out) }
@@ -110,4 +113,12 @@ func (n *Node) encodeFetchSnapshotRPC(in *kmsg.FetchSnapshotRequest, resp *kmsg.
 		}
 	}
 	return resp
+}
+
+// fetchSnapshotDirID is the fetcher's directory id a FetchSnapshot carries (v1+).
+func fetchSnapshotDirID(version int16, p *kmsg.FetchSnapshotRequestTopicPartition) [16]byte {
+	if version < 1 {
+		return [16]byte{}
+	}
+	return p.ReplicaDirectoryID
 }

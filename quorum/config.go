@@ -53,6 +53,12 @@ type Config struct {
 	// (DefaultMaxSnapshotBytes); zero means the default. See handleFetchSnapshotResponse.
 	MaxSnapshotBytes int64
 
+	// DirectoryID is the directory.id of this node's metadata log directory
+	// (meta.properties): with Voters empty (a dynamic quorum, KIP-853) this node is
+	// a voter only if the voter set in force names this id with this directory id.
+	// The zero UUID matches any.
+	DirectoryID [16]byte
+
 	// KRaftVersion is the kraft.version feature level. Only 0, the static voter set of
 	// controller.quorum.voters, is implemented; Validate rejects any other. At 0 the
 	// voter-only requests (Vote, BeginQuorumEpoch, EndQuorumEpoch) are checked against

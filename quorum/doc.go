@@ -118,8 +118,28 @@
 // it. A leader never loads a snapshot. The log start moves only to the latest
 // snapshot (CompactLog), when the log kept below it passes the retention limits.
 //
+// # Dynamic voters (KIP-853)
+//
+// A node configured without Config.Voters (controller.quorum.bootstrap.servers only)
+// belongs to a dynamic quorum: its voter set is the last VotersRecord in its log or
+// latest snapshot, committed or not (kraftHistory, kraft_history.go), starting from
+// the bootstrap snapshot 0-0 that `kraftd storage format --standalone` or
+// `--initial-controllers` writes; truncation and snapshot loading roll it back. A
+// voter is a replica key, the node id plus Config.DirectoryID: a request for this id
+// with another directory id gets INVALID_VOTER_KEY, and a controller whose disk was
+// replaced is not the voter it replaced. From kraft.version 1 on votes are granted
+// without the static membership check. The first leader writes the bootstrap voter
+// set into its LeaderChange batch; snapshots carry KRaftVersion and Voters records
+// in their header batch. AddVoter and RemoveVoter (voter_change.go; AddRaftVoter and
+// RemoveRaftVoter on the wire) change the set one voter at a time, once the
+// leader's high watermark is established in its epoch and the previous change
+// committed; a leader that removed itself resigns once the removal commits and never
+// campaigns again.
+//
 // # Not yet
 //
-// Dynamic voters (KIP-853) are not implemented; the voter set is static, so snapshots
-// carry no KRaftVersion or Voters control records.
+// UpdateRaftVoter (82), the kraft.version 0 -> 1 upgrade of a static quorum, the
+// leader rewriting its own endpoints into the voter set, checking a new voter's
+// kraft.version range with ApiVersions, quorum-state data_version 1, and voter
+// changes in the simulation.
 package quorum

@@ -115,7 +115,7 @@ func (r *Raft) noteFetcher(nowMs int64, req *FetchRequest, valid bool) {
 	rs := r.lead.replicas[req.ReplicaID]
 	if rs == nil {
 		// Voters all have an entry, so this is an observer (expireObservers drops it).
-		if len(r.lead.replicas)-len(r.cfg.Voters) >= r.cfg.MaxTrackedObservers {
+		if len(r.lead.replicas)-len(r.voterIDs()) >= r.cfg.MaxTrackedObservers {
 			r.counters.observersUntracked++
 			return
 		}
@@ -124,6 +124,7 @@ func (r *Raft) noteFetcher(nowMs int64, req *FetchRequest, valid bool) {
 		r.lead.observerExpiryMs = min(r.lead.observerExpiryMs, nowMs+observerSessionTimeoutMs)
 	}
 	rs.lastFetchMs = nowMs
+	rs.dirID = req.ReplicaDirectoryID
 	if !valid {
 		return
 	}

@@ -121,6 +121,7 @@ func (r *Raft) sendFetch(to int32) uint64 {
 	r.send(Message{To: to, RequestID: id, Fetch: &FetchRequest{
 		ClusterID:          r.cfg.ClusterID,
 		ReplicaID:          r.cfg.NodeID,
+		ReplicaDirectoryID: r.ownDirectoryID(),
 		MaxWaitMs:          r.cfg.FetchMaxWaitMs,
 		MaxBytes:           r.cfg.FetchMaxBytes,
 		CurrentLeaderEpoch: r.epoch,
@@ -236,12 +237,20 @@ func (r *Raft) applyFetchedData(resp *FetchResponse) {
 				r.cfg.NodeID, b.BaseOffset, b.BaseOffset, b.LastOffset, b.Epoch, r.log.lastEpoch(), r.epoch)
 			break
 		}
+		if _, err := kraftRecordsOf(b); err != nil {
+			// A voter set nobody can read must not take effect; the leader is
+			// refused like any unusable answer and asked again.
+			r.refuseResponse(r.leaderID, "fetched control batch does not decode", zap.Int64("offset", b.BaseOffset),
+				zap.Error(err))
+			break
+		}
 		r.log.append(b)
 		leo = b.NextOffset()
 	}
 	if resp.HighWatermark >= 0 {
 		r.hw = max(r.hw, min(resp.HighWatermark, r.log.endOffset()))
 	}
+	r.refreshVoter(r.nowMs)
 	r.maybeFinishRecovery(resp)
 }
 
@@ -269,6 +278,7 @@ func (r *Raft) truncateDiverged(div EpochEndOffset) {
 	assertf(to >= r.hw, "truncation to %d below high watermark %d", to, r.hw)
 	r.logf("%d truncated log to %d (diverging epoch %d ends at %d)", r.cfg.NodeID, to, div.Epoch, div.EndOffset)
 	r.log.truncateTo(to)
+	r.refreshVoter(r.nowMs)
 }
 
 // handleBeginEpoch: a new leader announces itself. Every check that can refuse the
@@ -279,7 +289,7 @@ func (r *Raft) handleBeginEpoch(nowMs int64, m Message) {
 	switch {
 	case req.LeaderID < 0 || req.LeaderEpoch < 0:
 		resp.ErrorCode = kerr.InvalidRequest.Code
-	case req.VoterID >= 0 && req.VoterID != r.cfg.NodeID:
+	case !r.isOwnKey(req.VoterID, req.VoterDirectoryID):
 		resp.ErrorCode = kerr.InvalidVoterKey.Code
 	case req.LeaderEpoch < r.epoch:
 		resp.ErrorCode = kerr.FencedLeaderEpoch.Code

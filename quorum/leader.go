@@ -12,6 +12,8 @@ import (
 type replicaState struct {
 	id    int32
 	voter bool
+	// dirID is the directory id its latest Fetch carried (KIP-853); zero if none.
+	dirID [16]byte
 	// endOffset is the replica's last FetchOffset (its durable LEO for a voter); -1 unknown.
 	endOffset int64
 	// lastFetchMs is when it last fetched; -1 never in this epoch.
@@ -107,10 +109,10 @@ func (r *Raft) becomeLeader(nowMs int64) {
 		observerExpiryMs: noDeadline,
 		accUntil:         noDeadline,
 	}
-	for _, v := range r.cfg.Voters {
+	for _, v := range r.voterIDs() {
 		l.replicas[v] = &replicaState{id: v, voter: true, endOffset: -1, lastFetchMs: -1, lastCaughtUpMs: -1}
 	}
-	if len(r.cfg.Voters) > 1 {
+	if len(r.voterIDs()) > 1 {
 		l.checkQuorumMs = nowMs + r.checkQuorumWindowMs()
 	}
 	r.lead = l
@@ -124,17 +126,24 @@ func (r *Raft) becomeLeader(nowMs int64) {
 func (r *Raft) checkQuorumWindowMs() int64 { return r.cfg.FetchTimeoutMs * 3 / 2 }
 
 // leaderChangeBatch encodes LeaderChangeMessage v0 in a control batch of type 2
-// (kmsg's ControlRecordKeyTypeLeaderChange constant is 3, which is wrong).
+// (kmsg's ControlRecordKeyTypeLeaderChange constant is 3, which is wrong). In a
+// dynamic quorum whose voter set so far is only the bootstrap snapshot's (which is
+// never served, so observers and controllers formatted --no-initial-controllers do
+// not have it) the batch also carries KRaftVersion and Voters records, as Kafka's
+// LeaderState.appendStartOfEpochControlRecords writes them.
 func (r *Raft) leaderChangeBatch(nowMs int64) raftlog.Batch {
 	msg := kmsg.LeaderChangeMessage{Version: 0, LeaderID: r.cfg.NodeID}
-	for _, v := range r.cfg.Voters {
+	for _, v := range r.voterIDs() {
 		msg.Voters = append(msg.Voters, kmsg.LeaderChangeMessageVoter{VoterID: v})
 	}
 	for _, v := range r.lead.grantingVoters {
 		msg.GrantingVoters = append(msg.GrantingVoters, kmsg.LeaderChangeMessageVoter{VoterID: v})
 	}
-	rec := raftlog.Record{Key: raftlog.ControlKey(raftlog.ControlLeaderChange), Value: msg.AppendTo(nil)}
-	return raftlog.EncodeBatch(r.log.endOffset(), r.epoch, nowMs, true, []raftlog.Record{rec})
+	recs := []raftlog.Record{{Key: raftlog.ControlKey(raftlog.ControlLeaderChange), Value: msg.AppendTo(nil)}}
+	if v, ok := r.log.kraft.latestVoters(); ok && r.dynamic() && v.offset < 0 {
+		recs = append(recs, KRaftControlRecords(r.kraftVersion(), v.set)...)
+	}
+	return raftlog.EncodeBatch(r.log.endOffset(), r.epoch, nowMs, true, recs)
 }
 
 func (r *Raft) tickLeader(nowMs int64) {
@@ -190,7 +199,8 @@ func (r *Raft) expireObservers(nowMs int64) {
 func (r *Raft) sendBeginEpoch() {
 	for _, v := range r.otherVoters() {
 		r.send(Message{To: v, RequestID: r.newRequestID(), BeginEpoch: &BeginQuorumEpochRequest{
-			ClusterID: r.cfg.ClusterID, VoterID: v, LeaderID: r.cfg.NodeID, LeaderEpoch: r.epoch,
+			ClusterID: r.cfg.ClusterID, VoterID: v, VoterDirectoryID: r.voterDirectoryID(v),
+			LeaderID: r.cfg.NodeID, LeaderEpoch: r.epoch,
 		}})
 	}
 }
@@ -205,7 +215,13 @@ func (r *Raft) checkQuorum(nowMs int64) bool {
 	}
 	slices.Sort(times)
 	slices.Reverse(times)
-	need := r.cfg.majority() - 1
+	need := r.majority()
+	if r.leaderInVoterSet() {
+		need-- // the leader counts itself
+	}
+	if need <= 0 || need > len(times) {
+		return need <= 0
+	}
 	t := times[need-1]
 	if t < 0 || nowMs-t >= window {
 		return false
@@ -285,8 +301,8 @@ func (r *Raft) drainAccumulator(nowMs int64) {
 // maybeAdvanceHW recomputes the leader's high watermark (spec section 2.6).
 func (r *Raft) maybeAdvanceHW() {
 	l := r.lead
-	offsets := make([]int64, 0, len(r.cfg.Voters))
-	for _, v := range r.cfg.Voters {
+	offsets := make([]int64, 0, len(r.voterIDs()))
+	for _, v := range r.voterIDs() {
 		if v == r.cfg.NodeID {
 			offsets = append(offsets, r.log.flushedEnd)
 		} else {

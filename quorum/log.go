@@ -33,9 +33,15 @@ type raftLog struct {
 	unstableFrom int64
 	// pendingTruncate is the lowest truncation not yet handed out; -1 if none.
 	pendingTruncate int64
+	// kraft is what the snapshot and the control records of batches at or above
+	// kraftFloor (the snapshot's end) say of kraft.version and the voters.
+	kraft      kraftHistory
+	kraftFloor int64
 }
 
-func newRaftLog(l raftlog.Loaded) (*raftLog, error) {
+// newRaftLog builds the log view of what storage loaded; snapKRaft is what the
+// latest snapshot (loaded.Snapshot) says of the quorum.
+func newRaftLog(l raftlog.Loaded, snapKRaft SnapshotKRaft) (*raftLog, error) {
 	rl := &raftLog{startOffset: l.StartOffset, pendingTruncate: -1}
 	// Only a snapshot ending exactly at the log start tells the epoch before it; a
 	// log that starts below the latest snapshot (retention kept it) has its own.
@@ -45,6 +51,10 @@ func newRaftLog(l raftlog.Loaded) (*raftLog, error) {
 	case l.Snapshot != nil && l.Snapshot.EndOffset == l.StartOffset:
 		rl.startEpoch = l.Snapshot.Epoch
 	}
+	if s := l.Snapshot; s != nil {
+		rl.kraft.reset(*s, snapKRaft)
+		rl.kraftFloor = s.EndOffset
+	}
 	for _, b := range l.Batches {
 		if b.BaseOffset != rl.endOffset() {
 			return nil, fmt.Errorf("quorum: loaded log not contiguous at offset %d (batch at %d)", rl.endOffset(), b.BaseOffset)
@@ -52,7 +62,11 @@ func newRaftLog(l raftlog.Loaded) (*raftLog, error) {
 		if b.Epoch < rl.lastEpoch() {
 			return nil, fmt.Errorf("quorum: loaded log epoch goes down at offset %d", b.BaseOffset)
 		}
-		rl.push(b)
+		recs, err := kraftRecordsOf(b)
+		if err != nil {
+			return nil, fmt.Errorf("quorum: loaded log: %w", err)
+		}
+		rl.push(b, recs)
 	}
 	rl.flushedEnd = rl.endOffset()
 	rl.unstableFrom = rl.endOffset()
@@ -75,19 +89,26 @@ func (l *raftLog) lastEpoch() int32 {
 	return l.startEpoch
 }
 
-func (l *raftLog) push(b raftlog.Batch) {
+// push adds b, whose KRaftVersion and Voters records are recs (kraftRecordsOf).
+func (l *raftLog) push(b raftlog.Batch, recs []kraftRecord) {
 	if len(l.epochs) == 0 || l.epochs[len(l.epochs)-1].epoch != b.Epoch {
 		l.epochs = append(l.epochs, epochStart{epoch: b.Epoch, startOffset: b.BaseOffset})
 	}
 	l.batches = append(l.batches, b)
+	if len(recs) > 0 && b.BaseOffset >= l.kraftFloor {
+		l.kraft.add(recs)
+	}
 }
 
-// append adds batches at the log end.
+// append adds batches at the log end. Their control records decode: the leader
+// wrote them itself, and a follower checked fetched ones (fetchedBatchUsable).
 func (l *raftLog) append(bs ...raftlog.Batch) {
 	for _, b := range bs {
 		assertf(b.BaseOffset == l.endOffset(), "log contiguity: batch at %d appended at end %d", b.BaseOffset, l.endOffset())
 		assertf(b.Epoch >= l.lastEpoch(), "epoch cache monotone: batch epoch %d after %d", b.Epoch, l.lastEpoch())
-		l.push(b)
+		recs, err := kraftRecordsOf(b)
+		assertf(err == nil, "appended control records decode: %v", err)
+		l.push(b, recs)
 	}
 }
 
@@ -100,6 +121,7 @@ func (l *raftLog) truncateTo(offset int64) int64 {
 	}
 	l.batches = l.batches[:i:i]
 	end := l.endOffset()
+	l.kraft.truncateFrom(end)
 	for len(l.epochs) > 0 && l.epochs[len(l.epochs)-1].startOffset >= end {
 		l.epochs = l.epochs[:len(l.epochs)-1]
 	}

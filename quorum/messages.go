@@ -56,6 +56,12 @@ type VoteRequest struct {
 	ClusterID string
 	// VoterID is the id the request is addressed to (v1+); -1 when unknown.
 	VoterID int32
+	// VoterDirectoryID is the addressed voter's directory id (v1+, KIP-853); zero
+	// when unknown (a static voter set has none).
+	VoterDirectoryID [16]byte
+	// CandidateDirectoryID is the candidate's own directory id (v1+); zero in a
+	// static quorum.
+	CandidateDirectoryID [16]byte
 	// CandidateEpoch is the bumped epoch for a real vote, the sender's current epoch for a
 	// pre-vote.
 	CandidateEpoch  int32
@@ -85,10 +91,13 @@ type VoteResponse struct {
 // BeginQuorumEpochRequest is Kafka's BeginQuorumEpoch (API key 53): a new leader
 // announces itself to the voters.
 type BeginQuorumEpochRequest struct {
-	ClusterID   string
-	VoterID     int32
-	LeaderID    int32
-	LeaderEpoch int32
+	ClusterID string
+	VoterID   int32
+	// VoterDirectoryID is the addressed voter's directory id (v1+, KIP-853); zero
+	// when unknown.
+	VoterDirectoryID [16]byte
+	LeaderID         int32
+	LeaderEpoch      int32
 }
 
 // BeginQuorumEpochResponse answers a BeginQuorumEpochRequest.
@@ -106,6 +115,9 @@ type EndQuorumEpochRequest struct {
 	LeaderID            int32
 	LeaderEpoch         int32
 	PreferredSuccessors []int32
+	// PreferredDirectoryIDs are the successors' directory ids (v1+, KIP-853), in
+	// the same order; nil or zero in a static quorum.
+	PreferredDirectoryIDs [][16]byte
 }
 
 // EndQuorumEpochResponse answers an EndQuorumEpochRequest.
@@ -122,7 +134,10 @@ type EndQuorumEpochResponse struct {
 type FetchRequest struct {
 	ClusterID string
 	// ReplicaID is the fetcher's node id; -1 is an anonymous fetcher (not tracked).
-	ReplicaID          int32
+	ReplicaID int32
+	// ReplicaDirectoryID is the fetcher's directory id (v17+, KIP-853); zero when
+	// not sent (static quorums leave it out).
+	ReplicaDirectoryID [16]byte
 	MaxWaitMs          int32
 	MaxBytes           int32
 	CurrentLeaderEpoch int32

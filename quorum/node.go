@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,6 +80,16 @@ type Node struct {
 	ownCl  bool
 
 	events chan func()
+	// voterAddrs are the controller addresses of a dynamic quorum's voters, from the
+	// voter set in force (refreshVoterAddrs); written by the driver, read by handlers.
+	voterAddrs atomic.Pointer[map[int32]string]
+	// voterSet is the voter set in force of a dynamic quorum (empty otherwise), for
+	// DescribeQuorum; written by the driver with voterAddrs.
+	voterSet atomic.Pointer[VoterSet]
+	// kraftVersion is the kraft.version in force, for ApiVersions; written by the
+	// driver at every settle.
+	kraftVersion atomic.Int32
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -90,6 +102,8 @@ type Node struct {
 	flushing      *flush
 	unflushed     []Ready
 	learned       map[int32]string // leader endpoints advertised to an observer of bootstrap addresses
+	voterGen      uint64           // the core's voter set generation voterAddrs was built from
+	voterWaiters  []*voterWaiter   // voter changes waiting for their record to commit
 	nextInbound   uint64
 	applied       int64 // next offset to deliver to listeners
 	pendingLeader *LeaderAndEpoch
@@ -186,7 +200,17 @@ func newNode(cfg NodeConfig, host NodeHost) (*Node, error) {
 		learned: make(map[int32]string),
 		applied: loaded.StartOffset,
 	}
-	n.raft, err = NewRaft(cfg.Raft, loaded, n.nowMs())
+	var snapKRaft SnapshotKRaft
+	if loaded.Snapshot != nil && snaps != nil {
+		// Listeners start from the latest snapshot and replay only the log after it;
+		// the core takes the voter set it holds (KIP-853).
+		s, err := readSnapshot(snaps, *loaded.Snapshot)
+		if err != nil {
+			return nil, err
+		}
+		n.startSnap, snapKRaft = &s, s.KRaft
+	}
+	n.raft, err = NewRaftFromSnapshot(cfg.Raft, loaded, snapKRaft, n.nowMs())
 	if errors.Is(err, ErrUnusableQuorumState) && snaps != nil {
 		return nil, fmt.Errorf("%w (directory %s)", err, snaps.Where())
 	}
@@ -194,14 +218,8 @@ func newNode(cfg NodeConfig, host NodeHost) (*Node, error) {
 		return nil, err
 	}
 	n.snaps = snaps
-	if loaded.Snapshot != nil && snaps != nil {
-		// Listeners start from the latest snapshot and replay only the log after it.
-		s, err := readSnapshot(snaps, *loaded.Snapshot)
-		if err != nil {
-			return nil, err
-		}
-		n.startSnap = &s
-	}
+	n.refreshVoterAddrs()
+	n.kraftVersion.Store(int32(n.raft.kraftVersion()))
 	n.applied = n.raft.Status().AppliedOffset
 	n.nextCleanMs = n.nowMs() + cleanIntervalMs
 	n.commits.observe = cfg.OnCommitLatency
@@ -441,6 +459,8 @@ func (n *Node) nextDeadlineMs() int64 {
 // left. The host calls it after every event.
 func (n *Node) settle() {
 	n.drainReady()
+	n.resolveVoterWaiters()
+	n.kraftVersion.Store(int32(n.raft.kraftVersion()))
 	n.gauges.update(n.raft, n.applied)
 }
 
@@ -457,6 +477,7 @@ func (n *Node) stopped() {
 // durability, committed batches, Advance.
 func (n *Node) drainReady() {
 	for n.fatal == nil && n.raft.HasReady() {
+		n.refreshVoterAddrs()
 		rd := n.raft.Ready()
 		n.sendAll(rd.Messages)
 		if mutSendFirst {
@@ -809,5 +830,31 @@ func (n *Node) addrOf(id int32) string {
 	if a := n.cfg.VoterAddrs[id]; a != "" {
 		return a
 	}
+	if a := (*n.voterAddrs.Load())[id]; a != "" {
+		return a
+	}
 	return n.learned[id]
+}
+
+// refreshVoterAddrs rebuilds the addresses of a dynamic quorum's voters (KIP-853:
+// the endpoint on ListenerName each VoterNode lists, or its first) when the voter
+// set in force changed. Driver goroutine only; handlers read voterAddrs from theirs.
+func (n *Node) refreshVoterAddrs() {
+	vs, gen, ok := n.raft.VoterSet()
+	if gen == n.voterGen && n.voterAddrs.Load() != nil {
+		return
+	}
+	n.voterGen = gen
+	addrs := make(map[int32]string, len(vs.Voters))
+	for _, v := range vs.Voters {
+		for i, e := range v.Endpoints {
+			if e.Name == n.cfg.ListenerName || (i == 0 && n.cfg.ListenerName == "") {
+				addrs[v.Key.ID] = net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port)))
+				break
+			}
+		}
+	}
+	_ = ok // a static quorum or an unnamed set leaves both empty
+	n.voterAddrs.Store(&addrs)
+	n.voterSet.Store(&vs)
 }

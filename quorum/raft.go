@@ -128,7 +128,16 @@ type ballot struct {
 // epoch starts Unattached at the log epoch; a persisted leader that is this node comes
 // back Resigned (it must never lead the same epoch twice); a vote for itself restarts
 // as Candidate in the same epoch; a vote for another restarts Unattached+voted.
+//
+// NewRaft reads no snapshot: a node of a dynamic quorum (KIP-853) whose voter set
+// is in its latest snapshot starts through NewRaftFromSnapshot.
 func NewRaft(cfg Config, loaded raftlog.Loaded, nowMs int64) (*Raft, error) {
+	return NewRaftFromSnapshot(cfg, loaded, SnapshotKRaft{}, nowMs)
+}
+
+// NewRaftFromSnapshot is NewRaft for a node whose latest snapshot (loaded.Snapshot)
+// says snapKRaft of kraft.version and the voters.
+func NewRaftFromSnapshot(cfg Config, loaded raftlog.Loaded, snapKRaft SnapshotKRaft, nowMs int64) (*Raft, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -137,20 +146,16 @@ func NewRaft(cfg Config, loaded raftlog.Loaded, nowMs int64) (*Raft, error) {
 		return nil, fmt.Errorf("quorum: loaded log from %d to %d does not continue snapshot (%d,%d)",
 			loaded.StartOffset, endOfLoaded(loaded), loaded.Snapshot.EndOffset, loaded.Snapshot.Epoch)
 	}
-	rl, err := newRaftLog(loaded)
+	rl, err := newRaftLog(loaded, snapKRaft)
 	if err != nil {
 		return nil, err
 	}
 	if err := validateQuorumState(&cfg, loaded.State, rl.lastEpoch()); err != nil {
 		return nil, err
 	}
-	if err := checkStateNotLost(&cfg, loaded, rl.lastEpoch()); err != nil {
-		return nil, err
-	}
 	r := &Raft{
 		cfg:       cfg,
 		logger:    cfg.Logger,
-		isVoter:   cfg.isVoter(cfg.NodeID),
 		log:       rl,
 		leaderID:  -1,
 		votedID:   -1,
@@ -159,6 +164,10 @@ func NewRaft(cfg Config, loaded raftlog.Loaded, nowMs int64) (*Raft, error) {
 		noPreVote: map[int32]bool{},
 		nowMs:     nowMs,
 		voteFloor: -1,
+	}
+	r.isVoter = r.selfIsVoter()
+	if err := checkStateNotLost(loaded, rl.lastEpoch(), r.isVoter); err != nil {
+		return nil, err
 	}
 	if rec := loaded.Recovery; rec != nil {
 		if r.isVoter {
@@ -229,7 +238,7 @@ func (r *Raft) initialize(st raftlog.QuorumState, nowMs int64) {
 		r.enterUnattached(nowMs)
 		r.logf("%d became unattached at epoch %d", self, r.epoch)
 	}
-	if r.campaigns() && len(r.cfg.Voters) == 1 && r.role != Leader {
+	if r.campaigns() && len(r.voterIDs()) == 1 && r.role != Leader {
 		// A single-voter quorum needs nobody's vote: elect at once.
 		r.becomeCandidate(nowMs)
 	}
@@ -252,8 +261,8 @@ func (r *Raft) debugf(format string, args ...any) {
 }
 
 func (r *Raft) otherVoters() []int32 {
-	out := make([]int32, 0, len(r.cfg.Voters))
-	for _, v := range r.cfg.Voters {
+	out := make([]int32, 0, len(r.voterIDs()))
+	for _, v := range r.voterIDs() {
 		if v != r.cfg.NodeID {
 			out = append(out, v)
 		}
@@ -284,7 +293,7 @@ func (r *Raft) persist() {
 	if r.role == Leader || r.role == Resigned {
 		st.LeaderID = r.cfg.NodeID
 	}
-	st.CurrentVoters = slices.Clone(r.cfg.Voters)
+	st.CurrentVoters = slices.Clone(r.voterIDs())
 	r.pendingState = &st
 }
 
@@ -320,6 +329,9 @@ func (r *Raft) becomeUnattached(nowMs int64, epoch int32, leaderHint int32) {
 		r.leaderID = leaderHint
 	}
 	r.role = Unattached
+	if r.dynamic() {
+		r.isVoter = r.selfIsVoter() // a removed leader or candidate is a voter no more
+	}
 	r.enterUnattached(nowMs)
 	r.persist()
 	r.logf("%d became unattached at epoch %d", r.cfg.NodeID, r.epoch)
@@ -346,6 +358,9 @@ func (r *Raft) becomeFollower(nowMs int64, epoch, leaderID int32) {
 	r.transitionEpoch(epoch)
 	r.leaderID = leaderID
 	r.role = Follower
+	if r.dynamic() {
+		r.isVoter = r.selfIsVoter()
+	}
 	r.follow = &followerState{fetchDeadlineMs: nowMs + r.cfg.FetchTimeoutMs, nextFetchMs: nowMs, avoid: -1}
 	r.persist()
 	r.logf("%d became follower of %d at epoch %d", r.cfg.NodeID, leaderID, epoch)
@@ -368,7 +383,7 @@ func (r *Raft) startElection(nowMs int64) {
 
 // preVoteUsable: KIP-996 pre-vote only if every other voter speaks Vote v2.
 func (r *Raft) preVoteUsable() bool {
-	if r.cfg.DisablePreVote || len(r.cfg.Voters) == 1 {
+	if r.cfg.DisablePreVote || len(r.voterIDs()) == 1 {
 		return false
 	}
 	for _, v := range r.otherVoters() {
@@ -461,6 +476,7 @@ func (r *Raft) Tick(nowMs int64) {
 	case Resigned:
 		r.tickResigned(nowMs)
 	}
+	r.maybeResignAfterRemoval(nowMs)
 }
 
 func (r *Raft) tickCandidate(nowMs int64) {

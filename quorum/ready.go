@@ -60,6 +60,8 @@ type Ready struct {
 	RecoveryDone bool
 	// snapshotRejected: the driver found the LoadSnapshot file invalid.
 	snapshotRejected bool
+	// snapshotKRaft is what a valid LoadSnapshot file says of the quorum.
+	snapshotKRaft SnapshotKRaft
 
 	flushEnd int64
 }
@@ -125,7 +127,7 @@ func (r *Raft) Ready() Ready {
 // the high watermark (its own flushed offset counts toward the majority).
 func (r *Raft) Advance(rd Ready) {
 	if id := rd.LoadSnapshot; id != nil {
-		r.finishSnapshotLoad(*id, rd.snapshotRejected)
+		r.finishSnapshotLoad(*id, rd.snapshotRejected, rd.snapshotKRaft)
 	}
 	if rd.QuorumState != nil {
 		r.stateInFlight = false
@@ -133,5 +135,6 @@ func (r *Raft) Advance(rd Ready) {
 	r.log.flushedEnd = max(r.log.flushedEnd, min(rd.flushEnd, r.log.endOffset()))
 	if r.lead != nil {
 		r.maybeAdvanceHW()
+		r.maybeResignAfterRemoval(r.nowMs)
 	}
 }

@@ -54,7 +54,7 @@ func (r *Raft) Recovering() bool { return r.recovery != nil }
 
 // reportsNeeded is how many other voters must report their epoch: enough to meet
 // every majority that includes this node.
-func (r *Raft) reportsNeeded() int { return len(r.cfg.Voters) - r.cfg.majority() + 1 }
+func (r *Raft) reportsNeeded() int { return len(r.voterIDs()) - r.majority() + 1 }
 
 // tickRecovery sends the learning probes that are due.
 func (r *Raft) tickRecovery(nowMs int64) {

@@ -18,18 +18,30 @@ func (r *Raft) sendEndEpoch(nowMs int64) {
 		if rs.acked[v] {
 			continue
 		}
-		r.send(Message{To: v, RequestID: r.newRequestID(), EndEpoch: &EndQuorumEpochRequest{
+		req := &EndQuorumEpochRequest{
 			ClusterID: r.cfg.ClusterID, LeaderID: r.cfg.NodeID, LeaderEpoch: r.epoch,
 			PreferredSuccessors: rs.successors,
-		}})
+		}
+		if r.dynamic() {
+			for _, id := range rs.successors {
+				req.PreferredDirectoryIDs = append(req.PreferredDirectoryIDs, r.voterDirectoryID(id))
+			}
+		}
+		r.send(Message{To: v, RequestID: r.newRequestID(), EndEpoch: req})
 	}
 	rs.nextSendMs = noDeadline
-	if len(rs.acked) < len(r.cfg.Voters)-1 {
+	if len(rs.acked) < len(r.otherVoters()) {
 		rs.nextSendMs = nowMs + r.cfg.RequestTimeoutMs
 	}
 }
 
 func (r *Raft) tickResigned(nowMs int64) {
+	if nowMs >= r.electionDeadlineMs && r.dynamic() && !r.selfIsVoter() {
+		// A leader that removed itself (KIP-853) does not campaign: it leaves the
+		// epoch as a non-voter and fetches from whoever leads next.
+		r.becomeUnattached(nowMs, r.epoch+1, -1)
+		return
+	}
 	if nowMs >= r.electionDeadlineMs {
 		r.becomeCandidate(nowMs)
 		return

@@ -138,8 +138,10 @@ func (l *raftLog) compactTo(id raftlog.SnapshotID) {
 
 // resetTo empties the log and restarts it at the snapshot's end, as Kafka's
 // truncateFullyAndStartAt after a snapshot download.
-func (l *raftLog) resetTo(id raftlog.SnapshotID) {
+func (l *raftLog) resetTo(id raftlog.SnapshotID, k SnapshotKRaft) {
 	l.batches, l.epochs = nil, nil
+	l.kraft.reset(id, k)
+	l.kraftFloor = id.EndOffset
 	l.startOffset, l.startEpoch = id.EndOffset, id.Epoch
 	l.flushedEnd, l.unstableFrom = id.EndOffset, id.EndOffset
 	l.pendingTruncate = -1
@@ -234,6 +236,7 @@ func (r *Raft) sendFetchSnapshot(to int32, s *snapshotFetch) uint64 {
 	r.send(Message{To: to, RequestID: id, FetchSnapshot: &FetchSnapshotRequest{
 		ClusterID:          r.cfg.ClusterID,
 		ReplicaID:          r.cfg.NodeID,
+		ReplicaDirectoryID: r.ownDirectoryID(),
 		MaxBytes:           r.cfg.FetchMaxBytes,
 		CurrentLeaderEpoch: r.epoch,
 		SnapshotID:         s.id,
@@ -335,7 +338,7 @@ func (r *Raft) handleFetchSnapshotResponse(nowMs int64, m Message) {
 // (rejected). A valid one is installed; an invalid one (its bytes come from the
 // leader) is refused like any unusable answer and the follower fetches again after
 // the retry backoff, instead of stopping.
-func (r *Raft) finishSnapshotLoad(id raftlog.SnapshotID, rejected bool) {
+func (r *Raft) finishSnapshotLoad(id raftlog.SnapshotID, rejected bool, kraft SnapshotKRaft) {
 	f := r.follow
 	if f == nil || f.snap == nil || !f.snap.done || f.snap.id != id {
 		return
@@ -346,7 +349,7 @@ func (r *Raft) finishSnapshotLoad(id raftlog.SnapshotID, rejected bool) {
 			zap.Int64("snapshot_end_offset", id.EndOffset), zap.Int32("snapshot_epoch", id.Epoch))
 		f.nextFetchMs = r.nowMs + r.cfg.RetryBackoffMs
 	} else {
-		r.installSnapshot(id)
+		r.installSnapshot(id, kraft)
 	}
 	r.maybeSendFetch(r.nowMs)
 }
@@ -373,14 +376,15 @@ func (r *Raft) unusableSnapshot(id raftlog.SnapshotID) string {
 // reloaded from it. A leader never gets here (only a Follower downloads), and the
 // high watermark was at or below the snapshot's end when the download completed and
 // has not moved since (no Fetch is sent until here).
-func (r *Raft) installSnapshot(id raftlog.SnapshotID) {
+func (r *Raft) installSnapshot(id raftlog.SnapshotID, kraft SnapshotKRaft) {
 	assertf(r.role == Follower, "only a follower loads a snapshot (role %s)", r.role)
 	assertf(id.EndOffset >= r.hw, "snapshot (%d,%d) below high watermark %d", id.EndOffset, id.Epoch, r.hw)
 	r.logf("%d loaded snapshot (%d,%d), log restarts at %d", r.cfg.NodeID, id.EndOffset, id.Epoch, id.EndOffset)
-	r.log.resetTo(id)
+	r.log.resetTo(id, kraft)
 	r.snapshot = &id
 	r.hw = id.EndOffset
 	r.applied = id.EndOffset
+	r.refreshVoter(r.nowMs)
 }
 
 // RetainedBelowSnapshot is the size and the oldest batch time of the log kept below

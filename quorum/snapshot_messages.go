@@ -9,8 +9,11 @@ import (
 // FetchSnapshotRequest is Kafka's FetchSnapshot (API key 59) for __cluster_metadata
 // partition 0: one chunk of snapshot SnapshotID from byte Position.
 type FetchSnapshotRequest struct {
-	ClusterID          string
-	ReplicaID          int32
+	ClusterID string
+	ReplicaID int32
+	// ReplicaDirectoryID is the fetcher's directory id (v1+, KIP-853); zero when not
+	// sent (static quorums leave it out).
+	ReplicaDirectoryID [16]byte
 	MaxBytes           int32
 	CurrentLeaderEpoch int32
 	SnapshotID         raftlog.SnapshotID

@@ -88,7 +88,10 @@ func (f fileSnapshots) ReadSnapshot(id raftlog.SnapshotID, position int64, maxBy
 type Snapshot struct {
 	ID                       raftlog.SnapshotID
 	LastContainedTimestampMs int64
-	Batches                  []raftlog.Batch
+	// KRaft is the kraft.version and voter set of the header batch (KIP-853); the
+	// zero value for a kraft.version 0 snapshot.
+	KRaft   SnapshotKRaft
+	Batches []raftlog.Batch
 }
 
 // Values yields the value of every record in the snapshot's data batches, in
@@ -186,9 +189,28 @@ func (f snapshotFiles) ReadSnapshot(id raftlog.SnapshotID, position int64, maxBy
 // EncodeSnapshot streams a snapshot to write as RecordBatch v2 batches: a
 // SnapshotHeader control batch, data batches of at most maxBatchBytes, and a
 // SnapshotFooter control batch. Offsets start at 0 inside the file and every batch
-// carries the snapshot's epoch, as Kafka's RecordsSnapshotWriter does.
+// carries the snapshot's epoch, as Kafka's RecordsSnapshotWriter does. It writes a
+// kraft.version 0 snapshot (no KRaftVersion or Voters records); see
+// EncodeSnapshotKRaft.
 func EncodeSnapshot(id raftlog.SnapshotID, lastContainedTimestampMs int64, records iter.Seq2[raftlog.Record, error],
 	maxBatchBytes int, write func(raftlog.Batch) error) error {
+	return EncodeSnapshotKRaft(id, lastContainedTimestampMs, SnapshotKRaft{}, records, maxBatchBytes, write)
+}
+
+// SnapshotKRaft is what a snapshot says of the quorum itself: at kraft.version >= 1
+// its header batch carries a KRaftVersionRecord and a VotersRecord after the
+// SnapshotHeader (KIP-853), as Kafka's RecordsSnapshotWriter writes them.
+type SnapshotKRaft struct {
+	KRaftVersion int16
+	// Voters is the voter set in force at the snapshot's end offset; used only at
+	// KRaftVersion >= 1 (empty: none known, no VotersRecord).
+	Voters VoterSet
+}
+
+// EncodeSnapshotKRaft is EncodeSnapshot with the quorum's own control records in
+// the header batch when kraft.KRaftVersion >= 1.
+func EncodeSnapshotKRaft(id raftlog.SnapshotID, lastContainedTimestampMs int64, kraft SnapshotKRaft,
+	records iter.Seq2[raftlog.Record, error], maxBatchBytes int, write func(raftlog.Batch) error) error {
 	header := make([]byte, 0, 11)
 	header = binary.BigEndian.AppendUint16(header, 0)
 	header = binary.BigEndian.AppendUint64(header, uint64(lastContainedTimestampMs))
@@ -200,7 +222,9 @@ func EncodeSnapshot(id raftlog.SnapshotID, lastContainedTimestampMs int64, recor
 		off = b.NextOffset()
 		return write(b)
 	}
-	if err := emit(true, []raftlog.Record{{Key: raftlog.ControlKey(raftlog.ControlSnapshotHeader), Value: header}}); err != nil {
+	headerBatch := append([]raftlog.Record{{Key: raftlog.ControlKey(raftlog.ControlSnapshotHeader), Value: header}},
+		KRaftControlRecords(kraft.KRaftVersion, kraft.Voters)...)
+	if err := emit(true, headerBatch); err != nil {
 		return err
 	}
 	var acc []raftlog.Record
@@ -258,11 +282,49 @@ func ParseSnapshot(id raftlog.SnapshotID, data []byte) (Snapshot, error) {
 	if _, err := controlRecord(batches[len(batches)-1], raftlog.ControlSnapshotFooter); err != nil {
 		return Snapshot{}, fmt.Errorf("%w %s: no snapshot footer (%v)", ErrInvalidSnapshot, raftlog.SnapshotFileName(id), err)
 	}
+	kraft, err := headerKRaft(batches[0])
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("%w %s: %w", ErrInvalidSnapshot, raftlog.SnapshotFileName(id), err)
+	}
 	return Snapshot{
 		ID:                       id,
 		LastContainedTimestampMs: int64(binary.BigEndian.Uint64(hdr.Value[2:10])),
+		KRaft:                    kraft,
 		Batches:                  batches[1 : len(batches)-1],
 	}, nil
+}
+
+// headerKRaft reads the KRaftVersion and Voters records that follow the
+// SnapshotHeader in a snapshot's header batch. A VotersRecord is only valid after
+// a KRaftVersionRecord of level >= 1 (Kafka's RecordsSnapshotWriter writes none at
+// kraft.version 0). Kafka's writer may leave the voters out at kraft.version 1 when
+// its history has none; Voters is then empty.
+func headerKRaft(header raftlog.Batch) (SnapshotKRaft, error) {
+	recs, err := header.Records()
+	if err != nil {
+		return SnapshotKRaft{}, err
+	}
+	var kraft SnapshotKRaft
+	for _, rec := range recs[1:] {
+		t, err := raftlog.ParseControlKey(rec.Key)
+		if err != nil {
+			return SnapshotKRaft{}, err
+		}
+		switch t {
+		case raftlog.ControlKRaftVersion:
+			if kraft.KRaftVersion, err = ParseKRaftVersionRecord(rec.Value); err != nil {
+				return SnapshotKRaft{}, err
+			}
+		case raftlog.ControlKRaftVoters:
+			if kraft.KRaftVersion == KRaftVersionStatic {
+				return SnapshotKRaft{}, fmt.Errorf("%w: VotersRecord in a kraft.version 0 snapshot", ErrInvalidControlRecord)
+			}
+			if kraft.Voters, err = ParseVotersRecord(rec.Value); err != nil {
+				return SnapshotKRaft{}, err
+			}
+		}
+	}
+	return kraft, nil
 }
 
 func controlRecord(b raftlog.Batch, want raftlog.ControlType) (raftlog.Record, error) {
@@ -347,12 +409,13 @@ func (n *Node) beginSnapshot(id raftlog.SnapshotID, ts int64, records iter.Seq2[
 	if err != nil {
 		return nil, err
 	}
+	kraft := n.raft.snapshotKRaft(id)
 	n.writing = true
 	done := make(chan error, 1)
 	start := n.host.Now()
 	work := func(pace func(int) error) error {
 		synced := int64(0)
-		err := EncodeSnapshot(w.ID(), ts, records, snapshotBatchBytes, func(b raftlog.Batch) error {
+		err := EncodeSnapshotKRaft(w.ID(), ts, kraft, records, snapshotBatchBytes, func(b raftlog.Batch) error {
 			if err := w.WriteBatch(b); err != nil {
 				return err
 			}
@@ -518,6 +581,7 @@ func (n *Node) persistDownload(rd *Ready) error {
 	if err := n.snaps.DeleteSnapshotsBefore(id.EndOffset); err != nil {
 		return err
 	}
+	rd.snapshotKRaft = snap.KRaft
 	n.toLoad = &snap
 	return nil
 }

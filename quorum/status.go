@@ -5,6 +5,9 @@ import "slices"
 // ReplicaStatus is one row of DescribeQuorum (leader only).
 type ReplicaStatus struct {
 	ReplicaID int32
+	// DirectoryID is a voter's directory id in the voter set in force (KIP-853); zero
+	// in a static quorum and for observers.
+	DirectoryID [16]byte
 	// LogEndOffset is the replica's last fetch offset as seen by the leader (-1 unknown).
 	LogEndOffset            int64
 	LastFetchTimestampMs    int64
@@ -28,6 +31,11 @@ type Status struct {
 	// its epoch (DescribeQuorum's convention).
 	HighWatermark int64
 	AppliedOffset int64
+	// KRaftVersion is the kraft.version in force and VoterIDs the ids of the voter
+	// set in force as this replica knows it (KIP-853: from its log in a dynamic
+	// quorum, empty until the log names one).
+	KRaftVersion int16
+	VoterIDs     []int32
 
 	// Leader only.
 	EpochStartOffset int64
@@ -46,6 +54,7 @@ func (r *Raft) Status() Status {
 		LogStartOffset: r.log.startOffset, LogEndOffset: r.log.endOffset(),
 		FlushedEndOffset: r.log.flushedEnd, LastEpoch: r.log.lastEpoch(),
 		HighWatermark: r.hw, AppliedOffset: r.applied, EpochStartOffset: -1,
+		KRaftVersion: r.kraftVersion(), VoterIDs: slices.Clone(r.voterIDs()),
 	}
 	if r.lead != nil {
 		s.HighWatermark = r.leaderHW()
@@ -70,7 +79,9 @@ func (r *Raft) replicaRows() (voters, observers []ReplicaStatus) {
 			row.LogEndOffset = r.log.endOffset()
 			row.LastFetchTimestampMs, row.LastCaughtUpTimestampMs = r.nowMs, r.nowMs
 		}
+		row.DirectoryID = rs.dirID
 		if rs.voter {
+			row.DirectoryID = r.voterDirectoryID(rs.id)
 			voters = append(voters, row)
 		} else {
 			observers = append(observers, row)

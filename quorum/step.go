@@ -40,6 +40,7 @@ func (r *Raft) Step(nowMs int64, m Message) error {
 	case m.FetchSnapshotResp != nil:
 		r.handleFetchSnapshotResponse(nowMs, m)
 	}
+	r.maybeResignAfterRemoval(nowMs)
 	return nil
 }
 

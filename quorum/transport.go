@@ -38,6 +38,8 @@ func (n *Node) RegisterHandlers(reg *protocol.Registry) {
 	reg.Register(1, 0, fetchMaxVersion, n.handleFetchRPC)
 	reg.Register(55, 0, describeQuorumMaxVersion, n.handleDescribeQuorumRPC)
 	reg.Register(59, 0, fetchSnapshotMaxVersion, n.handleFetchSnapshotRPC)
+	reg.Register(80, 0, addRaftVoterMaxVersion, n.handleAddRaftVoterRPC)
+	reg.Register(81, 0, removeRaftVoterMaxVersion, n.handleRemoveRaftVoterRPC)
 }
 
 // encodeRequest builds the kmsg request for an outbound core message at version v.
@@ -110,6 +112,11 @@ func derefClusterID(p *string) string {
 // endpoint is host and port of a voter's controller listener.
 func (n *Node) endpoint(id int32) (host string, port uint16, ok bool) {
 	addr, found := n.cfg.VoterAddrs[id]
+	if !found {
+		if m := n.voterAddrs.Load(); m != nil {
+			addr, found = (*m)[id]
+		}
+	}
 	if !found {
 		return "", 0, false
 	}

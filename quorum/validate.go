@@ -30,10 +30,10 @@ func usableEpoch(epoch int32) bool { return epoch >= 0 && epoch < epochCeiling }
 // the log may lag, so a replica grants votes and follows leaders it does not yet know
 // as voters. When kraft.version 1 is implemented, that is this function returning 0.
 func (r *Raft) voterSetError(remoteID int32) int16 {
-	if r.cfg.KRaftVersion >= 1 {
+	if r.kraftVersion() >= KRaftVersionDynamic {
 		return 0
 	}
-	if !r.isVoter || !r.cfg.isVoter(remoteID) {
+	if !r.isVoter || !r.isVoterID(remoteID) {
 		r.counters.inconsistentVoterSet++
 		return kerr.InconsistentVoterSet.Code
 	}
@@ -134,7 +134,7 @@ func (r *Raft) hasLiveLeader(nowMs int64) bool {
 				heard++
 			}
 		}
-		return heard >= r.cfg.majority()
+		return heard >= r.majority()
 	}
 	return false
 }
@@ -198,8 +198,11 @@ func validateQuorumState(cfg *Config, st raftlog.QuorumState, logEpoch int32) er
 // second vote in an epoch it already voted in (even with an empty log, at the first
 // elections). A recovery marker (Loaded.Recovery) is the way on. A fresh node and an
 // observer, which never votes, start as before.
-func checkStateNotLost(cfg *Config, l raftlog.Loaded, logEpoch int32) error {
-	if !l.StateMissing || l.Recovery != nil || !cfg.isVoter(cfg.NodeID) {
+//
+// voter is whether this replica is in the voter set in force (the static one, or
+// in a dynamic quorum the one its snapshot and log name).
+func checkStateNotLost(l raftlog.Loaded, logEpoch int32, voter bool) error {
+	if !l.StateMissing || l.Recovery != nil || !voter {
 		return nil
 	}
 	epoch := logEpoch

@@ -9,13 +9,15 @@ import (
 func (r *Raft) sendVotes(preVote bool) {
 	for _, v := range r.otherVoters() {
 		r.send(Message{To: v, RequestID: r.newRequestID(), Vote: &VoteRequest{
-			ClusterID:       r.cfg.ClusterID,
-			VoterID:         v,
-			CandidateEpoch:  r.epoch,
-			CandidateID:     r.cfg.NodeID,
-			LastOffsetEpoch: r.log.lastEpoch(),
-			LastOffset:      r.log.endOffset(),
-			PreVote:         preVote,
+			ClusterID:            r.cfg.ClusterID,
+			VoterID:              v,
+			VoterDirectoryID:     r.voterDirectoryID(v),
+			CandidateDirectoryID: r.ownDirectoryID(),
+			CandidateEpoch:       r.epoch,
+			CandidateID:          r.cfg.NodeID,
+			LastOffsetEpoch:      r.log.lastEpoch(),
+			LastOffset:           r.log.endOffset(),
+			PreVote:              preVote,
 		}})
 	}
 }
@@ -36,7 +38,7 @@ func (r *Raft) handleVote(nowMs int64, m Message) {
 		code = kerr.InvalidRequest.Code
 	case req.CandidateEpoch < r.epoch:
 		code = kerr.FencedLeaderEpoch.Code
-	case req.VoterID >= 0 && req.VoterID != r.cfg.NodeID:
+	case !r.isOwnKey(req.VoterID, req.VoterDirectoryID):
 		code = kerr.InvalidVoterKey.Code
 	case r.voterSetError(req.CandidateID) != 0:
 		code = kerr.InconsistentVoterSet.Code
@@ -68,7 +70,7 @@ func (r *Raft) handleVote(nowMs int64, m Message) {
 	if req.PreVote {
 		leads++
 	}
-	resp.VoteGranted = r.isVoter && r.cfg.isVoter(req.CandidateID) && req.CandidateID != r.cfg.NodeID &&
+	resp.VoteGranted = r.mayGrantTo(req.CandidateID) && req.CandidateID != r.cfg.NodeID &&
 		r.mayVoteIn(leads) &&
 		r.canGrantVote(nowMs, req.CandidateID, req.PreVote, req.CandidateEpoch > r.epoch, upToDate)
 	if !r.mayVoteIn(leads) {
@@ -143,7 +145,7 @@ func (r *Raft) handleVoteResponse(nowMs int64, m Message) {
 	if r.handleCommonResponse(nowMs, m.From, resp.TopLevelErrorCode, resp.ErrorCode, resp.LeaderID, resp.LeaderEpoch) {
 		return
 	}
-	if resp.LeaderEpoch != r.epoch || resp.ErrorCode != 0 || !r.cfg.isVoter(m.From) {
+	if resp.LeaderEpoch != r.epoch || resp.ErrorCode != 0 || !r.isVoterID(m.From) {
 		return
 	}
 	if resp.VoteGranted {
@@ -158,13 +160,13 @@ func (r *Raft) handleVoteResponse(nowMs int64, m Message) {
 func (r *Raft) maybeWinElection(nowMs int64) {
 	b := r.ballot
 	switch {
-	case len(b.granted) >= r.cfg.majority():
+	case len(b.granted) >= r.majority():
 		if r.role == Prospective {
 			r.becomeCandidate(nowMs)
 		} else {
 			r.becomeLeader(nowMs)
 		}
-	case len(b.rejected) >= len(r.cfg.Voters)-r.cfg.majority()+1:
+	case len(b.rejected) >= len(r.voterIDs())-r.majority()+1:
 		if r.role == Prospective {
 			r.prospectiveLost(nowMs)
 		} else if r.backoffDeadlineMs == noDeadline {
@@ -222,7 +224,7 @@ func (r *Raft) handleCommonResponse(nowMs int64, from int32, topErr, partErr int
 // mayLead reports whether id may be a leader here: any id for an observer that knows
 // the voters only by address, a voter otherwise (kraft.version 0).
 func (r *Raft) mayLead(id int32) bool {
-	return len(r.cfg.Voters) == 0 || r.cfg.KRaftVersion >= 1 || r.cfg.isVoter(id)
+	return r.dynamic() || r.isVoterID(id)
 }
 
 // learnLeader moves to epoch with leaderID (-1: unknown), as any message showing a

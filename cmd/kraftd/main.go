@@ -168,6 +168,8 @@ Usage:
   kraftd storage info [same flags]
   kraftd storage recover [same flags] [--unsafe-accept-data-loss]
   kraftd quorum describe --status|--replication --bootstrap-controller host:port
+  kraftd quorum add-controller --bootstrap-controller host:port --command-config FILE
+  kraftd quorum remove-controller --bootstrap-controller host:port --controller-id N --controller-directory-id UUID
   kraftd metadata dump <segment.log|snapshot.checkpoint|dir>...
   kraftd dev --controllers N --brokers M [--base-port P] [--dir DIR] [--mode kraft|zk-legacy]
   kraftd check-divergence --bootstrap host:port[,...] [--zookeeper-connect host:port]

@@ -25,6 +25,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kraftd/kraftd/cmd/kraftd/app"
+	"github.com/kraftd/kraftd/quorum"
+	"github.com/kraftd/kraftd/quorum/raftlog"
 )
 
 const testClusterID = "MkU3OEVBNTcwNTJENDM2Qg"
@@ -98,8 +100,10 @@ func TestCLIKafkaMeanings(t *testing.T) {
 
 // TestCLIStockKafkaFile: Kafka 3.7's config/kraft/server.properties goes
 // through --config (its unused settings are not errors) and the flags move it
-// onto a free directory; Kafka 4.x's combined file, whose controller needs a
-// dynamic quorum, is refused saying what to set.
+// onto a free directory; Kafka 4.x's combined file, whose controller belongs to
+// a dynamic quorum (controller.quorum.bootstrap.servers only), loads and is
+// formatted as Kafka's quickstart does it, with --standalone: the bootstrap
+// snapshot names the advertised controller listener.
 func TestCLIStockKafkaFile(t *testing.T) {
 	file := filepath.Join("app", "testdata", "kafka", "3.7.0", "kraft", "server.properties")
 	cfg, _, _, err := newCLI("test", "", nil).load([]string{"--config", file, "--log-dirs", t.TempDir()}, os.Stderr)
@@ -110,10 +114,30 @@ func TestCLIStockKafkaFile(t *testing.T) {
 		t.Fatalf("node %d voters %v ignored %v", cfg.NodeID, cfg.QuorumVoters, cfg.IgnoredKafkaKeys())
 	}
 	file = filepath.Join("app", "testdata", "kafka", "4.x", "server.properties")
-	_, _, status, err := newCLI("test", "", nil).load([]string{"--config", file, "--log-dirs", t.TempDir()}, os.Stderr)
-	if err == nil || status != exitError || !strings.Contains(err.Error(), "KIP-853") ||
-		!strings.Contains(err.Error(), "set controller.quorum.voters") {
-		t.Fatalf("4.x server.properties: status %d err %v", status, err)
+	dir := t.TempDir()
+	cfg, _, _, err = newCLI("test", "", nil).load([]string{"--config", file, "--log-dirs", dir}, os.Stderr)
+	if err != nil || len(cfg.QuorumVoters) != 0 || len(cfg.QuorumBootstrapServers) != 1 {
+		t.Fatalf("4.x server.properties: voters %v bootstrap %v, %v", cfg.QuorumVoters, cfg.QuorumBootstrapServers, err)
+	}
+	var out bytes.Buffer
+	args := []string{"--config", file, "--log-dirs", dir, "-t", "MkU3OEVBNTcwNTJENDM2Qg"}
+	if status := runFormat(args, &out, os.Stderr); status != exitError {
+		t.Fatalf("format without --standalone: status %d, want %d", status, exitError)
+	}
+	if status := runFormat(append(args, "--standalone"), &out, os.Stderr); status != exitOK {
+		t.Fatalf("format --standalone: status %d\n%s", status, out.String())
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "__cluster_metadata-0", "00000000000000000000-0000000000.checkpoint"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := quorum.ParseSnapshot(raftlog.BootstrapSnapshotID, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := s.KRaft.Voters.Voter(1)
+	if !ok || len(v.Endpoints) != 1 || v.Endpoints[0] != (quorum.Endpoint{Name: "CONTROLLER", Host: "localhost", Port: 9093}) {
+		t.Fatalf("bootstrap voters %+v", s.KRaft.Voters)
 	}
 }
 

@@ -26,9 +26,22 @@ import (
 
 const metadataTopic = "__cluster_metadata"
 
+const quorumUsage = `usage:
+  kraftd quorum describe --status|--replication [--human-readable] --bootstrap-controller host:port
+  kraftd quorum add-controller --bootstrap-controller host:port --command-config FILE
+  kraftd quorum remove-controller --bootstrap-controller host:port --controller-id N --controller-directory-id UUID`
+
 func runQuorum(args []string, stdout io.Writer, stderr *os.File) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "add-controller":
+			return runAddController(args[1:], stdout, stderr)
+		case "remove-controller":
+			return runRemoveController(args[1:], stdout, stderr)
+		}
+	}
 	if len(args) == 0 || args[0] != "describe" {
-		fmt.Fprintln(stderr, "usage: kraftd quorum describe --status|--replication [--human-readable] --bootstrap-controller host:port")
+		fmt.Fprintln(stderr, quorumUsage)
 		return exitUsage
 	}
 	fs := pflag.NewFlagSet("quorum describe", pflag.ContinueOnError)

@@ -15,13 +15,21 @@ const storageUsage = `kraftd storage prepares and inspects log directories, like
 
 Usage:
   kraftd storage format --cluster-id ID [--config FILE] [flags] [--ignore-formatted]
+                        [--standalone | --initial-controllers ID@HOST:PORT:DIRID,... | --no-initial-controllers]
   kraftd storage random-uuid
   kraftd storage info [--config FILE] [flags]
   kraftd storage recover [--config FILE] [flags] [--unsafe-accept-data-loss]
 
 format writes meta.properties (version=1, cluster.id, node.id, a fresh
 directory.id) into every log directory and the metadata log directory.
--t is an alias of --cluster-id, as in kafka-storage.sh.
+-t is an alias of --cluster-id, as in kafka-storage.sh. A controller without
+controller.quorum.voters belongs to a dynamic quorum (KIP-853) and needs one of
+--standalone (-s: it is the first and only voter), --initial-controllers (-I:
+the voter set, written with the same directory ids on every node) or
+--no-initial-controllers (-N: it joins later through quorum add-controller).
+The first two write the bootstrap snapshot
+__cluster_metadata-0/00000000000000000000-0000000000.checkpoint holding
+kraft.version 1 and the voters, as Kafka's formatter does.
 
 recover repairs the metadata log of a stopped node that refused to start on
 damaged data. It first writes (and fsyncs) a marker holding the highest epoch
@@ -63,6 +71,13 @@ func runFormat(args []string, stdout io.Writer, stderr *os.File) int {
 	c := newCLI("kraftd storage format", storageUsage, map[string]string{"cluster.id": "t"})
 	c.fs.BoolVarP(&c.ignoreFormatted, "ignore-formatted", "g", false,
 		"skip directories that are already formatted instead of failing")
+	var opts app.FormatOptions
+	c.fs.BoolVarP(&opts.Standalone, "standalone", "s", false,
+		"format this controller as the single voter of a new dynamic quorum (KIP-853)")
+	c.fs.StringVarP(&opts.InitialControllers, "initial-controllers", "I", "",
+		"the initial voters of a new dynamic quorum, id@host:port:directory-id,...; the same list on every node")
+	c.fs.BoolVarP(&opts.NoInitialControllers, "no-initial-controllers", "N", false,
+		"format a node of a dynamic quorum without naming its voters (a controller added later with quorum add-controller)")
 	cfg, _, status, err := c.load(args, stderr)
 	if err != nil {
 		return report(stderr, status, err)
@@ -70,7 +85,8 @@ func runFormat(args []string, stdout io.Writer, stderr *os.File) int {
 	if cfg.ClusterID == "" {
 		return report(stderr, exitUsage, errors.New("storage format needs --cluster-id (generate one with `kraftd storage random-uuid`)"))
 	}
-	err = app.Format(&cfg, app.FormatOptions{ClusterID: cfg.ClusterID, IgnoreFormatted: c.ignoreFormatted, Out: stdout})
+	opts.ClusterID, opts.IgnoreFormatted, opts.Out = cfg.ClusterID, c.ignoreFormatted, stdout
+	err = app.Format(&cfg, opts)
 	return report(stderr, exitError, err)
 }
 

@@ -333,3 +333,45 @@ func (s *FileStorage) restoreLogStart() {
 		return
 	}
 }
+
+// BootstrapSnapshotID is the id of the snapshot `kraftd storage format` writes
+// for a dynamic quorum (Kafka's Snapshots.BOOTSTRAP_SNAPSHOT_ID): end offset 0,
+// epoch 0. It is never served over FetchSnapshot.
+var BootstrapSnapshotID = SnapshotID{EndOffset: 0, Epoch: 0}
+
+// WriteBootstrapSnapshot writes data as the bootstrap snapshot
+// 00000000000000000000-0000000000.checkpoint of the partition directory dir,
+// creating dir: through a .checkpoint.part file (which an open of the storage
+// deletes if the write did not finish), fsynced, renamed, and the directories
+// fsynced. It refuses to replace an existing bootstrap snapshot.
+func WriteBootstrapSnapshot(dir string, data []byte) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return ioErr(err)
+	}
+	final := filepath.Join(dir, SnapshotFileName(BootstrapSnapshotID))
+	if _, err := os.Lstat(final); err == nil {
+		return fmt.Errorf("%w: %s", ErrSnapshotExists, final)
+	}
+	f, err := os.CreateTemp(dir, snapshotStem(BootstrapSnapshotID)+"-*"+snapshotPartSuffix)
+	if err != nil {
+		return ioErr(err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), final)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name()) // best effort; open removes .part leftovers anyway
+		return ioErr(err)
+	}
+	if err := syncDir(dir); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(dir))
+}

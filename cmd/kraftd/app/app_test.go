@@ -232,18 +232,3 @@ func TestAppServesMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
-// TestControllerNeedsStaticVoters: controller.quorum.bootstrap.servers alone is enough
-// for a broker (interop's TestKRaftBrokersFromBootstrapServers) but not for a
-// controller, which would need the voter set kept in the log (KIP-853): New says so
-// and what to set instead.
-func TestControllerNeedsStaticVoters(t *testing.T) {
-	c := ephemeralConfig(t,
-		Setting{"controller.quorum.voters", ""},
-		Setting{"controller.quorum.bootstrap.servers", "127.0.0.1:9093"})
-	_, err := New(c)
-	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "needs controller.quorum.voters") ||
-		!strings.Contains(err.Error(), "KIP-853") {
-		t.Fatalf("New of a controller without voters: %v", err)
-	}
-}

@@ -55,6 +55,20 @@ func (q *quorumRole) raftConfig() quorum.Config {
 	}
 }
 
+// metadataDirectoryID is the directory.id of the metadata log directory: with the
+// node id, the replica key of a dynamic quorum (KIP-853). Storage is formatted by now.
+func metadataDirectoryID(c *Config) (UUID, error) {
+	m, err := ReadMetaProperties(c.MetadataDir())
+	if err != nil || m.DirectoryID == "" {
+		return UUID{}, err
+	}
+	id, err := ParseUUID(m.DirectoryID)
+	if err != nil {
+		return UUID{}, badValue("directory.id", m.DirectoryID, err.Error())
+	}
+	return id, nil
+}
+
 // appendLinger maps controller.quorum.append.linger.ms to quorum.Config, where
 // zero means the default: Kafka's 0 (no lingering) is AppendLingerMsNone.
 func appendLinger(ms int32) int64 {
@@ -77,9 +91,15 @@ func smallestIfZero(ms int64) int64 {
 // App lock held, so it reads App fields directly.
 func (q *quorumRole) Start(ctx context.Context) error {
 	c := &q.a.cfg
-	// Validate refused a controller without controller.quorum.voters: a broker
-	// finds the controllers through controller.quorum.bootstrap.servers, a
-	// controller would need the voter set kept in the log (KIP-853).
+	// A controller without controller.quorum.voters belongs to a dynamic quorum
+	// (KIP-853): the voter set is in its log, from the bootstrap snapshot `storage
+	// format --standalone` or `--initial-controllers` wrote.
+	raftCfg := q.raftConfig()
+	dirID, err := metadataDirectoryID(c)
+	if err != nil {
+		return err
+	}
+	raftCfg.DirectoryID = dirID
 	dir := filepath.Join(c.MetadataDir(), "__cluster_metadata-0")
 	log := c.Logger.Named("quorum").With(zap.Int32("node", c.NodeID))
 	store, err := raftlog.OpenFileStorage(dir, metadataLogOptions(c, log))
@@ -95,7 +115,7 @@ func (q *quorumRole) Start(ctx context.Context) error {
 		listener = c.ControllerListenerNames[0]
 	}
 	node, err := quorum.NewNode(quorum.NodeConfig{
-		Raft:           q.raftConfig(),
+		Raft:           raftCfg,
 		Storage:        store,
 		VoterAddrs:     addrs,
 		BootstrapAddrs: c.QuorumBootstrapServers,
@@ -117,6 +137,7 @@ func (q *quorumRole) Start(ctx context.Context) error {
 	for _, name := range c.ControllerListenerNames {
 		if reg := q.a.registries[name]; reg != nil && c.HasRole(RoleController) {
 			node.RegisterHandlers(reg)
+			reg.SetApiVersionsHook(node.DecorateApiVersions)
 		}
 	}
 	node.Start()

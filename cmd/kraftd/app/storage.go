@@ -165,6 +165,17 @@ type FormatOptions struct {
 	Now func() time.Time
 	// Rand draws directory ids; nil means crypto/rand.
 	Rand io.Reader
+
+	// Standalone formats this controller as the single voter of a new dynamic
+	// quorum (KIP-853; kafka-storage.sh --standalone).
+	Standalone bool
+	// InitialControllers is the initial voter set of a new dynamic quorum,
+	// id@host:port:directory-id,... (--initial-controllers); every node is
+	// formatted with the same list.
+	InitialControllers string
+	// NoInitialControllers formats a controller of a dynamic quorum that joins
+	// later through AddRaftVoter (--no-initial-controllers).
+	NoInitialControllers bool
 }
 
 // Format writes meta.properties into every log directory and the metadata
@@ -172,9 +183,12 @@ type FormatOptions struct {
 // `kafka-storage.sh format` does. Formatted directories are checked against
 // the cluster and node id first, and refused unless IgnoreFormatted is set.
 //
-// bootstrap.checkpoint is not written: it is a snapshot-format file owned by
-// the quorum/snapshot code; kraftd bootstraps metadata.version
-// DefaultMetadataVersion when the metadata log is empty.
+// With Standalone or InitialControllers (a dynamic quorum, KIP-853) it also
+// writes the bootstrap snapshot __cluster_metadata-0/00000000000000000000-
+// 0000000000.checkpoint (kraft.version 1 and the initial voter set) into the
+// metadata directory, whose directory.id is then the one the voter set gives
+// this node. bootstrap.checkpoint is not written: kraftd bootstraps
+// metadata.version DefaultMetadataVersion when the metadata log is empty.
 func Format(cfg *Config, opts FormatOptions) error {
 	if _, err := ParseUUID(opts.ClusterID); err != nil {
 		return badValue("cluster.id", opts.ClusterID, "is not a base64-encoded 16-byte UUID")
@@ -194,10 +208,14 @@ func Format(cfg *Config, opts FormatOptions) error {
 		fprintf(opts.Out, "All of the log directories are already formatted.\n")
 		return nil
 	}
-	return formatDirs(cfg, st.empty, opts)
+	q, err := planQuorum(cfg, opts)
+	if err != nil {
+		return err
+	}
+	return formatDirs(cfg, st.empty, opts, q)
 }
 
-func formatDirs(cfg *Config, dirs []string, opts FormatOptions) error {
+func formatDirs(cfg *Config, dirs []string, opts FormatOptions, q formatQuorum) error {
 	now := time.Now
 	if opts.Now != nil {
 		now = opts.Now
@@ -208,15 +226,25 @@ func formatDirs(cfg *Config, dirs []string, opts FormatOptions) error {
 		if err != nil {
 			return err
 		}
-		if used[dirID] {
-			return fmt.Errorf("storage: random source repeated directory id %s", dirID)
-		}
-		used[dirID] = true
 		kind := "data directory"
 		if dir == cfg.MetadataDir() {
-			kind = "metadata directory"
+			kind = q.kind(cfg.NodeID)
+			if voterDir, ok := q.directoryID(cfg.NodeID); ok {
+				dirID = voterDir
+			}
 		}
+		if used[dirID] {
+			return fmt.Errorf("storage: directory id %s repeated", dirID)
+		}
+		used[dirID] = true
 		fprintf(opts.Out, "Formatting %s %s with metadata.version %s.\n", kind, dir, DefaultMetadataVersion)
+		if dir == cfg.MetadataDir() && q.voters != nil {
+			// Before meta.properties: a directory without it is unformatted, so a
+			// failure here leaves nothing that a node would start from.
+			if err := q.writeBootstrapSnapshot(dir, cfg.ControllerListenerNames[0], now()); err != nil {
+				return err
+			}
+		}
 		m := MetaProperties{Version: 1, ClusterID: opts.ClusterID, NodeID: cfg.NodeID, DirectoryID: dirID.String()}
 		if err := WriteMetaProperties(dir, m, now()); err != nil {
 			return err
@@ -310,7 +338,7 @@ func PrepareStorage(cfg *Config) (string, error) {
 		return "", fmt.Errorf("%w: %s; run `kraftd storage format --cluster-id $(kraftd storage random-uuid) "+
 			"[same flags]` first, or start with --cluster-id ID", ErrNotFormatted, st.empty[0])
 	}
-	err = formatDirs(cfg, st.empty, FormatOptions{ClusterID: clusterID, Out: cfg.Out, Rand: cfg.Rand})
+	err = formatDirs(cfg, st.empty, FormatOptions{ClusterID: clusterID, Out: cfg.Out, Rand: cfg.Rand}, formatQuorum{})
 	return clusterID, err
 }
 

@@ -227,13 +227,6 @@ func (c *Config) checkKRaft() error {
 }
 
 func (c *Config) checkControllerRole() error {
-	if len(c.QuorumVoters) == 0 {
-		return invalid("a controller needs controller.quorum.voters: dynamic quorums (KIP-853: controllers that find " +
-			"each other through controller.quorum.bootstrap.servers alone, as in the controller and server properties " +
-			"Kafka 3.9 and 4.x ship) are not supported yet; set controller.quorum.voters to the static voter set " +
-			"(id@host:port of every controller, e.g. 1@localhost:9093) on each controller; brokers may keep " +
-			"controller.quorum.bootstrap.servers")
-	}
 	if len(c.ControllerEndpoints()) == 0 {
 		return invalid("controller.listener.names must contain at least one value appearing in the 'listeners' " +
 			"configuration when running the KRaft controller role")
@@ -242,7 +235,7 @@ func (c *Config) checkControllerRole() error {
 		return invalid("the listeners config must only contain KRaft controller listeners from " +
 			"controller.listener.names when process.roles=controller")
 	}
-	if !c.isVoter() {
+	if len(c.QuorumVoters) > 0 && !c.isVoter() {
 		return invalid("if process.roles contains the 'controller' role, the node id %d must be included in "+
 			"the set of voters controller.quorum.voters=%s", c.NodeID, joinVoters(c.QuorumVoters))
 	}
