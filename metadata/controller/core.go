@@ -488,8 +488,19 @@ func (c *core) appendBatch(b encoded) error {
 	if err != nil {
 		return err
 	}
-	if want := c.nextOffset + int64(len(b.raw)) - 1; last != want {
+	want := c.nextOffset + int64(len(b.raw)) - 1
+	if last < want {
 		return fmt.Errorf("%w: batch ends at %d, expected %d", ErrOffsetMismatch, last, want)
+	}
+	if last > want {
+		// The quorum leader appended control batches of its own since our last
+		// append (a VotersRecord for a voter change, KIP-853): while this
+		// controller is active nothing else appends data, so ours simply starts
+		// later. Kafka's controller likewise takes the offset the raft layer
+		// returns.
+		c.log.Info("the quorum appended control records before this batch",
+			zap.Int64("expected_last_offset", want), zap.Int64("last_offset", last))
+		c.nextOffset = last - int64(len(b.raw)) + 1
 	}
 	recs := make([]offsetRecord, len(b.recs))
 	for i, r := range b.recs {
