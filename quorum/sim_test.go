@@ -28,6 +28,10 @@ var (
 	// election timeout, which each of its Vote requests restarts) and be refused
 	// every time; a few seeds in a thousand stay leaderless past the liveness window.
 	simOldVote = flag.Bool("sim.oldvote", false, "older peers may lack Vote v2 (pre-vote)")
+	// simSyncedLag models FileStorage's durable end record as it is written today, one
+	// Sync behind (see simDisk.rec): a node that crashed and then lost its last
+	// synced batches to damage cuts them as a torn tail though it acknowledged them.
+	simSyncedLag = flag.Bool("sim.syncedlag", false, "the durable end record lags one Sync, as FileStorage writes it")
 )
 
 // TestSimulation runs the seeded quorum simulation: 1, 3 or 5 voters plus observers
@@ -361,6 +365,18 @@ func (s *sim) chaos() {
 				s.fail("leader %d %s: %v", l.id, name, err)
 			}
 		}
+	case p < 95:
+		// Damage while down: a node already down, or n crashed for it.
+		for _, id := range s.ids {
+			if s.nodes[id].down {
+				n = s.nodes[id]
+				break
+			}
+		}
+		if !n.down && s.rng.IntN(2) == 0 {
+			s.crash(n)
+		}
+		s.damage(n)
 	}
 }
 
@@ -501,6 +517,12 @@ func (s *sim) livenessPhase() int64 {
 	s.calmLinks(true)
 	s.stallPct, s.dupRespPct = 0, 0
 	keepDown := s.rng.IntN(s.f + 1)
+	for _, v := range s.voters {
+		// A damaged voter recovers only with a majority of healthy voters up.
+		if d := s.nodes[v].disk; d.damaged || d.recovery != nil {
+			keepDown = min(keepDown, s.f-1)
+		}
+	}
 	for _, id := range s.ids {
 		n := s.nodes[id]
 		n.crashAfterGrant = false

@@ -1,0 +1,233 @@
+package quorum_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/kraftd/kraftd/quorum"
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
+
+// Disk damage in the simulation (issue 14, section 3): while a node is down, at most
+// one node at a time, its durable log gets a flipped bit (anywhere: below the durable
+// end record or beyond it), its quorum-state file or its last segment file is
+// deleted, or a snapshot the log still covers is deleted. On restart the node either
+// stops (the sim disk's model of FileStorage's detection: the production batch parser
+// judges the bytes, the durable end record judges torn tail against bit rot; a lost
+// quorum-state is refused by the production core, checkStateNotLost), and is then
+// repaired as `kraftd storage recover` does (marker with E first, then the log cut
+// to its last valid batch) and started again; or it cuts a torn tail as after any
+// crash. A stop on a disk that was not damaged is a violation: a power loss must
+// never put a node in recovery.
+
+type damageKind int
+
+const (
+	dmgFlipBelowRec damageKind = iota // a flipped bit below the durable end record
+	dmgFlipTail                       // a flipped bit at or beyond it (read as a torn tail)
+	dmgDropState                      // the quorum-state file deleted
+	dmgDropSegment                    // the last segment file deleted
+	dmgDropSnapshot                   // a snapshot the log still covers deleted
+	numDamageKinds
+)
+
+var damageNames = [numDamageKinds]string{"bit flips below the durable end", "bit flips beyond it (torn tail)",
+	"quorum-states dropped", "last segments dropped", "snapshots dropped"}
+
+// simDamageStats are one run's damage counts.
+type simDamageStats struct {
+	injected [numDamageKinds]int
+	// detected: starts refused on damaged data; repaired: `storage recover` runs;
+	// recovered: markers the node removed after catching up.
+	detected, repaired, recovered int
+	// tornCut: damaged batches a start cut as a torn tail.
+	tornCut int
+}
+
+func (a *simDamageStats) add(b simDamageStats) {
+	for i := range a.injected {
+		a.injected[i] += b.injected[i]
+	}
+	a.detected += b.detected
+	a.repaired += b.repaired
+	a.recovered += b.recovered
+	a.tornCut += b.tornCut
+}
+
+func (a simDamageStats) String() string {
+	var by []string
+	for k, c := range a.injected {
+		by = append(by, fmt.Sprintf("%d %s", c, damageNames[k]))
+	}
+	return fmt.Sprintf("damage: %s; %d starts refused, %d repairs with a marker, %d recoveries finished, %d damaged batches cut as a torn tail",
+		joinComma(by), a.detected, a.repaired, a.recovered, a.tornCut)
+}
+
+func joinComma(ss []string) string {
+	out := ""
+	for i, s := range ss {
+		if i > 0 {
+			out += ", "
+		}
+		out += s
+	}
+	return out
+}
+
+// damage injects one random damage into down node n's disk, if no other node is
+// damaged or recovering.
+func (s *sim) damage(n *simNode) {
+	if !n.down || s.healed || n.voter && len(s.voters) < 3 {
+		return // a lone voter that recovers waits for a leader forever, rightly
+	}
+	for _, id := range s.ids {
+		if o := s.nodes[id].disk; id != n.id && (o.damaged || o.recovery != nil) {
+			return
+		}
+	}
+	d := n.disk
+	switch p := s.rng.IntN(10); {
+	case p < 6 && len(d.durable) > 0:
+		i := s.rng.IntN(len(d.durable))
+		b := d.durable[i]
+		raw := slices.Clone(b.Raw)
+		// Any byte but the partition leader epoch (12..15), which no CRC covers:
+		// a flip there that keeps the epochs monotonic loads silently (see
+		// TestSimulationEpochFieldFlip).
+		pos := s.rng.IntN(len(raw) - 4)
+		if pos >= 12 {
+			pos += 4
+		}
+		raw[pos] ^= 1 << s.rng.IntN(8)
+		b.Raw = raw
+		d.durable[i] = b // d.cur shares the array: the node is down, cur == durable
+		kind := dmgFlipTail
+		if b.BaseOffset < d.rec {
+			kind = dmgFlipBelowRec
+		}
+		s.injectf(n, kind, "FLIP bit at byte %d of batch %d..%d epoch %d (durable end record %d, durable end %d)",
+			pos, b.BaseOffset, b.LastOffset, b.Epoch, d.rec, d.durEnd())
+	case p < 8 && !d.stateLost:
+		d.state, d.stateLost = raftlog.EmptyQuorumState(), true
+		delete(s.chk.diskEpoch, n.id) // the next state it writes may be older
+		s.injectf(n, dmgDropState, "DROP quorum-state")
+	case p < 9 && len(d.durable) > 1:
+		k := 1 + s.rng.IntN(len(d.durable)-1)
+		d.durable = d.durable[:k:k]
+		d.cur = d.durable
+		s.injectf(n, dmgDropSegment, "DROP the last segment: log ends at %d (durable end record %d)", d.durEnd(), d.rec)
+	default:
+		if id, ok := d.latest(); ok && id.EndOffset > d.start {
+			delete(d.files, id)
+			s.injectf(n, dmgDropSnapshot, "DROP snapshot %+v (log start %d)", id, d.start)
+		}
+	}
+}
+
+func (s *sim) injectf(n *simNode, kind damageKind, format string, args ...any) {
+	n.disk.damaged = true
+	s.stats.damage.injected[kind]++
+	s.faultf(n.id, "DAMAGE "+format, args...)
+}
+
+// openLog is the log half of FileStorage's open (recoverLog), on the sim's batches:
+// each durable batch's bytes go through the production parser; the first that fails
+// ends the log. If it lies below the durable end record the node stops (ErrCorrupt);
+// beyond it, it is a torn tail and is cut. A log ending below the record without a
+// snapshot covering the record stops the node too ("log ends early").
+func (d *simDisk) openLog() error {
+	i, reason := d.firstInvalid()
+	if i < len(d.cur) {
+		b := d.cur[i]
+		if b.BaseOffset < d.rec {
+			return fmt.Errorf("%w: sim node %d: invalid batch at offset %d, below the durable end %d: %v",
+				raftlog.ErrCorrupt, d.n.id, b.BaseOffset, d.rec, reason)
+		}
+		d.s.faultf(d.n.id, "load: torn tail at %d (durable end record %d): cut %d batches: %v", b.BaseOffset, d.rec, len(d.cur)-i, reason)
+		if d.damaged {
+			d.s.stats.damage.tornCut += len(d.cur) - i
+		}
+		d.cur = d.cur[:i:i]
+		d.durable = d.cur
+	}
+	if d.curEnd() < d.rec {
+		if id, ok := d.latest(); !ok || id.EndOffset < d.rec {
+			return fmt.Errorf("%w: sim node %d: the log ends at %d, below the durable end %d, and no snapshot covers it",
+				raftlog.ErrCorrupt, d.n.id, d.curEnd(), d.rec)
+		}
+	}
+	return nil
+}
+
+// firstInvalid is the index of the first batch whose bytes the production parser
+// refuses or that does not continue the log, len(d.cur) if none.
+func (d *simDisk) firstInvalid() (int, error) {
+	next, prevEpoch := d.start, int32(-1)
+	for i, b := range d.cur {
+		pb, err := raftlog.ParseBatch(b.Raw)
+		switch {
+		case err != nil:
+			return i, err
+		case pb.BaseOffset != next || pb.LastOffset != b.LastOffset:
+			return i, fmt.Errorf("batch at offset %d where %d was expected", pb.BaseOffset, next)
+		case pb.Epoch < prevEpoch:
+			return i, fmt.Errorf("batch at offset %d has epoch %d after epoch %d", pb.BaseOffset, pb.Epoch, prevEpoch)
+		}
+		next, prevEpoch = pb.NextOffset(), pb.Epoch
+	}
+	return len(d.cur), nil
+}
+
+// repair is `kraftd storage recover` on the sim disk (raftlog.Recover): E is the
+// largest epoch still readable (quorum-state, the log's valid prefix, snapshot
+// names, an earlier marker); the marker is written first, then the log is cut to its
+// last valid batch and the durable end record lowered to the new end. A lost
+// quorum-state stays lost: the marker says so and the node learns the epoch.
+func (d *simDisk) repair() {
+	i, _ := d.firstInvalid()
+	var epoch int32
+	if !d.stateLost {
+		epoch = max(d.state.LeaderEpoch, 0)
+	}
+	for _, b := range d.cur[:i] {
+		epoch = max(epoch, b.Epoch)
+	}
+	for id := range d.files {
+		epoch = max(epoch, id.Epoch)
+	}
+	lost := d.stateLost
+	if d.recovery != nil {
+		epoch, lost = max(epoch, d.recovery.Epoch), lost || d.recovery.StateLost
+	}
+	d.recovery = &raftlog.Recovery{Epoch: epoch, StateLost: lost}
+	d.cur = d.cur[:i:i]
+	d.durable = d.cur
+	d.truncSince = -1
+	d.rec, d.syncedTo = d.curEnd(), d.curEnd()
+	d.s.stats.damage.repaired++
+	d.s.faultf(d.n.id, "STORAGE RECOVER: marker epoch %d state lost %t; log cut to [%d, %d)", epoch, lost, d.start, d.curEnd())
+}
+
+// ClearRecovery implements raftlog.RecoveryClearer: the marker is removed durably.
+func (d *simDisk) ClearRecovery() error {
+	if err := d.dead(); err != nil {
+		return err
+	}
+	switch {
+	case d.recovery != nil && d.n.node == nil:
+		// Removed while the node starts: it ignores the marker (mutant_norecovery).
+		d.repairedUnsafe = true
+		d.s.faultf(d.n.id, "recovery marker removed at start")
+	case d.recovery != nil:
+		d.s.stats.damage.recovered++
+		d.s.faultf(d.n.id, "recovery marker removed at log end %d", d.curEnd())
+	}
+	d.recovery = nil
+	return nil
+}
+
+// refusedOnDamage reports whether err is a start the damage detection refused.
+func refusedOnDamage(err error) bool {
+	return errors.Is(err, raftlog.ErrCorrupt) || errors.Is(err, quorum.ErrUnusableQuorumState)
+}
