@@ -187,6 +187,9 @@ func newNode(cfg NodeConfig, host NodeHost) (*Node, error) {
 		if loaded.StateMissing {
 			loaded.State = raftlog.EmptyQuorumState()
 			loaded.State.LeaderEpoch, loaded.StateMissing = loaded.Recovery.Epoch, false
+			if err := cfg.Storage.SaveQuorumState(loaded.State); err != nil {
+				return nil, err
+			}
 		}
 		loaded.Recovery = nil
 	}

@@ -78,7 +78,7 @@ func joinComma(ss []string) string {
 // damage injects one random damage into down node n's disk, if no other node is
 // damaged or recovering.
 func (s *sim) damage(n *simNode) {
-	if !n.down || s.healed || n.voter && len(s.voters) < 3 {
+	if !*simDamage || !n.down || s.healed || n.voter && len(s.voters) < 3 {
 		return // a lone voter that recovers waits for a leader forever, rightly
 	}
 	for _, id := range s.ids {
@@ -92,11 +92,13 @@ func (s *sim) damage(n *simNode) {
 		i := s.rng.IntN(len(d.durable))
 		b := d.durable[i]
 		raw := slices.Clone(b.Raw)
-		// Any byte but the partition leader epoch (12..15), which no CRC covers:
-		// a flip there that keeps the epochs monotonic loads silently (see
-		// TestSimulationEpochFieldFlip).
-		pos := s.rng.IntN(len(raw) - 4)
-		if pos >= 12 {
+		// Any byte but the partition leader epoch (12..15), unless -sim.flipepoch:
+		// no CRC covers it, and a flip there that keeps the epochs monotonic loads
+		// silently, in FileStorage as in Kafka.
+		var pos int
+		if *simFlipEpoch {
+			pos = s.rng.IntN(len(raw))
+		} else if pos = s.rng.IntN(len(raw) - 4); pos >= 12 {
 			pos += 4
 		}
 		raw[pos] ^= 1 << s.rng.IntN(8)
@@ -161,11 +163,15 @@ func (d *simDisk) openLog() error {
 }
 
 // firstInvalid is the index of the first batch whose bytes the production parser
-// refuses or that does not continue the log, len(d.cur) if none.
+// refuses or that does not continue the log, len(d.cur) if none. Every batch before
+// it becomes what the parser read from its bytes, as FileStorage loads it.
 func (d *simDisk) firstInvalid() (int, error) {
 	next, prevEpoch := d.start, int32(-1)
 	for i, b := range d.cur {
 		pb, err := raftlog.ParseBatch(b.Raw)
+		if err == nil && pb.Epoch != b.Epoch {
+			d.cur[i] = pb // a flipped epoch field: no CRC covers it
+		}
 		switch {
 		case err != nil:
 			return i, err

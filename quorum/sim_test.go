@@ -31,6 +31,8 @@ var (
 	// simSyncedLag models FileStorage's durable end record as it is written today, one
 	// Sync behind (see simDisk.rec): a node that crashed and then lost its last
 	// synced batches to damage cuts them as a torn tail though it acknowledged them.
+	simDamage    = flag.Bool("sim.damage", true, "flip bits and drop files of one down node at a time")
+	simFlipEpoch = flag.Bool("sim.flipepoch", false, "bit flips may hit a batch's partition leader epoch, which no CRC covers")
 	simSyncedLag = flag.Bool("sim.syncedlag", false, "the durable end record lags one Sync, as FileStorage writes it")
 )
 
@@ -83,6 +85,10 @@ func TestSimulation(t *testing.T) {
 	}
 	// The counts go to CI's output (make sim runs -v).
 	t.Logf("%d seeds in %v: %s", len(seeds), time.Since(start).Round(time.Millisecond), agg)
+	if dm := agg.damage; *simDamage && first == nil && agg.seeds >= 200 &&
+		(dm.injected[dmgFlipBelowRec] == 0 || dm.injected[dmgDropState] == 0 || dm.detected == 0 || dm.recovered == 0) {
+		t.Errorf("the damage schedule no longer reaches detection and recovery: %s", dm)
+	}
 	if first != nil {
 		var by []string
 		for inv, ss := range caught {
