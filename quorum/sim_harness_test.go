@@ -398,7 +398,9 @@ type sim struct {
 	retentionBytes int64
 	// healed: the liveness phase began; no fault fires any more.
 	healed bool
-	stats  simStats
+	// noDamage: the chaos schedule damages no disk (a test injects its own).
+	noDamage bool
+	stats    simStats
 
 	chk   *checker
 	trace traceRing

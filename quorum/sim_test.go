@@ -70,8 +70,10 @@ func TestSimulation(t *testing.T) {
 	for _, res := range results {
 		if *simPerSeed {
 			st := res.stats
-			t.Logf("seed %d: %d elections, %d truncations, %d snapshot loads, %d crashes inside a persist, %d other crashes, failed: %t",
-				res.seed, st.elections, st.truncations, st.snapshotLoads, st.inPersist(), st.crashes, res.err != nil)
+			t.Logf("seed %d: %d elections, %d truncations, %d snapshot loads, %d crashes inside a persist, %d other crashes, "+
+				"%d damage events, %d starts refused, %d recoveries finished, failed: %t",
+				res.seed, st.elections, st.truncations, st.snapshotLoads, st.inPersist(), st.crashes,
+				st.damage.total(), st.damage.detected, st.damage.recovered, res.err != nil)
 		}
 		if res.err != nil {
 			if first == nil {
