@@ -28,13 +28,14 @@ const (
 	dmgFlipBelowRec damageKind = iota // a flipped bit below the durable end record
 	dmgFlipTail                       // a flipped bit at or beyond it (read as a torn tail)
 	dmgDropState                      // the quorum-state file deleted
+	dmgFlipState                      // a flipped bit in the quorum-state file
 	dmgDropSegment                    // the last segment file deleted
 	dmgDropSnapshot                   // a snapshot the log still covers deleted
 	numDamageKinds
 )
 
 var damageNames = [numDamageKinds]string{"bit flips below the durable end", "bit flips beyond it (torn tail)",
-	"quorum-states dropped", "last segments dropped", "snapshots dropped"}
+	"quorum-states dropped", "quorum-state flips", "last segments dropped", "snapshots dropped"}
 
 // simDamageStats are one run's damage counts.
 type simDamageStats struct {
@@ -119,10 +120,13 @@ func (s *sim) damage(n *simNode) {
 		}
 		s.injectf(n, kind, "FLIP bit at byte %d of batch %d..%d epoch %d (durable end record %d, durable end %d)",
 			pos, b.BaseOffset, b.LastOffset, b.Epoch, d.rec, d.durEnd())
-	case p < 8 && !d.stateLost:
+	case p < 7 && !d.stateLost:
 		d.state, d.stateLost = raftlog.EmptyQuorumState(), true
 		delete(s.chk.diskEpoch, n.id) // the next state it writes may be older
 		s.injectf(n, dmgDropState, "DROP quorum-state")
+	case p < 8 && !d.stateLost:
+		d.stateCorrupt = true
+		s.injectf(n, dmgFlipState, "FLIP a bit of quorum-state")
 	case p < 9 && len(d.durable) > 1:
 		k := 1 + s.rng.IntN(len(d.durable)-1)
 		d.durable = d.durable[:k:k]
@@ -148,6 +152,11 @@ func (s *sim) injectf(n *simNode, kind damageKind, format string, args ...any) {
 // beyond it, it is a torn tail and is cut. A log ending below the record without a
 // snapshot covering the record stops the node too ("log ends early").
 func (d *simDisk) openLog() error {
+	if d.stateCorrupt {
+		// FileStorage.loadQuorumState: the file is replaced atomically, so no
+		// crash tears it; an unreadable one is damage.
+		return fmt.Errorf("%w: sim node %d: quorum-state is unreadable", raftlog.ErrCorrupt, d.n.id)
+	}
 	i, reason := d.firstInvalid()
 	if i < len(d.cur) {
 		b := d.cur[i]
@@ -196,10 +205,16 @@ func (d *simDisk) firstInvalid() (int, error) {
 
 // repair is `kraftd storage recover` on the sim disk (raftlog.Recover): E is the
 // largest epoch still readable (quorum-state, the log's valid prefix, snapshot
-// names, an earlier marker); the marker is written first, then the log is cut to its
+// names, an earlier marker; an unreadable quorum-state is moved aside and counts as
+// lost); the marker is written first, then the log is cut to its
 // last valid batch and the durable end record lowered to the new end. A lost
 // quorum-state stays lost: the marker says so and the node learns the epoch.
 func (d *simDisk) repair() {
+	if d.stateCorrupt {
+		// Moved aside (quorum-state.corrupt): the node starts without one.
+		d.state, d.stateLost, d.stateCorrupt = raftlog.EmptyQuorumState(), true, false
+		delete(d.s.chk.diskEpoch, d.n.id)
+	}
 	i, _ := d.firstInvalid()
 	var epoch int32
 	if !d.stateLost {

@@ -58,6 +58,8 @@ type simDisk struct {
 	// stateLost: the quorum-state file is gone (dropped while the node was down, or
 	// moved aside by the repair) until the node writes one.
 	stateLost bool
+	// stateCorrupt: the quorum-state file's bytes were damaged.
+	stateCorrupt bool
 	// recovery is the recovery marker the repair wrote (nil: none).
 	recovery *raftlog.Recovery
 	// damaged: damage was injected since the node last started.

@@ -528,6 +528,9 @@ func (s *sim) start(n *simNode) error {
 	}, &simHost{s: s, n: n, life: n.life})
 	if err != nil {
 		n.down = true
+		if n.disk.crashed {
+			return nil // it died inside a persist while starting: stays down
+		}
 		if !n.disk.damaged || !refusedOnDamage(err) {
 			return err
 		}
