@@ -30,12 +30,13 @@ const (
 	dmgDropState                      // the quorum-state file deleted
 	dmgFlipState                      // a flipped bit in the quorum-state file
 	dmgDropSegment                    // the last segment file deleted
+	dmgDropMiddle                     // an earlier segment file deleted
 	dmgDropSnapshot                   // a snapshot the log still covers deleted
 	numDamageKinds
 )
 
 var damageNames = [numDamageKinds]string{"bit flips below the durable end", "bit flips beyond it (torn tail)",
-	"quorum-states dropped", "quorum-state flips", "last segments dropped", "snapshots dropped"}
+	"quorum-states dropped", "quorum-state flips", "last segments dropped", "earlier segments dropped", "snapshots dropped"}
 
 // simDamageStats are one run's damage counts.
 type simDamageStats struct {
@@ -129,6 +130,16 @@ func (s *sim) damage(n *simNode) {
 		s.injectf(n, dmgFlipState, "FLIP a bit of quorum-state")
 	case p < 9 && len(d.durable) > 1:
 		k := 1 + s.rng.IntN(len(d.durable)-1)
+		if k+1 < len(d.durable) && s.rng.IntN(2) == 0 {
+			// The segment holding batches k..j-1: the next one does not continue
+			// the log.
+			j := k + 1 + s.rng.IntN(len(d.durable)-k-1)
+			from, to := d.durable[k].BaseOffset, d.durable[j].BaseOffset
+			d.durable = slices.Concat(d.durable[:k:k], d.durable[j:])
+			d.cur = d.durable
+			s.injectf(n, dmgDropMiddle, "DROP the segment [%d, %d) (durable end record %d)", from, to, d.rec)
+			break
+		}
 		d.durable = d.durable[:k:k]
 		d.cur = d.durable
 		s.injectf(n, dmgDropSegment, "DROP the last segment: log ends at %d (durable end record %d)", d.durEnd(), d.rec)
