@@ -113,22 +113,25 @@ faults:
 		-args -faults.kafka-timeouts -faults.hints-off-too | grep -v '^{'
 
 ## sim: the seeded simulation of the production quorum.Node (its step machine on a
-## simulated clock, network and crashing disk), SEEDS runs without the race detector
-## (make test runs a smaller slice with it). Prints the fault counts over all runs
-## (elections, truncations, snapshot loads, crashes inside a persist step); a failing
-## seed prints the command that replays it.
+## simulated clock, network and crashing disk, which also flips bits and drops files
+## of one down node at a time), SEEDS runs without the race detector (make test runs a
+## smaller slice with it). Prints the fault counts over all runs (elections,
+## truncations, snapshot loads, crashes inside a persist step, damage, refused starts,
+## repairs, recoveries); a failing seed prints the command that replays it.
 sim:
 	$(GO) test -count=1 ./quorum -run '^TestSimulation' -v -sim.seeds=$(SEEDS) | grep -v '^=== RUN'
 
 ## mutants: builds each broken driver or core of quorum/mutant_*.go (sendfirst: acks
 ## and vote grants sent before persisting; nostate: quorum-state never saved; fig8: a
-## leader counts earlier epochs' entries toward the high watermark) and expects the
+## leader counts earlier epochs' entries toward the high watermark; norecovery: a node
+## repaired after disk damage ignores its recovery marker, as with
+## --unsafe-accept-data-loss, and votes at once) and expects the
 ## simulation, with only its end-to-end invariants (-sim.whitebox=false), to catch
 ## each within MUTANT_SEEDS seeds. Not part of make test.
 MUTANT_SEEDS ?= 300
 mutants:
 	@out="$$(mktemp)"; trap 'rm -f "$$out"' EXIT; \
-	for m in sendfirst nostate fig8; do \
+	for m in sendfirst nostate fig8 norecovery; do \
 		echo "== mutant $$m"; \
 		if $(GO) test -count=1 -tags "mutant_$$m" ./quorum -run 'TestSimulation$$' \
 			-sim.seeds=$(MUTANT_SEEDS) -sim.whitebox=false >"$$out" 2>&1; then \

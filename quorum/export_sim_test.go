@@ -57,6 +57,8 @@ func Mutant() string {
 		return "nostate"
 	case mutFigure8:
 		return "fig8"
+	case mutNoRecovery:
+		return "norecovery"
 	}
 	return ""
 }

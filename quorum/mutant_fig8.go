@@ -7,4 +7,5 @@ const (
 	mutSendFirst     = false
 	mutSkipStateSave = false
 	mutFigure8       = true
+	mutNoRecovery    = false
 )

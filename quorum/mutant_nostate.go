@@ -7,4 +7,5 @@ const (
 	mutSendFirst     = false
 	mutSkipStateSave = true
 	mutFigure8       = false
+	mutNoRecovery    = false
 )

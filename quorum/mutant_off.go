@@ -1,4 +1,4 @@
-//go:build !mutant_sendfirst && !mutant_nostate && !mutant_fig8
+//go:build !mutant_sendfirst && !mutant_nostate && !mutant_fig8 && !mutant_norecovery
 
 package quorum
 
@@ -14,4 +14,8 @@ const (
 	// mutFigure8: a leader counts entries of earlier epochs toward the high
 	// watermark before an entry of its own epoch is on a majority (Raft's Figure 8).
 	mutFigure8 = false
+	// mutNoRecovery: the node ignores the recovery marker `kraftd storage recover`
+	// left and removes it at start, as --unsafe-accept-data-loss does: it votes at
+	// once, though it may have forgotten records it acknowledged and votes it granted.
+	mutNoRecovery = false
 )

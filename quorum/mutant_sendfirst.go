@@ -7,4 +7,5 @@ const (
 	mutSendFirst     = true
 	mutSkipStateSave = false
 	mutFigure8       = false
+	mutNoRecovery    = false
 )

@@ -191,6 +191,22 @@ func newNode(cfg NodeConfig, host NodeHost) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	if mutNoRecovery && loaded.Recovery != nil {
+		// The norecovery mutant: start as --unsafe-accept-data-loss leaves the node.
+		if loaded.StateMissing {
+			loaded.State = raftlog.EmptyQuorumState()
+			loaded.State.LeaderEpoch, loaded.StateMissing = loaded.Recovery.Epoch, false
+			if err := cfg.Storage.SaveQuorumState(loaded.State); err != nil {
+				return nil, err
+			}
+		}
+		if c, ok := cfg.Storage.(raftlog.RecoveryClearer); ok {
+			if err := c.ClearRecovery(); err != nil {
+				return nil, err
+			}
+		}
+		loaded.Recovery = nil
+	}
 	n := &Node{
 		cfg:     cfg,
 		log:     cfg.Logger,

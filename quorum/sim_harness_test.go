@@ -315,6 +315,7 @@ type simStats struct {
 	tornTails, fsyncErrors, pauses                  int
 	snapshotLoads, snapshotDownloads, snapshotFiles int
 	maxLivenessMs, sumLivenessMs                    int64
+	damage                                          simDamageStats
 }
 
 func (a *simStats) add(b simStats) {
@@ -336,6 +337,7 @@ func (a *simStats) add(b simStats) {
 	a.snapshotFiles += b.snapshotFiles
 	a.maxLivenessMs = max(a.maxLivenessMs, b.maxLivenessMs)
 	a.sumLivenessMs += b.sumLivenessMs
+	a.damage.add(b.damage)
 }
 
 func (a simStats) inPersist() int {
@@ -354,10 +356,10 @@ func (a simStats) String() string {
 	return fmt.Sprintf("%d events, %d elections (leader epochs), %d truncations (%d batches cut), "+
 		"%d snapshots written, %d fetched, %d loads, "+
 		"%d crashes (%d inside a persist: %s; %d torn tails), %d fsync errors, %d pauses, %d committed batches; "+
-		"recovery after heal max %d ms, mean %d ms",
+		"recovery after heal max %d ms, mean %d ms; %s",
 		a.events, a.elections, a.truncations, a.truncatedBatches, a.snapshotFiles, a.snapshotDownloads, a.snapshotLoads,
 		a.crashes+a.inPersist(), a.inPersist(), strings.Join(by, ", "), a.tornTails, a.fsyncErrors, a.pauses, a.committed,
-		a.maxLivenessMs, a.sumLivenessMs/int64(max(a.seeds, 1)))
+		a.maxLivenessMs, a.sumLivenessMs/int64(max(a.seeds, 1)), a.damage)
 }
 
 // sim is one seeded run.
@@ -396,7 +398,9 @@ type sim struct {
 	retentionBytes int64
 	// healed: the liveness phase began; no fault fires any more.
 	healed bool
-	stats  simStats
+	// noDamage: the chaos schedule damages no disk (a test injects its own).
+	noDamage bool
+	stats    simStats
 
 	chk   *checker
 	trace traceRing
@@ -524,8 +528,21 @@ func (s *sim) start(n *simNode) error {
 	}, &simHost{s: s, n: n, life: n.life})
 	if err != nil {
 		n.down = true
-		return err
+		if n.disk.crashed {
+			return nil // it died inside a persist while starting: stays down
+		}
+		if !n.disk.damaged || !refusedOnDamage(err) {
+			return err
+		}
+		// The node refused to start on its damaged disk: the operator runs
+		// `kraftd storage recover` and starts it again.
+		s.stats.damage.detected++
+		s.faultf(n.id, "start refused: %v", err)
+		n.disk.damaged = false
+		n.disk.repair()
+		return s.start(n)
 	}
+	n.disk.damaged = false
 	n.node = node
 	node.Register(simListener{s: s, n: n})
 	st := node.Status()
