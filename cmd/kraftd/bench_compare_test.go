@@ -50,7 +50,9 @@ func runBenchProcess(t *testing.T, bin string, args ...string) (string, string, 
 // TestProcessBenchCompareQuick is kraftd bench's CI slice: both modes at
 // the smallest size with few samples, every node its own process. It
 // asserts the structure and sanity of the figures, not their timing: both
-// modes complete every scenario with positive figures, the KRaft failover
+// modes complete the scenarios the brief requires (create, propagation,
+// failover, shutdown; pause and loss are left out to keep it short) with
+// positive figures, the KRaft failover
 // completes (a new controller, a topic created and served by every broker
 // after a kill -9), the producer across it loses nothing, and the output
 // has one table per scenario with both modes and the settings. ZooKeeper's
@@ -62,7 +64,7 @@ func TestProcessBenchCompareQuick(t *testing.T) {
 	needZooKeeper(t)
 	bin := buildBinary(t)
 	stdout, stderr, rep, err := runBenchProcess(t, bin, "--quick", "--partitions", "100", "--samples", "5",
-		"--rate", "200", "--cap", "50s", "--override", "zookeeper.session.timeout.ms=4000")
+		"--rate", "200", "--cap", "50s", "--scenarios", "propagation,failover,shutdown", "--override", "zookeeper.session.timeout.ms=4000")
 	if err != nil {
 		t.Fatalf("kraftd bench: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
 	}
@@ -75,6 +77,12 @@ func TestProcessBenchCompareQuick(t *testing.T) {
 		}
 		for _, tab := range compareTables {
 			for _, m := range tab.rows {
+				if strings.HasPrefix(m.key, "pause_") || strings.HasPrefix(m.key, "loss_") {
+					if _, ok := r.Metrics[m.key]; ok {
+						t.Errorf("%s: %s measured, but the scenario was not asked for", r.Mode, m.key)
+					}
+					continue
+				}
 				if v, ok := r.Metrics[m.key]; !ok || v <= 0 {
 					t.Errorf("%s: %s = %v (present %v), want a positive figure", r.Mode, m.key, v, ok)
 				}
@@ -155,7 +163,7 @@ func TestBenchCompareFlags(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"--partitions", "0"}, {"--mode", "zk"}, {"--brokers", "2"}, {"--replication-factor", "4"},
-		{"--cap", "0s"}, {"--samples", "0"}, {"--zookeeper-servers", "3"}, {"extra"},
+		{"--cap", "0s"}, {"--samples", "0"}, {"--scenarios", "failover,nope"}, {"--zookeeper-servers", "3"}, {"extra"},
 	} {
 		if _, err := parseCompareFlags(args, io.Discard); err == nil {
 			t.Errorf("%q accepted", args)
