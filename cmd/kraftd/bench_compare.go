@@ -670,10 +670,14 @@ func quantile(sorted []float64, q float64) float64 {
 
 // activeController is the node id of the active controller and, in kraft
 // mode, its epoch: DescribeQuorum on the controllers (kraft), a broker's
-// Metadata ControllerID (zk-legacy). It errors while there is none.
-func (c *benchCluster) activeController(ctx context.Context) (int, int32, error) {
+// Metadata ControllerID (zk-legacy), not asking the nodes in except. It
+// errors while there is none.
+func (c *benchCluster) activeController(ctx context.Context, except ...*devNode) (int, int32, error) {
 	if c.dc.legacy() {
 		for _, n := range c.running(c.brokers()) {
+			if slices.Contains(except, n) {
+				continue
+			}
 			v, err := c.metadata(ctx, n.addr(), []string{})
 			if err == nil && v.controller >= 0 {
 				return int(v.controller), 0, nil
@@ -683,7 +687,7 @@ func (c *benchCluster) activeController(ctx context.Context) (int, int32, error)
 	}
 	var errs []error
 	for _, n := range c.running(c.dc.nodes) {
-		if n.broker {
+		if n.broker || slices.Contains(except, n) {
 			continue
 		}
 		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -783,7 +787,9 @@ func (c *benchCluster) controllerFault(ctx context.Context, r *modeRun, sig sysc
 		}
 	}
 	if err := poll(ctx, time.Millisecond, func() (bool, error) {
-		id, epoch, err := c.activeController(ctx)
+		// The victim is not asked: a paused one would hold each request
+		// until its timeout.
+		id, epoch, err := c.activeController(ctx, victim)
 		return err == nil && id != oldID && (c.dc.legacy() || epoch > oldEpoch), nil
 	}); err != nil {
 		return fmt.Errorf("waiting for a new controller: %w", err)

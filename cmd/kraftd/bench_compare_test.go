@@ -116,7 +116,7 @@ func TestProcessBenchCompareQuick(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(stderr, "zk-legacy 100 partitions: failover: kill -9 of node") {
+	if !strings.Contains(stderr, "zk-legacy 100 partitions: failover: kill -9 to node") {
 		t.Errorf("no progress line for the zk-legacy failover:\n%s", stderr)
 	}
 }
