@@ -300,7 +300,12 @@ func (b *comparison) runOne(ctx context.Context, r *modeRun) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir) // partition logs are not results; the node logs are kept
+	defer func() {
+		// Partition logs are not results (the node logs are kept); at
+		// 10k partitions and more their removal takes a while.
+		b.progressf("%s %d partitions: removing %s", r.Mode, r.Partitions, dir)
+		_ = os.RemoveAll(dir) // a leftover directory is no wrong figure
+	}()
 	if err := os.MkdirAll(filepath.Join(b.o.out, "logs"), 0o755); err != nil {
 		return err
 	}
@@ -309,6 +314,10 @@ func (b *comparison) runOne(ctx context.Context, r *modeRun) error {
 		return err
 	}
 	defer logf.Close()
+	if need, limit := fdsPerBroker(b.o, r.Partitions); need > limit {
+		r.Note += fmt.Sprintf("each broker needs about %d file descriptors (2 per partition replica) but may open %d (RLIMIT_NOFILE): raise the limit or add --brokers. ", need, limit)
+		b.progressf("%s %d partitions: warning: %s", r.Mode, r.Partitions, r.Note)
+	}
 	b.progressf("%s %d partitions: starting the cluster", r.Mode, r.Partitions)
 	c, err := startBenchCluster(ctx, b.o, r.Mode, dir, b.exe, logf)
 	if err != nil {
@@ -1062,6 +1071,18 @@ func (c *benchCluster) brokerLoss(ctx context.Context, r *modeRun) error {
 		return err
 	}
 	return c.waitWhole(ctx)
+}
+
+// fdsPerBroker estimates the file descriptors a broker holds at partitions
+// (a log and an index per replica it hosts, plus connections) and returns the
+// limit its processes get: Go raises the soft RLIMIT_NOFILE to the hard one.
+func fdsPerBroker(o compareOptions, partitions int) (need, limit int) {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 0, 0
+	}
+	replicas := (partitions*o.rf + o.brokers - 1) / o.brokers
+	return 2*replicas + 1000, int(min(rl.Max, 1<<30))
 }
 
 // signalName is how the output names a fault's signal.
