@@ -207,3 +207,28 @@ func TestBenchCompareMarkdown(t *testing.T) {
 		t.Errorf("p99 of 1..10 = %v, want 10", got)
 	}
 }
+
+// TestProcessBenchPausedController: after a SIGSTOP of the active
+// controller, KRaft's recovery (a CreateTopics through a broker served by
+// every broker) ends within 30 s of the pause. A bound for sanity, far
+// above the 2-5 s it takes: it catches the bench holding its Metadata polls
+// behind a CreateTopics the broker keeps (forwarded to the stopped
+// controller) on a shared connection, which read as 60-65 s.
+func TestProcessBenchPausedController(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	bin := buildBinary(t)
+	stdout, stderr, rep, err := runBenchProcess(t, bin, "--mode", "kraft", "--partitions", "100", "--samples", "1",
+		"--rate", "200", "--cap", "100s", "--scenarios", "pause")
+	if err != nil || len(rep.Runs) != 1 || rep.Runs[0].Status != statusOK {
+		t.Fatalf("kraftd bench: %v %+v\nstdout:\n%s\nstderr:\n%s", err, rep.Runs, stdout, stderr)
+	}
+	r := rep.Runs[0]
+	if d, ok := r.Metrics["pause_recovery_ms"]; !ok || d <= 0 || d > 30000 || r.Metrics["pause_detection_ms"] > d {
+		t.Errorf("recovery after a paused controller: %v ms (detection %v ms), want within 30 s\n%s", d, r.Metrics["pause_detection_ms"], stderr)
+	}
+	if p := r.Metrics["pause_producer_problems"]; p != 0 {
+		t.Errorf("the producer across the pause: %v problems (%s)", p, r.Note)
+	}
+}
