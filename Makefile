@@ -15,7 +15,7 @@ SEEDS     ?= 300
 CONTROLLERS ?= 3
 BROKERS     ?= 3
 
-.PHONY: all build run dev dev-zk zookeeper deps test test-short lint fmt-check vet interop fuzz bench bench-data faults sim mutants durability invariants clean
+.PHONY: all build run dev dev-zk zookeeper deps test test-short lint fmt-check vet interop fuzz bench bench-data bench-compare bench-quick bench-full bench-compare-ci faults sim mutants durability invariants clean
 
 all: build
 
@@ -103,6 +103,31 @@ BENCH_RECORDS ?= 200000
 bench-data:
 	$(GO) test ./cmd/kraftd -run '^$$' -bench '^BenchmarkDataPlane$$' -benchtime $(BENCH_RECORDS)x -count 1 -v -timeout 20m | \
 		grep -v -e "^{" -e "^=== RUN"
+
+## bench-compare: kraftd bench, KRaft against zk-legacy on the same work in one
+## run, every node its own process: controller failover, controlled shutdown,
+## propagation and creation at BENCH_PARTITIONS partitions, each mode capped at
+## BENCH_CAP per size. Tables on stdout; results.md, results.json and node logs
+## in BENCH_OUT. bench-quick is the reduced matrix (1000 partitions), bench-full
+## the whole one (hours on 2 cores); bench-compare-ci is the CI slice, which
+## asserts structure and sanity, not timing.
+BENCH_PARTITIONS ?= 1000,10000
+BENCH_CAP        ?= 10m
+BENCH_OUT        ?= bench-results/$(shell date -u +%Y%m%dT%H%M%SZ)
+# 6 brokers: with 3, each hosts every replica of 10k partitions at RF 3, about
+# 21,000 file descriptors, past a 20,000 RLIMIT_NOFILE.
+BENCH_BROKERS    ?= 6
+bench-compare: build
+	./$(BIN) bench --brokers $(BENCH_BROKERS) --partitions $(BENCH_PARTITIONS) --cap $(BENCH_CAP) --out $(BENCH_OUT) $(BENCH_FLAGS)
+
+bench-quick: build
+	./$(BIN) bench --quick --brokers $(BENCH_BROKERS) --out $(BENCH_OUT) $(BENCH_FLAGS)
+
+bench-full: build
+	./$(BIN) bench --brokers $(BENCH_BROKERS) --partitions 1000,10000,100000,1000000 --cap 60m --out $(BENCH_OUT) $(BENCH_FLAGS)
+
+bench-compare-ci:
+	$(GO) test ./cmd/kraftd -count 1 -run '^TestProcessBenchCompare' -v -timeout 5m
 
 ## faults: the data-plane fault matrix, KRaft and zk-legacy, with Kafka's
 ## default timeouts (broker.session.timeout.ms 9000, zookeeper.session.timeout.ms

@@ -2,8 +2,8 @@ package main
 
 // kraftd bench gap: the data plane's steady-producer gap probe against a
 // running cluster (cmd/kraftd/internal/probe). "gap" names what it reports,
-// the longest time without an acknowledged write; `kraftd bench` is where
-// the side-by-side benchmarks of issue 17 join it as further subcommands.
+// the longest time without an acknowledged write. `kraftd bench` without a
+// subcommand is the side-by-side comparison of issue 17 (bench_compare.go).
 
 import (
 	"context"
@@ -39,9 +39,13 @@ Exit status: 0 nothing acknowledged was lost, 1 a record was lost, duplicated
 or reordered, or the run failed, 2 usage.`
 
 func runBench(args []string, stdout io.Writer, stderr *os.File) int {
-	if len(args) == 0 || args[0] != "gap" {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") && args[0] != "-h" && args[0] != "--help" {
+		return runBenchCompare(args, stdout, stderr)
+	}
+	if args[0] != "gap" {
+		fmt.Fprintln(stderr, compareUsage)
 		fmt.Fprintln(stderr, benchUsage)
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+		if args[0] == "-h" || args[0] == "--help" {
 			return exitOK
 		}
 		return exitUsage

@@ -30,7 +30,6 @@ func runBenchCmd(t *testing.T, args ...string) (stdout, stderr string, status in
 
 func TestBenchGapUsage(t *testing.T) {
 	for _, args := range [][]string{
-		{},
 		{"nope"},
 		{"gap"},
 		{"gap", "--bootstrap", "127.0.0.1:1", "--rate", "0"},

@@ -6,6 +6,7 @@
 //	kraftd metadata dump <segment.log|snapshot.checkpoint|dir>...
 //	kraftd dev --controllers N --brokers M [--base-port P] [--dir DIR] [--mode kraft|zk-legacy]
 //	kraftd check-divergence --bootstrap host:port[,...] [--zookeeper-connect host:port]
+//	kraftd bench [--partitions 1000,10000,...] [--cap D] [--quick] [--out DIR]
 //	kraftd bench gap --bootstrap host:port[,...] [--rate N] [--duration D] [--no-leader-hints]
 //	kraftd version
 //
@@ -35,4 +36,11 @@
 // (cmd/kraftd/internal/probe, whose doc lists its goroutines) runs for
 // --duration or until SIGINT/SIGTERM, then reads the topic back and prints
 // one line.
+//
+// kraftd bench (no subcommand) is a supervisor like kraftd dev, one cluster
+// at a time: per mode and partition count it runs a devCluster (its waiter
+// goroutines, and ZooKeeper's in zk-legacy mode), drives it from the calling
+// goroutine with synchronous polls, and stops it (SIGKILL when the run was
+// capped or interrupted) before the next; the probe it runs across a
+// controller fault is stopped before the fault's function returns.
 package main

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kraftd/kraftd/legacyzk/zkserver"
+)
+
+// needZooKeeper skips a test that runs a real ZooKeeper where none is
+// installed, except in CI (CI set), where that is a failure.
+func needZooKeeper(t *testing.T) {
+	t.Helper()
+	if _, _, err := zkserver.Find(); errors.Is(err, zkserver.ErrNotInstalled) {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+}
+
+// runBenchProcess runs `kraftd bench args... --out DIR` as a process and
+// returns its stdout, stderr and results.json.
+func runBenchProcess(t *testing.T, bin string, args ...string) (string, string, compareReport, error) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "results")
+	cmd := exec.Command(bin, append(append([]string{"bench"}, args...), "--out", out)...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	var rep compareReport
+	raw, err := os.ReadFile(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatalf("no results.json (%v): %v\nstderr:\n%s", runErr, err, stderr.String())
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatalf("results.json: %v", err)
+	}
+	return stdout.String(), stderr.String(), rep, runErr
+}
+
+// TestProcessBenchCompareQuick is kraftd bench's CI slice: both modes at
+// the smallest size with few samples, every node its own process. It
+// asserts the structure and sanity of the figures, not their timing: both
+// modes complete the scenarios the brief requires (create, propagation,
+// failover, shutdown; pause and loss are left out to keep it short) with
+// positive figures, the KRaft failover
+// completes (a new controller, a topic created and served by every broker
+// after a kill -9), the producer across it loses nothing, and the output
+// has one table per scenario with both modes and the settings. ZooKeeper's
+// session timeout is shortened (printed as changed) to keep the slice short.
+func TestProcessBenchCompareQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	needZooKeeper(t)
+	bin := buildBinary(t)
+	stdout, stderr, rep, err := runBenchProcess(t, bin, "--quick", "--partitions", "100", "--samples", "5",
+		"--rate", "200", "--cap", "50s", "--scenarios", "propagation,failover,shutdown", "--override", "zookeeper.session.timeout.ms=4000")
+	if err != nil {
+		t.Fatalf("kraftd bench: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+	}
+	if len(rep.Runs) != 2 {
+		t.Fatalf("%d runs, want kraft and zk-legacy at 100 partitions", len(rep.Runs))
+	}
+	for _, r := range rep.Runs {
+		if r.Status != statusOK || r.Partitions != 100 {
+			t.Errorf("%s: status %s at %d partitions: %s", r.Mode, r.Status, r.Partitions, r.Note)
+		}
+		for _, tab := range compareTables {
+			for _, m := range tab.rows {
+				if strings.HasPrefix(m.key, "pause_") || strings.HasPrefix(m.key, "loss_") {
+					if _, ok := r.Metrics[m.key]; ok {
+						t.Errorf("%s: %s measured, but the scenario was not asked for", r.Mode, m.key)
+					}
+					continue
+				}
+				if v, ok := r.Metrics[m.key]; !ok || v <= 0 {
+					t.Errorf("%s: %s = %v (present %v), want a positive figure", r.Mode, m.key, v, ok)
+				}
+			}
+		}
+		if n := len(r.Samples["propagation_ms"]); n != 5 {
+			t.Errorf("%s: %d propagation samples, want 5", r.Mode, n)
+		}
+		if r.Metrics["shutdown_led_partitions"] < 1 {
+			t.Errorf("%s: the shut-down broker led no partition", r.Mode)
+		}
+	}
+	kraft := rep.Runs[0]
+	if kraft.Mode != "kraft" || kraft.Metrics["failover_producer_problems"] != 0 ||
+		kraft.Metrics["failover_recovery_ms"] < kraft.Metrics["failover_detection_ms"] {
+		t.Errorf("kraft failover: %+v", kraft)
+	}
+	for _, want := range []string{"zookeeper.session.timeout.ms=4000 (changed)", "controller.quorum.append.linger.ms=25 (default)",
+		"forceSync=no", "| partitions | measure | kraft | zk-legacy | zk-legacy / kraft |"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	for _, tab := range compareTables {
+		if !strings.Contains(stdout, "### "+tab.title) {
+			t.Errorf("output lacks the table %q", tab.title)
+		}
+		for _, m := range tab.rows {
+			if !strings.Contains(stdout, "| 100 | "+m.label+" | ") {
+				t.Errorf("output lacks the row %q at 100 partitions", m.label)
+			}
+		}
+	}
+	if !strings.Contains(stderr, "zk-legacy 100 partitions: failover: kill -9 to node") {
+		t.Errorf("no progress line for the zk-legacy failover:\n%s", stderr)
+	}
+}
+
+// TestProcessBenchCompareCap: a mode that overruns the cap is stopped and
+// marked capped at that size, and the larger sizes are listed as capped, not
+// dropped.
+func TestProcessBenchCompareCap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	needZooKeeper(t)
+	bin := buildBinary(t)
+	start := time.Now()
+	stdout, stderr, rep, err := runBenchProcess(t, bin, "--mode", "zk-legacy", "--partitions", "20,10", "--cap", "1s")
+	if err != nil {
+		t.Fatalf("kraftd bench: %v (a capped run is no failure)\nstderr:\n%s", err, stderr)
+	}
+	if len(rep.Runs) != 2 || rep.Runs[0].Partitions != 10 || rep.Runs[1].Partitions != 20 {
+		t.Fatalf("runs %+v, want zk-legacy at 10 then 20 partitions", rep.Runs)
+	}
+	if r := rep.Runs[0]; r.Status != statusCapped || !strings.Contains(r.Note, "stopped at the 1s cap") {
+		t.Errorf("10 partitions: %s %q, want capped at the 1s cap", r.Status, r.Note)
+	}
+	if r := rep.Runs[1]; r.Status != statusCapped || r.Note != "not run: capped at 10 partitions" {
+		t.Errorf("20 partitions: %s %q, want not run, capped at 10", r.Status, r.Note)
+	}
+	if !strings.Contains(stdout, "| 20 | p99 | not run | capped | - |") {
+		t.Errorf("the table does not show the capped row:\n%s", stdout)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("a 1 s cap took %v to stop the run", d)
+	}
+}
+
+func TestBenchCompareFlags(t *testing.T) {
+	o, err := parseCompareFlags([]string{"--quick"}, io.Discard)
+	if err != nil || !slices.Equal(o.partitions, []int{1000}) || o.samples != 20 || o.capPerRun != 3*time.Minute {
+		t.Errorf("--quick: %+v %v", o, err)
+	}
+	o, err = parseCompareFlags([]string{"--partitions", "10000,1000,10000", "--cap", "1m"}, io.Discard)
+	if err != nil || !slices.Equal(o.partitions, []int{1000, 10000}) || o.capPerRun != time.Minute || len(o.modes) != 2 {
+		t.Errorf("sizes sorted and deduplicated: %+v %v", o, err)
+	}
+	for _, args := range [][]string{
+		{"--partitions", "0"}, {"--mode", "zk"}, {"--brokers", "2"}, {"--replication-factor", "4"},
+		{"--cap", "0s"}, {"--samples", "0"}, {"--scenarios", "failover,nope"}, {"--zookeeper-servers", "3"}, {"extra"},
+	} {
+		if _, err := parseCompareFlags(args, io.Discard); err == nil {
+			t.Errorf("%q accepted", args)
+		}
+	}
+	for _, args := range [][]string{{"--partitions", "0"}, {"--no-such-flag"}} {
+		if _, _, status := runBenchCmd(t, args...); status != exitUsage {
+			t.Errorf("bench %q: status %d, want usage (2)", args, status)
+		}
+	}
+}
+
+// TestBenchCompareMarkdown: both modes side by side with the ratio (rates
+// inverted, so above 1 always means zk-legacy is worse), a capped mode shown
+// as capped, and a mode not run as such.
+func TestBenchCompareMarkdown(t *testing.T) {
+	rep := compareReport{Command: "kraftd bench --partitions 1000,10000", Versions: map[string]string{"kraftd": "test"},
+		Settings: []string{"zookeeper.session.timeout.ms=18000 (default)"}, CapSeconds: 60, Runs: []*modeRun{
+			{Mode: "kraft", Partitions: 1000, Status: statusOK, Metrics: map[string]float64{"failover_after_detection_ms": 12.5, "create_partitions_per_s": 400}},
+			{Mode: "zk-legacy", Partitions: 1000, Status: statusOK, Metrics: map[string]float64{"failover_after_detection_ms": 2500, "create_partitions_per_s": 100}},
+			{Mode: "kraft", Partitions: 10000, Status: statusOK, Metrics: map[string]float64{"failover_after_detection_ms": 13}},
+			{Mode: "zk-legacy", Partitions: 10000, Status: statusCapped, Note: "stopped at the 1m0s cap", Metrics: map[string]float64{}},
+		}}
+	md := rep.markdown()
+	for _, want := range []string{
+		"```\nkraftd bench --partitions 1000,10000\n```",
+		"- zookeeper.session.timeout.ms=18000 (default)\n- no setting changed from its default\n- each mode capped at 1m0s per partition count",
+		"| 1000 | recovery after detection | 12.5 ms | 2.50 s | 200x |",
+		"| 1000 | partitions/s | 400 | 100 | 4x |",
+		"| 10000 | recovery after detection | 13.0 ms | capped | - |",
+		"- zk-legacy at 10000 partitions: capped (0 s) stopped at the 1m0s cap",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	if got := quantile([]float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 0.5); got != 5 {
+		t.Errorf("p50 of 1..10 = %v, want 5", got)
+	}
+	if got := quantile([]float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 0.99); got != 10 {
+		t.Errorf("p99 of 1..10 = %v, want 10", got)
+	}
+}
+
+// TestProcessBenchPausedController: after a SIGSTOP of the active
+// controller, KRaft's recovery (a CreateTopics through a broker served by
+// every broker) ends within 30 s of the pause. A bound for sanity, far
+// above the 2-5 s it takes: it catches the bench holding its Metadata polls
+// behind a CreateTopics the broker keeps (forwarded to the stopped
+// controller) on a shared connection, which read as 60-65 s.
+func TestProcessBenchPausedController(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	bin := buildBinary(t)
+	stdout, stderr, rep, err := runBenchProcess(t, bin, "--mode", "kraft", "--partitions", "100", "--samples", "1",
+		"--rate", "200", "--cap", "100s", "--scenarios", "pause")
+	if err != nil || len(rep.Runs) != 1 || rep.Runs[0].Status != statusOK {
+		t.Fatalf("kraftd bench: %v %+v\nstdout:\n%s\nstderr:\n%s", err, rep.Runs, stdout, stderr)
+	}
+	r := rep.Runs[0]
+	if d, ok := r.Metrics["pause_recovery_ms"]; !ok || d <= 0 || d > 30000 || r.Metrics["pause_detection_ms"] > d {
+		t.Errorf("recovery after a paused controller: %v ms (detection %v ms), want within 30 s\n%s", d, r.Metrics["pause_detection_ms"], stderr)
+	}
+	if p := r.Metrics["pause_producer_problems"]; p != 0 {
+		t.Errorf("the producer across the pause: %v problems (%s)", p, r.Note)
+	}
+}
