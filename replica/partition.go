@@ -286,6 +286,12 @@ type AppendOptions struct {
 	// transaction nobody will end would hold the last stable offset, and so
 	// every read_committed consumer, forever.
 	VerifyTxn func(producerID int64, producerEpoch int16) error
+	// Coordinator marks a write of a coordinator on this broker (the group
+	// coordinator's transactional offsets, TxnOffsetCommit): as Kafka's
+	// AppendOrigin.COORDINATOR, a batch with a producer id may carry
+	// sequence -1 and is not checked against the producer's sequences (it
+	// is still fenced by epoch and verified as a transaction).
+	Coordinator bool
 }
 
 // AppendResult is the outcome of a leader append.
@@ -310,7 +316,7 @@ type AppendResult struct {
 // appends. RequiredAcks -1 enforces MinInsyncReplicas before the append;
 // waiting for the high watermark is WaitCommitted's job.
 func (p *Partition) AppendAsLeader(records []byte, opts AppendOptions) (AppendResult, error) {
-	b, err := p.validate(records)
+	b, err := p.validate(records, opts.Coordinator)
 	if err != nil {
 		return AppendResult{}, err
 	}
@@ -355,7 +361,17 @@ func (p *Partition) appendLocked(b storage.Batch, opts AppendOptions, txnErr err
 	pid, epoch := b.ProducerID(), b.ProducerEpoch()
 	if pid >= 0 {
 		firstSeq := b.BaseSequence()
-		dup, err := p.producers[pid].check(epoch, firstSeq, lastSeqOf(firstSeq, b.LastOffset-b.BaseOffset))
+		var dup *producerBatch
+		var err error
+		if opts.Coordinator && firstSeq < 0 {
+			// No sequences to check (Kafka skips them for coordinator
+			// writes); an older epoch is still fenced.
+			if st := p.producers[pid]; st != nil && epoch < st.epoch {
+				err = fmt.Errorf("%w: epoch %d, latest %d", ErrInvalidProducerEpoch, epoch, st.epoch)
+			}
+		} else {
+			dup, err = p.producers[pid].check(epoch, firstSeq, lastSeqOf(firstSeq, b.LastOffset-b.BaseOffset))
+		}
 		if err != nil {
 			return AppendResult{}, false, err
 		}
@@ -389,7 +405,10 @@ func (p *Partition) appendLocked(b storage.Batch, opts AppendOptions, txnErr err
 // key on a compacted topic. A batch is stored as sent unless the topic's
 // compression.type names another codec: then it is recompressed, and checked
 // against max.message.bytes again.
-func (p *Partition) validate(records []byte) (storage.Batch, error) {
+//
+// A coordinator's write (coordinator set) may carry a producer id with
+// sequence -1 (Kafka's AppendOrigin.COORDINATOR); a client's may not.
+func (p *Partition) validate(records []byte, coordinator bool) (storage.Batch, error) {
 	cfg := p.cfg.Load()
 	if int64(len(records)) > cfg.SegmentBytes {
 		return storage.Batch{}, fmt.Errorf("%w: %d bytes, segment.bytes %d", ErrRecordListTooLarge, len(records), cfg.SegmentBytes)
@@ -413,7 +432,7 @@ func (p *Partition) validate(records []byte) (storage.Batch, error) {
 		return storage.Batch{}, fmt.Errorf("%w: transactional batch without a producer id", ErrInvalidRecord)
 	case b.RecordCount() <= 0 || int64(b.RecordCount()) != b.LastOffset-b.BaseOffset+1:
 		return storage.Batch{}, fmt.Errorf("%w: %d records, last offset delta %d", ErrInvalidRecord, b.RecordCount(), b.LastOffset-b.BaseOffset)
-	case b.ProducerID() >= 0 && (b.ProducerEpoch() < 0 || b.BaseSequence() < 0):
+	case b.ProducerID() >= 0 && (b.ProducerEpoch() < 0 || (b.BaseSequence() < 0 && !coordinator)):
 		return storage.Batch{}, fmt.Errorf("%w: producer id %d with epoch %d, sequence %d", ErrInvalidRecord, b.ProducerID(), b.ProducerEpoch(), b.BaseSequence())
 	}
 	if err := checkRecords(b, cfg.Compact, p.tp); err != nil {

@@ -53,11 +53,13 @@ func (p *Partition) trackBatchLocked(h storage.BatchInfo) {
 		return
 	}
 	if h.BaseSequence < 0 {
+		// A coordinator's write (sequence -1): no sequences to keep, but a
+		// transactional one opens the producer's transaction like any other.
 		st.setEpoch(h.ProducerEpoch)
-		return
+	} else {
+		st.update(h.ProducerEpoch, producerBatch{firstSeq: h.BaseSequence,
+			lastSeq: lastSeqOf(h.BaseSequence, h.LastOffset-h.BaseOffset), firstOffset: h.BaseOffset, lastOffset: h.LastOffset})
 	}
-	st.update(h.ProducerEpoch, producerBatch{firstSeq: h.BaseSequence,
-		lastSeq: lastSeqOf(h.BaseSequence, h.LastOffset-h.BaseOffset), firstOffset: h.BaseOffset, lastOffset: h.LastOffset})
 	if h.Transactional() && st.txnFirstOffset < 0 {
 		st.txnFirstOffset = h.BaseOffset
 		p.txns.begin(pid, h.BaseOffset)

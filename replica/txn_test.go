@@ -243,3 +243,36 @@ func TestVerifyTxnOncePerTransaction(t *testing.T) {
 		t.Fatalf("a batch after the commit marker: %v (%d calls)", err, calls)
 	}
 }
+
+// A coordinator's transactional write (TxnOffsetCommit's offsets: the
+// producer's id and epoch, sequence -1, Kafka's AppendOrigin.COORDINATOR) is
+// appended without a sequence check and opens the producer's transaction,
+// holding the last stable offset until its marker; a client's batch with
+// sequence -1 stays INVALID_RECORD, and an older epoch is fenced either way.
+func TestCoordinatorTxnBatchWithoutSequence(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	p := lead(t, m)
+	now := time.Now().UnixMilli()
+	if _, err := p.AppendAsLeader(txnBatch(1, 20, 3, -1, now), txnOK); !errors.Is(err, ErrInvalidRecord) {
+		t.Fatalf("client batch with sequence -1: %v", err)
+	}
+	coord := txnOK
+	coord.Coordinator = true
+	for i := range 2 {
+		res, err := p.AppendAsLeader(txnBatch(1, 20, 3, -1, now), coord)
+		if err != nil || res.Duplicate || res.BaseOffset != int64(i) {
+			t.Fatalf("coordinator write %d: %+v %v", i, res, err)
+		}
+	}
+	if lso := p.LastStableOffset(); lso != 0 || p.HighWatermark() != 2 {
+		t.Fatalf("lso %d hw %d with the coordinator's transaction open at 0", lso, p.HighWatermark())
+	}
+	if _, err := p.AppendAsLeader(txnBatch(1, 20, 2, -1, now), coord); !errors.Is(err, ErrInvalidProducerEpoch) {
+		t.Fatalf("coordinator write at an older epoch: %v", err)
+	}
+	appendTxn(t, p, txnBatch(1, 20, 3, 0, now)) // the producer's own batch in the same transaction
+	marker(t, p, 20, 3, 0, true)
+	if lso := p.LastStableOffset(); lso != 4 {
+		t.Fatalf("lso %d after the commit marker, want 4", lso)
+	}
+}
