@@ -13,13 +13,14 @@ import (
 // (v2+) asks for every committed offset of the group; a partition without
 // one answers offset -1. A group's coordinator error is the top-level error
 // (v2-v7), each partition's (v0-v1), or the group's (v8). RequireStable
-// (v7+) has nothing to wait for: no transactional offsets exist yet.
+// (v7+) answers UNSTABLE_OFFSET_COMMIT for a partition whose
+// TxnOffsetCommit offset awaits its transaction's marker.
 func (c *ClientAPI) handleOffsetFetch(_ context.Context, req *protocol.Request) (kmsg.Response, error) {
 	body := req.Body.(*kmsg.OffsetFetchRequest)
 	resp := body.ResponseKind().(*kmsg.OffsetFetchResponse)
 	if body.Version >= 8 {
 		for _, rg := range body.Groups {
-			q := group.OffsetFetchGroup{Group: rg.Group}
+			q := group.OffsetFetchGroup{Group: rg.Group, RequireStable: body.RequireStable}
 			if rg.Topics != nil {
 				q.Topics = map[string][]int32{}
 				for _, t := range rg.Topics {
@@ -43,7 +44,7 @@ func (c *ClientAPI) handleOffsetFetch(_ context.Context, req *protocol.Request) 
 		}
 		return resp, nil
 	}
-	q := group.OffsetFetchGroup{Group: body.Group}
+	q := group.OffsetFetchGroup{Group: body.Group, RequireStable: body.Version >= 7 && body.RequireStable}
 	if body.Topics != nil || body.Version < 2 {
 		q.Topics = map[string][]int32{}
 		for _, t := range body.Topics {
@@ -73,6 +74,9 @@ func fetchedTopics(q group.OffsetFetchGroup, res group.OffsetFetchResult) []kmsg
 			byTopic[tp.Topic] = i
 		}
 		p := kmsg.NewOffsetFetchResponseTopicPartition()
+		if code == 0 {
+			code = o.ErrorCode
+		}
 		md := o.Metadata
 		p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode = tp.Partition, o.Offset, o.LeaderEpoch, &md, code
 		out[i].Partitions = append(out[i].Partitions, p)

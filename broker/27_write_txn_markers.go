@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kraftd/kraftd/coordinator/group"
 	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/replica"
 )
@@ -24,11 +25,10 @@ import (
 //     the one of the producer's last marker TRANSACTION_COORDINATOR_FENCED
 //     (a zombie coordinator), a negative producer id or epoch
 //     INVALID_RECORD.
-//   - Not yet: Kafka tells its group coordinator about markers on
-//     __consumer_offsets partitions (transactional offset commits); the
-//     group coordinator here takes no transactional offsets yet
-//     (AddOffsetsToTxn and TxnOffsetCommit are not served), so no
-//     transaction spans __consumer_offsets. Kafka checks CLUSTER_ACTION;
+//   - A marker on a __consumer_offsets partition, once committed, settles
+//     the producer's TxnOffsetCommit offsets in the group coordinator
+//     (group.Coordinator.CompleteTxn), as Kafka's onTransactionCompleted.
+//   - Kafka checks CLUSTER_ACTION;
 //     kraftd has no authorizer (PLAINTEXT only), so any client may send it.
 func (c *ClientAPI) handleWriteTxnMarkers(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
 	body := req.Body.(*kmsg.WriteTxnMarkersRequest)
@@ -38,6 +38,8 @@ func (c *ClientAPI) handleWriteTxnMarkers(ctx context.Context, req *protocol.Req
 		p      *replica.Partition
 		offset int64
 		code   *int16
+		pid    int64
+		commit bool
 	}
 	var waits []pending
 	for _, m := range body.Markers {
@@ -62,7 +64,7 @@ func (c *ClientAPI) handleWriteTxnMarkers(ctx context.Context, req *protocol.Req
 				if err == nil {
 					// rp points into rt.Partitions' array, which the
 					// response shares once rt is appended.
-					waits = append(waits, pending{p: p, offset: offset, code: &rp.ErrorCode})
+					waits = append(waits, pending{p: p, offset: offset, code: &rp.ErrorCode, pid: m.ProducerID, commit: m.Committed})
 				}
 			}
 			rm.Topics = append(rm.Topics, rt)
@@ -77,7 +79,9 @@ func (c *ClientAPI) handleWriteTxnMarkers(ctx context.Context, req *protocol.Req
 				return nil, ctx.Err()
 			}
 			*w.code = replicaErrorCode(err)
+			continue
 		}
+		c.markerCommitted(w.p.TopicPartition(), w.pid, w.commit)
 	}
 	return resp, nil
 }
@@ -85,3 +89,12 @@ func (c *ClientAPI) handleWriteTxnMarkers(ctx context.Context, req *protocol.Req
 // writeTxnMarkersTimeout bounds the wait for markers to commit: Kafka's
 // request.timeout.ms default, which its coordinator's marker channel uses.
 const writeTxnMarkersTimeout = 30 * time.Second
+
+// markerCommitted tells the group coordinator that producer pid's marker
+// on tp committed, when tp is a __consumer_offsets partition: its pending
+// TxnOffsetCommit offsets commit or are dropped.
+func (c *ClientAPI) markerCommitted(tp replica.TopicPartition, pid int64, commit bool) {
+	if c.groups != nil && tp.Topic == group.Topic {
+		c.groups.CompleteTxn(tp.Partition, pid, commit)
+	}
+}

@@ -236,8 +236,8 @@ func (c *ClientAPI) Start() {
 // DescribeGroups v0-5, ListGroups v0-4, DeleteGroups v0-2, OffsetDelete v0;
 // with the transaction coordinator (a replica manager and Txns not
 // Disabled) also AddPartitionsToTxn v0-4, AddOffsetsToTxn v0-3, EndTxn v0-3, DescribeTransactions
-// v0 and ListTransactions v0-2; with either coordinator FindCoordinator
-// v0-4.
+// v0 and ListTransactions v0-2; with both coordinators TxnOffsetCommit
+// v0-3; with either coordinator FindCoordinator v0-4.
 func (c *ClientAPI) Register(reg *protocol.Registry) {
 	for _, a := range clientAPIs {
 		if !served(a.needs, c.cfg.Replicas != nil, c.groups != nil, c.txns != nil) {
@@ -268,6 +268,7 @@ const (
 	needsGroups
 	needsTxns
 	needsCoordinator
+	needsGroupsAndTxns
 )
 
 // clientAPIs is what Register serves.
@@ -299,6 +300,7 @@ var clientAPIs = []struct {
 	{24, 0, 4, needsTxns, func(c *ClientAPI) protocol.Handler { return c.handleAddPartitionsToTxn }},
 	{25, 0, 3, needsTxns, func(c *ClientAPI) protocol.Handler { return c.handleAddOffsetsToTxn }},
 	{26, 0, 3, needsTxns, func(c *ClientAPI) protocol.Handler { return c.handleEndTxn }},
+	{28, 0, 3, needsGroupsAndTxns, func(c *ClientAPI) protocol.Handler { return c.handleTxnOffsetCommit }},
 	{65, 0, 0, needsTxns, func(c *ClientAPI) protocol.Handler { return c.handleDescribeTransactions }},
 	{66, 0, 2, needsTxns, func(c *ClientAPI) protocol.Handler { return c.handleListTransactions }},
 	{3, 0, 13, needsNothing, func(c *ClientAPI) protocol.Handler { return c.handleMetadata }},
@@ -323,6 +325,8 @@ func served(needs int, dataPlane, groups, txns bool) bool {
 		return dataPlane && txns
 	case needsCoordinator:
 		return dataPlane && (groups || txns)
+	case needsGroupsAndTxns:
+		return dataPlane && groups && txns
 	}
 	return false
 }

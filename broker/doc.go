@@ -35,6 +35,7 @@
 //     groups.go), which keeps its state in __consumer_offsets; and the
 //     transaction APIs: FindCoordinator (10, transactional ids),
 //     AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
+//     TxnOffsetCommit (28, with the group coordinator too),
 //     DescribeTransactions (65) and
 //     ListTransactions (66), answered by the transaction coordinator
 //     (package coordinator/txn, txns.go), which keeps its state in

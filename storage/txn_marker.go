@@ -98,3 +98,17 @@ func (b Batch) Info() BatchInfo {
 	}
 	return info
 }
+
+// EncodeTxnBatch builds a transactional batch of recs for producer
+// (producerID, producerEpoch) with sequence -1, at offset 0: a
+// coordinator's write inside the producer's transaction (TxnOffsetCommit's
+// offsets), as Kafka's group coordinator writes them.
+func EncodeTxnBatch(producerID int64, producerEpoch int16, timestampMs int64, recs []Record) Batch {
+	b := EncodeBatch(0, -1, timestampMs, false, recs)
+	be := binary.BigEndian
+	be.PutUint16(b.Raw[offAttributes:], be.Uint16(b.Raw[offAttributes:])|attrTransactional)
+	be.PutUint64(b.Raw[offProducerID:], uint64(producerID))
+	be.PutUint16(b.Raw[offProducerEpoch:], uint16(producerEpoch))
+	b.setCRC()
+	return b
+}

@@ -144,6 +144,14 @@ type shard struct {
 	loaded    bool
 	cancel    context.CancelFunc // stops the load
 	groups    map[string]*group
+	// markers are the transaction markers written while loading, applied
+	// when the load ends (CompleteTxn).
+	markers []txnMarker
+}
+
+type txnMarker struct {
+	pid    int64
+	commit bool
 }
 
 // Coordinator is the classic group coordinator of one broker (Kafka's
@@ -362,7 +370,14 @@ func (c *Coordinator) startLoadLocked(pid int32, p *replica.Partition, leaderEpo
 			return
 		}
 		activate(groups, c.cfg.NowMs())
-		sh.groups, sh.loaded, sh.cancel = groups, true, nil
+		// Markers that arrived while loading, again: those the load read
+		// find nothing pending.
+		for _, mk := range sh.markers {
+			for _, g := range groups {
+				g.completeTxn(mk.pid, mk.commit)
+			}
+		}
+		sh.groups, sh.loaded, sh.cancel, sh.markers = groups, true, nil, nil
 		c.log.Info("group coordinator partition loaded", zap.Int32("partition", pid),
 			zap.Int32("leader_epoch", leaderEpoch), zap.Int("groups", len(groups)), zap.Int("records", n))
 	})
@@ -395,18 +410,36 @@ func (c *Coordinator) readPartition(ctx context.Context, pid int32, p *replica.P
 		}
 		for _, b := range batches {
 			off = b.NextOffset()
-			if b.Control || b.Compression() != storage.CompressionNone {
-				continue // the coordinator writes neither
+			if b.Control {
+				// A transaction's marker settles its TxnOffsetCommit offsets.
+				t, _, err := b.ControlMarker()
+				if err == nil && b.ProducerID() >= 0 && (t == storage.ControlCommit || t == storage.ControlAbort) {
+					for _, g := range groups {
+						g.completeTxn(b.ProducerID(), t == storage.ControlCommit)
+					}
+				}
+				continue
+			}
+			if b.Compression() != storage.CompressionNone {
+				continue // the coordinator never compresses
 			}
 			recs, err := b.Records()
 			if err != nil {
 				return nil, n, err
+			}
+			txnPID := int64(-1)
+			if b.Transactional() {
+				txnPID = b.ProducerID()
 			}
 			for _, r := range recs {
 				n++
 				lr, err := decodeRecord(r)
 				if err != nil {
 					c.log.Warn("skipping a __consumer_offsets record", zap.Int32("partition", pid), zap.Int64("offset", r.Offset), zap.Error(err))
+					continue
+				}
+				if txnPID >= 0 {
+					replayTxn(groups, pid, txnPID, lr)
 					continue
 				}
 				replay(groups, pid, lr)
@@ -427,6 +460,22 @@ func activate(groups map[string]*group, nowMs int64) {
 			m.heartbeatDeadline = nowMs + int64(m.sessionTimeoutMs)
 		}
 	}
+}
+
+// replayTxn applies one record of producer txnPID's transactional batch
+// (TxnOffsetCommit's): an offset pending until the transaction's marker.
+func replayTxn(groups map[string]*group, pid int32, txnPID int64, lr loadedRecord) {
+	if lr.offsetKey == nil || lr.offsetValue == nil {
+		return // the coordinator writes only offsets in a transaction
+	}
+	k, v := lr.offsetKey, lr.offsetValue
+	g := groups[k.Group]
+	if g == nil {
+		g = newGroup(k.Group, pid, 0)
+		groups[k.Group] = g
+	}
+	g.addPending(txnPID, TopicPartition{Topic: k.Topic, Partition: k.Partition},
+		committedOffset{offset: v.Offset, leaderEpoch: v.LeaderEpoch, metadata: v.Metadata, commitMs: v.CommitTimestamp})
 }
 
 // replay applies one record to the groups being loaded: the latest record
@@ -454,19 +503,19 @@ func replay(groups map[string]*group, pid int32, lr loadedRecord) {
 		get(k.Group).offsets[tp] = committedOffset{offset: v.Offset, leaderEpoch: v.LeaderEpoch, metadata: v.Metadata, commitMs: v.CommitTimestamp}
 	case lr.groupValue == nil:
 		if g := groups[lr.groupKey.Group]; g != nil {
-			if len(g.offsets) == 0 {
+			if len(g.offsets) == 0 && len(g.pendingTxn) == 0 {
 				delete(groups, g.id)
 			} else {
-				offsets := g.offsets
+				offsets, pending := g.offsets, g.pendingTxn
 				*g = *newGroup(g.id, pid, 0)
-				g.offsets = offsets
+				g.offsets, g.pendingTxn = offsets, pending
 			}
 		}
 	default:
 		g := get(lr.groupKey.Group)
-		offsets := g.offsets
+		offsets, pending := g.offsets, g.pendingTxn
 		*g = *newGroup(g.id, pid, lr.groupValue.CurrentStateTimestamp)
-		g.offsets = offsets
+		g.offsets, g.pendingTxn = offsets, pending
 		v := lr.groupValue
 		g.protocolType, g.generation = v.ProtocolType, v.Generation
 		if v.Protocol != nil {
@@ -497,11 +546,24 @@ func replay(groups map[string]*group, pid int32, lr loadedRecord) {
 // write appends recs to p as the leader of the shard's epoch; the caller
 // waits for them with waitWritten outside mu. mu held.
 func (c *Coordinator) writeLocked(sh *shard, p *replica.Partition, recs []storage.Record) (int64, error) {
+	return c.writeTxnLocked(sh, p, recs, -1, -1)
+}
+
+// writeTxnLocked is writeLocked; with producerID >= 0 the records go in
+// as a transactional batch of (producerID, producerEpoch), sequence -1
+// (TxnOffsetCommit; the caller verified the transaction). mu held.
+func (c *Coordinator) writeTxnLocked(sh *shard, p *replica.Partition, recs []storage.Record, producerID int64, producerEpoch int16) (int64, error) {
 	if st := p.State(); st.Leader != c.cfg.BrokerID || st.LeaderEpoch != sh.epoch {
 		return -1, fmt.Errorf("%w: leader epoch %d, loaded in %d", replica.ErrNotLeader, st.LeaderEpoch, sh.epoch)
 	}
+	opts := replica.AppendOptions{RequiredAcks: -1, MinInsyncReplicas: c.cfg.MinInsyncReplicas, LogAppendTimeMs: -1}
 	b := storage.EncodeBatch(0, 0, c.cfg.NowMs(), false, recs)
-	res, err := p.AppendAsLeader(b.Raw, replica.AppendOptions{RequiredAcks: -1, MinInsyncReplicas: c.cfg.MinInsyncReplicas, LogAppendTimeMs: -1})
+	if producerID >= 0 {
+		b = storage.EncodeTxnBatch(producerID, producerEpoch, c.cfg.NowMs(), recs)
+		opts.Coordinator = true
+		opts.VerifyTxn = func(int64, int16) error { return nil } // verified before mu
+	}
+	res, err := p.AppendAsLeader(b.Raw, opts)
 	if err != nil {
 		return -1, err
 	}

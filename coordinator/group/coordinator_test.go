@@ -686,3 +686,110 @@ func TestTopicPartitionCountDecides(t *testing.T) {
 		time.Sleep(time.Millisecond) // polling the load's end, as waitLoaded
 	}
 }
+
+func txnCommitReq(group, member string, generation int32, pid int64, offset int64) *kmsg.TxnOffsetCommitRequest {
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.Version = 3
+	req.TransactionalID, req.Group, req.MemberID, req.Generation = "tx", group, member, generation
+	req.ProducerID, req.ProducerEpoch = pid, 2
+	p := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	p.Partition, p.Offset, p.LeaderEpoch = 0, offset, 5
+	req.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{p}}}
+	return req
+}
+
+func verified(int64, int16) error { return nil }
+
+func (e *env) txnCommit(req *kmsg.TxnOffsetCommitRequest, verify func(int64, int16) error) int16 {
+	return e.c.TxnOffsetCommit(req, verify).Topics[0].Partitions[0].ErrorCode
+}
+
+// marker writes producer pid's COMMIT or ABORT on __consumer_offsets-0 and
+// tells the coordinator, as the WriteTxnMarkers handler does.
+func (e *env) marker(pid int64, commit bool) {
+	e.t.Helper()
+	p, _ := e.rm.Partition(replica.TopicPartition{Topic: Topic, Partition: 0})
+	off, err := p.AppendTxnMarker(replica.TxnMarker{ProducerID: pid, ProducerEpoch: 2, Commit: commit})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := p.WaitCommitted(context.Background(), off); err != nil {
+		e.t.Fatal(err)
+	}
+	e.c.CompleteTxn(0, pid, commit)
+}
+
+// fetchT0 is the group's offset for t-0, RequireStable or not.
+func (e *env) fetchT0(group string, stable bool) FetchedOffset {
+	return e.c.FetchOffsets(OffsetFetchGroup{Group: group, Topics: map[string][]int32{"t": {0}}, RequireStable: stable}).Offsets[TopicPartition{"t", 0}]
+}
+
+// TxnOffsetCommit: the transaction coordinator's refusal and v3's member
+// and generation checks answer before anything is written; an accepted
+// commit is written in the producer's transaction and stays pending
+// (OffsetFetch without RequireStable still sees the older offset, with it
+// UNSTABLE_OFFSET_COMMIT) until its COMMIT marker makes it the committed
+// offset or its ABORT drops it; a reload reads transactional batches and
+// their markers back the same way, and a transaction still open at the
+// reload commits when its marker comes.
+func TestTxnOffsetCommitPendingUntilMarker(t *testing.T) {
+	e := newEnv(t)
+	a, gen := e.stableSingle("g")
+	refuse := func(int64, int16) error { return fmt.Errorf("not in the transaction: %w", kerr.InvalidTxnState) }
+	for _, tc := range []struct {
+		member string
+		gen    int32
+		verify func(int64, int16) error
+		want   int16
+	}{
+		{a, gen, refuse, kerr.InvalidTxnState.Code},
+		{a, gen + 1, verified, kerr.IllegalGeneration.Code},
+		{"other", gen, verified, kerr.UnknownMemberID.Code},
+	} {
+		if code := e.txnCommit(txnCommitReq("g", tc.member, tc.gen, 500, 1), tc.verify); code != tc.want {
+			t.Errorf("txn commit by %q generation %d: %v, want %v", tc.member, tc.gen, kerr.ErrorForCode(code), kerr.ErrorForCode(tc.want))
+		}
+	}
+	if code := commitCode(e, commitReq("g", a, gen, 10)); code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	if o := e.fetchT0("g", true); o.ErrorCode != 0 || o.Offset != 10 {
+		t.Fatalf("refused txn commits left %+v", o)
+	}
+	if code := e.txnCommit(txnCommitReq("g", a, gen, 500, 77), verified); code != 0 {
+		t.Fatalf("txn commit: %v", kerr.ErrorForCode(code))
+	}
+	if o := e.fetchT0("g", false); o.Offset != 10 {
+		t.Fatalf("pending offset visible before its marker: %+v", o)
+	}
+	if o := e.fetchT0("g", true); o.ErrorCode != kerr.UnstableOffsetCommit.Code {
+		t.Fatalf("RequireStable while pending: %+v", o)
+	}
+	e.marker(500, true)
+	if o := e.fetchT0("g", true); o.ErrorCode != 0 || o.Offset != 77 || o.LeaderEpoch != 5 {
+		t.Fatalf("after COMMIT: %+v", o)
+	}
+	if code := e.txnCommit(txnCommitReq("g", a, gen, 501, 88), verified); code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	e.marker(501, false)
+	if o := e.fetchT0("g", true); o.ErrorCode != 0 || o.Offset != 77 {
+		t.Fatalf("after ABORT: %+v", o)
+	}
+	if code := e.txnCommit(txnCommitReq("g", a, gen, 502, 99), verified); code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	e.lead(1, 2)
+	e.c.Close()
+	e.c = e.newCoordinator()
+	if o := e.fetchT0("g", false); o.Offset != 77 {
+		t.Fatalf("after reload: %+v, want 77 (88 aborted, 99 pending)", o)
+	}
+	if o := e.fetchT0("g", true); o.ErrorCode != kerr.UnstableOffsetCommit.Code {
+		t.Fatalf("RequireStable after reload with 502 open: %+v", o)
+	}
+	e.marker(502, true)
+	if o := e.fetchT0("g", true); o.ErrorCode != 0 || o.Offset != 99 {
+		t.Fatalf("COMMIT after reload: %+v", o)
+	}
+}

@@ -55,8 +55,13 @@
 // goroutines; one mutex guards all state and is released while a write
 // waits for the high watermark.
 //
-// Not here yet: transactional offset commits (TxnOffsetCommit; RequireStable
-// has nothing to wait for), the KIP-848 consumer protocol, and log
+// Transactional offset commits (TxnOffsetCommit) are written as a
+// transactional batch of the producer (sequence -1) and kept pending per
+// producer id until the transaction's marker (CompleteTxn, from the
+// broker's marker paths; a load replays batches and markers alike);
+// OffsetFetch RequireStable answers UNSTABLE_OFFSET_COMMIT meanwhile.
+//
+// Not here yet: the KIP-848 consumer protocol, and log
 // compaction of __consumer_offsets (it is created with cleanup.policy
 // compact, which the storage layer does not carry out yet).
 package group

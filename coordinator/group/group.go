@@ -127,12 +127,50 @@ type group struct {
 	newMemberJoined  bool
 
 	offsets map[TopicPartition]committedOffset
+	// pendingTxn are TxnOffsetCommit's offsets by producer id, in the log
+	// but not yet committed: the producer's COMMIT marker moves them into
+	// offsets, its ABORT drops them.
+	pendingTxn map[int64]map[TopicPartition]committedOffset
+}
+
+// hasPending reports whether tp has a transactional offset awaiting its
+// marker (OffsetFetch RequireStable's UNSTABLE_OFFSET_COMMIT).
+func (g *group) hasPending(tp TopicPartition) bool {
+	for _, offs := range g.pendingTxn {
+		if _, ok := offs[tp]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// completeTxn applies producer pid's marker: COMMIT moves its pending
+// offsets into offsets, ABORT drops them.
+func (g *group) completeTxn(pid int64, commit bool) {
+	offs, ok := g.pendingTxn[pid]
+	if !ok {
+		return
+	}
+	delete(g.pendingTxn, pid)
+	if commit {
+		for tp, o := range offs {
+			g.offsets[tp] = o
+		}
+	}
+}
+
+func (g *group) addPending(pid int64, tp TopicPartition, o committedOffset) {
+	if g.pendingTxn[pid] == nil {
+		g.pendingTxn[pid] = map[TopicPartition]committedOffset{}
+	}
+	g.pendingTxn[pid][tp] = o
 }
 
 func newGroup(id string, partition int32, nowMs int64) *group {
 	return &group{id: id, partition: partition, state: Empty, stateSinceMs: nowMs,
 		members: map[string]*member{}, static: map[string]string{}, pending: map[string]int64{},
-		pendingSync: map[string]bool{}, offsets: map[TopicPartition]committedOffset{}}
+		pendingSync: map[string]bool{}, offsets: map[TopicPartition]committedOffset{},
+		pendingTxn: map[int64]map[TopicPartition]committedOffset{}}
 }
 
 func (g *group) transition(s State, nowMs int64) {

@@ -1,9 +1,12 @@
 package group
 
 import (
+	"errors"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kraftd/kraftd/replica"
 	"github.com/kraftd/kraftd/storage"
 )
 
@@ -135,6 +138,9 @@ func (c *Coordinator) checkCommitterLocked(g *group, generation int32, memberID 
 type OffsetFetchGroup struct {
 	Group  string
 	Topics map[string][]int32 // nil: every committed offset
+	// RequireStable (v7+): a partition with a transactional offset
+	// awaiting its marker is UNSTABLE_OFFSET_COMMIT.
+	RequireStable bool
 }
 
 // OffsetFetchResult is one group's answer: ErrorCode for the whole group, or
@@ -146,14 +152,15 @@ type OffsetFetchResult struct {
 
 // FetchedOffset is a committed offset as OffsetFetch returns it.
 type FetchedOffset struct {
+	ErrorCode   int16 // UNSTABLE_OFFSET_COMMIT (RequireStable), else 0
 	Offset      int64
 	LeaderEpoch int32
 	Metadata    string
 }
 
 // FetchOffsets answers OffsetFetch for one group (Kafka's
-// handleFetchOffsets). No transactional offsets exist yet, so RequireStable
-// never sees UNSTABLE_OFFSET_COMMIT.
+// handleFetchOffsets). With RequireStable a partition whose
+// TxnOffsetCommit offset awaits its marker is UNSTABLE_OFFSET_COMMIT.
 func (c *Coordinator) FetchOffsets(q OffsetFetchGroup) OffsetFetchResult {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -166,7 +173,14 @@ func (c *Coordinator) FetchOffsets(q OffsetFetchGroup) OffsetFetchResult {
 	if q.Topics == nil {
 		if g != nil {
 			for tp, o := range g.offsets {
-				out.Offsets[tp] = FetchedOffset{o.offset, o.leaderEpoch, o.metadata}
+				out.Offsets[tp] = FetchedOffset{Offset: o.offset, LeaderEpoch: o.leaderEpoch, Metadata: o.metadata}
+			}
+			if q.RequireStable {
+				for _, offs := range g.pendingTxn {
+					for tp := range offs {
+						out.Offsets[tp] = FetchedOffset{ErrorCode: kerr.UnstableOffsetCommit.Code, Offset: -1, LeaderEpoch: -1}
+					}
+				}
 			}
 		}
 		return out
@@ -177,7 +191,10 @@ func (c *Coordinator) FetchOffsets(q OffsetFetchGroup) OffsetFetchResult {
 			f := FetchedOffset{Offset: -1, LeaderEpoch: -1}
 			if g != nil {
 				if o, ok := g.offsets[tp]; ok {
-					f = FetchedOffset{o.offset, o.leaderEpoch, o.metadata}
+					f = FetchedOffset{Offset: o.offset, LeaderEpoch: o.leaderEpoch, Metadata: o.metadata}
+				}
+				if q.RequireStable && g.hasPending(tp) {
+					f = FetchedOffset{ErrorCode: kerr.UnstableOffsetCommit.Code, Offset: -1, LeaderEpoch: -1}
 				}
 			}
 			out.Offsets[tp] = f
@@ -258,4 +275,156 @@ func (c *Coordinator) offsetDelete(req *kmsg.OffsetDeleteRequest, codes map[Topi
 		delete(g.offsets, tp)
 	}
 	return 0
+}
+
+// TxnOffsetCommit: v0-v3 (transaction.version 1), Kafka's
+// handleTxnOffsetCommit. verify is the transaction coordinator's word that
+// the group's __consumer_offsets partition is in producer (id, epoch)'s
+// ongoing transaction (AddOffsetsToTxn added it); it is asked before the
+// coordinator's lock is taken and may return a *kerr.Error (answered as
+// it is) or an error wrapping replica.ErrNotEnoughReplicas (the
+// coordinator could not answer yet: COORDINATOR_NOT_AVAILABLE, retriable).
+// v3+ checks the member and generation when a generation is given. The
+// offsets are written as a transactional batch of the producer (sequence
+// -1) and stay pending until its marker: CompleteTxn.
+func (c *Coordinator) TxnOffsetCommit(req *kmsg.TxnOffsetCommitRequest, verify func(producerID int64, producerEpoch int16) error) *kmsg.TxnOffsetCommitResponse {
+	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	codes := map[TopicPartition]int16{}
+	var commits []TopicPartition
+	var values []committedOffset
+	nowMs := c.cfg.NowMs()
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			tp := TopicPartition{t.Topic, p.Partition}
+			switch {
+			case c.cfg.PartitionExists != nil && !c.cfg.PartitionExists(t.Topic, p.Partition):
+				codes[tp] = kerr.UnknownTopicOrPartition.Code
+			case p.Metadata != nil && len(*p.Metadata) > c.cfg.OffsetMetadataMaxBytes:
+				codes[tp] = kerr.OffsetMetadataTooLarge.Code
+			default:
+				codes[tp] = 0
+				o := committedOffset{offset: p.Offset, leaderEpoch: p.LeaderEpoch, commitMs: nowMs}
+				if req.Version < 2 {
+					o.leaderEpoch = -1
+				}
+				if p.Metadata != nil {
+					o.metadata = *p.Metadata
+				}
+				commits, values = append(commits, tp), append(values, o)
+			}
+		}
+	}
+	code := int16(0)
+	switch {
+	case req.ProducerID < 0 || req.ProducerEpoch < 0:
+		code = kerr.InvalidProducerIDMapping.Code
+	case len(commits) > 0:
+		code = verifyCode(verify(req.ProducerID, req.ProducerEpoch))
+	}
+	if code == 0 {
+		code = c.txnCommit(req, commits, values)
+	}
+	for tp := range codes {
+		if codes[tp] == 0 {
+			codes[tp] = code
+		}
+	}
+	for _, t := range req.Topics {
+		rt := kmsg.NewTxnOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, codes[TopicPartition{t.Topic, p.Partition}]
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// verifyCode is TxnOffsetCommit's answer for a failed verification.
+func verifyCode(err error) int16 {
+	var ke *kerr.Error
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, replica.ErrNotEnoughReplicas):
+		return kerr.CoordinatorNotAvailable.Code
+	case errors.As(err, &ke):
+		return ke.Code
+	}
+	return kerr.InvalidTxnState.Code
+}
+
+// txnCommit checks the committer (Kafka's doTxnCommitOffsets), writes the
+// offsets in the producer's transaction and records them pending.
+func (c *Coordinator) txnCommit(req *kmsg.TxnOffsetCommitRequest, commits []TopicPartition, values []committedOffset) int16 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sh, p, code := c.resolveLocked(req.Group)
+	if code != 0 {
+		return code
+	}
+	g := sh.groups[req.Group]
+	if g == nil {
+		// Kafka creates the group (a producer outside any group, v0-v2).
+		g = newGroup(req.Group, sh.partition, c.cfg.NowMs())
+		sh.groups[req.Group] = g
+	}
+	switch {
+	case g.state == Dead:
+		return kerr.CoordinatorNotAvailable.Code
+	case g.isStaticFenced(req.InstanceID, req.MemberID):
+		return kerr.FencedInstanceID.Code
+	case req.MemberID != "" && g.members[req.MemberID] == nil:
+		return kerr.UnknownMemberID.Code
+	case req.Generation >= 0 && req.Generation != g.generation:
+		return kerr.IllegalGeneration.Code
+	}
+	if len(commits) == 0 {
+		return 0
+	}
+	recs := make([]storage.Record, len(commits))
+	for i, tp := range commits {
+		recs[i] = offsetCommitRecord(g.id, tp, &values[i])
+	}
+	last, err := c.writeTxnLocked(sh, p, recs, req.ProducerID, req.ProducerEpoch)
+	if err != nil {
+		if errors.Is(err, replica.ErrInvalidProducerEpoch) {
+			return kerr.ProducerFenced.Code
+		}
+		return writeErrorCode(err)
+	}
+	// Pending from the moment the batch is in the log: its marker may come
+	// before the high watermark passes it.
+	for i, tp := range commits {
+		g.addPending(req.ProducerID, tp, values[i])
+	}
+	c.mu.Unlock()
+	err = c.waitWritten(p, last)
+	c.mu.Lock()
+	if err != nil {
+		return writeErrorCode(err)
+	}
+	return 0
+}
+
+// CompleteTxn applies a transaction marker written to __consumer_offsets
+// partition partition (WriteTxnMarkers, or the local marker path): the
+// pending offsets of producer producerID commit or are dropped. A marker
+// for a partition still loading is kept and applied when the load ends.
+func (c *Coordinator) CompleteTxn(partition int32, producerID int64, commit bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sh := c.shards[partition]
+	switch {
+	case sh == nil:
+		return // not ours: the next leader reads the marker from the log
+	case !sh.loaded:
+		sh.markers = append(sh.markers, txnMarker{pid: producerID, commit: commit})
+		return
+	}
+	for _, g := range sh.groups {
+		g.completeTxn(producerID, commit)
+	}
 }

@@ -29,8 +29,8 @@
 // idle for transactional.id.expiration.ms.
 //
 // The broker serves it (broker/txns.go and the handlers of keys 10, 22, 24,
-// 26, 65 and 66). Not here yet (issue 16): AddOffsetsToTxn and TxnOffsetCommit
-// (they need the group coordinator). Verify answers partition leaders
+// 25, 26, 65 and 66; TxnOffsetCommit, key 28, asks Verify before the group
+// coordinator writes). Verify answers partition leaders
 // checking a transaction's first batch (KIP-890, AddPartitionsToTxn v4
 // VerifyOnly).
 //
