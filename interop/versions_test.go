@@ -76,6 +76,7 @@ var sweepOrder = []struct {
 	{24, sweepAddPartitionsToTxn},
 	{25, sweepAddOffsetsToTxn},
 	{26, sweepEndTxn},
+	{28, sweepTxnOffsetCommit},
 	{65, sweepDescribeTransactions},
 	{66, sweepListTransactions},
 	{20, sweepDeleteTopics},
@@ -132,7 +133,7 @@ func TestLegacyVersionSweep(t *testing.T) {
 		absent: map[int16]string{55: "a zk-legacy cluster has no KRaft quorum to describe",
 			8: noLegacyGroups, 9: noLegacyGroups, 10: noLegacyGroups, 11: noLegacyGroups, 12: noLegacyGroups,
 			13: noLegacyGroups, 14: noLegacyGroups, 15: noLegacyGroups, 16: noLegacyGroups, 42: noLegacyGroups,
-			47: noLegacyGroups, 24: noLegacyTxns, 25: noLegacyTxns, 26: noLegacyTxns, 65: noLegacyTxns, 66: noLegacyTxns,
+			47: noLegacyGroups, 24: noLegacyTxns, 25: noLegacyTxns, 26: noLegacyTxns, 28: noLegacyTxns, 65: noLegacyTxns, 66: noLegacyTxns,
 			33: "zk-legacy brokers do not alter configs yet", 44: "zk-legacy brokers do not alter configs yet"},
 		notClient: map[int16]string{4: interBroker, 5: interBroker, 6: interBroker, 7: interBroker, 56: interBroker},
 	})

@@ -399,3 +399,92 @@ func sweepListTransactions(ctx context.Context, e *sweepEnv, v int16) error {
 	}
 	return nil
 }
+
+// sweepTxnOffsetCommit commits a group's offset inside a transaction: before
+// AddOffsetsToTxn the transaction coordinator refuses it
+// (INVALID_TXN_STATE); after it the offset is pending (OffsetFetch v7
+// RequireStable: UNSTABLE_OFFSET_COMMIT) until EndTxn's COMMIT marker makes
+// it the group's committed offset.
+func sweepTxnOffsetCommit(ctx context.Context, e *sweepEnv, v int16) error {
+	id, groupID := sweepTxnID("txnoffsets", v), fmt.Sprintf("sweep-txn-offsets-v%d", v)
+	pid, epoch, err := initTxn(ctx, e, id)
+	if err != nil {
+		return err
+	}
+	offset := int64(40 + v)
+	commit := func() (int16, error) {
+		req := kmsg.NewPtrTxnOffsetCommitRequest()
+		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = id, groupID, pid, epoch
+		req.Generation = -1
+		p := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		p.Partition, p.Offset, p.LeaderEpoch = 0, offset, -1
+		req.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: e.topic, Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{p}}}
+		for {
+			resp, err := request[*kmsg.TxnOffsetCommitResponse](ctx, e, req, v)
+			if err != nil {
+				return 0, err
+			}
+			if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+				return 0, fmt.Errorf("TxnOffsetCommit answered %+v", resp.Topics)
+			}
+			code := resp.Topics[0].Partitions[0].ErrorCode
+			if code != kerr.CoordinatorLoadInProgress.Code && code != kerr.CoordinatorNotAvailable.Code {
+				return code, nil
+			}
+			select {
+			case <-ctx.Done():
+				return code, ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	if code, err := commit(); err != nil || code != kerr.InvalidTxnState.Code {
+		return fmt.Errorf("TxnOffsetCommit outside the transaction: error %d %v, want INVALID_TXN_STATE", code, err)
+	}
+	areq := kmsg.NewPtrAddOffsetsToTxnRequest()
+	areq.TransactionalID, areq.ProducerID, areq.ProducerEpoch, areq.Group = id, pid, epoch, groupID
+	if aresp, err := request[*kmsg.AddOffsetsToTxnResponse](ctx, e, areq, 3); err != nil || aresp.ErrorCode != 0 {
+		return fmt.Errorf("AddOffsetsToTxn: %+v %v", aresp, err)
+	}
+	if code, err := commit(); err != nil || code != 0 {
+		return kafkaError(code, fmt.Errorf("TxnOffsetCommit: %v", err))
+	}
+	fetch := func() (int16, int64, error) {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Group, req.RequireStable = groupID, true
+		req.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: e.topic, Partitions: []int32{0}}}
+		resp, err := request[*kmsg.OffsetFetchResponse](ctx, e, req, 7)
+		if err != nil {
+			return 0, 0, err
+		}
+		if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			return 0, 0, fmt.Errorf("OffsetFetch answered %d %+v", resp.ErrorCode, resp.Topics)
+		}
+		p := resp.Topics[0].Partitions[0]
+		return p.ErrorCode, p.Offset, nil
+	}
+	if code, _, err := fetch(); err != nil || code != kerr.UnstableOffsetCommit.Code {
+		return fmt.Errorf("OffsetFetch RequireStable while pending: error %d %v, want UNSTABLE_OFFSET_COMMIT", code, err)
+	}
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = id, pid, epoch, true
+	if eresp, err := request[*kmsg.EndTxnResponse](ctx, e, end, 3); err != nil || eresp.ErrorCode != 0 {
+		return fmt.Errorf("committing the transaction: %+v %v", eresp, err)
+	}
+	for {
+		code, got, err := fetch()
+		switch {
+		case err != nil:
+			return err
+		case code == 0 && got == offset:
+			return nil
+		case code != 0 && code != kerr.UnstableOffsetCommit.Code, code == 0 && got != offset:
+			return fmt.Errorf("OffsetFetch after the COMMIT: error %d offset %d, want %d", code, got, offset)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("offset still pending after the COMMIT: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
