@@ -438,6 +438,7 @@ func (c *Coordinator) readPartition(ctx context.Context, pid int32, p *replica.P
 					c.log.Warn("skipping a __consumer_offsets record", zap.Int32("partition", pid), zap.Int64("offset", r.Offset), zap.Error(err))
 					continue
 				}
+				lr.logOffset = r.Offset
 				if txnPID >= 0 {
 					replayTxn(groups, pid, txnPID, lr)
 					continue
@@ -475,7 +476,7 @@ func replayTxn(groups map[string]*group, pid int32, txnPID int64, lr loadedRecor
 		groups[k.Group] = g
 	}
 	g.addPending(txnPID, TopicPartition{Topic: k.Topic, Partition: k.Partition},
-		committedOffset{offset: v.Offset, leaderEpoch: v.LeaderEpoch, metadata: v.Metadata, commitMs: v.CommitTimestamp})
+		committedOffset{offset: v.Offset, leaderEpoch: v.LeaderEpoch, metadata: v.Metadata, commitMs: v.CommitTimestamp, logOffset: lr.logOffset})
 }
 
 // replay applies one record to the groups being loaded: the latest record
@@ -500,7 +501,7 @@ func replay(groups map[string]*group, pid int32, lr loadedRecord) {
 			return
 		}
 		v := lr.offsetValue
-		get(k.Group).offsets[tp] = committedOffset{offset: v.Offset, leaderEpoch: v.LeaderEpoch, metadata: v.Metadata, commitMs: v.CommitTimestamp}
+		get(k.Group).offsets[tp] = committedOffset{offset: v.Offset, leaderEpoch: v.LeaderEpoch, metadata: v.Metadata, commitMs: v.CommitTimestamp, logOffset: lr.logOffset}
 	case lr.groupValue == nil:
 		if g := groups[lr.groupKey.Group]; g != nil {
 			if len(g.offsets) == 0 && len(g.pendingTxn) == 0 {

@@ -793,3 +793,36 @@ func TestTxnOffsetCommitPendingUntilMarker(t *testing.T) {
 		t.Fatalf("COMMIT after reload: %+v", o)
 	}
 }
+
+// A transaction's offset replaces a committed one only if written after it
+// (Kafka's completePendingTxnOffsetCommit): a plain OffsetCommit made while
+// the transaction is open wins over its COMMIT, live and after a reload. A
+// group known only by its pending offsets (generation -1, no members)
+// survives Ticks and offsets retention until the marker comes.
+func TestTxnOffsetCommitOrderAndPendingOnlyGroup(t *testing.T) {
+	e := newEnv(t)
+	if code := e.txnCommit(txnCommitReq("g", "", -1, 600, 5), verified); code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	if code := commitCode(e, commitReq("g", "", -1, 9)); code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	e.marker(600, true)
+	if o := e.fetchT0("g", true); o.Offset != 9 {
+		t.Fatalf("COMMIT of an older transactional offset over a newer commit: %+v", o)
+	}
+	e.lead(1, 2)
+	e.c.Close()
+	e.c = e.newCoordinator()
+	if o := e.fetchT0("g", true); o.Offset != 9 {
+		t.Fatalf("after reload: %+v, want 9", o)
+	}
+	if code := e.txnCommit(txnCommitReq("fresh", "", -1, 601, 3), verified); code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	e.advance(DefaultOffsetsRetentionMs + DefaultOffsetsRetentionCheckIntervalMs)
+	e.marker(601, true)
+	if o := e.fetchT0("fresh", true); o.ErrorCode != 0 || o.Offset != 3 {
+		t.Fatalf("pending-only group after Ticks: %+v", o)
+	}
+}

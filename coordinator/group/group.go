@@ -51,6 +51,10 @@ type committedOffset struct {
 	leaderEpoch int32
 	metadata    string
 	commitMs    int64
+	// logOffset is where its record is in __consumer_offsets: a
+	// transaction's offset replaces a committed one only if written after
+	// it (Kafka's completePendingTxnOffsetCommit).
+	logOffset int64
 }
 
 type protocol struct {
@@ -154,7 +158,9 @@ func (g *group) completeTxn(pid int64, commit bool) {
 	delete(g.pendingTxn, pid)
 	if commit {
 		for tp, o := range offs {
-			g.offsets[tp] = o
+			if cur, ok := g.offsets[tp]; !ok || cur.logOffset < o.logOffset {
+				g.offsets[tp] = o
+			}
 		}
 	}
 }

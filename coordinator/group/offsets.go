@@ -107,6 +107,7 @@ func (c *Coordinator) commit(req *kmsg.OffsetCommitRequest, commits []TopicParti
 		return 0
 	}
 	for i, tp := range commits {
+		values[i].logOffset = last
 		g.offsets[tp] = values[i]
 	}
 	return 0
@@ -398,6 +399,7 @@ func (c *Coordinator) txnCommit(req *kmsg.TxnOffsetCommitRequest, commits []Topi
 	// Pending from the moment the batch is in the log: its marker may come
 	// before the high watermark passes it.
 	for i, tp := range commits {
+		values[i].logOffset = last
 		g.addPending(req.ProducerID, tp, values[i])
 	}
 	c.mu.Unlock()

@@ -85,6 +85,7 @@ type loadedRecord struct {
 	offsetValue *kmsg.OffsetCommitValue
 	groupKey    *kmsg.GroupMetadataKey
 	groupValue  *kmsg.GroupMetadataValue
+	logOffset   int64 // the record's offset in __consumer_offsets
 }
 
 // decodeRecord reads one record of __consumer_offsets. Versions beyond

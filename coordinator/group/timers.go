@@ -46,7 +46,7 @@ func (c *Coordinator) runTimersLocked(sh *shard, g *group, nowMs int64) {
 		g.pendingSync = map[string]bool{}
 		c.prepareRebalanceLocked(g, nowMs)
 	}
-	if g.state == Empty && len(g.members) == 0 && len(g.offsets) == 0 && len(g.pending) == 0 && g.generation == 0 {
+	if g.state == Empty && len(g.members) == 0 && len(g.offsets) == 0 && len(g.pending) == 0 && len(g.pendingTxn) == 0 && g.generation == 0 {
 		delete(sh.groups, g.id) // never used: nothing was written for it
 	}
 }
@@ -73,12 +73,12 @@ func (c *Coordinator) expireOffsetsLocked(nowMs int64) {
 				case known && !subscribed[tp.Topic]:
 					expired = nowMs-o.commitMs >= retention
 				}
-				if expired {
+				if expired && !g.hasPending(tp) { // a pending one is about to replace it
 					delete(g.offsets, tp)
 					recs = append(recs, offsetCommitRecord(g.id, tp, nil))
 				}
 			}
-			if g.state == Empty && len(g.offsets) == 0 && len(g.members) == 0 && len(g.pending) == 0 {
+			if g.state == Empty && len(g.offsets) == 0 && len(g.members) == 0 && len(g.pending) == 0 && len(g.pendingTxn) == 0 {
 				recs = append(recs, groupTombstone(g.id))
 				g.transition(Dead, nowMs)
 				delete(sh.groups, g.id)
