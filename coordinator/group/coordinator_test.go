@@ -826,3 +826,39 @@ func TestTxnOffsetCommitOrderAndPendingOnlyGroup(t *testing.T) {
 		t.Fatalf("pending-only group after Ticks: %+v", o)
 	}
 }
+
+// A marker that commits while its __consumer_offsets partition loads
+// (after the log end the load reads to) is kept and applied when the load
+// ends.
+func TestTxnMarkerDuringLoad(t *testing.T) {
+	e := newEnv(t)
+	if code := e.txnCommit(txnCommitReq("g", "", -1, 700, 11), verified); code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	e.c.Close()
+	c, err := New(Config{BrokerID: 1, Replicas: e.rm, NumPartitions: 1, CommitTimeoutMs: 100, NowMs: e.nowMs.Load})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.c = c
+	t.Cleanup(c.Close)
+	e.leadWith(1, 2, 2, []int32{1, 2}) // broker 2 is in sync but never fetches
+	e.waitLoaded(c)
+	if code := commitCode(e, commitReq("other", "", -1, 2)); code != kerr.CoordinatorNotAvailable.Code {
+		t.Fatalf("a commit the high watermark never passed: %v", kerr.ErrorForCode(code))
+	}
+	e.leadWith(1, 3, 3, []int32{1, 2}) // reload, held below the log end
+	if code := e.heartbeat("g", "m", 0); code != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("heartbeat while loading: %v", kerr.ErrorForCode(code))
+	}
+	// The broker calls CompleteTxn once the marker committed, past the end
+	// the load reads to; the test leaves the marker out of the log so that
+	// only the kept notice can commit the offset (the loader goroutine reads
+	// the log end when it runs, which a test cannot order).
+	c.CompleteTxn(0, 700, true)
+	e.leadWith(1, 3, 4, []int32{1}) // the high watermark reaches the end: the load ends
+	e.waitLoaded(c)
+	if o := e.fetchT0("g", true); o.ErrorCode != 0 || o.Offset != 11 {
+		t.Fatalf("after a COMMIT that came during the load: %+v", o)
+	}
+}
