@@ -81,7 +81,7 @@ func (c *ClientAPI) handleWriteTxnMarkers(ctx context.Context, req *protocol.Req
 			*w.code = replicaErrorCode(err)
 			continue
 		}
-		c.markerCommitted(w.p.TopicPartition(), w.pid, w.commit)
+		c.markerCommitted(w.p.TopicPartition(), w.pid, w.commit, w.offset)
 	}
 	return resp, nil
 }
@@ -91,10 +91,10 @@ func (c *ClientAPI) handleWriteTxnMarkers(ctx context.Context, req *protocol.Req
 const writeTxnMarkersTimeout = 30 * time.Second
 
 // markerCommitted tells the group coordinator that producer pid's marker
-// on tp committed, when tp is a __consumer_offsets partition: its pending
+// at offset of tp committed, when tp is a __consumer_offsets partition: its pending
 // TxnOffsetCommit offsets commit or are dropped.
-func (c *ClientAPI) markerCommitted(tp replica.TopicPartition, pid int64, commit bool) {
+func (c *ClientAPI) markerCommitted(tp replica.TopicPartition, pid int64, commit bool, offset int64) {
 	if c.groups != nil && tp.Topic == group.Topic {
-		c.groups.CompleteTxn(tp.Partition, pid, commit)
+		c.groups.CompleteTxn(tp.Partition, pid, commit, offset)
 	}
 }

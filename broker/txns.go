@@ -171,7 +171,7 @@ func (s txnMarkers) local(ctx context.Context, mk txn.Markers, tps []txn.TopicPa
 		if err != nil {
 			return err
 		}
-		s.c.markerCommitted(replica.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}, mk.ProducerID, mk.Commit)
+		s.c.markerCommitted(replica.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}, mk.ProducerID, mk.Commit, off)
 	}
 	return nil
 }

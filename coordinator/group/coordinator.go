@@ -152,6 +152,7 @@ type shard struct {
 type txnMarker struct {
 	pid    int64
 	commit bool
+	offset int64
 }
 
 // Coordinator is the classic group coordinator of one broker (Kafka's
@@ -374,7 +375,7 @@ func (c *Coordinator) startLoadLocked(pid int32, p *replica.Partition, leaderEpo
 		// find nothing pending.
 		for _, mk := range sh.markers {
 			for _, g := range groups {
-				g.completeTxn(mk.pid, mk.commit)
+				g.completeTxn(mk.pid, mk.commit, mk.offset)
 			}
 		}
 		sh.groups, sh.loaded, sh.cancel, sh.markers = groups, true, nil, nil
@@ -415,7 +416,7 @@ func (c *Coordinator) readPartition(ctx context.Context, pid int32, p *replica.P
 				t, _, err := b.ControlMarker()
 				if err == nil && b.ProducerID() >= 0 && (t == storage.ControlCommit || t == storage.ControlAbort) {
 					for _, g := range groups {
-						g.completeTxn(b.ProducerID(), t == storage.ControlCommit)
+						g.completeTxn(b.ProducerID(), t == storage.ControlCommit, b.BaseOffset)
 					}
 				}
 				continue

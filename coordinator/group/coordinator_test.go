@@ -716,7 +716,7 @@ func (e *env) marker(pid int64, commit bool) {
 	if err := p.WaitCommitted(context.Background(), off); err != nil {
 		e.t.Fatal(err)
 	}
-	e.c.CompleteTxn(0, pid, commit)
+	e.c.CompleteTxn(0, pid, commit, off)
 }
 
 // fetchT0 is the group's offset for t-0, RequireStable or not.
@@ -851,14 +851,38 @@ func TestTxnMarkerDuringLoad(t *testing.T) {
 	if code := e.heartbeat("g", "m", 0); code != kerr.CoordinatorLoadInProgress.Code {
 		t.Fatalf("heartbeat while loading: %v", kerr.ErrorForCode(code))
 	}
+	p, _ := e.rm.Partition(replica.TopicPartition{Topic: Topic, Partition: 0})
 	// The broker calls CompleteTxn once the marker committed, past the end
 	// the load reads to; the test leaves the marker out of the log so that
 	// only the kept notice can commit the offset (the loader goroutine reads
 	// the log end when it runs, which a test cannot order).
-	c.CompleteTxn(0, 700, true)
+	c.CompleteTxn(0, 700, true, p.Log().EndOffset())
 	e.leadWith(1, 3, 4, []int32{1}) // the high watermark reaches the end: the load ends
 	e.waitLoaded(c)
 	if o := e.fetchT0("g", true); o.ErrorCode != 0 || o.Offset != 11 {
 		t.Fatalf("after a COMMIT that came during the load: %+v", o)
+	}
+}
+
+// A marker settles only the offsets written before it: a late or repeated
+// notice of a producer's earlier marker leaves its next transaction's
+// offsets pending.
+func TestTxnMarkerSettlesOnlyEarlierOffsets(t *testing.T) {
+	e := newEnv(t)
+	if code := e.txnCommit(txnCommitReq("g", "", -1, 800, 1), verified); code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	p, _ := e.rm.Partition(replica.TopicPartition{Topic: Topic, Partition: 0})
+	first := p.Log().EndOffset()
+	e.marker(800, true)
+	if code := e.txnCommit(txnCommitReq("g", "", -1, 800, 2), verified); code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	e.c.CompleteTxn(0, 800, true, first) // the first marker's notice again
+	if o := e.fetchT0("g", true); o.ErrorCode != kerr.UnstableOffsetCommit.Code {
+		t.Fatalf("the second transaction's offset after the first marker's notice: %+v", o)
+	}
+	if o := e.fetchT0("g", false); o.Offset != 1 {
+		t.Fatalf("committed offset %+v, want 1", o)
 	}
 }

@@ -148,20 +148,26 @@ func (g *group) hasPending(tp TopicPartition) bool {
 	return false
 }
 
-// completeTxn applies producer pid's marker: COMMIT moves its pending
-// offsets into offsets, ABORT drops them.
-func (g *group) completeTxn(pid int64, commit bool) {
+// completeTxn applies producer pid's marker at markerOffset: COMMIT moves
+// its pending offsets written before the marker into offsets (unless a
+// later commit replaced them), ABORT drops them. Pending offsets written
+// after the marker belong to a later transaction and stay.
+func (g *group) completeTxn(pid int64, commit bool, markerOffset int64) {
 	offs, ok := g.pendingTxn[pid]
 	if !ok {
 		return
 	}
-	delete(g.pendingTxn, pid)
-	if commit {
-		for tp, o := range offs {
-			if cur, ok := g.offsets[tp]; !ok || cur.logOffset < o.logOffset {
-				g.offsets[tp] = o
-			}
+	for tp, o := range offs {
+		if o.logOffset >= markerOffset {
+			continue
 		}
+		delete(offs, tp)
+		if cur, ok := g.offsets[tp]; commit && (!ok || cur.logOffset < o.logOffset) {
+			g.offsets[tp] = o
+		}
+	}
+	if len(offs) == 0 {
+		delete(g.pendingTxn, pid)
 	}
 }
 

@@ -411,11 +411,12 @@ func (c *Coordinator) txnCommit(req *kmsg.TxnOffsetCommitRequest, commits []Topi
 	return 0
 }
 
-// CompleteTxn applies a transaction marker written to __consumer_offsets
-// partition partition (WriteTxnMarkers, or the local marker path): the
-// pending offsets of producer producerID commit or are dropped. A marker
-// for a partition still loading is kept and applied when the load ends.
-func (c *Coordinator) CompleteTxn(partition int32, producerID int64, commit bool) {
+// CompleteTxn applies the transaction marker of producer producerID at
+// markerOffset of __consumer_offsets partition partition, once committed
+// (WriteTxnMarkers, or the local marker path): the producer's pending
+// offsets written before it commit or are dropped. A marker for a
+// partition still loading is kept and applied when the load ends.
+func (c *Coordinator) CompleteTxn(partition int32, producerID int64, commit bool, markerOffset int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	sh := c.shards[partition]
@@ -423,10 +424,10 @@ func (c *Coordinator) CompleteTxn(partition int32, producerID int64, commit bool
 	case sh == nil:
 		return // not ours: the next leader reads the marker from the log
 	case !sh.loaded:
-		sh.markers = append(sh.markers, txnMarker{pid: producerID, commit: commit})
+		sh.markers = append(sh.markers, txnMarker{pid: producerID, commit: commit, offset: markerOffset})
 		return
 	}
 	for _, g := range sh.groups {
-		g.completeTxn(producerID, commit)
+		g.completeTxn(producerID, commit, markerOffset)
 	}
 }
