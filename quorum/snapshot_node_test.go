@@ -366,7 +366,12 @@ func TestFetchSnapshotWire(t *testing.T) {
 // metadata.max.retention.ms below the snapshot is cleaned.
 func TestNodeRetentionByAge(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	c := newSnapCluster(t, func(cfg *NodeConfig) { cfg.RetentionBytes, cfg.RetentionMs = -1, 1 })
+	c := newSnapCluster(t, func(cfg *NodeConfig) {
+		cfg.RetentionBytes, cfg.RetentionMs = -1, 1
+		// No election is wanted here: a leader change under a loaded -race run
+		// lost an uncommitted proposal once (CI timed out waiting for 5 values).
+		cfg.Raft.ElectionTimeoutMs, cfg.Raft.FetchTimeoutMs = 1000, 2000
+	})
 	defer c.closeAll()
 	c.propose(0, 5)
 	c.waitValues(5)
