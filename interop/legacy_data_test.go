@@ -401,3 +401,16 @@ func TestLegacyFranzConsumerGroupConsumesAndCommits(t *testing.T) {
 	a := c.nodes[1]
 	franzGroupConsumesAndCommits(t, c, a.LegacyBroker().Image, a.LegacyReplicas())
 }
+
+// franz-go's transactional producer against a zk-legacy broker (issue 16):
+// __transaction_state created through the ZooKeeper-era CreateTopics on the
+// first FindCoordinator for the transactional id, led as LeaderAndIsr
+// says; the body of TestFranzTransactions passes against it.
+func TestLegacyFranzTransactions(t *testing.T) {
+	t.Parallel()
+	c, _ := newLegacyCluster(t, 1,
+		app.Setting{Key: "transaction.state.log.replication.factor", Value: "1"},
+		app.Setting{Key: "transaction.state.log.min.isr", Value: "1"},
+		app.Setting{Key: "transaction.state.log.num.partitions", Value: "4"})
+	franzTransactions(t, c, waitLegacyTopicEverywhere, 1, 9) // Produce v9: Kafka 3.3's
+}

@@ -34,9 +34,6 @@ type sweepEnv struct {
 	// produced counts the batches the Produce sweep appended to partition
 	// 0 of topic (one per advertised version, v3 first).
 	produced int64
-	// noTxnCoordinator: the broker serves FindCoordinator for groups but
-	// has no transaction coordinator (zk-legacy, issue 16).
-	noTxnCoordinator bool
 }
 
 // sweeper checks one API at one pinned version.
@@ -127,18 +124,17 @@ func TestVersionSweep(t *testing.T) {
 // way: it serves clients with the same handlers, so it must answer every
 // version it advertises just as well.
 func TestLegacyVersionSweep(t *testing.T) {
-	const noLegacyTxns = "zk-legacy brokers run no transaction coordinator yet (issue 16)"
-	// As newSweepEnv: __consumer_offsets at replication factor 1 on the
-	// one broker, no initial rebalance delay.
+	// As newSweepEnv: __consumer_offsets and __transaction_state at
+	// replication factor 1 on the one broker, no initial rebalance delay.
 	c, _ := newLegacyCluster(t, 1, app.Setting{Key: "offsets.topic.replication.factor", Value: "1"},
-		app.Setting{Key: "group.initial.rebalance.delay.ms", Value: "0"})
+		app.Setting{Key: "group.initial.rebalance.delay.ms", Value: "0"},
+		app.Setting{Key: "transaction.state.log.replication.factor", Value: "1"},
+		app.Setting{Key: "transaction.state.log.min.isr", Value: "1"},
+		app.Setting{Key: "transaction.state.log.num.partitions", Value: "4"})
 	legacyBrokerIDs(t, c)
 	const interBroker = "ZooKeeper-era inter-broker request (controller push, controlled shutdown or AlterPartition), covered by legacyzk's tests"
-	e := sweepFixture(t, c, 1, "interop-sweep-legacy")
-	e.noTxnCoordinator = true
-	runSweep(t, e, sweepScope{
+	runSweep(t, sweepFixture(t, c, 1, "interop-sweep-legacy"), sweepScope{
 		absent: map[int16]string{55: "a zk-legacy cluster has no KRaft quorum to describe",
-			24: noLegacyTxns, 25: noLegacyTxns, 26: noLegacyTxns, 65: noLegacyTxns, 66: noLegacyTxns,
 			33: "zk-legacy brokers do not alter configs yet", 44: "zk-legacy brokers do not alter configs yet"},
 		notClient: map[int16]string{4: interBroker, 5: interBroker, 6: interBroker, 7: interBroker, 56: interBroker},
 	})

@@ -117,14 +117,6 @@ func sweepFindCoordinator(ctx context.Context, e *sweepEnv, v int16) error {
 	if code, _, err := find(2, "x"); err != nil || code != kerr.InvalidRequest.Code {
 		return fmt.Errorf("key type 2: error %d %v", code, err)
 	}
-	if e.noTxnCoordinator {
-		// No transaction coordinator (zk-legacy, issue 16): a transactional
-		// id's FindCoordinator answers COORDINATOR_NOT_AVAILABLE.
-		if code, _, err := find(1, sweepTxnID("find", v)); err != nil || code != kerr.CoordinatorNotAvailable.Code {
-			return fmt.Errorf("transactional id without a transaction coordinator: error %d %v", code, err)
-		}
-		return nil
-	}
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		code, node, err := find(1, sweepTxnID("find", v))
 		if err != nil {

@@ -217,7 +217,7 @@ func controllerViewHandler(lb *legacyzk.Broker) http.Handler {
 // client waits instead of being cut off. A failed start closes the
 // listener, which ends the waits.
 func gateClientAPIs(reg *protocol.Registry, ready <-chan struct{}) {
-	for _, v := range broker.ClientAPIVersions(true, true, false, legacyMaxVersions) {
+	for _, v := range broker.ClientAPIVersions(true, true, true, legacyMaxVersions) {
 		if _, _, _, served := reg.Lookup(v.ApiKey); served {
 			continue // ApiVersions, or a push API
 		}
@@ -257,15 +257,14 @@ func (r *legacyRole) clientAPIConfig(lb *legacyzk.Broker, replicas *replica.Mana
 		MinInsyncReplicas:                    int(cfg.MinInsyncReplicas),
 		LogMessageTimestampType:              cfg.LogMessageTimestampType,
 		MaxVersions:                          legacyMaxVersions,
-		// The group coordinator is the KRaft one: __consumer_offsets is
-		// created through Admin (the ZooKeeper-era CreateTopics, as Kafka
-		// 3.3 creates internal topics through ZooKeeper) and its
-		// partitions' leadership comes from LeaderAndIsr through the
-		// replica manager. No transaction coordinator yet (issue 16):
-		// the transaction APIs are not advertised (the partition side of
-		// transactions, WriteTxnMarkers and DescribeProducers, is).
+		// The group and transaction coordinators are the KRaft ones:
+		// __consumer_offsets and __transaction_state are created through
+		// Admin (the ZooKeeper-era CreateTopics, as Kafka 3.3 creates
+		// internal topics through ZooKeeper), their partitions'
+		// leadership comes from LeaderAndIsr through the replica manager,
+		// and markers go to the leaders the metadata cache names.
 		Groups: groupConfig(cfg),
-		Txns:   broker.TxnConfig{Disabled: true},
+		Txns:   txnConfig(cfg),
 		Logger: cfg.Logger.Named("clientapi"),
 	}
 }
