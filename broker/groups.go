@@ -14,8 +14,7 @@ import (
 // take Kafka's defaults.
 type GroupConfig struct {
 	// Disabled: no group coordinator and no group APIs even with a replica
-	// manager (zk-legacy brokers: __consumer_offsets creation and
-	// coordinator moves are not wired to the ZooKeeper-era controller yet).
+	// manager.
 	Disabled bool
 	// OffsetsTopicNumPartitions is offsets.topic.num.partitions (50).
 	OffsetsTopicNumPartitions int32

@@ -21,9 +21,7 @@ import (
 // take Kafka's defaults.
 type TxnConfig struct {
 	// Disabled: no transaction coordinator and none of its APIs even with a
-	// replica manager (zk-legacy brokers: __transaction_state creation and
-	// coordinator moves are not wired to the ZooKeeper-era controller yet).
-	// The partition side (transactional Produce, WriteTxnMarkers,
+	// replica manager. The partition side (transactional Produce, WriteTxnMarkers,
 	// DescribeProducers, read_committed Fetch) is served regardless.
 	Disabled bool
 	// NumPartitions is transaction.state.log.num.partitions (50).

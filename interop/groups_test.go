@@ -10,6 +10,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kraftd/kraftd/metadata/image"
+	"github.com/kraftd/kraftd/replica"
 )
 
 // groupOpts are the cluster settings of the group tests: a short initial
@@ -86,6 +89,15 @@ func tryCommitted(ctx context.Context, adm *kadm.Client, group, topic string) (m
 func TestFranzConsumerGroupConsumesAndCommits(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, append(groupOpts(1), Controllers(1), Brokers(1))...)
+	b := c.nodes[2].Broker()
+	franzGroupConsumesAndCommits(t, c, b.Image, b.Replicas())
+}
+
+// franzGroupConsumesAndCommits is the body of
+// TestFranzConsumerGroupConsumesAndCommits against cluster c, whose broker
+// has the metadata image img and the replica manager replicas (the KRaft
+// broker's or the zk-legacy broker's).
+func franzGroupConsumesAndCommits(t *testing.T, c *cluster, img func() *image.Image, replicas *replica.Manager) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	adm := newFranzAdmin(t, c).(*franzAdmin).adm
@@ -99,11 +111,10 @@ func TestFranzConsumerGroupConsumesAndCommits(t *testing.T) {
 
 	// __consumer_offsets came with the first FindCoordinator, as the
 	// coordinator wants it: 50 partitions, compacted.
-	b := c.nodes[2].Broker()
-	if tt, ok := b.Image().TopicByName("__consumer_offsets"); !ok || tt.NumPartitions() != 50 {
+	if tt, ok := img().TopicByName("__consumer_offsets"); !ok || tt.NumPartitions() != 50 {
 		t.Fatalf("__consumer_offsets in the image: %v", ok)
 	}
-	if cfg := b.Replicas().TopicConfig("__consumer_offsets"); !cfg.Compact || cfg.Delete {
+	if cfg := replicas.TopicConfig("__consumer_offsets"); !cfg.Compact || cfg.Delete {
 		t.Fatalf("__consumer_offsets topic config %+v, want cleanup.policy=compact only", cfg)
 	}
 	got := committed(t, ctx, adm, "readers", "events")

@@ -386,3 +386,31 @@ func TestLegacyForeignLogDirLeftUntouched(t *testing.T) {
 		return !ok
 	})
 }
+
+// A franz-go consumer group consumes and commits against a zk-legacy
+// broker (issue 16): the first FindCoordinator creates __consumer_offsets
+// through the ZooKeeper-era CreateTopics (50 partitions, compacted, as
+// Kafka 3.3 creates it through ZooKeeper), the broker comes to lead the
+// group's partition through LeaderAndIsr, and the body of
+// TestFranzConsumerGroupConsumesAndCommits passes against it.
+func TestLegacyFranzConsumerGroupConsumesAndCommits(t *testing.T) {
+	t.Parallel()
+	c, _ := newLegacyCluster(t, 1,
+		app.Setting{Key: "offsets.topic.replication.factor", Value: "1"},
+		app.Setting{Key: "group.initial.rebalance.delay.ms", Value: "200"})
+	a := c.nodes[1]
+	franzGroupConsumesAndCommits(t, c, a.LegacyBroker().Image, a.LegacyReplicas())
+}
+
+// franz-go's transactional producer against a zk-legacy broker (issue 16):
+// __transaction_state created through the ZooKeeper-era CreateTopics on the
+// first FindCoordinator for the transactional id, led as LeaderAndIsr
+// says; the body of TestFranzTransactions passes against it.
+func TestLegacyFranzTransactions(t *testing.T) {
+	t.Parallel()
+	c, _ := newLegacyCluster(t, 1,
+		app.Setting{Key: "transaction.state.log.replication.factor", Value: "1"},
+		app.Setting{Key: "transaction.state.log.min.isr", Value: "1"},
+		app.Setting{Key: "transaction.state.log.num.partitions", Value: "4"})
+	franzTransactions(t, c, waitLegacyTopicEverywhere, 1, 9) // Produce v9: Kafka 3.3's
+}

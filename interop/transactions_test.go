@@ -29,13 +29,20 @@ func TestFranzTransactions(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, Controllers(1), Brokers(1), Override("transaction.state.log.replication.factor", "1"),
 		Override("transaction.state.log.min.isr", "1"), Override("transaction.state.log.num.partitions", "4"))
+	franzTransactions(t, c, waitTopicEverywhere, 2, 11)
+}
+
+// franzTransactions is the body of TestFranzTransactions against c, whose
+// one broker is brokerID and serves Produce up to produceVersion;
+// waitTopic waits until c's brokers host a new topic.
+func franzTransactions(t *testing.T, c *cluster, waitTopic func(testing.TB, *cluster, string), brokerID int32, produceVersion int16) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	adm := newFranzAdmin(t, c).(*franzAdmin).adm
 	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "txn-out"); err != nil {
 		t.Fatal(err)
 	}
-	waitTopicEverywhere(t, c, "txn-out")
+	waitTopic(t, c, "txn-out")
 	producer, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.TransactionalID("tx-interop"),
 		kgo.DefaultProduceTopic("txn-out"), kgo.TransactionTimeout(10*time.Second))
 	if err != nil {
@@ -120,16 +127,17 @@ func TestFranzTransactions(t *testing.T) {
 	if got := read(kgo.ReadCommitted()); !slices.Equal(got, []string{"c1", "c2", "c3", "s1"}) {
 		t.Fatalf("read_committed after the fencing read %v", got)
 	}
-	rawTransactionalProduce(t, ctx, c)
+	rawTransactionalProduce(t, ctx, c, brokerID, produceVersion)
 }
 
 // rawTransactionalProduce: the broker admits a transactional batch only for
 // a partition in its producer's ongoing transaction (the coordinator is on
-// this broker), and never without a transactional id.
-func rawTransactionalProduce(t *testing.T, ctx context.Context, c *cluster) {
+// this broker), and never without a transactional id; Produce at
+// version v to broker brokerID.
+func rawTransactionalProduce(t *testing.T, ctx context.Context, c *cluster, brokerID int32, v int16) {
 	cl := protocol.NewClient(protocol.ClientConfig{ClientID: "interop-txn-raw"})
 	defer cl.Close()
-	addr := c.brokerAddr(2)
+	addr := c.brokerAddr(brokerID)
 	id := "tx-raw"
 	var pid int64
 	var epoch int16
@@ -149,7 +157,7 @@ func rawTransactionalProduce(t *testing.T, ctx context.Context, c *cluster) {
 	binary.BigEndian.PutUint32(batch[17:], crc32.Checksum(batch[21:], crc32.MakeTable(crc32.Castagnoli)))
 	produce := func(txnID *string) int16 {
 		req := kmsg.NewPtrProduceRequest()
-		req.SetVersion(11)
+		req.SetVersion(v)
 		req.TransactionID, req.Acks, req.TimeoutMillis = txnID, -1, 10000
 		rt := kmsg.NewProduceRequestTopic()
 		rt.Topic = "txn-out"

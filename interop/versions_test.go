@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kraftd/kraftd/cmd/kraftd/app"
 	"github.com/kraftd/kraftd/protocol"
 )
 
@@ -124,16 +125,17 @@ func TestVersionSweep(t *testing.T) {
 // way: it serves clients with the same handlers, so it must answer every
 // version it advertises just as well.
 func TestLegacyVersionSweep(t *testing.T) {
-	const noLegacyGroups = "zk-legacy brokers run no group coordinator yet (issue 16)"
-	const noLegacyTxns = "zk-legacy brokers run no transaction coordinator yet (issue 16)"
-	c, _ := newLegacyCluster(t, 1)
+	// As newSweepEnv: __consumer_offsets and __transaction_state at
+	// replication factor 1 on the one broker, no initial rebalance delay.
+	c, _ := newLegacyCluster(t, 1, app.Setting{Key: "offsets.topic.replication.factor", Value: "1"},
+		app.Setting{Key: "group.initial.rebalance.delay.ms", Value: "0"},
+		app.Setting{Key: "transaction.state.log.replication.factor", Value: "1"},
+		app.Setting{Key: "transaction.state.log.min.isr", Value: "1"},
+		app.Setting{Key: "transaction.state.log.num.partitions", Value: "4"})
 	legacyBrokerIDs(t, c)
 	const interBroker = "ZooKeeper-era inter-broker request (controller push, controlled shutdown or AlterPartition), covered by legacyzk's tests"
 	runSweep(t, sweepFixture(t, c, 1, "interop-sweep-legacy"), sweepScope{
 		absent: map[int16]string{55: "a zk-legacy cluster has no KRaft quorum to describe",
-			8: noLegacyGroups, 9: noLegacyGroups, 10: noLegacyGroups, 11: noLegacyGroups, 12: noLegacyGroups,
-			13: noLegacyGroups, 14: noLegacyGroups, 15: noLegacyGroups, 16: noLegacyGroups, 42: noLegacyGroups,
-			47: noLegacyGroups, 24: noLegacyTxns, 25: noLegacyTxns, 26: noLegacyTxns, 28: noLegacyTxns, 65: noLegacyTxns, 66: noLegacyTxns,
 			33: "zk-legacy brokers do not alter configs yet", 44: "zk-legacy brokers do not alter configs yet"},
 		notClient: map[int16]string{4: interBroker, 5: interBroker, 6: interBroker, 7: interBroker, 56: interBroker},
 	})

@@ -122,6 +122,7 @@ func (r *legacyRole) Start(ctx context.Context) error {
 	// the client APIs replace their gates once the cluster id is known (the
 	// registry takes registrations while serving), then the gates open.
 	api.Register(reg)
+	api.Start() // the group coordinator's driver; stopped by api.Close in Stop
 	close(ready)
 	r.mu.Lock()
 	r.b, r.api, r.replicas, r.fetchClient = lb, api, replicas, fetchClient
@@ -216,7 +217,7 @@ func controllerViewHandler(lb *legacyzk.Broker) http.Handler {
 // client waits instead of being cut off. A failed start closes the
 // listener, which ends the waits.
 func gateClientAPIs(reg *protocol.Registry, ready <-chan struct{}) {
-	for _, v := range broker.ClientAPIVersions(true, false, false, legacyMaxVersions) {
+	for _, v := range broker.ClientAPIVersions(true, true, true, legacyMaxVersions) {
 		if _, _, _, served := reg.Lookup(v.ApiKey); served {
 			continue // ApiVersions, or a push API
 		}
@@ -256,13 +257,14 @@ func (r *legacyRole) clientAPIConfig(lb *legacyzk.Broker, replicas *replica.Mana
 		MinInsyncReplicas:                    int(cfg.MinInsyncReplicas),
 		LogMessageTimestampType:              cfg.LogMessageTimestampType,
 		MaxVersions:                          legacyMaxVersions,
-		// No group or transaction coordinator in zk-legacy yet (issue 16):
-		// creating __consumer_offsets and __transaction_state and moving
-		// coordinators are not wired to the ZooKeeper-era controller, so
-		// the group and transaction APIs are not advertised (the partition
-		// side of transactions, WriteTxnMarkers and DescribeProducers, is).
-		Groups: broker.GroupConfig{Disabled: true},
-		Txns:   broker.TxnConfig{Disabled: true},
+		// The group and transaction coordinators are the KRaft ones:
+		// __consumer_offsets and __transaction_state are created through
+		// Admin (the ZooKeeper-era CreateTopics, as Kafka 3.3 creates
+		// internal topics through ZooKeeper), their partitions'
+		// leadership comes from LeaderAndIsr through the replica manager,
+		// and markers go to the leaders the metadata cache names.
+		Groups: groupConfig(cfg),
+		Txns:   txnConfig(cfg),
 		Logger: cfg.Logger.Named("clientapi"),
 	}
 }
