@@ -38,6 +38,11 @@ type Handler func(ctx context.Context, req *Request) (kmsg.Response, error)
 type ListenerConfig struct {
 	Name     string
 	Addr     string // host:port; port 0 binds an ephemeral port (see Server.Addr)
+	// Listener, when set, is the listener already bound to Addr (so that a
+	// caller learns an ephemeral port before Start without releasing it to
+	// anyone else); Start serves it instead of binding, and the Server closes
+	// it, also when it is closed without having started.
+	Listener net.Listener
 	Registry *Registry
 	// MaxConnections is listener.name.NAME.max.connections: at most this
 	// many connections on this listener; 0 means no listener limit.
@@ -214,12 +219,16 @@ func (s *Server) Start() error {
 		return fmt.Errorf("%w: Start called twice or after Close", ErrClosed)
 	}
 	for _, lc := range s.cfg.Listeners {
-		ln, err := net.Listen("tcp", lc.Addr)
+		ln, err := lc.Listener, error(nil)
+		if ln == nil {
+			ln, err = net.Listen("tcp", lc.Addr)
+		}
 		if err != nil {
 			for _, bound := range s.listeners {
 				bound.ln.Close()
 			}
 			clear(s.listeners)
+			s.closePreBound()
 			return fmt.Errorf("protocol: listener %s: %w", lc.Name, err)
 		}
 		s.listeners[lc.Name] = &listenerState{cfg: lc, ln: ln}
@@ -382,11 +391,26 @@ func (s *Server) stopAccepting() []*conn {
 	for _, ls := range s.listeners {
 		ls.ln.Close()
 	}
+	if !s.started {
+		s.closePreBound()
+	}
 	conns := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
 	return conns
+}
+
+// closePreBound closes the listeners handed in bound (ListenerConfig.Listener)
+// that Start did not take over; mu held.
+func (s *Server) closePreBound() {
+	for _, lc := range s.cfg.Listeners {
+		if lc.Listener != nil {
+			if _, taken := s.listeners[lc.Name]; !taken {
+				lc.Listener.Close()
+			}
+		}
+	}
 }
 
 // Shutdown stops accepting, lets every connection finish the request it is

@@ -480,3 +480,44 @@ func TestByteBudget(t *testing.T) {
 		t.Fatal("acquire succeeded after done")
 	}
 }
+
+// TestPreBoundListener: a listener bound before Start (to learn an ephemeral
+// port without releasing it) is served as it is, and a Server shut down
+// without having started closes it.
+func TestPreBoundListener(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewServer(ServerConfig{Listeners: []ListenerConfig{{Name: "A", Addr: ln.Addr().String(), Listener: ln, Registry: fuzzRegistry()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatalf("Start with the port held by its own pre-bound listener: %v", err)
+	}
+	if got := s.Addr("A").String(); got != ln.Addr().String() {
+		t.Fatalf("serving %s, want the pre-bound %s", got, ln.Addr())
+	}
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	s.Close()
+
+	unused, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := NewServer(ServerConfig{Listeners: []ListenerConfig{{Name: "A", Addr: unused.Addr().String(), Listener: unused, Registry: fuzzRegistry()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unused.Accept(); err == nil {
+		t.Fatal("the pre-bound listener of a server never started is still open")
+	}
+}

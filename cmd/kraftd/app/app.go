@@ -35,20 +35,26 @@ type preparer interface {
 }
 
 // resolveEphemeralPorts replaces port 0 in listeners (and the matching advertised
-// listeners and voters) with a free port chosen now, so that what a broker registers
-// and what voters dial are real addresses. The port is free when chosen; another
-// process could take it before Start binds it, which then fails loudly.
-func resolveEphemeralPorts(cfg *Config) error {
+// listeners and voters) with a port bound now, so that what a broker registers
+// and what voters dial are real addresses. The bound listeners are returned by
+// name and served as they are (protocol.ListenerConfig.Listener): releasing the
+// port until Start let another process's connection take it ("address already in
+// use" at Start, seen in CI).
+func resolveEphemeralPorts(cfg *Config) (map[string]net.Listener, error) {
+	bound := map[string]net.Listener{}
 	for i, l := range cfg.Listeners {
 		if l.Port != 0 {
 			continue
 		}
 		ln, err := net.Listen("tcp", net.JoinHostPort(l.Host, "0"))
 		if err != nil {
-			return fmt.Errorf("app: choosing a port for listener %s: %w", l.Name, err)
+			for _, b := range bound {
+				b.Close()
+			}
+			return nil, fmt.Errorf("app: choosing a port for listener %s: %w", l.Name, err)
 		}
+		bound[l.Name] = ln
 		port := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
 		cfg.Listeners[i].Port = port
 		for j, al := range cfg.AdvertisedListeners {
 			if al.Name == l.Name && al.Port == 0 {
@@ -61,7 +67,7 @@ func resolveEphemeralPorts(cfg *Config) error {
 			}
 		}
 	}
-	return nil
+	return bound, nil
 }
 
 type lifecycle int
@@ -138,7 +144,8 @@ func New(cfg Config) (*App, error) {
 	}
 	a.metrics = newMetrics(a.log)
 	a.fatal = make(chan error, 1)
-	if err := resolveEphemeralPorts(&a.cfg); err != nil {
+	bound, err := resolveEphemeralPorts(&a.cfg)
+	if err != nil {
 		return nil, err
 	}
 	cfg = a.cfg
@@ -148,9 +155,15 @@ func New(cfg Config) (*App, error) {
 		reg := protocol.NewRegistry()
 		a.registries[l.Name] = reg
 		if cfg.Mode == ModeZKLegacy && l.Name == legacy.Name {
-			continue // bound and served by the legacy broker (legacy_role.go)
+			// Bound and served by the legacy broker (legacy_role.go), which
+			// binds its address itself.
+			if ln := bound[l.Name]; ln != nil {
+				ln.Close()
+			}
+			continue
 		}
-		lc := protocol.ListenerConfig{Name: l.Name, Addr: l.Addr(), Registry: reg, MaxConnections: int(cfg.ListenerMaxConnections[l.Name])}
+		lc := protocol.ListenerConfig{Name: l.Name, Addr: l.Addr(), Listener: bound[l.Name], Registry: reg,
+			MaxConnections: int(cfg.ListenerMaxConnections[l.Name])}
 		if contains(cfg.ControllerListenerNames, l.Name) {
 			controllerListeners = append(controllerListeners, lc)
 		} else {
@@ -163,11 +176,17 @@ func New(cfg Config) (*App, error) {
 		}
 	}
 	a.addRoles()
-	var err error
+	closeBound := func() {
+		for _, ln := range bound {
+			ln.Close()
+		}
+	}
 	if a.server, err = a.newServer(brokerListeners, cfg.InterBrokerListenerName, "protocol"); err != nil {
+		closeBound()
 		return nil, err
 	}
 	if a.controllerServer, err = a.newServer(controllerListeners, "", "protocol.controller"); err != nil {
+		closeBound()
 		return nil, err
 	}
 	return a, nil
