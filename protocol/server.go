@@ -36,8 +36,8 @@ type Handler func(ctx context.Context, req *Request) (kmsg.Response, error)
 
 // ListenerConfig is one named listener: where to bind and what it serves.
 type ListenerConfig struct {
-	Name     string
-	Addr     string // host:port; port 0 binds an ephemeral port (see Server.Addr)
+	Name string
+	Addr string // host:port; port 0 binds an ephemeral port (see Server.Addr)
 	// Listener, when set, is the listener already bound to Addr (so that a
 	// caller learns an ephemeral port before Start without releasing it to
 	// anyone else); Start serves it instead of binding, and the Server closes
