@@ -223,6 +223,11 @@ func (c *core) injectedFault(b raftlog.Batch) error {
 }
 
 func (c *core) commitBatch(b raftlog.Batch) error {
+	if b.Control {
+		// The quorum's own (LeaderChange, KIP-853 VotersRecord), never one of
+		// ours: it may fall between our in-flight appends and changes no image.
+		return nil
+	}
 	if n := len(c.inflight); n > 0 && b.BaseOffset <= c.inflight[n-1].lastOffset {
 		// The quorum may merge several proposals appended within its linger time into
 		// one batch (each proposal stays whole), so a committed batch ends exactly
@@ -236,9 +241,6 @@ func (c *core) commitBatch(b raftlog.Batch) error {
 				b.BaseOffset, b.LastOffset, c.inflight[0].lastOffset))
 		}
 		c.committed, c.inflight = c.inflight[i].view, c.inflight[i+1:]
-		return nil
-	}
-	if b.Control {
 		return nil
 	}
 	next, err := c.committed.replay(decodeBatch(&c.dec, b), b.Epoch)
