@@ -100,24 +100,32 @@ func (c *ClientAPI) Groups() *group.Coordinator { return c.groups }
 // background (the FindCoordinator answer does not wait for it); one request
 // at a time.
 func (c *ClientAPI) createOffsetsTopic() {
+	g := c.cfg.Groups
+	c.createInternalTopic(group.Topic, g.OffsetsTopicNumPartitions, g.OffsetsTopicReplicationFactor,
+		[][2]string{
+			{"cleanup.policy", "compact"},
+			{"compression.type", "producer"},
+			{"segment.bytes", strconv.Itoa(int(g.OffsetsTopicSegmentBytes))},
+		}, &c.creatingOffsets)
+}
+
+// createInternalTopic asks the controller, in the background, for an
+// internal topic with configs; *creating marks the one request in flight
+// (mu guards it), so a second ask while it runs does nothing.
+func (c *ClientAPI) createInternalTopic(name string, partitions int32, rf int16, configs [][2]string, creating *bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.stopped || c.creatingOffsets {
+	if c.stopped || *creating {
 		return
 	}
-	c.creatingOffsets = true
-	g := c.cfg.Groups
+	*creating = true
 	req := kmsg.NewPtrCreateTopicsRequest()
 	req.SetVersion(-1)
 	req.TimeoutMillis = c.cfg.AutoCreateTimeoutMs
 	t := kmsg.NewCreateTopicsRequestTopic()
-	t.Topic = group.Topic
-	t.NumPartitions, t.ReplicationFactor = g.OffsetsTopicNumPartitions, g.OffsetsTopicReplicationFactor
-	for _, kv := range [][2]string{
-		{"cleanup.policy", "compact"},
-		{"compression.type", "producer"},
-		{"segment.bytes", strconv.Itoa(int(g.OffsetsTopicSegmentBytes))},
-	} {
+	t.Topic = name
+	t.NumPartitions, t.ReplicationFactor = partitions, rf
+	for _, kv := range configs {
 		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
 		cfg.Name, cfg.Value = kv[0], &kv[1]
 		t.Configs = append(t.Configs, cfg)
@@ -126,19 +134,19 @@ func (c *ClientAPI) createOffsetsTopic() {
 	c.wg.Go(func() {
 		defer func() {
 			c.mu.Lock()
-			c.creatingOffsets = false
+			*creating = false
 			c.mu.Unlock()
 		}()
 		resp, err := c.cfg.Admin.CreateTopics(c.bgCtx, req)
 		if err != nil {
 			if c.bgCtx.Err() == nil {
-				c.log.Info("creating __consumer_offsets failed", zap.Error(err))
+				c.log.Info("creating "+name+" failed", zap.Error(err))
 			}
 			return
 		}
 		for _, rt := range resp.Topics {
 			if e := kerr.ErrorForCode(rt.ErrorCode); e != nil && e != kerr.TopicAlreadyExists {
-				c.log.Info("creating __consumer_offsets failed", zap.Error(e))
+				c.log.Info("creating "+name+" failed", zap.Error(e))
 			}
 		}
 	})

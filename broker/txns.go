@@ -221,49 +221,13 @@ func (s txnMarkers) remote(ctx context.Context, mk txn.Markers, leader int32, tp
 // factor, min.insync.replicas and segment size, compacted. It runs in the
 // background; one request at a time.
 func (c *ClientAPI) createTxnStateTopic() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stopped || c.creatingTxnTopic {
-		return
-	}
-	c.creatingTxnTopic = true
 	cfg := c.cfg.Txns
-	req := kmsg.NewPtrCreateTopicsRequest()
-	req.SetVersion(-1)
-	req.TimeoutMillis = c.cfg.AutoCreateTimeoutMs
-	t := kmsg.NewCreateTopicsRequestTopic()
-	t.Topic = txn.Topic
-	t.NumPartitions, t.ReplicationFactor = cfg.NumPartitions, cfg.ReplicationFactor
-	for _, kv := range [][2]string{
+	c.createInternalTopic(txn.Topic, cfg.NumPartitions, cfg.ReplicationFactor, [][2]string{
 		{"cleanup.policy", "compact"},
 		{"compression.type", "uncompressed"},
 		{"min.insync.replicas", strconv.Itoa(cfg.MinInsyncReplicas)},
 		{"segment.bytes", strconv.Itoa(int(cfg.SegmentBytes))},
-	} {
-		tc := kmsg.NewCreateTopicsRequestTopicConfig()
-		tc.Name, tc.Value = kv[0], &kv[1]
-		t.Configs = append(t.Configs, tc)
-	}
-	req.Topics = append(req.Topics, t)
-	c.wg.Go(func() {
-		defer func() {
-			c.mu.Lock()
-			c.creatingTxnTopic = false
-			c.mu.Unlock()
-		}()
-		resp, err := c.cfg.Admin.CreateTopics(c.bgCtx, req)
-		if err != nil {
-			if c.bgCtx.Err() == nil {
-				c.log.Info("creating __transaction_state failed", zap.Error(err))
-			}
-			return
-		}
-		for _, rt := range resp.Topics {
-			if e := kerr.ErrorForCode(rt.ErrorCode); e != nil && e != kerr.TopicAlreadyExists {
-				c.log.Info("creating __transaction_state failed", zap.Error(e))
-			}
-		}
-	})
+	}, &c.creatingTxnTopic)
 }
 
 // verifyTxn is Produce's word on a transactional batch for tp
