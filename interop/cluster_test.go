@@ -3,18 +3,16 @@ package interop
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/kraftd/kraftd/cmd/kraftd/app"
+	"github.com/kraftd/kraftd/internal/testport"
 )
 
 // cluster is a KRaft cluster of in-process kraftd nodes on 127.0.0.1, each an
@@ -54,39 +52,9 @@ func Override(key, value string) Opt {
 	return func(o *clusterOpts) { o.overrides = append(o.overrides, app.Setting{Key: key, Value: value}) }
 }
 
-// Ports handed out by freePort in this test binary, never handed out twice.
-var (
-	portsMu   sync.Mutex
-	portsUsed = map[int]bool{}
-)
-
-// freePort picks a port a node binds later. It picks below Linux's ephemeral
-// range (32768-60999): a port the kernel chose for 127.0.0.1:0 and that was
-// then released could be taken as the local port of another test's outgoing
-// connection before the node binds it ("address already in use"), and a
-// node restarted on its port would meet the same race. It keeps to
-// 10000-21000; cmd/kraftd's process tests, which run in parallel, use 21000-32000.
-func freePort(t testing.TB) int {
-	t.Helper()
-	for range 1000 {
-		p := 10000 + rand.IntN(11000)
-		portsMu.Lock()
-		used := portsUsed[p]
-		portsUsed[p] = true
-		portsMu.Unlock()
-		if used {
-			continue
-		}
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		return p
-	}
-	t.Fatal("no free port below the ephemeral range")
-	return 0
-}
+// freePort picks a port a node binds later (testport.Interop: below the ephemeral
+// range, so no outgoing connection can take it first, once per test binary).
+func freePort(t testing.TB) int { return testport.Interop.Port(t) }
 
 // newCluster starts controllers 1..C (controller role) and brokers C+1..C+B (broker
 // role) with short timeouts, and stops them all when the test ends.

@@ -3,7 +3,6 @@ package quorum
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
+	"github.com/kraftd/kraftd/internal/testport"
 	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/quorum/raftlog"
 )
@@ -88,19 +88,12 @@ type testCluster struct {
 	tune func(*Config)
 }
 
+// freeAddrs picks n loopback addresses for nodes that bind them later and may be
+// restarted on them (testport.Quorum: below the ephemeral range).
 func freeAddrs(t testing.TB, n int) []string {
-	var out []string
-	var lns []net.Listener
-	for i := 0; i < n; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		out = append(out, ln.Addr().String())
-	}
-	for _, ln := range lns {
-		ln.Close()
+	out := make([]string, n)
+	for i := range out {
+		out[i] = testport.Quorum.Addr(t)
 	}
 	return out
 }

@@ -6,9 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -16,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -25,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kraftd/kraftd/cmd/kraftd/app"
+	"github.com/kraftd/kraftd/internal/testport"
 	"github.com/kraftd/kraftd/quorum"
 	"github.com/kraftd/kraftd/quorum/raftlog"
 )
@@ -177,37 +175,9 @@ func buildBinary(t testing.TB) string {
 	return bin
 }
 
-var (
-	portsMu   sync.Mutex
-	portsUsed = map[int]bool{}
-)
-
-// freePort hands out a loopback port for a child process to bind, once per test
-// binary. It picks from 21000-32000: below Linux's ephemeral range (32768+), so no
-// outgoing connection or ":0" listener can take it between the probe and the
-// child's bind (port 0 gave two processes of one test the same metrics port), and
-// apart from interop's 10000-21000, whose tests run in parallel with these.
-func freePort(t testing.TB) int {
-	t.Helper()
-	for range 1000 {
-		p := 21000 + rand.IntN(11000)
-		portsMu.Lock()
-		used := portsUsed[p]
-		portsUsed[p] = true
-		portsMu.Unlock()
-		if used {
-			continue
-		}
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		return p
-	}
-	t.Fatal("no free port below the ephemeral range")
-	return 0
-}
+// freePort hands out a loopback port for a child process to bind (testport.Cmd:
+// below the ephemeral range, once per test binary).
+func freePort(t testing.TB) int { return testport.Cmd.Port(t) }
 
 // waitInBackground waits for a started command on a goroutine of its own. done
 // gets Wait's result once; exited turns true just before. Callers ask exited, not

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kraftd/kraftd/cmd/kraftd/app"
+	"github.com/kraftd/kraftd/internal/testport"
 	"github.com/kraftd/kraftd/protocol"
 )
 
@@ -23,12 +23,7 @@ import (
 func TestQuorumAddRemoveController(t *testing.T) {
 	var addrs []string
 	for range 2 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs = append(addrs, l.Addr().String())
-		l.Close()
+		addrs = append(addrs, testport.Cmd.Addr(t))
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/kraftd/kraftd/broker"
+	"github.com/kraftd/kraftd/internal/testport"
 	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/quorum"
 )
@@ -339,12 +340,7 @@ func (c kafkaConn) apiVersions(t *testing.T, corr int32) {
 // broker files start a controller and a broker that registers with it, with
 // only addresses and directories moved.
 func TestStockKafkaControllerAndBrokerStart(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctrlAddr := ln.Addr().String()
-	ln.Close()
+	ctrlAddr := testport.App.Addr(t)
 	voters := Setting{"controller.quorum.voters", "1@" + ctrlAddr}
 	cc, err := loadKafkaFile(t, "3.7.0/kraft/controller.properties", voters,
 		Setting{"listeners", "CONTROLLER://" + ctrlAddr},

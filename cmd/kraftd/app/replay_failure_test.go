@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/kraftd/kraftd/internal/testport"
 	"github.com/kraftd/kraftd/metadata/controller"
 	"github.com/kraftd/kraftd/quorum"
 	"github.com/kraftd/kraftd/quorum/raftlog"
@@ -26,12 +26,7 @@ func TestControllerReplayFailureHandsOverLeadership(t *testing.T) {
 	ports := make([]int, 3)
 	var voters []string
 	for i := range ports {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
+		ports[i] = testport.App.Port(t)
 		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i+1, ports[i]))
 	}
 	var armed atomic.Int32 // the node whose controller fails its next data batch

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kraftd/kraftd/broker"
+	"github.com/kraftd/kraftd/internal/testport"
 	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/quorum"
 	"github.com/kraftd/kraftd/quorum/raftlog"
@@ -183,12 +184,7 @@ func TestFormatQuorumRefused(t *testing.T) {
 func TestStandaloneControllerServes(t *testing.T) {
 	// The voter record holds the controller's port, which peers and the broker
 	// role dial: a fixed one, not :0.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctrl := l.Addr().String()
-	l.Close()
+	ctrl := testport.App.Addr(t)
 	c := ephemeralConfig(t, Setting{"listeners", "PLAINTEXT://127.0.0.1:0,CONTROLLER://" + ctrl},
 		Setting{"controller.quorum.voters", ""}, Setting{"controller.quorum.bootstrap.servers", ctrl},
 		Setting{"broker.heartbeat.interval.ms", "100"})
@@ -236,12 +232,7 @@ func TestStandaloneControllerServes(t *testing.T) {
 func TestInitialControllersElect(t *testing.T) {
 	var addrs []string
 	for range 4 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs = append(addrs, l.Addr().String())
-		l.Close()
+		addrs = append(addrs, testport.App.Addr(t))
 	}
 	var list []string
 	var dirs [][16]byte
@@ -362,12 +353,7 @@ func checkDescribeQuorumV2(t *testing.T, ctx context.Context, addr string, voter
 func TestAddAndRemoveControllers(t *testing.T) {
 	var addrs []string
 	for range 3 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs = append(addrs, l.Addr().String())
-		l.Close()
+		addrs = append(addrs, testport.App.Addr(t))
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
