@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 )
@@ -120,6 +121,8 @@ type Log struct {
 	// does nothing until a closed segment ends past cleanedTo or that time
 	// comes.
 	cleanedTo, tombstonesDueMs int64
+	// heldRegions counts unreleased Regions (ReadRegion).
+	heldRegions atomic.Int64
 }
 
 // logSegment is one segment: its .log file, its indexes, and what appends need.

@@ -79,7 +79,8 @@ func (sf *segmentFile) truncate(size int64) error {
 // to the file until Release; it must be released exactly once.
 type Region struct {
 	file *segmentFile
-	cuts uint64 // the file's cut count when read
+	held *atomic.Int64 // the log's count of unreleased Regions
+	cuts uint64        // the file's cut count when read
 	Pos  int64
 	Len  int64
 }
@@ -110,6 +111,7 @@ func (r Region) Check() error {
 // used after.
 func (r Region) Release() {
 	if r.file != nil {
+		r.held.Add(-1)
 		_ = r.file.release() // a close error of a read-only use changes nothing
 	}
 }
@@ -146,5 +148,10 @@ func (l *Log) ReadRegion(offset int64, maxBytes int, maxOffset int64) (Region, e
 		return Region{}, err
 	}
 	sg.file.acquire()
-	return Region{file: sg.file, cuts: sg.file.cuts.Load(), Pos: start, Len: stop - start}, nil
+	l.heldRegions.Add(1)
+	return Region{file: sg.file, held: &l.heldRegions, cuts: sg.file.cuts.Load(), Pos: start, Len: stop - start}, nil
 }
+
+// HeldRegions is the number of Regions read from the log and not yet
+// released (each keeps a segment file open).
+func (l *Log) HeldRegions() int64 { return l.heldRegions.Load() }

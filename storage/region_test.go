@@ -60,7 +60,13 @@ func TestRegionOutlivesRetentionAndClose(t *testing.T) {
 		t.Fatalf("after deletion and close: %d bytes, %v", len(got), err)
 	}
 	f := r.File()
+	if n := l.HeldRegions(); n != 1 {
+		t.Fatalf("%d regions held, want 1", n)
+	}
 	r.Release()
+	if n := l.HeldRegions(); n != 0 {
+		t.Fatalf("%d regions held after the release", n)
+	}
 	if _, err := f.Stat(); !errors.Is(err, os.ErrClosed) {
 		t.Fatalf("file still open after the last release: %v", err)
 	}
