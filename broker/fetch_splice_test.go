@@ -214,3 +214,86 @@ func waitForCond(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A Fetch response queued behind a slow reader keeps sending the records it
+// read although retention deletes their segments meanwhile; a truncation of
+// the segment (a leader turned follower cutting its suffix, here followed
+// by appends that refill the file) closes the connection inside the frame
+// instead: the reader never gets a whole frame with other bytes. No region
+// stays held either way.
+func TestFetchSplicedRacingDeletionAndTruncation(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cut   func(t *testing.T, l *storage.Log)
+		whole bool // both responses arrive whole and as read
+	}{
+		{"retention", func(t *testing.T, l *storage.Log) {
+			if n, err := l.DeleteOldSegments(time.Now().UnixMilli(), l.EndOffset(), storage.Retention{Ms: -1, Bytes: 0}); err != nil || n == 0 {
+				t.Fatalf("retention deleted %d segments: %v", n, err)
+			}
+		}, true},
+		{"truncation", func(t *testing.T, l *storage.Log) {
+			if _, err := l.TruncateTo(0); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 7 {
+				big := storage.EncodeBatch(int64(i), 1, time.Now().UnixMilli(), false, []storage.Record{{Value: bytes.Repeat([]byte{'x'}, 1<<20)}})
+				if err := l.Append([]storage.Batch{big}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDataHarness(t, 2<<20)
+			demo, _ := d.replicas.Partition(replica.TopicPartition{Topic: "demo", Partition: 0})
+			for i := range 6 {
+				recs := []storage.Record{{Value: bytes.Repeat([]byte{byte('a' + i)}, 1<<20)}}
+				if sp := d.produce(11, -1, "demo", 0, storage.EncodeBatch(0, -1, time.Now().UnixMilli(), false, recs).Raw); sp.ErrorCode != 0 {
+					t.Fatalf("produce: %+v", sp)
+				}
+			}
+			req := fetchReq(12, "demo", d.demoID, 0, 0)
+			req.MaxBytes, req.Topics[0].Partitions[0].PartitionMaxBytes = 64<<20, 64<<20
+			d.b.api.copyRecords.Store(true)
+			want := dialFetcher(t, d.addr).roundTrip(req)
+			d.b.api.copyRecords.Store(false)
+
+			slow := dialFetcher(t, d.addr)
+			if err := slow.nc.(*net.TCPConn).SetReadBuffer(256 << 10); err != nil {
+				t.Fatal(err)
+			}
+			for corr := int32(1); corr <= 2; corr++ { // pipelined, nothing read: the first blocks the writer
+				if _, err := slow.nc.Write(slow.f.AppendRequest(nil, req, corr)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitForCond(t, func() bool { return demo.Log().HeldRegions() == 2 })
+			tc.cut(t, demo.Log())
+
+			slow.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+			var got []byte
+			var err error
+			if tc.whole {
+				got = make([]byte, 2*len(want))
+				_, err = io.ReadFull(slow.br, got)
+			} else {
+				got, err = io.ReadAll(slow.br) // until the server closes
+			}
+			if err != nil {
+				t.Fatalf("read %d bytes: %v", len(got), err)
+			}
+			if tc.whole {
+				for i, f := range [][]byte{got[:len(want)], got[len(want):]} {
+					copy(f[4:8], want[4:8])
+					if !bytes.Equal(f, want) {
+						t.Fatalf("response %d differs from the records as read at byte %d", i, firstDiffAt(f, want))
+					}
+				}
+			} else if len(got) >= len(want) {
+				t.Fatalf("read %d bytes: a whole %d-byte frame after the truncation", len(got), len(want))
+			}
+			waitForCond(t, func() bool { return demo.Log().HeldRegions() == 0 })
+		})
+	}
+}
