@@ -297,3 +297,15 @@ func TestFetchSplicedRacingDeletionAndTruncation(t *testing.T) {
 		})
 	}
 }
+
+// A long poll that reads again lets go of what its earlier passes read.
+func TestFetchSplicedLongPollReleases(t *testing.T) {
+	d, _ := spliceHarness(t)
+	demo, _ := d.replicas.Partition(replica.TopicPartition{Topic: "demo", Partition: 0})
+	req := fetchReq(16, "demo", d.demoID, 0, 0)
+	req.MinBytes, req.MaxWaitMillis = 1<<30, 50 // more than there is: waits, then reads again
+	if _, fp := d.fetch(req); fp.ErrorCode != 0 || len(fp.RecordBatches) == 0 {
+		t.Fatalf("long poll: error %d, %d bytes", fp.ErrorCode, len(fp.RecordBatches))
+	}
+	waitForCond(t, func() bool { return demo.Log().HeldRegions() == 0 })
+}
