@@ -245,12 +245,14 @@ func TestFetchSplicedRacingDeletionAndTruncation(t *testing.T) {
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			d := newDataHarness(t, 2<<20)
 			demo, _ := d.replicas.Partition(replica.TopicPartition{Topic: "demo", Partition: 0})
 			for i := range 6 {
 				recs := []storage.Record{{Value: bytes.Repeat([]byte{byte('a' + i)}, 1<<20)}}
-				if sp := d.produce(11, -1, "demo", 0, storage.EncodeBatch(0, -1, time.Now().UnixMilli(), false, recs).Raw); sp.ErrorCode != 0 {
-					t.Fatalf("produce: %+v", sp)
+				raw := storage.EncodeBatch(0, -1, time.Now().UnixMilli(), false, recs).Raw
+				if _, err := demo.AppendAsLeader(raw, replica.AppendOptions{RequiredAcks: 1, MinInsyncReplicas: 1, LogAppendTimeMs: -1}); err != nil {
+					t.Fatal(err)
 				}
 			}
 			req := fetchReq(12, "demo", d.demoID, 0, 0)
