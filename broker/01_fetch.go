@@ -63,7 +63,7 @@ func (c *ClientAPI) handleFetch(ctx context.Context, req *protocol.Request) (kms
 	}
 	replicaID, _ := fetchReplica(fctx.body)
 	c.sessions.finish(fctx, resp, replicaID >= 0, time.Now().UnixMilli())
-	if rs == nil {
+	if len(rs) == 0 { // copied, or nothing read
 		return resp, nil
 	}
 	return newSplicedFetch(resp, rs) // see fetch_splice.go
