@@ -2,12 +2,15 @@ package broker
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"io"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kraftd/kraftd/replica"
@@ -117,5 +120,58 @@ func (c *consumeBench) consume(b *testing.B) {
 		if _, err := io.ReadFull(c.br, c.buf[:n]); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkFetchConsumeFranz is BenchmarkFetchConsume's log read by a
+// franz-go consumer (its defaults: 1 MiB per partition, 50 MiB per Fetch;
+// it checks CRCs and decodes every record), a new client per pass, copy and
+// sendfile passes alternating in each iteration. On a 2-core machine the
+// client shares the CPU with the broker, so the ratio is what a consumer on
+// the same host would see.
+//
+//	go test ./broker -run '^$' -bench BenchmarkFetchConsumeFranz -count 3
+func BenchmarkFetchConsumeFranz(b *testing.B) {
+	d := newDataHarness(b, 1<<20)
+	c := newConsumeBench(b, d)
+	_, portText, _ := net.SplitHostPort(d.addr)
+	port, _ := strconv.Atoi(portText)
+	d.commit(brokerRecord(1, 20, false, nil, ep("PLAINTEXT", uint16(port)))) // the address clients are told
+	var copyNs, fileNs int64
+	b.ResetTimer()
+	for range b.N {
+		for _, copyRecords := range []bool{true, false} {
+			d.b.api.copyRecords.Store(copyRecords)
+			start := time.Now()
+			franzConsumeAll(b, d.addr, benchBatches*benchPerBatch)
+			if copyRecords {
+				copyNs += time.Since(start).Nanoseconds()
+			} else {
+				fileNs += time.Since(start).Nanoseconds()
+			}
+		}
+	}
+	mb := float64(c.logBytes) * float64(b.N) / 1e6
+	b.ReportMetric(mb/(float64(copyNs)/1e9), "copy_MB/s")
+	b.ReportMetric(mb/(float64(fileNs)/1e9), "sendfile_MB/s")
+	b.ReportMetric(float64(copyNs)/float64(fileNs), "ratio")
+}
+
+// franzConsumeAll reads demo-0 from the start until it has want records.
+func franzConsumeAll(b *testing.B, addr string, want int) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"demo": {0: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for got := 0; got < want; {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			b.Fatalf("after %d records: %v", got, err)
+		}
+		got += fs.NumRecords()
 	}
 }
