@@ -14,6 +14,7 @@ import (
 	"github.com/kraftd/kraftd/metadata/records"
 	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/replica"
+	"github.com/kraftd/kraftd/storage"
 )
 
 // Fetch of data partitions: v4-v16, on broker listeners. (quorum/01_fetch.go
@@ -56,32 +57,36 @@ func (c *ClientAPI) handleFetch(ctx context.Context, req *protocol.Request) (kms
 		resp.ErrorCode = fctx.errCode
 		return resp, nil
 	}
-	resp, err := c.fetchLongPoll(ctx, req.Listener, fctx.body)
+	resp, rs, err := c.fetchLongPoll(ctx, req.Listener, fctx.body)
 	if err != nil {
 		return nil, err
 	}
 	replicaID, _ := fetchReplica(fctx.body)
 	c.sessions.finish(fctx, resp, replicaID >= 0, time.Now().UnixMilli())
-	return resp, nil
+	if len(rs) == 0 { // copied, or nothing read
+		return resp, nil
+	}
+	return newSplicedFetch(resp, rs) // see fetch_splice.go
 }
 
 // fetchLongPoll reads body's partitions, waiting up to MaxWaitMillis for
-// MinBytes.
-func (c *ClientAPI) fetchLongPoll(ctx context.Context, listener string, body *kmsg.FetchRequest) (*kmsg.FetchResponse, error) {
+// MinBytes. The records are regions in rs (nil when copied: copyRecords).
+func (c *ClientAPI) fetchLongPoll(ctx context.Context, listener string, body *kmsg.FetchRequest) (*kmsg.FetchResponse, fetchRegions, error) {
 	wait := time.Duration(max(body.MaxWaitMillis, 0)) * time.Millisecond
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
-		resp, fr := c.fetchOnce(listener, body)
+		resp, rs, fr := c.fetchOnce(listener, body)
 		if fr.bytes >= int(body.MinBytes) || fr.errors || wait <= 0 || len(fr.changed) == 0 {
-			return resp, nil
+			return resp, rs, nil
 		}
+		rs.releaseAll() // a later pass reads again
 		switch waitAny(ctx, timer.C, fr.changed) {
 		case waitCanceled:
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		case waitTimedOut:
-			resp, _ = c.fetchOnce(listener, body)
-			return resp, nil
+			resp, rs, _ = c.fetchOnce(listener, body)
+			return resp, rs, nil
 		}
 	}
 }
@@ -93,12 +98,17 @@ type fetchRound struct {
 	changed []<-chan struct{} // taken before reading: a move after the read closes them
 }
 
-// fetchOnce reads every requested partition once.
-func (c *ClientAPI) fetchOnce(listener string, body *kmsg.FetchRequest) (*kmsg.FetchResponse, fetchRound) {
+// fetchOnce reads every requested partition once: records as regions in rs
+// (nil with copyRecords, then in RecordBatches).
+func (c *ClientAPI) fetchOnce(listener string, body *kmsg.FetchRequest) (*kmsg.FetchResponse, fetchRegions, fetchRound) {
 	resp := body.ResponseKind().(*kmsg.FetchResponse)
 	img := c.cfg.Metadata.Image()
 	var fr fetchRound
 	var hints []leaderHint
+	var rs fetchRegions
+	if !c.copyRecords.Load() {
+		rs = fetchRegions{}
+	}
 	remaining := math.MaxInt32
 	if body.Version >= 3 {
 		remaining = int(max(body.MaxBytes, 0))
@@ -125,13 +135,13 @@ func (c *ClientAPI) fetchOnce(listener string, body *kmsg.FetchRequest) (*kmsg.F
 				var n int
 				if replicaID, brokerEpoch := fetchReplica(body); replicaID >= 0 {
 					fr.changed = append(fr.changed, p.Appended())
-					n, err = fetchForFollower(p, &sp, body.Version, rp, replicaID, brokerEpoch, limit, minOne)
+					n, err = fetchForFollower(p, &sp, rs, body.Version, rp, replicaID, brokerEpoch, limit, minOne)
 					if sp.DivergingEpoch.EndOffset >= 0 {
 						fr.bytes++ // a divergence answers at once
 					}
 				} else {
 					fr.changed = append(fr.changed, p.Changed())
-					n, err = fetchPartition(p, &sp, body.Version, rp, limit, minOne, body.IsolationLevel == 1)
+					n, err = fetchPartition(p, &sp, rs, body.Version, rp, limit, minOne, body.IsolationLevel == 1)
 				}
 				remaining -= n
 				fr.bytes += n
@@ -158,7 +168,7 @@ func (c *ClientAPI) fetchOnce(listener string, body *kmsg.FetchRequest) (*kmsg.F
 		fb.NodeID, fb.Host, fb.Port, fb.Rack = b.NodeID, b.Host, b.Port, b.Rack
 		resp.Brokers = append(resp.Brokers, fb)
 	}
-	return resp, fr
+	return resp, rs, fr
 }
 
 // fetchTopic resolves a requested topic by id (v13+) or name; unknownID is set
@@ -173,32 +183,57 @@ func fetchTopic(img *image.Image, version int16, rt kmsg.FetchRequestTopic) (t *
 }
 
 // fetchPartition reads one partition into sp and returns the bytes it added.
-// Without minOne, a first batch larger than limit is left out.
-func fetchPartition(p *replica.Partition, sp *kmsg.FetchResponseTopicPartition, version int16,
+// Without minOne, a first batch larger than limit is left out. With rs, the
+// records are a region of the segment file (RecordBatches its placeholder).
+func fetchPartition(p *replica.Partition, sp *kmsg.FetchResponseTopicPartition, rs fetchRegions, version int16,
 	rp kmsg.FetchRequestTopicPartition, limit int, minOne, readCommitted bool) (int, error) {
 	epoch := int32(-1)
 	if version >= 9 {
 		epoch = rp.CurrentLeaderEpoch
 	}
-	rr, err := p.ReadAsLeaderIsolated(rp.FetchOffset, max(limit, 0), epoch, readCommitted)
+	var rr replica.ReadResult
+	var err error
+	if rs != nil {
+		rr, err = p.ReadRegionAsLeader(rp.FetchOffset, max(limit, 0), epoch, readCommitted)
+	} else {
+		rr, err = p.ReadAsLeaderIsolated(rp.FetchOffset, max(limit, 0), epoch, readCommitted)
+	}
 	if err == nil || errors.Is(err, replica.ErrOffsetOutOfRange) {
 		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = rr.HighWatermark, rr.LastStableOffset, rr.LogStartOffset
 	}
 	if err != nil {
 		return 0, err
 	}
-	if len(rr.Records) > limit && !minOne {
+	n := setRecords(sp, rs, rr.Records, rr.Region, limit, minOne)
+	if n == 0 {
 		return 0, nil
-	}
-	if len(rr.Records) > 0 {
-		sp.RecordBatches = rr.Records
 	}
 	for _, a := range rr.AbortedTxns {
 		at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
 		at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
 		sp.AbortedTransactions = append(sp.AbortedTransactions, at)
 	}
-	return len(rr.Records), nil
+	return n, nil
+}
+
+// setRecords puts what a partition read (records, or with rs a region) into
+// sp and returns its size; a first batch larger than limit is left out (and
+// its region released) unless minOne.
+func setRecords(sp *kmsg.FetchResponseTopicPartition, rs fetchRegions, records []byte, region storage.Region, limit int, minOne bool) int {
+	n := len(records)
+	if rs != nil {
+		n = int(region.Len)
+	}
+	if n == 0 || (n > limit && !minOne) {
+		region.Release()
+		return 0
+	}
+	if rs != nil {
+		sp.RecordBatches = rs.add(region)
+	} else {
+		sp.RecordBatches = records
+	}
+	return n
 }
 
 // fetchReplica is the fetching replica's id and broker epoch: ReplicaState
@@ -211,11 +246,11 @@ func fetchReplica(body *kmsg.FetchRequest) (int32, int64) {
 }
 
 // fetchForFollower reads one partition for a follower into sp and returns
-// the bytes it added.
-func fetchForFollower(p *replica.Partition, sp *kmsg.FetchResponseTopicPartition, version int16,
+// the bytes it added (records as in fetchPartition).
+func fetchForFollower(p *replica.Partition, sp *kmsg.FetchResponseTopicPartition, rs fetchRegions, version int16,
 	rp kmsg.FetchRequestTopicPartition, replicaID int32, brokerEpoch int64, limit int, minOne bool) (int, error) {
 	ff := replica.FollowerFetch{ReplicaID: replicaID, BrokerEpoch: brokerEpoch, FetchOffset: rp.FetchOffset,
-		LogStartOffset: -1, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1, MaxBytes: max(limit, 0)}
+		LogStartOffset: -1, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1, MaxBytes: max(limit, 0), Region: rs != nil}
 	if version >= 5 {
 		ff.LogStartOffset = rp.LogStartOffset
 	}
@@ -230,19 +265,15 @@ func fetchForFollower(p *replica.Partition, sp *kmsg.FetchResponseTopicPartition
 		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = rr.HighWatermark, rr.HighWatermark, rr.LogStartOffset
 	}
 	if err != nil {
+		rr.Region.Release()
 		return 0, err
 	}
 	if d := rr.Diverging; d != nil && version >= 12 {
 		sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset = d.Epoch, d.EndOffset
+		rr.Region.Release()
 		return 0, nil
 	}
-	if len(rr.Records) > limit && !minOne {
-		return 0, nil
-	}
-	if len(rr.Records) > 0 {
-		sp.RecordBatches = rr.Records
-	}
-	return len(rr.Records), nil
+	return setRecords(sp, rs, rr.Records, rr.Region, limit, minOne), nil
 }
 
 type waitResult int

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -70,6 +71,11 @@ type ClientAPIConfig struct {
 	DefaultNumPartitions     int32
 	DefaultReplicationFactor int16
 	AutoCreateTimeoutMs      int32
+
+	// FetchCopyRecords makes Fetch read records into memory and encode
+	// them, instead of sending them from the segment files with sendfile
+	// (the default, as Kafka; see fetch_splice.go). For comparisons.
+	FetchCopyRecords bool
 
 	// StaticConfigs lists this broker's static settings for DescribeConfigs.
 	StaticConfigs []StaticConfig
@@ -175,6 +181,9 @@ type ClientAPI struct {
 	rnd *lockedRand
 
 	sessions *fetchSessionCache // incremental fetch sessions (KIP-227)
+	// copyRecords: Fetch reads records into memory instead of sending them
+	// from the segment files (ClientAPIConfig.FetchCopyRecords; tests flip it).
+	copyRecords atomic.Bool
 
 	mu      sync.Mutex
 	stopped bool
@@ -202,6 +211,7 @@ func NewClientAPI(cfg ClientAPIConfig) (*ClientAPI, error) {
 func newClientAPI(cfg ClientAPIConfig, rnd *lockedRand) *ClientAPI {
 	cfg.Groups.setDefaults()
 	c := &ClientAPI{cfg: cfg, log: cfg.Logger, rnd: rnd}
+	c.copyRecords.Store(cfg.FetchCopyRecords)
 	c.sessions = newFetchSessionCache(sessionSlots(cfg.MaxIncrementalFetchSessionCacheSlots),
 		func() int32 { return int32(rnd.intN(1<<31-1)) + 1 })
 	c.bgCtx, c.cancel = context.WithCancel(context.Background())

@@ -102,6 +102,14 @@ func call(t *testing.T, h protocol.Handler, body kmsg.Request) kmsg.Response {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if sf, ok := resp.(*splicedFetch); ok { // records sent from files: read them
+		defer sf.Release()
+		m, err := sf.materialize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
 	return resp
 }
 

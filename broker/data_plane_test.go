@@ -26,7 +26,7 @@ type dataHarness struct {
 	demoID   records.UUID
 }
 
-func newDataHarness(t *testing.T, maxMessageBytes int) *dataHarness {
+func newDataHarness(t testing.TB, maxMessageBytes int) *dataHarness {
 	t.Helper()
 	m, err := replica.New(replica.Config{Dir: t.TempDir(), BrokerID: 1, Topic: replica.TopicConfig{MaxMessageBytes: maxMessageBytes},
 		Logger: zaptest.NewLogger(t)})

@@ -22,7 +22,7 @@ const testCluster = "kraftd-test-cluster-1"
 // protocol.Server on 127.0.0.1 and whose metadata is fed by the test
 // through the publisher, as the quorum Node would.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	b      *Broker
 	srv    *protocol.Server
 	addr   string // the PLAINTEXT listener
@@ -33,7 +33,7 @@ type harness struct {
 // newHarness builds a broker listening on PLAINTEXT (plus the extra
 // advertised listeners). mutate may change the config before New. Only the
 // publisher runs unless start is called.
-func newHarness(t *testing.T, mutate func(*Config)) *harness {
+func newHarness(t testing.TB, mutate func(*Config)) *harness {
 	t.Helper()
 	reg := protocol.NewRegistry()
 	srv, err := protocol.NewServer(protocol.ServerConfig{

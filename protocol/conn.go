@@ -44,7 +44,7 @@ type conn struct {
 	fr frameReader
 
 	qmu        sync.Mutex
-	queue      [][]byte      // encoded response frames, reader -> writer
+	queue      []outFrame    // encoded response frames, reader -> writer
 	closing    bool          // the reader is done: the writer exits once queue is empty
 	wake       chan struct{} // capacity 1: queue or closing changed
 	writerDone chan struct{}
@@ -87,6 +87,11 @@ func (c *conn) serve() {
 	c.readLoop()
 	c.fr.close()
 	writer.Wait()
+	// A writer that failed left frames queued: release their file regions.
+	leftover, _ := c.take(nil)
+	for i := range leftover {
+		leftover[i].done(c)
+	}
 	c.cancel()
 	c.nc.Close()
 }
@@ -158,8 +163,17 @@ func (c *conn) handleFrame(frame []byte) bool {
 		return true
 	}
 	bufp := c.srv.bufPool.Get().(*[]byte)
-	*bufp = appendResponse((*bufp)[:0], req.CorrelationID, resp)
-	return c.enqueue(*bufp)
+	f, err := appendFrame((*bufp)[:0], req.CorrelationID, resp)
+	if err != nil {
+		c.log().Warn("closing connection: response not encoded",
+			zap.String("api", kmsg.NameForKey(req.Key)), zap.Int16("version", req.Version), zap.Error(err))
+		return false
+	}
+	if !c.enqueue(f) {
+		f.done(c)
+		return false
+	}
+	return true
 }
 
 func (c *conn) logReadError(err error) {
@@ -221,13 +235,14 @@ func (c *conn) checkResponse(req *Request, resp kmsg.Response, err error) (kmsg.
 // millions of small buffers.
 const outQueueLen = 256
 
-// cost is what a queued response takes from the budget.
-func (c *conn) cost(frame []byte) int {
-	return max(len(frame), c.budget.max/outQueueLen)
+// cost is what a queued response takes from the budget: its size on the
+// wire, file regions included.
+func (c *conn) cost(frame outFrame) int {
+	return max(frame.size, c.budget.max/outQueueLen)
 }
 
 // enqueue hands an encoded response to the writer, waiting for budget.
-func (c *conn) enqueue(frame []byte) bool {
+func (c *conn) enqueue(frame outFrame) bool {
 	if !c.budget.acquire(c.cost(frame), c.writerDone) {
 		return false
 	}
@@ -255,7 +270,7 @@ func (c *conn) signal() {
 
 // take removes every queued response; done reports that the queue is
 // empty and the reader has finished.
-func (c *conn) take(spare [][]byte) (frames [][]byte, done bool) {
+func (c *conn) take(spare []outFrame) (frames []outFrame, done bool) {
 	c.qmu.Lock()
 	defer c.qmu.Unlock()
 	frames, c.queue = c.queue, spare[:0]
@@ -269,7 +284,7 @@ func (c *conn) take(spare [][]byte) (frames [][]byte, done bool) {
 // responses leaves together.
 func (c *conn) writeLoop() {
 	defer close(c.writerDone)
-	var spare [][]byte
+	var spare []outFrame
 	for range c.wake {
 		for {
 			frames, done := c.take(spare)
@@ -291,20 +306,20 @@ func (c *conn) writeLoop() {
 
 // write sends frames, recycles them and returns their budget; false means
 // the connection is dead (already logged and closed).
-func (c *conn) write(frames [][]byte) bool {
+func (c *conn) write(frames []outFrame) bool {
 	total := 0
 	for _, f := range frames {
 		total += c.cost(f)
 	}
 	c.nc.SetWriteDeadline(c.srv.cfg.idleDeadline())
 	var err error
-	if len(frames) == 1 {
-		_, err = c.nc.Write(frames[0])
+	if len(frames) == 1 && len(frames[0].splices) == 0 {
+		_, err = c.nc.Write(frames[0].buf)
 	} else {
 		err = c.writeCoalesced(frames)
 	}
-	for _, f := range frames {
-		c.recycle(f)
+	for i := range frames {
+		frames[i].done(c)
 	}
 	c.budget.release(total)
 	if err != nil {
@@ -319,35 +334,37 @@ func (c *conn) write(frames [][]byte) bool {
 // writeBufBytes is the size of the pooled buffer that several small
 // responses are copied into, so that they leave in one write. (Plain
 // writes rather than writev: the race detector orders a peer's read after
-// a write(2), which tests that check handler side effects rely on.)
+// a write(2), which tests that check handler side effects rely on. A
+// spliced frame starts with write(2) bytes too, its size prefix.)
 const writeBufBytes = 64 << 10
 
 var writeBufPool = sync.Pool{New: func() any { b := make([]byte, 0, writeBufBytes); return &b }}
 
-func (c *conn) writeCoalesced(frames [][]byte) error {
+// writeCoalesced writes frames through one buffer; a file region flushes
+// what precedes it and goes by sendRegion.
+func (c *conn) writeCoalesced(frames []outFrame) error {
 	bp := writeBufPool.Get().(*[]byte)
 	defer writeBufPool.Put(bp)
-	buf := (*bp)[:0]
+	w := coalescer{nc: c.nc, buf: (*bp)[:0]}
 	for _, f := range frames {
-		if len(buf) > 0 && len(buf)+len(f) > cap(buf) {
-			if _, err := c.nc.Write(buf); err != nil {
+		at := 0
+		for _, sp := range f.splices {
+			if err := w.write(f.buf[at:sp.At]); err != nil {
 				return err
 			}
-			buf = buf[:0]
-		}
-		if len(f) >= cap(buf) {
-			if _, err := c.nc.Write(f); err != nil {
+			if err := w.flush(); err != nil {
 				return err
 			}
-			continue
+			if err := c.sendRegion(sp.Region); err != nil {
+				return err
+			}
+			at = sp.At
 		}
-		buf = append(buf, f...)
+		if err := w.write(f.buf[at:]); err != nil {
+			return err
+		}
 	}
-	if len(buf) > 0 {
-		_, err := c.nc.Write(buf)
-		return err
-	}
-	return nil
+	return w.flush()
 }
 
 // recycle returns small response buffers to the server's pool.

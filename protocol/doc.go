@@ -55,6 +55,18 @@
 // the bytes arrive, so a peer the client dials cannot make it allocate a
 // size it only announces.
 //
+// # Responses sent from files
+//
+// A Handler may return a SplicedResponse: an encoded body with FileRegions
+// spliced in (a Fetch's records). The writer sends the encoded parts with
+// write(2) and each region with sendfile(2) at an explicit file offset
+// (linux, plain TCP), else with a pooled-buffer copy; the size prefix
+// counts the regions and the frame costs its whole wire size in the
+// connection's budget, so ordering, deadlines and back-pressure are those
+// of any response. A region whose Check fails, or whose file ends early,
+// closes the connection inside its frame. Server.RegionBytes counts the
+// bytes sent each way. See splice.go.
+//
 // # Goroutine map
 //
 //	Server

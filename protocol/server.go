@@ -138,6 +138,9 @@ type Server struct {
 	controls atomic.Pointer[map[int16]ControlFunc]
 	bufPool  sync.Pool
 
+	regionFileBytes atomic.Int64 // file-region bytes sent with sendfile
+	regionCopyBytes atomic.Int64 // file-region bytes copied (no sendfile)
+
 	mu        sync.Mutex
 	listeners map[string]*listenerState
 	conns     map[*conn]struct{}

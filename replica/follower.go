@@ -23,11 +23,16 @@ type FollowerFetch struct {
 	// LastFetchedEpoch is -1 when absent (Fetch < v12, or an empty log).
 	LastFetchedEpoch int32
 	MaxBytes         int
+	// Region asks for the records as FollowerRead.Region (no copy; the
+	// caller releases it) instead of Records.
+	Region bool
 }
 
 // FollowerRead is the leader's answer to a follower fetch.
 type FollowerRead struct {
-	Records        []byte
+	Records []byte
+	// Region is the records when FollowerFetch.Region asked for them so.
+	Region         storage.Region
 	HighWatermark  int64
 	LogStartOffset int64
 	LogEndOffset   int64
@@ -52,14 +57,17 @@ func (p *Partition) ReadForFollower(req FollowerFetch) (FollowerRead, error) {
 	if err != nil || res.Diverging != nil {
 		return res, err
 	}
-	data, err := p.log.Read(req.FetchOffset, max(req.MaxBytes, 0), math.MaxInt64)
+	if req.Region {
+		res.Region, err = p.log.ReadRegion(req.FetchOffset, max(req.MaxBytes, 0), math.MaxInt64)
+	} else {
+		res.Records, err = p.log.Read(req.FetchOffset, max(req.MaxBytes, 0), math.MaxInt64)
+	}
 	switch {
 	case errors.Is(err, storage.ErrOffsetOutOfRange):
 		return res, fmt.Errorf("%w: %w", ErrOffsetOutOfRange, err)
 	case err != nil:
 		return res, fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
 	}
-	res.Records = data
 	p.mu.Lock()
 	var item *AlterPartitionItem
 	moved := false

@@ -515,7 +515,10 @@ func (p *Partition) CheckReplicasAfterCommit(minISR int) error {
 
 // ReadResult is what a consumer fetch gets from one partition.
 type ReadResult struct {
-	Records          []byte
+	Records []byte
+	// Region is the records without the copy, for ReadRegionAsLeader
+	// (Records is then nil); the caller releases it.
+	Region           storage.Region
 	HighWatermark    int64
 	LastStableOffset int64
 	LogStartOffset   int64
@@ -537,6 +540,17 @@ func (p *Partition) ReadAsLeader(offset int64, maxBytes int, currentLeaderEpoch 
 // read_committed reads below the last stable offset instead and gets the
 // aborted transactions of the range read.
 func (p *Partition) ReadAsLeaderIsolated(offset int64, maxBytes int, currentLeaderEpoch int32, readCommitted bool) (ReadResult, error) {
+	return p.readAsLeader(offset, maxBytes, currentLeaderEpoch, readCommitted, false)
+}
+
+// ReadRegionAsLeader is ReadAsLeaderIsolated without the copy: the records
+// are res.Region, a region of the segment file for a sender to transfer
+// (sendfile), which the caller must release; Records is nil.
+func (p *Partition) ReadRegionAsLeader(offset int64, maxBytes int, currentLeaderEpoch int32, readCommitted bool) (ReadResult, error) {
+	return p.readAsLeader(offset, maxBytes, currentLeaderEpoch, readCommitted, true)
+}
+
+func (p *Partition) readAsLeader(offset int64, maxBytes int, currentLeaderEpoch int32, readCommitted, region bool) (ReadResult, error) {
 	p.mu.Lock()
 	err := p.checkLeaderEpoch(currentLeaderEpoch)
 	if err == nil && !p.isLeader() {
@@ -552,15 +566,21 @@ func (p *Partition) ReadAsLeaderIsolated(offset int64, maxBytes int, currentLead
 	if readCommitted {
 		upTo = lso
 	}
-	data, err := p.log.Read(offset, maxBytes, upTo)
+	var n int64
+	if region {
+		res.Region, err = p.log.ReadRegion(offset, maxBytes, upTo)
+		n = res.Region.Len
+	} else {
+		res.Records, err = p.log.Read(offset, maxBytes, upTo)
+		n = int64(len(res.Records))
+	}
 	switch {
 	case errors.Is(err, storage.ErrOffsetOutOfRange):
 		return res, fmt.Errorf("%w: %w", ErrOffsetOutOfRange, err)
 	case err != nil:
 		return res, fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
 	}
-	res.Records = data
-	if readCommitted && len(data) > 0 {
+	if readCommitted && n > 0 {
 		res.AbortedTxns = p.log.AbortedTxns(offset, upTo)
 	}
 	return res, nil

@@ -28,6 +28,14 @@
 // offset. The broker-level offset checkpoint files' codec lives here too
 // (checkpoint.go).
 //
+// # Zero-copy reads
+//
+// ReadRegion names the batches Read would copy as a Region of the segment
+// file, for the Fetch path to send with sendfile. Segment files are
+// reference-counted: a Region keeps its bytes through retention, compaction,
+// Close and deletion of the log; a truncation since the read fails its Check
+// (region.go).
+//
 // # Goroutines
 //
 // None. A Log is safe for concurrent use (appends serialized, reads beside them).

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 )
@@ -120,6 +121,8 @@ type Log struct {
 	// does nothing until a closed segment ends past cleanedTo or that time
 	// comes.
 	cleanedTo, tombstonesDueMs int64
+	// heldRegions counts unreleased Regions (ReadRegion).
+	heldRegions atomic.Int64
 }
 
 // logSegment is one segment: its .log file, its indexes, and what appends need.
@@ -129,7 +132,8 @@ type Log struct {
 type logSegment struct {
 	base     int64
 	path     string
-	f        *os.File
+	f        *os.File     // file.f
+	file     *segmentFile // shared with Regions read from this segment
 	size     int64
 	end      int64
 	idx      []offsetEntry
@@ -314,7 +318,7 @@ func (l *Log) repairTail(sg *logSegment, res ScanResult) error {
 	l.log.Warn("truncating invalid log tail", zap.String("segment", sg.path),
 		zap.Int64("offset", sg.end), zap.Int64("position", res.Valid),
 		zap.Int64("dropped_bytes", res.Total-res.Valid), zap.NamedError("reason", res.Reason))
-	if err := sg.f.Truncate(res.Valid); err != nil {
+	if err := sg.file.truncate(res.Valid); err != nil {
 		return err
 	}
 	sg.dirty = true
@@ -341,6 +345,7 @@ func (l *Log) openSegment(base int64) (*logSegment, error) {
 	if sg.f, err = os.OpenFile(sg.path, os.O_RDWR|os.O_CREATE, 0o644); err != nil {
 		return nil, err
 	}
+	sg.file = newSegmentFile(sg.f)
 	st, err := sg.f.Stat()
 	if err != nil {
 		sg.close()
@@ -491,8 +496,10 @@ func (sg *logSegment) sync() error {
 func (sg *logSegment) close() error {
 	var first error
 	if sg.f != nil {
-		first = sg.f.Close()
-		sg.f = nil
+		// Regions read from the segment may still be sending from it: the
+		// file closes with the last of them.
+		first = sg.file.release()
+		sg.f, sg.file = nil, nil
 	}
 	if err := sg.idxFile.close(); first == nil {
 		first = err
@@ -723,15 +730,30 @@ func (l *Log) writeEpochs() error {
 // them, except that the first batch is returned whole even when larger (KIP-74),
 // and none at or after maxOffset (the high watermark for consumers). An offset
 // equal to maxOffset or the log end gives no data; one below the log start or
-// above the log end is ErrOffsetOutOfRange.
+// above the log end is ErrOffsetOutOfRange. ReadRegion is the same without
+// the copy.
 func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) ([]byte, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
+	sg, start, stop, err := l.locate(offset, maxBytes, maxOffset)
+	if err != nil || sg == nil {
+		return nil, err
+	}
+	buf := make([]byte, stop-start)
+	if _, err := sg.f.ReadAt(buf, start); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// locate finds the segment and byte range [start, stop) of what Read
+// returns; sg is nil when that is nothing. l.mu held (read).
+func (l *Log) locate(offset int64, maxBytes int, maxOffset int64) (sg *logSegment, start, stop int64, err error) {
 	if errors.Is(l.failed, ErrLogClosed) {
-		return nil, ErrLogClosed
+		return nil, 0, 0, ErrLogClosed
 	}
 	if offset < l.startOffset || offset > l.endOffset() {
-		return nil, fmt.Errorf("%w: offset %d, log [%d, %d)", ErrOffsetOutOfRange, offset, l.startOffset, l.endOffset())
+		return nil, 0, 0, fmt.Errorf("%w: offset %d, log [%d, %d)", ErrOffsetOutOfRange, offset, l.startOffset, l.endOffset())
 	}
 	i := segmentFor(l.segments, offset)
 	for ; i < len(l.segments) && offset < maxOffset; i++ {
@@ -741,17 +763,13 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) ([]byte, error) 
 		}
 		start, stop, err := sg.span(offset, maxBytes, maxOffset)
 		if err != nil {
-			return nil, err
+			return nil, 0, 0, err
 		}
 		if stop > start {
-			buf := make([]byte, stop-start)
-			if _, err := sg.f.ReadAt(buf, start); err != nil && !errors.Is(err, io.EOF) {
-				return nil, err
-			}
-			return buf, nil
+			return sg, start, stop, nil
 		}
 	}
-	return nil, nil
+	return nil, 0, 0, nil
 }
 
 // segmentFor returns the index of the last segment whose base is <= offset.

@@ -155,7 +155,7 @@ func (l *Log) cutSegment(sg *logSegment, offset int64) error {
 	if pos < 0 {
 		return nil
 	}
-	if err := sg.f.Truncate(pos); err != nil {
+	if err := sg.file.truncate(pos); err != nil {
 		return err
 	}
 	if err := sg.cutTxnIndex(offset); err != nil {
