@@ -74,20 +74,17 @@ func (o *FileOptions) fillDefaults() {
 //
 // Torn tail or bit rot: SyncedEndFile records how far the log is durable, and
 // recovery stops the node on damage at or below it instead of cutting it as a torn
-// tail. To keep that record off the commit path, each Sync (and PrepareSync) writes
-// the end made durable by the previous completed Sync beside its own segment fsync,
-// without an fsync of its own: the write only starts writeback, and the device cache
-// flush of the segment fsync makes it durable. Sync, and so every acknowledgement,
-// waits for the segment fsync alone. The record therefore never claims bytes that
-// may not be durable, and lags the log by one Sync: after a crash, the bytes written
-// in the last sync interval before it (after the next-to-last completed Sync; on
-// rare occasions, when the record's write reached the device after that Sync's
-// flush, the last two) are not protected against bit rot, and damage there is cut as
-// a torn tail like any crash damage. Everything older is protected, and so is the
-// whole log after a clean stop: Close records (and fdatasyncs) the end of the last
-// completed Sync, and OpenFileStorage records the recovered log's end before
-// returning. Cutting the log below the record (TruncateTo, ResetLog) first lowers it
-// with an fdatasync.
+// tail. Each Sync (and PrepareSync's work) first fsyncs the segments, the rewritten
+// leader-epoch-checkpoint and the directory, then writes the end it made durable into
+// the record and fdatasyncs it (a fixed-size file overwritten in place, two slots),
+// and only then counts as done: nothing the node acknowledges lies beyond the record.
+// A crash between the data fsync and the record's leaves the previous, lower record:
+// the bytes between were never acknowledged and are a torn tail, as crash damage
+// must be (a power loss never puts a node in recovery). The record never claims bytes
+// that may not be durable: the open fsyncs the recovered log before recording its end,
+// and cutting the log below the record (TruncateTo, ResetLog) first lowers it. The
+// price is a second, sequential fdatasync per Sync that moved the end (see
+// BenchmarkAppendSync).
 //
 // INVARIANTS: segments is non-empty, sorted by base and contiguous (each base is
 // the previous segment's end offset); only the last (active) segment is appended
@@ -121,11 +118,11 @@ type FileStorage struct {
 
 	// synced records the durable end of the log (SyncedEndFile); hadSynced: it holds
 	// a valid record (at open: recovery can tell a torn tail from damage below it).
-	// durable is the end the last completed Sync made durable, which the next Sync
-	// or Close records.
+	// Invariant: synced.last.End <= the end the last completed Sync made durable.
 	synced    *syncedEndFile
 	hadSynced bool
-	durable   syncedEnd
+	// lagEnd is the end the mutant_syncedlag build records at the next Sync.
+	lagEnd syncedEnd
 }
 
 var _ Storage = (*FileStorage)(nil)
@@ -163,7 +160,7 @@ func OpenFileStorage(dir string, opts FileOptions) (*FileStorage, error) {
 	if s.synced, s.hadSynced, err = openSyncedEnd(dir); err != nil {
 		return nil, err
 	}
-	s.durable = s.synced.last
+	s.lagEnd = s.synced.last
 	if err := s.open(bases); err != nil {
 		_ = s.closeFiles() // leaves the files as they are
 		return nil, err
@@ -188,11 +185,17 @@ func (s *FileStorage) open(bases []int64) error {
 	if err := s.checkEpochCheckpoint(); err != nil {
 		return err
 	}
-	if err := s.Sync(); err != nil {
-		return err
+	// What the last run wrote after its last completed Sync may still be only in the
+	// page cache (the process died, the machine did not): fsync it before the Sync
+	// records the recovered end, so that the record claims nothing a later power loss
+	// could take.
+	for _, sg := range s.segments {
+		if !s.hadSynced || sg.base >= s.synced.last.Base {
+			sg.dirty = true
+		}
 	}
-	// The recovered log is durable now; record all of it before anything is served.
-	return s.recordDurableEnd()
+	s.dirDirty = true
+	return s.Sync()
 }
 
 func (s *FileStorage) makeDir() error {
@@ -356,41 +359,37 @@ func (s *FileStorage) currentEnd() syncedEnd {
 // sameEnd: the record would not change.
 func sameEnd(a, b syncedEnd) bool { return a.End == b.End && a.Base == b.Base && a.Pos == b.Pos }
 
-// writeDurableEndBehind records the end of the last completed Sync without waiting
-// (syncedEndFile.writeBehind). Called as a Sync starts, before its segment fsync.
-func (s *FileStorage) writeDurableEndBehind() error {
-	if s.hadSynced && sameEnd(s.durable, s.synced.last) {
+// recordEnd makes end, which the caller just made durable, the durable-end record
+// (write + fdatasync), unless the record already says so.
+func (s *FileStorage) recordEnd(end syncedEnd) error {
+	m := s.toRecord(end)
+	if s.hadSynced && sameEnd(m, s.synced.last) {
 		return nil
 	}
-	if err := s.synced.writeBehind(s.durable); err != nil {
+	if err := s.synced.write(m); err != nil {
 		return s.fail(err)
 	}
 	s.hadSynced = true
 	return nil
 }
 
-// recordDurableEnd makes the end of the last completed Sync the durable record (at
-// open and at Close).
-func (s *FileStorage) recordDurableEnd() error {
-	var err error
-	switch {
-	case !s.hadSynced || !sameEnd(s.durable, s.synced.last):
-		err = s.synced.write(s.durable)
-	case s.synced.behind:
-		err = s.synced.flush()
+// toRecord is what a Sync that made end durable records: end, or in the
+// mutant_syncedlag build the end of the Sync before (the record lagging one Sync, as
+// it once was to save the second fdatasync; the simulation must catch it).
+func (s *FileStorage) toRecord(end syncedEnd) syncedEnd {
+	if !mutSyncedLag {
+		return end
 	}
-	if err != nil {
-		return s.fail(err)
-	}
-	s.hadSynced = true
-	return nil
+	m := s.lagEnd
+	s.lagEnd = end
+	return m
 }
 
 // lowerSyncedEnd makes the durable end at most m before the log is cut below it,
 // so that a crash during the cut never leaves a recorded end above the log.
 func (s *FileStorage) lowerSyncedEnd(m syncedEnd) error {
-	if m.End < s.durable.End {
-		s.durable = m
+	if m.End < s.lagEnd.End {
+		s.lagEnd = m
 	}
 	if m.End >= s.synced.last.End && s.hadSynced {
 		return nil // no record, durable or not, is above m
@@ -682,16 +681,12 @@ func (s *FileStorage) endAfterCut(offset int64) syncedEnd {
 }
 
 // Sync implements Storage: fsync every segment written or cut since the last Sync,
-// rewrite leader-epoch-checkpoint if an epoch started or was truncated away, then
-// fsync the directory if files were created, renamed or removed. Before that, it
-// writes the previous Sync's end to SyncedEndFile, not waiting for it (the segment
-// fsync's device flush makes it durable).
+// rewrite leader-epoch-checkpoint if an epoch started or was truncated away, fsync
+// the directory if files were created, renamed or removed, and then record the end
+// now durable in SyncedEndFile (write + fdatasync) before returning.
 func (s *FileStorage) Sync() error {
 	if s.failed != nil {
 		return s.failedErr()
-	}
-	if err := s.writeDurableEndBehind(); err != nil {
-		return err
 	}
 	end := s.currentEnd()
 	for _, sg := range s.segments {
@@ -716,21 +711,17 @@ func (s *FileStorage) Sync() error {
 		}
 		s.dirDirty = false
 	}
-	s.durable = end // recorded by the next Sync, or by Close
-	return nil
+	return s.recordEnd(end)
 }
 
 // PrepareSync implements AsyncSyncer: work fsyncs what Sync would (the dirty segments,
-// a rewritten leader-epoch-checkpoint, the directory) touching nothing but the files
+// a rewritten leader-epoch-checkpoint, the directory) and then writes and fdatasyncs
+// the durable-end record for the end captured now, touching nothing but the files
 // captured now, so it may run on another goroutine while the owner goes on appending;
 // finish, on the owner's goroutine, records the outcome: an error fails the storage
 // as a failed Sync does, success clears the dirty marks unless something changed
-// since PrepareSync. Between the two the owner may only Append. Like Sync, it first
-// writes the previous sync's end to SyncedEndFile without waiting.
+// since PrepareSync. Between the two the owner may only Append.
 func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error) {
-	if s.failed == nil {
-		_ = s.writeDurableEndBehind() // a failure is sticky: handled just below
-	}
 	if s.failed != nil {
 		err := s.failedErr()
 		return func() error { return nil }, func(error) error { return err }
@@ -747,7 +738,12 @@ func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error
 		epochs = EncodeEpochCheckpoint(s.epochs.Entries())
 	}
 	dir, syncD, mut := s.dir, s.dirDirty || epochs != nil, s.mut
-	end := s.currentEnd()
+	rec := s.toRecord(s.currentEnd())
+	record := !s.hadSynced || !sameEnd(rec, s.synced.last)
+	if record {
+		rec = s.synced.next(rec)
+	}
+	synced := s.synced
 	work = func() error {
 		for _, f := range files {
 			if err := f.Sync(); err != nil {
@@ -760,7 +756,12 @@ func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error
 			}
 		}
 		if syncD {
-			return syncDir(dir)
+			if err := syncDir(dir); err != nil {
+				return err
+			}
+		}
+		if record {
+			return synced.put(rec)
 		}
 		return nil
 	}
@@ -768,7 +769,9 @@ func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error
 		if err != nil {
 			return s.fail(err)
 		}
-		s.durable = end // only Appends, past end, happened since PrepareSync
+		if record {
+			s.synced.last, s.hadSynced = rec, true
+		}
 		if s.mut == mut {
 			for _, sg := range segs {
 				sg.dirty = false
@@ -806,20 +809,9 @@ func (s *FileStorage) SaveQuorumState(st QuorumState) error {
 	return nil
 }
 
-// Close implements Storage. It does not sync the log; it records the end of the last
-// completed Sync in SyncedEndFile and fdatasyncs it (unless the storage failed), so
-// a clean stop leaves the whole durable log protected. Later calls fail with
-// ErrClosed.
-func (s *FileStorage) Close() error {
-	var first error
-	if s.failed == nil {
-		first = s.recordDurableEnd()
-	}
-	if err := s.closeFiles(); first == nil {
-		first = err
-	}
-	return first
-}
+// Close implements Storage. It does not sync the log, and writes nothing: every
+// completed Sync has recorded its end already. Later calls fail with ErrClosed.
+func (s *FileStorage) Close() error { return s.closeFiles() }
 
 // closeFiles closes every file, writing nothing: what a crash right after the last
 // write would leave.
