@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"slices"
 
@@ -43,6 +43,9 @@ type FileOptions struct {
 	SegmentMs int64
 	// Logger receives recovery warnings. Nil means zap.NewNop().
 	Logger *zap.Logger
+	// FS is the file system the storage runs on. Nil means the operating
+	// system's (OSFS); the simulation passes a crashable in-memory one.
+	FS FS
 
 	// repair is set by Recover: damage at or below the durable end is cut like a
 	// torn tail (and reported through repair) instead of stopping the open.
@@ -58,6 +61,9 @@ func (o *FileOptions) fillDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
+	}
+	if o.FS == nil {
+		o.FS = osFS{}
 	}
 }
 
@@ -94,6 +100,7 @@ type FileStorage struct {
 	dir  string
 	opts FileOptions
 	log  *zap.Logger
+	fs   FS
 
 	segments    []*segment
 	startOffset int64
@@ -132,7 +139,7 @@ var _ Storage = (*FileStorage)(nil)
 // the repaired state durable before returning.
 func OpenFileStorage(dir string, opts FileOptions) (*FileStorage, error) {
 	opts.fillDefaults()
-	s := &FileStorage{dir: dir, opts: opts, log: opts.Logger, state: EmptyQuorumState()}
+	s := &FileStorage{dir: dir, opts: opts, log: opts.Logger, fs: opts.FS, state: EmptyQuorumState()}
 	if err := s.makeDir(); err != nil {
 		return nil, err
 	}
@@ -143,10 +150,10 @@ func OpenFileStorage(dir string, opts FileOptions) (*FileStorage, error) {
 	if err := s.loadQuorumState(); err != nil {
 		return nil, err
 	}
-	if s.recovery, err = ReadRecovery(dir); err != nil {
+	if s.recovery, err = readRecovery(s.fs, dir); err != nil {
 		return nil, err
 	}
-	if s.ranBefore, err = fileExists(filepath.Join(dir, SyncedEndFile)); err != nil {
+	if s.ranBefore, err = existsFS(s.fs, filepath.Join(dir, SyncedEndFile)); err != nil {
 		return nil, err
 	}
 	if s.stateMissing && !s.ranBefore && len(bases) == 0 && len(s.snapshots) == 0 {
@@ -157,7 +164,7 @@ func OpenFileStorage(dir string, opts FileOptions) (*FileStorage, error) {
 			return nil, err
 		}
 	}
-	if s.synced, s.hadSynced, err = openSyncedEnd(dir); err != nil {
+	if s.synced, s.hadSynced, err = openSyncedEnd(s.fs, dir); err != nil {
 		return nil, err
 	}
 	s.lagEnd = s.synced.last
@@ -199,26 +206,25 @@ func (s *FileStorage) open(bases []int64) error {
 }
 
 func (s *FileStorage) makeDir() error {
-	if _, err := os.Stat(s.dir); err == nil {
+	if _, err := s.fs.Stat(s.dir); err == nil {
 		return nil
 	}
-	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+	if err := s.fs.MkdirAll(s.dir, 0o755); err != nil {
 		return ioErr(err)
 	}
-	return syncDir(filepath.Dir(s.dir))
+	return syncDirFS(s.fs, filepath.Dir(s.dir))
 }
 
 // scanDir lists segment bases and snapshots and deletes what interrupted writes
 // left behind: *.tmp files, snapshot .part files, snapshots queued for deletion,
 // and Kafka index files (we keep no indexes; stale ones would mislead Kafka).
 func (s *FileStorage) scanDir() ([]int64, error) {
-	entries, err := os.ReadDir(s.dir)
+	names, err := s.fs.ReadDir(s.dir)
 	if err != nil {
 		return nil, ioErr(err)
 	}
 	var bases []int64
-	for _, e := range entries {
-		name := e.Name()
+	for _, name := range names {
 		if base, ok := parseSegmentName(name); ok {
 			bases = append(bases, base)
 			continue
@@ -228,7 +234,7 @@ func (s *FileStorage) scanDir() ([]int64, error) {
 			continue
 		}
 		if isLeftover(name) {
-			if err := os.Remove(filepath.Join(s.dir, name)); err != nil {
+			if err := s.fs.Remove(filepath.Join(s.dir, name)); err != nil {
 				return nil, ioErr(err)
 			}
 			s.markDir()
@@ -255,8 +261,8 @@ func isLeftover(name string) bool {
 // already voted in.
 func (s *FileStorage) loadQuorumState() error {
 	path := filepath.Join(s.dir, QuorumStateFile)
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
+	data, err := readFile(s.fs, path)
+	if errors.Is(err, fs.ErrNotExist) {
 		s.stateMissing = true
 		return nil
 	}
@@ -298,12 +304,12 @@ func (s *FileStorage) recoverLog(bases []int64) error {
 				zap.String("segment", segmentName(base)), zap.Int64("expected_base", next))
 			return s.dropSegmentFiles(bases[i:])
 		}
-		sg, err := openSegment(s.dir, base)
+		sg, err := openSegment(s.fs, s.dir, base)
 		if err != nil {
 			return err
 		}
 		s.segments = append(s.segments, sg)
-		res, err := scanSegment(sg.path, base, prevEpoch)
+		res, err := scanSegment(s.fs, sg.path, base, prevEpoch)
 		if err != nil {
 			return err
 		}
@@ -429,13 +435,13 @@ func (s *FileStorage) repairTail(sg *segment, res storage.ScanResult) error {
 func (s *FileStorage) dropSegmentFiles(bases []int64) error {
 	for _, base := range bases {
 		path := filepath.Join(s.dir, segmentName(base))
-		if st, err := os.Stat(path); err == nil {
+		if size, err := s.fs.Stat(path); err == nil {
 			s.log.Warn("deleting log segment after the end of the valid log",
-				zap.String("segment", path), zap.Int64("dropped_bytes", st.Size()))
-			s.report("deleted %s (%d bytes), after the end of the valid log", path, st.Size())
+				zap.String("segment", path), zap.Int64("dropped_bytes", size))
+			s.report("deleted %s (%d bytes), after the end of the valid log", path, size)
 		}
 		sg := &segment{base: base, path: path}
-		if err := sg.remove(); err != nil {
+		if err := sg.remove(s.fs); err != nil {
 			return s.fail(err)
 		}
 		s.markDir()
@@ -486,8 +492,8 @@ func (s *FileStorage) batchEndingAt(end int64) (int32, bool) {
 // not match the cache rebuilt from the batches. The batches are the truth; the file
 // exists for Kafka's benefit.
 func (s *FileStorage) checkEpochCheckpoint() error {
-	data, err := os.ReadFile(filepath.Join(s.dir, LeaderEpochCheckpointFile))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	data, err := readFile(s.fs, filepath.Join(s.dir, LeaderEpochCheckpointFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return s.fail(ioErr(err))
 	}
 	entries, derr := DecodeEpochCheckpoint(data)
@@ -616,7 +622,7 @@ func (s *FileStorage) write(b Batch) error {
 
 // addSegment creates an empty active segment starting at base.
 func (s *FileStorage) addSegment(base int64) error {
-	sg, err := openSegment(s.dir, base)
+	sg, err := openSegment(s.fs, s.dir, base)
 	if err != nil {
 		return s.fail(err)
 	}
@@ -646,7 +652,7 @@ func (s *FileStorage) TruncateTo(offset int64) error {
 		return err
 	}
 	for len(s.segments) > 1 && s.active().base > offset {
-		if err := s.active().remove(); err != nil {
+		if err := s.active().remove(s.fs); err != nil {
 			return s.fail(err)
 		}
 		s.segments = s.segments[:len(s.segments)-1]
@@ -700,13 +706,13 @@ func (s *FileStorage) Sync() error {
 	}
 	if s.epochsDirty {
 		data := EncodeEpochCheckpoint(s.epochs.Entries())
-		if err := writeFileAtomic(s.dir, LeaderEpochCheckpointFile, data); err != nil {
+		if err := writeFileAtomicFS(s.fs, s.dir, LeaderEpochCheckpointFile, data); err != nil {
 			return s.fail(err)
 		}
 		s.epochsDirty, s.dirDirty = false, true
 	}
 	if s.dirDirty {
-		if err := syncDir(s.dir); err != nil {
+		if err := syncDirFS(s.fs, s.dir); err != nil {
 			return s.fail(err)
 		}
 		s.dirDirty = false
@@ -726,7 +732,7 @@ func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error
 		err := s.failedErr()
 		return func() error { return nil }, func(error) error { return err }
 	}
-	var files []*os.File
+	var files []File
 	var segs []*segment
 	for _, sg := range s.segments {
 		if sg.dirty {
@@ -737,7 +743,7 @@ func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error
 	if s.epochsDirty {
 		epochs = EncodeEpochCheckpoint(s.epochs.Entries())
 	}
-	dir, syncD, mut := s.dir, s.dirDirty || epochs != nil, s.mut
+	fsys, dir, syncD, mut := s.fs, s.dir, s.dirDirty || epochs != nil, s.mut
 	rec := s.toRecord(s.currentEnd())
 	record := !s.hadSynced || !sameEnd(rec, s.synced.last)
 	if record {
@@ -751,12 +757,12 @@ func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error
 			}
 		}
 		if epochs != nil {
-			if err := writeFileAtomic(dir, LeaderEpochCheckpointFile, epochs); err != nil {
+			if err := writeFileAtomicFS(fsys, dir, LeaderEpochCheckpointFile, epochs); err != nil {
 				return err
 			}
 		}
 		if syncD {
-			if err := syncDir(dir); err != nil {
+			if err := syncDirFS(fsys, dir); err != nil {
 				return err
 			}
 		}
@@ -797,10 +803,10 @@ func (s *FileStorage) SaveQuorumState(st QuorumState) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(s.dir, QuorumStateFile, data); err != nil {
+	if err := writeFileAtomicFS(s.fs, s.dir, QuorumStateFile, data); err != nil {
 		return s.fail(err)
 	}
-	if err := syncDir(s.dir); err != nil {
+	if err := syncDirFS(s.fs, s.dir); err != nil {
 		return s.fail(err)
 	}
 	s.state = st
@@ -872,18 +878,9 @@ func (s *FileStorage) failedErr() error {
 	return fmt.Errorf("%w: refusing writes after an earlier failure: %w", ErrStorageFailed, s.failed)
 }
 
-// writeFileAtomic replaces dir/name with data through dir/name.tmp
-// (storage.WriteFileAtomic); the caller fsyncs dir.
-func writeFileAtomic(dir, name string, data []byte) error {
-	if err := storage.WriteFileAtomic(dir, name, data); err != nil {
-		return ioErr(err)
-	}
-	return nil
-}
-
-// syncDir fsyncs a directory (storage.SyncDir).
-func syncDir(dir string) error {
-	if err := storage.SyncDir(dir); err != nil {
+// syncDirFS fsyncs a directory.
+func syncDirFS(fsys FS, dir string) error {
+	if err := fsys.SyncDir(dir); err != nil {
 		return ioErr(err)
 	}
 	return nil

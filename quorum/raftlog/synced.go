@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -70,7 +71,7 @@ func decodeSyncedEnd(b []byte) (syncedEnd, bool) {
 
 // syncedEndFile is the open SyncedEndFile.
 type syncedEndFile struct {
-	f    *os.File
+	f    File
 	last syncedEnd // the newest slot written (durably) or read
 }
 
@@ -80,18 +81,18 @@ var ErrCorrupt = errors.New("raftlog: corrupt metadata log")
 
 // openSyncedEnd opens (creating if missing) dir's SyncedEndFile and reads the newest
 // valid slot. present is false for a new file or one with no valid slot.
-func openSyncedEnd(dir string) (_ *syncedEndFile, present bool, err error) {
+func openSyncedEnd(fsys FS, dir string) (_ *syncedEndFile, present bool, err error) {
 	path := filepath.Join(dir, SyncedEndFile)
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if errors.Is(err, os.ErrNotExist) {
+	f, err := fsys.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
 		// Create it full size once, so later slot writes never change its size.
-		if err := writeFileAtomic(dir, SyncedEndFile, make([]byte, 2*syncedSlotSize)); err != nil {
+		if err := writeFileAtomicFS(fsys, dir, SyncedEndFile, make([]byte, 2*syncedSlotSize)); err != nil {
 			return nil, false, err
 		}
-		if err := syncDir(dir); err != nil {
-			return nil, false, err
+		if err := fsys.SyncDir(dir); err != nil {
+			return nil, false, ioErr(err)
 		}
-		f, err = os.OpenFile(path, os.O_RDWR, 0)
+		f, err = fsys.OpenFile(path, os.O_RDWR, 0)
 	}
 	if err != nil {
 		return nil, false, ioErr(err)
@@ -124,7 +125,7 @@ func (s *syncedEndFile) put(m syncedEnd) error {
 	if _, err := s.f.WriteAt(m.encode(), int64(m.Seq%2)*syncedSlotSize); err != nil {
 		return ioErr(err)
 	}
-	if err := fdatasync(s.f); err != nil {
+	if err := s.f.Datasync(); err != nil {
 		return ioErr(err)
 	}
 	return nil

@@ -11,7 +11,7 @@ import (
 // recordedEnd reads the durable end SyncedEndFile holds in dir.
 func recordedEnd(t *testing.T, dir string) int64 {
 	t.Helper()
-	f, ok, err := openSyncedEnd(dir)
+	f, ok, err := openSyncedEnd(osFS{}, dir)
 	if err != nil || !ok {
 		t.Fatalf("reading %s: present %t, %v", SyncedEndFile, ok, err)
 	}
