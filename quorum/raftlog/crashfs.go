@@ -54,8 +54,10 @@ type CrashFS struct {
 	crashPower bool
 	crashed    bool
 	failSync   bool
+	// failSyncIn counts mutating calls down to arming failSync (0: none).
+	failSyncIn int
 	tmpSeq     int
-	// Ops counts mutating calls since New.
+	// Ops counts mutating calls since NewCrashFS.
 	Ops int
 }
 
@@ -97,6 +99,10 @@ func (f *CrashFS) step() (crash bool, err error) {
 		return false, ErrCrashed
 	}
 	f.Ops++
+	if f.failSyncIn > 0 {
+		f.failSyncIn--
+		f.failSync = f.failSync || f.failSyncIn == 0
+	}
 	if f.crashIn > 0 {
 		f.crashIn--
 		if f.crashIn == 0 {
@@ -120,6 +126,14 @@ func (f *CrashFS) FailNextSync() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.failSync = true
+}
+
+// FailSyncAfter makes the first fsync at or after the n-th mutating call from now
+// fail with ErrCrashIO (n <= 0 disarms).
+func (f *CrashFS) FailSyncAfter(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failSyncIn = max(n, 0)
 }
 
 // Crashed reports whether the process crashed (an armed crash fired).
@@ -151,7 +165,7 @@ func (f *CrashFS) ProcessCrash() {
 func (f *CrashFS) Restart() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.crashed, f.crashIn, f.failSync = false, 0, false
+	f.crashed, f.crashIn, f.failSync, f.failSyncIn = false, 0, false, 0
 	f.gen++
 }
 

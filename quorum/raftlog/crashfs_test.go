@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"testing"
 )
 
@@ -146,9 +147,11 @@ func TestCrashFSArmedCrashAndFailedSync(t *testing.T) {
 // what was acknowledged: batches a completed sync covered and the last saved state.
 // It stops at the first error (the crash).
 type crashWorkload struct {
-	acked     []Batch
-	state     QuorumState
-	inFlight  *QuorumState
+	acked    []Batch
+	state    QuorumState
+	inFlight *QuorumState
+	// snaps are the snapshots whose Commit returned, with their bytes.
+	snaps     map[SnapshotID][]byte
 	completed bool
 }
 
@@ -180,6 +183,19 @@ func (w *crashWorkload) run(c *CrashFS) {
 			}
 		}
 		w.acked = append(w.acked[:0], written[:n]...)
+		return true
+	}
+	w.snaps = map[SnapshotID][]byte{}
+	snapshot := func(id SnapshotID) bool {
+		sw, err := s.CreateSnapshot(id)
+		if err != nil {
+			return false
+		}
+		data := bytes.Repeat(fmt.Appendf(nil, "snapshot %d ", id.EndOffset), 40)
+		if _, err := sw.Write(data); err != nil || sw.Sync() != nil || sw.Commit() != nil {
+			return false
+		}
+		w.snaps[id] = data
 		return true
 	}
 	if !save(QuorumState{LeaderID: 1, LeaderEpoch: 1, VotedID: 1}) {
@@ -216,6 +232,29 @@ func (w *crashWorkload) run(c *CrashFS) {
 			next = cut
 		}
 	}
+	// A snapshot of the first acknowledged batches, and log cleaning below it.
+	last := w.acked[3]
+	if !snapshot(SnapshotID{EndOffset: last.NextOffset(), Epoch: last.Epoch}) ||
+		s.SetLogStart(last.NextOffset()) != nil || s.DeleteSnapshotsBefore(last.NextOffset()) != nil {
+		return
+	}
+	// A follower far behind: a downloaded snapshot, the log restarted at its end.
+	far := SnapshotID{EndOffset: next + 100, Epoch: epoch + 1}
+	if !snapshot(far) {
+		return
+	}
+	w.acked, written = nil, nil
+	if s.ResetLog(far.EndOffset) != nil {
+		return
+	}
+	b := mkBatch(far.EndOffset, far.Epoch, 2)
+	if s.Append([]Batch{b}) != nil {
+		return
+	}
+	written = append(written, b)
+	if !sync(0) {
+		return
+	}
 	w.completed = true
 }
 
@@ -238,18 +277,27 @@ func TestFileStorageCrashAnywhere(t *testing.T) {
 		total = c.Ops
 	}
 	points := 0
-	for _, schedule := range []string{"power loss", "process crash, open, power loss"} {
+	for _, schedule := range []string{"power loss", "process crash, open, power loss", "fsync fails, power loss"} {
 		for n := 1; n <= total; n++ {
-			for seed := uint64(1); seed <= 3; seed++ {
+			for seed := uint64(1); seed <= 2; seed++ {
 				c := NewCrashFS(seed*1000 + uint64(n))
-				c.CrashAfter(n, schedule == "power loss")
 				var w crashWorkload
-				w.run(c)
-				if !c.Crashed() {
-					t.Fatalf("%s at call %d of %d: no crash", schedule, n, total)
+				if schedule == "fsync fails, power loss" {
+					c.FailSyncAfter(n)
+					w.run(c)
+					if w.completed {
+						continue // no fsync after call n
+					}
+					c.PowerLoss()
+				} else {
+					c.CrashAfter(n, schedule == "power loss")
+					w.run(c)
+					if !c.Crashed() {
+						t.Fatalf("%s at call %d of %d: no crash", schedule, n, total)
+					}
 				}
 				c.Restart()
-				if schedule != "power loss" {
+				if schedule == "process crash, open, power loss" {
 					s, err := OpenFileStorage("/data/__cluster_metadata-0", FileOptions{FS: c})
 					if err != nil {
 						t.Fatalf("%s at call %d (seed %d): first open: %v", schedule, n, seed, err)
@@ -277,12 +325,32 @@ func checkCrashRecovery(t *testing.T, what string, c *CrashFS, w *crashWorkload)
 	if err != nil {
 		t.Fatalf("%s: load: %v", what, err)
 	}
-	if len(l.Batches) < len(w.acked) {
-		t.Fatalf("%s: %d batches survive, %d were acknowledged", what, len(l.Batches), len(w.acked))
+	// Every acknowledged batch at or after the log start is there; below it, a
+	// committed snapshot covers the log start.
+	var got []Batch
+	for _, b := range l.Batches {
+		got = append(got, b)
 	}
-	for i, b := range w.acked {
-		if !bytes.Equal(l.Batches[i].Raw, b.Raw) {
-			t.Fatalf("%s: acknowledged batch %d at offset %d lost or changed", what, i, b.BaseOffset)
+	i := 0
+	for _, b := range w.acked {
+		if b.BaseOffset < l.StartOffset {
+			continue
+		}
+		if i >= len(got) || !bytes.Equal(got[i].Raw, b.Raw) {
+			t.Fatalf("%s: acknowledged batch at offset %d lost or changed (log [%d, ...), %d batches)",
+				what, b.BaseOffset, l.StartOffset, len(got))
+		}
+		i++
+	}
+	if l.StartOffset > 0 && (l.Snapshot == nil || l.Snapshot.EndOffset < l.StartOffset) {
+		t.Fatalf("%s: the log starts at %d with no snapshot covering it (%v)", what, l.StartOffset, l.Snapshot)
+	}
+	for id, data := range w.snaps {
+		if _, ok := slices.BinarySearchFunc(s.Snapshots(), id, compareSnapshotIDs); !ok && (l.Snapshot == nil || l.Snapshot.EndOffset < id.EndOffset) {
+			t.Fatalf("%s: committed snapshot %+v lost (latest %v)", what, id, l.Snapshot)
+		}
+		if got, size, err := s.ReadSnapshot(id, 0, 1<<20); err == nil && (!bytes.Equal(got, data) || size != int64(len(data))) {
+			t.Fatalf("%s: committed snapshot %+v reads %d bytes, wrote %d", what, id, len(got), len(data))
 		}
 	}
 	if l.State.LeaderEpoch != w.state.LeaderEpoch && (w.inFlight == nil || l.State.LeaderEpoch != w.inFlight.LeaderEpoch) {

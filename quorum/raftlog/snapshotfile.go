@@ -233,6 +233,34 @@ func (s *FileStorage) OpenSnapshot(id SnapshotID) (File, int64, error) {
 	return f, size, nil
 }
 
+// ReadSnapshot returns up to maxBytes of snapshot id from position, and the
+// snapshot's size (no bytes when position is at or past the end): what FetchSnapshot
+// serves. It opens the file per call and touches nothing else of the storage, so a
+// snapshot writer or server may call it on another goroutine; a snapshot deleted by
+// a concurrent cleaning reads as ErrSnapshotNotFound.
+func (s *FileStorage) ReadSnapshot(id SnapshotID, position int64, maxBytes int) ([]byte, int64, error) {
+	f, err := s.fs.OpenFile(filepath.Join(s.dir, SnapshotFileName(id)), os.O_RDONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, 0, fmt.Errorf("%w: %s", ErrSnapshotNotFound, SnapshotFileName(id))
+	}
+	if err != nil {
+		return nil, 0, ioErr(err)
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, 0, ioErr(err)
+	}
+	if position >= size || position < 0 {
+		return nil, size, nil
+	}
+	buf := make([]byte, min(int64(maxBytes), size-position))
+	if _, err := f.ReadAt(buf, position); err != nil {
+		return nil, 0, ioErr(err)
+	}
+	return buf, size, nil
+}
+
 // DeleteSnapshotsBefore deletes the snapshots whose end offset is below endOffset,
 // never the latest one. Each is first renamed to .checkpoint.deleted, as Kafka
 // does, so that a crash midway leaves nothing that looks like a snapshot.
