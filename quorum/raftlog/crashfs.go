@@ -57,6 +57,8 @@ type CrashFS struct {
 	// failSyncIn counts mutating calls down to arming failSync (0: none).
 	failSyncIn int
 	tmpSeq     int
+	// locks: lock file name -> the life that holds it (a lock dies with its life).
+	locks map[string]int
 	// Ops counts mutating calls since NewCrashFS.
 	Ops int
 }
@@ -460,6 +462,44 @@ func (f *CrashFS) syncDir(dir string) {
 			f.dirs[d] = true
 		}
 	}
+}
+
+// Lock implements raftlog.FS: one holder per name until it closes the lock or the
+// process crashes (a second Lock fails with ErrDirLocked: two storages opened the
+// same directory).
+func (f *CrashFS) Lock(name string) (io.Closer, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	name = crashClean(name)
+	if f.crashed {
+		return nil, ErrCrashed
+	}
+	if f.locks == nil {
+		f.locks = map[string]int{}
+	}
+	if gen, ok := f.locks[name]; ok && gen == f.gen {
+		return nil, fmt.Errorf("%w: %s is locked by this process's other storage", ErrDirLocked, name)
+	}
+	if _, ok := f.cur[name]; !ok {
+		f.cur[name] = &crashInode{}
+	}
+	f.locks[name] = f.gen
+	return crashLock{f, name, f.gen}, nil
+}
+
+type crashLock struct {
+	f    *CrashFS
+	name string
+	gen  int
+}
+
+func (l crashLock) Close() error {
+	l.f.mu.Lock()
+	defer l.f.mu.Unlock()
+	if gen, ok := l.f.locks[l.name]; ok && gen == l.gen {
+		delete(l.f.locks, l.name)
+	}
+	return nil
 }
 
 // ReadFile returns name's content as the process sees it (for tests and damage).

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path/filepath"
 	"slices"
@@ -29,7 +30,15 @@ var (
 	ErrEpochRegression = errors.New("raftlog: batch epoch older than the log's last epoch")
 	ErrBelowLogStart   = errors.New("raftlog: offset below the log start")
 	ErrClosed          = errors.New("raftlog: storage closed")
+	// ErrDirLocked: another process has the metadata log directory open (its
+	// .lock file is locked).
+	ErrDirLocked = errors.New("raftlog: metadata log directory in use")
 )
+
+// LockFile is the lock file, in the metadata log directory (the partition
+// directory's parent), that a FileStorage holds while open: Kafka's log directory
+// lock, which Kafka itself takes on the same file.
+const LockFile = ".lock"
 
 // FileOptions configures a FileStorage. The zero value is usable.
 type FileOptions struct {
@@ -50,6 +59,8 @@ type FileOptions struct {
 	// repair is set by Recover: damage at or below the durable end is cut like a
 	// torn tail (and reported through repair) instead of stopping the open.
 	repair func(what string)
+	// locked is set by Recover, which holds the directory's lock itself.
+	locked bool
 }
 
 func (o *FileOptions) fillDefaults() {
@@ -115,6 +126,8 @@ type FileStorage struct {
 	ranBefore bool
 	// recovery is the RecoveryFile read at open (nil: none).
 	recovery *Recovery
+	// lock holds LockFile (nil when the opener holds it).
+	lock io.Closer
 
 	epochsDirty bool // leader-epoch-checkpoint must be rewritten at the next Sync
 	dirDirty    bool // files were created, renamed or removed since the last dir fsync
@@ -143,6 +156,27 @@ func OpenFileStorage(dir string, opts FileOptions) (*FileStorage, error) {
 	if err := s.makeDir(); err != nil {
 		return nil, err
 	}
+	if !opts.locked {
+		lock, err := lockDir(s.fs, dir)
+		if err != nil {
+			return nil, err
+		}
+		s.lock = lock
+	}
+	opened, err := s.openLocked()
+	if err != nil && s.lock != nil {
+		_ = s.lock.Close()
+	}
+	return opened, err
+}
+
+// lockDir takes the lock of the metadata log directory holding partition directory dir.
+func lockDir(fsys FS, dir string) (io.Closer, error) {
+	return fsys.Lock(filepath.Join(filepath.Dir(dir), LockFile))
+}
+
+func (s *FileStorage) openLocked() (*FileStorage, error) {
+	dir := s.dir
 	bases, err := s.scanDir()
 	if err != nil {
 		return nil, err
@@ -823,6 +857,10 @@ func (s *FileStorage) Close() error { return s.closeFiles() }
 // write would leave.
 func (s *FileStorage) closeFiles() error {
 	first := s.synced.close()
+	if s.lock != nil {
+		_ = s.lock.Close() // the lock goes with the descriptor
+		s.lock = nil
+	}
 	for _, sg := range s.segments {
 		if sg.f == nil {
 			continue

@@ -37,6 +37,10 @@ type FS interface {
 	MkdirAll(dir string, perm fs.FileMode) error
 	// SyncDir makes dir's entries (files created, renamed or removed in it) durable.
 	SyncDir(dir string) error
+	// Lock takes the exclusive lock of the lock file name (creating it), held until
+	// the returned Closer is closed or the process ends; it fails with ErrDirLocked
+	// while another process holds it.
+	Lock(name string) (io.Closer, error)
 }
 
 // File is an open file of an FS.
@@ -106,6 +110,8 @@ func (osFS) Stat(name string) (int64, error) {
 }
 
 func (osFS) MkdirAll(dir string, perm fs.FileMode) error { return os.MkdirAll(dir, perm) }
+
+func (osFS) Lock(name string) (io.Closer, error) { return lockFile(name) }
 
 func (osFS) SyncDir(dir string) error {
 	d, err := os.Open(dir)

@@ -168,6 +168,12 @@ func Recover(dir string, opts RecoverOptions) (RecoverReport, error) {
 	if _, err := fsys.Stat(dir); err != nil {
 		return rep, ioErr(err)
 	}
+	// A running node must not see its files change under it.
+	lock, err := lockDir(fsys, dir)
+	if err != nil {
+		return rep, err
+	}
+	defer lock.Close()
 	stateEpoch, stateOK, err := readStateForRecovery(fsys, dir)
 	if err != nil {
 		return rep, err
@@ -222,6 +228,7 @@ func Recover(dir string, opts RecoverOptions) (RecoverReport, error) {
 	fo := opts.File
 	fo.Logger = opts.Logger
 	fo.repair = func(what string) { rep.Actions = append(rep.Actions, what) }
+	fo.locked = true
 	s, err := OpenFileStorage(dir, fo)
 	if err != nil {
 		return rep, err
