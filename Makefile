@@ -150,13 +150,15 @@ sim:
 ## and vote grants sent before persisting; nostate: quorum-state never saved; fig8: a
 ## leader counts earlier epochs' entries toward the high watermark; norecovery: a node
 ## repaired after disk damage ignores its recovery marker, as with
-## --unsafe-accept-data-loss, and votes at once) and expects the
+## --unsafe-accept-data-loss, and votes at once; syncedlag: the durable-end record
+## lags one Sync, so a crash leaves the last acknowledged batches unprotected against
+## damage, quorum/raftlog/mutant_*.go and quorum/sim_mutant_*_test.go) and expects the
 ## simulation, with only its end-to-end invariants (-sim.whitebox=false), to catch
 ## each within MUTANT_SEEDS seeds. Not part of make test.
 MUTANT_SEEDS ?= 300
 mutants:
 	@out="$$(mktemp)"; trap 'rm -f "$$out"' EXIT; \
-	for m in sendfirst nostate fig8 norecovery; do \
+	for m in sendfirst nostate fig8 norecovery syncedlag; do \
 		echo "== mutant $$m"; \
 		if $(GO) test -count=1 -tags "mutant_$$m" ./quorum -run 'TestSimulation$$' \
 			-sim.seeds=$(MUTANT_SEEDS) -sim.whitebox=false >"$$out" 2>&1; then \

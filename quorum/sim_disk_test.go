@@ -44,14 +44,14 @@ type simDisk struct {
 	// slow multiplies this disk's fsync latency (a slow disk on one node).
 	slow int64
 
-	// The durable end record (FileStorage's kraftd-synced-end). By default it is
-	// what issue 14 asks for, durable before anything is acknowledged: each fsync
-	// records the end it made durable. With -sim.syncedlag it is what FileStorage
-	// does today: a Sync writes, behind its segment fsync, the end of the Sync
-	// before it (syncedTo), so after a crash rec is one Sync behind the durable end,
-	// and damage to the last Sync's acknowledged batches reads as a torn tail.
-	// Either way a cut below it lowers it first and a start records the whole log.
-	// Damage to a batch below rec stops the node; beyond it, it is a torn tail.
+	// The durable end record (FileStorage's kraftd-synced-end), durable before
+	// anything is acknowledged: each fsync records the end it made durable. In the
+	// mutant_syncedlag build (simSyncedLag) it lags one Sync, as FileStorage once
+	// wrote it: a Sync records the end of the Sync before it (syncedTo), so after a
+	// crash rec is one Sync behind the durable end, and damage to the last Sync's
+	// acknowledged batches reads as a torn tail. Either way a cut below it lowers it
+	// first and a start records the whole log. Damage to a batch below rec stops the
+	// node; beyond it, it is a torn tail.
 	rec, syncedTo int64
 	// ranBefore: a node started on this disk (the record exists).
 	ranBefore bool
@@ -314,7 +314,7 @@ func (d *simDisk) Sync() error {
 // synced is a completed fsync that made the log durable to end: the record written
 // behind it (the previous Sync's end) is durable now.
 func (d *simDisk) synced(end int64) {
-	if *simSyncedLag {
+	if simSyncedLag {
 		d.rec, d.syncedTo = d.syncedTo, end
 		return
 	}

@@ -27,13 +27,9 @@ var (
 	// (its backoff, at most election.backoff.max.ms, is shorter than the others'
 	// election timeout, which each of its Vote requests restarts) and be refused
 	// every time; a few seeds in a thousand stay leaderless past the liveness window.
-	simOldVote = flag.Bool("sim.oldvote", false, "older peers may lack Vote v2 (pre-vote)")
-	// simSyncedLag models FileStorage's durable end record as it is written today, one
-	// Sync behind (see simDisk.rec): a node that crashed and then lost its last
-	// synced batches to damage cuts them as a torn tail though it acknowledged them.
+	simOldVote   = flag.Bool("sim.oldvote", false, "older peers may lack Vote v2 (pre-vote)")
 	simDamage    = flag.Bool("sim.damage", true, "flip bits and drop files of one down node at a time")
 	simFlipEpoch = flag.Bool("sim.flipepoch", false, "bit flips may hit a batch's partition leader epoch, which no CRC covers")
-	simSyncedLag = flag.Bool("sim.syncedlag", false, "the durable end record lags one Sync, as FileStorage writes it")
 )
 
 // TestSimulation runs the seeded quorum simulation: 1, 3 or 5 voters plus observers
@@ -186,6 +182,9 @@ func replayCommand(seed uint64) string {
 	cmd := "go test ./quorum"
 	if m := quorum.Mutant(); m != "" {
 		cmd += " -tags mutant_" + m
+	}
+	if simSyncedLag {
+		cmd += " -tags mutant_syncedlag"
 	}
 	cmd += fmt.Sprintf(" -run 'TestSimulation$' -v -sim.seed=%d", seed)
 	if !*simWhitebox {

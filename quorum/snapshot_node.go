@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"iter"
 	"math"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -23,6 +22,7 @@ type SnapshotStorage interface {
 	Dir() string
 	Snapshots() []raftlog.SnapshotID
 	CreateSnapshot(id raftlog.SnapshotID) (*raftlog.SnapshotWriter, error)
+	ReadSnapshot(id raftlog.SnapshotID, position int64, maxBytes int) ([]byte, int64, error)
 	DeleteSnapshotsBefore(endOffset int64) error
 	SetLogStart(offset int64) error
 	ResetLog(offset int64) error
@@ -77,10 +77,6 @@ func (f fileSnapshots) CreateSnapshot(id raftlog.SnapshotID) (snapshotFile, erro
 		return nil, err
 	}
 	return w, nil
-}
-
-func (f fileSnapshots) ReadSnapshot(id raftlog.SnapshotID, position int64, maxBytes int) ([]byte, int64, error) {
-	return snapshotFiles{dir: f.Dir()}.ReadSnapshot(id, position, maxBytes)
 }
 
 // Snapshot is a snapshot's content as a listener loads it: the batches between the
@@ -156,35 +152,6 @@ const (
 	DefaultRetentionBytes = 100 << 20
 	DefaultRetentionMs    = 7 * 24 * 60 * 60 * 1000
 )
-
-// snapshotFiles reads snapshot files by name for the core's FetchSnapshot. It opens
-// the file per chunk: a concurrent cleaning may delete an old snapshot, which then
-// reads as not found.
-type snapshotFiles struct{ dir string }
-
-func (f snapshotFiles) ReadSnapshot(id raftlog.SnapshotID, position int64, maxBytes int) ([]byte, int64, error) {
-	fh, err := os.Open(filepath.Join(f.dir, raftlog.SnapshotFileName(id)))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, 0, raftlog.ErrSnapshotNotFound
-	}
-	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %w", raftlog.ErrStorageFailed, err)
-	}
-	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %w", raftlog.ErrStorageFailed, err)
-	}
-	size := st.Size()
-	if position >= size || position < 0 {
-		return nil, size, nil
-	}
-	buf := make([]byte, min(int64(maxBytes), size-position))
-	if _, err := fh.ReadAt(buf, position); err != nil {
-		return nil, 0, fmt.Errorf("%w: %w", raftlog.ErrStorageFailed, err)
-	}
-	return buf, size, nil
-}
 
 // EncodeSnapshot streams a snapshot to write as RecordBatch v2 batches: a
 // SnapshotHeader control batch, data batches of at most maxBatchBytes, and a

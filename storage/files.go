@@ -101,12 +101,18 @@ func ScanSegment(path string, next int64, prevEpoch int32, visit func(BatchInfo,
 	if err != nil {
 		return ScanResult{}, err
 	}
-	res := ScanResult{Total: st.Size()}
-	r := bufio.NewReaderSize(f, 1<<16)
+	return ScanSegmentFrom(f, st.Size(), next, prevEpoch, visit)
+}
+
+// ScanSegmentFrom is ScanSegment on the size bytes of a segment read from r (a
+// file of another file system: the metadata log's, which its simulation replaces).
+func ScanSegmentFrom(r io.Reader, size, next int64, prevEpoch int32, visit func(BatchInfo, Batch)) (ScanResult, error) {
+	res := ScanResult{Total: size}
+	br := bufio.NewReaderSize(r, 1<<16)
 	var buf []byte
 	for res.Valid < res.Total {
 		var head [logOverhead]byte
-		if _, err := io.ReadFull(r, head[:]); err != nil {
+		if _, err := io.ReadFull(br, head[:]); err != nil {
 			res.Reason = scanEOF(err, res.Valid)
 			break
 		}
@@ -125,7 +131,7 @@ func ScanSegment(path string, next int64, prevEpoch int32, visit func(BatchInfo,
 		}
 		buf = buf[:size]
 		copy(buf, head[:])
-		if _, err := io.ReadFull(r, buf[logOverhead:]); err != nil {
+		if _, err := io.ReadFull(br, buf[logOverhead:]); err != nil {
 			res.Reason = scanEOF(err, res.Valid)
 			break
 		}

@@ -6,6 +6,7 @@
 //
 // # Files (FileStorage)
 //
+//	<metadata.log.dir>/.lock                 locked (fcntl) while a FileStorage is open
 //	<metadata.log.dir>/__cluster_metadata-0/
 //	    00000000000000000000.log        segment: RecordBatch v2 batches back to back
 //	    leader-epoch-checkpoint         "0\n<count>\n<epoch> <startOffset>\n..."
@@ -35,12 +36,16 @@
 // exists the quorum core grants no vote and never campaigns (Loaded.Recovery), and the
 // driver removes it (RecoveryClearer) once the core has caught up with a leader.
 //
-// MemStorage models the same contract in memory, with Crash dropping whatever was
-// not synced, for the deterministic simulator.
+// FileStorage does all its I/O through FS (FileOptions.FS; the operating system's by
+// default). CrashFS is a deterministic in-memory FS that crashes inside any call
+// (keeping a seeded prefix of unsynced writes and only directory entries made
+// durable by SyncDir) or fails an fsync: TestFileStorageCrashAnywhere runs the real
+// FileStorage on it. MemStorage models the same contract in memory, with Crash
+// dropping whatever was not synced, for the deterministic simulator.
 //
 // # Goroutines
 //
 // None. A Storage is used by one goroutine (the quorum driver); MemStorage is
-// additionally safe to Crash from another. The package imports nothing from the
+// additionally safe to Crash from another, and CrashFS serializes its calls. The package imports nothing from the
 // project.
 package raftlog

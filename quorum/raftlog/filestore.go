@@ -5,7 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
+	"io"
+	"io/fs"
 	"path/filepath"
 	"slices"
 
@@ -29,7 +30,15 @@ var (
 	ErrEpochRegression = errors.New("raftlog: batch epoch older than the log's last epoch")
 	ErrBelowLogStart   = errors.New("raftlog: offset below the log start")
 	ErrClosed          = errors.New("raftlog: storage closed")
+	// ErrDirLocked: another process has the metadata log directory open (its
+	// .lock file is locked).
+	ErrDirLocked = errors.New("raftlog: metadata log directory in use")
 )
+
+// LockFile is the lock file, in the metadata log directory (the partition
+// directory's parent), that a FileStorage holds while open: Kafka's log directory
+// lock, which Kafka itself takes on the same file.
+const LockFile = ".lock"
 
 // FileOptions configures a FileStorage. The zero value is usable.
 type FileOptions struct {
@@ -43,10 +52,15 @@ type FileOptions struct {
 	SegmentMs int64
 	// Logger receives recovery warnings. Nil means zap.NewNop().
 	Logger *zap.Logger
+	// FS is the file system the storage runs on. Nil means the operating
+	// system's (OSFS); the simulation passes a crashable in-memory one.
+	FS FS
 
 	// repair is set by Recover: damage at or below the durable end is cut like a
 	// torn tail (and reported through repair) instead of stopping the open.
 	repair func(what string)
+	// locked is set by Recover, which holds the directory's lock itself.
+	locked bool
 }
 
 func (o *FileOptions) fillDefaults() {
@@ -58,6 +72,9 @@ func (o *FileOptions) fillDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
+	}
+	if o.FS == nil {
+		o.FS = osFS{}
 	}
 }
 
@@ -74,20 +91,17 @@ func (o *FileOptions) fillDefaults() {
 //
 // Torn tail or bit rot: SyncedEndFile records how far the log is durable, and
 // recovery stops the node on damage at or below it instead of cutting it as a torn
-// tail. To keep that record off the commit path, each Sync (and PrepareSync) writes
-// the end made durable by the previous completed Sync beside its own segment fsync,
-// without an fsync of its own: the write only starts writeback, and the device cache
-// flush of the segment fsync makes it durable. Sync, and so every acknowledgement,
-// waits for the segment fsync alone. The record therefore never claims bytes that
-// may not be durable, and lags the log by one Sync: after a crash, the bytes written
-// in the last sync interval before it (after the next-to-last completed Sync; on
-// rare occasions, when the record's write reached the device after that Sync's
-// flush, the last two) are not protected against bit rot, and damage there is cut as
-// a torn tail like any crash damage. Everything older is protected, and so is the
-// whole log after a clean stop: Close records (and fdatasyncs) the end of the last
-// completed Sync, and OpenFileStorage records the recovered log's end before
-// returning. Cutting the log below the record (TruncateTo, ResetLog) first lowers it
-// with an fdatasync.
+// tail. Each Sync (and PrepareSync's work) first fsyncs the segments, the rewritten
+// leader-epoch-checkpoint and the directory, then writes the end it made durable into
+// the record and fdatasyncs it (a fixed-size file overwritten in place, two slots),
+// and only then counts as done: nothing the node acknowledges lies beyond the record.
+// A crash between the data fsync and the record's leaves the previous, lower record:
+// the bytes between were never acknowledged and are a torn tail, as crash damage
+// must be (a power loss never puts a node in recovery). The record never claims bytes
+// that may not be durable: the open fsyncs the recovered log before recording its end,
+// and cutting the log below the record (TruncateTo, ResetLog) first lowers it. The
+// price is a second, sequential fdatasync per Sync that moved the end (see
+// BenchmarkAppendSync).
 //
 // INVARIANTS: segments is non-empty, sorted by base and contiguous (each base is
 // the previous segment's end offset); only the last (active) segment is appended
@@ -97,6 +111,7 @@ type FileStorage struct {
 	dir  string
 	opts FileOptions
 	log  *zap.Logger
+	fs   FS
 
 	segments    []*segment
 	startOffset int64
@@ -111,6 +126,8 @@ type FileStorage struct {
 	ranBefore bool
 	// recovery is the RecoveryFile read at open (nil: none).
 	recovery *Recovery
+	// lock holds LockFile (nil when the opener holds it).
+	lock io.Closer
 
 	epochsDirty bool // leader-epoch-checkpoint must be rewritten at the next Sync
 	dirDirty    bool // files were created, renamed or removed since the last dir fsync
@@ -121,11 +138,11 @@ type FileStorage struct {
 
 	// synced records the durable end of the log (SyncedEndFile); hadSynced: it holds
 	// a valid record (at open: recovery can tell a torn tail from damage below it).
-	// durable is the end the last completed Sync made durable, which the next Sync
-	// or Close records.
+	// Invariant: synced.last.End <= the end the last completed Sync made durable.
 	synced    *syncedEndFile
 	hadSynced bool
-	durable   syncedEnd
+	// lagEnd is the end the mutant_syncedlag build records at the next Sync.
+	lagEnd syncedEnd
 }
 
 var _ Storage = (*FileStorage)(nil)
@@ -135,10 +152,31 @@ var _ Storage = (*FileStorage)(nil)
 // the repaired state durable before returning.
 func OpenFileStorage(dir string, opts FileOptions) (*FileStorage, error) {
 	opts.fillDefaults()
-	s := &FileStorage{dir: dir, opts: opts, log: opts.Logger, state: EmptyQuorumState()}
+	s := &FileStorage{dir: dir, opts: opts, log: opts.Logger, fs: opts.FS, state: EmptyQuorumState()}
 	if err := s.makeDir(); err != nil {
 		return nil, err
 	}
+	if !opts.locked {
+		lock, err := lockDir(s.fs, dir)
+		if err != nil {
+			return nil, err
+		}
+		s.lock = lock
+	}
+	opened, err := s.openLocked()
+	if err != nil && s.lock != nil {
+		_ = s.lock.Close()
+	}
+	return opened, err
+}
+
+// lockDir takes the lock of the metadata log directory holding partition directory dir.
+func lockDir(fsys FS, dir string) (io.Closer, error) {
+	return fsys.Lock(filepath.Join(filepath.Dir(dir), LockFile))
+}
+
+func (s *FileStorage) openLocked() (*FileStorage, error) {
+	dir := s.dir
 	bases, err := s.scanDir()
 	if err != nil {
 		return nil, err
@@ -146,10 +184,10 @@ func OpenFileStorage(dir string, opts FileOptions) (*FileStorage, error) {
 	if err := s.loadQuorumState(); err != nil {
 		return nil, err
 	}
-	if s.recovery, err = ReadRecovery(dir); err != nil {
+	if s.recovery, err = readRecovery(s.fs, dir); err != nil {
 		return nil, err
 	}
-	if s.ranBefore, err = fileExists(filepath.Join(dir, SyncedEndFile)); err != nil {
+	if s.ranBefore, err = existsFS(s.fs, filepath.Join(dir, SyncedEndFile)); err != nil {
 		return nil, err
 	}
 	if s.stateMissing && !s.ranBefore && len(bases) == 0 && len(s.snapshots) == 0 {
@@ -160,10 +198,10 @@ func OpenFileStorage(dir string, opts FileOptions) (*FileStorage, error) {
 			return nil, err
 		}
 	}
-	if s.synced, s.hadSynced, err = openSyncedEnd(dir); err != nil {
+	if s.synced, s.hadSynced, err = openSyncedEnd(s.fs, dir); err != nil {
 		return nil, err
 	}
-	s.durable = s.synced.last
+	s.lagEnd = s.synced.last
 	if err := s.open(bases); err != nil {
 		_ = s.closeFiles() // leaves the files as they are
 		return nil, err
@@ -188,34 +226,39 @@ func (s *FileStorage) open(bases []int64) error {
 	if err := s.checkEpochCheckpoint(); err != nil {
 		return err
 	}
-	if err := s.Sync(); err != nil {
-		return err
+	// What the last run wrote after its last completed Sync may still be only in the
+	// page cache (the process died, the machine did not): fsync it before the Sync
+	// records the recovered end, so that the record claims nothing a later power loss
+	// could take.
+	for _, sg := range s.segments {
+		if !s.hadSynced || sg.base >= s.synced.last.Base {
+			sg.dirty = true
+		}
 	}
-	// The recovered log is durable now; record all of it before anything is served.
-	return s.recordDurableEnd()
+	s.dirDirty = true
+	return s.Sync()
 }
 
 func (s *FileStorage) makeDir() error {
-	if _, err := os.Stat(s.dir); err == nil {
+	if _, err := s.fs.Stat(s.dir); err == nil {
 		return nil
 	}
-	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+	if err := s.fs.MkdirAll(s.dir, 0o755); err != nil {
 		return ioErr(err)
 	}
-	return syncDir(filepath.Dir(s.dir))
+	return syncDirFS(s.fs, filepath.Dir(s.dir))
 }
 
 // scanDir lists segment bases and snapshots and deletes what interrupted writes
 // left behind: *.tmp files, snapshot .part files, snapshots queued for deletion,
 // and Kafka index files (we keep no indexes; stale ones would mislead Kafka).
 func (s *FileStorage) scanDir() ([]int64, error) {
-	entries, err := os.ReadDir(s.dir)
+	names, err := s.fs.ReadDir(s.dir)
 	if err != nil {
 		return nil, ioErr(err)
 	}
 	var bases []int64
-	for _, e := range entries {
-		name := e.Name()
+	for _, name := range names {
 		if base, ok := parseSegmentName(name); ok {
 			bases = append(bases, base)
 			continue
@@ -225,7 +268,7 @@ func (s *FileStorage) scanDir() ([]int64, error) {
 			continue
 		}
 		if isLeftover(name) {
-			if err := os.Remove(filepath.Join(s.dir, name)); err != nil {
+			if err := s.fs.Remove(filepath.Join(s.dir, name)); err != nil {
 				return nil, ioErr(err)
 			}
 			s.markDir()
@@ -252,8 +295,8 @@ func isLeftover(name string) bool {
 // already voted in.
 func (s *FileStorage) loadQuorumState() error {
 	path := filepath.Join(s.dir, QuorumStateFile)
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
+	data, err := readFile(s.fs, path)
+	if errors.Is(err, fs.ErrNotExist) {
 		s.stateMissing = true
 		return nil
 	}
@@ -295,12 +338,12 @@ func (s *FileStorage) recoverLog(bases []int64) error {
 				zap.String("segment", segmentName(base)), zap.Int64("expected_base", next))
 			return s.dropSegmentFiles(bases[i:])
 		}
-		sg, err := openSegment(s.dir, base)
+		sg, err := openSegment(s.fs, s.dir, base)
 		if err != nil {
 			return err
 		}
 		s.segments = append(s.segments, sg)
-		res, err := scanSegment(sg.path, base, prevEpoch)
+		res, err := scanSegment(s.fs, sg.path, base, prevEpoch)
 		if err != nil {
 			return err
 		}
@@ -356,41 +399,37 @@ func (s *FileStorage) currentEnd() syncedEnd {
 // sameEnd: the record would not change.
 func sameEnd(a, b syncedEnd) bool { return a.End == b.End && a.Base == b.Base && a.Pos == b.Pos }
 
-// writeDurableEndBehind records the end of the last completed Sync without waiting
-// (syncedEndFile.writeBehind). Called as a Sync starts, before its segment fsync.
-func (s *FileStorage) writeDurableEndBehind() error {
-	if s.hadSynced && sameEnd(s.durable, s.synced.last) {
+// recordEnd makes end, which the caller just made durable, the durable-end record
+// (write + fdatasync), unless the record already says so.
+func (s *FileStorage) recordEnd(end syncedEnd) error {
+	m := s.toRecord(end)
+	if s.hadSynced && sameEnd(m, s.synced.last) {
 		return nil
 	}
-	if err := s.synced.writeBehind(s.durable); err != nil {
+	if err := s.synced.write(m); err != nil {
 		return s.fail(err)
 	}
 	s.hadSynced = true
 	return nil
 }
 
-// recordDurableEnd makes the end of the last completed Sync the durable record (at
-// open and at Close).
-func (s *FileStorage) recordDurableEnd() error {
-	var err error
-	switch {
-	case !s.hadSynced || !sameEnd(s.durable, s.synced.last):
-		err = s.synced.write(s.durable)
-	case s.synced.behind:
-		err = s.synced.flush()
+// toRecord is what a Sync that made end durable records: end, or in the
+// mutant_syncedlag build the end of the Sync before (the record lagging one Sync, as
+// it once was to save the second fdatasync; the simulation must catch it).
+func (s *FileStorage) toRecord(end syncedEnd) syncedEnd {
+	if !mutSyncedLag {
+		return end
 	}
-	if err != nil {
-		return s.fail(err)
-	}
-	s.hadSynced = true
-	return nil
+	m := s.lagEnd
+	s.lagEnd = end
+	return m
 }
 
 // lowerSyncedEnd makes the durable end at most m before the log is cut below it,
 // so that a crash during the cut never leaves a recorded end above the log.
 func (s *FileStorage) lowerSyncedEnd(m syncedEnd) error {
-	if m.End < s.durable.End {
-		s.durable = m
+	if m.End < s.lagEnd.End {
+		s.lagEnd = m
 	}
 	if m.End >= s.synced.last.End && s.hadSynced {
 		return nil // no record, durable or not, is above m
@@ -430,13 +469,13 @@ func (s *FileStorage) repairTail(sg *segment, res storage.ScanResult) error {
 func (s *FileStorage) dropSegmentFiles(bases []int64) error {
 	for _, base := range bases {
 		path := filepath.Join(s.dir, segmentName(base))
-		if st, err := os.Stat(path); err == nil {
+		if size, err := s.fs.Stat(path); err == nil {
 			s.log.Warn("deleting log segment after the end of the valid log",
-				zap.String("segment", path), zap.Int64("dropped_bytes", st.Size()))
-			s.report("deleted %s (%d bytes), after the end of the valid log", path, st.Size())
+				zap.String("segment", path), zap.Int64("dropped_bytes", size))
+			s.report("deleted %s (%d bytes), after the end of the valid log", path, size)
 		}
 		sg := &segment{base: base, path: path}
-		if err := sg.remove(); err != nil {
+		if err := sg.remove(s.fs); err != nil {
 			return s.fail(err)
 		}
 		s.markDir()
@@ -487,8 +526,8 @@ func (s *FileStorage) batchEndingAt(end int64) (int32, bool) {
 // not match the cache rebuilt from the batches. The batches are the truth; the file
 // exists for Kafka's benefit.
 func (s *FileStorage) checkEpochCheckpoint() error {
-	data, err := os.ReadFile(filepath.Join(s.dir, LeaderEpochCheckpointFile))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	data, err := readFile(s.fs, filepath.Join(s.dir, LeaderEpochCheckpointFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return s.fail(ioErr(err))
 	}
 	entries, derr := DecodeEpochCheckpoint(data)
@@ -617,7 +656,7 @@ func (s *FileStorage) write(b Batch) error {
 
 // addSegment creates an empty active segment starting at base.
 func (s *FileStorage) addSegment(base int64) error {
-	sg, err := openSegment(s.dir, base)
+	sg, err := openSegment(s.fs, s.dir, base)
 	if err != nil {
 		return s.fail(err)
 	}
@@ -647,7 +686,7 @@ func (s *FileStorage) TruncateTo(offset int64) error {
 		return err
 	}
 	for len(s.segments) > 1 && s.active().base > offset {
-		if err := s.active().remove(); err != nil {
+		if err := s.active().remove(s.fs); err != nil {
 			return s.fail(err)
 		}
 		s.segments = s.segments[:len(s.segments)-1]
@@ -682,16 +721,12 @@ func (s *FileStorage) endAfterCut(offset int64) syncedEnd {
 }
 
 // Sync implements Storage: fsync every segment written or cut since the last Sync,
-// rewrite leader-epoch-checkpoint if an epoch started or was truncated away, then
-// fsync the directory if files were created, renamed or removed. Before that, it
-// writes the previous Sync's end to SyncedEndFile, not waiting for it (the segment
-// fsync's device flush makes it durable).
+// rewrite leader-epoch-checkpoint if an epoch started or was truncated away, fsync
+// the directory if files were created, renamed or removed, and then record the end
+// now durable in SyncedEndFile (write + fdatasync) before returning.
 func (s *FileStorage) Sync() error {
 	if s.failed != nil {
 		return s.failedErr()
-	}
-	if err := s.writeDurableEndBehind(); err != nil {
-		return err
 	}
 	end := s.currentEnd()
 	for _, sg := range s.segments {
@@ -705,37 +740,33 @@ func (s *FileStorage) Sync() error {
 	}
 	if s.epochsDirty {
 		data := EncodeEpochCheckpoint(s.epochs.Entries())
-		if err := writeFileAtomic(s.dir, LeaderEpochCheckpointFile, data); err != nil {
+		if err := writeFileAtomicFS(s.fs, s.dir, LeaderEpochCheckpointFile, data); err != nil {
 			return s.fail(err)
 		}
 		s.epochsDirty, s.dirDirty = false, true
 	}
 	if s.dirDirty {
-		if err := syncDir(s.dir); err != nil {
+		if err := syncDirFS(s.fs, s.dir); err != nil {
 			return s.fail(err)
 		}
 		s.dirDirty = false
 	}
-	s.durable = end // recorded by the next Sync, or by Close
-	return nil
+	return s.recordEnd(end)
 }
 
 // PrepareSync implements AsyncSyncer: work fsyncs what Sync would (the dirty segments,
-// a rewritten leader-epoch-checkpoint, the directory) touching nothing but the files
+// a rewritten leader-epoch-checkpoint, the directory) and then writes and fdatasyncs
+// the durable-end record for the end captured now, touching nothing but the files
 // captured now, so it may run on another goroutine while the owner goes on appending;
 // finish, on the owner's goroutine, records the outcome: an error fails the storage
 // as a failed Sync does, success clears the dirty marks unless something changed
-// since PrepareSync. Between the two the owner may only Append. Like Sync, it first
-// writes the previous sync's end to SyncedEndFile without waiting.
+// since PrepareSync. Between the two the owner may only Append.
 func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error) {
-	if s.failed == nil {
-		_ = s.writeDurableEndBehind() // a failure is sticky: handled just below
-	}
 	if s.failed != nil {
 		err := s.failedErr()
 		return func() error { return nil }, func(error) error { return err }
 	}
-	var files []*os.File
+	var files []File
 	var segs []*segment
 	for _, sg := range s.segments {
 		if sg.dirty {
@@ -746,8 +777,13 @@ func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error
 	if s.epochsDirty {
 		epochs = EncodeEpochCheckpoint(s.epochs.Entries())
 	}
-	dir, syncD, mut := s.dir, s.dirDirty || epochs != nil, s.mut
-	end := s.currentEnd()
+	fsys, dir, syncD, mut := s.fs, s.dir, s.dirDirty || epochs != nil, s.mut
+	rec := s.toRecord(s.currentEnd())
+	record := !s.hadSynced || !sameEnd(rec, s.synced.last)
+	if record {
+		rec = s.synced.next(rec)
+	}
+	synced := s.synced
 	work = func() error {
 		for _, f := range files {
 			if err := f.Sync(); err != nil {
@@ -755,12 +791,17 @@ func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error
 			}
 		}
 		if epochs != nil {
-			if err := writeFileAtomic(dir, LeaderEpochCheckpointFile, epochs); err != nil {
+			if err := writeFileAtomicFS(fsys, dir, LeaderEpochCheckpointFile, epochs); err != nil {
 				return err
 			}
 		}
 		if syncD {
-			return syncDir(dir)
+			if err := syncDirFS(fsys, dir); err != nil {
+				return err
+			}
+		}
+		if record {
+			return synced.put(rec)
 		}
 		return nil
 	}
@@ -768,7 +809,9 @@ func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error
 		if err != nil {
 			return s.fail(err)
 		}
-		s.durable = end // only Appends, past end, happened since PrepareSync
+		if record {
+			s.synced.last, s.hadSynced = rec, true
+		}
 		if s.mut == mut {
 			for _, sg := range segs {
 				sg.dirty = false
@@ -794,10 +837,10 @@ func (s *FileStorage) SaveQuorumState(st QuorumState) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(s.dir, QuorumStateFile, data); err != nil {
+	if err := writeFileAtomicFS(s.fs, s.dir, QuorumStateFile, data); err != nil {
 		return s.fail(err)
 	}
-	if err := syncDir(s.dir); err != nil {
+	if err := syncDirFS(s.fs, s.dir); err != nil {
 		return s.fail(err)
 	}
 	s.state = st
@@ -806,25 +849,18 @@ func (s *FileStorage) SaveQuorumState(st QuorumState) error {
 	return nil
 }
 
-// Close implements Storage. It does not sync the log; it records the end of the last
-// completed Sync in SyncedEndFile and fdatasyncs it (unless the storage failed), so
-// a clean stop leaves the whole durable log protected. Later calls fail with
-// ErrClosed.
-func (s *FileStorage) Close() error {
-	var first error
-	if s.failed == nil {
-		first = s.recordDurableEnd()
-	}
-	if err := s.closeFiles(); first == nil {
-		first = err
-	}
-	return first
-}
+// Close implements Storage. It does not sync the log, and writes nothing: every
+// completed Sync has recorded its end already. Later calls fail with ErrClosed.
+func (s *FileStorage) Close() error { return s.closeFiles() }
 
 // closeFiles closes every file, writing nothing: what a crash right after the last
 // write would leave.
 func (s *FileStorage) closeFiles() error {
 	first := s.synced.close()
+	if s.lock != nil {
+		_ = s.lock.Close() // the lock goes with the descriptor
+		s.lock = nil
+	}
 	for _, sg := range s.segments {
 		if sg.f == nil {
 			continue
@@ -880,18 +916,9 @@ func (s *FileStorage) failedErr() error {
 	return fmt.Errorf("%w: refusing writes after an earlier failure: %w", ErrStorageFailed, s.failed)
 }
 
-// writeFileAtomic replaces dir/name with data through dir/name.tmp
-// (storage.WriteFileAtomic); the caller fsyncs dir.
-func writeFileAtomic(dir, name string, data []byte) error {
-	if err := storage.WriteFileAtomic(dir, name, data); err != nil {
-		return ioErr(err)
-	}
-	return nil
-}
-
-// syncDir fsyncs a directory (storage.SyncDir).
-func syncDir(dir string) error {
-	if err := storage.SyncDir(dir); err != nil {
+// syncDirFS fsyncs a directory.
+func syncDirFS(fsys FS, dir string) error {
+	if err := fsys.SyncDir(dir); err != nil {
 		return ioErr(err)
 	}
 	return nil

@@ -443,7 +443,7 @@ func TestTornDurableEndRecord(t *testing.T) {
 	appendTest(t, s, batches[2:]...)
 	syncTest(t, s)
 	closeTest(t, s)
-	m, ok, err := openSyncedEnd(dir)
+	m, ok, err := openSyncedEnd(osFS{}, dir)
 	if err != nil || !ok || m.last.End != 10 {
 		t.Fatalf("durable end %+v %v %v", m.last, ok, err)
 	}

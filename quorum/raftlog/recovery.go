@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 
 	"go.uber.org/zap"
@@ -68,10 +68,12 @@ func decodeRecovery(data []byte) (Recovery, error) {
 }
 
 // ReadRecovery reads dir's RecoveryFile: nil when there is none.
-func ReadRecovery(dir string) (*Recovery, error) {
+func ReadRecovery(dir string) (*Recovery, error) { return readRecovery(osFS{}, dir) }
+
+func readRecovery(fsys FS, dir string) (*Recovery, error) {
 	path := filepath.Join(dir, RecoveryFile)
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
+	data, err := readFile(fsys, path)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
@@ -87,19 +89,21 @@ func ReadRecovery(dir string) (*Recovery, error) {
 
 // WriteRecovery makes r dir's RecoveryFile durably: tmp file, fsync, rename,
 // directory fsync. Only then may anything the marker protects be cut.
-func WriteRecovery(dir string, r Recovery) error {
-	if err := writeFileAtomic(dir, RecoveryFile, encodeRecovery(r)); err != nil {
+func WriteRecovery(dir string, r Recovery) error { return writeRecovery(osFS{}, dir, r) }
+
+func writeRecovery(fsys FS, dir string, r Recovery) error {
+	if err := writeFileAtomicFS(fsys, dir, RecoveryFile, encodeRecovery(r)); err != nil {
 		return err
 	}
-	return syncDir(dir)
+	return syncDirFS(fsys, dir)
 }
 
 // removeRecovery deletes dir's RecoveryFile durably (directory fsync).
-func removeRecovery(dir string) error {
-	if err := os.Remove(filepath.Join(dir, RecoveryFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+func removeRecovery(fsys FS, dir string) error {
+	if err := fsys.Remove(filepath.Join(dir, RecoveryFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return ioErr(err)
 	}
-	return syncDir(dir)
+	return syncDirFS(fsys, dir)
 }
 
 // RecoveryClearer is a Storage that keeps a recovery marker. The driver calls
@@ -115,7 +119,7 @@ func (s *FileStorage) ClearRecovery() error {
 	if s.failed != nil {
 		return s.failedErr()
 	}
-	if err := removeRecovery(s.dir); err != nil {
+	if err := removeRecovery(s.fs, s.dir); err != nil {
 		return s.fail(err)
 	}
 	s.recovery = nil
@@ -158,48 +162,56 @@ func Recover(dir string, opts RecoverOptions) (RecoverReport, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
+	opts.File.fillDefaults()
+	fsys := opts.File.FS
 	var rep RecoverReport
-	if _, err := os.Stat(dir); err != nil {
+	if _, err := fsys.Stat(dir); err != nil {
 		return rep, ioErr(err)
 	}
-	stateEpoch, stateOK, err := readStateForRecovery(dir)
+	// A running node must not see its files change under it.
+	lock, err := lockDir(fsys, dir)
 	if err != nil {
 		return rep, err
 	}
-	epoch, logHasEpochs, err := highestEpochOnDisk(dir)
+	defer lock.Close()
+	stateEpoch, stateOK, err := readStateForRecovery(fsys, dir)
+	if err != nil {
+		return rep, err
+	}
+	epoch, logHasEpochs, err := highestEpochOnDisk(fsys, dir)
 	if err != nil {
 		return rep, err
 	}
 	epoch = max(epoch, stateEpoch)
-	ranBefore, err := fileExists(filepath.Join(dir, SyncedEndFile))
+	ranBefore, err := existsFS(fsys, filepath.Join(dir, SyncedEndFile))
 	if err != nil {
 		return rep, err
 	}
 	stateLost := !stateOK && (logHasEpochs || ranBefore)
-	if old, err := ReadRecovery(dir); err == nil && old != nil {
+	if old, err := readRecovery(fsys, dir); err == nil && old != nil {
 		epoch, stateLost = max(epoch, old.Epoch), stateLost || old.StateLost
 	}
 	marker := Recovery{Epoch: epoch, StateLost: stateLost}
 	if opts.UnsafeAcceptDataLoss {
-		if err := removeRecovery(dir); err != nil {
+		if err := removeRecovery(fsys, dir); err != nil {
 			return rep, err
 		}
 		rep.Actions = append(rep.Actions, "no recovery marker (--unsafe-accept-data-loss): the node votes at once")
 	} else {
-		if err := WriteRecovery(dir, marker); err != nil {
+		if err := writeRecovery(fsys, dir, marker); err != nil {
 			return rep, err
 		}
 		rep.Marker = &marker
 		rep.Actions = append(rep.Actions, fmt.Sprintf("wrote %s: epoch %d, quorum-state lost %t", RecoveryFile, epoch, stateLost))
 	}
 	if !stateOK {
-		acts, err := replaceLostState(dir, epoch, opts.UnsafeAcceptDataLoss)
+		acts, err := replaceLostState(fsys, dir, epoch, opts.UnsafeAcceptDataLoss)
 		rep.Actions = append(rep.Actions, acts...)
 		if err != nil {
 			return rep, err
 		}
 	}
-	acts, err := dropBadSnapshots(dir, opts.CheckSnapshot)
+	acts, err := dropBadSnapshots(fsys, dir, opts.CheckSnapshot)
 	rep.Actions = append(rep.Actions, acts...)
 	if err != nil {
 		return rep, err
@@ -207,7 +219,7 @@ func Recover(dir string, opts RecoverOptions) (RecoverReport, error) {
 	if len(acts) > 0 {
 		// The log may start where a dropped snapshot ended: without it the node
 		// would hold a log with no state below it. Fetch everything again.
-		acts, err := dropLog(dir)
+		acts, err := dropLog(fsys, dir)
 		rep.Actions = append(rep.Actions, acts...)
 		if err != nil {
 			return rep, err
@@ -216,6 +228,7 @@ func Recover(dir string, opts RecoverOptions) (RecoverReport, error) {
 	fo := opts.File
 	fo.Logger = opts.Logger
 	fo.repair = func(what string) { rep.Actions = append(rep.Actions, what) }
+	fo.locked = true
 	s, err := OpenFileStorage(dir, fo)
 	if err != nil {
 		return rep, err
@@ -226,9 +239,9 @@ func Recover(dir string, opts RecoverOptions) (RecoverReport, error) {
 
 // readStateForRecovery returns the quorum-state's epoch; ok is false when the file
 // is missing or unreadable.
-func readStateForRecovery(dir string) (epoch int32, ok bool, err error) {
-	data, err := os.ReadFile(filepath.Join(dir, QuorumStateFile))
-	if errors.Is(err, os.ErrNotExist) {
+func readStateForRecovery(fsys FS, dir string) (epoch int32, ok bool, err error) {
+	data, err := readFile(fsys, filepath.Join(dir, QuorumStateFile))
+	if errors.Is(err, fs.ErrNotExist) {
 		return 0, false, nil
 	}
 	if err != nil {
@@ -245,15 +258,14 @@ func readStateForRecovery(dir string) (epoch int32, ok bool, err error) {
 // prefix of every segment (each scanned on its own, so a damaged segment hides only
 // its own tail), leader-epoch-checkpoint and the snapshot names. any: some batch or
 // snapshot exists (the node took part in the quorum).
-func highestEpochOnDisk(dir string) (epoch int32, any bool, err error) {
-	entries, err := os.ReadDir(dir)
+func highestEpochOnDisk(fsys FS, dir string) (epoch int32, any bool, err error) {
+	names, err := fsys.ReadDir(dir)
 	if err != nil {
 		return 0, false, ioErr(err)
 	}
-	for _, e := range entries {
-		name := e.Name()
+	for _, name := range names {
 		if base, ok := parseSegmentName(name); ok {
-			res, err := scanSegment(filepath.Join(dir, name), base, -1)
+			res, err := scanSegment(fsys, filepath.Join(dir, name), base, -1)
 			if err != nil {
 				return 0, false, err
 			}
@@ -266,7 +278,7 @@ func highestEpochOnDisk(dir string) (epoch int32, any bool, err error) {
 			epoch, any = max(epoch, id.Epoch), true
 		}
 	}
-	if data, err := os.ReadFile(filepath.Join(dir, LeaderEpochCheckpointFile)); err == nil {
+	if data, err := readFile(fsys, filepath.Join(dir, LeaderEpochCheckpointFile)); err == nil {
 		if cp, err := DecodeEpochCheckpoint(data); err == nil {
 			for _, c := range cp {
 				epoch = max(epoch, c.Epoch)
@@ -279,11 +291,11 @@ func highestEpochOnDisk(dir string) (epoch int32, any bool, err error) {
 // replaceLostState moves an unreadable quorum-state aside (quorum-state.corrupt).
 // With unsafe, it writes a state at epoch with no vote, so that the node starts at
 // once; otherwise the node starts without one, which the marker allows.
-func replaceLostState(dir string, epoch int32, unsafe bool) ([]string, error) {
+func replaceLostState(fsys FS, dir string, epoch int32, unsafe bool) ([]string, error) {
 	var acts []string
 	path := filepath.Join(dir, QuorumStateFile)
-	if _, err := os.Stat(path); err == nil {
-		if err := os.Rename(path, path+corruptSuffix); err != nil {
+	if _, err := fsys.Stat(path); err == nil {
+		if err := fsys.Rename(path, path+corruptSuffix); err != nil {
 			return acts, ioErr(err)
 		}
 		acts = append(acts, fmt.Sprintf("moved the unreadable %s to %s", QuorumStateFile, QuorumStateFile+corruptSuffix))
@@ -293,28 +305,28 @@ func replaceLostState(dir string, epoch int32, unsafe bool) ([]string, error) {
 		if err != nil {
 			return acts, err
 		}
-		if err := writeFileAtomic(dir, QuorumStateFile, data); err != nil {
+		if err := writeFileAtomicFS(fsys, dir, QuorumStateFile, data); err != nil {
 			return acts, err
 		}
 		acts = append(acts, fmt.Sprintf("wrote a %s at epoch %d with no vote", QuorumStateFile, epoch))
 	}
-	return acts, syncDir(dir)
+	return acts, syncDirFS(fsys, dir)
 }
 
 const corruptSuffix = ".corrupt"
 
 // dropBadSnapshots renames every snapshot check refuses to *.checkpoint.corrupt.
-func dropBadSnapshots(dir string, check func(string, SnapshotID) error) ([]string, error) {
+func dropBadSnapshots(fsys FS, dir string, check func(string, SnapshotID) error) ([]string, error) {
 	if check == nil {
 		return nil, nil
 	}
-	entries, err := os.ReadDir(dir)
+	names, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, ioErr(err)
 	}
 	var acts []string
-	for _, e := range entries {
-		id, ok := parseSnapshotName(e.Name())
+	for _, name := range names {
+		id, ok := parseSnapshotName(name)
 		if !ok {
 			continue
 		}
@@ -322,45 +334,34 @@ func dropBadSnapshots(dir string, check func(string, SnapshotID) error) ([]strin
 		if cerr == nil {
 			continue
 		}
-		path := filepath.Join(dir, e.Name())
-		if err := os.Rename(path, path+corruptSuffix); err != nil {
+		path := filepath.Join(dir, name)
+		if err := fsys.Rename(path, path+corruptSuffix); err != nil {
 			return acts, ioErr(err)
 		}
-		acts = append(acts, fmt.Sprintf("dropped snapshot %s (moved to %s): %v", e.Name(), e.Name()+corruptSuffix, cerr))
+		acts = append(acts, fmt.Sprintf("dropped snapshot %s (moved to %s): %v", name, name+corruptSuffix, cerr))
 	}
 	if len(acts) > 0 {
-		return acts, syncDir(dir)
+		return acts, syncDirFS(fsys, dir)
 	}
 	return acts, nil
 }
 
 // dropLog deletes every segment: the node starts at its newest valid snapshot (or
 // empty) and fetches the rest from the leader.
-func dropLog(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
+func dropLog(fsys FS, dir string) ([]string, error) {
+	names, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, ioErr(err)
 	}
 	var acts []string
-	for _, e := range entries {
-		if _, ok := parseSegmentName(e.Name()); !ok {
+	for _, name := range names {
+		if _, ok := parseSegmentName(name); !ok {
 			continue
 		}
-		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+		if err := fsys.Remove(filepath.Join(dir, name)); err != nil {
 			return acts, ioErr(err)
 		}
-		acts = append(acts, "deleted "+e.Name()+": the log is fetched again from the leader")
+		acts = append(acts, "deleted "+name+": the log is fetched again from the leader")
 	}
-	return acts, syncDir(dir)
-}
-
-func fileExists(path string) (bool, error) {
-	_, err := os.Stat(path)
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, os.ErrNotExist):
-		return false, nil
-	}
-	return false, ioErr(err)
+	return acts, syncDirFS(fsys, dir)
 }

@@ -1,7 +1,10 @@
 package raftlog
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -45,7 +48,7 @@ type batchPos struct {
 type segment struct {
 	base    int64
 	path    string
-	f       *os.File
+	f       File
 	size    int64
 	batches []batchPos
 	// dirty means bytes were written or cut since the last fsync.
@@ -77,9 +80,9 @@ func (sg *segment) fitsOffsets(b Batch) bool {
 }
 
 // openSegment opens (creating if needed) the segment file for base in dir.
-func openSegment(dir string, base int64) (*segment, error) {
+func openSegment(fsys FS, dir string, base int64) (*segment, error) {
 	path := filepath.Join(dir, segmentName(base))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, ioErr(err)
 	}
@@ -88,8 +91,17 @@ func openSegment(dir string, base int64) (*segment, error) {
 
 // scanSegment reads the segment file and returns its longest valid prefix of
 // batches (storage.ScanSegment, the recovery scan shared with the partition logs).
-func scanSegment(path string, next int64, prevEpoch int32) (storage.ScanResult, error) {
-	res, err := storage.ScanSegment(path, next, prevEpoch, nil)
+func scanSegment(fsys FS, path string, next int64, prevEpoch int32) (storage.ScanResult, error) {
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return storage.ScanResult{}, ioErr(err)
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return storage.ScanResult{}, ioErr(err)
+	}
+	res, err := storage.ScanSegmentFrom(io.NewSectionReader(f, 0, size), size, next, prevEpoch, nil)
 	if err != nil {
 		return res, ioErr(err)
 	}
@@ -122,22 +134,22 @@ func (sg *segment) cutFrom(offset int64) (pos int64, keep int) {
 
 // remove closes and deletes the segment and the index files Kafka may have left
 // next to it (they would describe data that no longer exists).
-func (sg *segment) remove() error {
+func (sg *segment) remove(fsys FS) error {
 	if sg.f != nil {
 		_ = sg.f.Close() // the file is being deleted; a close error changes nothing
 		sg.f = nil
 	}
-	if err := os.Remove(sg.path); err != nil && !os.IsNotExist(err) {
+	if err := fsys.Remove(sg.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return ioErr(err)
 	}
-	return removeIndexFiles(sg.path)
+	return removeIndexFiles(fsys, sg.path)
 }
 
 // removeIndexFiles deletes the .index and .timeindex files of a segment path.
-func removeIndexFiles(segPath string) error {
+func removeIndexFiles(fsys FS, segPath string) error {
 	stem := strings.TrimSuffix(segPath, logSuffix)
 	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
-		if err := os.Remove(stem + suffix); err != nil && !os.IsNotExist(err) {
+		if err := fsys.Remove(stem + suffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return ioErr(err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -80,7 +81,7 @@ func (s *FileStorage) latestSnapshot() (SnapshotID, bool) {
 type SnapshotWriter struct {
 	s    *FileStorage
 	id   SnapshotID
-	f    *os.File
+	f    File
 	size int64
 	// flushed is how much StartWriteback has handed to the kernel so far.
 	flushed int64
@@ -98,7 +99,7 @@ func (s *FileStorage) CreateSnapshot(id SnapshotID) (*SnapshotWriter, error) {
 	if slices.Contains(s.snapshots, id) {
 		return nil, fmt.Errorf("%w: %s", ErrSnapshotExists, SnapshotFileName(id))
 	}
-	f, err := os.CreateTemp(s.dir, snapshotStem(id)+"-*"+snapshotPartSuffix)
+	f, err := s.fs.CreateTemp(s.dir, snapshotStem(id)+"-*"+snapshotPartSuffix)
 	if err != nil {
 		return nil, s.fail(ioErr(err))
 	}
@@ -160,7 +161,7 @@ func (w *SnapshotWriter) StartWriteback() error {
 	if w.f == nil {
 		return ErrSnapshotWriterDone
 	}
-	if err := startWriteback(w.f, w.flushed, w.size-w.flushed); err != nil {
+	if err := w.f.StartWriteback(w.flushed, w.size-w.flushed); err != nil {
 		if w.err == nil {
 			w.err = ioErr(err)
 		}
@@ -186,13 +187,13 @@ func (w *SnapshotWriter) Commit() error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(part, filepath.Join(s.dir, SnapshotFileName(w.id)))
+		err = s.fs.Rename(part, filepath.Join(s.dir, SnapshotFileName(w.id)))
 	}
 	if err != nil {
-		_ = os.Remove(part) // best effort; open removes .part leftovers anyway
+		_ = s.fs.Remove(part) // best effort; open removes .part leftovers anyway
 		return s.fail(ioErr(err))
 	}
-	if err := syncDir(s.dir); err != nil {
+	if err := syncDirFS(s.fs, s.dir); err != nil {
 		return s.fail(err)
 	}
 	s.snapshots = append(s.snapshots, w.id)
@@ -208,7 +209,7 @@ func (w *SnapshotWriter) Abort() error {
 	f := w.f
 	w.f = nil
 	_ = f.Close() // the file is being deleted
-	if err := os.Remove(f.Name()); err != nil && !os.IsNotExist(err) {
+	if err := w.s.fs.Remove(f.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return ioErr(err)
 	}
 	return nil
@@ -216,20 +217,48 @@ func (w *SnapshotWriter) Abort() error {
 
 // OpenSnapshot opens a complete snapshot for reading (it is an io.ReaderAt for
 // FetchSnapshot positions) and returns its size. The caller closes it.
-func (s *FileStorage) OpenSnapshot(id SnapshotID) (*os.File, int64, error) {
+func (s *FileStorage) OpenSnapshot(id SnapshotID) (File, int64, error) {
 	if !slices.Contains(s.snapshots, id) {
 		return nil, 0, fmt.Errorf("%w: %s", ErrSnapshotNotFound, SnapshotFileName(id))
 	}
-	f, err := os.Open(filepath.Join(s.dir, SnapshotFileName(id)))
+	f, err := s.fs.OpenFile(filepath.Join(s.dir, SnapshotFileName(id)), os.O_RDONLY, 0)
 	if err != nil {
 		return nil, 0, ioErr(err)
 	}
-	st, err := f.Stat()
+	size, err := f.Size()
 	if err != nil {
 		_ = f.Close()
 		return nil, 0, ioErr(err)
 	}
-	return f, st.Size(), nil
+	return f, size, nil
+}
+
+// ReadSnapshot returns up to maxBytes of snapshot id from position, and the
+// snapshot's size (no bytes when position is at or past the end): what FetchSnapshot
+// serves. It opens the file per call and touches nothing else of the storage, so a
+// snapshot writer or server may call it on another goroutine; a snapshot deleted by
+// a concurrent cleaning reads as ErrSnapshotNotFound.
+func (s *FileStorage) ReadSnapshot(id SnapshotID, position int64, maxBytes int) ([]byte, int64, error) {
+	f, err := s.fs.OpenFile(filepath.Join(s.dir, SnapshotFileName(id)), os.O_RDONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, 0, fmt.Errorf("%w: %s", ErrSnapshotNotFound, SnapshotFileName(id))
+	}
+	if err != nil {
+		return nil, 0, ioErr(err)
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, 0, ioErr(err)
+	}
+	if position >= size || position < 0 {
+		return nil, size, nil
+	}
+	buf := make([]byte, min(int64(maxBytes), size-position))
+	if _, err := f.ReadAt(buf, position); err != nil {
+		return nil, 0, ioErr(err)
+	}
+	return buf, size, nil
 }
 
 // DeleteSnapshotsBefore deletes the snapshots whose end offset is below endOffset,
@@ -242,12 +271,12 @@ func (s *FileStorage) DeleteSnapshotsBefore(endOffset int64) error {
 	for len(s.snapshots) > 1 && s.snapshots[0].EndOffset < endOffset {
 		name := filepath.Join(s.dir, SnapshotFileName(s.snapshots[0]))
 		deleted := filepath.Join(s.dir, snapshotStem(s.snapshots[0])+snapshotDeletedSuffix)
-		if err := os.Rename(name, deleted); err != nil {
+		if err := s.fs.Rename(name, deleted); err != nil {
 			return s.fail(ioErr(err))
 		}
 		s.snapshots = s.snapshots[1:]
 		s.markDir()
-		if err := os.Remove(deleted); err != nil {
+		if err := s.fs.Remove(deleted); err != nil {
 			return s.fail(ioErr(err))
 		}
 	}
@@ -274,7 +303,7 @@ func (s *FileStorage) SetLogStart(offset int64) error {
 			ErrLogStartBeyondSnapshot, offset, snap, s.EndOffset())
 	}
 	for len(s.segments) > 1 && s.segments[1].base <= offset {
-		if err := s.segments[0].remove(); err != nil {
+		if err := s.segments[0].remove(s.fs); err != nil {
 			return s.fail(err)
 		}
 		s.segments = s.segments[1:]
@@ -298,7 +327,7 @@ func (s *FileStorage) ResetLog(offset int64) error {
 		return err
 	}
 	for _, sg := range s.segments {
-		if err := sg.remove(); err != nil {
+		if err := sg.remove(s.fs); err != nil {
 			return s.fail(err)
 		}
 	}
@@ -345,14 +374,18 @@ var BootstrapSnapshotID = SnapshotID{EndOffset: 0, Epoch: 0}
 // deletes if the write did not finish), fsynced, renamed, and the directories
 // fsynced. It refuses to replace an existing bootstrap snapshot.
 func WriteBootstrapSnapshot(dir string, data []byte) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	return writeBootstrapSnapshot(osFS{}, dir, data)
+}
+
+func writeBootstrapSnapshot(fsys FS, dir string, data []byte) error {
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return ioErr(err)
 	}
 	final := filepath.Join(dir, SnapshotFileName(BootstrapSnapshotID))
-	if _, err := os.Lstat(final); err == nil {
+	if _, err := fsys.Stat(final); err == nil {
 		return fmt.Errorf("%w: %s", ErrSnapshotExists, final)
 	}
-	f, err := os.CreateTemp(dir, snapshotStem(BootstrapSnapshotID)+"-*"+snapshotPartSuffix)
+	f, err := fsys.CreateTemp(dir, snapshotStem(BootstrapSnapshotID)+"-*"+snapshotPartSuffix)
 	if err != nil {
 		return ioErr(err)
 	}
@@ -364,14 +397,14 @@ func WriteBootstrapSnapshot(dir string, data []byte) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(f.Name(), final)
+		err = fsys.Rename(f.Name(), final)
 	}
 	if err != nil {
-		_ = os.Remove(f.Name()) // best effort; open removes .part leftovers anyway
+		_ = fsys.Remove(f.Name()) // best effort; open removes .part leftovers anyway
 		return ioErr(err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := syncDirFS(fsys, dir); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(dir))
+	return syncDirFS(fsys, filepath.Dir(dir))
 }

@@ -61,7 +61,7 @@ func TestSnapshotWriteCommitRead(t *testing.T) {
 	if _, err := f.ReadAt(chunk, 5); err != nil || !bytes.Equal(chunk, want[5:15]) {
 		t.Fatalf("ReadAt: %v", err)
 	}
-	all, err := io.ReadAll(f)
+	all, err := io.ReadAll(io.NewSectionReader(f, 0, size))
 	if err != nil || !bytes.Equal(all, want) {
 		t.Fatalf("ReadAll: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -13,10 +14,10 @@ import (
 // tells a torn tail from bit rot at recovery. After a crash only bytes written since
 // the last completed Sync can be damaged by the crash; any damage at or below the
 // recorded end is a disk fault in records this node may have acknowledged, and
-// silently truncating them would let it vote as if it had never held them. The
-// record lags the log by one Sync and costs no fsync of its own on the commit path
-// (see FileStorage); Close brings it up to date. Kafka keeps no such record
-// (kraftd's own file; Kafka ignores it).
+// silently truncating them would let it vote as if it had never held them. Every
+// Sync records the end it made durable, after its data fsync and before it returns,
+// so before anything it covered is acknowledged (see FileStorage). Kafka keeps no
+// such record (kraftd's own file; Kafka ignores it).
 const SyncedEndFile = "kraftd-synced-end"
 
 // The file holds two slots, each a record written in place: magic, sequence, end
@@ -24,9 +25,9 @@ const SyncedEndFile = "kraftd-synced-end"
 // and a CRC-32C of the preceding bytes. Slots alternate by sequence, so a write torn
 // by a crash leaves the other slot valid; the valid slot with the higher sequence
 // wins. Each slot has a page of its own, so that the device write of one record
-// never rewrites the other (records are written without waiting for the previous
-// one to be durable). The file is only ever overwritten in place (no size change),
-// so fdatasync makes a slot durable without a journal commit.
+// never rewrites the other. The file is created full size once and only ever
+// overwritten in place (no size change), so fdatasync makes a slot durable without
+// a journal commit.
 const (
 	syncedSlotSize  = 4096
 	syncedRecordLen = 4 + 8 + 8 + 8 + 8 + 4
@@ -70,10 +71,8 @@ func decodeSyncedEnd(b []byte) (syncedEnd, bool) {
 
 // syncedEndFile is the open SyncedEndFile.
 type syncedEndFile struct {
-	f    *os.File
-	last syncedEnd // the newest slot written or read
-	// behind: last was written with writeBehind and may not be durable yet.
-	behind bool
+	f    File
+	last syncedEnd // the newest slot written (durably) or read
 }
 
 // ErrCorrupt reports damage to data this node made durable: the node must not start
@@ -82,18 +81,18 @@ var ErrCorrupt = errors.New("raftlog: corrupt metadata log")
 
 // openSyncedEnd opens (creating if missing) dir's SyncedEndFile and reads the newest
 // valid slot. present is false for a new file or one with no valid slot.
-func openSyncedEnd(dir string) (_ *syncedEndFile, present bool, err error) {
+func openSyncedEnd(fsys FS, dir string) (_ *syncedEndFile, present bool, err error) {
 	path := filepath.Join(dir, SyncedEndFile)
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if errors.Is(err, os.ErrNotExist) {
+	f, err := fsys.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
 		// Create it full size once, so later slot writes never change its size.
-		if err := writeFileAtomic(dir, SyncedEndFile, make([]byte, 2*syncedSlotSize)); err != nil {
+		if err := writeFileAtomicFS(fsys, dir, SyncedEndFile, make([]byte, 2*syncedSlotSize)); err != nil {
 			return nil, false, err
 		}
-		if err := syncDir(dir); err != nil {
-			return nil, false, err
+		if err := fsys.SyncDir(dir); err != nil {
+			return nil, false, ioErr(err)
 		}
-		f, err = os.OpenFile(path, os.O_RDWR, 0)
+		f, err = fsys.OpenFile(path, os.O_RDWR, 0)
 	}
 	if err != nil {
 		return nil, false, ioErr(err)
@@ -112,42 +111,33 @@ func openSyncedEnd(dir string) (_ *syncedEndFile, present bool, err error) {
 	return s, present, nil
 }
 
-// write makes m durable (pwrite + fdatasync, which also makes every earlier
-// writeBehind durable) in the slot after the last one written.
-func (s *syncedEndFile) write(m syncedEnd) error {
-	if err := s.writeBehind(m); err != nil {
-		return err
-	}
-	return s.flush()
+// next numbers m as the record after the last one written.
+func (s *syncedEndFile) next(m syncedEnd) syncedEnd {
+	m.Seq = s.last.Seq + 1
+	return m
 }
 
-// flush makes the last record durable.
-func (s *syncedEndFile) flush() error {
-	if err := fdatasync(s.f); err != nil {
+// put writes m (numbered by next) into its slot and fdatasyncs it. It touches only
+// the file, so a PrepareSync's work may call it on another goroutine; the caller
+// then sets last. A crash inside it leaves the other slot, the previous record,
+// valid: a torn slot fails its CRC.
+func (s *syncedEndFile) put(m syncedEnd) error {
+	if _, err := s.f.WriteAt(m.encode(), int64(m.Seq%2)*syncedSlotSize); err != nil {
 		return ioErr(err)
 	}
-	s.behind = false
+	if err := s.f.Datasync(); err != nil {
+		return ioErr(err)
+	}
 	return nil
 }
 
-// writeBehind writes m into the slot after the last one written and starts its
-// writeback to the device, without waiting for it or flushing the device cache: it
-// becomes durable with the next device cache flush, which the segment fsync of the
-// Sync running beside it issues (or, at the latest, the next one's; where
-// sync_file_range does not exist, the kernel's writeback or flush does). Never
-// waiting is what keeps it off the commit path; it is safe because m only ever
-// claims bytes already durable, so a record lost in a crash means an older record,
-// that is, less protection, never a false claim.
-func (s *syncedEndFile) writeBehind(m syncedEnd) error {
-	m.Seq = s.last.Seq + 1
-	off := int64(m.Seq%2) * syncedSlotSize
-	if _, err := s.f.WriteAt(m.encode(), off); err != nil {
-		return ioErr(err)
+// write makes m durable in the slot after the last one written.
+func (s *syncedEndFile) write(m syncedEnd) error {
+	m = s.next(m)
+	if err := s.put(m); err != nil {
+		return err
 	}
-	s.last, s.behind = m, true
-	if err := startWriteback(s.f, off, syncedSlotSize); err != nil {
-		return ioErr(err)
-	}
+	s.last = m
 	return nil
 }
 

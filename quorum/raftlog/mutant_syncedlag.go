@@ -1,0 +1,6 @@
+//go:build mutant_syncedlag
+
+package raftlog
+
+// The syncedlag mutant (see mutant_off.go): make mutants expects the simulation to fail.
+const mutSyncedLag = true
