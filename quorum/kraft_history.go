@@ -156,10 +156,14 @@ func (h *kraftHistory) latestKRaftVersion() int16 {
 	return KRaftVersionStatic
 }
 
-// dynamic reports a node of a dynamic quorum (KIP-853): configured with
-// controller.quorum.bootstrap.servers and no controller.quorum.voters, it takes
-// the voter set from the log. A node with static voters ignores VotersRecords.
-func (r *Raft) dynamic() bool { return len(r.cfg.Voters) == 0 }
+// dynamic reports that the voter set comes from the log (KIP-853): a node configured
+// with controller.quorum.bootstrap.servers and no controller.quorum.voters, or a
+// node of a static quorum whose log raised kraft.version to 1
+// (UpgradeKRaftVersion, KAFKA-16538). A static node at kraft.version 0 ignores
+// VotersRecords. Truncating the upgrade's record makes the node static again.
+func (r *Raft) dynamic() bool {
+	return len(r.cfg.Voters) == 0 || r.log.kraft.latestKRaftVersion() >= KRaftVersionDynamic
+}
 
 // kraftVersion is the kraft.version in force: the configured one (0) for a static
 // quorum, the latest KRaftVersionRecord for a dynamic one.

@@ -95,7 +95,11 @@ type Raft struct {
 	discover *followerState
 
 	noPreVote map[int32]bool
-	counters  counters
+	// reported is what the voters told this leader through UpdateRaftVoter in
+	// reportedEpoch at kraft.version 0 (KAFKA-16538: kept in memory only).
+	reported      map[int32]VoterNode
+	reportedEpoch int32
+	counters      counters
 
 	// recovery: the node runs with a recovery marker (recovery.go); nil otherwise.
 	recovery *recoveryState
@@ -150,7 +154,7 @@ func NewRaftFromSnapshot(cfg Config, loaded raftlog.Loaded, snapKRaft SnapshotKR
 	if err != nil {
 		return nil, err
 	}
-	if err := validateQuorumState(&cfg, loaded.State, rl.lastEpoch()); err != nil {
+	if err := validateQuorumState(&cfg, loaded.State, rl.lastEpoch(), rl.kraft.latestKRaftVersion()); err != nil {
 		return nil, err
 	}
 	r := &Raft{
