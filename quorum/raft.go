@@ -70,6 +70,9 @@ type Raft struct {
 	epoch    int32
 	leaderID int32
 	votedID  int32
+	// votedDir is the directory id of the replica votedID names (KIP-853: a vote
+	// is for a replica key); zero when unknown or votedID < 0.
+	votedDir [16]byte
 
 	hw      int64
 	applied int64
@@ -242,6 +245,9 @@ func (r *Raft) initialize(st raftlog.QuorumState, nowMs int64) {
 		r.enterUnattached(nowMs)
 		r.logf("%d became unattached at epoch %d", self, r.epoch)
 	}
+	if r.votedID >= 0 && r.votedID == st.VotedID && r.epoch == st.LeaderEpoch && r.votedDir == ([16]byte{}) {
+		r.votedDir = st.VotedDirectoryID
+	}
 	if r.campaigns() && len(r.voterIDs()) == 1 && r.role != Leader {
 		// A single-voter quorum needs nobody's vote: elect at once.
 		r.becomeCandidate(nowMs)
@@ -297,7 +303,13 @@ func (r *Raft) persist() {
 	if r.role == Leader || r.role == Resigned {
 		st.LeaderID = r.cfg.NodeID
 	}
-	st.CurrentVoters = slices.Clone(r.voterIDs())
+	if r.kraftVersion() >= KRaftVersionDynamic {
+		// Kafka's quorum-state data_version 1 at kraft.version 1: the voted replica's
+		// directory id instead of the voters, which live in the log.
+		st.DataVersion, st.VotedDirectoryID = 1, r.votedDir
+	} else {
+		st.CurrentVoters = slices.Clone(r.voterIDs())
+	}
 	r.pendingState = &st
 }
 
@@ -315,7 +327,7 @@ func (r *Raft) transitionEpoch(epoch int32) {
 	assertf(epoch >= r.epoch, "monotonic epoch: transition from epoch %d to %d", r.epoch, epoch)
 	assertf(epoch < epochCeiling, "epoch ceiling: transition from epoch %d to %d", r.epoch, epoch)
 	if epoch > r.epoch {
-		r.votedID = -1
+		r.votedID, r.votedDir = -1, [16]byte{}
 		r.leaderID = -1
 		r.retries = 0
 	}
@@ -430,7 +442,7 @@ func (r *Raft) becomeCandidateAt(nowMs int64, epoch int32) {
 	r.leave()
 	r.transitionEpoch(epoch)
 	r.retries = retries + 1
-	r.votedID = r.cfg.NodeID
+	r.votedID, r.votedDir = r.cfg.NodeID, r.ownDirectoryID()
 	r.role = Candidate
 	r.ballot = &ballot{granted: map[int32]bool{r.cfg.NodeID: true}, rejected: map[int32]bool{}}
 	r.electionDeadlineMs = nowMs + r.randomElectionTimeoutMs()
