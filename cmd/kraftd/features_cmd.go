@@ -27,7 +27,7 @@ import (
 
 const featuresUsage = `usage:
   kraftd features describe --bootstrap-controller host:port
-  kraftd features upgrade --bootstrap-controller host:port --feature kraft.version=1 [--dry-run]`
+  kraftd features upgrade --bootstrap-controller host:port|--bootstrap-server host:port --feature kraft.version=1 [--dry-run]`
 
 func runFeatures(args []string, stdout io.Writer, stderr *os.File) int {
 	if len(args) == 0 || (args[0] != "describe" && args[0] != "upgrade") {
@@ -35,7 +35,7 @@ func runFeatures(args []string, stdout io.Writer, stderr *os.File) int {
 		return exitUsage
 	}
 	fs := pflag.NewFlagSet("features "+args[0], pflag.ContinueOnError)
-	bootstrap := fs.String("bootstrap-controller", "", "host:port of a controller (the quorum leader is found from its answer)")
+	bootstrap := bootstrapFlags(fs)
 	var updates []string
 	dryRun := false
 	if args[0] == "upgrade" {
@@ -49,7 +49,7 @@ func runFeatures(args []string, stdout io.Writer, stderr *os.File) int {
 		}
 		return report(stderr, exitUsage, err)
 	}
-	if *bootstrap == "" || (args[0] == "upgrade" && len(updates) == 0) {
+	if bootstrap() == "" || (args[0] == "upgrade" && len(updates) == 0) {
 		fmt.Fprintln(stderr, featuresUsage)
 		return exitUsage
 	}
@@ -58,7 +58,7 @@ func runFeatures(args []string, stdout io.Writer, stderr *os.File) int {
 	cl := protocol.NewClient(protocol.ClientConfig{ClientID: "kraftd-features"})
 	defer cl.Close()
 	if args[0] == "describe" {
-		return describeFeatures(ctx, cl, *bootstrap, stdout, stderr)
+		return describeFeatures(ctx, cl, bootstrap(), stdout, stderr)
 	}
 	req := kmsg.NewPtrUpdateFeaturesRequest()
 	req.SetVersion(-1)
@@ -74,7 +74,7 @@ func runFeatures(args []string, stdout io.Writer, stderr *os.File) int {
 		fu.Feature, fu.MaxVersionLevel, fu.UpgradeType = name, int16(level), 1
 		req.FeatureUpdates = append(req.FeatureUpdates, fu)
 	}
-	results, err := sendUpdateFeatures(ctx, cl, *bootstrap, req)
+	results, err := sendUpdateFeatures(ctx, cl, bootstrap(), req)
 	if err != nil {
 		return report(stderr, exitError, err)
 	}

@@ -36,10 +36,11 @@ func newStaticProc(t *testing.T, id, port int, role, voters string) *dynProc {
 // TestProcessStaticQuorumUpgrade is issue 18's second "done when" with real
 // processes: three controllers of a static quorum (controller.quorum.voters) and a
 // broker, with topics; `kraftd features upgrade --feature kraft.version=1` (after
-// the voters reported their directory ids through UpdateRaftVoter) makes the voter
-// set dynamic: DescribeQuorum then lists the voters with their directory ids, every
-// topic is still there, and a fourth controller, formatted
-// --no-initial-controllers, is added with `kraftd quorum add-controller`.
+// the voters reported their directory ids through UpdateRaftVoter; the dry run is
+// sent to the broker, which forwards it) makes the voter set dynamic:
+// DescribeQuorum then lists the voters with their directory ids, every topic is
+// still there, and a fourth controller, formatted --no-initial-controllers, is
+// added with `kraftd quorum add-controller --bootstrap-server` (the broker).
 func TestProcessStaticQuorumUpgrade(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
@@ -83,9 +84,9 @@ func TestProcessStaticQuorumUpgrade(t *testing.T) {
 	}
 
 	// The voters report to the leader in the background: until all did, the dry run
-	// says which one has not.
+	// says which one has not. It goes through the broker, which forwards it.
 	eventually(t, "a dry run of the upgrade passes", 10*time.Second, func() bool {
-		out, err := exec.Command(bin, "features", "upgrade", "--bootstrap-controller", c1.addr(),
+		out, err := exec.Command(bin, "features", "upgrade", "--bootstrap-server", b4.addr(),
 			"--feature", "kraft.version=1", "--dry-run").CombinedOutput()
 		return err == nil && strings.Contains(string(out), "kraft.version can be upgraded to 1")
 	})
@@ -105,7 +106,8 @@ func TestProcessStaticQuorumUpgrade(t *testing.T) {
 	}
 
 	c5.start(t, bin)
-	c5.quorum(t, bin, "add-controller", "--bootstrap-controller", c1.addr(), "--command-config", c5.file)
+	// Added through the broker, which forwards DescribeQuorum and AddRaftVoter.
+	c5.quorum(t, bin, "add-controller", "--bootstrap-server", b4.addr(), "--command-config", c5.file)
 	want = append(want, "5:"+c5.directoryID(t))
 	eventually(t, "controller 5 is a voter", 10*time.Second, func() bool {
 		keys, err := voterKeys(c3.addr())
