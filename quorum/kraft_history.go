@@ -207,6 +207,30 @@ func (r *Raft) selfIsVoter() bool {
 	return ok && v.set.IsVoter(ReplicaKey{ID: r.cfg.NodeID, DirectoryID: r.cfg.DirectoryID})
 }
 
+// removedPendingCommit reports whether the latest VotersRecord removed this replica
+// and is not known to be committed (at or above the high watermark). Such a replica
+// still campaigns, counting only the votes of the new set: a leader that removed
+// itself and lost its leadership (a crash, check-quorum) before the removal
+// committed may have to lead again to commit it (Raft thesis 4.2.2: a leader
+// outside its configuration manages the cluster until the configuration commits).
+// Without it, a new set whose voters lack the record can need this replica's vote,
+// which it refuses them for their shorter log, and no leader is ever elected (found
+// by TestSimulationVoterChanges: voters {2,3}, 2 removes itself while 3 is cut off,
+// then restarts as an observer). Once it learns a high watermark past the record it
+// is an observer like any other.
+func (r *Raft) removedPendingCommit() bool {
+	if !r.dynamic() || r.isVoter {
+		return false
+	}
+	h := r.log.kraft.voters
+	if len(h) < 2 {
+		return false
+	}
+	self := ReplicaKey{ID: r.cfg.NodeID, DirectoryID: r.cfg.DirectoryID}
+	last, prev := h[len(h)-1], h[len(h)-2]
+	return last.offset >= r.hw && prev.set.IsVoter(self) && !last.set.IsVoter(self)
+}
+
 // mayGrantTo reports whether membership lets this node grant candidate a vote: at
 // kraft.version 0 both must be voters; from kraft.version 1 on Kafka grants
 // without a membership check (KIP-853: the voter set read from the log may lag),

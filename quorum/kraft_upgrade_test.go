@@ -3,6 +3,7 @@ package quorum_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -155,5 +156,80 @@ func TestStaticQuorumUpgradesToKRaftVersion1(t *testing.T) {
 		if !slices.Equal(vals, []string{"a", "b", "c", "d"}) {
 			t.Fatalf("node %d holds %q", id, vals)
 		}
+	}
+}
+
+// TestRemovedLeaderBringsItsRemovalToCommit: voters {L, B}; L removes itself while
+// B is cut off, so the VotersRecord {B} is uncommitted and only L's side holds it;
+// L then restarts, a non-voter by its own log. B, a voter of {L, B} by its log,
+// needs L's vote, which L refuses for B's shorter log. L may still campaign
+// (removedPendingCommit): it leads with the votes of {B}, commits its removal and
+// resigns, and B leads. Without that no leader is ever elected (found by
+// TestSimulationVoterChanges, seed 60).
+func TestRemovedLeaderBringsItsRemovalToCommit(t *testing.T) {
+	e := electedEnv(t)
+	for _, id := range e.IDs() {
+		n := e.Nodes[id]
+		// Pre-vote on: without it the cut-off voter's ever higher epochs keep
+		// resetting everyone's election timer (see simOldVote).
+		n.Cfg.DirectoryID, n.Cfg.Endpoints, n.Cfg.DisablePreVote = upgradeDirID(id), upgradeEndpoints(id), false
+		if err := e.Start(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle(e, 3000)
+	leader := envLeader(t, e)
+	if _, err := leader.UpgradeKRaftVersion(e.NowMs, quorum.KRaftVersionDynamic, false); err != nil {
+		t.Fatal(err)
+	}
+	settle(e, 500)
+	lid := leader.Status().NodeID
+	var others []int32
+	for _, id := range []int32{1, 2, 3} {
+		if id != lid {
+			others = append(others, id)
+		}
+	}
+	a, b := others[0], others[1]
+	if _, err := leader.RemoveVoter(e.NowMs, quorum.ReplicaKey{ID: a, DirectoryID: upgradeDirID(a)}); err != nil {
+		t.Fatal(err)
+	}
+	settle(e, 500)
+	if st := leader.Status(); !slices.Equal(st.VoterIDs, []int32{min(lid, b), max(lid, b)}) || st.Role != quorum.Leader {
+		t.Fatalf("setup: leader %d is %s with voters %v", lid, st.Role, st.VoterIDs)
+	}
+	var rest []int32
+	for _, id := range e.IDs() {
+		if id != b {
+			rest = append(rest, id)
+		}
+	}
+	e.Partition([][]int32{{b}, rest})
+	off, err := leader.RemoveVoter(e.NowMs, quorum.ReplicaKey{ID: lid, DirectoryID: upgradeDirID(lid)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(e, 300)
+	if st := leader.Status(); st.HighWatermark > off {
+		t.Fatalf("setup: the removal at %d committed without %d (hw %d)", off, b, st.HighWatermark)
+	}
+	e.Crash(e.Nodes[lid])
+	if err := e.Start(e.Nodes[lid]); err != nil {
+		t.Fatal(err)
+	}
+	e.Heal()
+	settle(e, 10_000)
+	bs := e.Nodes[b].Raft.Status()
+	if bs.Role != quorum.Leader || !slices.Equal(bs.VoterIDs, []int32{b}) || bs.HighWatermark <= off {
+		var states []string
+		for _, id := range e.IDs() {
+			states = append(states, quorumtest.StateLine(e.Nodes[id]))
+		}
+		out := e.Out.String()
+		t.Fatalf("after the removed leader restarted: %d is %s with voters %v, hw %d (removal at %d)\n%s\n%s",
+			b, bs.Role, bs.VoterIDs, bs.HighWatermark, off, strings.Join(states, "\n"), out[max(0, len(out)-3000):])
+	}
+	if st := e.Nodes[lid].Raft.Status(); st.Role != quorum.Follower || st.IsVoter || st.LeaderID != b {
+		t.Fatalf("removed leader %d: %s, voter %t, follows %d", lid, st.Role, st.IsVoter, st.LeaderID)
 	}
 }

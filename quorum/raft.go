@@ -225,7 +225,7 @@ func (r *Raft) initialize(st raftlog.QuorumState, nowMs int64) {
 		r.role = Unattached
 		r.enterUnattached(nowMs)
 		r.logf("%d became unattached at epoch %d", self, r.epoch)
-	case st.LeaderID == self && r.isVoter:
+	case st.LeaderID == self && (r.isVoter || r.removedPendingCommit()):
 		r.epoch, r.leaderID, r.votedID = st.LeaderEpoch, self, st.VotedID
 		r.becomeResigned(nowMs, r.otherVoters())
 	case st.LeaderID >= 0 && st.LeaderID != self:
@@ -248,7 +248,7 @@ func (r *Raft) initialize(st raftlog.QuorumState, nowMs int64) {
 	if r.votedID >= 0 && r.votedID == st.VotedID && r.epoch == st.LeaderEpoch && r.votedDir == ([16]byte{}) {
 		r.votedDir = st.VotedDirectoryID
 	}
-	if r.campaigns() && len(r.voterIDs()) == 1 && r.role != Leader {
+	if r.campaigns() && r.isVoter && len(r.voterIDs()) == 1 && r.role != Leader {
 		// A single-voter quorum needs nobody's vote: elect at once.
 		r.becomeCandidate(nowMs)
 	}
@@ -399,8 +399,8 @@ func (r *Raft) startElection(nowMs int64) {
 
 // preVoteUsable: KIP-996 pre-vote only if every other voter speaks Vote v2.
 func (r *Raft) preVoteUsable() bool {
-	if r.cfg.DisablePreVote || len(r.voterIDs()) == 1 {
-		return false
+	if r.cfg.DisablePreVote || len(r.otherVoters()) == 0 {
+		return false // the sole voter needs nobody's pre-vote; a removed replica does
 	}
 	for _, v := range r.otherVoters() {
 		if r.noPreVote[v] {
@@ -454,7 +454,9 @@ func (r *Raft) becomeCandidateAt(nowMs int64, epoch int32) {
 
 // becomeResigned hands leadership over without leaving the epoch.
 func (r *Raft) becomeResigned(nowMs int64, successors []int32) {
-	assertf(r.isVoter, "observer %d cannot resign", r.cfg.NodeID)
+	// A leader elected outside its voter set (removedPendingCommit) resigns once its
+	// removal commits.
+	assertf(r.isVoter || r.role == Leader || r.removedPendingCommit(), "observer %d cannot resign", r.cfg.NodeID)
 	r.leave()
 	r.leaderID = r.cfg.NodeID
 	r.role = Resigned

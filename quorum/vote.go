@@ -167,8 +167,14 @@ func (r *Raft) handleVoteResponse(nowMs int64, m Message) {
 // maybeWinElection acts once a majority has answered one way.
 func (r *Raft) maybeWinElection(nowMs int64) {
 	b := r.ballot
+	granted := 0
+	for id := range b.granted {
+		if r.isVoterID(id) { // a candidate outside its voter set (removedPendingCommit) counts not itself
+			granted++
+		}
+	}
 	switch {
-	case len(b.granted) >= r.majority():
+	case granted >= r.majority():
 		if r.role == Prospective {
 			r.becomeCandidate(nowMs)
 		} else {
