@@ -217,10 +217,14 @@ func (b *Broker) controlledShutdown(ctx context.Context) error {
 
 // RegisterHandlers serves the broker's client APIs on reg (the registry of
 // a broker listener): the shared ClientAPI handlers plus the KRaft-only
-// DescribeQuorum, and it decorates ApiVersions answers.
+// DescribeQuorum, UpdateFeatures, AddRaftVoter and RemoveRaftVoter (forwarded to
+// the controller), and it decorates ApiVersions answers.
 func (b *Broker) RegisterHandlers(reg *protocol.Registry) {
 	b.api.Register(reg)
 	reg.Register(55, 0, 2, b.handleDescribeQuorum)
+	reg.Register(57, 0, 2, b.handleUpdateFeatures)
+	reg.Register(80, 0, 1, b.handleAddRaftVoter)
+	reg.Register(81, 0, 0, b.handleRemoveRaftVoter)
 	reg.SetApiVersionsHook(b.apiVersionsHook)
 }
 

@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
+
+	"github.com/kraftd/kraftd/quorum"
 )
 
 // Lifecycle timing constants from Kafka's BrokerLifecycleManager.
@@ -260,6 +262,12 @@ func (l *lifecycle) registrationRequest() *kmsg.BrokerRegistrationRequest {
 	f.Name = "metadata.version"
 	f.MinSupportedVersion, f.MaxSupportedVersion = l.cfg.MinMetadataVersion, l.cfg.MaxMetadataVersion
 	req.Features = append(req.Features, f)
+	// kraft.version (KIP-853): the controller upgrades it only once every broker
+	// supports the level (KAFKA-16538); a kraftd broker replays both levels.
+	kf := kmsg.NewBrokerRegistrationRequestFeature()
+	kf.Name = quorum.KRaftVersionFeatureName
+	kf.MinSupportedVersion, kf.MaxSupportedVersion = quorum.KRaftVersionStatic, quorum.KRaftVersionMax
+	req.Features = append(req.Features, kf)
 	if l.cfg.Rack != "" {
 		rack := l.cfg.Rack
 		req.Rack = &rack

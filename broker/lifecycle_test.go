@@ -160,7 +160,8 @@ func TestHeartbeatRequestShape(t *testing.T) {
 	reg := h.b.life.registrationRequest()
 	if reg.ClusterID != testCluster || reg.BrokerID != 1 || reg.Rack == nil || *reg.Rack != "rack-a" ||
 		len(reg.Listeners) != 1 || reg.Listeners[0].Name != "PLAINTEXT" || len(reg.LogDirs) != 1 ||
-		len(reg.Features) != 1 || reg.Features[0].MinSupportedVersion != 7 || reg.PreviousBrokerEpoch != -1 {
+		len(reg.Features) != 2 || reg.Features[0].MinSupportedVersion != 7 || reg.PreviousBrokerEpoch != -1 ||
+		reg.Features[1].Name != "kraft.version" || reg.Features[1].MinSupportedVersion != 0 || reg.Features[1].MaxSupportedVersion != 1 {
 		t.Errorf("registration request %+v", reg)
 	}
 	if reg.IncarnationID == ([16]byte{}) {

@@ -48,6 +48,13 @@ func (n *Node) RemoveVoter(ctx context.Context, key ReplicaKey) error {
 	return n.changeVoters(ctx, true, func() (int64, error) { return n.raft.RemoveVoter(n.nowMs(), key) })
 }
 
+// UpgradeKRaftVersion raises kraft.version on the quorum this node leads
+// (Raft.UpgradeKRaftVersion) and waits until the upgrade commits. A refusal is a
+// *VoterChangeError.
+func (n *Node) UpgradeKRaftVersion(ctx context.Context, level int16, validateOnly bool) error {
+	return n.changeVoters(ctx, true, func() (int64, error) { return n.raft.UpgradeKRaftVersion(n.nowMs(), level, validateOnly) })
+}
+
 func (n *Node) changeVoters(ctx context.Context, wait bool, change func() (int64, error)) error {
 	var w *voterWaiter
 	var cerr error
@@ -57,7 +64,7 @@ func (n *Node) changeVoters(ctx context.Context, wait bool, change func() (int64
 			cerr = err
 			return
 		}
-		if wait {
+		if wait && off >= 0 {
 			w = &voterWaiter{epoch: n.raft.Status().Epoch, offset: off, done: make(chan error, 1)}
 			n.voterWaiters = append(n.voterWaiters, w)
 		}

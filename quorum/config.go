@@ -58,6 +58,10 @@ type Config struct {
 	// a voter only if the voter set in force names this id with this directory id.
 	// The zero UUID matches any.
 	DirectoryID [16]byte
+	// Endpoints are this node's advertised controller listeners, the first the
+	// default one. A voter with endpoints reports them to the leader through
+	// UpdateRaftVoter (KIP-853); nil never sends one.
+	Endpoints []Endpoint
 
 	// KRaftVersion is the kraft.version feature level. Only 0, the static voter set of
 	// controller.quorum.voters, is implemented; Validate rejects any other. At 0 the

@@ -30,6 +30,12 @@ type followerState struct {
 	avoid int32
 	// snap is a snapshot download in progress: FetchSnapshot replaces Fetch until done.
 	snap *snapshotFetch
+	// updateInflight is the request id of an UpdateRaftVoter in flight (0: none);
+	// updatedLeader: the leader of this epoch accepted one; nextUpdateMs: retry
+	// after a failed one (82_update_raft_voter.go).
+	updateInflight uint64
+	updatedLeader  bool
+	nextUpdateMs   int64
 }
 
 func (f *followerState) nextDeadlineMs() int64 {
@@ -80,6 +86,7 @@ func (r *Raft) fetchFailed(nowMs int64, f *followerState, from int32) {
 
 // maybeSendFetch sends the next Fetch when none is in flight and it is due.
 func (r *Raft) maybeSendFetch(nowMs int64) {
+	r.maybeSendUpdateVoter(nowMs)
 	f := r.follow
 	if f == nil || f.inflight != 0 || nowMs < f.nextFetchMs || f.snap != nil && f.snap.done {
 		return

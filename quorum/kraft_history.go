@@ -156,10 +156,14 @@ func (h *kraftHistory) latestKRaftVersion() int16 {
 	return KRaftVersionStatic
 }
 
-// dynamic reports a node of a dynamic quorum (KIP-853): configured with
-// controller.quorum.bootstrap.servers and no controller.quorum.voters, it takes
-// the voter set from the log. A node with static voters ignores VotersRecords.
-func (r *Raft) dynamic() bool { return len(r.cfg.Voters) == 0 }
+// dynamic reports that the voter set comes from the log (KIP-853): a node configured
+// with controller.quorum.bootstrap.servers and no controller.quorum.voters, or a
+// node of a static quorum whose log raised kraft.version to 1
+// (UpgradeKRaftVersion, KAFKA-16538). A static node at kraft.version 0 ignores
+// VotersRecords. Truncating the upgrade's record makes the node static again.
+func (r *Raft) dynamic() bool {
+	return len(r.cfg.Voters) == 0 || r.log.kraft.latestKRaftVersion() >= KRaftVersionDynamic
+}
 
 // kraftVersion is the kraft.version in force: the configured one (0) for a static
 // quorum, the latest KRaftVersionRecord for a dynamic one.
@@ -201,6 +205,30 @@ func (r *Raft) selfIsVoter() bool {
 	}
 	v, ok := r.log.kraft.latestVoters()
 	return ok && v.set.IsVoter(ReplicaKey{ID: r.cfg.NodeID, DirectoryID: r.cfg.DirectoryID})
+}
+
+// removedPendingCommit reports whether the latest VotersRecord removed this replica
+// and is not known to be committed (at or above the high watermark). Such a replica
+// still campaigns, counting only the votes of the new set: a leader that removed
+// itself and lost its leadership (a crash, check-quorum) before the removal
+// committed may have to lead again to commit it (Raft thesis 4.2.2: a leader
+// outside its configuration manages the cluster until the configuration commits).
+// Without it, a new set whose voters lack the record can need this replica's vote,
+// which it refuses them for their shorter log, and no leader is ever elected (found
+// by TestSimulationVoterChanges: voters {2,3}, 2 removes itself while 3 is cut off,
+// then restarts as an observer). Once it learns a high watermark past the record it
+// is an observer like any other.
+func (r *Raft) removedPendingCommit() bool {
+	if !r.dynamic() || r.isVoter {
+		return false
+	}
+	h := r.log.kraft.voters
+	if len(h) < 2 {
+		return false
+	}
+	self := ReplicaKey{ID: r.cfg.NodeID, DirectoryID: r.cfg.DirectoryID}
+	last, prev := h[len(h)-1], h[len(h)-2]
+	return last.offset >= r.hw && prev.set.IsVoter(self) && !last.set.IsVoter(self)
 }
 
 // mayGrantTo reports whether membership lets this node grant candidate a vote: at

@@ -43,11 +43,15 @@ type Message struct {
 
 	FetchSnapshot     *FetchSnapshotRequest
 	FetchSnapshotResp *FetchSnapshotResponse
+
+	UpdateVoter     *UpdateVoterRequest
+	UpdateVoterResp *UpdateVoterResponse
 }
 
 // IsRequest reports whether m carries a request payload.
 func (m Message) IsRequest() bool {
-	return m.Vote != nil || m.BeginEpoch != nil || m.EndEpoch != nil || m.Fetch != nil || m.FetchSnapshot != nil
+	return m.Vote != nil || m.BeginEpoch != nil || m.EndEpoch != nil || m.Fetch != nil || m.FetchSnapshot != nil ||
+		m.UpdateVoter != nil
 }
 
 // VoteRequest is Kafka's Vote (API key 52) for the __cluster_metadata partition.
@@ -198,6 +202,10 @@ func (m Message) String() string {
 		b.WriteString(" " + m.FetchSnapshot.String())
 	case m.FetchSnapshotResp != nil:
 		b.WriteString(" " + m.FetchSnapshotResp.String())
+	case m.UpdateVoter != nil:
+		b.WriteString(" " + m.UpdateVoter.String())
+	case m.UpdateVoterResp != nil:
+		b.WriteString(" " + m.UpdateVoterResp.String())
 	default:
 		b.WriteString(" <empty>")
 	}

@@ -788,6 +788,8 @@ func failedResponse(m Message, resp Message) Message {
 		resp.FetchResp = &FetchResponse{LeaderID: -1, LeaderEpoch: -1, HighWatermark: -1}
 	case m.FetchSnapshot != nil:
 		resp.FetchSnapshotResp = &FetchSnapshotResponse{LeaderID: -1, LeaderEpoch: -1}
+	case m.UpdateVoter != nil:
+		resp.UpdateVoterResp = &UpdateVoterResponse{LeaderID: -1, LeaderEpoch: -1}
 	}
 	return resp
 }

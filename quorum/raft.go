@@ -70,6 +70,9 @@ type Raft struct {
 	epoch    int32
 	leaderID int32
 	votedID  int32
+	// votedDir is the directory id of the replica votedID names (KIP-853: a vote
+	// is for a replica key); zero when unknown or votedID < 0.
+	votedDir [16]byte
 
 	hw      int64
 	applied int64
@@ -95,7 +98,11 @@ type Raft struct {
 	discover *followerState
 
 	noPreVote map[int32]bool
-	counters  counters
+	// reported is what the voters told this leader through UpdateRaftVoter in
+	// reportedEpoch at kraft.version 0 (KAFKA-16538: kept in memory only).
+	reported      map[int32]VoterNode
+	reportedEpoch int32
+	counters      counters
 
 	// recovery: the node runs with a recovery marker (recovery.go); nil otherwise.
 	recovery *recoveryState
@@ -150,7 +157,7 @@ func NewRaftFromSnapshot(cfg Config, loaded raftlog.Loaded, snapKRaft SnapshotKR
 	if err != nil {
 		return nil, err
 	}
-	if err := validateQuorumState(&cfg, loaded.State, rl.lastEpoch()); err != nil {
+	if err := validateQuorumState(&cfg, loaded.State, rl.lastEpoch(), rl.kraft.latestKRaftVersion()); err != nil {
 		return nil, err
 	}
 	r := &Raft{
@@ -218,7 +225,7 @@ func (r *Raft) initialize(st raftlog.QuorumState, nowMs int64) {
 		r.role = Unattached
 		r.enterUnattached(nowMs)
 		r.logf("%d became unattached at epoch %d", self, r.epoch)
-	case st.LeaderID == self && r.isVoter:
+	case st.LeaderID == self && (r.isVoter || r.removedPendingCommit()):
 		r.epoch, r.leaderID, r.votedID = st.LeaderEpoch, self, st.VotedID
 		r.becomeResigned(nowMs, r.otherVoters())
 	case st.LeaderID >= 0 && st.LeaderID != self:
@@ -238,7 +245,10 @@ func (r *Raft) initialize(st raftlog.QuorumState, nowMs int64) {
 		r.enterUnattached(nowMs)
 		r.logf("%d became unattached at epoch %d", self, r.epoch)
 	}
-	if r.campaigns() && len(r.voterIDs()) == 1 && r.role != Leader {
+	if r.votedID >= 0 && r.votedID == st.VotedID && r.epoch == st.LeaderEpoch && r.votedDir == ([16]byte{}) {
+		r.votedDir = st.VotedDirectoryID
+	}
+	if r.campaigns() && r.isVoter && len(r.voterIDs()) == 1 && r.role != Leader {
 		// A single-voter quorum needs nobody's vote: elect at once.
 		r.becomeCandidate(nowMs)
 	}
@@ -293,7 +303,13 @@ func (r *Raft) persist() {
 	if r.role == Leader || r.role == Resigned {
 		st.LeaderID = r.cfg.NodeID
 	}
-	st.CurrentVoters = slices.Clone(r.voterIDs())
+	if r.kraftVersion() >= KRaftVersionDynamic {
+		// Kafka's quorum-state data_version 1 at kraft.version 1: the voted replica's
+		// directory id instead of the voters, which live in the log.
+		st.DataVersion, st.VotedDirectoryID = 1, r.votedDir
+	} else {
+		st.CurrentVoters = slices.Clone(r.voterIDs())
+	}
 	r.pendingState = &st
 }
 
@@ -311,7 +327,7 @@ func (r *Raft) transitionEpoch(epoch int32) {
 	assertf(epoch >= r.epoch, "monotonic epoch: transition from epoch %d to %d", r.epoch, epoch)
 	assertf(epoch < epochCeiling, "epoch ceiling: transition from epoch %d to %d", r.epoch, epoch)
 	if epoch > r.epoch {
-		r.votedID = -1
+		r.votedID, r.votedDir = -1, [16]byte{}
 		r.leaderID = -1
 		r.retries = 0
 	}
@@ -383,8 +399,8 @@ func (r *Raft) startElection(nowMs int64) {
 
 // preVoteUsable: KIP-996 pre-vote only if every other voter speaks Vote v2.
 func (r *Raft) preVoteUsable() bool {
-	if r.cfg.DisablePreVote || len(r.voterIDs()) == 1 {
-		return false
+	if r.cfg.DisablePreVote || len(r.otherVoters()) == 0 {
+		return false // the sole voter needs nobody's pre-vote; a removed replica does
 	}
 	for _, v := range r.otherVoters() {
 		if r.noPreVote[v] {
@@ -426,7 +442,7 @@ func (r *Raft) becomeCandidateAt(nowMs int64, epoch int32) {
 	r.leave()
 	r.transitionEpoch(epoch)
 	r.retries = retries + 1
-	r.votedID = r.cfg.NodeID
+	r.votedID, r.votedDir = r.cfg.NodeID, r.ownDirectoryID()
 	r.role = Candidate
 	r.ballot = &ballot{granted: map[int32]bool{r.cfg.NodeID: true}, rejected: map[int32]bool{}}
 	r.electionDeadlineMs = nowMs + r.randomElectionTimeoutMs()
@@ -438,7 +454,9 @@ func (r *Raft) becomeCandidateAt(nowMs int64, epoch int32) {
 
 // becomeResigned hands leadership over without leaving the epoch.
 func (r *Raft) becomeResigned(nowMs int64, successors []int32) {
-	assertf(r.isVoter, "observer %d cannot resign", r.cfg.NodeID)
+	// A leader elected outside its voter set (removedPendingCommit) resigns once its
+	// removal commits.
+	assertf(r.isVoter || r.role == Leader || r.removedPendingCommit(), "observer %d cannot resign", r.cfg.NodeID)
 	r.leave()
 	r.leaderID = r.cfg.NodeID
 	r.role = Resigned

@@ -42,7 +42,7 @@ func newRecoveryState(rec raftlog.Recovery, nowMs int64) *recoveryState {
 
 // campaigns reports whether this node may stand for election: a voter that is not
 // recovering.
-func (r *Raft) campaigns() bool { return r.isVoter && r.recovery == nil }
+func (r *Raft) campaigns() bool { return (r.isVoter || r.removedPendingCommit()) && r.recovery == nil }
 
 // mayVoteIn reports whether this node may grant a vote (or pre-vote) for a
 // candidate that will lead epoch: never while recovering, and after a recovery only

@@ -36,7 +36,7 @@ func (r *Raft) sendEndEpoch(nowMs int64) {
 }
 
 func (r *Raft) tickResigned(nowMs int64) {
-	if nowMs >= r.electionDeadlineMs && r.dynamic() && !r.selfIsVoter() {
+	if nowMs >= r.electionDeadlineMs && r.dynamic() && !r.selfIsVoter() && !r.removedPendingCommit() {
 		// A leader that removed itself (KIP-853) does not campaign: it leaves the
 		// epoch as a non-voter and fetches from whoever leads next.
 		r.becomeUnattached(nowMs, r.epoch+1, -1)

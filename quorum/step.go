@@ -39,6 +39,10 @@ func (r *Raft) Step(nowMs int64, m Message) error {
 		return r.handleFetchSnapshot(nowMs, m)
 	case m.FetchSnapshotResp != nil:
 		r.handleFetchSnapshotResponse(nowMs, m)
+	case m.UpdateVoter != nil:
+		r.handleUpdateVoter(nowMs, m)
+	case m.UpdateVoterResp != nil:
+		r.handleUpdateVoterResponse(nowMs, m)
 	}
 	r.maybeResignAfterRemoval(nowMs)
 	return nil
@@ -59,6 +63,8 @@ func (r *Raft) rejectClusterID(m Message) bool {
 		id = m.Fetch.ClusterID
 	case m.FetchSnapshot != nil:
 		id = m.FetchSnapshot.ClusterID
+	case m.UpdateVoter != nil:
+		id = m.UpdateVoter.ClusterID
 	}
 	if id == "" || r.cfg.ClusterID == "" || id == r.cfg.ClusterID {
 		return false
@@ -76,6 +82,8 @@ func (r *Raft) rejectClusterID(m Message) bool {
 		out.FetchResp = &FetchResponse{TopLevelErrorCode: code, HighWatermark: -1, LeaderID: -1, LeaderEpoch: -1}
 	case m.FetchSnapshot != nil:
 		out.FetchSnapshotResp = &FetchSnapshotResponse{TopLevelErrorCode: code, LeaderID: -1, LeaderEpoch: -1}
+	case m.UpdateVoter != nil:
+		out.UpdateVoterResp = &UpdateVoterResponse{ErrorCode: code, LeaderID: -1, LeaderEpoch: -1}
 	}
 	r.send(out)
 	return true

@@ -167,7 +167,7 @@ func (h *stepHarness) drain() {
 		}
 		rd := h.r.Ready()
 		if st := rd.QuorumState; st != nil {
-			if err := validateQuorumState(&h.cfg, *st, h.r.log.lastEpoch()); err != nil {
+			if err := validateQuorumState(&h.cfg, *st, h.r.log.lastEpoch(), h.r.log.kraft.latestKRaftVersion()); err != nil {
 				h.t.Fatalf("persisted an unusable quorum-state: %v", err)
 			}
 			h.state = *st

@@ -40,6 +40,7 @@ func (n *Node) RegisterHandlers(reg *protocol.Registry) {
 	reg.Register(59, 0, fetchSnapshotMaxVersion, n.handleFetchSnapshotRPC)
 	reg.Register(80, 0, addRaftVoterMaxVersion, n.handleAddRaftVoterRPC)
 	reg.Register(81, 0, removeRaftVoterMaxVersion, n.handleRemoveRaftVoterRPC)
+	reg.Register(82, 0, updateRaftVoterMaxVersion, n.handleUpdateRaftVoterRPC)
 }
 
 // encodeRequest builds the kmsg request for an outbound core message at version v.
@@ -55,6 +56,8 @@ func encodeRequest(m Message, clusterID string, v int16) kmsg.Request {
 		return encodeFetch(m.Fetch, clusterID, v)
 	case m.FetchSnapshot != nil:
 		return encodeFetchSnapshot(m.FetchSnapshot, clusterID, v)
+	case m.UpdateVoter != nil:
+		return encodeUpdateVoter(m.UpdateVoter, clusterID, v)
 	}
 	panic(fmt.Sprintf("quorum: no request payload in %s", m))
 }
@@ -70,6 +73,8 @@ func requestKeyAndMax(m Message) (int16, int16) {
 		return 54, endEpochMaxVersion
 	case m.FetchSnapshot != nil:
 		return 59, fetchSnapshotMaxVersion
+	case m.UpdateVoter != nil:
+		return 82, updateRaftVoterMaxVersion
 	default:
 		return 1, fetchMaxVersion
 	}
@@ -90,6 +95,8 @@ func decodeResponse(m Message, resp kmsg.Response) (Message, error) {
 	case *kmsg.FetchSnapshotResponse:
 		fr, err := decodeFetchSnapshotResponse(r)
 		return Message{FetchSnapshotResp: fr}, err
+	case *kmsg.UpdateRaftVoterResponse:
+		return Message{UpdateVoterResp: decodeUpdateVoterResponse(r)}, nil
 	}
 	return Message{}, fmt.Errorf("unexpected response %T", resp)
 }
@@ -172,6 +179,8 @@ func (n *Node) decodeRPC(body kmsg.Request) (Message, func(Message) kmsg.Respons
 		return n.decodeFetchRPC(body)
 	case *kmsg.FetchSnapshotRequest:
 		return n.decodeFetchSnapshotRPC(body)
+	case *kmsg.UpdateRaftVoterRequest:
+		return n.decodeUpdateVoterRPC(body)
 	}
 	return Message{}, nil, nil, fmt.Errorf("quorum: %T is not a raft RPC", body)
 }

@@ -168,13 +168,15 @@ var ErrUnusableQuorumState = fmt.Errorf("quorum: unusable quorum-state")
 // epoch must be one an election can follow, and with a static voter set the leader
 // and the voted-for id must be voters. Anything else would panic later or keep the
 // node from ever electing, so it stops the node with what to do.
-func validateQuorumState(cfg *Config, st raftlog.QuorumState, logEpoch int32) error {
+func validateQuorumState(cfg *Config, st raftlog.QuorumState, logEpoch int32, logKRaftVersion int16) error {
 	const moveAside = "stop this node, move the quorum-state file in its __cluster_metadata-0 directory " +
 		"aside, run `kraftd storage recover` [same flags] and restart it (it then rejoins the quorum without " +
 		"voting until it has caught up with a leader)"
 	const forged = "; it was written from a forged or corrupt request: " + moveAside
 	const voters = "; check controller.quorum.voters against the other controllers; if it is right, " + moveAside
-	static := len(cfg.Voters) > 0 && cfg.KRaftVersion == 0
+	// A static quorum upgraded to kraft.version 1 takes its voters from the log, where
+	// a voter added after the upgrade may have been voted for.
+	static := len(cfg.Voters) > 0 && cfg.KRaftVersion == 0 && logKRaftVersion == KRaftVersionStatic
 	switch {
 	case !usableEpoch(st.LeaderEpoch):
 		return fmt.Errorf("%w: leader epoch %d is not in [0, %d]%s", ErrUnusableQuorumState, st.LeaderEpoch, epochCeiling-1, forged)

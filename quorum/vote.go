@@ -71,19 +71,27 @@ func (r *Raft) handleVote(nowMs int64, m Message) {
 		leads++
 	}
 	resp.VoteGranted = r.mayGrantTo(req.CandidateID) && req.CandidateID != r.cfg.NodeID &&
-		r.mayVoteIn(leads) &&
+		r.mayVoteIn(leads) && (req.PreVote || r.votedKeyAllows(req.CandidateID, req.CandidateDirectoryID)) &&
 		r.canGrantVote(nowMs, req.CandidateID, req.PreVote, req.CandidateEpoch > r.epoch, upToDate)
 	if !r.mayVoteIn(leads) {
 		r.logRefusedVote(req)
 	}
 	if resp.VoteGranted && !req.PreVote && r.votedID < 0 {
-		r.votedID = req.CandidateID
+		r.votedID, r.votedDir = req.CandidateID, req.CandidateDirectoryID
 		r.electionDeadlineMs = nowMs + r.randomElectionTimeoutMs()
 		r.persist()
 		r.logf("%d voted for %d at epoch %d", r.cfg.NodeID, req.CandidateID, r.epoch)
 	}
 	r.debugf("%d %s vote for %d at epoch %d (prevote=%t)", r.cfg.NodeID, grantWord(resp.VoteGranted), req.CandidateID, req.CandidateEpoch, req.PreVote)
 	reply()
+}
+
+// votedKeyAllows reports whether a vote cast in this epoch for the candidate's id
+// went to the same replica (KIP-853: a vote is for a replica key, so a controller
+// with a replaced disk does not inherit its predecessor's vote). A zero directory id
+// on either side matches.
+func (r *Raft) votedKeyAllows(candidate int32, dir [16]byte) bool {
+	return r.votedID != candidate || r.votedDir == [16]byte{} || dir == [16]byte{} || r.votedDir == dir
 }
 
 func grantWord(ok bool) string {
@@ -159,8 +167,14 @@ func (r *Raft) handleVoteResponse(nowMs int64, m Message) {
 // maybeWinElection acts once a majority has answered one way.
 func (r *Raft) maybeWinElection(nowMs int64) {
 	b := r.ballot
+	granted := 0
+	for id := range b.granted {
+		if r.isVoterID(id) { // a candidate outside its voter set (removedPendingCommit) counts not itself
+			granted++
+		}
+	}
 	switch {
-	case len(b.granted) >= r.majority():
+	case granted >= r.majority():
 		if r.role == Prospective {
 			r.becomeCandidate(nowMs)
 		} else {

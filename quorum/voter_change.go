@@ -113,10 +113,17 @@ func (r *Raft) RemoveVoter(nowMs int64, key ReplicaKey) (int64, error) {
 // appendVoters appends a VotersRecord of next after any queued proposals and moves
 // the leader's replica tracking to the new set.
 func (r *Raft) appendVoters(next VoterSet) int64 {
+	return r.appendControl([]raftlog.Record{
+		{Key: raftlog.ControlKey(raftlog.ControlKRaftVoters), Value: AppendVotersRecord(nil, next)}}, next)
+}
+
+// appendControl appends a control batch of recs, whose last VotersRecord is next,
+// after any queued proposals, and moves the leader's replica tracking to next. It
+// returns the batch's last offset.
+func (r *Raft) appendControl(recs []raftlog.Record, next VoterSet) int64 {
 	r.drainAccumulator(r.nowMs)
 	off := r.log.endOffset()
-	r.log.append(raftlog.EncodeBatch(off, r.epoch, r.nowMs, true, []raftlog.Record{
-		{Key: raftlog.ControlKey(raftlog.ControlKRaftVoters), Value: AppendVotersRecord(nil, next)}}))
+	r.log.append(raftlog.EncodeBatch(off, r.epoch, r.nowMs, true, recs))
 	for _, rs := range r.lead.replicas {
 		rs.voter = next.IsVoter(ReplicaKey{ID: rs.id})
 	}
@@ -128,7 +135,7 @@ func (r *Raft) appendVoters(next VoterSet) int64 {
 	r.logf("%d appended voter set %v at offset %d", r.cfg.NodeID, next, off)
 	r.maybeAdvanceHW()
 	r.completeParkedFetches(r.nowMs, false, false)
-	return off
+	return off + int64(len(recs)) - 1
 }
 
 // leaderInVoterSet reports whether the leader is in the voter set in force; a leader
@@ -145,4 +152,68 @@ func (r *Raft) maybeResignAfterRemoval(nowMs int64) {
 		r.logf("%d resigns: the committed voter set %v does not include it", r.cfg.NodeID, v.set)
 		r.becomeResigned(nowMs, r.preferredSuccessors())
 	}
+}
+
+// UpgradeKRaftVersion raises the kraft.version of the quorum this node leads
+// (KAFKA-16538, `kraftd features upgrade --feature kraft.version=1`). From
+// kraft.version 0 to 1 it needs every voter's replica key, listeners and supported
+// range: the leader's own from its Config (DirectoryID, Endpoints), the others'
+// from the UpdateRaftVoter each sent this leader in this epoch. It appends one
+// control batch with a KRaftVersionRecord and the VotersRecord of those voters; from
+// then on every node takes the voter set from the log (dynamic) and voters can be
+// added and removed. It returns the batch's offset, or -1 when nothing is appended
+// (validateOnly, or the level is already in force). Refusals: NOT_LEADER_OR_FOLLOWER
+// off the leader, INVALID_UPDATE_VERSION for a level this node does not support, a
+// downgrade, or a voter that has not reported or does not support the level;
+// REQUEST_TIMED_OUT before the high watermark is established in the epoch or while a
+// VotersRecord is uncommitted.
+func (r *Raft) UpgradeKRaftVersion(nowMs int64, level int16, validateOnly bool) (int64, error) {
+	r.nowMs = max(r.nowMs, nowMs)
+	cur := r.kraftVersion()
+	switch {
+	case r.role != Leader:
+		return -1, refuseChange(kerr.NotLeaderForPartition.Code, "node %d is not the leader", r.cfg.NodeID)
+	case level < 0 || level > KRaftVersionMax:
+		return -1, refuseChange(kerr.InvalidUpdateVersion.Code, "kraft.version %d is not supported (0-%d)", level, KRaftVersionMax)
+	case level < cur:
+		return -1, refuseChange(kerr.InvalidUpdateVersion.Code, "kraft.version cannot be downgraded from %d to %d", cur, level)
+	case level == cur:
+		return -1, nil
+	case !r.lead.hwEstablished:
+		return -1, refuseChange(kerr.RequestTimedOut.Code, "the leader has not committed an offset in its epoch %d yet", r.epoch)
+	}
+	if v, ok := r.log.kraft.latestVoters(); ok && v.offset >= r.hw {
+		return -1, refuseChange(kerr.RequestTimedOut.Code, "the voter change at offset %d is not committed yet", v.offset)
+	}
+	var nodes []VoterNode
+	for _, id := range r.voterIDs() {
+		v, ok := r.reported[id]
+		if r.reportedEpoch != r.epoch {
+			ok = false
+		}
+		if id == r.cfg.NodeID {
+			v, ok = r.localVoterNode()
+		}
+		switch {
+		case !ok:
+			return -1, refuseChange(kerr.InvalidUpdateVersion.Code,
+				"voter %d has not reported its directory id and listeners (UpdateRaftVoter) to leader %d in epoch %d", id, r.cfg.NodeID, r.epoch)
+		case v.Key.DirectoryID == [16]byte{}:
+			return -1, refuseChange(kerr.InvalidUpdateVersion.Code, "voter %d has no directory id", id)
+		case v.KRaftVersionMin > level || v.KRaftVersionMax < level:
+			return -1, refuseChange(kerr.InvalidUpdateVersion.Code, "voter %d supports kraft.version %d-%d, not %d",
+				id, v.KRaftVersionMin, v.KRaftVersionMax, level)
+		}
+		nodes = append(nodes, v)
+	}
+	next, err := NewVoterSet(nodes)
+	if err != nil {
+		return -1, refuseChange(kerr.InvalidUpdateVersion.Code, "%v", err)
+	}
+	if validateOnly {
+		return -1, nil
+	}
+	off := r.appendControl(KRaftControlRecords(level, next), next)
+	r.logf("%d upgraded kraft.version %d -> %d at offset %d with voters %v", r.cfg.NodeID, cur, level, off, next)
+	return off, nil
 }

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,7 +31,7 @@ import (
 	"github.com/kraftd/kraftd/protocol"
 )
 
-const devUsage = `usage: kraftd dev [--controllers N] [--brokers M] [--base-port P] [--dir DIR] [--mode kraft|zk-legacy]
+const devUsage = `usage: kraftd dev [--controllers N] [--brokers M] [--base-port P] [--dir DIR] [--mode kraft|zk-legacy] [--dynamic]
 
 Starts a local cluster on 127.0.0.1, one kraftd process per node: controllers
 are node ids 1..N, brokers N+1..N+M, and node id i listens on port P+i (with
@@ -45,6 +46,12 @@ a temporary directory is used and removed at exit. Once every node answers
 ApiVersions the bootstrap and controller addresses are printed; the nodes'
 logs follow on stderr, each line prefixed with [node-<id>]. Ctrl-C stops every
 node (SIGTERM, then SIGKILL after --stop-timeout) and exits 0.
+
+With --dynamic the controllers form a dynamic quorum (KIP-853): every node finds
+it through controller.quorum.bootstrap.servers, controller 1 is formatted
+--standalone, the others --no-initial-controllers, and once all answer each is
+added as a voter in turn (AddRaftVoter, as kraftd quorum add-controller) before the
+addresses are printed.
 
 Flags:
 `
@@ -70,6 +77,8 @@ type devOptions struct {
 	overrides            []string
 	startTimeout         time.Duration
 	stopTimeout          time.Duration
+	// dynamic: a dynamic quorum grown from one standalone controller.
+	dynamic bool
 }
 
 func parseDevFlags(args []string, stderr io.Writer) (devOptions, error) {
@@ -85,6 +94,7 @@ func parseDevFlags(args []string, stderr io.Writer) (devOptions, error) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level of every node: debug, info, warn or error")
 	fs.StringArrayVar(&o.overrides, "override", nil, "key=value passed to every node; repeatable")
 	fs.DurationVar(&o.startTimeout, "start-timeout", time.Minute, "how long every node has to answer ApiVersions")
+	fs.BoolVar(&o.dynamic, "dynamic", false, "a dynamic quorum (KIP-853): controller 1 standalone, the others added as voters")
 	fs.DurationVar(&o.stopTimeout, "stop-timeout", 20*time.Second, "how long a node has to stop after SIGTERM before SIGKILL")
 	fs.Usage = func() { fmt.Fprintf(fs.Output(), "%s%s", devUsage, fs.FlagUsages()) }
 	if err := fs.Parse(args); err != nil {
@@ -102,6 +112,8 @@ func parseDevFlags(args []string, stderr io.Writer) (devOptions, error) {
 		return o, fmt.Errorf("dev: unexpected argument %q", fs.Arg(0))
 	case !legacy && o.mode != string(app.ModeKRaft):
 		return o, fmt.Errorf("dev: --mode %q: want kraft or zk-legacy", o.mode)
+	case legacy && o.dynamic:
+		return o, errors.New("dev: --dynamic is a KRaft quorum; zk-legacy mode has none")
 	case legacy && o.brokers < 1:
 		return o, fmt.Errorf("dev: zk-legacy mode needs --brokers >= 1, got %d", o.brokers)
 	case !legacy && (o.controllers < 1 || o.brokers < 0):
@@ -196,6 +208,8 @@ type devCluster struct {
 	exe       string
 	clusterID string
 	voters    string
+	// bootstrap is controller.quorum.bootstrap.servers of a --dynamic cluster.
+	bootstrap string
 	nodes     []*devNode
 	stdout    io.Writer
 	logs      *lockedWriter
@@ -228,7 +242,7 @@ func newDevCluster(o devOptions, exe string, signals <-chan os.Signal, stdout, s
 			return nil, err
 		}
 	}
-	var voters []string
+	var voters, bootstrap []string
 	for i := range n {
 		node := &devNode{id: i + 1, broker: i >= o.controllers, port: ports[i],
 			dir: filepath.Join(o.dir, "node-"+strconv.Itoa(i+1)), done: make(chan struct{})}
@@ -238,9 +252,10 @@ func newDevCluster(o devOptions, exe string, signals <-chan os.Signal, stdout, s
 		c.nodes = append(c.nodes, node)
 		if !node.broker {
 			voters = append(voters, fmt.Sprintf("%d@%s", node.id, node.addr()))
+			bootstrap = append(bootstrap, node.addr())
 		}
 	}
-	c.voters = strings.Join(voters, ",")
+	c.voters, c.bootstrap = strings.Join(voters, ","), strings.Join(bootstrap, ",")
 	return c, nil
 }
 
@@ -278,6 +293,9 @@ func (c *devCluster) run() error {
 	err := c.startAll()
 	if err == nil {
 		err = c.waitReady()
+	}
+	if err == nil && c.o.dynamic {
+		err = c.addControllers()
 	}
 	if err == nil {
 		c.printReady()
@@ -342,8 +360,13 @@ func (c *devCluster) nodeArgs(n *devNode) []string {
 	args := []string{
 		"--node-id", strconv.Itoa(n.id), "--process-roles", n.role(),
 		"--listeners", listener, "--controller-listener-names", "CONTROLLER",
-		"--controller-quorum-voters", c.voters, "--log-dirs", n.dir,
+		"--log-dirs", n.dir,
 		"--cluster-id", c.clusterID, "--log-format", "console", "--log-level", c.o.logLevel,
+	}
+	if c.o.dynamic {
+		args = append(args, "--controller-quorum-bootstrap-servers", c.bootstrap)
+	} else {
+		args = append(args, "--controller-quorum-voters", c.voters)
 	}
 	if n.broker && c.o.brokers < 3 {
 		// Fewer brokers than Kafka's default offsets.topic.replication.factor
@@ -363,6 +386,12 @@ func (c *devCluster) start(n *devNode) error {
 	}
 	prefix := fmt.Sprintf("[node-%d] ", n.id)
 	n.logs = [2]*linePrefixer{{prefix: prefix, out: c.logs}, {prefix: prefix, out: c.logs}}
+	if c.o.dynamic {
+		if err := c.formatDynamic(n); err != nil {
+			close(n.done)
+			return err
+		}
+	}
 	n.cmd = exec.Command(c.exe, c.nodeArgs(n)...)
 	n.cmd.Stdout, n.cmd.Stderr = n.logs[0], n.logs[1]
 	n.cmd.SysProcAttr = devSysProcAttr()
@@ -639,4 +668,77 @@ func (p *linePrefixer) flush() {
 		p.emit(append(p.buf, '\n'))
 		p.buf = nil
 	}
+}
+
+// formatDynamic formats n for a --dynamic cluster with `kraftd storage format`:
+// controller 1 --standalone, the other controllers --no-initial-controllers, the
+// brokers plainly. A directory formatted before (a --dir reused) is kept.
+func (c *devCluster) formatDynamic(n *devNode) error {
+	if _, err := os.Stat(filepath.Join(n.dir, app.MetaPropertiesFile)); err == nil {
+		return nil
+	}
+	args := append([]string{"storage", "format"}, c.nodeArgs(n)...)
+	switch {
+	case n.broker:
+	case n.id == 1:
+		args = append(args, "--standalone")
+	default:
+		args = append(args, "--no-initial-controllers")
+	}
+	cmd := exec.Command(c.exe, args...)
+	cmd.Stdout, cmd.Stderr = n.logs[0], n.logs[1]
+	err := cmd.Run()
+	n.logs[0].flush()
+	n.logs[1].flush()
+	if err != nil {
+		return fmt.Errorf("dev: formatting node %d: %w", n.id, err)
+	}
+	return nil
+}
+
+// addControllers makes controllers 2..N voters of a --dynamic cluster's quorum, one
+// at a time, as `kraftd quorum add-controller` run on each would: AddRaftVoter to
+// the leader (found through controller 1), retried while the new controller has not
+// caught up. A node exiting, a signal or --start-timeout end it.
+func (c *devCluster) addControllers() error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.o.startTimeout)
+	// The watcher turns a signal into cancel; it ends with ctx, and the function
+	// waits for it (the deferred cancel runs before the Wait).
+	var watcher sync.WaitGroup
+	var signaled atomic.Bool
+	defer watcher.Wait()
+	defer cancel()
+	watcher.Go(func() {
+		select {
+		case <-c.signals:
+			signaled.Store(true)
+			cancel()
+		case <-ctx.Done():
+		}
+	})
+	for _, n := range c.nodes[1:c.o.controllers] {
+		m, err := app.ReadMetaProperties(n.dir)
+		if err != nil {
+			return fmt.Errorf("dev: node %d: %w", n.id, err)
+		}
+		dir, err := app.ParseUUID(m.DirectoryID)
+		if err != nil {
+			return fmt.Errorf("dev: node %d: directory.id: %w", n.id, err)
+		}
+		req := kmsg.NewPtrAddRaftVoterRequest()
+		req.TimeoutMillis = int32(c.o.startTimeout.Milliseconds())
+		req.VoterID, req.VoterDirectoryID, req.AckWhenCommitted = int32(n.id), dir, true
+		req.Listeners = []kmsg.AddRaftVoterRequestListener{{Name: "CONTROLLER", Host: "127.0.0.1", Port: uint16(n.port)}}
+		if err := sendVoterChange(ctx, c.nodes[0].addr(), req); err != nil {
+			if signaled.Load() {
+				return errDevSignal
+			}
+			return fmt.Errorf("dev: adding controller %d: %w", n.id, err)
+		}
+		c.logs.printf("[dev] controller %d is a voter (directory id %s)\n", n.id, m.DirectoryID)
+	}
+	if signaled.Load() {
+		return errDevSignal
+	}
+	return nil
 }

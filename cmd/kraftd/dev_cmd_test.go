@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kraftd/kraftd/cmd/kraftd/app"
 )
 
 func TestLinePrefixerKeepsLinesWhole(t *testing.T) {
@@ -70,6 +74,7 @@ func TestDevFlags(t *testing.T) {
 		"need --controllers >= 1": {"--controllers", "0"},
 		"leaves no room":          {"--base-port", "65530", "--controllers", "3", "--brokers", "3"},
 		"unexpected argument":     {"extra"},
+		"zk-legacy mode has none": {"--mode", "zk-legacy", "--dynamic"},
 	}
 	for want, args := range bad {
 		if _, err := parseDevFlags(args, os.Stderr); err == nil || !strings.Contains(err.Error(), want) {
@@ -353,5 +358,40 @@ func TestProcessDevSecondSignalKills(t *testing.T) {
 		if processAlive(pid) {
 			t.Errorf("node %d (pid %d) outlived kraftd dev", id, pid)
 		}
+	}
+}
+
+// TestProcessDevDynamic: `kraftd dev --dynamic` grows a dynamic quorum from one
+// standalone controller: when it prints the addresses, DescribeQuorum lists the
+// three controllers as voters with their directory ids, and the broker (which
+// found the quorum through controller.quorum.bootstrap.servers) creates a topic.
+func TestProcessDevDynamic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	bin := buildBinary(t)
+	p := startDev(t, bin, "--controllers", "3", "--brokers", "1", "--base-port", "0", "--dynamic",
+		"--override", "controller.quorum.election.timeout.ms=300",
+		"--override", "controller.quorum.fetch.timeout.ms=600")
+	controllers := strings.Split(p.waitLine(t, "controllers: "), ",")
+	bootstrap := p.waitLine(t, "bootstrap: ")
+	dataDir := p.waitLine(t, "data: ")
+	var want []string
+	for id := 1; id <= 3; id++ {
+		m, err := app.ReadMetaProperties(filepath.Join(dataDir, fmt.Sprintf("node-%d", id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, fmt.Sprintf("%d:%s", id, m.DirectoryID))
+	}
+	if keys, err := voterKeys(controllers[2]); err != nil || !slices.Equal(keys, want) {
+		t.Fatalf("voters %v (%v), want %v\nstderr:\n%s", keys, err, want, p.err.String())
+	}
+	createTopicRF(t, bootstrap, "on-a-dynamic-quorum", 1)
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(t); err != nil {
+		t.Fatalf("kraftd dev after SIGINT: %v", err)
 	}
 }

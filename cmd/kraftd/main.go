@@ -51,6 +51,8 @@ func run(args []string, stdout io.Writer, stderr *os.File) int {
 			return runStorage(args[1:], stdout, stderr)
 		case "quorum":
 			return runQuorum(args[1:], stdout, stderr)
+		case "features":
+			return runFeatures(args[1:], stdout, stderr)
 		case "metadata":
 			return runMetadata(args[1:], stdout, stderr)
 		case "dev":

@@ -28,8 +28,8 @@ const metadataTopic = "__cluster_metadata"
 
 const quorumUsage = `usage:
   kraftd quorum describe --status|--replication [--human-readable] --bootstrap-controller host:port
-  kraftd quorum add-controller --bootstrap-controller host:port --command-config FILE
-  kraftd quorum remove-controller --bootstrap-controller host:port --controller-id N --controller-directory-id UUID`
+  kraftd quorum add-controller --bootstrap-controller host:port|--bootstrap-server host:port --command-config FILE
+  kraftd quorum remove-controller --bootstrap-controller host:port|--bootstrap-server host:port --controller-id N --controller-directory-id UUID`
 
 func runQuorum(args []string, stdout io.Writer, stderr *os.File) int {
 	if len(args) > 0 {

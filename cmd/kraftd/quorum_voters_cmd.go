@@ -27,7 +27,7 @@ import (
 // runs and has caught up as an observer.
 func runAddController(args []string, stdout io.Writer, stderr *os.File) int {
 	fs := pflag.NewFlagSet("quorum add-controller", pflag.ContinueOnError)
-	bootstrap := fs.String("bootstrap-controller", "", "host:port of a controller of the quorum")
+	bootstrap := bootstrapFlags(fs)
 	configFile := fs.String("command-config", "", "the new controller's properties file")
 	timeout := fs.Duration("timeout", 30*time.Second, "overall deadline")
 	if err := fs.Parse(args); err != nil {
@@ -36,7 +36,7 @@ func runAddController(args []string, stdout io.Writer, stderr *os.File) int {
 		}
 		return report(stderr, exitUsage, err)
 	}
-	if *bootstrap == "" || *configFile == "" {
+	if bootstrap() == "" || *configFile == "" {
 		fmt.Fprintln(stderr, quorumUsage)
 		return exitUsage
 	}
@@ -69,7 +69,7 @@ func runAddController(args []string, stdout io.Writer, stderr *os.File) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	if err := sendVoterChange(ctx, *bootstrap, req); err != nil {
+	if err := sendVoterChange(ctx, bootstrap(), req); err != nil {
 		return report(stderr, exitError, err)
 	}
 	fmt.Fprintf(stdout, "Added controller %d with directory id %s and endpoints: %s\n", cfg.NodeID, dir,
@@ -80,7 +80,7 @@ func runAddController(args []string, stdout io.Writer, stderr *os.File) int {
 // runRemoveController removes the voter --controller-id/--controller-directory-id.
 func runRemoveController(args []string, stdout io.Writer, stderr *os.File) int {
 	fs := pflag.NewFlagSet("quorum remove-controller", pflag.ContinueOnError)
-	bootstrap := fs.String("bootstrap-controller", "", "host:port of a controller of the quorum")
+	bootstrap := bootstrapFlags(fs)
 	id := fs.Int32("controller-id", -1, "the id of the controller to remove")
 	dirText := fs.String("controller-directory-id", "", "the directory id of the controller to remove")
 	timeout := fs.Duration("timeout", 30*time.Second, "overall deadline")
@@ -90,7 +90,7 @@ func runRemoveController(args []string, stdout io.Writer, stderr *os.File) int {
 		}
 		return report(stderr, exitUsage, err)
 	}
-	if *bootstrap == "" || *id < 0 || *dirText == "" {
+	if bootstrap() == "" || *id < 0 || *dirText == "" {
 		fmt.Fprintln(stderr, quorumUsage)
 		return exitUsage
 	}
@@ -102,11 +102,25 @@ func runRemoveController(args []string, stdout io.Writer, stderr *os.File) int {
 	req.VoterID, req.VoterDirectoryID = *id, dir
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	if err := sendVoterChange(ctx, *bootstrap, req); err != nil {
+	if err := sendVoterChange(ctx, bootstrap(), req); err != nil {
 		return report(stderr, exitError, err)
 	}
 	fmt.Fprintf(stdout, "Removed controller %d with directory id %s\n", *id, dir)
 	return exitOK
+}
+
+// bootstrapFlags registers --bootstrap-controller and --bootstrap-server (a broker,
+// which forwards DescribeQuorum, AddRaftVoter, RemoveRaftVoter and UpdateFeatures to
+// the active controller, as Kafka's do) and returns the address given.
+func bootstrapFlags(fs *pflag.FlagSet) func() string {
+	controller := fs.String("bootstrap-controller", "", "host:port of a controller of the quorum")
+	server := fs.String("bootstrap-server", "", "host:port of a broker, which forwards the requests to the active controller")
+	return func() string {
+		if *controller != "" {
+			return *controller
+		}
+		return *server
+	}
 }
 
 // sendVoterChange sends req to the quorum leader, found through bootstrap, and asks

@@ -34,6 +34,7 @@ func (c *Controller) RegisterHandlers(reg *protocol.Registry) {
 	for _, a := range servedAPIs {
 		reg.Register(a.key, a.min, a.max, c.handle)
 	}
+	reg.Register(57, 0, updateFeaturesMaxVersion, c.handleUpdateFeatures)
 }
 
 func (c *Controller) handle(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {

@@ -267,6 +267,10 @@ func MsgType(m quorum.Message) string {
 		return "fetch-snapshot"
 	case m.FetchSnapshotResp != nil:
 		return "fetch-snapshot-resp"
+	case m.UpdateVoter != nil:
+		return "update-voter"
+	case m.UpdateVoterResp != nil:
+		return "update-voter-resp"
 	}
 	return "?"
 }

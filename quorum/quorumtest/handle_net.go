@@ -143,6 +143,8 @@ func FailedResponse(m quorum.Message) quorum.Message {
 		r.FetchResp = &quorum.FetchResponse{}
 	case m.FetchSnapshot != nil:
 		r.FetchSnapshotResp = &quorum.FetchSnapshotResponse{}
+	case m.UpdateVoter != nil:
+		r.UpdateVoterResp = &quorum.UpdateVoterResponse{LeaderID: -1, LeaderEpoch: -1}
 	}
 	return r
 }

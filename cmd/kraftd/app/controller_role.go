@@ -32,6 +32,17 @@ func (p quorumProposer) Propose(ctx context.Context, epoch int32, recs []raftlog
 	return p.q.Node().Propose(ctx, epoch, recs)
 }
 
+// UpgradeKRaftVersion forwards kraft.version upgrades (UpdateFeatures) to the
+// quorum node; before it runs this node leads nothing.
+func (p quorumProposer) UpgradeKRaftVersion(ctx context.Context, level int16, validateOnly bool) error {
+	select {
+	case <-p.q.ready:
+	default:
+		return quorum.ErrNotLeader
+	}
+	return p.q.Node().UpgradeKRaftVersion(ctx, level, validateOnly)
+}
+
 // Resign forwards to the quorum node; before it runs there is nothing to resign.
 func (p quorumProposer) Resign(ctx context.Context) error {
 	select {

@@ -100,6 +100,12 @@ func (q *quorumRole) Start(ctx context.Context) error {
 		return err
 	}
 	raftCfg.DirectoryID = dirID
+	if c.HasRole(RoleController) {
+		// A voter reports its listeners to the leader (UpdateRaftVoter, KIP-853).
+		for _, e := range AdvertisedControllerEndpoints(c) {
+			raftCfg.Endpoints = append(raftCfg.Endpoints, quorum.Endpoint{Name: e.Name, Host: e.Host, Port: uint16(e.Port)})
+		}
+	}
 	dir := filepath.Join(c.MetadataDir(), "__cluster_metadata-0")
 	log := c.Logger.Named("quorum").With(zap.Int32("node", c.NodeID))
 	store, err := raftlog.OpenFileStorage(dir, metadataLogOptions(c, log))

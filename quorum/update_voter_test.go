@@ -1,0 +1,176 @@
+package quorum
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// stepUpdateVoter steps an UpdateRaftVoter from v's id into r and returns the
+// answer's error code.
+func stepUpdateVoter(t *testing.T, r *Raft, epoch int32, v VoterNode, nowMs int64) int16 {
+	t.Helper()
+	if err := r.Step(nowMs, Message{From: v.Key.ID, To: r.cfg.NodeID, RequestID: 77,
+		UpdateVoter: &UpdateVoterRequest{CurrentLeaderEpoch: epoch, Voter: v}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range drain(r) {
+		if m.UpdateVoterResp != nil && m.RequestID == 77 {
+			return m.UpdateVoterResp.ErrorCode
+		}
+	}
+	t.Fatal("no UpdateRaftVoter answer")
+	return 0
+}
+
+// twoVoterLeader is standaloneLeader with voter 2 added and the change committed.
+func twoVoterLeader(t *testing.T) *Raft {
+	t.Helper()
+	r := standaloneLeader(t)
+	observerFetch(t, r, 2, r.log.endOffset(), 2000)
+	if _, err := r.AddVoter(2000, dynVoters(t, 2).Voters[0]); err != nil {
+		t.Fatal(err)
+	}
+	drain(r)
+	observerFetch(t, r, 2, r.log.endOffset(), 2001)
+	if v, _ := r.log.kraft.latestVoters(); v.offset >= r.hw {
+		t.Fatalf("setup: voter 2's addition at %d uncommitted (hw %d)", v.offset, r.hw)
+	}
+	return r
+}
+
+// TestUpdateVoterRules: UpdateRaftVoter at kraft.version 1 answers as Kafka's
+// UpdateVoterHandler: other epochs fenced or unknown, INVALID_REQUEST without a
+// directory id or with a range leaving out the finalized kraft.version,
+// VOTER_NOT_FOUND for a non-voter (id or directory id), NOT_LEADER_OR_FOLLOWER off
+// the leader; an accepted update appends a VotersRecord with the new endpoints at
+// once, and a second waits (REQUEST_TIMED_OUT) until it commits; an update that
+// changes nothing appends nothing.
+func TestUpdateVoterRules(t *testing.T) {
+	r := twoVoterLeader(t)
+	epoch := r.Status().Epoch
+	v2 := dynVoters(t, 2).Voters[0]
+	moved := cloneVoterNode(v2)
+	moved.Endpoints[0].Port = 19092
+
+	noDir := cloneVoterNode(moved)
+	noDir.Key.DirectoryID = [16]byte{}
+	tooNew := cloneVoterNode(moved)
+	tooNew.KRaftVersionMin, tooNew.KRaftVersionMax = 2, 3
+	otherDisk := cloneVoterNode(moved)
+	otherDisk.Key.DirectoryID = testDirID(9)
+	stranger := dynVoters(t, 3).Voters[0]
+	for _, c := range []struct {
+		name  string
+		epoch int32
+		v     VoterNode
+		want  int16
+	}{
+		{"an older epoch", epoch - 1, moved, kerr.FencedLeaderEpoch.Code},
+		{"a newer epoch", epoch + 1, moved, kerr.UnknownLeaderEpoch.Code},
+		{"no directory id", epoch, noDir, kerr.InvalidRequest.Code},
+		{"a range without kraft.version 1", epoch, tooNew, kerr.InvalidRequest.Code},
+		{"another disk of voter 2", epoch, otherDisk, kerr.VoterNotFound.Code},
+		{"a non-voter", epoch, stranger, kerr.VoterNotFound.Code},
+	} {
+		end := r.log.endOffset()
+		if got := stepUpdateVoter(t, r, c.epoch, c.v, 2002); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, errName(got), errName(c.want))
+		}
+		if r.log.endOffset() != end {
+			t.Fatalf("%s: a refused update appended", c.name)
+		}
+	}
+
+	end := r.log.endOffset()
+	if got := stepUpdateVoter(t, r, epoch, moved, 2003); got != 0 {
+		t.Fatalf("update of voter 2's endpoint: %s", errName(got))
+	}
+	v, _ := r.log.kraft.latestVoters()
+	if got, _ := v.set.Voter(2); v.offset != end || got.Endpoints[0].Port != 19092 {
+		t.Fatalf("voter set after the update: %+v at %d (log end was %d)", got, v.offset, end)
+	}
+	again := cloneVoterNode(moved)
+	again.Endpoints[0].Port = 29092
+	if got := stepUpdateVoter(t, r, epoch, again, 2003); got != kerr.RequestTimedOut.Code {
+		t.Fatalf("a second update while the first is uncommitted: %s", errName(got))
+	}
+	observerFetch(t, r, 2, r.log.endOffset(), 2004)
+	end = r.log.endOffset()
+	if got := stepUpdateVoter(t, r, epoch, moved, 2005); got != 0 || r.log.endOffset() != end {
+		t.Fatalf("an update that changes nothing: %s, log end %d -> %d", errName(got), end, r.log.endOffset())
+	}
+
+	follower := dynamicRaft(t, 2, testDirID(2), dynVoters(t, 1, 2))
+	if got := stepUpdateVoter(t, follower, follower.Status().Epoch, moved, 0); got != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("update at a non-leader: %s", errName(got))
+	}
+}
+
+// TestFollowerSendsUpdateVoter: a voter with endpoints configured sends
+// UpdateRaftVoter to its leader after its first successful Fetch when its entry in
+// the voter set is out of date, and not once the entry matches.
+func TestFollowerSendsUpdateVoter(t *testing.T) {
+	vs := dynVoters(t, 1, 2)
+	r := dynamicRaft(t, 2, testDirID(2), vs)
+	r.cfg.Endpoints = []Endpoint{{Name: "CONTROLLER", Host: "127.0.0.1", Port: 19092}}
+	drain(r)
+	if err := r.Step(10, Message{From: 1, To: 2, RequestID: 1, BeginEpoch: &BeginQuorumEpochRequest{
+		VoterID: 2, LeaderID: 1, LeaderEpoch: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sent := func() (fetch, update *Message) {
+		for _, m := range drain(r) {
+			switch {
+			case m.Fetch != nil:
+				fetch = &m
+			case m.UpdateVoter != nil:
+				update = &m
+			}
+		}
+		return fetch, update
+	}
+	fetch, update := sent()
+	if fetch == nil || update != nil {
+		t.Fatalf("after BeginQuorumEpoch: fetch %v, update %v (want a Fetch, no update before one succeeded)", fetch, update)
+	}
+	if err := r.Step(20, Message{From: 1, To: 2, RequestID: fetch.RequestID, FetchResp: &FetchResponse{
+		LeaderID: 1, LeaderEpoch: 1, HighWatermark: r.log.endOffset()}}); err != nil {
+		t.Fatal(err)
+	}
+	_, update = sent()
+	if update == nil || update.To != 1 || update.UpdateVoter.Voter.Key != (ReplicaKey{ID: 2, DirectoryID: testDirID(2)}) ||
+		!slices.Equal(update.UpdateVoter.Voter.Endpoints, r.cfg.Endpoints) || update.UpdateVoter.Voter.KRaftVersionMax != KRaftVersionMax {
+		t.Fatalf("after a successful Fetch: update %v", update)
+	}
+	if err := r.Step(21, Message{From: 1, To: 2, RequestID: update.RequestID,
+		UpdateVoterResp: &UpdateVoterResponse{LeaderID: 1, LeaderEpoch: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	r.Tick(600)
+	if _, update = sent(); update != nil {
+		t.Fatalf("sent again after the leader accepted: %v", update)
+	}
+
+	same := dynamicRaft(t, 2, testDirID(2), vs)
+	same.cfg.Endpoints = vs.Voters[1].Endpoints
+	drain(same)
+	if err := same.Step(10, Message{From: 1, To: 2, RequestID: 1, BeginEpoch: &BeginQuorumEpochRequest{
+		VoterID: 2, LeaderID: 1, LeaderEpoch: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range drain(same) {
+		if m.Fetch != nil {
+			if err := same.Step(20, Message{From: 1, To: 2, RequestID: m.RequestID, FetchResp: &FetchResponse{
+				LeaderID: 1, LeaderEpoch: 1, HighWatermark: same.log.endOffset()}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, m := range drain(same) {
+		if m.UpdateVoter != nil {
+			t.Fatalf("a voter whose entry is up to date sent %v", m)
+		}
+	}
+}
