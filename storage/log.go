@@ -480,7 +480,7 @@ func (sg *logSegment) sync() error {
 		return nil
 	}
 	for _, f := range []*os.File{sg.f, sg.idxFile.f, sg.tidxFile.f} {
-		if err := f.Sync(); err != nil {
+		if err := fsync(f); err != nil {
 			return err
 		}
 	}
@@ -708,9 +708,19 @@ func (l *Log) write(b Batch) error {
 
 // writeEpochs rewrites leader-epoch-checkpoint (a new epoch starts rarely: once
 // per leader election).
+//
+// A log without epochs and without the file (a new partition) writes
+// nothing: a missing file reads as an empty cache (rebuilt from the
+// segments, which hold nothing), and creating it would cost a file and a
+// directory fsync per new partition, serially on the metadata publisher.
 func (l *Log) writeEpochs() error {
-	data := EncodeEpochCheckpoint(l.epochs.Entries())
-	if old, err := os.ReadFile(filepath.Join(l.dir, LeaderEpochCheckpointFile)); err == nil && string(old) == string(data) {
+	entries := l.epochs.Entries()
+	data := EncodeEpochCheckpoint(entries)
+	old, err := os.ReadFile(filepath.Join(l.dir, LeaderEpochCheckpointFile))
+	switch {
+	case err == nil && string(old) == string(data):
+		return nil
+	case errors.Is(err, os.ErrNotExist) && len(entries) == 0:
 		return nil
 	}
 	if err := WriteFileAtomic(l.dir, LeaderEpochCheckpointFile, data); err != nil {
@@ -953,8 +963,15 @@ func (l *Log) Close() error {
 	if l.failed == nil {
 		// As Kafka's LogSegment.close: the time index ends with the
 		// segment's max timestamp, which a clean open reads back.
-		err = l.active().appendTimeEntry()
-		l.active().dirty = true
+		// A segment with nothing written since its last fsync (a
+		// partition that never got a record) is not fsynced again:
+		// Kafka's flush covers only what lies past the recovery point.
+		sg := l.active()
+		n := len(sg.tidx)
+		err = sg.appendTimeEntry()
+		if len(sg.tidx) != n {
+			sg.dirty = true
+		}
 	}
 	if ferr := l.flush(); err == nil {
 		err = ferr
