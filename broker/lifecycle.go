@@ -15,8 +15,12 @@ import (
 
 // Lifecycle timing constants from Kafka's BrokerLifecycleManager.
 const (
-	startingHeartbeatInterval = 10 * time.Millisecond  // while STARTING, until caught up
-	initialBackoff            = 100 * time.Millisecond // registration/heartbeat retry, doubled each time
+	startingHeartbeatInterval = 10 * time.Millisecond // while STARTING, until caught up
+	// firstShutdownHeartbeatDelay follows the first answer that leaves the
+	// broker in controlled shutdown: its leaderships are being moved, which
+	// at kraftd's speed is done long before a heartbeat interval.
+	firstShutdownHeartbeatDelay = 50 * time.Millisecond
+	initialBackoff              = 100 * time.Millisecond // registration/heartbeat retry, doubled each time
 )
 
 // lifecycle is the broker's side of KIP-631: register with the active
@@ -51,6 +55,10 @@ type lifecycle struct {
 	shutdown     chan struct{} // closed by beginShutdown
 	shutdownOnce sync.Once
 	done         chan struct{} // closed when run returns
+
+	// gotShutdownAnswer is set by the first heartbeat answer in
+	// PENDING_CONTROLLED_SHUTDOWN; only the heartbeat goroutine uses it.
+	gotShutdownAnswer bool
 
 	stMu      sync.Mutex
 	stChanged chan struct{} // closed and replaced on every state change
@@ -220,6 +228,15 @@ func (l *lifecycle) onHeartbeat(resp *kmsg.BrokerHeartbeatResponse) (time.Durati
 		if resp.ShouldShutdown {
 			l.setState(StateShuttingDown)
 			return 0, true
+		}
+		// As Kafka's BrokerLifecycleManager: ask again soon after the
+		// first answer (the controller may let the broker go as soon as
+		// its leaderships moved and every active broker saw it), then at
+		// the usual interval. Before, a controlled shutdown always took at
+		// least one full heartbeat interval.
+		if !l.gotShutdownAnswer {
+			l.gotShutdownAnswer = true
+			return firstShutdownHeartbeatDelay, false
 		}
 	}
 	return interval, false

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
 	"github.com/kraftd/kraftd/quorum"
 )
 
@@ -178,5 +181,26 @@ func TestHeartbeatRequestShape(t *testing.T) {
 	}
 	if !sawUnfenceAsk {
 		t.Error("no heartbeat asked to be unfenced after catching up")
+	}
+}
+
+// TestControlledShutdownAsksAgainSoon: in PENDING_CONTROLLED_SHUTDOWN the
+// heartbeat after the controller's first "not yet" comes 50 ms later, not a
+// heartbeat interval later (Kafka's BrokerLifecycleManager); later ones at
+// the interval; ShouldShutdown ends the loop.
+func TestControlledShutdownAsksAgainSoon(t *testing.T) {
+	cfg := &Config{Logger: zap.NewNop(), HeartbeatIntervalMs: 2000}
+	l := newLifecycle(cfg, nil, nil, func() int64 { return 0 })
+	l.setState(StatePendingControlledShutdown)
+	notYet := kmsg.NewPtrBrokerHeartbeatResponse()
+	for i, want := range []time.Duration{50 * time.Millisecond, 2 * time.Second, 2 * time.Second} {
+		if d, done := l.onHeartbeat(notYet); d != want || done {
+			t.Fatalf("answer %d without ShouldShutdown: next heartbeat in %v (done %v), want %v", i, d, done, want)
+		}
+	}
+	stop := kmsg.NewPtrBrokerHeartbeatResponse()
+	stop.ShouldShutdown = true
+	if _, done := l.onHeartbeat(stop); !done || l.State() != StateShuttingDown {
+		t.Fatalf("ShouldShutdown: done %v, state %v", done, l.State())
 	}
 }
