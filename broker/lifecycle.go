@@ -59,6 +59,11 @@ type lifecycle struct {
 	// gotShutdownAnswer is set by the first heartbeat answer in
 	// PENDING_CONTROLLED_SHUTDOWN; only the heartbeat goroutine uses it.
 	gotShutdownAnswer bool
+	// leadsNothing reports whether the published image shows this broker
+	// leading no partition; nil: unknown.
+	leadsNothing func() bool
+	// kick (capacity 1) wakes the heartbeat loop for a heartbeat now.
+	kick chan struct{}
 
 	stMu      sync.Mutex
 	stChanged chan struct{} // closed and replaced on every state change
@@ -73,6 +78,7 @@ func newLifecycle(cfg *Config, ch *controllerChannel, rnd *lockedRand, appliedFn
 		ch:        ch,
 		appliedFn: appliedFn,
 		shutdown:  make(chan struct{}),
+		kick:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		stChanged: make(chan struct{}),
 	}
@@ -234,7 +240,11 @@ func (l *lifecycle) onHeartbeat(resp *kmsg.BrokerHeartbeatResponse) (time.Durati
 		// its leaderships moved and every active broker saw it), then at
 		// the usual interval. Before, a controlled shutdown always took at
 		// least one full heartbeat interval.
-		if !l.gotShutdownAnswer {
+		// While the controller still waits for other brokers to report
+		// the leader moves, a broker that sees it leads nothing any more
+		// keeps asking at that pace: the answer turns with the others'
+		// next heartbeats (see heartbeatSoon), not with ours.
+		if !l.gotShutdownAnswer || (l.leadsNothing != nil && l.leadsNothing()) {
 			l.gotShutdownAnswer = true
 			return firstShutdownHeartbeatDelay, false
 		}
@@ -312,6 +322,21 @@ func (l *lifecycle) sendHeartbeat(ctx context.Context) (*kmsg.BrokerHeartbeatRes
 	return resp, nil
 }
 
+// heartbeatSoon makes the heartbeat loop send its next heartbeat now
+// instead of at the end of the interval. The broker calls it when it has
+// applied metadata that moves another broker's controlled shutdown (that
+// broker is marked in controlled shutdown, or its last leadership moved):
+// the controller lets the shutting-down broker go only once every active
+// broker has reported an offset past the leader moves, and a heartbeat
+// interval (2 s) of waiting for each to report is most of a controlled
+// shutdown. Never blocks.
+func (l *lifecycle) heartbeatSoon() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
 // wake says why sleep returned.
 type wake int
 
@@ -345,6 +370,8 @@ func (l *lifecycle) sleep(ctx context.Context, d time.Duration, shutdown <-chan 
 	case <-shutdown:
 		return wakeShutdown
 	case <-leaderChanged:
+		return wakeTimer
+	case <-l.kick:
 		return wakeTimer
 	case <-t.C:
 		return wakeTimer
