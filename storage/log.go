@@ -115,6 +115,10 @@ type Log struct {
 	topicID       [16]byte
 	hasTopic      bool
 	failed        error
+	// dirUnsynced: the directory has an entry (a new log's first segment)
+	// not fsynced yet; the next flush, or SetTopicID's directory fsync,
+	// makes it durable.
+	dirUnsynced bool
 	// cleanedTo is the end of the last segment Compact went over, and
 	// tombstonesDueMs when the oldest tombstone it kept may go: Compact
 	// does nothing until a closed segment ends past cleanedTo or that time
@@ -168,7 +172,13 @@ func OpenLog(dir string, cfg LogConfig) (*Log, error) {
 		return nil, err
 	}
 	if len(l.segments) == 0 {
-		if err := l.addSegment(0); err != nil {
+		// A new log: its empty first segment need not be durable before
+		// anything is in it (a crash leaves the directory without it,
+		// and the next open creates it again). Its directory fsync waits
+		// for the first flush or for SetTopicID's, which a new partition
+		// writes next: one directory fsync per new partition, not two.
+		l.dirUnsynced = true
+		if err := l.openNewSegment(0); err != nil {
 			l.closeFiles()
 			return nil, err
 		}
@@ -503,8 +513,26 @@ func (sg *logSegment) close() error {
 	return first
 }
 
-// addSegment creates an empty active segment at base.
+// addSegment creates an empty active segment at base, durably.
 func (l *Log) addSegment(base int64) error {
+	if err := l.openNewSegment(base); err != nil {
+		return err
+	}
+	return l.syncDir()
+}
+
+// syncDir fsyncs the log's directory.
+func (l *Log) syncDir() error {
+	if err := SyncDir(l.dir); err != nil {
+		return err
+	}
+	l.dirUnsynced = false
+	return nil
+}
+
+// openNewSegment creates an empty active segment at base without fsyncing
+// the directory.
+func (l *Log) openNewSegment(base int64) error {
 	sg, err := l.openSegment(base)
 	if err != nil {
 		return err
@@ -524,7 +552,7 @@ func (l *Log) addSegment(base int64) error {
 		}
 	}
 	l.segments = append(l.segments, sg)
-	return SyncDir(l.dir)
+	return nil
 }
 
 func (l *Log) active() *logSegment { return l.segments[len(l.segments)-1] }
@@ -623,7 +651,7 @@ func (l *Log) SetTopicID(id [16]byte) error {
 	if err := WriteFileAtomic(l.dir, PartitionMetadataFile, EncodePartitionMetadata(id)); err != nil {
 		return l.fail(err)
 	}
-	if err := SyncDir(l.dir); err != nil {
+	if err := l.syncDir(); err != nil {
 		return l.fail(err)
 	}
 	l.topicID, l.hasTopic = id, true
@@ -726,7 +754,7 @@ func (l *Log) writeEpochs() error {
 	if err := WriteFileAtomic(l.dir, LeaderEpochCheckpointFile, data); err != nil {
 		return err
 	}
-	return SyncDir(l.dir)
+	return l.syncDir()
 }
 
 // Read returns whole batches from the one holding offset: at most maxBytes of
@@ -926,6 +954,11 @@ func (l *Log) flush() error {
 	}
 	for _, sg := range l.segments {
 		if err := sg.sync(); err != nil {
+			return l.fail(err)
+		}
+	}
+	if l.dirUnsynced {
+		if err := l.syncDir(); err != nil {
 			return l.fail(err)
 		}
 	}

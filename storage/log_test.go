@@ -332,8 +332,9 @@ func TestLogDelete(t *testing.T) {
 }
 
 // TestNewEmptyLogFsyncs: creating a partition's log and closing it without
-// a record costs one fsync (the directory holding the new segment), and a
-// reopen finds an empty epoch cache. It took six: an empty
+// a record costs one fsync (the directory holding the new segment, at the
+// close's flush), two with its partition.metadata, and a reopen finds an
+// empty epoch cache. It took six (eight): an empty
 // leader-epoch-checkpoint written durably (file and directory) at open, and
 // the three never-written segment files fsynced at close; at 10,000
 // partitions on a loaded disk that was half a minute of a broker's
@@ -350,6 +351,24 @@ func TestNewEmptyLogFsyncs(t *testing.T) {
 	}
 	if n := fsyncs.Load() - before; n != 1 {
 		t.Fatalf("open and close of a new empty log: %d fsyncs, want 1", n)
+	}
+	// A new partition as the replica manager creates it: open, then
+	// partition.metadata (file and directory), whose directory fsync also
+	// covers the new segment: 2 fsyncs, and Close adds none.
+	dir2 := filepath.Join(t.TempDir(), "demo-1")
+	before = fsyncs.Load()
+	l2, err := OpenLog(dir2, LogConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l2.SetTopicID([16]byte{7}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := fsyncs.Load() - before; n != 2 {
+		t.Fatalf("a new partition's log with its topic id: %d fsyncs, want 2", n)
 	}
 	if _, err := os.Stat(filepath.Join(dir, LeaderEpochCheckpointFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("leader-epoch-checkpoint of a log without epochs: %v, want none", err)
