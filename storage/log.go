@@ -119,6 +119,10 @@ type Log struct {
 	// not fsynced yet; the next flush, or SetTopicID's directory fsync,
 	// makes it durable.
 	dirUnsynced bool
+	// epochsUnsaved: the epoch cache has an entry leader-epoch-checkpoint
+	// lacks (AssignEpochStartOffset); written before the recovery point
+	// next moves.
+	epochsUnsaved bool
 	// cleanedTo is the end of the last segment Compact went over, and
 	// tombstonesDueMs when the oldest tombstone it kept may go: Compact
 	// does nothing until a closed segment ends past cleanedTo or that time
@@ -712,6 +716,9 @@ func (l *Log) roll(base int64) error {
 	if err := sg.sync(); err != nil {
 		return err
 	}
+	if err := l.saveEpochs(); err != nil {
+		return err
+	}
 	l.recoveryPoint = max(l.recoveryPoint, sg.end)
 	return l.addSegment(base)
 }
@@ -734,6 +741,15 @@ func (l *Log) write(b Batch) error {
 	return nil
 }
 
+// saveEpochs writes leader-epoch-checkpoint if the cache has an entry the
+// file lacks.
+func (l *Log) saveEpochs() error {
+	if !l.epochsUnsaved {
+		return nil
+	}
+	return l.writeEpochs()
+}
+
 // writeEpochs rewrites leader-epoch-checkpoint (a new epoch starts rarely: once
 // per leader election).
 //
@@ -747,14 +763,17 @@ func (l *Log) writeEpochs() error {
 	old, err := os.ReadFile(filepath.Join(l.dir, LeaderEpochCheckpointFile))
 	switch {
 	case err == nil && string(old) == string(data):
-		return nil
 	case errors.Is(err, os.ErrNotExist) && len(entries) == 0:
-		return nil
+	default:
+		if err := WriteFileAtomic(l.dir, LeaderEpochCheckpointFile, data); err != nil {
+			return err
+		}
+		if err := l.syncDir(); err != nil {
+			return err
+		}
 	}
-	if err := WriteFileAtomic(l.dir, LeaderEpochCheckpointFile, data); err != nil {
-		return err
-	}
-	return l.syncDir()
+	l.epochsUnsaved = false
+	return nil
 }
 
 // Read returns whole batches from the one holding offset: at most maxBytes of
@@ -956,6 +975,9 @@ func (l *Log) flush() error {
 		if err := sg.sync(); err != nil {
 			return l.fail(err)
 		}
+	}
+	if err := l.saveEpochs(); err != nil {
+		return l.fail(err)
 	}
 	if l.dirUnsynced {
 		if err := l.syncDir(); err != nil {
