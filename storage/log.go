@@ -742,12 +742,24 @@ func (l *Log) write(b Batch) error {
 }
 
 // saveEpochs writes leader-epoch-checkpoint if the cache has an entry the
-// file lacks.
+// file lacks. Entries no batch follows yet (a leader's epoch start at the
+// log end) are left out and stay unsaved: an open drops them (the cache is
+// truncated to the log end), so a partition led but never written to costs
+// no fsync at close; they are written once a batch follows them.
 func (l *Log) saveEpochs() error {
 	if !l.epochsUnsaved {
 		return nil
 	}
-	return l.writeEpochs()
+	entries, end := l.epochs.Entries(), l.endOffset()
+	n := len(entries)
+	for n > 0 && entries[n-1].StartOffset >= end {
+		n--
+	}
+	if err := l.writeEpochEntries(entries[:n]); err != nil {
+		return err
+	}
+	l.epochsUnsaved = n < len(entries)
+	return nil
 }
 
 // writeEpochs rewrites leader-epoch-checkpoint (a new epoch starts rarely: once
@@ -758,7 +770,16 @@ func (l *Log) saveEpochs() error {
 // segments, which hold nothing), and creating it would cost a file and a
 // directory fsync per new partition, serially on the metadata publisher.
 func (l *Log) writeEpochs() error {
-	entries := l.epochs.Entries()
+	if err := l.writeEpochEntries(l.epochs.Entries()); err != nil {
+		return err
+	}
+	l.epochsUnsaved = false
+	return nil
+}
+
+// writeEpochEntries makes leader-epoch-checkpoint hold entries, durably,
+// unless it does already (see writeEpochs for a missing file).
+func (l *Log) writeEpochEntries(entries []EpochEntry) error {
 	data := EncodeEpochCheckpoint(entries)
 	old, err := os.ReadFile(filepath.Join(l.dir, LeaderEpochCheckpointFile))
 	switch {
@@ -772,7 +793,6 @@ func (l *Log) writeEpochs() error {
 			return err
 		}
 	}
-	l.epochsUnsaved = false
 	return nil
 }
 

@@ -371,6 +371,26 @@ func TestNewEmptyLogFsyncs(t *testing.T) {
 	if n := fsyncs.Load() - before; n != 2 {
 		t.Fatalf("a new partition's log with its topic id: %d fsyncs, want 2", n)
 	}
+	// Led but never written to: the epoch start costs nothing, at close
+	// either (the next open would drop it).
+	dir3 := filepath.Join(t.TempDir(), "demo-2")
+	before = fsyncs.Load()
+	l3, err := OpenLog(dir3, LogConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l3.SetTopicID([16]byte{7}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l3.AssignEpochStartOffset(5, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := l3.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := fsyncs.Load() - before; n != 2 {
+		t.Fatalf("a new partition led and closed without a record: %d fsyncs, want 2", n)
+	}
 	if _, err := os.Stat(filepath.Join(dir, LeaderEpochCheckpointFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("leader-epoch-checkpoint of a log without epochs: %v, want none", err)
 	}
