@@ -189,16 +189,16 @@ func (c *controllerChannel) sendTo(ctx context.Context, t ctrlTarget, req kmsg.R
 func (c *controllerChannel) sendUntilLeaderChange(ctx context.Context, t ctrlTarget, changed <-chan struct{},
 	req kmsg.Request) (kmsg.Response, error) {
 	actx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel (defers run last first): the watcher returns
 	defer cancel()
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
+	wg.Go(func() {
 		select {
 		case <-changed:
 			cancel()
-		case <-done:
+		case <-actx.Done():
 		}
-	}()
+	})
 	return c.sendTo(actx, t, req)
 }
 

@@ -327,13 +327,11 @@ func (m *Manager) applyRound(states []PartitionState) []error {
 	work := make(chan *applyItem)
 	var wg sync.WaitGroup
 	for range min(applyWorkers, len(items)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for it := range work {
 				m.applyOne(it)
 			}
-		}()
+		})
 	}
 	for i := range items {
 		work <- &items[i]
