@@ -60,6 +60,12 @@ func New(cfg Config) (*Broker, error) {
 	b.ch = newControllerChannel(&b.cfg)
 	b.pub = newPublisher(b.log.Named("publisher"), b.ch.setLeader, cfg.OnFatal)
 	b.life = newLifecycle(&b.cfg, b.ch, b.rnd, b.pub.appliedOffset.Load)
+	b.life.leadsNothing = func() bool { return b.Image().LeaderCount(cfg.NodeID) == 0 }
+	b.pub.onPublished = func(prev, next *image.Image) {
+		if controlledShutdownMoved(prev, next) {
+			b.life.heartbeatSoon()
+		}
+	}
 	var producerIDs ProducerIDSource
 	if cfg.Replicas != nil {
 		producerIDs = &producerIDBlocks{b: b, timeoutMs: int32(cfg.ControllerRequestTimeoutMs)}
@@ -252,4 +258,22 @@ func (l *lockedRand) fill(p []byte) {
 	for i := range p {
 		p[i] = byte(l.r.Uint32())
 	}
+}
+
+// controlledShutdownMoved reports whether next, against prev, marks a broker
+// in controlled shutdown or moves the last leadership off one that is: what
+// the active controller waits for every active broker to have applied
+// before it lets a shutting-down broker go (see lifecycle.heartbeatSoon).
+func controlledShutdownMoved(prev, next *image.Image) bool {
+	for _, b := range next.Brokers() {
+		if !b.InControlledShutdown {
+			continue
+		}
+		p, ok := prev.Broker(b.ID)
+		if !ok || !p.InControlledShutdown ||
+			next.LeaderCount(b.ID) == 0 && prev.LeaderCount(b.ID) > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -150,10 +150,16 @@ func (c *controllerChannel) notController(t ctrlTarget) {
 // both sides know); on return req's version is what was sent.
 func (c *controllerChannel) send(ctx context.Context, req kmsg.Request) (ctrlTarget, kmsg.Response, error) {
 	t, _ := c.target()
+	resp, err := c.sendTo(ctx, t, req)
+	return t, resp, err
+}
+
+// sendTo sends req to t once (see send).
+func (c *controllerChannel) sendTo(ctx context.Context, t ctrlTarget, req kmsg.Request) (kmsg.Response, error) {
 	versions, err := c.client.PeerVersions(ctx, t.addr)
 	if err != nil {
 		c.notController(t)
-		return t, nil, err
+		return nil, err
 	}
 	c.versions.Store(&versions)
 	want := req.GetVersion()
@@ -162,16 +168,38 @@ func (c *controllerChannel) send(ctx context.Context, req kmsg.Request) (ctrlTar
 	}
 	r, ok := versions[req.Key()]
 	if !ok || r[0] > want {
-		return t, nil, fmt.Errorf("%w: %s does not serve key %d at v%d",
+		return nil, fmt.Errorf("%w: %s does not serve key %d at v%d",
 			protocol.ErrUnsupportedVersion, t, req.Key(), want)
 	}
 	req.SetVersion(min(want, r[1]))
 	resp, err := c.client.Request(ctx, t.addr, req)
 	if err != nil {
 		c.notController(t)
-		return t, nil, err
+		return nil, err
 	}
-	return t, resp, nil
+	return resp, nil
+}
+
+// sendUntilLeaderChange is sendTo t, given up as soon as the quorum names
+// another leader (changed closes): a controller that stopped answering (a
+// paused process, a partition) is replaced by the quorum within its fetch
+// timeout, and the request goes to the new one instead of waiting out the
+// client's whole timeout on the old one (Kafka's channel manager likewise
+// sends a request that failed on one controller again to the next).
+func (c *controllerChannel) sendUntilLeaderChange(ctx context.Context, t ctrlTarget, changed <-chan struct{},
+	req kmsg.Request) (kmsg.Response, error) {
+	actx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel (defers run last first): the watcher returns
+	defer cancel()
+	wg.Go(func() {
+		select {
+		case <-changed:
+			cancel()
+		case <-actx.Done():
+		}
+	})
+	return c.sendTo(actx, t, req)
 }
 
 // forward sends req to the active controller until it gets an answer that
@@ -184,7 +212,8 @@ func (c *controllerChannel) forward(ctx context.Context, req kmsg.Request,
 	backoff := 20 * time.Millisecond
 	for {
 		req.SetVersion(clientVersion)
-		t, resp, err := c.send(ctx, req)
+		t, changed := c.target()
+		resp, err := c.sendUntilLeaderChange(ctx, t, changed, req)
 		switch {
 		case err == nil && !isNotController(resp):
 			resp.SetVersion(clientVersion)
@@ -197,7 +226,12 @@ func (c *controllerChannel) forward(ctx context.Context, req kmsg.Request,
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		_, changed := c.target()
+		select {
+		case <-changed: // another leader is known (and cut the attempt short): try it at once
+			continue
+		default:
+		}
+		_, changed = c.target()
 		timer := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():

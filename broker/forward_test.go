@@ -2,7 +2,9 @@ package broker
 
 import (
 	"context"
+	"net"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -177,5 +179,95 @@ func TestMetadataAutoCreate(t *testing.T) {
 	noAuto := metadataRequest(9, "other")
 	if r := h.request(noAuto).(*kmsg.MetadataResponse); r.Topics[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
 		t.Errorf("AllowAutoTopicCreation=false: error %d", r.Topics[0].ErrorCode)
+	}
+}
+
+// stalledController accepts connections and reads requests but never
+// answers, as a SIGSTOPped controller process looks from the network (the
+// kernel completes the handshake, nothing replies). got is closed at the
+// first bytes received.
+func stalledController(t *testing.T) (addr string, got <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				buf := make([]byte, 4096)
+				for {
+					if _, err := c.Read(buf); err != nil {
+						return
+					}
+					once.Do(func() { close(ch) })
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String(), ch
+}
+
+// TestForwardMovesToNewController: a CreateTopics forwarded to an active
+// controller that stops answering (paused) goes to the next one as soon as
+// the quorum names it, and is answered by it, well within the request's
+// timeout. Before, the broker waited out the whole client timeout (60 s in
+// the bench) on the paused one and answered REQUEST_TIMED_OUT.
+func TestForwardMovesToNewController(t *testing.T) {
+	pausedAddr, reached := stalledController(t)
+	active := newFakeController(t, true, nil)
+	h := newHarness(t, func(c *Config) { c.ControllerAddrs = map[int32]string{3000: pausedAddr, 3001: active.addr} })
+	h.runPublisher()
+	active.attach(h.b.Listener(), h.next)
+	h.b.Listener().HandleLeaderChange(quorum.LeaderAndEpoch{LeaderID: 3000, Epoch: 1, EpochStartOffset: -1})
+	go func() {
+		<-reached // the request is stuck at the paused controller
+		h.b.Listener().HandleLeaderChange(quorum.LeaderAndEpoch{LeaderID: 3001, Epoch: 2, EpochStartOffset: -1})
+	}()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(7)
+	req.TimeoutMillis = 10000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "moved", 1, 1
+	req.Topics = append(req.Topics, rt)
+	start := time.Now()
+	resp := h.request(req).(*kmsg.CreateTopicsResponse)
+	took := time.Since(start)
+	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("after %v: response %+v, want the new controller's success", took, resp.Topics)
+	}
+	if took > 5*time.Second {
+		t.Fatalf("answered after %v, want well within the 10 s timeout", took)
+	}
+	active.mu.Lock()
+	n := active.requests[19]
+	active.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("new controller saw %d CreateTopics, want 1", n)
 	}
 }

@@ -17,8 +17,12 @@ import (
 
 // Lifecycle timing constants from Kafka's BrokerLifecycleManager.
 const (
-	startingHeartbeatInterval = 10 * time.Millisecond  // while STARTING, until caught up
-	initialBackoff            = 100 * time.Millisecond // registration/heartbeat retry, doubled each time
+	startingHeartbeatInterval = 10 * time.Millisecond // while STARTING, until caught up
+	// firstShutdownHeartbeatDelay follows the first answer that leaves the
+	// broker in controlled shutdown: its leaderships are being moved, which
+	// at kraftd's speed is done long before a heartbeat interval.
+	firstShutdownHeartbeatDelay = 50 * time.Millisecond
+	initialBackoff              = 100 * time.Millisecond // registration/heartbeat retry, doubled each time
 )
 
 // lifecycle is the broker's side of KIP-631: register with the active
@@ -54,6 +58,15 @@ type lifecycle struct {
 	shutdownOnce sync.Once
 	done         chan struct{} // closed when run returns
 
+	// gotShutdownAnswer is set by the first heartbeat answer in
+	// PENDING_CONTROLLED_SHUTDOWN; only the heartbeat goroutine uses it.
+	gotShutdownAnswer bool
+	// leadsNothing reports whether the published image shows this broker
+	// leading no partition; nil: unknown.
+	leadsNothing func() bool
+	// kick (capacity 1) wakes the heartbeat loop for a heartbeat now.
+	kick chan struct{}
+
 	stMu      sync.Mutex
 	stChanged chan struct{} // closed and replaced on every state change
 	err       error         // why run gave up, if it did
@@ -67,6 +80,7 @@ func newLifecycle(cfg *Config, ch *controllerChannel, rnd *lockedRand, appliedFn
 		ch:        ch,
 		appliedFn: appliedFn,
 		shutdown:  make(chan struct{}),
+		kick:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		stChanged: make(chan struct{}),
 	}
@@ -223,6 +237,19 @@ func (l *lifecycle) onHeartbeat(resp *kmsg.BrokerHeartbeatResponse) (time.Durati
 			l.setState(StateShuttingDown)
 			return 0, true
 		}
+		// As Kafka's BrokerLifecycleManager: ask again soon after the
+		// first answer (the controller may let the broker go as soon as
+		// its leaderships moved and every active broker saw it), then at
+		// the usual interval. Before, a controlled shutdown always took at
+		// least one full heartbeat interval.
+		// While the controller still waits for other brokers to report
+		// the leader moves, a broker that sees it leads nothing any more
+		// keeps asking at that pace: the answer turns with the others'
+		// next heartbeats (see heartbeatSoon), not with ours.
+		if !l.gotShutdownAnswer || (l.leadsNothing != nil && l.leadsNothing()) {
+			l.gotShutdownAnswer = true
+			return firstShutdownHeartbeatDelay, false
+		}
 	}
 	return interval, false
 }
@@ -303,6 +330,21 @@ func (l *lifecycle) sendHeartbeat(ctx context.Context) (*kmsg.BrokerHeartbeatRes
 	return resp, nil
 }
 
+// heartbeatSoon makes the heartbeat loop send its next heartbeat now
+// instead of at the end of the interval. The broker calls it when it has
+// applied metadata that moves another broker's controlled shutdown (that
+// broker is marked in controlled shutdown, or its last leadership moved):
+// the controller lets the shutting-down broker go only once every active
+// broker has reported an offset past the leader moves, and a heartbeat
+// interval (2 s) of waiting for each to report is most of a controlled
+// shutdown. Never blocks.
+func (l *lifecycle) heartbeatSoon() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
 // wake says why sleep returned.
 type wake int
 
@@ -336,6 +378,8 @@ func (l *lifecycle) sleep(ctx context.Context, d time.Duration, shutdown <-chan 
 	case <-shutdown:
 		return wakeShutdown
 	case <-leaderChanged:
+		return wakeTimer
+	case <-l.kick:
 		return wakeTimer
 	case <-t.C:
 		return wakeTimer

@@ -6,6 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/kraftd/kraftd/metadata/records"
 	"github.com/kraftd/kraftd/quorum"
 )
 
@@ -180,4 +184,60 @@ func TestHeartbeatRequestShape(t *testing.T) {
 	if !sawUnfenceAsk {
 		t.Error("no heartbeat asked to be unfenced after catching up")
 	}
+}
+
+// TestControlledShutdownAsksAgainSoon: in PENDING_CONTROLLED_SHUTDOWN the
+// heartbeat after the controller's first "not yet" comes 50 ms later, not a
+// heartbeat interval later (Kafka's BrokerLifecycleManager); later ones at
+// the interval; ShouldShutdown ends the loop.
+func TestControlledShutdownAsksAgainSoon(t *testing.T) {
+	cfg := &Config{Logger: zap.NewNop(), HeartbeatIntervalMs: 2000}
+	l := newLifecycle(cfg, nil, nil, func() int64 { return 0 })
+	l.setState(StatePendingControlledShutdown)
+	notYet := kmsg.NewPtrBrokerHeartbeatResponse()
+	for i, want := range []time.Duration{50 * time.Millisecond, 2 * time.Second, 2 * time.Second} {
+		if d, done := l.onHeartbeat(notYet); d != want || done {
+			t.Fatalf("answer %d without ShouldShutdown: next heartbeat in %v (done %v), want %v", i, d, done, want)
+		}
+	}
+	// Once its own image shows it leads nothing, it asks every 50 ms.
+	leadsNothing := true
+	l.leadsNothing = func() bool { return leadsNothing }
+	for i := range 3 {
+		if d, _ := l.onHeartbeat(notYet); d != 50*time.Millisecond {
+			t.Fatalf("answer %d, leading nothing: next heartbeat in %v, want 50ms", i, d)
+		}
+	}
+	stop := kmsg.NewPtrBrokerHeartbeatResponse()
+	stop.ShouldShutdown = true
+	if _, done := l.onHeartbeat(stop); !done || l.State() != StateShuttingDown {
+		t.Fatalf("ShouldShutdown: done %v, state %v", done, l.State())
+	}
+}
+
+// TestHeartbeatSoonOnControlledShutdown: a broker that applies metadata
+// marking another broker in controlled shutdown heartbeats at once (its
+// offset is what the controller waits for), not at the end of its interval
+// (here 60 s).
+func TestHeartbeatSoonOnControlledShutdown(t *testing.T) {
+	h, _, active := lifecycleHarness(t, func(c *Config) { c.HeartbeatIntervalMs = 60000 })
+	if err := h.b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h.b, StateRunning)
+	active.mu.Lock()
+	off := active.commitLocked(brokerRecord(2, 7, false, nil, ep("PLAINTEXT", 9999)))
+	active.mu.Unlock()
+	if err := h.b.WaitApplied(context.Background(), off); err != nil {
+		t.Fatal(err)
+	}
+	active.mu.Lock()
+	before := len(active.heartbeats)
+	// Broker 2 starts its controlled shutdown.
+	off = active.commitLocked(&records.BrokerRegistrationChangeRecord{BrokerID: 2, BrokerEpoch: 7, InControlledShutdown: 1})
+	active.mu.Unlock()
+	active.waitFor("a heartbeat reporting the controlled shutdown's offset", func() bool {
+		n := len(active.heartbeats)
+		return n > before && active.heartbeats[n-1].CurrentMetadataOffset >= off
+	})
 }

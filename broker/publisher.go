@@ -42,6 +42,10 @@ type publisher struct {
 	// with the previous and the new image before handlers see the new one
 	// (the replica manager follows the image through it).
 	onPublish func(prev, next *image.Image)
+	// onPublished, if set before run starts, is called on the run
+	// goroutine with the previous and the new image once handlers (and
+	// appliedOffset) see the new one; it must not block.
+	onPublished func(prev, next *image.Image)
 
 	mu    sync.Mutex
 	queue []raftlog.Batch
@@ -224,11 +228,15 @@ func (p *publisher) publish(img *image.Image) {
 		p.onPublish(p.cur.Load(), img)
 	}
 	prov := img.Provenance()
+	prev := p.cur.Load()
 	p.cur.Store(img)
 	p.appliedOffset.Store(prov.Offset)
 	p.appliedTsMs.Store(prov.TimestampMs)
 	p.publishes.Add(1)
 	p.notify()
+	if p.onPublished != nil {
+		p.onPublished(prev, img)
+	}
 }
 
 // notify wakes waitApplied callers.

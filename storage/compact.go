@@ -321,7 +321,7 @@ func (l *Log) cleanSegment(sg *logSegment, c *cleaner, stats *CompactStats) erro
 		err = w.Flush()
 	}
 	if err == nil {
-		err = f.Sync()
+		err = fsync(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr

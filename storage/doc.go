@@ -23,7 +23,12 @@
 // (recovery-point-offset-checkpoint; all of them without one, none after a clean
 // shutdown) are scanned batch by batch (CRC, offsets, epochs) and cut at the
 // first invalid byte; the others keep their indexes unless those fail a sanity
-// check, in which case they are rebuilt by a scan. Retention (DeleteOldSegments)
+// check, in which case they are rebuilt by a scan. leader-epoch-checkpoint
+// covers at least what is below the recovery point: a leader's epoch start is
+// written at the next flush or roll (with the batches after it; one no batch
+// follows is left out, as an open drops it anyway), epochs of the scanned
+// segments come back from their batches. A new log's directory is fsynced once,
+// with its partition.metadata (or at the first flush). Retention (DeleteOldSegments)
 // deletes whole segments below the high watermark and moves the log start
 // offset. The broker-level offset checkpoint files' codec lives here too
 // (checkpoint.go).

@@ -116,6 +116,14 @@ type Log struct {
 	topicID       [16]byte
 	hasTopic      bool
 	failed        error
+	// dirUnsynced: the directory has an entry (a new log's first segment)
+	// not fsynced yet; the next flush, or SetTopicID's directory fsync,
+	// makes it durable.
+	dirUnsynced bool
+	// epochsUnsaved: the epoch cache has an entry leader-epoch-checkpoint
+	// lacks (AssignEpochStartOffset); written before the recovery point
+	// next moves.
+	epochsUnsaved bool
 	// cleanedTo is the end of the last segment Compact went over, and
 	// tombstonesDueMs when the oldest tombstone it kept may go: Compact
 	// does nothing until a closed segment ends past cleanedTo or that time
@@ -172,7 +180,13 @@ func OpenLog(dir string, cfg LogConfig) (*Log, error) {
 		return nil, err
 	}
 	if len(l.segments) == 0 {
-		if err := l.addSegment(0); err != nil {
+		// A new log: its empty first segment need not be durable before
+		// anything is in it (a crash leaves the directory without it,
+		// and the next open creates it again). Its directory fsync waits
+		// for the first flush or for SetTopicID's, which a new partition
+		// writes next: one directory fsync per new partition, not two.
+		l.dirUnsynced = true
+		if err := l.openNewSegment(0); err != nil {
 			l.closeFiles()
 			return nil, err
 		}
@@ -485,7 +499,7 @@ func (sg *logSegment) sync() error {
 		return nil
 	}
 	for _, f := range []*os.File{sg.f, sg.idxFile.f, sg.tidxFile.f} {
-		if err := f.Sync(); err != nil {
+		if err := fsync(f); err != nil {
 			return err
 		}
 	}
@@ -510,8 +524,26 @@ func (sg *logSegment) close() error {
 	return first
 }
 
-// addSegment creates an empty active segment at base.
+// addSegment creates an empty active segment at base, durably.
 func (l *Log) addSegment(base int64) error {
+	if err := l.openNewSegment(base); err != nil {
+		return err
+	}
+	return l.syncDir()
+}
+
+// syncDir fsyncs the log's directory.
+func (l *Log) syncDir() error {
+	if err := SyncDir(l.dir); err != nil {
+		return err
+	}
+	l.dirUnsynced = false
+	return nil
+}
+
+// openNewSegment creates an empty active segment at base without fsyncing
+// the directory.
+func (l *Log) openNewSegment(base int64) error {
 	sg, err := l.openSegment(base)
 	if err != nil {
 		return err
@@ -531,7 +563,7 @@ func (l *Log) addSegment(base int64) error {
 		}
 	}
 	l.segments = append(l.segments, sg)
-	return SyncDir(l.dir)
+	return nil
 }
 
 func (l *Log) active() *logSegment { return l.segments[len(l.segments)-1] }
@@ -630,7 +662,7 @@ func (l *Log) SetTopicID(id [16]byte) error {
 	if err := WriteFileAtomic(l.dir, PartitionMetadataFile, EncodePartitionMetadata(id)); err != nil {
 		return l.fail(err)
 	}
-	if err := SyncDir(l.dir); err != nil {
+	if err := l.syncDir(); err != nil {
 		return l.fail(err)
 	}
 	l.topicID, l.hasTopic = id, true
@@ -691,6 +723,9 @@ func (l *Log) roll(base int64) error {
 	if err := sg.sync(); err != nil {
 		return err
 	}
+	if err := l.saveEpochs(); err != nil {
+		return err
+	}
 	l.recoveryPoint = max(l.recoveryPoint, sg.end)
 	return l.addSegment(base)
 }
@@ -713,17 +748,59 @@ func (l *Log) write(b Batch) error {
 	return nil
 }
 
-// writeEpochs rewrites leader-epoch-checkpoint (a new epoch starts rarely: once
-// per leader election).
-func (l *Log) writeEpochs() error {
-	data := EncodeEpochCheckpoint(l.epochs.Entries())
-	if old, err := os.ReadFile(filepath.Join(l.dir, LeaderEpochCheckpointFile)); err == nil && string(old) == string(data) {
+// saveEpochs writes leader-epoch-checkpoint if the cache has an entry the
+// file lacks. Entries no batch follows yet (a leader's epoch start at the
+// log end) are left out and stay unsaved: an open drops them (the cache is
+// truncated to the log end), so a partition led but never written to costs
+// no fsync at close; they are written once a batch follows them.
+func (l *Log) saveEpochs() error {
+	if !l.epochsUnsaved {
 		return nil
 	}
-	if err := WriteFileAtomic(l.dir, LeaderEpochCheckpointFile, data); err != nil {
+	entries, end := l.epochs.Entries(), l.endOffset()
+	n := len(entries)
+	for n > 0 && entries[n-1].StartOffset >= end {
+		n--
+	}
+	if err := l.writeEpochEntries(entries[:n]); err != nil {
 		return err
 	}
-	return SyncDir(l.dir)
+	l.epochsUnsaved = n < len(entries)
+	return nil
+}
+
+// writeEpochs rewrites leader-epoch-checkpoint (a new epoch starts rarely: once
+// per leader election).
+//
+// A log without epochs and without the file (a new partition) writes
+// nothing: a missing file reads as an empty cache (rebuilt from the
+// segments, which hold nothing), and creating it would cost a file and a
+// directory fsync per new partition, serially on the metadata publisher.
+func (l *Log) writeEpochs() error {
+	if err := l.writeEpochEntries(l.epochs.Entries()); err != nil {
+		return err
+	}
+	l.epochsUnsaved = false
+	return nil
+}
+
+// writeEpochEntries makes leader-epoch-checkpoint hold entries, durably,
+// unless it does already (see writeEpochs for a missing file).
+func (l *Log) writeEpochEntries(entries []EpochEntry) error {
+	data := EncodeEpochCheckpoint(entries)
+	old, err := os.ReadFile(filepath.Join(l.dir, LeaderEpochCheckpointFile))
+	switch {
+	case err == nil && string(old) == string(data):
+	case errors.Is(err, os.ErrNotExist) && len(entries) == 0:
+	default:
+		if err := WriteFileAtomic(l.dir, LeaderEpochCheckpointFile, data); err != nil {
+			return err
+		}
+		if err := l.syncDir(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Read returns whole batches from the one holding offset: at most maxBytes of
@@ -937,6 +1014,14 @@ func (l *Log) flush() error {
 			return l.fail(err)
 		}
 	}
+	if err := l.saveEpochs(); err != nil {
+		return l.fail(err)
+	}
+	if l.dirUnsynced {
+		if err := l.syncDir(); err != nil {
+			return l.fail(err)
+		}
+	}
 	l.recoveryPoint = l.endOffset()
 	return nil
 }
@@ -971,8 +1056,15 @@ func (l *Log) Close() error {
 	if l.failed == nil {
 		// As Kafka's LogSegment.close: the time index ends with the
 		// segment's max timestamp, which a clean open reads back.
-		err = l.active().appendTimeEntry()
-		l.active().dirty = true
+		// A segment with nothing written since its last fsync (a
+		// partition that never got a record) is not fsynced again:
+		// Kafka's flush covers only what lies past the recovery point.
+		sg := l.active()
+		n := len(sg.tidx)
+		err = sg.appendTimeEntry()
+		if len(sg.tidx) != n {
+			sg.dirty = true
+		}
 	}
 	if ferr := l.flush(); err == nil {
 		err = ferr

@@ -17,7 +17,16 @@ import (
 // startOffset (a new leader's log end offset), as Kafka's
 // UnifiedLog.maybeAssignEpochStartOffset: the cache gets the entry before any
 // batch of the epoch is appended. It is a no-op unless epoch is newer than
-// every cached epoch. leader-epoch-checkpoint is rewritten when it changes.
+// every cached epoch.
+//
+// leader-epoch-checkpoint is not rewritten here but by the next flush (or
+// roll, or any other rewrite of the file): the checkpoint only needs to
+// cover what lies below the recovery point, since recovery rebuilds the
+// epochs of the segments above it from their batches, and an entry without
+// a batch after it is dropped at the next open anyway (the cache is
+// truncated to the log end). Writing it here cost a file and a directory
+// fsync per partition a broker starts leading, serially on the metadata
+// publisher: most of a controlled shutdown's leader moves.
 func (l *Log) AssignEpochStartOffset(epoch int32, startOffset int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -27,11 +36,8 @@ func (l *Log) AssignEpochStartOffset(epoch int32, startOffset int64) error {
 	if startOffset != l.endOffset() {
 		return fmt.Errorf("%w: epoch %d starts at %d, log end offset %d", ErrNonContiguous, epoch, startOffset, l.endOffset())
 	}
-	if !l.epochs.Assign(epoch, startOffset) {
-		return nil
-	}
-	if err := l.writeEpochs(); err != nil {
-		return l.fail(err)
+	if l.epochs.Assign(epoch, startOffset) {
+		l.epochsUnsaved = true
 	}
 	return nil
 }

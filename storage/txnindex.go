@@ -143,7 +143,7 @@ func (l *Log) AppendAbortedTxn(e AbortedTxn) error {
 	}
 	_, err = f.Write(EncodeTxnIndexEntry(e))
 	if err == nil {
-		err = f.Sync()
+		err = fsync(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr

@@ -101,3 +101,43 @@ func BenchmarkStandbyReplay100kPartitions(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkControlledShutdown10k: the controller's side of a controlled
+// shutdown of broker 1 of 6 (10,000 partitions at RF 3 in 10 topics of
+// 1,000, about a sixth led by broker 1 and half of them with it in the ISR):
+// the WantShutdown heartbeat generates every leader move and ISR shrink in
+// one result, which is appended and committed; the other brokers report
+// the offset; broker 1's next heartbeat is answered SHUTDOWN_NOW.
+func BenchmarkControlledShutdown10k(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		fl := &fakeLog{leaderEpoch: -1}
+		c := activeCore(b, fl, 6)
+		for t := range 10 {
+			run(b, c, fl, createTopic(fmt.Sprintf("t%d", t), 1000, 3))
+		}
+		led := c.committed.img.LeaderCount(1)
+		epoch := func(id int32) int64 { b, _ := c.pending.img.Broker(id); return b.Epoch }
+		b.StartTimer()
+		req := heartbeat(1, epoch(1), fl.endOffset()-1)
+		req.WantShutdown = true
+		if r := run(b, c, fl, req).(*kmsg.BrokerHeartbeatResponse); r.ShouldShutdown || r.ErrorCode != 0 {
+			b.Fatalf("first heartbeat: %+v", r)
+		}
+		end := fl.endOffset() - 1
+		for id := int32(2); id <= 6; id++ {
+			run(b, c, fl, heartbeat(id, epoch(id), end))
+		}
+		req = heartbeat(1, epoch(1), end)
+		req.WantShutdown = true
+		if r := run(b, c, fl, req).(*kmsg.BrokerHeartbeatResponse); !r.ShouldShutdown {
+			b.Fatalf("second heartbeat: %+v", r)
+		}
+		b.StopTimer()
+		if led == 0 || c.committed.img.LeaderCount(1) != 0 {
+			b.Fatalf("broker 1 led %d, leads %d after", led, c.committed.img.LeaderCount(1))
+		}
+		b.ReportMetric(float64(led), "moved/op")
+		b.StartTimer()
+	}
+}

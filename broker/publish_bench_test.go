@@ -1,0 +1,76 @@
+package broker
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/kraftd/kraftd/metadata/image"
+	"github.com/kraftd/kraftd/metadata/records"
+	"github.com/kraftd/kraftd/quorum/raftlog"
+	"github.com/kraftd/kraftd/replica"
+)
+
+// BenchmarkPublishControlledShutdown10k: what broker 2 of 6 does with the
+// metadata of broker 1's controlled shutdown at 10,000 partitions (RF 3, 10
+// topics of 1,000): replay the batch of leader moves and ISR shrinks into a
+// delta, publish, and sync its replica manager (real logs in a temporary
+// directory): it hosts 5,000 partitions and becomes leader of about 830.
+func BenchmarkPublishControlledShutdown10k(b *testing.B) {
+	const brokers, topics, perTopic = 6, 10, 1000
+	replicasOf := func(t, p int) []int32 {
+		first := (t*perTopic + p) % brokers
+		return []int32{int32(first%brokers) + 1, int32((first+1)%brokers) + 1, int32((first+2)%brokers) + 1}
+	}
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		m, err := replica.New(replica.Config{Dir: b.TempDir(), BrokerID: 2})
+		if err != nil {
+			b.Fatal(err)
+		}
+		pub := newPublisher(zap.NewNop(), nil, nil)
+		pub.onPublish = func(prev, next *image.Image) { SyncReplicas(m, 2, prev, next, zap.NewNop()) }
+		setup := []records.Message{mvRecord(14)}
+		for id := int32(1); id <= brokers; id++ {
+			setup = append(setup, brokerRecord(id, int64(id), false, nil, ep("PLAINTEXT", uint16(9000+id))))
+		}
+		var moves []records.Message
+		moves = append(moves, &records.BrokerRegistrationChangeRecord{BrokerID: 1, BrokerEpoch: 1, InControlledShutdown: 1})
+		for t := range topics {
+			id := uuid(byte(t + 1))
+			setup = append(setup, topicRecord(fmt.Sprintf("t%d", t), id))
+			for p := range perTopic {
+				reps := replicasOf(t, p)
+				setup = append(setup, partitionRecord(id, int32(p), reps[0], reps, reps))
+				if !slices.Contains(reps, 1) {
+					continue
+				}
+				isr := slices.DeleteFunc(slices.Clone(reps), func(r int32) bool { return r == 1 })
+				ch := records.NewPartitionChangeRecord()
+				ch.TopicID, ch.PartitionID, ch.ISR = id, int32(p), isr
+				if reps[0] == 1 {
+					ch.Leader = isr[0]
+				}
+				moves = append(moves, ch)
+			}
+		}
+		first := encodeBatch(b, 0, setup...)
+		pub.applyAll([]raftlog.Batch{first})
+		if pub.failed.Load() || len(m.Hosted()) != topics*perTopic/2 {
+			b.Fatalf("setup: failed %v, %d hosted", pub.failed.Load(), len(m.Hosted()))
+		}
+		second := encodeBatch(b, first.NextOffset(), moves...)
+		b.StartTimer()
+		pub.applyAll([]raftlog.Batch{second})
+		b.StopTimer()
+		if pub.failed.Load() || pub.image().LeaderCount(1) != 0 {
+			b.Fatalf("after the moves: failed %v, broker 1 leads %d", pub.failed.Load(), pub.image().LeaderCount(1))
+		}
+		if err := m.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
