@@ -250,8 +250,15 @@ func (r *Raft) preferredSuccessors() []int32 {
 }
 
 // Propose queues records for one batch in the current epoch. They get consecutive
-// offsets from baseOffset and are appended when the linger time expires or the batch
-// is full; they are committed once the high watermark passes them.
+// offsets from baseOffset; they are committed once the high watermark passes them.
+//
+// Group commit: when the leader's log is idle (everything appended is durable, no
+// fsync in flight) the records are appended at once. While an append is being
+// fsynced they wait in the accumulator with every other proposal arriving meanwhile,
+// and the Advance that reports that fsync done appends them all as the next batch.
+// The linger time (controller.quorum.append.linger.ms) only bounds that wait: Tick
+// appends what lingered that long even with an fsync still in flight. A full batch
+// is appended at once.
 func (r *Raft) Propose(nowMs int64, records []raftlog.Record) (baseOffset int64, epoch int32, err error) {
 	r.nowMs = max(r.nowMs, nowMs)
 	if r.role != Leader {
@@ -278,10 +285,25 @@ func (r *Raft) Propose(nowMs int64, records []raftlog.Record) (baseOffset int64,
 	}
 	l.acc = append(l.acc, records...)
 	l.accBytes += size - raftlog.BatchHeaderSize
-	if r.cfg.AppendLingerMs <= 0 {
+	if r.cfg.AppendLingerMs <= 0 || r.appendIdle() {
 		r.drainAccumulator(r.nowMs)
 	}
 	return baseOffset, r.epoch, nil
+}
+
+// appendIdle reports whether the leader's log has no append waiting for its fsync:
+// everything appended is flushed (Advance reported it durable). A proposal arriving
+// then is appended at once; otherwise it joins the next batch (Propose).
+func (r *Raft) appendIdle() bool {
+	return !r.cfg.lingerAlways && r.log.flushedEnd == r.log.endOffset()
+}
+
+// drainIfIdle appends the accumulated proposals once the fsync they waited for has
+// completed (group commit: Advance calls it after counting the flushed offset).
+func (r *Raft) drainIfIdle() {
+	if r.lead != nil && len(r.lead.acc) > 0 && r.appendIdle() {
+		r.drainAccumulator(r.nowMs)
+	}
 }
 
 // drainAccumulator appends the queued proposals as one batch and wakes parked fetches.
