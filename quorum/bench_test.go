@@ -59,16 +59,18 @@ type batching struct {
 	name     string
 	lingerMs int64 // Config.AppendLingerMs
 	always   bool  // Config.lingerAlways: every proposal lingers (before group commit)
+	local    bool  // Config.groupLocal: group commit waits for the leader's fsync only
 }
 
 // batchings are the ways of batching the commit benchmarks compare in one run: the
 // default (group commit, 25 ms bound), the 25 ms and 1 ms lingers as they were
 // before group commit (the 1 ms one is what benchmarks used to override), and none.
 var batchings = []batching{
-	{"group-commit", 0, false},
-	{"linger-25ms", 25, true},
-	{"linger-1ms", 1, true},
-	{"none", AppendLingerMsNone, false},
+	{"group-commit", 0, false, false},
+	{"group-commit-local", 0, false, true},
+	{"linger-25ms", 25, true, false},
+	{"linger-1ms", 1, true, false},
+	{"none", AppendLingerMsNone, false, false},
 }
 
 // benchCluster starts three voters on loopback with file storage (fsync on) and
@@ -89,7 +91,7 @@ func benchCluster(b *testing.B, bt batching) (*Node, *commitWaiter, func()) {
 		}
 		n, err := NewNode(NodeConfig{
 			Raft: Config{NodeID: id, Voters: []int32{1, 2, 3}, ElectionTimeoutMs: 200, FetchTimeoutMs: 1000,
-				AppendLingerMs: bt.lingerMs, lingerAlways: bt.always},
+				AppendLingerMs: bt.lingerMs, lingerAlways: bt.always, groupLocal: bt.local},
 			Storage: store, VoterAddrs: addrs, ListenerName: "CONTROLLER", Logger: benchLogger(),
 		})
 		if err != nil {

@@ -87,6 +87,9 @@ type Config struct {
 	// (every proposal waits AppendLingerMs, idle log or not). Benchmarks only: they
 	// measure group commit against it in the same run.
 	lingerAlways bool
+	// groupLocal makes group commit wait only for the leader's own fsync, not for
+	// the commit (see appendIdle). Benchmarks only, to show why it waits for both.
+	groupLocal bool
 }
 
 // DefaultMaxSnapshotBytes is the largest snapshot a follower downloads: 1 GiB,
