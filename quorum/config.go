@@ -34,9 +34,9 @@ type Config struct {
 	// AppendLingerMs is controller.quorum.append.linger.ms (25). In Kafka it is how
 	// long the leader lets writes accumulate before it appends and flushes them. Here
 	// it is the upper bound of that wait: the leader appends a proposal at once when
-	// its log is idle and gathers proposals only while an fsync is in flight,
-	// appending them as one batch when it completes (group commit, see Propose), or
-	// when they have waited this long. Zero means the default; AppendLingerMsNone
+	// no earlier append is in flight and gathers proposals only while one is (being
+	// fsynced or not yet committed), appending them as one batch when it completes
+	// (group commit, see Propose), or when they have waited this long. Zero means the default; AppendLingerMsNone
 	// makes every Propose drain at once, fsync in flight or not.
 	AppendLingerMs int64
 	// RequestTimeoutMs is controller.quorum.request.timeout.ms (2000). The driver times
