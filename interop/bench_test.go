@@ -72,8 +72,7 @@ func newBenchCluster(tb testing.TB, controllers, brokers int, overrides ...app.S
 		Override("controller.quorum.election.timeout.ms", "500"),
 		Override("controller.quorum.fetch.timeout.ms", "1000"),
 		Override("broker.heartbeat.interval.ms", "500"),
-		Override("broker.session.timeout.ms", "4000"),
-		Override("controller.quorum.append.linger.ms", "1")}
+		Override("broker.session.timeout.ms", "4000")}
 	for _, o := range overrides {
 		opts = append(opts, Override(o.Key, o.Value))
 	}

@@ -94,3 +94,53 @@ func TestLeaderCountsItsAppendOnlyOnceFsynced(t *testing.T) {
 		return s.HighWatermark > off
 	})
 }
+
+// TestNodeGroupCommit runs the production driver with a linger time far longer than
+// the test (10 minutes), so nothing may wait for it: a proposal on an idle log commits
+// at once; proposals made while the leader's fsync is held are not appended until it
+// completes, and then go out together as one batch.
+func TestNodeGroupCommit(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	var store *gatedStorage
+	c := &testCluster{t: t, addrs: map[int32]string{}, nodes: map[int32]*testNode{}, dirs: map[int32]string{},
+		wrap: func(_ int32, s *raftlog.FileStorage) raftlog.Storage {
+			store = &gatedStorage{FileStorage: s}
+			return store
+		},
+		tune: func(cfg *Config) { cfg.AppendLingerMs = 600_000 }}
+	c.addrs[1], c.dirs[1] = freeAddrs(t, 1)[0], t.TempDir()
+	lead := c.start(1)
+	defer c.closeAll()
+	waitFor(t, "a leader that committed", 5*time.Second, func() bool { return c.leader() != nil })
+	st, _ := lead.node.Status(context.Background())
+	propose := func(v string) int64 {
+		off, err := lead.node.Propose(context.Background(), st.Epoch, []raftlog.Record{{Value: []byte(v)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return off
+	}
+	first := propose("idle")
+	waitFor(t, "the proposal on an idle log to commit without lingering", 5*time.Second, func() bool {
+		return lead.rec.committedBatch(first, first)
+	})
+	gate := store.hold()
+	held := propose("held")
+	waitFor(t, "the held append to reach the log", 5*time.Second, func() bool {
+		s, _ := lead.node.Status(context.Background())
+		return s.LogEndOffset == held+1
+	})
+	a, b := propose("during-1"), propose("during-2")
+	s, _ := lead.node.Status(context.Background())
+	if s.LogEndOffset != held+1 || s.HighWatermark > held {
+		t.Fatalf("log end %d high watermark %d while the fsync of %d is held: want %d and <= %d (proposals wait for the fsync)",
+			s.LogEndOffset, s.HighWatermark, held, held+1, held)
+	}
+	store.mu.Lock()
+	store.gate = nil // the next fsync runs free
+	store.mu.Unlock()
+	close(gate)
+	waitFor(t, "the proposals made during the fsync to commit as one batch", 5*time.Second, func() bool {
+		return lead.rec.committedBatch(held, held) && lead.rec.committedBatch(a, b)
+	})
+}

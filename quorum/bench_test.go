@@ -54,9 +54,28 @@ func (w *commitWaiter) wait(offset int64) <-chan struct{} {
 	return ch
 }
 
+// batching is how a benchmark's leader batches proposals.
+type batching struct {
+	name     string
+	lingerMs int64 // Config.AppendLingerMs
+	always   bool  // Config.lingerAlways: every proposal lingers (before group commit)
+	local    bool  // Config.groupLocal: group commit waits for the leader's fsync only
+}
+
+// batchings are the ways of batching the commit benchmarks compare in one run: the
+// default (group commit, 25 ms bound), the 25 ms and 1 ms lingers as they were
+// before group commit (the 1 ms one is what benchmarks used to override), and none.
+var batchings = []batching{
+	{"group-commit", 0, false, false},
+	{"group-commit-local", 0, false, true},
+	{"linger-25ms", 25, true, false},
+	{"linger-1ms", 1, true, false},
+	{"none", AppendLingerMsNone, false, false},
+}
+
 // benchCluster starts three voters on loopback with file storage (fsync on) and
 // returns the leader and its commit waiter.
-func benchCluster(b *testing.B, lingerMs int64) (*Node, *commitWaiter, func()) {
+func benchCluster(b *testing.B, bt batching) (*Node, *commitWaiter, func()) {
 	b.Helper()
 	addrs := map[int32]string{}
 	for i, a := range freeAddrs(b, 3) {
@@ -72,7 +91,7 @@ func benchCluster(b *testing.B, lingerMs int64) (*Node, *commitWaiter, func()) {
 		}
 		n, err := NewNode(NodeConfig{
 			Raft: Config{NodeID: id, Voters: []int32{1, 2, 3}, ElectionTimeoutMs: 200, FetchTimeoutMs: 1000,
-				AppendLingerMs: lingerMs},
+				AppendLingerMs: bt.lingerMs, lingerAlways: bt.always, groupLocal: bt.local},
 			Storage: store, VoterAddrs: addrs, ListenerName: "CONTROLLER", Logger: benchLogger(),
 		})
 		if err != nil {
@@ -110,9 +129,16 @@ func benchCluster(b *testing.B, lingerMs int64) (*Node, *commitWaiter, func()) {
 // BenchmarkCommitLatency proposes one metadata-sized record at a time on a 3-voter
 // loopback quorum with fsync on, and reports p50/p99 commit latency next to the floor
 // measured in the same run: one fsync of a batch-sized write plus one loopback request
-// round trip. Reproduce: go test -run '^$' -bench CommitLatency -benchtime 2000x ./quorum
+// round trip; once per way of batching (batchings).
+// Reproduce: go test -run '^$' -bench 'CommitLatency$' -benchtime 2000x ./quorum
 func BenchmarkCommitLatency(b *testing.B) {
-	leader, w, stop := benchCluster(b, AppendLingerMsNone)
+	for _, bt := range batchings {
+		b.Run(bt.name, func(b *testing.B) { benchCommitLatency(b, bt) })
+	}
+}
+
+func benchCommitLatency(b *testing.B, bt batching) {
+	leader, w, stop := benchCluster(b, bt)
 	defer stop()
 	st, _ := leader.Status(context.Background())
 	rec := []raftlog.Record{{Value: make([]byte, 100)}}
@@ -136,11 +162,66 @@ func BenchmarkCommitLatency(b *testing.B) {
 	b.ReportMetric(float64(p50)/float64(floor), "p50/floor")
 }
 
-// BenchmarkCommitThroughput keeps many proposals in flight (the leader batches them
-// within the linger time) and reports committed records per second.
+// BenchmarkCommitThroughput keeps many proposals in flight (one proposer that
+// never waits for a commit; the leader batches them) and reports committed records
+// per second, once per way of batching (batchings).
 // Reproduce: go test -run '^$' -bench CommitThroughput -benchtime 200000x ./quorum
 func BenchmarkCommitThroughput(b *testing.B) {
-	leader, w, stop := benchCluster(b, 5)
+	for _, bt := range batchings {
+		b.Run(bt.name, func(b *testing.B) { benchCommitThroughput(b, bt) })
+	}
+}
+
+// BenchmarkCommitConcurrent: 64 proposers, each proposing one metadata-sized record
+// and waiting for its commit before the next (as concurrent CreateTopics wait for
+// their answers); reports committed proposals per second and the p50/p99 commit
+// latency, once per way of batching (batchings).
+// Reproduce: go test -run '^$' -bench CommitConcurrent -benchtime 20000x ./quorum
+func BenchmarkCommitConcurrent(b *testing.B) {
+	for _, bt := range batchings {
+		b.Run(bt.name, func(b *testing.B) { benchCommitConcurrent(b, bt) })
+	}
+}
+
+func benchCommitConcurrent(b *testing.B, bt batching) {
+	const proposers = 64
+	leader, w, stop := benchCluster(b, bt)
+	defer stop()
+	st, _ := leader.Status(context.Background())
+	rec := []raftlog.Record{{Value: make([]byte, 100)}}
+	lats := make([][]time.Duration, proposers)
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for p := range proposers {
+		n := b.N / proposers
+		if p < b.N%proposers {
+			n++
+		}
+		wg.Go(func() {
+			for range n {
+				t0 := time.Now()
+				off, err := leader.Propose(context.Background(), st.Epoch, rec)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				<-w.wait(off)
+				lats[p] = append(lats[p], time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	all := slices.Concat(lats...)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "proposals/s")
+	b.ReportMetric(float64(percentile(all, 50).Microseconds()), "p50-us")
+	b.ReportMetric(float64(percentile(all, 99).Microseconds()), "p99-us")
+}
+
+func benchCommitThroughput(b *testing.B, bt batching) {
+	leader, w, stop := benchCluster(b, bt)
 	defer stop()
 	st, _ := leader.Status(context.Background())
 	const perProposal = 100

@@ -31,9 +31,13 @@ type Config struct {
 	FetchTimeoutMs int64
 	// ElectionBackoffMaxMs is controller.quorum.election.backoff.max.ms (1000).
 	ElectionBackoffMaxMs int64
-	// AppendLingerMs is controller.quorum.append.linger.ms (25): how long the leader
-	// gathers proposals into one batch. Zero means the default; AppendLingerMsNone makes
-	// every Propose drain at once.
+	// AppendLingerMs is controller.quorum.append.linger.ms (25). In Kafka it is how
+	// long the leader lets writes accumulate before it appends and flushes them. Here
+	// it is the upper bound of that wait: the leader appends a proposal at once when
+	// no earlier append is in flight and gathers proposals only while one is (being
+	// fsynced or not yet committed), appending them as one batch when it completes
+	// (group commit, see Propose), or when they have waited this long. Zero means the default; AppendLingerMsNone
+	// makes every Propose drain at once, fsync in flight or not.
 	AppendLingerMs int64
 	// RequestTimeoutMs is controller.quorum.request.timeout.ms (2000). The driver times
 	// out outbound requests; the core uses it to pace EndQuorumEpoch retries.
@@ -82,6 +86,14 @@ type Config struct {
 	// Snapshots reads local snapshot files to serve FetchSnapshot; nil serves none
 	// (every FetchSnapshot gets SNAPSHOT_NOT_FOUND).
 	Snapshots SnapshotSource
+
+	// lingerAlways restores the linger-only batching that group commit replaced
+	// (every proposal waits AppendLingerMs, idle log or not). Benchmarks only: they
+	// measure group commit against it in the same run.
+	lingerAlways bool
+	// groupLocal makes group commit wait only for the leader's own fsync, not for
+	// the commit (see appendIdle). Benchmarks only, to show why it waits for both.
+	groupLocal bool
 }
 
 // DefaultMaxSnapshotBytes is the largest snapshot a follower downloads: 1 GiB,

@@ -3,6 +3,7 @@ package quorum
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ type recorder struct {
 	mu      sync.Mutex
 	next    int64
 	values  []string
+	batches [][2]int64 // base and last offset of each committed batch, control ones too
 	leader  LeaderAndEpoch
 	changed chan struct{}
 	t       *testing.T
@@ -35,6 +37,7 @@ func (r *recorder) HandleCommit(batches []raftlog.Batch) {
 			r.t.Errorf("commit gap: expected offset %d, got batch at %d", r.next, b.BaseOffset)
 		}
 		r.next = b.NextOffset()
+		r.batches = append(r.batches, [2]int64{b.BaseOffset, b.LastOffset})
 		if b.Control {
 			continue
 		}
@@ -61,6 +64,13 @@ func (r *recorder) notify() {
 	case r.changed <- struct{}{}:
 	default:
 	}
+}
+
+// committedBatch reports whether offsets base to last committed as one batch.
+func (r *recorder) committedBatch(base, last int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Contains(r.batches, [2]int64{base, last})
 }
 
 func (r *recorder) snapshot() ([]string, LeaderAndEpoch) {

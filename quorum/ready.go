@@ -124,7 +124,9 @@ func (r *Raft) Ready() Ready {
 }
 
 // Advance tells the core that everything in rd is durable. For a leader this can move
-// the high watermark (its own flushed offset counts toward the majority).
+// the high watermark (its own flushed offset counts toward the majority), and once
+// nothing appended is left unflushed it appends the proposals that accumulated while
+// the fsync ran (see Propose), for the next Ready.
 func (r *Raft) Advance(rd Ready) {
 	if id := rd.LoadSnapshot; id != nil {
 		r.finishSnapshotLoad(*id, rd.snapshotRejected, rd.snapshotKRaft)
@@ -137,4 +139,7 @@ func (r *Raft) Advance(rd Ready) {
 		r.maybeAdvanceHW()
 		r.maybeResignAfterRemoval(r.nowMs)
 	}
+	// Proposals that waited for this fsync go out as the next batch (group commit);
+	// the next Ready carries it.
+	r.drainIfIdle()
 }

@@ -71,25 +71,75 @@ func TestLeaderHWWaitsForOwnFlush(t *testing.T) {
 	}
 }
 
-// Proposals within the linger time share one batch; the accumulator drains on Tick.
-func TestProposeLingers(t *testing.T) {
+// Group commit: a proposal on an idle log is appended at once, even with a 25 ms
+// linger; proposals arriving while that append's fsync runs wait and go out as one
+// batch the moment its Advance reports it durable.
+func TestProposeGroupCommit(t *testing.T) {
+	r, err := NewRaft(Config{NodeID: 1, Voters: []int32{1}, AppendLingerMs: 25},
+		raftlog.Loaded{State: raftlog.EmptyQuorumState()}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Advance(r.Ready()) // elected, LeaderChange at 0 durable: the log is idle
+	b1, _, _ := r.Propose(1, []raftlog.Record{{Value: []byte("a")}})
+	rd1 := r.Ready()
+	if b1 != 1 || len(rd1.Append) != 1 || rd1.Append[0].BaseOffset != 1 || rd1.Append[0].LastOffset != 1 {
+		t.Fatalf("idle log: offset %d, append %+v; want offset 1 appended at once", b1, rd1.Append)
+	}
+	// rd1's fsync is in flight (a leader's append-only Ready, Node.appendAsync).
+	b2, _, _ := r.Propose(2, []raftlog.Record{{Value: []byte("b")}})
+	b3, _, _ := r.Propose(3, []raftlog.Record{{Value: []byte("c")}, {Value: []byte("d")}})
+	if b2 != 2 || b3 != 3 {
+		t.Fatalf("offsets %d %d, want 2 3", b2, b3)
+	}
+	if r.HasReady() {
+		t.Fatalf("appended while an fsync was in flight: %+v", r.Ready().Append)
+	}
+	if r.NextDeadlineMs() != 27 {
+		t.Fatalf("deadline %d, want 27 (linger bounds the wait)", r.NextDeadlineMs())
+	}
+	r.Advance(rd1)
+	rd2 := r.Ready()
+	if len(rd2.Append) != 1 || rd2.Append[0].BaseOffset != 2 || rd2.Append[0].LastOffset != 4 {
+		t.Fatalf("after the fsync: append %+v, want one batch 2-4", rd2.Append)
+	}
+	if rd2.HighWatermark != 2 {
+		t.Fatalf("high watermark %d, want 2 (offset 1 durable, 2-4 not yet)", rd2.HighWatermark)
+	}
+	r.Advance(rd2)
+	if rd3 := r.Ready(); len(rd3.Append) != 0 || rd3.HighWatermark != 5 {
+		t.Fatalf("append %+v high watermark %d: want nothing left to append, 5", rd3.Append, rd3.HighWatermark)
+	}
+}
+
+// The linger time bounds how long a proposal waits for an fsync in flight: Tick
+// appends it then, fsync or not.
+func TestProposeLingerBoundsTheWait(t *testing.T) {
 	r, err := NewRaft(Config{NodeID: 1, Voters: []int32{1}, AppendLingerMs: 25},
 		raftlog.Loaded{State: raftlog.EmptyQuorumState()}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.Advance(r.Ready())
-	b1, _, _ := r.Propose(1, []raftlog.Record{{Value: []byte("a")}})
+	r.Propose(1, []raftlog.Record{{Value: []byte("a")}})
+	rd1 := r.Ready() // its fsync never completes in this test
 	b2, _, _ := r.Propose(2, []raftlog.Record{{Value: []byte("b")}})
-	if b1 != 1 || b2 != 2 || r.NextDeadlineMs() != 26 {
-		t.Fatalf("offsets %d %d deadline %d", b1, b2, r.NextDeadlineMs())
-	}
-	if rd := r.Ready(); len(rd.Append) != 0 {
-		t.Fatalf("appended before linger: %d", len(rd.Append))
+	b3, _, _ := r.Propose(10, []raftlog.Record{{Value: []byte("c")}})
+	if b2 != 2 || b3 != 3 || r.NextDeadlineMs() != 27 {
+		t.Fatalf("offsets %d %d deadline %d, want 2 3 27", b2, b3, r.NextDeadlineMs())
 	}
 	r.Tick(26)
+	if r.HasReady() {
+		t.Fatalf("appended before the linger time: %+v", r.Ready().Append)
+	}
+	r.Tick(27)
 	rd := r.Ready()
-	if len(rd.Append) != 1 || rd.Append[0].BaseOffset != 1 || rd.Append[0].LastOffset != 2 {
-		t.Fatalf("append %+v", rd.Append)
+	if len(rd.Append) != 1 || rd.Append[0].BaseOffset != 2 || rd.Append[0].LastOffset != 3 {
+		t.Fatalf("append %+v, want one batch 2-3 at the linger deadline", rd.Append)
+	}
+	r.Advance(rd1)
+	r.Advance(rd)
+	if st := r.Status(); st.HighWatermark != 4 {
+		t.Fatalf("high watermark %d, want 4", st.HighWatermark)
 	}
 }

@@ -592,6 +592,12 @@ func (p *probe) done() bool {
 		if n := s.nodes[id]; !n.down && n.appliedNext <= p.offset {
 			return false
 		}
+		// A live voter repaired with a recovery marker must finish its recovery too
+		// (the phase keeps a majority of healthy voters up for it): until then it
+		// cannot vote, so a quorum that needs it could not elect a leader.
+		if n := s.nodes[id]; !n.down && n.voter && n.disk.recovery != nil {
+			return false
+		}
 	}
 	return true
 }
