@@ -66,6 +66,13 @@ type Config struct {
 	// default one. A voter with endpoints reports them to the leader through
 	// UpdateRaftVoter (KIP-853); nil never sends one.
 	Endpoints []Endpoint
+	// FollowersAlwaysFlush makes this node fsync what it fetches while it is not a
+	// voter too (Kafka's KafkaRaftClient followersAlwaysFlush, true on controllers).
+	// An observer that may be added as a voter needs it: once the leader appends the
+	// VotersRecord that adds it, the offset it last fetched counts toward the high
+	// watermark, so that offset must already be durable. Broker-only nodes leave it
+	// off: their offsets never count.
+	FollowersAlwaysFlush bool
 
 	// KRaftVersion is the kraft.version feature level. Only 0, the static voter set of
 	// controller.quorum.voters, is implemented; Validate rejects any other. At 0 the

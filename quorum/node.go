@@ -646,10 +646,12 @@ func (n *Node) persist(rd Ready) error {
 		}
 		dirty = true
 	}
-	// An observer (a broker-only node) does not fsync what it fetches, like Kafka's
+	// An observer on a broker-only node does not fsync what it fetches, like Kafka's
 	// observers: its offsets never count toward the high watermark, and a tail lost in
 	// a machine crash is fetched again. Its commits then never wait behind its disk.
-	if dirty && (n.raft.isVoter || rd.RecoveryDone) {
+	// A controller does (FollowersAlwaysFlush): it may become a voter, and then the
+	// offset of its last Fetch counts at once.
+	if dirty && (n.raft.isVoter || n.raft.cfg.FollowersAlwaysFlush || rd.RecoveryDone) {
 		if err := st.Sync(); err != nil {
 			return err
 		}

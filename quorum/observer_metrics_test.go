@@ -26,6 +26,12 @@ func (s *syncCounter) Sync() error {
 // storage wrapped to count fsyncs.
 func startMetricsNode(t *testing.T, id int32, addrs map[int32]string, onCommit func(time.Duration)) (*Node, *syncCounter, *recorder) {
 	t.Helper()
+	return startMetricsNodeFlush(t, id, addrs, onCommit, false)
+}
+
+// startMetricsNodeFlush is startMetricsNode with Config.FollowersAlwaysFlush set to flush.
+func startMetricsNodeFlush(t *testing.T, id int32, addrs map[int32]string, onCommit func(time.Duration), flush bool) (*Node, *syncCounter, *recorder) {
+	t.Helper()
 	fs, err := raftlog.OpenFileStorage(t.TempDir(), raftlog.FileOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +41,7 @@ func startMetricsNode(t *testing.T, id int32, addrs map[int32]string, onCommit f
 		Raft: Config{
 			NodeID: id, ClusterID: "test-cluster-id-AAAAAA", Voters: []int32{1},
 			ElectionTimeoutMs: 150, FetchTimeoutMs: 300, ElectionBackoffMaxMs: 100, AppendLingerMs: 2,
-			RequestTimeoutMs: 300, FetchMaxWaitMs: 2000,
+			RequestTimeoutMs: 300, FetchMaxWaitMs: 2000, FollowersAlwaysFlush: flush,
 		},
 		Storage: store, VoterAddrs: map[int32]string{1: addrs[1]}, ListenerName: "CONTROLLER",
 		OnCommitLatency: onCommit,
@@ -117,5 +123,29 @@ func TestObserverMetricsAndPromptCommits(t *testing.T) {
 	}
 	if leaderStore.syncs.Load() == 0 {
 		t.Error("the voter never fsynced")
+	}
+}
+
+// TestObserverOnControllerFlushes: an observer with FollowersAlwaysFlush (a
+// controller not yet added as a voter) fsyncs what it fetches before its next Fetch
+// reports the offset, so that offset is durable when a VotersRecord adding it makes
+// it count toward the high watermark.
+func TestObserverOnControllerFlushes(t *testing.T) {
+	addrs := map[int32]string{1: freeAddrs(t, 1)[0]}
+	leader, _, _ := startMetricsNode(t, 1, addrs, nil)
+	observer, observerStore, _ := startMetricsNodeFlush(t, 9, addrs, nil, true)
+	waitFor(t, "node 1 to lead", 5*time.Second, func() bool {
+		m := leader.Metrics()
+		return m.Role == Leader && m.HighWatermark > 0
+	})
+	last, err := leader.Propose(context.Background(), leader.Metrics().Epoch, []raftlog.Record{{Value: []byte("v")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the observer to apply the proposal", 5*time.Second, func() bool {
+		return observer.Metrics().AppliedOffset > last
+	})
+	if observerStore.syncs.Load() == 0 {
+		t.Error("an observer with FollowersAlwaysFlush never fsynced what it fetched")
 	}
 }

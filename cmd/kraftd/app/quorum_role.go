@@ -101,6 +101,9 @@ func (q *quorumRole) Start(ctx context.Context) error {
 	}
 	raftCfg.DirectoryID = dirID
 	if c.HasRole(RoleController) {
+		// A controller that is not (yet) a voter fsyncs what it fetches: once it is
+		// added, the offset it last fetched counts toward the high watermark.
+		raftCfg.FollowersAlwaysFlush = true
 		// A voter reports its listeners to the leader (UpdateRaftVoter, KIP-853).
 		for _, e := range AdvertisedControllerEndpoints(c) {
 			raftCfg.Endpoints = append(raftCfg.Endpoints, quorum.Endpoint{Name: e.Name, Host: e.Host, Port: uint16(e.Port)})
