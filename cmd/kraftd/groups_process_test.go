@@ -1,0 +1,313 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// groupOverrides are the settings of the group and transaction process
+// tests, for every broker of both modes: Kafka's replication of the
+// internal topics (RF 3, __transaction_state min ISR 2, spelled out so the
+// test does not lean on the defaults) and a short initial rebalance delay
+// (Kafka's is 3000 ms).
+var groupOverrides = []string{
+	"offsets.topic.replication.factor=3",
+	"transaction.state.log.replication.factor=3",
+	"transaction.state.log.min.isr=2",
+	"group.initial.rebalance.delay.ms=200",
+}
+
+// startGroupCluster starts mode's cluster (KRaft: 3 controllers and 3
+// brokers; zk-legacy: a ZooKeeper and 3 brokers) with groupOverrides and the
+// process tests' short timeouts, and waits for every broker to be listed.
+func startGroupCluster(t *testing.T, bin string, mode faultMode) faultCluster {
+	t.Helper()
+	to := faultTimeouts{sessionMs: procSessionMs, zkSessionMs: zkShortSessionMs,
+		overrides: groupOverrides, zkOverrides: groupOverrides}
+	c := mode.start(t, bin, to)
+	waitBrokers(t, c)
+	return c
+}
+
+// adminOf is a kadm client on c's running brokers; closed with the test.
+func adminOf(t *testing.T, c faultCluster, opts ...kgo.Opt) *kadm.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.bootstrap()...), kgo.MetadataMinAge(50 * time.Millisecond)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+// createRF3 creates topic with parts partitions, RF 3 and min.insync.replicas
+// 2, and waits until every ISR is whole.
+func createRF3(t *testing.T, ctx context.Context, adm *kadm.Client, topic string, parts int32) {
+	t.Helper()
+	two := "2"
+	if r, err := adm.CreateTopic(ctx, parts, 3, map[string]*string{"min.insync.replicas": &two}, topic); err != nil || r.Err != nil {
+		t.Fatalf("create %s: %v %v", topic, err, r.Err)
+	}
+	eventually(t, topic+" with 3 replicas in every ISR", 30*time.Second, func() bool {
+		td, err := adm.ListTopics(ctx, topic)
+		if err != nil || td[topic].Err != nil || len(td[topic].Partitions) != int(parts) {
+			return false
+		}
+		for _, p := range td[topic].Partitions {
+			if len(p.ISR) != 3 || p.Leader < 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// produceValues writes values to topic (idempotent, acks=-1), spread over
+// its partitions, in batches of at most 10 records (a fetch returns whole
+// batches: small ones keep a consume-transform-produce loop's transactions
+// small).
+func produceValues(t *testing.T, ctx context.Context, c faultCluster, topic string, values []string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for chunk := range slices.Chunk(values, 10) {
+		recs := make([]*kgo.Record, len(chunk))
+		for i, v := range chunk {
+			recs[i] = &kgo.Record{Value: []byte(v)}
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// readCommitted reads topic from the start with read_committed until it has
+// read want records, then a second longer for anything past them (a
+// duplicate), and returns how often each value was read.
+func readCommitted(t *testing.T, ctx context.Context, c faultCluster, topic string, want int) (map[string]int, int) {
+	t.Helper()
+	out, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	seen := map[string]int{}
+	total := 0
+	rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer rcancel()
+	for total < want && rctx.Err() == nil {
+		out.PollFetches(rctx).EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++; total++ })
+	}
+	sctx, scancel := context.WithTimeout(ctx, time.Second)
+	defer scancel()
+	for sctx.Err() == nil {
+		out.PollFetches(sctx).EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++; total++ })
+	}
+	return seen, total
+}
+
+// groupCaughtUp is nil once group's committed offsets of topic are topic's
+// end offsets on every partition, or says what differs.
+func groupCaughtUp(ctx context.Context, adm *kadm.Client, group, topic string) error {
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return err
+	}
+	resp, err := adm.FetchOffsets(ctx, group)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	ends.Each(func(o kadm.ListedOffset) {
+		got, found := resp.Lookup(topic, o.Partition)
+		if o.Err != nil || (found || o.Offset > 0) && got.At != o.Offset {
+			errs = append(errs, fmt.Errorf("%s[%d]: end %d (%v), committed %d (%v)", topic, o.Partition, o.Offset, o.Err, got.At, found))
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// TestProcessGroupTransactSessionKill is issue 16's exactly-once promise
+// under a broker crash, in both modes, every node its own process: 3
+// brokers, input and output topics of 3 partitions with RF 3 and
+// min.insync.replicas 2, __consumer_offsets and __transaction_state RF 3.
+// franz-go's GroupTransactSession runs the consume-transform-produce loop
+// (TxnOffsetCommit in every transaction) over 600 input records; a third of
+// the way in, the broker coordinating its transactional id is killed with
+// SIGKILL (it leads partitions of the topics and of the internal topics
+// too). A transaction that fails is aborted or, if the session cannot go on,
+// the session is started again with the same transactional id and group.
+// The output topic read read_committed holds every input record exactly
+// once.
+//
+//	go test ./cmd/kraftd -run TestProcessGroupTransactSessionKill -v
+func TestProcessGroupTransactSessionKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	bin := buildBinary(t)
+	for _, mode := range faultModes {
+		t.Run(mode.name, func(t *testing.T) {
+			c := startGroupCluster(t, bin, mode)
+			groupTransactSessionKill(t, c, mode)
+		})
+	}
+}
+
+func groupTransactSessionKill(t *testing.T, c faultCluster, mode faultMode) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	adm := adminOf(t, c)
+	createRF3(t, ctx, adm, "eos-in", 3)
+	createRF3(t, ctx, adm, "eos-out", 3)
+	const n = 600
+	values := make([]string, n)
+	for i := range values {
+		values[i] = fmt.Sprintf("r%03d", i)
+	}
+	produceValues(t, ctx, c, "eos-in", values)
+
+	newSession := func() *kgo.GroupTransactSession {
+		s, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(c.bootstrap()...), kgo.TransactionalID("eos-tx"),
+			kgo.ConsumerGroup("eos"), kgo.ConsumeTopics("eos-in"), kgo.DefaultProduceTopic("eos-out"),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RequireStableFetchOffsets(),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.TransactionTimeout(10*time.Second),
+			kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(300*time.Millisecond),
+			kgo.MetadataMinAge(50*time.Millisecond), kgo.FetchMaxPartitionBytes(200), kgo.RetryTimeout(30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := newSession()
+	defer func() { s.Close() }()
+	done, aborted, restarts, victim := 0, 0, 0, -1
+	var killedAt time.Time
+	var lag error
+	for {
+		if ctx.Err() != nil {
+			t.Fatalf("after %d records committed: %v (group: %v)", done, ctx.Err(), lag)
+		}
+		if victim < 0 && done >= n/3 {
+			var err error
+			if victim, err = txnCoordinator(ctx, adm, "eos-tx"); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d records committed; kill -9 of broker %d, the coordinator of eos-tx", done, victim)
+			killedAt = time.Now()
+			if err := c.stop(victim, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			adm = adminOf(t, c) // seeds without the dead broker
+		}
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		fs := s.PollFetches(pctx)
+		pcancel()
+		var recs []*kgo.Record
+		fs.EachRecord(func(r *kgo.Record) {
+			recs = append(recs, &kgo.Record{Value: append([]byte("out-"), r.Value...)})
+		})
+		if len(recs) == 0 {
+			cctx, ccancel := context.WithTimeout(ctx, 3*time.Second)
+			lag = groupCaughtUp(cctx, adm, "eos", "eos-in")
+			ccancel()
+			if lag == nil {
+				break
+			}
+			continue
+		}
+		if err := s.Begin(); err != nil {
+			t.Fatalf("Begin: %v", err)
+		}
+		var produceErr error
+		for _, r := range recs {
+			s.Produce(ctx, r, func(_ *kgo.Record, err error) {
+				if err != nil && produceErr == nil {
+					produceErr = err
+				}
+			})
+		}
+		if err := s.Client().Flush(ctx); err != nil {
+			t.Fatalf("flush: %v", err)
+		}
+		try := kgo.TryCommit
+		if produceErr != nil {
+			t.Logf("produce failed (%v): aborting", produceErr)
+			try = kgo.TryAbort
+		}
+		committed, err := s.End(ctx, try)
+		switch {
+		case err != nil:
+			// The session's producer may be unusable (fenced after
+			// its transaction timed out, or in a failed state): a
+			// new session with the same transactional id fences the
+			// old epoch and aborts whatever it left open.
+			t.Logf("End after %d records: %v; starting the session again", done, err)
+			restarts++
+			s.Close()
+			s = newSession()
+		case committed:
+			done += len(recs)
+		default:
+			aborted++
+		}
+	}
+	t.Logf("%s: consumed %d records in committed transactions (%d aborted, %d session restarts); caught up %v after the kill",
+		mode.name, done, aborted, restarts, time.Since(killedAt).Round(time.Millisecond))
+	if victim < 0 {
+		t.Fatal("the loop finished before the kill")
+	}
+	seen, total := readCommitted(t, ctx, c, "eos-out", n)
+	for _, v := range values {
+		if seen["out-"+v] != 1 {
+			t.Errorf("out-%s read %d times", v, seen["out-"+v])
+		}
+	}
+	if total != n {
+		t.Fatalf("read %d output records read_committed, want %d, each once", total, n)
+	}
+}
+
+// txnCoordinator is the broker FindCoordinator names for transactional id.
+func txnCoordinator(ctx context.Context, adm *kadm.Client, id string) (int, error) {
+	var last error
+	for range 50 {
+		for _, f := range adm.FindTxnCoordinators(ctx, id) {
+			if f.Err == nil && f.Name == id {
+				return int(f.NodeID), nil
+			}
+			last = f.Err
+		}
+		<-time.After(100 * time.Millisecond)
+	}
+	return -1, fmt.Errorf("no coordinator for %s: %w", id, last)
+}
+
+// groupCoordinatorOf is the broker FindCoordinator names for group.
+func groupCoordinatorOf(ctx context.Context, adm *kadm.Client, group string) (int, error) {
+	for _, f := range adm.FindGroupCoordinators(ctx, group) {
+		if f.Name == group {
+			if f.Err != nil {
+				return -1, f.Err
+			}
+			return int(f.NodeID), nil
+		}
+	}
+	return -1, errors.New("no FindCoordinator answer")
+}
