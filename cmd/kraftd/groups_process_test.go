@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -310,4 +311,331 @@ func groupCoordinatorOf(ctx context.Context, adm *kadm.Client, group string) (in
 		}
 	}
 	return -1, errors.New("no FindCoordinator answer")
+}
+
+// groupMember is one kgo member of a consumer group polling on its own
+// goroutine and committing by hand after every poll; it records every value
+// it read and the offsets of its last acknowledged commit.
+type groupMember struct {
+	cl   *kgo.Client
+	done chan struct{}
+	mu   sync.Mutex
+	seen map[string]int
+	// acked is, per partition, the highest offset a commit of this
+	// member was acknowledged for.
+	acked map[int32]int64
+}
+
+func startGroupMember(t *testing.T, ctx context.Context, c faultCluster, group, topic string) *groupMember {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(),
+		kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(300*time.Millisecond),
+		kgo.MetadataMinAge(50*time.Millisecond), kgo.RetryTimeout(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &groupMember{cl: cl, done: make(chan struct{}), seen: map[string]int{}, acked: map[int32]int64{}}
+	go func() {
+		defer close(m.done)
+		for ctx.Err() == nil {
+			pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			fs := cl.PollFetches(pctx)
+			cancel()
+			if fs.IsClientClosed() {
+				return
+			}
+			m.mu.Lock()
+			fs.EachRecord(func(r *kgo.Record) { m.seen[string(r.Value)]++ })
+			m.mu.Unlock()
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			cl.CommitUncommittedOffsets(cctx)
+			cancel()
+			// CommittedOffsets holds what the coordinator acknowledged.
+			m.mu.Lock()
+			for _, parts := range cl.CommittedOffsets() {
+				for p, o := range parts {
+					m.acked[p] = max(m.acked[p], o.Offset)
+				}
+			}
+			m.mu.Unlock()
+		}
+	}()
+	return m
+}
+
+// close leaves the group (LeaveGroup) and waits for the poll loop.
+func (m *groupMember) close() {
+	m.cl.Close()
+	<-m.done
+}
+
+// waitStable waits until group is Stable with members members holding
+// every partition of topic (parts) exactly once, and returns the time it
+// took and the members' ids.
+func waitStable(t *testing.T, ctx context.Context, c faultCluster, group, topic string, members int, parts int32) (time.Duration, []string) {
+	t.Helper()
+	start := time.Now()
+	var ids []string
+	eventually(t, fmt.Sprintf("%s Stable with %d members holding %d partitions", group, members, parts), 60*time.Second, func() bool {
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		described, err := adminOf(t, c).DescribeGroups(cctx, group)
+		if err != nil {
+			return false
+		}
+		g := described[group]
+		if g.Err != nil || g.State != "Stable" || len(g.Members) != members {
+			return false
+		}
+		ids = ids[:0]
+		var held []int32
+		for _, m := range g.Members {
+			ca, ok := m.Assigned.AsConsumer()
+			if !ok {
+				return false
+			}
+			for _, tp := range ca.Topics {
+				if tp.Topic == topic {
+					held = append(held, tp.Partitions...)
+				}
+			}
+			ids = append(ids, m.MemberID)
+		}
+		slices.Sort(held)
+		slices.Sort(ids)
+		return slices.Equal(held, slices.Collect(func(yield func(int32) bool) {
+			for p := range parts {
+				if !yield(p) {
+					return
+				}
+			}
+		}))
+	})
+	return time.Since(start), ids
+}
+
+// TestProcessGroupCoordinatorMoves is issue 16's coordinator-move promise
+// with every node its own process, in both modes (zk-legacy: the
+// coordinator's broker is found dead by its ZooKeeper session and
+// __consumer_offsets is led again as LeaderAndIsr says): 3 kgo members of
+// one group share 6 partitions (RF 3) and commit after every poll; the
+// group's coordinator is killed with SIGKILL, then, restarted, the next
+// coordinator is stopped with SIGTERM (controlled shutdown). After each
+// move the new coordinator serves committed offsets at or past every
+// commit a member had acknowledged, every member keeps its member id and
+// generation (no rebalance) and the group consumes on; then one member
+// leaves and the other two rebalance to hold all 6 partitions. Every
+// produced record was read. Then a transactional producer writes
+// transactions spanning a topic's 3 partitions, led by 3 brokers,
+// committed and aborted alternately: read_committed reads exactly the
+// committed ones, read_uncommitted all of them.
+//
+//	go test ./cmd/kraftd -run TestProcessGroupCoordinatorMoves -v
+func TestProcessGroupCoordinatorMoves(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	bin := buildBinary(t)
+	for _, mode := range faultModes {
+		t.Run(mode.name, func(t *testing.T) {
+			c := startGroupCluster(t, bin, mode)
+			groupCoordinatorMoves(t, c, mode)
+			transactionsSpanningBrokers(t, c)
+		})
+	}
+}
+
+func groupCoordinatorMoves(t *testing.T, c faultCluster, mode faultMode) {
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	adm := adminOf(t, c)
+	createRF3(t, ctx, adm, "moves", 6)
+	var values []string
+	produce := func(n int) {
+		t.Helper()
+		more := make([]string, n)
+		for i := range more {
+			more[i] = fmt.Sprintf("m%04d", len(values)+i)
+		}
+		produceValues(t, ctx, c, "moves", more)
+		values = append(values, more...)
+	}
+	produce(300)
+
+	var members []*groupMember
+	defer func() {
+		for _, m := range members {
+			m.close()
+		}
+	}()
+	for range 3 {
+		members = append(members, startGroupMember(t, ctx, c, "movers", "moves"))
+	}
+	took, ids := waitStable(t, ctx, c, "movers", "moves", 3, 6)
+	t.Logf("%s: 3 members Stable with 6 partitions %v after they started (group.initial.rebalance.delay.ms 200, session.timeout.ms 6000, heartbeat.interval.ms 300)", mode.name, took.Round(time.Millisecond))
+	caughtUp := func(what string) {
+		t.Helper()
+		var lag error
+		eventually(t, what, 60*time.Second, func() bool {
+			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			lag = groupCaughtUp(cctx, adminOf(t, c), "movers", "moves")
+			return lag == nil
+		})
+	}
+	caughtUp("the members to commit the first 300 records")
+	type gm struct {
+		id  string
+		gen int32
+	}
+	var before []gm
+	for _, m := range members {
+		id, gen := m.cl.GroupMetadata()
+		before = append(before, gm{id, gen})
+	}
+
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+		coordinator, err := groupCoordinatorOf(ctx, adminOf(t, c), "movers")
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked := map[int32]int64{}
+		for _, m := range members {
+			m.mu.Lock()
+			for p, o := range m.acked {
+				acked[p] = max(acked[p], o)
+			}
+			m.mu.Unlock()
+		}
+		stoppedAt := time.Now()
+		if err := c.stop(coordinator, sig); err != nil {
+			t.Fatal(err)
+		}
+		// The new coordinator serves the offsets: fresh clients, as kgo
+		// caches a coordinator while dials to it fail.
+		var served time.Duration
+		eventually(t, "a new coordinator to serve the group's offsets", 60*time.Second, func() bool {
+			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			fadm := adminOf(t, c)
+			if id, err := groupCoordinatorOf(cctx, fadm, "movers"); err != nil || id == coordinator {
+				return false
+			}
+			resp, err := fadm.FetchOffsets(cctx, "movers")
+			if err != nil || resp.Error() != nil {
+				return false
+			}
+			served = time.Since(stoppedAt)
+			for p, o := range acked {
+				got, ok := resp.Lookup("moves", p)
+				if !ok || got.At < o {
+					t.Fatalf("after %v of broker %d: partition %d committed %d (%v), a member's commit of %d was acknowledged", sig, coordinator, p, got.At, ok, o)
+				}
+			}
+			return true
+		})
+		produce(300)
+		caughtUp(fmt.Sprintf("the members to commit through the new coordinator after %v", sig))
+		t.Logf("%s: %v of coordinator %d: offsets served by the new coordinator after %v; members caught up with 300 more records %v after the stop",
+			mode.name, sig, coordinator, served.Round(time.Millisecond), time.Since(stoppedAt).Round(time.Millisecond))
+		for i, m := range members {
+			if id, gen := m.cl.GroupMetadata(); id != before[i].id || gen != before[i].gen {
+				t.Fatalf("after %v of coordinator %d member %d is %s generation %d, was %s generation %d: the group rebalanced",
+					sig, coordinator, i, id, gen, before[i].id, before[i].gen)
+			}
+		}
+		if _, now := waitStable(t, ctx, c, "movers", "moves", 3, 6); !slices.Equal(now, ids) {
+			t.Fatalf("members %v after the move, %v before", now, ids)
+		}
+		c.restart(coordinator)
+		waitBrokers(t, c)
+	}
+
+	leaver := members[2]
+	members = members[:2]
+	leaver.close()
+	took, _ = waitStable(t, ctx, c, "movers", "moves", 2, 6)
+	t.Logf("%s: 2 members Stable with 6 partitions %v after the third left", mode.name, took.Round(time.Millisecond))
+	produce(60)
+	caughtUp("the two members to commit the last 60 records")
+	seen := map[string]int{}
+	for _, m := range append(members, leaver) {
+		m.mu.Lock()
+		for v, n := range m.seen {
+			seen[v] += n
+		}
+		m.mu.Unlock()
+	}
+	for _, v := range values {
+		if seen[v] == 0 {
+			t.Errorf("%s was never read", v)
+		}
+	}
+}
+
+// transactionsSpanningBrokers: a transactional producer writes 10
+// transactions of one record to each of 3 partitions led by 3 brokers,
+// committing the even ones and aborting the odd ones; read_committed reads
+// exactly the committed records, read_uncommitted all of them.
+func transactionsSpanningBrokers(t *testing.T, c faultCluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := adminOf(t, c)
+	createRF3(t, ctx, adm, "spanning", 3)
+	leaders := map[int32]bool{}
+	for p := range int32(3) {
+		l, err := c.partitionLeader("spanning", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaders[int32(l)] = true
+	}
+	if len(leaders) != 3 {
+		t.Logf("spanning's 3 partitions are led by %d brokers only", len(leaders))
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.TransactionalID("spanning-tx"),
+		kgo.DefaultProduceTopic("spanning"), kgo.TransactionTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	want := map[string]bool{}
+	for i := range 10 {
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for p := range int32(3) {
+			v := fmt.Sprintf("t%02d-p%d", i, p)
+			if err := cl.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			want[v] = i%2 == 0
+		}
+		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(i%2 == 0)); err != nil {
+			t.Fatalf("EndTransaction %d: %v", i, err)
+		}
+	}
+	seen, total := readCommitted(t, ctx, c, "spanning", 15)
+	for v, committed := range want {
+		if n := seen[v]; committed && n != 1 || !committed && n != 0 {
+			t.Errorf("read_committed read %s %d times (committed: %v)", v, n, committed)
+		}
+	}
+	if total != 15 {
+		t.Errorf("read_committed read %d records, want the 15 committed", total)
+	}
+	all, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.ConsumeTopics("spanning"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer all.Close()
+	n := 0
+	for n < 30 && ctx.Err() == nil {
+		n += len(all.PollFetches(ctx).Records())
+	}
+	if n != 30 {
+		t.Fatalf("read_uncommitted read %d records, want all 30", n)
+	}
 }
