@@ -28,18 +28,20 @@ var groupOverrides = []string{
 
 // startGroupCluster starts mode's cluster (KRaft: 3 controllers and 3
 // brokers; zk-legacy: a ZooKeeper and 3 brokers) with groupOverrides and the
-// process tests' short timeouts, and waits for every broker to be listed.
-func startGroupCluster(t *testing.T, bin string, mode faultMode) faultCluster {
+// process tests' short timeouts, then the overrides more (key=value, later
+// ones win), and waits for every broker to be listed.
+func startGroupCluster(t testing.TB, bin string, mode faultMode, more ...string) faultCluster {
 	t.Helper()
+	overrides := append(slices.Clone(groupOverrides), more...)
 	to := faultTimeouts{sessionMs: procSessionMs, zkSessionMs: zkShortSessionMs,
-		overrides: groupOverrides, zkOverrides: groupOverrides}
+		overrides: overrides, zkOverrides: overrides}
 	c := mode.start(t, bin, to)
 	waitBrokers(t, c)
 	return c
 }
 
 // adminOf is a kadm client on c's running brokers; closed with the test.
-func adminOf(t *testing.T, c faultCluster, opts ...kgo.Opt) *kadm.Client {
+func adminOf(t testing.TB, c faultCluster, opts ...kgo.Opt) *kadm.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.bootstrap()...), kgo.MetadataMinAge(50 * time.Millisecond)}, opts...)...)
 	if err != nil {
