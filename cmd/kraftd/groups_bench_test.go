@@ -26,12 +26,13 @@ var groupsBenchDelayMs = flag.Int("groups.initial-delay-ms", 3000, "BenchmarkPro
 //     member's JoinGroup waits it out); then one member leaves (LeaveGroup)
 //     and leave-ms is the time until the other two are Stable holding all 6.
 //     Stable is seen by polling DescribeGroups every 20 ms.
+//
 //   - commit: one kadm client commits one partition's offset (an Empty
 //     group, generation -1) 400 times in a row per op: p50-us and p99-us of the
 //     OffsetCommit round trip (written to __consumer_offsets, answered once
 //     its high watermark passes it, so after both followers fetched it).
 //
-//	go test ./cmd/kraftd -run '^$' -bench ProcessGroups -benchtime 5x   # 5 rebalances, 2000 commits per mode
+//     go test ./cmd/kraftd -run '^$' -bench ProcessGroups -benchtime 5x   # 5 rebalances, 2000 commits per mode
 func BenchmarkProcessGroups(b *testing.B) {
 	bin := buildBinary(b)
 	for _, mode := range faultModes {

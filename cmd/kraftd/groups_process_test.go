@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"slices"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -448,6 +450,26 @@ func TestProcessGroupCoordinatorMoves(t *testing.T) {
 	}
 }
 
+var groupsLong = flag.Bool("groups.long", false, "run the long group process tests (make groups-faults)")
+
+// TestProcessGroupCoordinatorMovesSarama is the coordinator move for a
+// sarama consumer group, in both modes (saramaThroughCoordinatorMove). It
+// takes about 40 s a mode, most of it sarama dialing the dead coordinator
+// before it asks FindCoordinator again, so it runs only with -groups.long:
+//
+//	make groups-faults
+func TestProcessGroupCoordinatorMovesSarama(t *testing.T) {
+	if testing.Short() || !*groupsLong {
+		t.Skip("long multi-process test: -groups.long (make groups-faults)")
+	}
+	bin := buildBinary(t)
+	for _, mode := range faultModes {
+		t.Run(mode.name, func(t *testing.T) {
+			saramaThroughCoordinatorMove(t, startGroupCluster(t, bin, mode))
+		})
+	}
+}
+
 func groupCoordinatorMoves(t *testing.T, c faultCluster, mode faultMode) {
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
@@ -640,4 +662,128 @@ func transactionsSpanningBrokers(t *testing.T, c faultCluster) {
 	if n != 30 {
 		t.Fatalf("read_uncommitted read %d records, want all 30", n)
 	}
+}
+
+// saramaMover is a sarama consumer-group handler that marks and commits
+// every message and records each session's generation.
+type saramaMover struct {
+	mu          sync.Mutex
+	seen        map[string]int
+	generations []int32
+}
+
+func (h *saramaMover) Setup(s sarama.ConsumerGroupSession) error {
+	h.mu.Lock()
+	h.generations = append(h.generations, s.GenerationID())
+	h.mu.Unlock()
+	return nil
+}
+func (h *saramaMover) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+func (h *saramaMover) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	for m := range claim.Messages() {
+		h.mu.Lock()
+		h.seen[string(m.Value)]++
+		h.mu.Unlock()
+		s.MarkMessage(m, "")
+		s.Commit()
+	}
+	return nil
+}
+
+// saramaThroughCoordinatorMove: a sarama consumer group (Kafka 2.8's
+// protocol, sarama's default) reads and commits a topic; its coordinator's
+// broker is killed with SIGKILL; the new coordinator serves offsets at or
+// past what was committed before, and the group reads and commits the
+// records produced after the kill. sarama rejoins after losing its
+// coordinator (its session ends), so unlike kgo's members it comes back
+// in the next generation; that is the client's doing.
+func saramaThroughCoordinatorMove(t *testing.T, c faultCluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	adm := adminOf(t, c)
+	createRF3(t, ctx, adm, "sarama-moves", 3)
+	var values []string
+	produce := func(n int) {
+		more := make([]string, n)
+		for i := range more {
+			more[i] = fmt.Sprintf("s%04d", len(values)+i)
+		}
+		produceValues(t, ctx, c, "sarama-moves", more)
+		values = append(values, more...)
+	}
+	produce(100)
+	conf := sarama.NewConfig()
+	conf.ClientID = "process-sarama"
+	conf.Metadata.Retry.Backoff = 50 * time.Millisecond
+	conf.Consumer.Offsets.Initial = sarama.OffsetOldest
+	conf.Consumer.Offsets.AutoCommit.Enable = false
+	conf.Consumer.Group.Session.Timeout = 6 * time.Second
+	conf.Consumer.Group.Heartbeat.Interval = 300 * time.Millisecond
+	// sarama retries a JoinGroup to a dead coordinator every 2 s by
+	// default before it asks FindCoordinator again.
+	conf.Consumer.Group.Rebalance.Retry.Backoff = 200 * time.Millisecond
+	cg, err := sarama.NewConsumerGroup(c.bootstrap(), "sarama-movers", conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &saramaMover{seen: map[string]int{}}
+	cctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for cctx.Err() == nil {
+			if err := cg.Consume(cctx, []string{"sarama-moves"}, h); err != nil && cctx.Err() == nil {
+				t.Logf("sarama consume: %v", err)
+				<-time.After(100 * time.Millisecond) // sarama's own retry pacing, not a readiness wait
+			}
+		}
+	}()
+	defer func() {
+		stop()
+		<-done
+		cg.Close()
+	}()
+	caughtUp := func(what string) {
+		t.Helper()
+		eventually(t, what, 60*time.Second, func() bool {
+			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			return groupCaughtUp(cctx, adminOf(t, c), "sarama-movers", "sarama-moves") == nil
+		})
+	}
+	caughtUp("sarama to commit the first 100 records")
+	before, err := adm.FetchOffsets(ctx, "sarama-movers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	coordinator, err := groupCoordinatorOf(ctx, adm, "sarama-movers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	if err := c.stop(coordinator, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	produce(100)
+	caughtUp("sarama to commit through the new coordinator")
+	after, err := adminOf(t, c).FetchOffsets(ctx, "sarama-movers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before.Each(func(o kadm.OffsetResponse) {
+		if got, ok := after.Lookup(o.Topic, o.Partition); !ok || got.At < o.At {
+			t.Errorf("%s[%d] committed %d before the kill, %d (%v) after", o.Topic, o.Partition, o.At, got.At, ok)
+		}
+	})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t.Logf("sarama: kill -9 of coordinator %d; caught up with 100 more records %v after; sessions' generations %v",
+		coordinator, time.Since(killed).Round(time.Millisecond), h.generations)
+	for _, v := range values {
+		if h.seen[v] == 0 {
+			t.Errorf("sarama never read %s", v)
+		}
+	}
+	c.restart(coordinator)
+	waitBrokers(t, c)
 }
