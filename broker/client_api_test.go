@@ -84,7 +84,7 @@ func legacyImage(t testing.TB) *image.Image {
 func newTestClientAPI(t *testing.T, admin Admin, mutate func(*ClientAPIConfig)) *ClientAPI {
 	t.Helper()
 	cfg := ClientAPIConfig{NodeID: 1, ClusterID: testCluster, Metadata: staticSource{legacyImage(t)},
-		Admin: admin, Logger: zaptest.NewLogger(t)}
+		Admin: admin, InterBrokerListener: "PLAINTEXT", Logger: zaptest.NewLogger(t)}
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -219,7 +219,7 @@ func TestNewClientAPIValidates(t *testing.T) {
 	t.Cleanup(func() { _ = rm.Close() })
 	if _, err := NewClientAPI(ClientAPIConfig{ClusterID: "x", Metadata: staticSource{image.Empty()}, Admin: &recordingAdmin{},
 		Replicas: rm, ProducerIDs: &countingProducerIDs{}}); !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("data plane without InterBrokerListener: %v", err)
+		t.Fatalf("transaction coordinator without InterBrokerListener: %v", err)
 	}
 }
 
