@@ -15,7 +15,7 @@ SEEDS     ?= 300
 CONTROLLERS ?= 3
 BROKERS     ?= 3
 
-.PHONY: all build run dev dev-zk zookeeper deps test test-short lint fmt-check vet interop fuzz bench bench-data bench-compare bench-quick bench-full bench-compare-ci faults sim mutants durability invariants clean
+.PHONY: all build run dev dev-zk zookeeper deps test test-short lint fmt-check vet interop fuzz bench bench-data bench-compare bench-quick bench-full bench-compare-ci faults groups-faults sim mutants durability invariants clean
 
 all: build
 
@@ -136,6 +136,13 @@ bench-compare-ci:
 faults:
 	$(GO) test ./cmd/kraftd -run '^TestProcessFaultMatrix$$' -count 1 -v -timeout 20m \
 		-args -faults.kafka-timeouts -faults.hints-off-too | grep -v '^{'
+
+## groups-faults: the group and transaction process tests, both modes, with
+## the long ones (a sarama consumer group through a coordinator kill, about
+## 40 s a mode): GroupTransactSession under kill -9, coordinator moves.
+groups-faults:
+	$(GO) test ./cmd/kraftd -run '^TestProcess(GroupTransactSessionKill|GroupCoordinatorMoves.*)$$' -count 1 -v -timeout 20m \
+		-args -groups.long | grep -v '^ *{'
 
 ## sim: the seeded simulation of the production quorum.Node (its step machine on a
 ## simulated clock, network and crashing disk, which also flips bits and drops files

@@ -114,7 +114,9 @@ type ClientAPIConfig struct {
 	// EndTxn, DescribeTransactions, ListTransactions).
 	Txns TxnConfig
 	// InterBrokerListener is the listener the transaction coordinator
-	// reaches partition leaders on (WriteTxnMarkers).
+	// reaches partition leaders on (WriteTxnMarkers) and partition leaders
+	// reach the coordinator on (AddPartitionsToTxn VerifyOnly); required
+	// with Replicas unless Txns.Disabled.
 	InterBrokerListener string
 
 	// MaxIncrementalFetchSessionCacheSlots is
@@ -139,6 +141,11 @@ func (c *ClientAPIConfig) validate() error {
 		return fmt.Errorf("%w: client API needs a metadata source and an admin", ErrInvalidConfig)
 	case c.Replicas != nil && c.ProducerIDs == nil:
 		return fmt.Errorf("%w: a data plane needs a producer id source", ErrInvalidConfig)
+	case c.Replicas != nil && !c.Txns.Disabled && c.InterBrokerListener == "":
+		// The transaction coordinator reaches the other partition
+		// leaders on it (markers, AddPartitionsToTxn VerifyOnly):
+		// without it every transaction spanning brokers hangs.
+		return fmt.Errorf("%w: a transaction coordinator needs the inter-broker listener's name", ErrInvalidConfig)
 	}
 	for _, a := range clientAPIs {
 		if v, ok := c.MaxVersions[a.key]; ok && v < a.min {

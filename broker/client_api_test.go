@@ -16,6 +16,7 @@ import (
 	"github.com/kraftd/kraftd/metadata/image"
 	"github.com/kraftd/kraftd/metadata/records"
 	"github.com/kraftd/kraftd/protocol"
+	"github.com/kraftd/kraftd/replica"
 )
 
 // staticSource serves one fixed image.
@@ -83,7 +84,7 @@ func legacyImage(t testing.TB) *image.Image {
 func newTestClientAPI(t *testing.T, admin Admin, mutate func(*ClientAPIConfig)) *ClientAPI {
 	t.Helper()
 	cfg := ClientAPIConfig{NodeID: 1, ClusterID: testCluster, Metadata: staticSource{legacyImage(t)},
-		Admin: admin, Logger: zaptest.NewLogger(t)}
+		Admin: admin, InterBrokerListener: "PLAINTEXT", Logger: zaptest.NewLogger(t)}
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -215,6 +216,18 @@ func TestNewClientAPIValidates(t *testing.T) {
 	if _, err := NewClientAPI(ClientAPIConfig{ClusterID: "x", Metadata: staticSource{image.Empty()}, Admin: &recordingAdmin{},
 		MaxVersions: map[int16]int16{3: -1}}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("Metadata capped below v0: %v", err)
+	}
+	// A data plane without the inter-broker listener's name: the
+	// transaction coordinator could reach no other broker (zk-legacy
+	// brokers were wired so, and every transaction spanning brokers hung).
+	rm, err := replica.New(replica.Config{Dir: t.TempDir(), BrokerID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rm.Close() })
+	if _, err := NewClientAPI(ClientAPIConfig{ClusterID: "x", Metadata: staticSource{image.Empty()}, Admin: &recordingAdmin{},
+		Replicas: rm, ProducerIDs: &countingProducerIDs{}}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("transaction coordinator without InterBrokerListener: %v", err)
 	}
 }
 

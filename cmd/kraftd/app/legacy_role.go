@@ -263,9 +263,10 @@ func (r *legacyRole) clientAPIConfig(lb *legacyzk.Broker, replicas *replica.Mana
 		// internal topics through ZooKeeper), their partitions'
 		// leadership comes from LeaderAndIsr through the replica manager,
 		// and markers go to the leaders the metadata cache names.
-		Groups: groupConfig(cfg),
-		Txns:   txnConfig(cfg),
-		Logger: cfg.Logger.Named("clientapi"),
+		Groups:              groupConfig(cfg),
+		Txns:                txnConfig(cfg),
+		InterBrokerListener: cfg.InterBrokerListenerName,
+		Logger:              cfg.Logger.Named("clientapi"),
 	}
 }
 
