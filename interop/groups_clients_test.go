@@ -13,6 +13,8 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kraftd/kraftd/cmd/kraftd/app"
 )
 
 // groupReaders are the other bundled clients' consumer-group readers: each
@@ -39,7 +41,23 @@ var groupReaders = []struct {
 // offsets.
 func TestGroupConsumersOfEveryClient(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, append(groupOpts(1), Controllers(1), Brokers(1))...)
+	groupConsumersOfEveryClient(t, newCluster(t, append(groupOpts(1), Controllers(1), Brokers(1))...))
+}
+
+// TestLegacyGroupConsumersOfEveryClient is TestGroupConsumersOfEveryClient
+// against a zk-legacy broker: the group coordinator of the ZooKeeper era
+// serves every bundled client too.
+func TestLegacyGroupConsumersOfEveryClient(t *testing.T) {
+	t.Parallel()
+	c, _ := newLegacyCluster(t, 1,
+		app.Setting{Key: "offsets.topic.replication.factor", Value: "1"},
+		app.Setting{Key: "group.initial.rebalance.delay.ms", Value: "200"})
+	groupConsumersOfEveryClient(t, c)
+}
+
+// groupConsumersOfEveryClient is the body of TestGroupConsumersOfEveryClient
+// against cluster c (one broker).
+func groupConsumersOfEveryClient(t *testing.T, c *cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	adm := newFranzAdmin(t, c).(*franzAdmin).adm
