@@ -89,7 +89,7 @@ func joinComma(ss []string) string {
 // damage injects one random damage into down node n's disk, if no other node is
 // damaged or recovering.
 func (s *sim) damage(n *simNode) {
-	if !*simDamage || s.noDamage || !n.down || s.healed || n.voter && len(s.voters) < 3 {
+	if !*simDamage || s.noDamage || n.disk.file != nil || !n.down || s.healed || n.voter && len(s.voters) < 3 {
 		return // a lone voter that recovers waits for a leader forever, rightly
 	}
 	for _, id := range s.ids {

@@ -43,6 +43,9 @@ type simDisk struct {
 	failed   error
 	// slow multiplies this disk's fsync latency (a slow disk on one node).
 	slow int64
+	// file: the production FileStorage over a CrashFS that this disk runs on
+	// (-sim.filestorage; see sim_filedisk_test.go), nil for the model disk.
+	file *fileDisk
 
 	// The durable end record (FileStorage's kraftd-synced-end), durable before
 	// anything is acknowledged: each fsync records the end it made durable. In the
@@ -92,14 +95,21 @@ var (
 )
 
 func newSimDisk(s *sim, n *simNode) *simDisk {
-	return &simDisk{s: s, n: n, state: raftlog.EmptyQuorumState(), truncSince: -1, crashOp: -1, slow: 1,
+	d := &simDisk{s: s, n: n, state: raftlog.EmptyQuorumState(), truncSince: -1, crashOp: -1, slow: 1,
 		files: map[raftlog.SnapshotID][]byte{}}
+	if *simFileStorage {
+		d.file = newFileDisk(s, n.id)
+	}
+	return d
 }
 
 // Load implements raftlog.Storage: after a crash, cur was cut back to what survived.
 // As FileStorage does, a log that does not continue the latest snapshot restarts at
 // its end (Kafka's truncateToLatestSnapshot).
 func (d *simDisk) Load() (raftlog.Loaded, error) {
+	if d.file != nil {
+		return d.fileLoad()
+	}
 	if err := d.openLog(); err != nil {
 		return raftlog.Loaded{}, err
 	}
@@ -206,6 +216,13 @@ func (d *simDisk) crashInside(op diskOp, detail string) error {
 // unsynced truncation is either lost whole (the old tail comes back) or kept with a
 // prefix of what was appended after it.
 func (d *simDisk) powerLoss() {
+	if d.file != nil {
+		if !d.file.fs.Crashed() {
+			d.file.fs.PowerLoss()
+		}
+		d.filePowerLost()
+		return
+	}
 	lo := len(d.durable)
 	if d.truncSince >= 0 {
 		lo = slices.IndexFunc(d.cur, func(b raftlog.Batch) bool { return b.LastOffset >= d.truncSince })
@@ -246,16 +263,24 @@ func (d *simDisk) Append(bs []raftlog.Batch) error {
 	if err := d.dead(); err != nil {
 		return err
 	}
+	next, lastEpoch := d.curEnd(), d.curLastEpoch()
 	for i, b := range bs {
-		if b.BaseOffset != d.curEnd() || b.Epoch < d.curLastEpoch() {
+		if b.BaseOffset != next || b.Epoch < lastEpoch {
 			d.s.fail("EpochCacheMonotone: node %d appends batch %d..%d epoch %d after log end %d epoch %d",
-				d.n.id, b.BaseOffset, b.LastOffset, b.Epoch, d.curEnd(), d.curLastEpoch())
+				d.n.id, b.BaseOffset, b.LastOffset, b.Epoch, next, lastEpoch)
 			return fmt.Errorf("%w: non-contiguous append", raftlog.ErrStorageFailed)
+		}
+		next, lastEpoch = b.NextOffset(), b.Epoch
+		if d.file != nil {
+			continue
 		}
 		if d.trip(opAppend) {
 			return d.crashInside(opAppend, fmt.Sprintf("after %d of %d batches", i, len(bs)))
 		}
 		d.cur = append(d.cur, b)
+	}
+	if d.file != nil {
+		return d.fileAppend(bs)
 	}
 	return nil
 }
@@ -274,6 +299,9 @@ func (d *simDisk) TruncateTo(offset int64) error {
 	}
 	// lowerSyncedEnd: the record never claims more than the log will hold.
 	d.rec, d.syncedTo = min(d.rec, offset), min(d.syncedTo, offset)
+	if d.file != nil {
+		return d.fileTruncate(offset)
+	}
 	crash := d.trip(opTruncate)
 	if crash && d.s.rng.IntN(2) == 0 {
 		return d.crashInside(opTruncate, "before the cut")
@@ -299,6 +327,9 @@ func (d *simDisk) Sync() error {
 		return err
 	}
 	d.n.lag += d.fsyncLatency()
+	if d.file != nil {
+		return d.fileSync()
+	}
 	if d.trip(opSync) {
 		return d.crashInside(opSync, "during the fsync")
 	}
@@ -332,6 +363,9 @@ func (d *simDisk) fsyncFails() error {
 // PrepareSync implements raftlog.AsyncSyncer, as FileStorage does: work makes what
 // the log holds now durable; the owner only appends meanwhile.
 func (d *simDisk) PrepareSync() (work func() error, finish func(error) error) {
+	if d.file != nil {
+		return d.filePrepareSync()
+	}
 	captured := d.cur[:len(d.cur):len(d.cur)]
 	work = func() error {
 		if err := d.dead(); err != nil {
@@ -361,6 +395,9 @@ func (d *simDisk) SaveQuorumState(st raftlog.QuorumState) error {
 		return err
 	}
 	d.n.lag += d.fsyncLatency()
+	if d.file != nil {
+		return d.fileSaveState(st)
+	}
 	if d.trip(opSaveState) {
 		switch d.s.rng.IntN(3) {
 		case 0:
@@ -388,7 +425,12 @@ func (d *simDisk) saved(st raftlog.QuorumState) {
 }
 
 // Close implements raftlog.Storage.
-func (d *simDisk) Close() error { return nil }
+func (d *simDisk) Close() error {
+	if d.file != nil && d.file.st != nil && !d.crashed {
+		_ = d.file.st.Close()
+	}
+	return nil
+}
 
 // The snapshot side (quorum's snapshotStore): the Node takes, serves, downloads and
 // loads snapshots on the simulated disk, and cleans the log below them.
@@ -402,10 +444,20 @@ func (d *simDisk) CreateSnapshot(id raftlog.SnapshotID) (quorum.SnapshotFile, er
 	if _, ok := d.files[id]; ok {
 		return nil, fmt.Errorf("%w: %+v", raftlog.ErrSnapshotExists, id)
 	}
+	if d.file != nil {
+		w, err := d.file.st.CreateSnapshot(id)
+		if err != nil {
+			return nil, err
+		}
+		return &fileSnap{d: d, w: w}, nil
+	}
 	return &simSnapFile{d: d, id: id}, nil
 }
 
 func (d *simDisk) ReadSnapshot(id raftlog.SnapshotID, position int64, maxBytes int) ([]byte, int64, error) {
+	if d.file != nil {
+		return d.file.st.ReadSnapshot(id, position, maxBytes)
+	}
 	data, ok := d.files[id]
 	if !ok {
 		return nil, 0, raftlog.ErrSnapshotNotFound
@@ -421,6 +473,9 @@ func (d *simDisk) ReadSnapshot(id raftlog.SnapshotID, position int64, maxBytes i
 func (d *simDisk) DeleteSnapshotsBefore(endOffset int64) error {
 	if err := d.dead(); err != nil {
 		return err
+	}
+	if d.file != nil {
+		return d.fileDeleteSnapshotsBefore(endOffset)
 	}
 	if d.trip(opClean) {
 		return d.crashInside(opClean, "before deleting old snapshots")
@@ -442,10 +497,22 @@ func (d *simDisk) SetLogStart(offset int64) error {
 	if _, ok := d.snapshotEndingAt(offset); !ok {
 		d.s.fail("SnapshotAtLogStart: node %d moves its log start to %d without a snapshot there", d.n.id, offset)
 	}
+	if d.file != nil {
+		return d.fileSetLogStart(offset)
+	}
 	crash := d.trip(opClean)
 	if crash && d.s.rng.IntN(2) == 0 {
 		return d.crashInside(opClean, "before moving the log start")
 	}
+	d.moveStart(offset)
+	if crash {
+		return d.crashInside(opClean, "after moving the log start")
+	}
+	return nil
+}
+
+// moveStart drops the batches below offset and moves the log start there.
+func (d *simDisk) moveStart(offset int64) {
 	i := slices.IndexFunc(d.cur, func(b raftlog.Batch) bool { return b.BaseOffset >= offset })
 	if i < 0 {
 		i = len(d.cur)
@@ -457,16 +524,15 @@ func (d *simDisk) SetLogStart(offset int64) error {
 	}
 	d.cur = d.cur[i:]
 	d.start = max(d.start, offset)
-	if crash {
-		return d.crashInside(opClean, "after moving the log start")
-	}
-	return nil
 }
 
 // ResetLog empties the log to restart it at offset (a downloaded snapshot's end).
 func (d *simDisk) ResetLog(offset int64) error {
 	if err := d.dead(); err != nil {
 		return err
+	}
+	if d.file != nil {
+		return d.fileResetLog(offset)
 	}
 	if d.trip(opResetLog) {
 		return d.crashInside(opResetLog, "before the reset")

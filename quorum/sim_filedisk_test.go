@@ -1,0 +1,306 @@
+package quorum_test
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"slices"
+
+	"go.uber.org/zap"
+
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
+
+// simFileStorage runs each node's disk as the production raftlog.FileStorage over a
+// raftlog.CrashFS (issue 14) instead of the model disk of sim_disk_test.go.
+//
+// In this mode simDisk is a shell around the real storage: every call goes to the
+// FileStorage, and simDisk's own fields (cur, durable, start, state, files) become
+// the checker's mirror, updated only when a call succeeds and re-read from the
+// storage's Load at every start. A crash armed for a persist step (trip) becomes
+// CrashAfter(k) on the CrashFS for one of that call's first k file system calls, or
+// a power loss right after it when the call made fewer; an armed fsync failure is
+// FailNextSync for the call's fsyncs; a crash between events is CrashFS.PowerLoss.
+// So what survives is what FileStorage made durable, decided by CrashFS (a seeded
+// prefix of each file's unsynced writes, names only after their directory's fsync),
+// not by the model. At each start the mirror's durable batches must all be back
+// (DurableKept), which no model disk can check.
+//
+// Not yet in this mode: disk damage (bit flips, dropped files) and so the repair
+// through raftlog.Recover; the damage schedule is skipped on these disks.
+var simFileStorage = flag.Bool("sim.filestorage", false,
+	"run each node's disk as the production FileStorage over raftlog.CrashFS (no damage yet)")
+
+// simFileDir is the partition directory on each node's CrashFS.
+const simFileDir = "/kraftd/__cluster_metadata-0"
+
+// fileDisk is the real storage under a simDisk in -sim.filestorage mode.
+type fileDisk struct {
+	fs *raftlog.CrashFS
+	st *raftlog.FileStorage
+	// segBytes is metadata.log.segment.bytes: small, so that the log rolls.
+	segBytes int64
+}
+
+func newFileDisk(s *sim, id int32) *fileDisk {
+	return &fileDisk{fs: raftlog.NewCrashFS(s.seed<<8 | uint64(id)),
+		segBytes: []int64{1 << 10, 1 << 13, 1 << 20}[s.rng.IntN(3)]}
+}
+
+// fileLoad opens the FileStorage on what the CrashFS kept, checks that every batch
+// the mirror counted as durable came back, and re-reads the mirror from it.
+func (d *simDisk) fileLoad() (raftlog.Loaded, error) {
+	f := d.file
+	if f.st != nil {
+		_ = f.st.Close() // the last life's handles; after a crash they are dead
+		f.st = nil
+	}
+	f.fs.Restart()
+	st, err := raftlog.OpenFileStorage(simFileDir, raftlog.FileOptions{FS: f.fs, SegmentBytes: f.segBytes,
+		Logger: zap.New(traceCore{s: d.s, id: d.n.id})})
+	if err != nil {
+		return raftlog.Loaded{}, err
+	}
+	l, err := st.Load()
+	if err != nil {
+		_ = st.Close()
+		return raftlog.Loaded{}, err
+	}
+	f.st = st
+	for _, b := range d.durable {
+		if b.NextOffset() <= l.StartOffset || d.truncSince >= 0 && b.LastOffset >= d.truncSince {
+			continue // below the log start (in a snapshot), or cut by an unsynced truncation
+		}
+		if i := batchAt(l.Batches, b.BaseOffset); i < 0 || !sameBatch(l.Batches[i], b) {
+			d.s.fail("DurableKept: node %d lost batch %d..%d epoch %d that a completed fsync made durable (log now [%d, %d))",
+				d.n.id, b.BaseOffset, b.LastOffset, b.Epoch, l.StartOffset, max(end(l.Batches), l.StartOffset))
+			break
+		}
+	}
+	if !l.StateMissing && !sameState(l.State, d.state) {
+		d.saved(l.State) // a save the crash interrupted reached the disk after all
+	}
+	d.stateLost = l.StateMissing
+	batches := slices.Clone(l.Batches)
+	d.cur, d.durable = batches[:len(batches):len(batches)], batches[:len(batches):len(batches)]
+	d.start, d.truncSince = l.StartOffset, -1
+	d.files = map[raftlog.SnapshotID][]byte{}
+	for _, id := range st.Snapshots() {
+		d.files[id] = nil // content is read from the storage (ReadSnapshot)
+	}
+	d.recovery = l.Recovery
+	d.ranBefore = true
+	d.rec, d.syncedTo = d.curEnd(), d.curEnd()
+	return l, nil
+}
+
+func sameState(a, b raftlog.QuorumState) bool {
+	return a.LeaderID == b.LeaderID && a.LeaderEpoch == b.LeaderEpoch && a.VotedID == b.VotedID &&
+		slices.Equal(a.CurrentVoters, b.CurrentVoters)
+}
+
+// fileCall runs fn, one call of the real storage, for persist step op. With crash,
+// the process dies inside one of fn's first few file system calls (a power loss), or
+// right after fn if it made fewer. With syncFails (the armed EIO), fn's first fsync
+// fails; the failure is then sticky for the node.
+func (d *simDisk) fileCall(op diskOp, crash, syncFails bool, fn func() error) error {
+	f := d.file
+	k := 0
+	if crash {
+		k = 1 + d.s.rng.IntN(8)
+		f.fs.CrashAfter(k, true)
+	}
+	if syncFails {
+		f.fs.FailNextSync()
+	}
+	err := fn()
+	if syncFails {
+		f.fs.ClearFailSync()
+	}
+	if crash {
+		where := fmt.Sprintf("file system call %d of it", k)
+		if !f.fs.Crashed() {
+			f.fs.CrashAfter(0, true)
+			f.fs.PowerLoss()
+			where = fmt.Sprintf("right after it (it made fewer than %d file system calls)", k)
+		}
+		return d.fileCrashed(op, where)
+	}
+	if err != nil && errors.Is(err, raftlog.ErrCrashIO) {
+		d.failSync = false
+		d.failed = err
+		d.s.stats.fsyncErrors++
+		d.s.faultf(d.n.id, "fsync returns EIO inside %s: %v", diskOpNames[op], err)
+		return err
+	}
+	if err != nil {
+		d.s.fail("node %d: %s failed on the file storage: %v", d.n.id, diskOpNames[op], err)
+	}
+	return err
+}
+
+// fileCrashed: the process died inside op and the machine lost power; the mirror
+// keeps what completed fsyncs made durable until the next Load re-reads it.
+func (d *simDisk) fileCrashed(op diskOp, where string) error {
+	d.crashed = true
+	d.s.stats.persistCrashes[op]++
+	d.s.faultf(d.n.id, "CRASH inside %s (%s): power loss", diskOpNames[op], where)
+	d.filePowerLost()
+	return errSimCrashed
+}
+
+// filePowerLost updates the mirror after a power loss: only the durable part is
+// known to be there. truncSince stays until the next Load's DurableKept check.
+func (d *simDisk) filePowerLost() {
+	d.cur = d.durable
+}
+
+func (d *simDisk) fileAppend(bs []raftlog.Batch) error {
+	crash := false
+	for range bs {
+		if d.trip(opAppend) {
+			crash = true
+			break
+		}
+	}
+	if err := d.fileCall(opAppend, crash, false, func() error { return d.file.st.Append(bs) }); err != nil {
+		return err
+	}
+	d.cur = append(d.cur, bs...)
+	return nil
+}
+
+func (d *simDisk) fileTruncate(offset int64) error {
+	i := slices.IndexFunc(d.cur, func(b raftlog.Batch) bool { return b.LastOffset >= offset })
+	if offset < d.durEnd() && (d.truncSince < 0 || offset < d.truncSince) {
+		d.truncSince = offset // set first: a crash inside may have cut the file
+	}
+	if err := d.fileCall(opTruncate, d.trip(opTruncate), false, func() error { return d.file.st.TruncateTo(offset) }); err != nil {
+		return err
+	}
+	if i >= 0 {
+		d.cur = d.cur[:i:i]
+	}
+	if c := &d.n.checkedTo; *c > d.curEnd() {
+		*c = d.curEnd()
+	}
+	return nil
+}
+
+func (d *simDisk) fileSync() error {
+	if err := d.fileCall(opSync, d.trip(opSync), d.failSync, d.file.st.Sync); err != nil {
+		return err
+	}
+	d.durable = d.cur[:len(d.cur):len(d.cur)]
+	d.truncSince = -1
+	d.synced(d.curEnd())
+	return nil
+}
+
+func (d *simDisk) filePrepareSync() (work func() error, finish func(error) error) {
+	realWork, realFinish := d.file.st.PrepareSync()
+	captured := d.cur[:len(d.cur):len(d.cur)]
+	work = func() error {
+		if err := d.dead(); err != nil {
+			return err
+		}
+		if err := d.fileCall(opFlush, d.trip(opFlush), d.failSync, realWork); err != nil {
+			return err
+		}
+		if d.truncSince < 0 && len(captured) > len(d.durable) {
+			d.durable = captured
+			d.synced(max(end(captured), d.start))
+		}
+		return nil
+	}
+	return work, realFinish
+}
+
+func (d *simDisk) fileSaveState(st raftlog.QuorumState) error {
+	if err := d.fileCall(opSaveState, d.trip(opSaveState), d.failSync, func() error { return d.file.st.SaveQuorumState(st) }); err != nil {
+		return err
+	}
+	d.saved(st)
+	return nil
+}
+
+func (d *simDisk) fileDeleteSnapshotsBefore(endOffset int64) error {
+	if err := d.fileCall(opClean, d.trip(opClean), false, func() error { return d.file.st.DeleteSnapshotsBefore(endOffset) }); err != nil {
+		return err
+	}
+	clear(d.files)
+	for _, id := range d.file.st.Snapshots() {
+		d.files[id] = nil
+	}
+	return nil
+}
+
+func (d *simDisk) fileSetLogStart(offset int64) error {
+	if err := d.fileCall(opClean, d.trip(opClean), false, func() error { return d.file.st.SetLogStart(offset) }); err != nil {
+		return err
+	}
+	d.moveStart(offset)
+	return nil
+}
+
+func (d *simDisk) fileResetLog(offset int64) error {
+	if err := d.fileCall(opResetLog, d.trip(opResetLog), false, func() error { return d.file.st.ResetLog(offset) }); err != nil {
+		return err
+	}
+	d.s.stats.snapshotDownloads++
+	d.cur, d.durable, d.start, d.truncSince = nil, nil, offset, -1
+	d.rec, d.syncedTo = min(d.rec, offset), offset
+	return nil
+}
+
+// fileSnap is a snapshot being written through the FileStorage's SnapshotWriter,
+// with the sim's crash hooks around its Sync and Commit.
+type fileSnap struct {
+	d *simDisk
+	w *raftlog.SnapshotWriter
+}
+
+func (f *fileSnap) ID() raftlog.SnapshotID { return f.w.ID() }
+func (f *fileSnap) Size() int64            { return f.w.Size() }
+
+func (f *fileSnap) Write(p []byte) (int, error) {
+	if err := f.d.dead(); err != nil {
+		return 0, err
+	}
+	return f.w.Write(p)
+}
+
+func (f *fileSnap) WriteBatch(b raftlog.Batch) error {
+	if err := f.d.dead(); err != nil {
+		return err
+	}
+	return f.w.WriteBatch(b)
+}
+
+func (f *fileSnap) StartWriteback() error {
+	if err := f.d.dead(); err != nil {
+		return err
+	}
+	return f.w.StartWriteback()
+}
+
+func (f *fileSnap) Sync() error {
+	if err := f.d.dead(); err != nil {
+		return err
+	}
+	return f.d.fileCall(opSnapWrite, f.d.trip(opSnapWrite), false, f.w.Sync)
+}
+
+func (f *fileSnap) Commit() error {
+	if err := f.d.dead(); err != nil {
+		return err
+	}
+	if err := f.d.fileCall(opSnapRename, f.d.trip(opSnapRename), false, f.w.Commit); err != nil {
+		return err
+	}
+	f.d.files[f.w.ID()] = nil
+	f.d.s.stats.snapshotFiles++
+	return nil
+}
+
+func (f *fileSnap) Abort() error { return f.w.Abort() }
