@@ -89,7 +89,7 @@ func joinComma(ss []string) string {
 // damage injects one random damage into down node n's disk, if no other node is
 // damaged or recovering.
 func (s *sim) damage(n *simNode) {
-	if !*simDamage || s.noDamage || n.disk.file != nil || !n.down || s.healed || n.voter && len(s.voters) < 3 {
+	if !*simDamage || s.noDamage || !n.down || s.healed || n.voter && len(s.voters) < 3 {
 		return // a lone voter that recovers waits for a leader forever, rightly
 	}
 	for _, id := range s.ids {
@@ -98,6 +98,10 @@ func (s *sim) damage(n *simNode) {
 		}
 	}
 	d := n.disk
+	if d.file != nil {
+		s.fileDamage(n, s.rng.IntN(10))
+		return
+	}
 	switch p := s.rng.IntN(10); {
 	case p < 6 && len(d.durable) > 0:
 		i := s.rng.IntN(len(d.durable))
@@ -221,6 +225,10 @@ func (d *simDisk) firstInvalid() (int, error) {
 // last valid batch and the durable end record lowered to the new end. A lost
 // quorum-state stays lost: the marker says so and the node learns the epoch.
 func (d *simDisk) repair() {
+	if d.file != nil {
+		d.fileRepair()
+		return
+	}
 	if d.stateCorrupt {
 		// Moved aside (quorum-state.corrupt): the node starts without one.
 		d.state, d.stateLost, d.stateCorrupt = raftlog.EmptyQuorumState(), true, false
@@ -254,6 +262,11 @@ func (d *simDisk) repair() {
 func (d *simDisk) ClearRecovery() error {
 	if err := d.dead(); err != nil {
 		return err
+	}
+	if d.file != nil {
+		if err := d.file.st.ClearRecovery(); err != nil {
+			return err
+		}
 	}
 	switch {
 	case d.recovery != nil && d.n.node == nil:

@@ -1,10 +1,12 @@
 package quorum_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
 	"slices"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -26,10 +28,11 @@ import (
 // not by the model. At each start the mirror's durable batches must all be back
 // (DurableKept), which no model disk can check.
 //
-// Not yet in this mode: disk damage (bit flips, dropped files) and so the repair
-// through raftlog.Recover; the damage schedule is skipped on these disks.
+// Damage (fileDamage) flips bits in the segment files at batch positions parsed
+// from them and in quorum-state, and deletes files, through CrashFS.Damage and
+// Delete; the repair is raftlog.Recover on the CrashFS (fileRepair).
 var simFileStorage = flag.Bool("sim.filestorage", false,
-	"run each node's disk as the production FileStorage over raftlog.CrashFS (no damage yet)")
+	"run each node's disk as the production FileStorage over raftlog.CrashFS")
 
 // simFileDir is the partition directory on each node's CrashFS.
 const simFileDir = "/kraftd/__cluster_metadata-0"
@@ -40,6 +43,8 @@ type fileDisk struct {
 	st *raftlog.FileStorage
 	// segBytes is metadata.log.segment.bytes: small, so that the log rolls.
 	segBytes int64
+	// damaged: files were damaged since the last Load (DurableKept does not apply).
+	damaged bool
 }
 
 func newFileDisk(s *sim, id int32) *fileDisk {
@@ -68,6 +73,9 @@ func (d *simDisk) fileLoad() (raftlog.Loaded, error) {
 	}
 	f.st = st
 	for _, b := range d.durable {
+		if f.damaged {
+			break
+		}
 		if b.NextOffset() <= l.StartOffset || d.truncSince >= 0 && b.LastOffset >= d.truncSince {
 			continue // below the log start (in a snapshot), or cut by an unsynced truncation
 		}
@@ -91,6 +99,7 @@ func (d *simDisk) fileLoad() (raftlog.Loaded, error) {
 	d.recovery = l.Recovery
 	d.ranBefore = true
 	d.rec, d.syncedTo = d.curEnd(), d.curEnd()
+	f.damaged = false
 	return l, nil
 }
 
@@ -304,3 +313,139 @@ func (f *fileSnap) Commit() error {
 }
 
 func (f *fileSnap) Abort() error { return f.w.Abort() }
+
+// Damage on a FileStorage disk: the node is down; its files are changed through
+// CrashFS.Damage and Delete, at batch positions read from the segment files.
+
+// fileBatch is one batch as it lies in a segment file.
+type fileBatch struct {
+	path     string
+	pos      int
+	b        raftlog.Batch
+	segIndex int
+}
+
+// fileSegments lists the segment files (sorted by base) and the batches they
+// hold, up to the first unreadable one.
+func (f *fileDisk) fileSegments() (segs []string, batches []fileBatch) {
+	names, err := f.fs.ReadDir(simFileDir)
+	if err != nil {
+		return nil, nil
+	}
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".log") {
+			continue
+		}
+		path := simFileDir + "/" + name
+		segs = append(segs, path)
+		data, _ := f.fs.ReadFile(path)
+		for pos := 0; pos+12 <= len(data); {
+			size := 12 + int(binary.BigEndian.Uint32(data[pos+8:]))
+			if size < 61 || pos+size > len(data) {
+				break
+			}
+			b, err := raftlog.ParseBatch(data[pos : pos+size])
+			if err != nil {
+				break
+			}
+			batches = append(batches, fileBatch{path: path, pos: pos, b: b, segIndex: len(segs) - 1})
+			pos += size
+		}
+	}
+	return segs, batches
+}
+
+// syncedEnd is the durable end kraftd-synced-end records (-1: none).
+func (f *fileDisk) syncedEnd() int64 {
+	data, _ := f.fs.ReadFile(simFileDir + "/" + raftlog.SyncedEndFile)
+	if end, ok := raftlog.DecodeSyncedEnd(data); ok {
+		return end
+	}
+	return -1
+}
+
+// fileDamage injects one damage of the kind p selects (as simulated by (*sim).damage).
+func (s *sim) fileDamage(n *simNode, p int) {
+	d, f := n.disk, n.disk.file
+	f.fs.Restart() // the dead life's handles die; the files are as the crash left them
+	segs, batches := f.fileSegments()
+	rec := f.syncedEnd()
+	switch {
+	case p < 6 && len(batches) > 0:
+		fb := batches[s.rng.IntN(len(batches))]
+		// Any byte but the partition leader epoch (12..15), unless -sim.flipepoch.
+		var pos int
+		if *simFlipEpoch {
+			pos = s.rng.IntN(len(fb.b.Raw))
+		} else if pos = s.rng.IntN(len(fb.b.Raw) - 4); pos >= 12 {
+			pos += 4
+		}
+		bit := byte(1) << s.rng.IntN(8)
+		f.fs.Damage(fb.path, func(data []byte) []byte {
+			data[fb.pos+pos] ^= bit
+			return data
+		})
+		kind := dmgFlipTail
+		if fb.b.BaseOffset < rec {
+			kind = dmgFlipBelowRec
+		}
+		s.injectf(n, kind, "FLIP bit at byte %d of batch %d..%d epoch %d in %s (durable end record %d)",
+			pos, fb.b.BaseOffset, fb.b.LastOffset, fb.b.Epoch, fb.path, rec)
+	case p < 7 && !d.stateLost:
+		f.fs.Delete(simFileDir + "/" + raftlog.QuorumStateFile)
+		d.state, d.stateLost = raftlog.EmptyQuorumState(), true
+		delete(s.chk.diskEpoch, n.id) // the next state it writes may be older
+		s.injectf(n, dmgDropState, "DROP quorum-state")
+	case p < 8 && !d.stateLost:
+		// The first byte ('{'): a flip there never leaves valid JSON. (A flip in a
+		// digit would: Kafka's quorum-state has no checksum.)
+		bit := byte(1) << s.rng.IntN(8)
+		if f.fs.Damage(simFileDir+"/"+raftlog.QuorumStateFile, func(data []byte) []byte {
+			if len(data) > 0 {
+				data[0] ^= bit
+			}
+			return data
+		}) {
+			s.injectf(n, dmgFlipState, "FLIP a bit of quorum-state")
+		}
+	case p < 9 && len(segs) > 1:
+		k := 1 + s.rng.IntN(len(segs)-1)
+		kind := dmgDropSegment
+		if k < len(segs)-1 {
+			kind = dmgDropMiddle
+		}
+		stem := strings.TrimSuffix(segs[k], ".log")
+		for _, suffix := range []string{".log", ".index", ".timeindex"} {
+			f.fs.Delete(stem + suffix)
+		}
+		s.injectf(n, kind, "DROP segment %s of %d (durable end record %d)", segs[k], len(segs), rec)
+	default:
+		if id, ok := d.latest(); ok && id.EndOffset > d.start {
+			f.fs.Delete(simFileDir + "/" + raftlog.SnapshotFileName(id))
+			s.injectf(n, dmgDropSnapshot, "DROP snapshot %+v (log start %d)", id, d.start)
+		}
+	}
+	f.damaged = f.damaged || n.disk.damaged
+}
+
+// fileRepair is `kraftd storage recover`: raftlog.Recover on the node's CrashFS.
+func (d *simDisk) fileRepair() {
+	f := d.file
+	f.fs.Restart()
+	rep, err := raftlog.Recover(simFileDir, raftlog.RecoverOptions{
+		File: raftlog.FileOptions{FS: f.fs, SegmentBytes: f.segBytes}, Logger: zap.New(traceCore{s: d.s, id: d.n.id})})
+	if err != nil {
+		d.s.fail("storage recover on node %d: %v", d.n.id, err)
+		return
+	}
+	if rep.Marker != nil && rep.Marker.StateLost {
+		d.state, d.stateLost = raftlog.EmptyQuorumState(), true
+		delete(d.s.chk.diskEpoch, d.n.id)
+	}
+	if rep.Marker != nil {
+		m := *rep.Marker
+		d.recovery = &m
+	}
+	d.s.stats.damage.repaired++
+	d.s.faultf(d.n.id, "STORAGE RECOVER: %s; log end %d", strings.Join(rep.Actions, "; "), rep.EndOffset)
+}
