@@ -310,16 +310,9 @@ func TestSimulationDamagedVoterRecovers(t *testing.T) {
 				}
 				for _, v := range s.voters {
 					n := s.nodes[v]
-					if n == l || n.down || len(n.disk.durable) == 0 || n.disk.durable[0].BaseOffset >= n.disk.rec {
+					if n == l || n.down || !s.flipFirstDurableBatch(n) {
 						continue
 					}
-					s.crash(n)
-					d := n.disk
-					b := d.durable[0]
-					b.Raw = slices.Clone(b.Raw)
-					b.Raw[len(b.Raw)-1] ^= 0x10 // in the last record: the CRC catches it
-					d.durable[0] = b
-					s.injectf(n, dmgFlipBelowRec, "pinned FLIP in batch %d..%d (durable end record %d)", b.BaseOffset, b.LastOffset, d.rec)
 					s.at(s.nowMs+300, func() { s.restart(n) })
 					injected = true
 					return

@@ -14,7 +14,8 @@ import (
 )
 
 // simFileStorage runs each node's disk as the production raftlog.FileStorage over a
-// raftlog.CrashFS (issue 14) instead of the model disk of sim_disk_test.go.
+// raftlog.CrashFS (issue 14); -sim.filestorage=false runs the model disk of
+// sim_disk_test.go instead.
 //
 // In this mode simDisk is a shell around the real storage: every call goes to the
 // FileStorage, and simDisk's own fields (cur, durable, start, state, files) become
@@ -31,7 +32,7 @@ import (
 // Damage (fileDamage) flips bits in the segment files at batch positions parsed
 // from them and in quorum-state, and deletes files, through CrashFS.Damage and
 // Delete; the repair is raftlog.Recover on the CrashFS (fileRepair).
-var simFileStorage = flag.Bool("sim.filestorage", false,
+var simFileStorage = flag.Bool("sim.filestorage", true,
 	"run each node's disk as the production FileStorage over raftlog.CrashFS")
 
 // simFileDir is the partition directory on each node's CrashFS.
@@ -448,4 +449,42 @@ func (d *simDisk) fileRepair() {
 	}
 	d.s.stats.damage.repaired++
 	d.s.faultf(d.n.id, "STORAGE RECOVER: %s; log end %d", strings.Join(rep.Actions, "; "), rep.EndOffset)
+}
+
+// flipFirstDurableBatch crashes voter n and flips a bit in the last record of its
+// first batch below the durable end record, which the CRC catches; false if it has
+// none.
+func (s *sim) flipFirstDurableBatch(n *simNode) bool {
+	d := n.disk
+	if d.file == nil {
+		if len(d.durable) == 0 || d.durable[0].BaseOffset >= d.rec {
+			return false
+		}
+		s.crash(n)
+		b := d.durable[0]
+		b.Raw = slices.Clone(b.Raw)
+		b.Raw[len(b.Raw)-1] ^= 0x10 // in the last record: the CRC catches it
+		d.durable[0] = b
+		s.injectf(n, dmgFlipBelowRec, "pinned FLIP in batch %d..%d (durable end record %d)", b.BaseOffset, b.LastOffset, d.rec)
+		return true
+	}
+	_, batches := d.file.fileSegments()
+	if len(batches) == 0 || batches[0].b.BaseOffset >= d.file.syncedEnd() {
+		return false
+	}
+	s.crash(n)
+	d.file.fs.Restart()
+	_, batches = d.file.fileSegments()
+	rec := d.file.syncedEnd()
+	if len(batches) == 0 || batches[0].b.BaseOffset >= rec {
+		return false
+	}
+	fb := batches[0]
+	d.file.fs.Damage(fb.path, func(data []byte) []byte {
+		data[fb.pos+len(fb.b.Raw)-1] ^= 0x10
+		return data
+	})
+	d.file.damaged = true
+	s.injectf(n, dmgFlipBelowRec, "pinned FLIP in batch %d..%d in %s (durable end record %d)", fb.b.BaseOffset, fb.b.LastOffset, fb.path, rec)
+	return true
 }

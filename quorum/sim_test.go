@@ -190,6 +190,9 @@ func replayCommand(seed uint64) string {
 	if !*simWhitebox {
 		cmd += " -sim.whitebox=false"
 	}
+	if !*simFileStorage {
+		cmd += " -sim.filestorage=false"
+	}
 	return cmd
 }
 
