@@ -3,7 +3,6 @@ package quorum_test
 import (
 	"encoding/binary"
 	"errors"
-	"flag"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,32 +12,16 @@ import (
 	"github.com/kraftd/kraftd/quorum/raftlog"
 )
 
-// simFileStorage runs each node's disk as the production raftlog.FileStorage over a
-// raftlog.CrashFS (issue 14); -sim.filestorage=false runs the model disk of
-// sim_disk_test.go instead.
-//
-// In this mode simDisk is a shell around the real storage: every call goes to the
-// FileStorage, and simDisk's own fields (cur, durable, start, state, files) become
-// the checker's mirror, updated only when a call succeeds and re-read from the
-// storage's Load at every start. A crash armed for a persist step (trip) becomes
-// CrashAfter(k) on the CrashFS for one of that call's first k file system calls, or
-// a power loss right after it when the call made fewer; an armed fsync failure is
-// FailNextSync for the call's fsyncs; a crash between events is CrashFS.PowerLoss.
-// So what survives is what FileStorage made durable, decided by CrashFS (a seeded
-// prefix of each file's unsynced writes, names only after their directory's fsync),
-// not by the model. At each start the mirror's durable batches must all be back
-// (DurableKept), which no model disk can check.
-//
-// Damage (fileDamage) flips bits in the segment files at batch positions parsed
-// from them and in quorum-state, and deletes files, through CrashFS.Damage and
-// Delete; the repair is raftlog.Recover on the CrashFS (fileRepair).
-var simFileStorage = flag.Bool("sim.filestorage", true,
-	"run each node's disk as the production FileStorage over raftlog.CrashFS")
+// The real storage under each simulated node (see simDisk): its files live on a
+// raftlog.CrashFS. Damage (fileDamage) flips bits in the segment files at batch
+// positions parsed from them and in quorum-state, and deletes files, through
+// CrashFS.Damage and Delete; the repair is raftlog.Recover on the CrashFS
+// (fileRepair).
 
 // simFileDir is the partition directory on each node's CrashFS.
 const simFileDir = "/kraftd/__cluster_metadata-0"
 
-// fileDisk is the real storage under a simDisk in -sim.filestorage mode.
+// fileDisk is the real storage under a simDisk.
 type fileDisk struct {
 	fs *raftlog.CrashFS
 	st *raftlog.FileStorage
@@ -98,8 +81,6 @@ func (d *simDisk) fileLoad() (raftlog.Loaded, error) {
 		d.files[id] = nil // content is read from the storage (ReadSnapshot)
 	}
 	d.recovery = l.Recovery
-	d.ranBefore = true
-	d.rec, d.syncedTo = d.curEnd(), d.curEnd()
 	f.damaged = false
 	return l, nil
 }
@@ -117,7 +98,7 @@ func (d *simDisk) fileCall(op diskOp, crash, syncFails bool, fn func() error) er
 	f := d.file
 	k := 0
 	if crash {
-		k = 1 + d.s.rng.IntN(8)
+		k = 1 + d.s.rng.IntN(4)
 		f.fs.CrashAfter(k, true)
 	}
 	if syncFails {
@@ -133,6 +114,7 @@ func (d *simDisk) fileCall(op diskOp, crash, syncFails bool, fn func() error) er
 			f.fs.CrashAfter(0, true)
 			f.fs.PowerLoss()
 			where = fmt.Sprintf("right after it (it made fewer than %d file system calls)", k)
+			d.s.stats.afterCall++
 		}
 		return d.fileCrashed(op, where)
 	}
@@ -203,7 +185,6 @@ func (d *simDisk) fileSync() error {
 	}
 	d.durable = d.cur[:len(d.cur):len(d.cur)]
 	d.truncSince = -1
-	d.synced(d.curEnd())
 	return nil
 }
 
@@ -219,7 +200,6 @@ func (d *simDisk) filePrepareSync() (work func() error, finish func(error) error
 		}
 		if d.truncSince < 0 && len(captured) > len(d.durable) {
 			d.durable = captured
-			d.synced(max(end(captured), d.start))
 		}
 		return nil
 	}
@@ -259,7 +239,6 @@ func (d *simDisk) fileResetLog(offset int64) error {
 	}
 	d.s.stats.snapshotDownloads++
 	d.cur, d.durable, d.start, d.truncSince = nil, nil, offset, -1
-	d.rec, d.syncedTo = min(d.rec, offset), offset
 	return nil
 }
 
@@ -456,18 +435,6 @@ func (d *simDisk) fileRepair() {
 // none.
 func (s *sim) flipFirstDurableBatch(n *simNode) bool {
 	d := n.disk
-	if d.file == nil {
-		if len(d.durable) == 0 || d.durable[0].BaseOffset >= d.rec {
-			return false
-		}
-		s.crash(n)
-		b := d.durable[0]
-		b.Raw = slices.Clone(b.Raw)
-		b.Raw[len(b.Raw)-1] ^= 0x10 // in the last record: the CRC catches it
-		d.durable[0] = b
-		s.injectf(n, dmgFlipBelowRec, "pinned FLIP in batch %d..%d (durable end record %d)", b.BaseOffset, b.LastOffset, d.rec)
-		return true
-	}
 	_, batches := d.file.fileSegments()
 	if len(batches) == 0 || batches[0].b.BaseOffset >= d.file.syncedEnd() {
 		return false

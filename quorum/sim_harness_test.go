@@ -312,7 +312,7 @@ type simStats struct {
 	seeds, events, crashes, elections, committed    int
 	truncations, truncatedBatches                   int
 	persistCrashes                                  [numDiskOps]int
-	tornTails, fsyncErrors, pauses                  int
+	afterCall, fsyncErrors, pauses                  int
 	snapshotLoads, snapshotDownloads, snapshotFiles int
 	maxLivenessMs, sumLivenessMs                    int64
 	damage                                          simDamageStats
@@ -329,7 +329,7 @@ func (a *simStats) add(b simStats) {
 	for i := range a.persistCrashes {
 		a.persistCrashes[i] += b.persistCrashes[i]
 	}
-	a.tornTails += b.tornTails
+	a.afterCall += b.afterCall
 	a.fsyncErrors += b.fsyncErrors
 	a.pauses += b.pauses
 	a.snapshotLoads += b.snapshotLoads
@@ -355,10 +355,10 @@ func (a simStats) String() string {
 	}
 	return fmt.Sprintf("%d events, %d elections (leader epochs), %d truncations (%d batches cut), "+
 		"%d snapshots written, %d fetched, %d loads, "+
-		"%d crashes (%d inside a persist: %s; %d torn tails), %d fsync errors, %d pauses, %d committed batches; "+
+		"%d crashes (%d inside a persist: %s; %d of these right after the call, the rest inside one of its file system calls), %d fsync errors, %d pauses, %d committed batches; "+
 		"recovery after heal max %d ms, mean %d ms; %s",
 		a.events, a.elections, a.truncations, a.truncatedBatches, a.snapshotFiles, a.snapshotDownloads, a.snapshotLoads,
-		a.crashes+a.inPersist(), a.inPersist(), strings.Join(by, ", "), a.tornTails, a.fsyncErrors, a.pauses, a.committed,
+		a.crashes+a.inPersist(), a.inPersist(), strings.Join(by, ", "), a.afterCall, a.fsyncErrors, a.pauses, a.committed,
 		a.maxLivenessMs, a.sumLivenessMs/int64(max(a.seeds, 1)), a.damage)
 }
 

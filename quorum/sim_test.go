@@ -190,9 +190,6 @@ func replayCommand(seed uint64) string {
 	if !*simWhitebox {
 		cmd += " -sim.whitebox=false"
 	}
-	if !*simFileStorage {
-		cmd += " -sim.filestorage=false"
-	}
 	return cmd
 }
 
