@@ -438,8 +438,8 @@ func (s *sim) failWB(format string, args ...any) {
 // describe renders the node's state for the failure report.
 func (n *simNode) describe(nowMs int64) string {
 	d := n.disk
-	if n.down {
-		return fmt.Sprintf("down; durable log [%d, %d), state %+v", d.start, d.durEnd(), d.state)
+	if n.down || n.node == nil {
+		return fmt.Sprintf("down or starting; durable log [%d, %d), state %+v", d.start, d.durEnd(), d.state)
 	}
 	st := n.node.Status()
 	return fmt.Sprintf("%s epoch=%d leader=%d voted=%d leo=%d flushed=%d hw=%d applied=%d durable=%d state=%+v paused=%t flushing=%t queued=%d waiting=%d next-deadline=%d",
