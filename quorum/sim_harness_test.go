@@ -20,8 +20,8 @@ import (
 // The simulation harness: one event queue over a simulated clock drives every node,
 // link and disk, so a seed replays exactly. Each node is the production quorum.Node
 // (its step machine, through quorum.SimNode) on a simulated host (simHost: clock,
-// network, flusher, snapshot writer) and a simulated disk (simDisk) that can crash
-// inside any persist step. The harness delivers the events the production shell
+// network, flusher, snapshot writer) and its disk (simDisk): the production
+// raftlog.FileStorage on a raftlog.CrashFS, which can crash inside any persist step. The harness delivers the events the production shell
 // (node_shell.go) would: requests, answers, timeouts, timers, flush completions;
 // after each it calls Settle, as the shell's loop does.
 
