@@ -640,6 +640,11 @@ func (s *sim) restart(n *simNode) {
 		return
 	}
 	if err := s.start(n); err != nil {
+		if refusedOnDamage(err) {
+			// start repairs a disk the schedule damaged; this one was not.
+			s.fail("CrashIsNotDamage: node %d refuses to restart with no damage since its last start (or again after the repair): %v", n.id, err)
+			return
+		}
 		s.fail("restart node %d: %v", n.id, err)
 	}
 }
