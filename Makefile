@@ -145,9 +145,11 @@ groups-faults:
 		-args -groups.long | grep -v '^ *{'
 
 ## sim: the seeded simulation of the production quorum.Node (its step machine on a
-## simulated clock, network and crashing disk, which also flips bits and drops files
-## of one down node at a time), SEEDS runs without the race detector (make test runs a
-## smaller slice with it). Prints the fault counts over all runs (elections,
+## simulated clock and network) on the production FileStorage over raftlog.CrashFS, a
+## crashing in-memory file system (power losses inside any persist step, fsync
+## errors; bit flips and dropped files on one down node at a time, repaired by
+## raftlog.Recover), SEEDS runs without the race detector (make test runs a smaller
+## slice with it). Prints the fault counts over all runs (elections,
 ## truncations, snapshot loads, crashes inside a persist step, damage, refused starts,
 ## repairs, recoveries); a failing seed prints the command that replays it.
 sim:

@@ -20,8 +20,8 @@ import (
 // The simulation harness: one event queue over a simulated clock drives every node,
 // link and disk, so a seed replays exactly. Each node is the production quorum.Node
 // (its step machine, through quorum.SimNode) on a simulated host (simHost: clock,
-// network, flusher, snapshot writer) and a simulated disk (simDisk) that can crash
-// inside any persist step. The harness delivers the events the production shell
+// network, flusher, snapshot writer) and its disk (simDisk): the production
+// raftlog.FileStorage on a raftlog.CrashFS, which can crash inside any persist step. The harness delivers the events the production shell
 // (node_shell.go) would: requests, answers, timeouts, timers, flush completions;
 // after each it calls Settle, as the shell's loop does.
 
@@ -312,7 +312,7 @@ type simStats struct {
 	seeds, events, crashes, elections, committed    int
 	truncations, truncatedBatches                   int
 	persistCrashes                                  [numDiskOps]int
-	tornTails, fsyncErrors, pauses                  int
+	afterCall, fsyncErrors, pauses                  int
 	snapshotLoads, snapshotDownloads, snapshotFiles int
 	maxLivenessMs, sumLivenessMs                    int64
 	damage                                          simDamageStats
@@ -329,7 +329,7 @@ func (a *simStats) add(b simStats) {
 	for i := range a.persistCrashes {
 		a.persistCrashes[i] += b.persistCrashes[i]
 	}
-	a.tornTails += b.tornTails
+	a.afterCall += b.afterCall
 	a.fsyncErrors += b.fsyncErrors
 	a.pauses += b.pauses
 	a.snapshotLoads += b.snapshotLoads
@@ -355,10 +355,10 @@ func (a simStats) String() string {
 	}
 	return fmt.Sprintf("%d events, %d elections (leader epochs), %d truncations (%d batches cut), "+
 		"%d snapshots written, %d fetched, %d loads, "+
-		"%d crashes (%d inside a persist: %s; %d torn tails), %d fsync errors, %d pauses, %d committed batches; "+
+		"%d crashes (%d inside a persist: %s; %d of these right after the call, the rest inside one of its file system calls), %d fsync errors, %d pauses, %d committed batches; "+
 		"recovery after heal max %d ms, mean %d ms; %s",
 		a.events, a.elections, a.truncations, a.truncatedBatches, a.snapshotFiles, a.snapshotDownloads, a.snapshotLoads,
-		a.crashes+a.inPersist(), a.inPersist(), strings.Join(by, ", "), a.tornTails, a.fsyncErrors, a.pauses, a.committed,
+		a.crashes+a.inPersist(), a.inPersist(), strings.Join(by, ", "), a.afterCall, a.fsyncErrors, a.pauses, a.committed,
 		a.maxLivenessMs, a.sumLivenessMs/int64(max(a.seeds, 1)), a.damage)
 }
 
@@ -438,8 +438,8 @@ func (s *sim) failWB(format string, args ...any) {
 // describe renders the node's state for the failure report.
 func (n *simNode) describe(nowMs int64) string {
 	d := n.disk
-	if n.down {
-		return fmt.Sprintf("down; durable log [%d, %d), state %+v", d.start, d.durEnd(), d.state)
+	if n.down || n.node == nil {
+		return fmt.Sprintf("down or starting; durable log [%d, %d), state %+v", d.start, d.durEnd(), d.state)
 	}
 	st := n.node.Status()
 	return fmt.Sprintf("%s epoch=%d leader=%d voted=%d leo=%d flushed=%d hw=%d applied=%d durable=%d state=%+v paused=%t flushing=%t queued=%d waiting=%d next-deadline=%d",
@@ -640,6 +640,11 @@ func (s *sim) restart(n *simNode) {
 		return
 	}
 	if err := s.start(n); err != nil {
+		if refusedOnDamage(err) {
+			// start repairs a disk the schedule damaged; this one was not.
+			s.fail("CrashIsNotDamage: node %d refuses to restart with no damage since its last start (or again after the repair): %v", n.id, err)
+			return
+		}
 		s.fail("restart node %d: %v", n.id, err)
 	}
 }

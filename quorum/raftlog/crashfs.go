@@ -130,6 +130,13 @@ func (f *CrashFS) FailNextSync() {
 	f.failSync = true
 }
 
+// ClearFailSync disarms FailNextSync and FailSyncAfter if they have not fired.
+func (f *CrashFS) ClearFailSync() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failSync, f.failSyncIn = false, 0
+}
+
 // FailSyncAfter makes the first fsync at or after the n-th mutating call from now
 // fail with ErrCrashIO (n <= 0 disarms).
 func (f *CrashFS) FailSyncAfter(n int) {

@@ -69,6 +69,19 @@ func decodeSyncedEnd(b []byte) (syncedEnd, bool) {
 	return m, true
 }
 
+// DecodeSyncedEnd reads the durable end a SyncedEndFile's content records (the
+// newest valid slot); ok is false if no slot is valid. The simulation uses it to
+// tell damage below the durable end from a torn tail.
+func DecodeSyncedEnd(data []byte) (end int64, ok bool) {
+	var best syncedEnd
+	for slot := 0; (slot+1)*syncedSlotSize <= len(data) && slot < 2; slot++ {
+		if m, valid := decodeSyncedEnd(data[slot*syncedSlotSize:]); valid && (!ok || m.Seq > best.Seq) {
+			best, ok = m, true
+		}
+	}
+	return best.End, ok
+}
+
 // syncedEndFile is the open SyncedEndFile.
 type syncedEndFile struct {
 	f    File

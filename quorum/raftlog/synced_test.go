@@ -122,3 +122,37 @@ func TestFailedDurableEndWriteIsSticky(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeSyncedEnd: the exported reader (the simulation's, on CrashFS file
+// content) returns the end the last Sync recorded, and nothing for a damaged file.
+// CrashFS.ClearFailSync disarms an armed fsync failure.
+func TestDecodeSyncedEnd(t *testing.T) {
+	c := NewCrashFS(1)
+	const dir = "/d/__cluster_metadata-0"
+	s, err := OpenFileStorage(dir, FileOptions{FS: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	batches := mkLog(4)
+	appendTest(t, s, batches[:2]...)
+	syncTest(t, s)
+	appendTest(t, s, batches[2:]...) // not synced: not recorded
+	data, ok := c.ReadFile(dir + "/" + SyncedEndFile)
+	if !ok {
+		t.Fatal("no " + SyncedEndFile)
+	}
+	if end, ok := DecodeSyncedEnd(data); !ok || end != batches[1].NextOffset() {
+		t.Fatalf("DecodeSyncedEnd = %d, %t; want %d", end, ok, batches[1].NextOffset())
+	}
+	if _, ok := DecodeSyncedEnd(make([]byte, len(data))); ok {
+		t.Fatal("DecodeSyncedEnd accepted a zeroed file")
+	}
+	c.FailNextSync()
+	c.ClearFailSync()
+	syncTest(t, s) // fails if the fsync failure is still armed
+	data, _ = c.ReadFile(dir + "/" + SyncedEndFile)
+	if end, ok := DecodeSyncedEnd(data); !ok || end != batches[3].NextOffset() {
+		t.Fatalf("after the second Sync DecodeSyncedEnd = %d, %t; want %d", end, ok, batches[3].NextOffset())
+	}
+}

@@ -1,0 +1,457 @@
+package quorum_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
+
+// The real storage under each simulated node (see simDisk): its files live on a
+// raftlog.CrashFS. Damage (fileDamage) flips bits in the segment files at batch
+// positions parsed from them and in quorum-state, and deletes files, through
+// CrashFS.Damage and Delete; the repair is raftlog.Recover on the CrashFS
+// (fileRepair).
+
+// simFileDir is the partition directory on each node's CrashFS.
+const simFileDir = "/kraftd/__cluster_metadata-0"
+
+// fileDisk is the real storage under a simDisk.
+type fileDisk struct {
+	fs *raftlog.CrashFS
+	st *raftlog.FileStorage
+	// segBytes is metadata.log.segment.bytes: small, so that the log rolls.
+	segBytes int64
+	// damaged: files were damaged since the last Load (DurableKept does not apply).
+	damaged bool
+}
+
+func newFileDisk(s *sim, id int32) *fileDisk {
+	return &fileDisk{fs: raftlog.NewCrashFS(s.seed<<8 | uint64(id)),
+		segBytes: []int64{1 << 10, 1 << 13, 1 << 20}[s.rng.IntN(3)]}
+}
+
+// fileLoad opens the FileStorage on what the CrashFS kept, checks that every batch
+// the mirror counted as durable came back, and re-reads the mirror from it.
+func (d *simDisk) fileLoad() (raftlog.Loaded, error) {
+	f := d.file
+	if f.st != nil {
+		_ = f.st.Close() // the last life's handles; after a crash they are dead
+		f.st = nil
+	}
+	f.fs.Restart()
+	st, err := raftlog.OpenFileStorage(simFileDir, raftlog.FileOptions{FS: f.fs, SegmentBytes: f.segBytes,
+		Logger: zap.New(traceCore{s: d.s, id: d.n.id})})
+	if err != nil {
+		return raftlog.Loaded{}, err
+	}
+	l, err := st.Load()
+	if err != nil {
+		_ = st.Close()
+		return raftlog.Loaded{}, err
+	}
+	f.st = st
+	for _, b := range d.durable {
+		if f.damaged {
+			break
+		}
+		if b.NextOffset() <= l.StartOffset || d.truncSince >= 0 && b.LastOffset >= d.truncSince {
+			continue // below the log start (in a snapshot), or cut by an unsynced truncation
+		}
+		if i := batchAt(l.Batches, b.BaseOffset); i < 0 || !sameBatch(l.Batches[i], b) {
+			d.s.fail("DurableKept: node %d lost batch %d..%d epoch %d that a completed fsync made durable (log now [%d, %d))",
+				d.n.id, b.BaseOffset, b.LastOffset, b.Epoch, l.StartOffset, max(end(l.Batches), l.StartOffset))
+			break
+		}
+	}
+	if !l.StateMissing && !sameState(l.State, d.state) {
+		d.saved(l.State) // a save the crash interrupted reached the disk after all
+	}
+	d.stateLost = l.StateMissing
+	batches := slices.Clone(l.Batches)
+	d.cur, d.durable = batches[:len(batches):len(batches)], batches[:len(batches):len(batches)]
+	d.start, d.truncSince = l.StartOffset, -1
+	d.files = map[raftlog.SnapshotID][]byte{}
+	for _, id := range st.Snapshots() {
+		d.files[id] = nil // content is read from the storage (ReadSnapshot)
+	}
+	d.recovery = l.Recovery
+	f.damaged = false
+	return l, nil
+}
+
+func sameState(a, b raftlog.QuorumState) bool {
+	return a.LeaderID == b.LeaderID && a.LeaderEpoch == b.LeaderEpoch && a.VotedID == b.VotedID &&
+		slices.Equal(a.CurrentVoters, b.CurrentVoters)
+}
+
+// fileCall runs fn, one call of the real storage, for persist step op. With crash,
+// the process dies inside one of fn's first few file system calls (a power loss), or
+// right after fn if it made fewer. With syncFails (the armed EIO), fn's first fsync
+// fails; the failure is then sticky for the node.
+func (d *simDisk) fileCall(op diskOp, crash, syncFails bool, fn func() error) error {
+	f := d.file
+	k := 0
+	if crash {
+		k = 1 + d.s.rng.IntN(4)
+		f.fs.CrashAfter(k, true)
+	}
+	if syncFails {
+		f.fs.FailNextSync()
+	}
+	err := fn()
+	if syncFails {
+		f.fs.ClearFailSync()
+	}
+	if crash {
+		where := fmt.Sprintf("file system call %d of it", k)
+		if !f.fs.Crashed() {
+			f.fs.CrashAfter(0, true)
+			f.fs.PowerLoss()
+			where = fmt.Sprintf("right after it (it made fewer than %d file system calls)", k)
+			d.s.stats.afterCall++
+		}
+		return d.fileCrashed(op, where)
+	}
+	if err != nil && errors.Is(err, raftlog.ErrCrashIO) {
+		d.failSync = false
+		d.failed = err
+		d.s.stats.fsyncErrors++
+		d.s.faultf(d.n.id, "fsync returns EIO inside %s: %v", diskOpNames[op], err)
+		return err
+	}
+	if err != nil {
+		d.s.fail("node %d: %s failed on the file storage: %v", d.n.id, diskOpNames[op], err)
+	}
+	return err
+}
+
+// fileCrashed: the process died inside op and the machine lost power; the mirror
+// keeps what completed fsyncs made durable until the next Load re-reads it.
+func (d *simDisk) fileCrashed(op diskOp, where string) error {
+	d.crashed = true
+	d.s.stats.persistCrashes[op]++
+	d.s.faultf(d.n.id, "CRASH inside %s (%s): power loss", diskOpNames[op], where)
+	d.filePowerLost()
+	return errSimCrashed
+}
+
+// filePowerLost updates the mirror after a power loss: only the durable part is
+// known to be there. truncSince stays until the next Load's DurableKept check.
+func (d *simDisk) filePowerLost() {
+	d.cur = d.durable
+}
+
+func (d *simDisk) fileAppend(bs []raftlog.Batch) error {
+	crash := false
+	for range bs {
+		if d.trip(opAppend) {
+			crash = true
+			break
+		}
+	}
+	if err := d.fileCall(opAppend, crash, false, func() error { return d.file.st.Append(bs) }); err != nil {
+		return err
+	}
+	d.cur = append(d.cur, bs...)
+	return nil
+}
+
+func (d *simDisk) fileTruncate(offset int64) error {
+	i := slices.IndexFunc(d.cur, func(b raftlog.Batch) bool { return b.LastOffset >= offset })
+	if offset < d.durEnd() && (d.truncSince < 0 || offset < d.truncSince) {
+		d.truncSince = offset // set first: a crash inside may have cut the file
+	}
+	if err := d.fileCall(opTruncate, d.trip(opTruncate), false, func() error { return d.file.st.TruncateTo(offset) }); err != nil {
+		return err
+	}
+	if i >= 0 {
+		d.cur = d.cur[:i:i]
+	}
+	if c := &d.n.checkedTo; *c > d.curEnd() {
+		*c = d.curEnd()
+	}
+	return nil
+}
+
+func (d *simDisk) fileSync() error {
+	if err := d.fileCall(opSync, d.trip(opSync), d.failSync, d.file.st.Sync); err != nil {
+		return err
+	}
+	d.durable = d.cur[:len(d.cur):len(d.cur)]
+	d.truncSince = -1
+	return nil
+}
+
+func (d *simDisk) filePrepareSync() (work func() error, finish func(error) error) {
+	realWork, realFinish := d.file.st.PrepareSync()
+	captured := d.cur[:len(d.cur):len(d.cur)]
+	work = func() error {
+		if err := d.dead(); err != nil {
+			return err
+		}
+		if err := d.fileCall(opFlush, d.trip(opFlush), d.failSync, realWork); err != nil {
+			return err
+		}
+		if d.truncSince < 0 && len(captured) > len(d.durable) {
+			d.durable = captured
+		}
+		return nil
+	}
+	return work, realFinish
+}
+
+func (d *simDisk) fileSaveState(st raftlog.QuorumState) error {
+	if err := d.fileCall(opSaveState, d.trip(opSaveState), d.failSync, func() error { return d.file.st.SaveQuorumState(st) }); err != nil {
+		return err
+	}
+	d.saved(st)
+	return nil
+}
+
+func (d *simDisk) fileDeleteSnapshotsBefore(endOffset int64) error {
+	if err := d.fileCall(opClean, d.trip(opClean), false, func() error { return d.file.st.DeleteSnapshotsBefore(endOffset) }); err != nil {
+		return err
+	}
+	clear(d.files)
+	for _, id := range d.file.st.Snapshots() {
+		d.files[id] = nil
+	}
+	return nil
+}
+
+func (d *simDisk) fileSetLogStart(offset int64) error {
+	if err := d.fileCall(opClean, d.trip(opClean), false, func() error { return d.file.st.SetLogStart(offset) }); err != nil {
+		return err
+	}
+	d.moveStart(offset)
+	return nil
+}
+
+func (d *simDisk) fileResetLog(offset int64) error {
+	if err := d.fileCall(opResetLog, d.trip(opResetLog), false, func() error { return d.file.st.ResetLog(offset) }); err != nil {
+		return err
+	}
+	d.s.stats.snapshotDownloads++
+	d.cur, d.durable, d.start, d.truncSince = nil, nil, offset, -1
+	return nil
+}
+
+// fileSnap is a snapshot being written through the FileStorage's SnapshotWriter,
+// with the sim's crash hooks around its Sync and Commit.
+type fileSnap struct {
+	d *simDisk
+	w *raftlog.SnapshotWriter
+}
+
+func (f *fileSnap) ID() raftlog.SnapshotID { return f.w.ID() }
+func (f *fileSnap) Size() int64            { return f.w.Size() }
+
+func (f *fileSnap) Write(p []byte) (int, error) {
+	if err := f.d.dead(); err != nil {
+		return 0, err
+	}
+	return f.w.Write(p)
+}
+
+func (f *fileSnap) WriteBatch(b raftlog.Batch) error {
+	if err := f.d.dead(); err != nil {
+		return err
+	}
+	return f.w.WriteBatch(b)
+}
+
+func (f *fileSnap) StartWriteback() error {
+	if err := f.d.dead(); err != nil {
+		return err
+	}
+	return f.w.StartWriteback()
+}
+
+func (f *fileSnap) Sync() error {
+	if err := f.d.dead(); err != nil {
+		return err
+	}
+	return f.d.fileCall(opSnapWrite, f.d.trip(opSnapWrite), false, f.w.Sync)
+}
+
+func (f *fileSnap) Commit() error {
+	if err := f.d.dead(); err != nil {
+		return err
+	}
+	if err := f.d.fileCall(opSnapRename, f.d.trip(opSnapRename), false, f.w.Commit); err != nil {
+		return err
+	}
+	f.d.files[f.w.ID()] = nil
+	f.d.s.stats.snapshotFiles++
+	return nil
+}
+
+func (f *fileSnap) Abort() error { return f.w.Abort() }
+
+// Damage on a FileStorage disk: the node is down; its files are changed through
+// CrashFS.Damage and Delete, at batch positions read from the segment files.
+
+// fileBatch is one batch as it lies in a segment file.
+type fileBatch struct {
+	path     string
+	pos      int
+	b        raftlog.Batch
+	segIndex int
+}
+
+// fileSegments lists the segment files (sorted by base) and the batches they
+// hold, up to the first unreadable one.
+func (f *fileDisk) fileSegments() (segs []string, batches []fileBatch) {
+	names, err := f.fs.ReadDir(simFileDir)
+	if err != nil {
+		return nil, nil
+	}
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".log") {
+			continue
+		}
+		path := simFileDir + "/" + name
+		segs = append(segs, path)
+		data, _ := f.fs.ReadFile(path)
+		for pos := 0; pos+12 <= len(data); {
+			size := 12 + int(binary.BigEndian.Uint32(data[pos+8:]))
+			if size < 61 || pos+size > len(data) {
+				break
+			}
+			b, err := raftlog.ParseBatch(data[pos : pos+size])
+			if err != nil {
+				break
+			}
+			batches = append(batches, fileBatch{path: path, pos: pos, b: b, segIndex: len(segs) - 1})
+			pos += size
+		}
+	}
+	return segs, batches
+}
+
+// syncedEnd is the durable end kraftd-synced-end records (-1: none).
+func (f *fileDisk) syncedEnd() int64 {
+	data, _ := f.fs.ReadFile(simFileDir + "/" + raftlog.SyncedEndFile)
+	if end, ok := raftlog.DecodeSyncedEnd(data); ok {
+		return end
+	}
+	return -1
+}
+
+// fileDamage injects one damage of the kind p selects (as simulated by (*sim).damage).
+func (s *sim) fileDamage(n *simNode, p int) {
+	d, f := n.disk, n.disk.file
+	f.fs.Restart() // the dead life's handles die; the files are as the crash left them
+	segs, batches := f.fileSegments()
+	rec := f.syncedEnd()
+	switch {
+	case p < 6 && len(batches) > 0:
+		fb := batches[s.rng.IntN(len(batches))]
+		// Any byte but the partition leader epoch (12..15), unless -sim.flipepoch.
+		var pos int
+		if *simFlipEpoch {
+			pos = s.rng.IntN(len(fb.b.Raw))
+		} else if pos = s.rng.IntN(len(fb.b.Raw) - 4); pos >= 12 {
+			pos += 4
+		}
+		bit := byte(1) << s.rng.IntN(8)
+		f.fs.Damage(fb.path, func(data []byte) []byte {
+			data[fb.pos+pos] ^= bit
+			return data
+		})
+		kind := dmgFlipTail
+		if fb.b.BaseOffset < rec {
+			kind = dmgFlipBelowRec
+		}
+		s.injectf(n, kind, "FLIP bit at byte %d of batch %d..%d epoch %d in %s (durable end record %d)",
+			pos, fb.b.BaseOffset, fb.b.LastOffset, fb.b.Epoch, fb.path, rec)
+	case p < 7 && !d.stateLost:
+		f.fs.Delete(simFileDir + "/" + raftlog.QuorumStateFile)
+		d.state, d.stateLost = raftlog.EmptyQuorumState(), true
+		delete(s.chk.diskEpoch, n.id) // the next state it writes may be older
+		s.injectf(n, dmgDropState, "DROP quorum-state")
+	case p < 8 && !d.stateLost:
+		// The first byte ('{'): a flip there never leaves valid JSON. (A flip in a
+		// digit would: Kafka's quorum-state has no checksum.)
+		bit := byte(1) << s.rng.IntN(8)
+		if f.fs.Damage(simFileDir+"/"+raftlog.QuorumStateFile, func(data []byte) []byte {
+			if len(data) > 0 {
+				data[0] ^= bit
+			}
+			return data
+		}) {
+			s.injectf(n, dmgFlipState, "FLIP a bit of quorum-state")
+		}
+	case p < 9 && len(segs) > 1:
+		k := 1 + s.rng.IntN(len(segs)-1)
+		kind := dmgDropSegment
+		if k < len(segs)-1 {
+			kind = dmgDropMiddle
+		}
+		stem := strings.TrimSuffix(segs[k], ".log")
+		for _, suffix := range []string{".log", ".index", ".timeindex"} {
+			f.fs.Delete(stem + suffix)
+		}
+		s.injectf(n, kind, "DROP segment %s of %d (durable end record %d)", segs[k], len(segs), rec)
+	default:
+		if id, ok := d.latest(); ok && id.EndOffset > d.start {
+			f.fs.Delete(simFileDir + "/" + raftlog.SnapshotFileName(id))
+			s.injectf(n, dmgDropSnapshot, "DROP snapshot %+v (log start %d)", id, d.start)
+		}
+	}
+	f.damaged = f.damaged || n.disk.damaged
+}
+
+// fileRepair is `kraftd storage recover`: raftlog.Recover on the node's CrashFS.
+func (d *simDisk) fileRepair() {
+	f := d.file
+	f.fs.Restart()
+	rep, err := raftlog.Recover(simFileDir, raftlog.RecoverOptions{
+		File: raftlog.FileOptions{FS: f.fs, SegmentBytes: f.segBytes}, Logger: zap.New(traceCore{s: d.s, id: d.n.id})})
+	if err != nil {
+		d.s.fail("storage recover on node %d: %v", d.n.id, err)
+		return
+	}
+	if rep.Marker != nil && rep.Marker.StateLost {
+		d.state, d.stateLost = raftlog.EmptyQuorumState(), true
+		delete(d.s.chk.diskEpoch, d.n.id)
+	}
+	if rep.Marker != nil {
+		m := *rep.Marker
+		d.recovery = &m
+	}
+	d.s.stats.damage.repaired++
+	d.s.faultf(d.n.id, "STORAGE RECOVER: %s; log end %d", strings.Join(rep.Actions, "; "), rep.EndOffset)
+}
+
+// flipFirstDurableBatch crashes voter n and flips a bit in the last record of its
+// first batch below the durable end record, which the CRC catches; false if it has
+// none.
+func (s *sim) flipFirstDurableBatch(n *simNode) bool {
+	d := n.disk
+	_, batches := d.file.fileSegments()
+	if len(batches) == 0 || batches[0].b.BaseOffset >= d.file.syncedEnd() {
+		return false
+	}
+	s.crash(n)
+	d.file.fs.Restart()
+	_, batches = d.file.fileSegments()
+	rec := d.file.syncedEnd()
+	if len(batches) == 0 || batches[0].b.BaseOffset >= rec {
+		return false
+	}
+	fb := batches[0]
+	d.file.fs.Damage(fb.path, func(data []byte) []byte {
+		data[fb.pos+len(fb.b.Raw)-1] ^= 0x10
+		return data
+	})
+	d.file.damaged = true
+	s.injectf(n, dmgFlipBelowRec, "pinned FLIP in batch %d..%d in %s (durable end record %d)", fb.b.BaseOffset, fb.b.LastOffset, fb.path, rec)
+	return true
+}
