@@ -54,6 +54,9 @@ var sweepOrder = []struct {
 	{33, sweepAlterConfigs},
 	{60, sweepDescribeCluster},
 	{55, sweepDescribeQuorum},
+	{57, sweepUpdateFeatures},
+	{80, sweepAddRaftVoter},
+	{81, sweepRemoveRaftVoter},
 	{22, sweepInitProducerID},
 	{0, sweepProduce},
 	{2, sweepListOffsets},
@@ -136,6 +139,8 @@ func TestLegacyVersionSweep(t *testing.T) {
 	const interBroker = "ZooKeeper-era inter-broker request (controller push, controlled shutdown or AlterPartition), covered by legacyzk's tests"
 	runSweep(t, sweepFixture(t, c, 1, "interop-sweep-legacy"), sweepScope{
 		absent: map[int16]string{55: "a zk-legacy cluster has no KRaft quorum to describe",
+			80: "a zk-legacy cluster has no KRaft quorum to add voters to", 81: "a zk-legacy cluster has no KRaft quorum to remove voters from",
+			57: "zk-legacy brokers do not update finalized features",
 			33: "zk-legacy brokers do not alter configs yet", 44: "zk-legacy brokers do not alter configs yet"},
 		notClient: map[int16]string{4: interBroker, 5: interBroker, 6: interBroker, 7: interBroker, 56: interBroker},
 	})
