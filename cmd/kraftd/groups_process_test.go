@@ -193,7 +193,7 @@ func groupTransactSessionKill(t *testing.T, c faultCluster, mode faultMode) {
 			kgo.ConsumerGroup("eos"), kgo.ConsumeTopics("eos-in"), kgo.DefaultProduceTopic("eos-out"),
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RequireStableFetchOffsets(),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.TransactionTimeout(10*time.Second),
-			kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(300*time.Millisecond),
+			kgo.SessionTimeout(groupSessionTimeout), kgo.HeartbeatInterval(300*time.Millisecond),
 			kgo.MetadataMinAge(50*time.Millisecond), kgo.FetchMaxPartitionBytes(200), kgo.RetryTimeout(30*time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -330,11 +330,18 @@ type groupMember struct {
 	acked map[int32]int64
 }
 
+// groupSessionTimeout is the members' session.timeout.ms. A coordinator move
+// after kill -9 takes up to about 4 s in zk-legacy (ZooKeeper's session expiry,
+// then LeaderAndIsr and the group's load), longer on a loaded machine; members
+// that cannot heartbeat for a whole session rejoin, and the test would then see a
+// rebalance that a coordinator move does not cause. Kafka's default is 45 s.
+const groupSessionTimeout = 15 * time.Second
+
 func startGroupMember(t *testing.T, ctx context.Context, c faultCluster, group, topic string) *groupMember {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(),
-		kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(300*time.Millisecond),
+		kgo.SessionTimeout(groupSessionTimeout), kgo.HeartbeatInterval(300*time.Millisecond),
 		kgo.MetadataMinAge(50*time.Millisecond), kgo.RetryTimeout(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -497,7 +504,7 @@ func groupCoordinatorMoves(t *testing.T, c faultCluster, mode faultMode) {
 		members = append(members, startGroupMember(t, ctx, c, "movers", "moves"))
 	}
 	took, ids := waitStable(t, ctx, c, "movers", "moves", 3, 6)
-	t.Logf("%s: 3 members Stable with 6 partitions %v after they started (group.initial.rebalance.delay.ms 200, session.timeout.ms 6000, heartbeat.interval.ms 300)", mode.name, took.Round(time.Millisecond))
+	t.Logf("%s: 3 members Stable with 6 partitions %v after they started (group.initial.rebalance.delay.ms 200, session.timeout.ms %d, heartbeat.interval.ms 300)", mode.name, took.Round(time.Millisecond), groupSessionTimeout.Milliseconds())
 	caughtUp := func(what string) {
 		t.Helper()
 		var lag error
@@ -717,7 +724,7 @@ func saramaThroughCoordinatorMove(t *testing.T, c faultCluster) {
 	conf.Metadata.Retry.Backoff = 50 * time.Millisecond
 	conf.Consumer.Offsets.Initial = sarama.OffsetOldest
 	conf.Consumer.Offsets.AutoCommit.Enable = false
-	conf.Consumer.Group.Session.Timeout = 6 * time.Second
+	conf.Consumer.Group.Session.Timeout = groupSessionTimeout
 	conf.Consumer.Group.Heartbeat.Interval = 300 * time.Millisecond
 	// sarama retries a JoinGroup to a dead coordinator every 2 s by
 	// default before it asks FindCoordinator again.
