@@ -136,6 +136,18 @@ func NewBroker(ctx context.Context, cfg Config) (*Broker, error) {
 	return b, nil
 }
 
+// RegionBytes is the broker's socket server's Server.RegionBytes: Fetch record
+// bytes sent from segment files by sendfile and by copy (zero before Start).
+func (b *Broker) RegionBytes() (sendfile, copied int64) {
+	b.mu.Lock()
+	srv := b.server
+	b.mu.Unlock()
+	if srv == nil {
+		return 0, 0
+	}
+	return srv.RegionBytes()
+}
+
 func (b *Broker) startServer() error {
 	reg := b.cfg.Registry
 	if reg == nil {
@@ -159,7 +171,9 @@ func (b *Broker) startServer() error {
 	if err := srv.Start(); err != nil {
 		return err
 	}
-	b.server = srv
+	b.mu.Lock()
+	b.server = srv // read by RegionBytes from the metrics goroutine
+	b.mu.Unlock()
 	host, port, _ := net.SplitHostPort(srv.Addr(b.cfg.ListenerName).String())
 	n, _ := strconv.ParseUint(port, 10, 16)
 	b.self = BrokerInfo{ID: b.cfg.NodeID, Rack: b.cfg.Rack,

@@ -236,6 +236,12 @@ func (a *App) addRoles() {
 	if a.cfg.Mode == ModeZKLegacy {
 		a.legacy = &legacyRole{a: a}
 		a.components = append(a.components, namedComponent{name: "legacy-broker", c: a.legacy})
+		a.metrics.registerFetchRegionMetrics(a.cfg.NodeID, func() (int64, int64) {
+			if b := a.legacy.Broker(); b != nil {
+				return b.RegionBytes()
+			}
+			return 0, 0
+		})
 		return
 	}
 	if a.cfg.Mode != ModeKRaft || !(a.cfg.HasRole(RoleController) || a.cfg.HasRole(RoleBroker)) {
@@ -253,6 +259,13 @@ func (a *App) addRoles() {
 	if a.cfg.HasRole(RoleBroker) {
 		a.broker = &brokerRole{a: a}
 		a.components = append(a.components, namedComponent{name: "broker", c: a.broker})
+		// a.server is built after addRoles: read at each scrape.
+		a.metrics.registerFetchRegionMetrics(a.cfg.NodeID, func() (int64, int64) {
+			if a.server == nil {
+				return 0, 0
+			}
+			return a.server.RegionBytes()
+		})
 	}
 	a.snapshots = newSnapshotRole(a)
 	a.metrics.registry.MustRegister(newSnapshotMetrics(a.snapshots, a.cfg.NodeID))

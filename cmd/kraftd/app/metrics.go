@@ -102,3 +102,18 @@ func (m *metricsServer) addr() net.Addr {
 	}
 	return m.ln.Addr()
 }
+
+// registerFetchRegionMetrics exports how Fetch record bytes left the broker's
+// socket server (protocol.Server.RegionBytes): straight from the segment files
+// by sendfile, or copied through a buffer (TLS, non-Linux, or a connection that
+// is not plain TCP). bytes is read at each scrape.
+func (m *metricsServer) registerFetchRegionMetrics(nodeID int32, bytes func() (sendfile, copied int64)) {
+	labels := prometheus.Labels{"node": fmt.Sprint(nodeID)}
+	m.registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kraftd_fetch_records_sendfile_bytes_total",
+			Help: "Fetch record bytes sent from segment files with sendfile(2).", ConstLabels: labels},
+			func() float64 { s, _ := bytes(); return float64(s) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kraftd_fetch_records_copied_bytes_total",
+			Help: "Fetch record bytes read from segment files and copied to the socket (no sendfile on this connection).", ConstLabels: labels},
+			func() float64 { _, c := bytes(); return float64(c) }))
+}
