@@ -78,6 +78,7 @@ type compareOptions struct {
 	out          string
 	overrides    []string
 	zkServers    int
+	zkForceSync  bool
 	logLevel     string
 	startTimeout time.Duration
 	quick        bool
@@ -103,7 +104,8 @@ func parseCompareFlags(args []string, stderr io.Writer) (compareOptions, error) 
 	fs.DurationVar(&o.capPerRun, "cap", 10*time.Minute, "longest time one mode may take at one partition count; past it the mode is stopped and marked capped")
 	fs.StringVar(&o.out, "out", "", "results directory (results.md, results.json, node logs); default bench-results/<UTC time>")
 	fs.StringArrayVar(&o.overrides, "override", nil, "key=value passed to every node of both modes; repeatable; printed with the results")
-	fs.IntVar(&o.zkServers, "zookeeper-servers", 1, "ZooKeeper servers of the zk-legacy mode (1: the standalone server legacyzk/zkserver runs today)")
+	fs.IntVar(&o.zkServers, "zookeeper-servers", 3, "ZooKeeper servers of the zk-legacy mode: 3 (an ensemble, as Kafka runs in production) or 1 (standalone)")
+	fs.BoolVar(&o.zkForceSync, "zookeeper-force-sync", true, "ZooKeeper's forceSync (fsync its transaction log before acknowledging a write; yes in production, as kraftd's metadata log always fsyncs)")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "log level of every node (the logs go to the results directory)")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 2*time.Minute, "how long a cluster has to start")
 	fs.StringSliceVar(&o.scenarios, "scenarios", benchScenarios, "scenarios to run, comma-separated (create always runs)")
@@ -149,10 +151,8 @@ func parseCompareFlags(args []string, stderr io.Writer) (compareOptions, error) 
 		return o, fmt.Errorf("bench: --replication-factor %d: want 1 to --brokers (%d)", o.rf, o.brokers)
 	case o.topicSize < 1 || o.samples < 1 || o.rate < 1 || o.capPerRun <= 0 || o.startTimeout <= 0:
 		return o, errors.New("bench: --topic-partitions, --samples, --rate, --cap and --start-timeout must be positive")
-	case o.zkServers != 1:
-		// The ensemble (3 servers, forceSync=yes) is legacyzk/zkserver's to
-		// run; startBenchZooKeeper is the one place that will pass this on.
-		return o, fmt.Errorf("bench: --zookeeper-servers %d: legacyzk/zkserver runs a standalone server only so far", o.zkServers)
+	case o.zkServers != 1 && o.zkServers != 3:
+		return o, fmt.Errorf("bench: --zookeeper-servers %d: want 3 (an ensemble) or 1 (standalone)", o.zkServers)
 	}
 	slices.Sort(o.partitions)
 	o.partitions = slices.Compact(o.partitions)
@@ -192,10 +192,13 @@ func runBenchCompare(args []string, stdout io.Writer, stderr *os.File) int {
 		err = errors.Join(os.WriteFile(filepath.Join(o.out, "results.json"), append(js, '\n'), 0o644),
 			os.WriteFile(filepath.Join(o.out, "results.md"), []byte(md), 0o644))
 	}
+	if err == nil {
+		_, err = b.rep.writePlots(o.out)
+	}
 	if err != nil {
 		return report(stderr, exitError, err)
 	}
-	fmt.Fprintf(stderr, "[bench] results in %s (results.md, results.json, logs/)\n", o.out)
+	fmt.Fprintf(stderr, "[bench] results in %s (results.md, results.json, one SVG plot per scenario, logs/)\n", o.out)
 	if ctx.Err() != nil {
 		return exitError
 	}
@@ -325,7 +328,7 @@ func (b *comparison) runOne(ctx context.Context, r *modeRun) error {
 	}
 	defer func() { c.stop(ctx.Err() != nil) }()
 	if c.zk != nil {
-		if v := zkVersion(c.zk.Addr); v != "" {
+		if v := zkVersion(c.zk.Servers[0].Addr); v != "" {
 			b.rep.Versions["zookeeper"] = v
 		}
 	}
@@ -361,21 +364,35 @@ type benchCluster struct {
 	o        compareOptions
 	mode     string
 	dc       *devCluster
-	zk       *zkserver.Server
+	zk       *zkserver.Ensemble
 	cl       *protocol.Client
 	progress func(format string, args ...any)
 }
 
-// startBenchZooKeeper starts the ZooKeeper of a zk-legacy run: today the
-// standalone server of legacyzk/zkserver (forceSync=no, see
-// zkSettings), at ZooKeeper's default tickTime.
-func startBenchZooKeeper(o compareOptions, dir string) (*zkserver.Server, error) {
-	return zkserver.Start(zkserver.Config{Dir: filepath.Join(dir, "zookeeper"), TickMs: 2000, HeapMb: 1024,
-		StartTimeoutMs: int(o.startTimeout.Milliseconds())})
+// startBenchZooKeeper starts the ZooKeeper of a zk-legacy run:
+// --zookeeper-servers servers (an ensemble of 3 by default, all on this
+// machine) with --zookeeper-force-sync, at ZooKeeper's default tickTime.
+func startBenchZooKeeper(o compareOptions, dir string) (*zkserver.Ensemble, error) {
+	return zkserver.StartEnsemble(zkserver.Config{Dir: filepath.Join(dir, "zookeeper"), TickMs: 2000, HeapMb: 1024,
+		ForceSync: o.zkForceSync, StartTimeoutMs: int(o.startTimeout.Milliseconds())}, o.zkServers)
 }
 
 // zkSettings describes the ZooKeeper startBenchZooKeeper runs.
-const zkSettings = "ZooKeeper 1 server (standalone), forceSync=no, tickTime=2000 (legacyzk/zkserver; Kafka's production setting is an ensemble with forceSync=yes)"
+func zkSettings(o compareOptions) string {
+	shape := "standalone server"
+	if o.zkServers > 1 {
+		shape = fmt.Sprintf("%d-server ensemble", o.zkServers)
+	}
+	sync := "no"
+	if o.zkForceSync {
+		sync = "yes"
+	}
+	s := fmt.Sprintf("ZooKeeper %s on this machine, forceSync=%s, tickTime=2000 (legacyzk/zkserver)", shape, sync)
+	if o.zkServers == 1 || !o.zkForceSync {
+		s += "; Kafka's production setting is an ensemble with forceSync=yes"
+	}
+	return s
+}
 
 func startBenchCluster(ctx context.Context, o compareOptions, mode, dir, exe string, logw io.Writer) (c *benchCluster, err error) {
 	do := devOptions{controllers: 3, brokers: o.brokers, dir: dir, mode: mode, logLevel: o.logLevel,
@@ -401,7 +418,7 @@ func startBenchCluster(ctx context.Context, o compareOptions, mode, dir, exe str
 		if c.zk, err = startBenchZooKeeper(o, dir); err != nil {
 			return c, fmt.Errorf("%w: %w", errDevZooKeeper, err)
 		}
-		dc.zk = c.zk
+		dc.zkConnect = c.zk.Addr
 	}
 	if err = dc.startAll(); err != nil {
 		return c, err
@@ -1194,7 +1211,7 @@ func benchSettings(o compareOptions) []string {
 		out = append(out, s)
 	}
 	out = append(out, "kraft: metadata log appends fsynced before they count (kraftd always does)",
-		"zk-legacy: "+zkSettings,
+		"zk-legacy: "+zkSettings(o),
 		fmt.Sprintf("%d brokers, replication factor %d, %d partitions per topic; kraft: 3 controller processes", o.brokers, o.rf, o.topicSize))
 	return out
 }
@@ -1280,7 +1297,11 @@ func (rep *compareReport) markdown() string {
 	}
 	kraft, zk := string(app.ModeKRaft), string(app.ModeZKLegacy)
 	for _, t := range compareTables {
-		fmt.Fprintf(&b, "\n### %s\n\n%s.\n\n| partitions | measure | kraft | zk-legacy | zk-legacy / kraft |\n|---:|---|---:|---:|---:|\n", t.title, t.anchor)
+		fmt.Fprintf(&b, "\n### %s\n\n%s.\n\n", t.title, t.anchor)
+		if _, ok := rep.plot(t); ok {
+			fmt.Fprintf(&b, "![%s](%s)\n\n", t.title, plotFile(t))
+		}
+		b.WriteString("| partitions | measure | kraft | zk-legacy | zk-legacy / kraft |\n|---:|---|---:|---:|---:|\n")
 		for _, p := range sizes {
 			kr, zr := find(kraft, p), find(zk, p)
 			for _, m := range t.rows {

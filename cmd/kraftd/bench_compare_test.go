@@ -2,8 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,7 +101,7 @@ func TestProcessBenchCompareQuick(t *testing.T) {
 		t.Errorf("kraft failover: %+v", kraft)
 	}
 	for _, want := range []string{"zookeeper.session.timeout.ms=4000 (changed)", "controller.quorum.append.linger.ms=25 (default)",
-		"forceSync=no", "| partitions | measure | kraft | zk-legacy | zk-legacy / kraft |"} {
+		"ZooKeeper 3-server ensemble on this machine, forceSync=yes", "| partitions | measure | kraft | zk-legacy | zk-legacy / kraft |"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
@@ -154,13 +157,20 @@ func TestBenchCompareFlags(t *testing.T) {
 	if err != nil || !slices.Equal(o.partitions, []int{1000}) || o.samples != 20 || o.capPerRun != 3*time.Minute {
 		t.Errorf("--quick: %+v %v", o, err)
 	}
+	if o.zkServers != 3 || !o.zkForceSync {
+		t.Errorf("ZooKeeper by default: %d servers, forceSync %v; want Kafka's production shape, an ensemble of 3 with forceSync", o.zkServers, o.zkForceSync)
+	}
+	if o, err := parseCompareFlags([]string{"--zookeeper-servers", "1", "--zookeeper-force-sync=false"}, io.Discard); err != nil ||
+		!strings.Contains(zkSettings(o), "standalone server on this machine, forceSync=no") || !strings.Contains(zkSettings(o), "production setting") {
+		t.Errorf("standalone: %q %v", zkSettings(o), err)
+	}
 	o, err = parseCompareFlags([]string{"--partitions", "10000,1000,10000", "--cap", "1m"}, io.Discard)
 	if err != nil || !slices.Equal(o.partitions, []int{1000, 10000}) || o.capPerRun != time.Minute || len(o.modes) != 2 {
 		t.Errorf("sizes sorted and deduplicated: %+v %v", o, err)
 	}
 	for _, args := range [][]string{
 		{"--partitions", "0"}, {"--mode", "zk"}, {"--brokers", "2"}, {"--replication-factor", "4"},
-		{"--cap", "0s"}, {"--samples", "0"}, {"--scenarios", "failover,nope"}, {"--zookeeper-servers", "3"}, {"extra"},
+		{"--cap", "0s"}, {"--samples", "0"}, {"--scenarios", "failover,nope"}, {"--zookeeper-servers", "2"}, {"extra"},
 	} {
 		if _, err := parseCompareFlags(args, io.Discard); err == nil {
 			t.Errorf("%q accepted", args)
@@ -227,5 +237,97 @@ func TestProcessBenchPausedController(t *testing.T) {
 	}
 	if p := r.Metrics["pause_producer_problems"]; p != 0 {
 		t.Errorf("the producer across the pause: %v problems (%s)", p, r.Note)
+	}
+}
+
+// TestBenchComparePlot: a scenario's chart is well-formed SVG with one
+// line per mode and measure (kraft solid, zk-legacy dashed), points placed on
+// log scales (a figure ten times another sits one decade above it), a capped
+// mode named under the chart, and results.md embedding it; a table without
+// figures gets no chart.
+func TestBenchComparePlot(t *testing.T) {
+	rep := compareReport{Runs: []*modeRun{
+		{Mode: "kraft", Partitions: 1000, Status: statusOK, Metrics: map[string]float64{"failover_after_detection_ms": 10, "failover_detection_ms": 2000}},
+		{Mode: "zk-legacy", Partitions: 1000, Status: statusOK, Metrics: map[string]float64{"failover_after_detection_ms": 100, "failover_detection_ms": 18000}},
+		{Mode: "kraft", Partitions: 10000, Status: statusOK, Metrics: map[string]float64{"failover_after_detection_ms": 10, "failover_detection_ms": 2000}},
+		{Mode: "zk-legacy", Partitions: 10000, Status: statusOK, Metrics: map[string]float64{"failover_after_detection_ms": 1000, "failover_detection_ms": 18000}},
+		{Mode: "zk-legacy", Partitions: 100000, Status: statusCapped, Metrics: map[string]float64{}},
+	}}
+	var failover compareTable
+	for _, tab := range compareTables {
+		if strings.HasPrefix(tab.rows[0].key, "failover_") {
+			failover = tab
+		}
+	}
+	svg, ok := rep.plot(failover)
+	if !ok || plotFile(failover) != "failover.svg" {
+		t.Fatalf("no failover chart (%v) or file %q", ok, plotFile(failover))
+	}
+	type polyline struct {
+		Points string `xml:"points,attr"`
+		Stroke string `xml:"stroke,attr"`
+		Dash   string `xml:"stroke-dasharray,attr"`
+	}
+	var doc struct {
+		XMLName   xml.Name   `xml:"svg"`
+		Polylines []polyline `xml:"polyline"`
+		Texts     []string   `xml:"text"`
+	}
+	if err := xml.Unmarshal([]byte(svg), &doc); err != nil {
+		t.Fatalf("not XML: %v\n%s", err, svg)
+	}
+	// Two measures with figures in each mode.
+	if len(doc.Polylines) != 4 {
+		t.Fatalf("%d lines, want 4 (2 measures x 2 modes)", len(doc.Polylines))
+	}
+	ys := func(p polyline) []float64 {
+		var out []float64
+		for _, xy := range strings.Fields(p.Points) {
+			var x, y float64
+			if _, err := fmt.Sscanf(xy, "%g,%g", &x, &y); err != nil {
+				t.Fatalf("point %q: %v", xy, err)
+			}
+			out = append(out, y)
+		}
+		return out
+	}
+	var kraftAfter, zkAfter []float64
+	for _, p := range doc.Polylines {
+		y := ys(p)
+		if len(y) != 2 {
+			t.Fatalf("line %q: %d points, want 2", p.Points, len(y))
+		}
+		switch {
+		case p.Stroke != plotColours[1]: // failover_after_detection_ms is the table's second row
+		case p.Dash == "":
+			kraftAfter = y
+		default:
+			zkAfter = y
+		}
+	}
+	if kraftAfter[0] != kraftAfter[1] {
+		t.Errorf("kraft's flat figures at different heights: %v", kraftAfter)
+	}
+	// 100 ms -> 1 s is one decade up, as is 10 ms -> 100 ms (kraft to zk).
+	if up, decade := zkAfter[0]-zkAfter[1], kraftAfter[0]-zkAfter[0]; up <= 0 || math.Abs(up-decade) > 0.2 {
+		t.Errorf("zk-legacy's tenfold growth rises %.1f px, kraft to zk-legacy's tenfold gap %.1f px; want one equal decade", up, decade)
+	}
+	if !strings.Contains(strings.Join(doc.Texts, "\n"), "zk-legacy capped at 100000 partitions") {
+		t.Errorf("the capped run is not named: %q", doc.Texts)
+	}
+	if _, ok := rep.plot(compareTables[len(compareTables)-1]); ok {
+		t.Errorf("a chart for a table without figures")
+	}
+	md := rep.markdown()
+	if !strings.Contains(md, "![Controller failover (kill -9 of the active controller)](failover.svg)") {
+		t.Errorf("results.md does not embed the failover chart:\n%s", md)
+	}
+	dir := t.TempDir()
+	files, err := rep.writePlots(dir)
+	if err != nil || !slices.Equal(files, []string{"failover.svg"}) {
+		t.Fatalf("writePlots: %v %v", files, err)
+	}
+	if raw, err := os.ReadFile(filepath.Join(dir, "failover.svg")); err != nil || string(raw) != svg {
+		t.Errorf("failover.svg differs from the chart (%v)", err)
 	}
 }
