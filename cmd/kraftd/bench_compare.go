@@ -82,8 +82,14 @@ type compareOptions struct {
 	logLevel     string
 	startTimeout time.Duration
 	quick        bool
+	assertShape  bool
 	scenarios    []string
 }
+
+// quickPartitions are --quick's sizes: three, a decade apart end to end,
+// small enough for both modes to create them on 2 busy cores within the
+// budget (zk-legacy creates about 40 partitions/s there).
+var quickPartitions = []int{100, 300, 1000}
 
 // benchScenarios are the scenarios in the order they run; create always
 // runs (it makes the partitions the others work on).
@@ -109,20 +115,33 @@ func parseCompareFlags(args []string, stderr io.Writer) (compareOptions, error) 
 	fs.StringVar(&o.logLevel, "log-level", "warn", "log level of every node (the logs go to the results directory)")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 2*time.Minute, "how long a cluster has to start")
 	fs.StringSliceVar(&o.scenarios, "scenarios", benchScenarios, "scenarios to run, comma-separated (create always runs)")
-	fs.BoolVar(&o.quick, "quick", false, "reduced matrix: 1000 partitions, 20 samples, a 3 minute cap, unless given")
+	fs.BoolVar(&o.quick, "quick", false, "reduced matrix, under 5 minutes: 100,300,1000 partitions, the failover scenario, 5 samples, a 2 minute cap, zookeeper.session.timeout.ms=6000, unless given; asserts only the shape (exit status 1 if KRaft's failover recovery grows with the partitions or zk-legacy's does not)")
+	fs.BoolVar(&o.assertShape, "assert-shape", false, "exit with status 1 unless KRaft's failover recovery after detection is flat across the sizes and zk-legacy's grows (on with --quick)")
 	fs.Usage = func() { fmt.Fprintf(fs.Output(), "%s\n\nFlags:\n%s", compareUsage, fs.FlagUsages()) }
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if o.quick {
+		if !fs.Changed("assert-shape") {
+			o.assertShape = true
+		}
 		if !fs.Changed("partitions") {
-			o.partitions = []int{1000}
+			o.partitions = slices.Clone(quickPartitions)
+		}
+		if !fs.Changed("scenarios") {
+			o.scenarios = []string{"failover"}
 		}
 		if !fs.Changed("samples") {
-			o.samples = 20
+			o.samples = 5
 		}
 		if !fs.Changed("cap") {
-			o.capPerRun = 3 * time.Minute
+			o.capPerRun = 2 * time.Minute
+		}
+		// Detection is not part of the shape; Kafka's default before 2.5
+		// (6 s) keeps three zk-legacy failovers inside the budget. Printed
+		// as changed.
+		if !slices.ContainsFunc(o.overrides, func(ov string) bool { return strings.HasPrefix(ov, "zookeeper.session.timeout.ms=") }) {
+			o.overrides = append(o.overrides, "zookeeper.session.timeout.ms=6000")
 		}
 	}
 	for _, m := range o.modes {
@@ -185,6 +204,10 @@ func runBenchCompare(args []string, stdout io.Writer, stderr *os.File) int {
 		Brokers: o.brokers, ReplicationFactor: o.rf, CapSeconds: o.capPerRun.Seconds(),
 	}}
 	b.run(ctx)
+	if o.assertShape {
+		v := b.rep.checkShape()
+		b.rep.Shape = &v
+	}
 	md := b.rep.markdown()
 	fmt.Fprint(stdout, md)
 	js, err := json.MarshalIndent(b.rep, "", "  ")
@@ -207,6 +230,10 @@ func runBenchCompare(args []string, stdout io.Writer, stderr *os.File) int {
 			return exitError
 		}
 	}
+	if b.rep.Shape != nil && !b.rep.Shape.OK {
+		fmt.Fprintln(stderr, "[bench] the shape does not hold (see Shape in results.md)")
+		return exitError
+	}
 	return exitOK
 }
 
@@ -228,6 +255,8 @@ type compareReport struct {
 	ReplicationFactor int               `json:"replication_factor"`
 	CapSeconds        float64           `json:"cap_seconds"`
 	Runs              []*modeRun        `json:"runs"`
+	// Shape is the --quick assertion's outcome (nil when not asked for).
+	Shape *shapeVerdict `json:"shape,omitempty"`
 }
 
 // modeRun is one mode at one partition count. Metrics are in milliseconds
@@ -254,18 +283,41 @@ type comparison struct {
 	exe      string
 	progress io.Writer
 	rep      compareReport
+	runNo    int // the run under way, from 1
 }
 
 func (b *comparison) progressf(format string, args ...any) {
-	fmt.Fprintf(b.progress, "[bench %s] %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))
+	fmt.Fprintf(b.progress, "[bench %s run %d/%d] %s\n", time.Now().UTC().Format("15:04:05"), b.runNo, len(b.o.partitions)*len(b.o.modes), fmt.Sprintf(format, args...))
+}
+
+// expectedRun guesses how long one mode takes at one size, from what 2 cores
+// shared with other builds measured: about 10 s to start a cluster, 50
+// (kraft) and 40 (zk-legacy) partitions created per second, and per
+// scenario about 15 s in kraft and 25 s in zk-legacy (whose kill -9 and
+// SIGSTOP scenarios also wait out zookeeper.session.timeout.ms); capped at
+// --cap. A guess to plan by, printed as one.
+func expectedRun(o compareOptions, mode string, partitions int) time.Duration {
+	rate, perScenario := 50.0, 15*time.Second
+	if mode == string(app.ModeZKLegacy) {
+		rate, perScenario = 40, 25*time.Second
+	}
+	d := 10*time.Second + time.Duration(float64(partitions)/rate*float64(time.Second)) + time.Duration(len(o.scenarios))*perScenario
+	return min(d, o.capPerRun)
 }
 
 func (b *comparison) run(ctx context.Context) {
-	b.progressf("%d partition counts x %d modes, each run capped at %v, so at most %v; results in %s",
-		len(b.o.partitions), len(b.o.modes), b.o.capPerRun, time.Duration(len(b.o.partitions)*len(b.o.modes))*b.o.capPerRun, b.o.out)
+	var expected time.Duration
+	for _, p := range b.o.partitions {
+		for _, mode := range b.o.modes {
+			expected += expectedRun(b.o, mode, p)
+		}
+	}
+	b.progressf("%d partition counts x %d modes, each run capped at %v: expected to take about %v on 2 busy cores, at most %v; results in %s",
+		len(b.o.partitions), len(b.o.modes), b.o.capPerRun, expected.Round(time.Minute), time.Duration(len(b.o.partitions)*len(b.o.modes))*b.o.capPerRun, b.o.out)
 	cappedAt := map[string]int{}
 	for _, p := range b.o.partitions {
 		for _, mode := range b.o.modes {
+			b.runNo++
 			r := &modeRun{Mode: mode, Partitions: p, Metrics: map[string]float64{}}
 			b.rep.Runs = append(b.rep.Runs, r)
 			if at, ok := cappedAt[mode]; ok {
@@ -620,7 +672,7 @@ func (c *benchCluster) populate(ctx context.Context, r *modeRun) error {
 	}
 	var topics []string
 	start := time.Now()
-	last := start
+	last, lastProgress := start, start
 	for left, i := r.Partitions, 0; left > 0; i++ {
 		n := min(left, c.o.topicSize)
 		topic := fmt.Sprintf("bench-%07d", i)
@@ -629,18 +681,27 @@ func (c *benchCluster) populate(ctx context.Context, r *modeRun) error {
 		}
 		topics = append(topics, topic)
 		left -= n
-		if time.Since(last) > 2*time.Second {
-			last = time.Now()
-			c.progress("%d of %d partitions created", r.Partitions-left, r.Partitions)
+		if time.Since(lastProgress) > 2*time.Second {
+			lastProgress = time.Now()
+			c.progress("created %s", progressBar(r.Partitions-left, r.Partitions))
 		}
 	}
 	created := time.Since(start)
+	// Each poll asks every broker for every topic: at thousands of
+	// partitions that is real work for brokers still creating them, so
+	// the interval grows with the wait (a twentieth of it, 20 ms to 1 s;
+	// the figure is at most 5% late).
 	err := poll(ctx, 20*time.Millisecond, func() (bool, error) {
-		ok, least := c.servedEverywhere(ctx, topics, r.Partitions)
-		if time.Since(last) > 2*time.Second {
-			last = time.Now()
-			c.progress("every broker serves %d of %d partitions", least, r.Partitions)
+		waited := time.Since(start)
+		if next := last.Add(min(max(waited/20, 20*time.Millisecond), time.Second)); time.Now().Before(next) && waited > 20*time.Millisecond {
+			return false, nil
 		}
+		ok, least := c.servedEverywhere(ctx, topics, r.Partitions)
+		if time.Since(lastProgress) > 2*time.Second {
+			lastProgress = time.Now()
+			c.progress("every broker serves %s", progressBar(least, r.Partitions))
+		}
+		last = time.Now()
 		return ok, nil
 	})
 	if err != nil {
@@ -651,6 +712,20 @@ func (c *benchCluster) populate(ctx context.Context, r *modeRun) error {
 	r.setDuration("create_served_ms", served)
 	r.set("create_partitions_per_s", float64(r.Partitions)/served.Seconds())
 	return nil
+}
+
+// progressBar draws done of total as a bar: [=========>          ] 450/1000.
+func progressBar(done, total int) string {
+	const width = 30
+	n := 0
+	if total > 0 {
+		n = min(width, done*width/total)
+	}
+	bar := strings.Repeat("=", n)
+	if n < width {
+		bar += ">" + strings.Repeat(" ", width-n-1)
+	}
+	return fmt.Sprintf("[%s] %d/%d partitions", bar, done, total)
 }
 
 // propagation times --samples topic creates (1 partition, RF 3) from the
@@ -1319,6 +1394,12 @@ func (rep *compareReport) markdown() string {
 				}
 				fmt.Fprintf(&b, "| %d | %s | %s | %s | %s |\n", p, m.label, kv, zv, ratio)
 			}
+		}
+	}
+	if rep.Shape != nil {
+		b.WriteString("\n### Shape (asserted)\n\nKRaft's failover recovery after detection flat across the sizes, zk-legacy's clearly growing (cmd/kraftd/bench_shape.go says how and why).\n\n")
+		for _, l := range rep.Shape.Lines {
+			fmt.Fprintf(&b, "- %s\n", l)
 		}
 	}
 	var notes []string

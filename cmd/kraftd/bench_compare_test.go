@@ -154,8 +154,13 @@ func TestProcessBenchCompareCap(t *testing.T) {
 
 func TestBenchCompareFlags(t *testing.T) {
 	o, err := parseCompareFlags([]string{"--quick"}, io.Discard)
-	if err != nil || !slices.Equal(o.partitions, []int{1000}) || o.samples != 20 || o.capPerRun != 3*time.Minute {
+	if err != nil || !slices.Equal(o.partitions, []int{100, 300, 1000}) || o.samples != 5 || o.capPerRun != 2*time.Minute ||
+		!slices.Equal(o.scenarios, []string{"failover"}) || !o.assertShape || !slices.Equal(o.overrides, []string{"zookeeper.session.timeout.ms=6000"}) {
 		t.Errorf("--quick: %+v %v", o, err)
+	}
+	if o, err := parseCompareFlags([]string{"--quick", "--override", "zookeeper.session.timeout.ms=18000", "--assert-shape=false"}, io.Discard); err != nil ||
+		!slices.Equal(o.overrides, []string{"zookeeper.session.timeout.ms=18000"}) || o.assertShape {
+		t.Errorf("--quick keeps a given session timeout and --assert-shape: %+v %v", o, err)
 	}
 	if o.zkServers != 3 || !o.zkForceSync {
 		t.Errorf("ZooKeeper by default: %d servers, forceSync %v; want Kafka's production shape, an ensemble of 3 with forceSync", o.zkServers, o.zkForceSync)
@@ -329,5 +334,63 @@ func TestBenchComparePlot(t *testing.T) {
 	}
 	if raw, err := os.ReadFile(filepath.Join(dir, "failover.svg")); err != nil || string(raw) != svg {
 		t.Errorf("failover.svg differs from the chart (%v)", err)
+	}
+}
+
+// TestBenchShape: the --quick assertion passes the figures measured on 2
+// loaded cores (KRaft's noise included), and fails a KRaft whose recovery
+// grows like zk-legacy's, a zk-legacy that stays flat, and a run missing a
+// mode; results.md shows the verdict.
+func TestBenchShape(t *testing.T) {
+	runs := func(kraft, zk []float64) *compareReport {
+		rep := &compareReport{}
+		for i, p := range quickPartitions {
+			for mode, ys := range map[string][]float64{"kraft": kraft, "zk-legacy": zk} {
+				if ys != nil {
+					rep.Runs = append(rep.Runs, &modeRun{Mode: mode, Partitions: p, Status: statusOK,
+						Metrics: map[string]float64{shapeMetric: ys[i]}})
+				}
+			}
+		}
+		return rep
+	}
+	for _, tc := range []struct {
+		name      string
+		kraft, zk []float64
+		ok        bool
+		why       string
+	}{
+		{"measured: kraft noisy but flat, zk growing", []float64{83, 400, 783}, []float64{781, 1900, 4258}, true, ""},
+		{"kraft's noise at the small end", []float64{900, 80, 100}, []float64{781, 1900, 4258}, true, ""},
+		{"a fast machine", []float64{20, 25, 22}, []float64{200, 500, 1400}, true, ""},
+		{"kraft linear like zk", []float64{781, 1900, 4258}, []float64{781, 1900, 4258}, false, "kraft's growth"},
+		{"kraft growing by a third of zk's, past the noise", []float64{100, 1500, 4000}, []float64{1000, 5000, 13000}, false, "kraft's growth"},
+		{"zk flat", []float64{83, 90, 85}, []float64{781, 800, 790}, false, "zk-legacy's growth"},
+		{"zk growing by less than its base", []float64{83, 90, 85}, []float64{3000, 3500, 4000}, false, "not twice"},
+		{"zk missing", []float64{83, 90, 85}, nil, false, "needs both modes"},
+	} {
+		rep := runs(tc.kraft, tc.zk)
+		v := rep.checkShape()
+		text := strings.Join(v.Lines, "\n")
+		if v.OK != tc.ok || (!tc.ok && !strings.Contains(text, tc.why)) {
+			t.Errorf("%s: ok %v, want %v (%q):\n%s", tc.name, v.OK, tc.ok, tc.why, text)
+		}
+		rep.Shape = &v
+		if md := rep.markdown(); !strings.Contains(md, "### Shape (asserted)") || !strings.Contains(md, v.Lines[len(v.Lines)-1]) {
+			t.Errorf("%s: results.md lacks the verdict:\n%s", tc.name, md)
+		}
+	}
+	// A capped or failed size is no figure.
+	rep := runs([]float64{83, 400, 783}, []float64{781, 1900, 4258})
+	for _, r := range rep.Runs {
+		if r.Mode == "zk-legacy" && r.Partitions > 100 {
+			r.Status = statusCapped
+		}
+	}
+	if v := rep.checkShape(); v.OK {
+		t.Errorf("zk-legacy capped after its first size passes: %q", v.Lines)
+	}
+	if got := fitSlope([]float64{100, 300, 1000}, []float64{1, 3, 10}); math.Abs(got-0.01) > 1e-12 {
+		t.Errorf("slope of y = x/100: %v", got)
 	}
 }
