@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -27,6 +28,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -61,6 +63,13 @@ processes) at each partition count, every node its own kraftd process on
   shutdown     SIGTERM of the broker leading the most partitions: until it
                exits, and the longest time one of its partitions had no other
                leader visible to clients
+  restart      a broker stopped (SIGTERM) and started again: from its start
+               until another broker lists it (unfenced in kraft, registered
+               in zk-legacy) and until it serves every partition with a leader
+  join         a fresh broker (new id, empty directory) started: the same
+The create scenario also reads each node's resident memory (VmRSS) before
+and after the partitions exist: bytes per partition in a broker and in the
+active controller (in zk-legacy, the controller broker).
 A mode that needs more than --cap at one size is stopped there and marked
 capped for that size and every larger one. Settings are the defaults except
 those given with --override (passed to every node of both modes and printed).`
@@ -93,7 +102,7 @@ var quickPartitions = []int{100, 300, 1000}
 
 // benchScenarios are the scenarios in the order they run; create always
 // runs (it makes the partitions the others work on).
-var benchScenarios = []string{"create", "propagation", "failover", "pause", "loss", "shutdown"}
+var benchScenarios = []string{"create", "propagation", "failover", "pause", "loss", "shutdown", "restart", "join"}
 
 func parseCompareFlags(args []string, stderr io.Writer) (compareOptions, error) {
 	var o compareOptions
@@ -284,6 +293,9 @@ type comparison struct {
 	progress io.Writer
 	rep      compareReport
 	runNo    int // the run under way, from 1
+	// cleanup owns the goroutines removing finished runs' data; run waits
+	// for them before it returns.
+	cleanup sync.WaitGroup
 }
 
 func (b *comparison) progressf(format string, args ...any) {
@@ -306,6 +318,10 @@ func expectedRun(o compareOptions, mode string, partitions int) time.Duration {
 }
 
 func (b *comparison) run(ctx context.Context) {
+	defer func() {
+		b.cleanup.Wait()
+		_ = os.Remove(filepath.Join(b.o.out, "data")) // only if empty
+	}()
 	var expected time.Duration
 	for _, p := range b.o.partitions {
 		for _, mode := range b.o.modes {
@@ -357,9 +373,10 @@ func (b *comparison) runOne(ctx context.Context, r *modeRun) error {
 	}
 	defer func() {
 		// Partition logs are not results (the node logs are kept); at
-		// 10k partitions and more their removal takes a while.
-		b.progressf("%s %d partitions: removing %s", r.Mode, r.Partitions, dir)
-		_ = os.RemoveAll(dir) // a leftover directory is no wrong figure
+		// 10k partitions and more their removal takes a while, so it runs
+		// while the next cluster starts (run waits for it).
+		b.progressf("%s %d partitions: removing %s in the background", r.Mode, r.Partitions, dir)
+		b.cleanup.Go(func() { _ = os.RemoveAll(dir) }) // a leftover directory is no wrong figure
 	}()
 	if err := os.MkdirAll(filepath.Join(b.o.out, "logs"), 0o755); err != nil {
 		return err
@@ -394,6 +411,8 @@ func (b *comparison) runOne(ctx context.Context, r *modeRun) error {
 		{"pause", c.pausedController},
 		{"loss", c.brokerLoss},
 		{"shutdown", c.controlledShutdown},
+		{"restart", c.brokerRestart},
+		{"join", c.brokerJoin},
 	}
 	for _, s := range steps {
 		if s.name != "create" && !slices.Contains(b.o.scenarios, s.name) {
@@ -548,6 +567,7 @@ type partView struct{ leader, isr int32 }
 // id, and per topic its partitions.
 type brokerView struct {
 	brokers    int
+	ids        []int32
 	controller int32
 	topics     map[string][]partView
 }
@@ -571,6 +591,9 @@ func (c *benchCluster) metadata(ctx context.Context, addr string, topics []strin
 	}
 	resp := raw.(*kmsg.MetadataResponse)
 	v := brokerView{brokers: len(resp.Brokers), controller: resp.ControllerID, topics: map[string][]partView{}}
+	for _, b := range resp.Brokers {
+		v.ids = append(v.ids, b.NodeID)
+	}
 	for _, t := range resp.Topics {
 		if t.ErrorCode != 0 || t.Topic == nil {
 			continue
@@ -591,7 +614,7 @@ func (c *benchCluster) waitBrokers(ctx context.Context) error {
 	return poll(ctx, 50*time.Millisecond, func() (bool, error) {
 		for _, n := range c.running(c.brokers()) {
 			v, err := c.metadata(ctx, n.addr(), []string{})
-			if err != nil || v.brokers != c.o.brokers {
+			if err != nil || v.brokers != len(c.brokers()) {
 				return false, nil
 			}
 		}
@@ -670,6 +693,7 @@ func (c *benchCluster) populate(ctx context.Context, r *modeRun) error {
 	if err := c.createTopic(ctx, bs[0].addr(), probeTopic, 3, 3, map[string]string{"min.insync.replicas": "2"}); err != nil {
 		return err
 	}
+	rssBefore := c.rss()
 	var topics []string
 	start := time.Now()
 	last, lastProgress := start, start
@@ -711,7 +735,72 @@ func (c *benchCluster) populate(ctx context.Context, r *modeRun) error {
 	r.setDuration("create_requests_ms", created)
 	r.setDuration("create_served_ms", served)
 	r.set("create_partitions_per_s", float64(r.Partitions)/served.Seconds())
+	c.memory(ctx, r, rssBefore)
 	return nil
+}
+
+// rss is every running node's resident set size in bytes, by node id.
+func (c *benchCluster) rss() map[int]float64 {
+	out := map[int]float64{}
+	for _, n := range c.running(c.dc.nodes) {
+		if b, err := processRSS(n.cmd.Process.Pid); err == nil {
+			out[n.id] = b
+		}
+	}
+	return out
+}
+
+// memory records the resident memory the partitions added, per partition,
+// in a broker (the mean over the brokers that are not the zk-legacy
+// controller) and in the active controller (a controller process in kraft,
+// the controller broker in zk-legacy), and their resident sizes. RSS, not
+// the Go heap: it is what the machine pays, GC slack and the index files'
+// touched pages included. Without /proc nothing is recorded.
+func (c *benchCluster) memory(ctx context.Context, r *modeRun, before map[int]float64) {
+	after := c.rss()
+	ctrl, _, err := c.activeController(ctx)
+	if err != nil {
+		return
+	}
+	var sum, sumRSS float64
+	brokers := 0
+	for _, n := range c.running(c.brokers()) {
+		b0, ok0 := before[n.id]
+		b1, ok1 := after[n.id]
+		if ok0 && ok1 && n.id != ctrl {
+			sum += b1 - b0
+			sumRSS += b1
+			brokers++
+		}
+	}
+	if brokers > 0 {
+		r.set("mem_broker_rss_bytes", sumRSS/float64(brokers))
+		r.set("mem_broker_bytes_per_partition", sum/float64(brokers)/float64(r.Partitions))
+	}
+	if b0, ok := before[ctrl]; ok {
+		if b1, ok := after[ctrl]; ok {
+			r.set("mem_controller_rss_bytes", b1)
+			r.set("mem_controller_bytes_per_partition", (b1-b0)/float64(r.Partitions))
+		}
+	}
+}
+
+// processRSS is VmRSS of /proc/pid/status in bytes.
+func processRSS(pid int) (float64, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(v)
+			if len(f) == 2 && f[1] == "kB" {
+				kb, err := strconv.ParseFloat(f[0], 64)
+				return kb * 1024, err
+			}
+		}
+	}
+	return 0, errors.New("no VmRSS line")
 }
 
 // progressBar draws done of total as a bar: [=========>          ] 450/1000.
@@ -1300,6 +1389,7 @@ type compareTable struct {
 type compareMetric struct {
 	key, label string
 	rate       bool // a rate, not a time: higher is better, ratio kraft/zk
+	bytes      bool // a size, not a time
 }
 
 var compareTables = []compareTable{
@@ -1335,6 +1425,23 @@ var compareTables = []compareTable{
 		"CreateTopics of all partitions until every broker serves them with a leader",
 		[]compareMetric{{key: "create_partitions_per_s", label: "partitions/s", rate: true},
 			{key: "create_served_ms", label: "until served everywhere"}}},
+	{"Memory per partition",
+		"resident memory (VmRSS) the partitions added, divided by their count, read once every broker serves them: " +
+			"a broker (mean over those that are not the zk-legacy controller; each hosts replication factor / brokers of the replicas) and the active controller " +
+			"(a controller process in kraft, the controller broker in zk-legacy, where ZooKeeper holds the state besides); RSS includes GC slack, so small counts are noisy",
+		[]compareMetric{{key: "mem_broker_bytes_per_partition", label: "broker, bytes per partition", bytes: true},
+			{key: "mem_controller_bytes_per_partition", label: "controller, bytes per partition", bytes: true},
+			{key: "mem_broker_rss_bytes", label: "broker RSS", bytes: true},
+			{key: "mem_controller_rss_bytes", label: "controller RSS", bytes: true}}},
+	{"Broker restart (SIGTERM, then started again)",
+		"from the process's start; kraft: until unfenced (listed by the other brokers) and until it serves every partition with a leader from its replayed metadata; " +
+			"zk-legacy: until registered and until the controller's UpdateMetadata reached it",
+		[]compareMetric{{key: "restart_listed_ms", label: "listed by every other broker"},
+			{key: "restart_full_metadata_ms", label: "serving full metadata"}}},
+	{"Fresh broker joining (new id, empty directory)",
+		"from the process's start, as for the restart; kraft replays the metadata log (or a snapshot) from the controllers, zk-legacy waits for the controller's UpdateMetadata",
+		[]compareMetric{{key: "join_listed_ms", label: "listed by every other broker"},
+			{key: "join_full_metadata_ms", label: "serving full metadata"}}},
 }
 
 // markdown renders the report: the command, versions and settings, then
@@ -1429,6 +1536,15 @@ func cell(r *modeRun, m compareMetric) (string, bool) {
 	if m.rate {
 		return fmt.Sprintf("%.0f", v), true
 	}
+	if m.bytes {
+		switch {
+		case math.Abs(v) >= 1<<20:
+			return fmt.Sprintf("%.1f MiB", v/(1<<20)), true
+		case math.Abs(v) >= 1<<10:
+			return fmt.Sprintf("%.1f KiB", v/(1<<10)), true
+		}
+		return fmt.Sprintf("%.0f B", v), true
+	}
 	d := time.Duration(v * float64(time.Millisecond))
 	switch {
 	case d >= 10*time.Second:
@@ -1438,4 +1554,148 @@ func cell(r *modeRun, m compareMetric) (string, bool) {
 	default:
 		return fmt.Sprintf("%.1f ms", v), true
 	}
+}
+
+// brokerRestart stops a broker with SIGTERM (not the zk-legacy controller,
+// whose loss is a failover), starts it again and times from the start until
+// it is back (brokerBack).
+func (c *benchCluster) brokerRestart(ctx context.Context, r *modeRun) error {
+	victim, _, err := c.busiestBroker(ctx)
+	if err != nil {
+		return err
+	}
+	c.progress("SIGTERM to broker %d, then starting it again", victim.id)
+	if err := victim.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	select {
+	case <-victim.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := c.waitGone(ctx, victim); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := c.restart(victim); err != nil {
+		return err
+	}
+	if err := c.brokerBack(ctx, r, victim, start, "restart_"); err != nil {
+		return err
+	}
+	return c.waitWhole(ctx)
+}
+
+// brokerJoin starts a broker that was never part of the cluster (the next
+// node id, an empty log directory) and times from its start until it is
+// in (brokerBack). It stays in the cluster afterwards, leading nothing.
+func (c *benchCluster) brokerJoin(ctx context.Context, r *modeRun) error {
+	ports, err := devPorts(0, 2)
+	if err != nil {
+		return err
+	}
+	id := 0
+	for _, n := range c.dc.nodes {
+		id = max(id, n.id)
+	}
+	id++
+	n := &devNode{id: id, broker: true, port: ports[0], dir: filepath.Join(c.dc.o.dir, "node-"+strconv.Itoa(id)), done: make(chan struct{})}
+	if c.dc.legacy() {
+		n.metricsPort = ports[1]
+	}
+	c.dc.nodes = append(c.dc.nodes, n)
+	c.dc.o.brokers++
+	c.progress("starting broker %d, new to the cluster", id)
+	start := time.Now()
+	if err := c.dc.start(n); err != nil {
+		return err
+	}
+	if err := c.brokerBack(ctx, r, n, start, "join_"); err != nil {
+		return err
+	}
+	return c.waitWhole(ctx)
+}
+
+// waitGone waits until no running broker lists n (kraft fences it on its
+// controlled shutdown; zk-legacy drops it when its session closes).
+func (c *benchCluster) waitGone(ctx context.Context, n *devNode) error {
+	return poll(ctx, 5*time.Millisecond, func() (bool, error) {
+		for _, w := range c.running(c.brokers()) {
+			v, err := c.metadata(ctx, w.addr(), []string{})
+			if err != nil || slices.Contains(v.ids, int32(n.id)) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// brokerBack polls, from start (the process's start), until every other
+// running broker lists n (prefix+"listed_ms": unfenced in kraft, alive in
+// zk-legacy) and until n itself serves every partition another broker
+// serves, each with a leader (prefix+"full_metadata_ms").
+func (c *benchCluster) brokerBack(ctx context.Context, r *modeRun, n *devNode, start time.Time, prefix string) error {
+	var witnesses []*devNode
+	for _, w := range c.running(c.brokers()) {
+		if w != n {
+			witnesses = append(witnesses, w)
+		}
+	}
+	if len(witnesses) == 0 {
+		return errors.New("no other broker running")
+	}
+	wv, err := c.metadata(ctx, witnesses[0].addr(), nil)
+	if err != nil {
+		return err
+	}
+	want := 0
+	for _, ps := range wv.topics {
+		want += len(ps)
+	}
+	var listed, full time.Duration
+	seen := map[int]bool{}
+	last := time.Now()
+	err = poll(ctx, 5*time.Millisecond, func() (bool, error) {
+		if n.exited() {
+			return false, fmt.Errorf("broker %d exited: %v", n.id, n.err)
+		}
+		if listed == 0 {
+			for _, w := range witnesses {
+				if !seen[w.id] {
+					if v, err := c.metadata(ctx, w.addr(), []string{}); err == nil && slices.Contains(v.ids, int32(n.id)) {
+						seen[w.id] = true
+					}
+				}
+			}
+			if len(seen) == len(witnesses) {
+				listed = time.Since(start)
+			}
+		}
+		if full == 0 {
+			if v, err := c.metadata(ctx, n.addr(), nil); err == nil {
+				led := 0
+				for _, ps := range v.topics {
+					for _, p := range ps {
+						if p.leader >= 0 {
+							led++
+						}
+					}
+				}
+				if led >= want {
+					full = time.Since(start)
+				} else if time.Since(last) > 2*time.Second {
+					last = time.Now()
+					c.progress("broker %d serves %s", n.id, progressBar(led, want))
+				}
+			}
+		}
+		return listed > 0 && full > 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("broker %d after its start: %w", n.id, err)
+	}
+	c.progress("broker %d listed after %v, serving all %d partitions after %v", n.id, listed.Round(time.Millisecond), want, full.Round(time.Millisecond))
+	r.setDuration(prefix+"listed_ms", listed)
+	r.setDuration(prefix+"full_metadata_ms", full)
+	return nil
 }

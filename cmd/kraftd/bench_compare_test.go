@@ -77,9 +77,17 @@ func TestProcessBenchCompareQuick(t *testing.T) {
 		}
 		for _, tab := range compareTables {
 			for _, m := range tab.rows {
-				if strings.HasPrefix(m.key, "pause_") || strings.HasPrefix(m.key, "loss_") {
+				if strings.HasPrefix(m.key, "pause_") || strings.HasPrefix(m.key, "loss_") ||
+					strings.HasPrefix(m.key, "restart_") || strings.HasPrefix(m.key, "join_") {
 					if _, ok := r.Metrics[m.key]; ok {
 						t.Errorf("%s: %s measured, but the scenario was not asked for", r.Mode, m.key)
+					}
+					continue
+				}
+				if strings.HasSuffix(m.key, "_per_partition") {
+					// A difference of two RSS readings: GC may make it negative at 100.
+					if _, ok := r.Metrics[m.key]; !ok {
+						t.Errorf("%s: %s missing", r.Mode, m.key)
 					}
 					continue
 				}
@@ -111,6 +119,9 @@ func TestProcessBenchCompareQuick(t *testing.T) {
 			t.Errorf("output lacks the table %q", tab.title)
 		}
 		for _, m := range tab.rows {
+			if tab.rows[0].key == "restart_listed_ms" || tab.rows[0].key == "join_listed_ms" {
+				continue // not asked for: the rows say "-"
+			}
 			if !strings.Contains(stdout, "| 100 | "+m.label+" | ") {
 				t.Errorf("output lacks the row %q at 100 partitions", m.label)
 			}
@@ -392,5 +403,48 @@ func TestBenchShape(t *testing.T) {
 	}
 	if got := fitSlope([]float64{100, 300, 1000}, []float64{1, 3, 10}); math.Abs(got-0.01) > 1e-12 {
 		t.Errorf("slope of y = x/100: %v", got)
+	}
+}
+
+// TestProcessBenchRestartJoin: scenario 5 in both modes at 100 partitions: a
+// broker stopped and started again, and a fresh broker (a new id) started,
+// are each listed by every other broker and then serve every partition with
+// a leader, in that order and within the run; the memory figures of scenario
+// 6 are read in both modes.
+func TestProcessBenchRestartJoin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	needZooKeeper(t)
+	bin := buildBinary(t)
+	stdout, stderr, rep, err := runBenchProcess(t, bin, "--partitions", "100", "--cap", "90s",
+		"--scenarios", "restart,join", "--override", "zookeeper.session.timeout.ms=4000")
+	if err != nil || len(rep.Runs) != 2 {
+		t.Fatalf("kraftd bench: %v %+v\nstdout:\n%s\nstderr:\n%s", err, rep.Runs, stdout, stderr)
+	}
+	for _, r := range rep.Runs {
+		if r.Status != statusOK {
+			t.Errorf("%s: %s %s", r.Mode, r.Status, r.Note)
+			continue
+		}
+		for _, p := range []string{"restart_", "join_"} {
+			listed, full := r.Metrics[p+"listed_ms"], r.Metrics[p+"full_metadata_ms"]
+			if listed <= 0 || full <= 0 || full > 60000 || listed > 60000 {
+				t.Errorf("%s %s: listed after %v ms, full metadata after %v ms", r.Mode, p, listed, full)
+			}
+		}
+		if r.Metrics["mem_broker_rss_bytes"] < 1<<20 || r.Metrics["mem_controller_rss_bytes"] < 1<<20 {
+			t.Errorf("%s: broker RSS %v, controller RSS %v: want the processes' resident sizes", r.Mode,
+				r.Metrics["mem_broker_rss_bytes"], r.Metrics["mem_controller_rss_bytes"])
+		}
+	}
+	for _, want := range []string{"### Broker restart (SIGTERM, then started again)", "### Fresh broker joining (new id, empty directory)",
+		"| 100 | serving full metadata | ", "### Memory per partition", "| 100 | broker RSS | "} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if !strings.Contains(stderr, "starting broker 4, new to the cluster") || !strings.Contains(stderr, "starting broker 7, new to the cluster") {
+		t.Errorf("no join of broker 4 (zk-legacy: brokers 1-3) and 7 (kraft: controllers 1-3, brokers 4-6):\n%s", stderr)
 	}
 }
