@@ -3,13 +3,14 @@ package main
 // kraftd bench: KRaft against the ZooKeeper era on the same work in one run
 // (issue 17). For each partition count and each mode it starts a cluster of
 // separate kraftd processes on 127.0.0.1 (devCluster: 3 controllers and the
-// brokers in kraft mode; a ZooKeeper and the brokers in zk-legacy mode),
+// brokers in kraft mode; a ZooKeeper ensemble and the brokers in zk-legacy mode),
 // creates the partitions, and measures the scenarios below through the
 // Kafka protocol only, as a client would see them. A mode whose run at one
 // size takes longer than --cap is stopped and marked "capped" at that size
 // and every larger one. The figures go to stdout as one Markdown table per
 // scenario and, with the raw samples, to --out as results.md and
-// results.json.
+// results.json, with one SVG chart per scenario (bench_plot.go). --quick
+// asserts the shape (bench_shape.go).
 
 import (
 	"bufio"
@@ -42,11 +43,11 @@ import (
 	"github.com/kraftd/kraftd/protocol"
 )
 
-const compareUsage = `usage: kraftd bench [--partitions 1000,10000,...] [--cap D] [--quick] [--out DIR] [--mode kraft,zk-legacy] [--scenarios S,...] [--override key=value]...
+const compareUsage = `usage: kraftd bench [--partitions 1000,10000,...] [--cap D] [--quick] [--out DIR] [--mode kraft,zk-legacy] [--scenarios S,...] [--zookeeper-servers 3|1] [--override key=value]...
 
 Runs the same work against a KRaft cluster (3 controller and --brokers broker
-processes) and a zk-legacy cluster (a ZooKeeper and --brokers broker
-processes) at each partition count, every node its own kraftd process on
+processes) and a zk-legacy cluster (a 3-server ZooKeeper ensemble with
+forceSync=yes and --brokers broker processes) at each partition count, every node its own kraftd process on
 127.0.0.1, and prints one table per scenario with both modes side by side:
   create       partitions created per second (CreateTopics until every broker
                serves every partition with a leader)
