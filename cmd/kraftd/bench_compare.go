@@ -1256,7 +1256,8 @@ func (c *benchCluster) moveLeaders(ctx context.Context, sig syscall.Signal, want
 
 // controlledShutdown sends SIGTERM to the busiest broker and times, from
 // the signal, its exit and the longest a partition it led went without
-// another leader in a surviving broker's Metadata.
+// another leader in a surviving broker's Metadata; then it starts the broker
+// again and waits until the cluster is whole.
 func (c *benchCluster) controlledShutdown(ctx context.Context, r *modeRun) error {
 	m, err := c.moveLeaders(ctx, syscall.SIGTERM, true)
 	if err != nil {
@@ -1268,7 +1269,11 @@ func (c *benchCluster) controlledShutdown(ctx context.Context, r *modeRun) error
 	r.set("shutdown_led_partitions", float64(m.led))
 	r.setDuration("shutdown_exit_ms", m.exited)
 	r.setDuration("shutdown_leaderless_max_ms", m.lastMoved)
-	return nil
+	// The scenarios after this one want the whole cluster.
+	if err := c.restart(m.victim); err != nil {
+		return err
+	}
+	return c.waitWhole(ctx)
 }
 
 // brokerLoss kills the busiest broker with SIGKILL and times until every
@@ -1649,9 +1654,15 @@ func (c *benchCluster) brokerBack(ctx context.Context, r *modeRun, n *devNode, s
 	if err != nil {
 		return err
 	}
+	// Every partition the others serve with a leader (one whose only
+	// replica is on a stopped broker has none anywhere).
 	want := 0
 	for _, ps := range wv.topics {
-		want += len(ps)
+		for _, p := range ps {
+			if p.leader >= 0 {
+				want++
+			}
+		}
 	}
 	var listed, full time.Duration
 	seen := map[int]bool{}
