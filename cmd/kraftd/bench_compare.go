@@ -696,7 +696,8 @@ const probeTopic = "bench-probe"
 // creates the probe's topic.
 func (c *benchCluster) populate(ctx context.Context, r *modeRun) error {
 	bs := c.brokers()
-	if err := c.createTopic(ctx, bs[0].addr(), probeTopic, 3, 3, map[string]string{"min.insync.replicas": "2"}); err != nil {
+	// REQUEST_TIMED_OUT: see below; the probe's topic is waited for last.
+	if err := c.createTopic(ctx, bs[0].addr(), probeTopic, 3, 3, map[string]string{"min.insync.replicas": "2"}); err != nil && !errors.Is(err, kerr.RequestTimedOut) {
 		return err
 	}
 	rssBefore := c.rss()
@@ -753,6 +754,12 @@ func (c *benchCluster) populate(ctx context.Context, r *modeRun) error {
 		return err
 	}
 	served := time.Since(start)
+	if err := poll(ctx, 20*time.Millisecond, func() (bool, error) {
+		ok, _ := c.servedEverywhere(ctx, []string{probeTopic}, 3)
+		return ok, nil
+	}); err != nil {
+		return fmt.Errorf("waiting for every broker to serve %s: %w", probeTopic, err)
+	}
 	r.setDuration("create_requests_ms", created)
 	r.setDuration("create_served_ms", served)
 	r.set("create_partitions_per_s", float64(r.Partitions)/served.Seconds())

@@ -452,3 +452,26 @@ func TestProcessBenchRestartJoin(t *testing.T) {
 		t.Errorf("no join of broker 4 (zk-legacy: brokers 1-3) and 7 (kraft: controllers 1-3, brokers 4-6):\n%s", stderr)
 	}
 }
+
+// TestProcessBenchCreateTimedOut: a CreateTopics answered REQUEST_TIMED_OUT
+// (zk-legacy: written to ZooKeeper, not yet in the broker's cache when the
+// request's timeout passed) is a created topic whose serving the bench waits
+// for, not a failed run: with a 1 ms timeout every create times out, and the
+// partitions are still created and timed.
+func TestProcessBenchCreateTimedOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	needZooKeeper(t)
+	bin := buildBinary(t)
+	stdout, stderr, rep, err := runBenchProcess(t, bin, "--mode", "zk-legacy", "--zookeeper-servers", "1", "--partitions", "100",
+		"--topic-partitions", "50", "--cap", "60s", "--scenarios", "create", "--create-timeout", "1ms")
+	if err != nil || len(rep.Runs) != 1 || rep.Runs[0].Status != statusOK {
+		t.Fatalf("kraftd bench: %v %+v\nstdout:\n%s\nstderr:\n%s", err, rep.Runs, stdout, stderr)
+	}
+	r := rep.Runs[0]
+	if r.Metrics["create_timed_out_requests"] < 1 || r.Metrics["create_served_ms"] <= 0 {
+		t.Errorf("%d timed-out creates, served after %v ms; want the timeouts counted and the partitions served",
+			int(r.Metrics["create_timed_out_requests"]), r.Metrics["create_served_ms"])
+	}
+}
