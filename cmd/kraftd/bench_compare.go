@@ -93,6 +93,9 @@ type compareOptions struct {
 	startTimeout time.Duration
 	quick        bool
 	assertShape  bool
+	// from are results.json files to render into --out instead of running:
+	// a later run's rows replace an earlier one's of the same mode and size.
+	from []string
 	// createTimeout is CreateTopics' TimeoutMillis (60 s, as kafka-topics.sh
 	// and AdminClient send; a hidden flag lets a test make it expire).
 	createTimeout time.Duration
@@ -129,6 +132,7 @@ func parseCompareFlags(args []string, stderr io.Writer) (compareOptions, error) 
 	fs.DurationVar(&o.startTimeout, "start-timeout", 2*time.Minute, "how long a cluster has to start")
 	fs.StringSliceVar(&o.scenarios, "scenarios", benchScenarios, "scenarios to run, comma-separated (create always runs)")
 	fs.BoolVar(&o.quick, "quick", false, "reduced matrix, under 5 minutes: 100,300,1000 partitions, the failover scenario, 5 samples, a 2 minute cap, zookeeper.session.timeout.ms=6000, unless given; asserts only the shape (exit status 1 if KRaft's failover recovery grows with the partitions or zk-legacy's does not)")
+	fs.StringSliceVar(&o.from, "from", nil, "results.json files, comma-separated: run nothing, render their runs as one report into --out (a later file's mode and size replaces an earlier one's)")
 	fs.DurationVar(&o.createTimeout, "create-timeout", time.Minute, "CreateTopics' timeout (TimeoutMillis)")
 	_ = fs.MarkHidden("create-timeout")
 	fs.BoolVar(&o.assertShape, "assert-shape", false, "exit with status 1 unless KRaft's failover recovery after detection is flat across the sizes and zk-legacy's grows (on with --quick)")
@@ -218,7 +222,13 @@ func runBenchCompare(args []string, stdout io.Writer, stderr *os.File) int {
 		Versions: benchVersions(), Settings: benchSettings(o), Overrides: o.overrides,
 		Brokers: o.brokers, ReplicationFactor: o.rf, CapSeconds: o.capPerRun.Seconds(),
 	}}
-	b.run(ctx)
+	if len(o.from) > 0 {
+		if b.rep, err = mergeReports(o.from); err != nil {
+			return report(stderr, exitError, err)
+		}
+	} else {
+		b.run(ctx)
+	}
 	if o.assertShape {
 		v := b.rep.checkShape()
 		b.rep.Shape = &v
@@ -1737,4 +1747,39 @@ func (c *benchCluster) brokerBack(ctx context.Context, r *modeRun, n *devNode, s
 	r.setDuration(prefix+"listed_ms", listed)
 	r.setDuration(prefix+"full_metadata_ms", full)
 	return nil
+}
+
+// mergeReports reads results.json files into one report: the first file's
+// header (command, versions, settings) with each later command appended,
+// and every run, a later file's replacing an earlier one's of the same mode
+// and size; runs sorted by size, kraft first.
+func mergeReports(files []string) (compareReport, error) {
+	var out compareReport
+	for i, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return out, err
+		}
+		var rep compareReport
+		if err := json.Unmarshal(raw, &rep); err != nil {
+			return out, fmt.Errorf("%s: %w", f, err)
+		}
+		if i == 0 {
+			out = rep
+			out.Runs = nil
+		} else {
+			out.Command += "\n" + rep.Command
+		}
+		for _, r := range rep.Runs {
+			out.Runs = slices.DeleteFunc(out.Runs, func(o *modeRun) bool { return o.Mode == r.Mode && o.Partitions == r.Partitions })
+			out.Runs = append(out.Runs, r)
+		}
+	}
+	slices.SortStableFunc(out.Runs, func(a, b *modeRun) int {
+		if a.Partitions != b.Partitions {
+			return a.Partitions - b.Partitions
+		}
+		return strings.Compare(a.Mode, b.Mode) // kraft before zk-legacy
+	})
+	return out, nil
 }

@@ -475,3 +475,40 @@ func TestProcessBenchCreateTimedOut(t *testing.T) {
 			int(r.Metrics["create_timed_out_requests"]), r.Metrics["create_served_ms"])
 	}
 }
+
+// TestBenchMergeReports: --from renders several runs as one report: a later
+// file's row of the same mode and size replaces the earlier one (a failed
+// zk-legacy run redone alone), the others stay, sorted by size, kraft first.
+func TestBenchMergeReports(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, rep compareReport) string {
+		raw, err := json.Marshal(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a := write("a.json", compareReport{Command: "kraftd bench --partitions 100,10000", Runs: []*modeRun{
+		{Mode: "kraft", Partitions: 100, Status: statusOK}, {Mode: "zk-legacy", Partitions: 100, Status: statusOK},
+		{Mode: "kraft", Partitions: 10000, Status: statusOK}, {Mode: "zk-legacy", Partitions: 10000, Status: statusFailed}}})
+	b := write("b.json", compareReport{Command: "kraftd bench --mode zk-legacy --partitions 10000", Runs: []*modeRun{
+		{Mode: "zk-legacy", Partitions: 10000, Status: statusOK, Note: "redone"}}})
+	rep, err := mergeReports([]string{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rep.Runs {
+		got = append(got, fmt.Sprintf("%s/%d/%s%s", r.Mode, r.Partitions, r.Status, r.Note))
+	}
+	if want := []string{"kraft/100/ok", "zk-legacy/100/ok", "kraft/10000/ok", "zk-legacy/10000/okredone"}; !slices.Equal(got, want) {
+		t.Errorf("runs %v, want %v", got, want)
+	}
+	if rep.Command != "kraftd bench --partitions 100,10000\nkraftd bench --mode zk-legacy --partitions 10000" {
+		t.Errorf("command %q", rep.Command)
+	}
+}
