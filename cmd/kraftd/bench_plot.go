@@ -161,7 +161,7 @@ func (rep *compareReport) plot(t compareTable) (string, bool) {
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f">%s</text>`+"\n", left+44, y, html.EscapeString(s.label))
 	}
 	for i, c := range capped {
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="#a00">%s (no figure from there on)</text>`+"\n", left, legendTop+legendLine*float64(len(series)+i), html.EscapeString(c))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="#a00">%s (a point there was measured before the cap; none beyond)</text>`+"\n", left, legendTop+legendLine*float64(len(series)+i), html.EscapeString(c))
 	}
 	b.WriteString("</svg>\n")
 	return b.String(), true
