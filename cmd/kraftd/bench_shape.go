@@ -36,7 +36,8 @@ import (
 const shapeMetric = "failover_after_detection_ms"
 
 // shapeNoiseMs is the growth across the range that KRaft may show from noise
-// alone: above the 700 ms spread measured at any size on 2 loaded cores.
+// alone: above the 60-900 ms spread measured at any size on 2 loaded cores
+// (four runs).
 const shapeNoiseMs = 1500.0
 
 // shapeVerdict is the outcome of the shape check.
