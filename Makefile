@@ -104,13 +104,17 @@ bench-data:
 	$(GO) test ./cmd/kraftd -run '^$$' -bench '^BenchmarkDataPlane$$' -benchtime $(BENCH_RECORDS)x -count 1 -v -timeout 20m | \
 		grep -v -e "^{" -e "^=== RUN"
 
-## bench-compare: kraftd bench, KRaft against zk-legacy on the same work in one
-## run, every node its own process: controller failover, controlled shutdown,
-## propagation and creation at BENCH_PARTITIONS partitions, each mode capped at
-## BENCH_CAP per size. Tables on stdout; results.md, results.json and node logs
-## in BENCH_OUT. bench-quick is the reduced matrix (1000 partitions), bench-full
-## the whole one (hours on 2 cores); bench-compare-ci is the CI slice, which
-## asserts structure and sanity, not timing.
+## bench-compare: kraftd bench, KRaft against zk-legacy (a 3-server ZooKeeper
+## ensemble, forceSync=yes) on the same work in one run, every node its own
+## process: controller failover (kill -9, SIGSTOP), broker loss, controlled
+## shutdown, propagation, creation and memory, broker restart and join, at
+## BENCH_PARTITIONS partitions, each mode capped at BENCH_CAP per size. Tables
+## on stdout; results.md, results.json, one SVG chart per scenario and node logs
+## in BENCH_OUT. bench-quick is the reduced matrix (100/300/1000 partitions, the
+## failover, 3 brokers; under 5 minutes) and asserts the shape: KRaft's recovery
+## after detection flat, zk-legacy's growing (CI runs it); bench-full the whole
+## one (hours on 2 cores); bench-compare-ci is the structural CI slice (make
+## test runs it too).
 BENCH_PARTITIONS ?= 1000,10000
 BENCH_CAP        ?= 10m
 BENCH_OUT        ?= bench-results/$(shell date -u +%Y%m%dT%H%M%SZ)
@@ -121,7 +125,7 @@ bench-compare: build
 	./$(BIN) bench --brokers $(BENCH_BROKERS) --partitions $(BENCH_PARTITIONS) --cap $(BENCH_CAP) --out $(BENCH_OUT) $(BENCH_FLAGS)
 
 bench-quick: build
-	./$(BIN) bench --quick --brokers $(BENCH_BROKERS) --out $(BENCH_OUT) $(BENCH_FLAGS)
+	./$(BIN) bench --quick --out $(BENCH_OUT) $(BENCH_FLAGS)
 
 bench-full: build
 	./$(BIN) bench --brokers $(BENCH_BROKERS) --partitions 1000,10000,100000,1000000 --cap 60m --out $(BENCH_OUT) $(BENCH_FLAGS)

@@ -3,13 +3,14 @@ package main
 // kraftd bench: KRaft against the ZooKeeper era on the same work in one run
 // (issue 17). For each partition count and each mode it starts a cluster of
 // separate kraftd processes on 127.0.0.1 (devCluster: 3 controllers and the
-// brokers in kraft mode; a ZooKeeper and the brokers in zk-legacy mode),
+// brokers in kraft mode; a ZooKeeper ensemble and the brokers in zk-legacy mode),
 // creates the partitions, and measures the scenarios below through the
 // Kafka protocol only, as a client would see them. A mode whose run at one
 // size takes longer than --cap is stopped and marked "capped" at that size
 // and every larger one. The figures go to stdout as one Markdown table per
 // scenario and, with the raw samples, to --out as results.md and
-// results.json.
+// results.json, with one SVG chart per scenario (bench_plot.go). --quick
+// asserts the shape (bench_shape.go).
 
 import (
 	"bufio"
@@ -18,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -27,6 +29,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -40,11 +43,11 @@ import (
 	"github.com/kraftd/kraftd/protocol"
 )
 
-const compareUsage = `usage: kraftd bench [--partitions 1000,10000,...] [--cap D] [--quick] [--out DIR] [--mode kraft,zk-legacy] [--scenarios S,...] [--override key=value]...
+const compareUsage = `usage: kraftd bench [--partitions 1000,10000,...] [--cap D] [--quick] [--out DIR] [--mode kraft,zk-legacy] [--scenarios S,...] [--zookeeper-servers 3|1] [--override key=value]...
 
 Runs the same work against a KRaft cluster (3 controller and --brokers broker
-processes) and a zk-legacy cluster (a ZooKeeper and --brokers broker
-processes) at each partition count, every node its own kraftd process on
+processes) and a zk-legacy cluster (a 3-server ZooKeeper ensemble with
+forceSync=yes and --brokers broker processes) at each partition count, every node its own kraftd process on
 127.0.0.1, and prints one table per scenario with both modes side by side:
   create       partitions created per second (CreateTopics until every broker
                serves every partition with a leader)
@@ -61,6 +64,13 @@ processes) at each partition count, every node its own kraftd process on
   shutdown     SIGTERM of the broker leading the most partitions: until it
                exits, and the longest time one of its partitions had no other
                leader visible to clients
+  restart      a broker stopped (SIGTERM) and started again: from its start
+               until another broker lists it (unfenced in kraft, registered
+               in zk-legacy) and until it serves every partition with a leader
+  join         a fresh broker (new id, empty directory) started: the same
+The create scenario also reads each node's resident memory (VmRSS) before
+and after the partitions exist: bytes per partition in a broker and in the
+active controller (in zk-legacy, the controller broker).
 A mode that needs more than --cap at one size is stopped there and marked
 capped for that size and every larger one. Settings are the defaults except
 those given with --override (passed to every node of both modes and printed).`
@@ -78,15 +88,28 @@ type compareOptions struct {
 	out          string
 	overrides    []string
 	zkServers    int
+	zkForceSync  bool
 	logLevel     string
 	startTimeout time.Duration
 	quick        bool
-	scenarios    []string
+	assertShape  bool
+	// from are results.json files to render into --out instead of running:
+	// a later run's rows replace an earlier one's of the same mode and size.
+	from []string
+	// createTimeout is CreateTopics' TimeoutMillis (60 s, as kafka-topics.sh
+	// and AdminClient send; a hidden flag lets a test make it expire).
+	createTimeout time.Duration
+	scenarios     []string
 }
+
+// quickPartitions are --quick's sizes: three, a decade apart end to end,
+// small enough for both modes to create them on 2 busy cores within the
+// budget (zk-legacy creates about 40 partitions/s there).
+var quickPartitions = []int{100, 300, 1000}
 
 // benchScenarios are the scenarios in the order they run; create always
 // runs (it makes the partitions the others work on).
-var benchScenarios = []string{"create", "propagation", "failover", "pause", "loss", "shutdown"}
+var benchScenarios = []string{"create", "propagation", "failover", "pause", "loss", "shutdown", "restart", "join"}
 
 func parseCompareFlags(args []string, stderr io.Writer) (compareOptions, error) {
 	var o compareOptions
@@ -103,24 +126,41 @@ func parseCompareFlags(args []string, stderr io.Writer) (compareOptions, error) 
 	fs.DurationVar(&o.capPerRun, "cap", 10*time.Minute, "longest time one mode may take at one partition count; past it the mode is stopped and marked capped")
 	fs.StringVar(&o.out, "out", "", "results directory (results.md, results.json, node logs); default bench-results/<UTC time>")
 	fs.StringArrayVar(&o.overrides, "override", nil, "key=value passed to every node of both modes; repeatable; printed with the results")
-	fs.IntVar(&o.zkServers, "zookeeper-servers", 1, "ZooKeeper servers of the zk-legacy mode (1: the standalone server legacyzk/zkserver runs today)")
+	fs.IntVar(&o.zkServers, "zookeeper-servers", 3, "ZooKeeper servers of the zk-legacy mode: 3 (an ensemble, as Kafka runs in production) or 1 (standalone)")
+	fs.BoolVar(&o.zkForceSync, "zookeeper-force-sync", true, "ZooKeeper's forceSync (fsync its transaction log before acknowledging a write; yes in production, as kraftd's metadata log always fsyncs)")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "log level of every node (the logs go to the results directory)")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 2*time.Minute, "how long a cluster has to start")
 	fs.StringSliceVar(&o.scenarios, "scenarios", benchScenarios, "scenarios to run, comma-separated (create always runs)")
-	fs.BoolVar(&o.quick, "quick", false, "reduced matrix: 1000 partitions, 20 samples, a 3 minute cap, unless given")
+	fs.BoolVar(&o.quick, "quick", false, "reduced matrix, under 5 minutes: 100,300,1000 partitions, the failover scenario, 5 samples, a 2 minute cap, zookeeper.session.timeout.ms=6000, unless given; asserts only the shape (exit status 1 if KRaft's failover recovery grows with the partitions or zk-legacy's does not)")
+	fs.StringSliceVar(&o.from, "from", nil, "results.json files, comma-separated: run nothing, render their runs as one report into --out (a later file's mode and size replaces an earlier one's)")
+	fs.DurationVar(&o.createTimeout, "create-timeout", time.Minute, "CreateTopics' timeout (TimeoutMillis)")
+	_ = fs.MarkHidden("create-timeout")
+	fs.BoolVar(&o.assertShape, "assert-shape", false, "exit with status 1 unless KRaft's failover recovery after detection is flat across the sizes and zk-legacy's grows (on with --quick)")
 	fs.Usage = func() { fmt.Fprintf(fs.Output(), "%s\n\nFlags:\n%s", compareUsage, fs.FlagUsages()) }
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if o.quick {
+		if !fs.Changed("assert-shape") {
+			o.assertShape = true
+		}
 		if !fs.Changed("partitions") {
-			o.partitions = []int{1000}
+			o.partitions = slices.Clone(quickPartitions)
+		}
+		if !fs.Changed("scenarios") {
+			o.scenarios = []string{"failover"}
 		}
 		if !fs.Changed("samples") {
-			o.samples = 20
+			o.samples = 5
 		}
 		if !fs.Changed("cap") {
-			o.capPerRun = 3 * time.Minute
+			o.capPerRun = 2 * time.Minute
+		}
+		// Detection is not part of the shape; Kafka's default before 2.5
+		// (6 s) keeps three zk-legacy failovers inside the budget. Printed
+		// as changed.
+		if !slices.ContainsFunc(o.overrides, func(ov string) bool { return strings.HasPrefix(ov, "zookeeper.session.timeout.ms=") }) {
+			o.overrides = append(o.overrides, "zookeeper.session.timeout.ms=6000")
 		}
 	}
 	for _, m := range o.modes {
@@ -147,12 +187,10 @@ func parseCompareFlags(args []string, stderr io.Writer) (compareOptions, error) 
 		return o, fmt.Errorf("bench: --brokers %d: want 3 or more", o.brokers)
 	case o.rf < 1 || o.rf > o.brokers:
 		return o, fmt.Errorf("bench: --replication-factor %d: want 1 to --brokers (%d)", o.rf, o.brokers)
-	case o.topicSize < 1 || o.samples < 1 || o.rate < 1 || o.capPerRun <= 0 || o.startTimeout <= 0:
+	case o.topicSize < 1 || o.samples < 1 || o.rate < 1 || o.capPerRun <= 0 || o.startTimeout <= 0 || o.createTimeout <= 0:
 		return o, errors.New("bench: --topic-partitions, --samples, --rate, --cap and --start-timeout must be positive")
-	case o.zkServers != 1:
-		// The ensemble (3 servers, forceSync=yes) is legacyzk/zkserver's to
-		// run; startBenchZooKeeper is the one place that will pass this on.
-		return o, fmt.Errorf("bench: --zookeeper-servers %d: legacyzk/zkserver runs a standalone server only so far", o.zkServers)
+	case o.zkServers != 1 && o.zkServers != 3:
+		return o, fmt.Errorf("bench: --zookeeper-servers %d: want 3 (an ensemble) or 1 (standalone)", o.zkServers)
 	}
 	slices.Sort(o.partitions)
 	o.partitions = slices.Compact(o.partitions)
@@ -184,7 +222,17 @@ func runBenchCompare(args []string, stdout io.Writer, stderr *os.File) int {
 		Versions: benchVersions(), Settings: benchSettings(o), Overrides: o.overrides,
 		Brokers: o.brokers, ReplicationFactor: o.rf, CapSeconds: o.capPerRun.Seconds(),
 	}}
-	b.run(ctx)
+	if len(o.from) > 0 {
+		if b.rep, err = mergeReports(o.from); err != nil {
+			return report(stderr, exitError, err)
+		}
+	} else {
+		b.run(ctx)
+	}
+	if o.assertShape {
+		v := b.rep.checkShape()
+		b.rep.Shape = &v
+	}
 	md := b.rep.markdown()
 	fmt.Fprint(stdout, md)
 	js, err := json.MarshalIndent(b.rep, "", "  ")
@@ -192,10 +240,13 @@ func runBenchCompare(args []string, stdout io.Writer, stderr *os.File) int {
 		err = errors.Join(os.WriteFile(filepath.Join(o.out, "results.json"), append(js, '\n'), 0o644),
 			os.WriteFile(filepath.Join(o.out, "results.md"), []byte(md), 0o644))
 	}
+	if err == nil {
+		_, err = b.rep.writePlots(o.out)
+	}
 	if err != nil {
 		return report(stderr, exitError, err)
 	}
-	fmt.Fprintf(stderr, "[bench] results in %s (results.md, results.json, logs/)\n", o.out)
+	fmt.Fprintf(stderr, "[bench] results in %s (results.md, results.json, one SVG plot per scenario, logs/)\n", o.out)
 	if ctx.Err() != nil {
 		return exitError
 	}
@@ -203,6 +254,10 @@ func runBenchCompare(args []string, stdout io.Writer, stderr *os.File) int {
 		if r.Status == statusFailed {
 			return exitError
 		}
+	}
+	if b.rep.Shape != nil && !b.rep.Shape.OK {
+		fmt.Fprintln(stderr, "[bench] the shape does not hold (see Shape in results.md)")
+		return exitError
 	}
 	return exitOK
 }
@@ -225,6 +280,8 @@ type compareReport struct {
 	ReplicationFactor int               `json:"replication_factor"`
 	CapSeconds        float64           `json:"cap_seconds"`
 	Runs              []*modeRun        `json:"runs"`
+	// Shape is the --quick assertion's outcome (nil when not asked for).
+	Shape *shapeVerdict `json:"shape,omitempty"`
 }
 
 // modeRun is one mode at one partition count. Metrics are in milliseconds
@@ -251,18 +308,48 @@ type comparison struct {
 	exe      string
 	progress io.Writer
 	rep      compareReport
+	runNo    int // the run under way, from 1
+	// cleanup owns the goroutines removing finished runs' data; run waits
+	// for them before it returns.
+	cleanup sync.WaitGroup
 }
 
 func (b *comparison) progressf(format string, args ...any) {
-	fmt.Fprintf(b.progress, "[bench %s] %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))
+	fmt.Fprintf(b.progress, "[bench %s run %d/%d] %s\n", time.Now().UTC().Format("15:04:05"), b.runNo, len(b.o.partitions)*len(b.o.modes), fmt.Sprintf(format, args...))
+}
+
+// expectedRun guesses how long one mode takes at one size, from what 2 cores
+// shared with other builds measured: about 10 s to start a cluster, 50
+// (kraft) and 40 (zk-legacy) partitions created per second, and per
+// scenario about 15 s in kraft and 25 s in zk-legacy (whose kill -9 and
+// SIGSTOP scenarios also wait out zookeeper.session.timeout.ms); capped at
+// --cap. A guess to plan by, printed as one.
+func expectedRun(o compareOptions, mode string, partitions int) time.Duration {
+	rate, perScenario := 50.0, 15*time.Second
+	if mode == string(app.ModeZKLegacy) {
+		rate, perScenario = 40, 25*time.Second
+	}
+	d := 10*time.Second + time.Duration(float64(partitions)/rate*float64(time.Second)) + time.Duration(len(o.scenarios))*perScenario
+	return min(d, o.capPerRun)
 }
 
 func (b *comparison) run(ctx context.Context) {
-	b.progressf("%d partition counts x %d modes, each run capped at %v, so at most %v; results in %s",
-		len(b.o.partitions), len(b.o.modes), b.o.capPerRun, time.Duration(len(b.o.partitions)*len(b.o.modes))*b.o.capPerRun, b.o.out)
+	defer func() {
+		b.cleanup.Wait()
+		_ = os.Remove(filepath.Join(b.o.out, "data")) // only if empty
+	}()
+	var expected time.Duration
+	for _, p := range b.o.partitions {
+		for _, mode := range b.o.modes {
+			expected += expectedRun(b.o, mode, p)
+		}
+	}
+	b.progressf("%d partition counts x %d modes, each run capped at %v: expected to take about %v on 2 busy cores, at most %v; results in %s",
+		len(b.o.partitions), len(b.o.modes), b.o.capPerRun, expected.Round(time.Minute), time.Duration(len(b.o.partitions)*len(b.o.modes))*b.o.capPerRun, b.o.out)
 	cappedAt := map[string]int{}
 	for _, p := range b.o.partitions {
 		for _, mode := range b.o.modes {
+			b.runNo++
 			r := &modeRun{Mode: mode, Partitions: p, Metrics: map[string]float64{}}
 			b.rep.Runs = append(b.rep.Runs, r)
 			if at, ok := cappedAt[mode]; ok {
@@ -302,9 +389,10 @@ func (b *comparison) runOne(ctx context.Context, r *modeRun) error {
 	}
 	defer func() {
 		// Partition logs are not results (the node logs are kept); at
-		// 10k partitions and more their removal takes a while.
-		b.progressf("%s %d partitions: removing %s", r.Mode, r.Partitions, dir)
-		_ = os.RemoveAll(dir) // a leftover directory is no wrong figure
+		// 10k partitions and more their removal takes a while, so it runs
+		// while the next cluster starts (run waits for it).
+		b.progressf("%s %d partitions: removing %s in the background", r.Mode, r.Partitions, dir)
+		b.cleanup.Go(func() { _ = os.RemoveAll(dir) }) // a leftover directory is no wrong figure
 	}()
 	if err := os.MkdirAll(filepath.Join(b.o.out, "logs"), 0o755); err != nil {
 		return err
@@ -325,7 +413,7 @@ func (b *comparison) runOne(ctx context.Context, r *modeRun) error {
 	}
 	defer func() { c.stop(ctx.Err() != nil) }()
 	if c.zk != nil {
-		if v := zkVersion(c.zk.Addr); v != "" {
+		if v := zkVersion(c.zk.Servers[0].Addr); v != "" {
 			b.rep.Versions["zookeeper"] = v
 		}
 	}
@@ -339,6 +427,8 @@ func (b *comparison) runOne(ctx context.Context, r *modeRun) error {
 		{"pause", c.pausedController},
 		{"loss", c.brokerLoss},
 		{"shutdown", c.controlledShutdown},
+		{"restart", c.brokerRestart},
+		{"join", c.brokerJoin},
 	}
 	for _, s := range steps {
 		if s.name != "create" && !slices.Contains(b.o.scenarios, s.name) {
@@ -361,21 +451,35 @@ type benchCluster struct {
 	o        compareOptions
 	mode     string
 	dc       *devCluster
-	zk       *zkserver.Server
+	zk       *zkserver.Ensemble
 	cl       *protocol.Client
 	progress func(format string, args ...any)
 }
 
-// startBenchZooKeeper starts the ZooKeeper of a zk-legacy run: today the
-// standalone server of legacyzk/zkserver (forceSync=no, see
-// zkSettings), at ZooKeeper's default tickTime.
-func startBenchZooKeeper(o compareOptions, dir string) (*zkserver.Server, error) {
-	return zkserver.Start(zkserver.Config{Dir: filepath.Join(dir, "zookeeper"), TickMs: 2000, HeapMb: 1024,
-		StartTimeoutMs: int(o.startTimeout.Milliseconds())})
+// startBenchZooKeeper starts the ZooKeeper of a zk-legacy run:
+// --zookeeper-servers servers (an ensemble of 3 by default, all on this
+// machine) with --zookeeper-force-sync, at ZooKeeper's default tickTime.
+func startBenchZooKeeper(o compareOptions, dir string) (*zkserver.Ensemble, error) {
+	return zkserver.StartEnsemble(zkserver.Config{Dir: filepath.Join(dir, "zookeeper"), TickMs: 2000, HeapMb: 1024,
+		ForceSync: o.zkForceSync, StartTimeoutMs: int(o.startTimeout.Milliseconds())}, o.zkServers)
 }
 
 // zkSettings describes the ZooKeeper startBenchZooKeeper runs.
-const zkSettings = "ZooKeeper 1 server (standalone), forceSync=no, tickTime=2000 (legacyzk/zkserver; Kafka's production setting is an ensemble with forceSync=yes)"
+func zkSettings(o compareOptions) string {
+	shape := "standalone server"
+	if o.zkServers > 1 {
+		shape = fmt.Sprintf("%d-server ensemble", o.zkServers)
+	}
+	sync := "no"
+	if o.zkForceSync {
+		sync = "yes"
+	}
+	s := fmt.Sprintf("ZooKeeper %s on this machine, forceSync=%s, tickTime=2000 (legacyzk/zkserver)", shape, sync)
+	if o.zkServers == 1 || !o.zkForceSync {
+		s += "; Kafka's production setting is an ensemble with forceSync=yes"
+	}
+	return s
+}
 
 func startBenchCluster(ctx context.Context, o compareOptions, mode, dir, exe string, logw io.Writer) (c *benchCluster, err error) {
 	do := devOptions{controllers: 3, brokers: o.brokers, dir: dir, mode: mode, logLevel: o.logLevel,
@@ -401,7 +505,7 @@ func startBenchCluster(ctx context.Context, o compareOptions, mode, dir, exe str
 		if c.zk, err = startBenchZooKeeper(o, dir); err != nil {
 			return c, fmt.Errorf("%w: %w", errDevZooKeeper, err)
 		}
-		dc.zk = c.zk
+		dc.zkConnect = c.zk.Addr
 	}
 	if err = dc.startAll(); err != nil {
 		return c, err
@@ -479,6 +583,7 @@ type partView struct{ leader, isr int32 }
 // id, and per topic its partitions.
 type brokerView struct {
 	brokers    int
+	ids        []int32
 	controller int32
 	topics     map[string][]partView
 }
@@ -502,6 +607,9 @@ func (c *benchCluster) metadata(ctx context.Context, addr string, topics []strin
 	}
 	resp := raw.(*kmsg.MetadataResponse)
 	v := brokerView{brokers: len(resp.Brokers), controller: resp.ControllerID, topics: map[string][]partView{}}
+	for _, b := range resp.Brokers {
+		v.ids = append(v.ids, b.NodeID)
+	}
 	for _, t := range resp.Topics {
 		if t.ErrorCode != 0 || t.Topic == nil {
 			continue
@@ -522,7 +630,7 @@ func (c *benchCluster) waitBrokers(ctx context.Context) error {
 	return poll(ctx, 50*time.Millisecond, func() (bool, error) {
 		for _, n := range c.running(c.brokers()) {
 			v, err := c.metadata(ctx, n.addr(), []string{})
-			if err != nil || v.brokers != c.o.brokers {
+			if err != nil || v.brokers != len(c.brokers()) {
 				return false, nil
 			}
 		}
@@ -533,16 +641,16 @@ func (c *benchCluster) waitBrokers(ctx context.Context) error {
 // createTopic sends one CreateTopics for topic to addr; an existing topic
 // counts as created (an earlier attempt may have timed out after it landed).
 func (c *benchCluster) createTopic(ctx context.Context, addr, topic string, partitions, rf int, configs map[string]string) error {
-	return createTopicWith(ctx, c.cl, addr, topic, partitions, rf, configs)
+	return createTopicWith(ctx, c.cl, addr, topic, partitions, rf, configs, c.o.createTimeout)
 }
 
 // createTopicWith is createTopic over the client cl.
-func createTopicWith(ctx context.Context, cl *protocol.Client, addr, topic string, partitions, rf int, configs map[string]string) error {
-	rctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+func createTopicWith(ctx context.Context, cl *protocol.Client, addr, topic string, partitions, rf int, configs map[string]string, timeout time.Duration) error {
+	rctx, cancel := context.WithTimeout(ctx, timeout+30*time.Second)
 	defer cancel()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	req.SetVersion(-1)
-	req.TimeoutMillis = 60000
+	req.TimeoutMillis = int32(timeout.Milliseconds())
 	t := kmsg.NewCreateTopicsRequestTopic()
 	t.Topic, t.NumPartitions, t.ReplicationFactor = topic, int32(partitions), int16(rf)
 	for k, v := range configs {
@@ -598,42 +706,153 @@ const probeTopic = "bench-probe"
 // creates the probe's topic.
 func (c *benchCluster) populate(ctx context.Context, r *modeRun) error {
 	bs := c.brokers()
-	if err := c.createTopic(ctx, bs[0].addr(), probeTopic, 3, 3, map[string]string{"min.insync.replicas": "2"}); err != nil {
+	// REQUEST_TIMED_OUT: see below; the probe's topic is waited for last.
+	if err := c.createTopic(ctx, bs[0].addr(), probeTopic, 3, 3, map[string]string{"min.insync.replicas": "2"}); err != nil && !errors.Is(err, kerr.RequestTimedOut) {
 		return err
 	}
+	rssBefore := c.rss()
+	timedOut := 0
 	var topics []string
 	start := time.Now()
-	last := start
+	last, lastProgress := start, start
 	for left, i := r.Partitions, 0; left > 0; i++ {
 		n := min(left, c.o.topicSize)
 		topic := fmt.Sprintf("bench-%07d", i)
-		if err := c.createTopic(ctx, bs[i%len(bs)].addr(), topic, n, c.o.rf, nil); err != nil {
+		// REQUEST_TIMED_OUT says the topic is written but not yet served
+		// within the request's timeout (in zk-legacy, Kafka's
+		// DelayedCreatePartitions; 1000 partitions against a forceSync
+		// ensemble on 2 busy cores took longer than 60 s): it is created,
+		// and the wait below times it to the end.
+		err := createTopicWith(ctx, c.cl, bs[i%len(bs)].addr(), topic, n, c.o.rf, nil, c.o.createTimeout)
+		if errors.Is(err, kerr.RequestTimedOut) {
+			timedOut++
+			err = nil
+		}
+		if err != nil {
 			return err
 		}
 		topics = append(topics, topic)
 		left -= n
-		if time.Since(last) > 2*time.Second {
-			last = time.Now()
-			c.progress("%d of %d partitions created", r.Partitions-left, r.Partitions)
+		if time.Since(lastProgress) > 2*time.Second {
+			lastProgress = time.Now()
+			c.progress("created %s", progressBar(r.Partitions-left, r.Partitions))
 		}
 	}
 	created := time.Since(start)
+	if timedOut > 0 {
+		c.progress("%d of %d CreateTopics answered REQUEST_TIMED_OUT (written, not yet served); waiting for them", timedOut, len(topics))
+		r.set("create_timed_out_requests", float64(timedOut))
+	}
+	// Each poll asks every broker for every topic: at thousands of
+	// partitions that is real work for brokers still creating them, so
+	// the interval grows with the wait (a twentieth of it, 20 ms to 1 s;
+	// the figure is at most 5% late).
 	err := poll(ctx, 20*time.Millisecond, func() (bool, error) {
-		ok, least := c.servedEverywhere(ctx, topics, r.Partitions)
-		if time.Since(last) > 2*time.Second {
-			last = time.Now()
-			c.progress("every broker serves %d of %d partitions", least, r.Partitions)
+		waited := time.Since(start)
+		if next := last.Add(min(max(waited/20, 20*time.Millisecond), time.Second)); time.Now().Before(next) && waited > 20*time.Millisecond {
+			return false, nil
 		}
+		ok, least := c.servedEverywhere(ctx, topics, r.Partitions)
+		if time.Since(lastProgress) > 2*time.Second {
+			lastProgress = time.Now()
+			c.progress("every broker serves %s", progressBar(least, r.Partitions))
+		}
+		last = time.Now()
 		return ok, nil
 	})
 	if err != nil {
 		return err
 	}
 	served := time.Since(start)
+	if err := poll(ctx, 20*time.Millisecond, func() (bool, error) {
+		ok, _ := c.servedEverywhere(ctx, []string{probeTopic}, 3)
+		return ok, nil
+	}); err != nil {
+		return fmt.Errorf("waiting for every broker to serve %s: %w", probeTopic, err)
+	}
 	r.setDuration("create_requests_ms", created)
 	r.setDuration("create_served_ms", served)
 	r.set("create_partitions_per_s", float64(r.Partitions)/served.Seconds())
+	c.memory(ctx, r, rssBefore)
 	return nil
+}
+
+// rss is every running node's resident set size in bytes, by node id.
+func (c *benchCluster) rss() map[int]float64 {
+	out := map[int]float64{}
+	for _, n := range c.running(c.dc.nodes) {
+		if b, err := processRSS(n.cmd.Process.Pid); err == nil {
+			out[n.id] = b
+		}
+	}
+	return out
+}
+
+// memory records the resident memory the partitions added, per partition,
+// in a broker (the mean over the brokers that are not the zk-legacy
+// controller) and in the active controller (a controller process in kraft,
+// the controller broker in zk-legacy), and their resident sizes. RSS, not
+// the Go heap: it is what the machine pays, GC slack and the index files'
+// touched pages included. Without /proc nothing is recorded.
+func (c *benchCluster) memory(ctx context.Context, r *modeRun, before map[int]float64) {
+	after := c.rss()
+	ctrl, _, err := c.activeController(ctx)
+	if err != nil {
+		return
+	}
+	var sum, sumRSS float64
+	brokers := 0
+	for _, n := range c.running(c.brokers()) {
+		b0, ok0 := before[n.id]
+		b1, ok1 := after[n.id]
+		if ok0 && ok1 && n.id != ctrl {
+			sum += b1 - b0
+			sumRSS += b1
+			brokers++
+		}
+	}
+	if brokers > 0 {
+		r.set("mem_broker_rss_bytes", sumRSS/float64(brokers))
+		r.set("mem_broker_bytes_per_partition", sum/float64(brokers)/float64(r.Partitions))
+	}
+	if b0, ok := before[ctrl]; ok {
+		if b1, ok := after[ctrl]; ok {
+			r.set("mem_controller_rss_bytes", b1)
+			r.set("mem_controller_bytes_per_partition", (b1-b0)/float64(r.Partitions))
+		}
+	}
+}
+
+// processRSS is VmRSS of /proc/pid/status in bytes.
+func processRSS(pid int) (float64, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(v)
+			if len(f) == 2 && f[1] == "kB" {
+				kb, err := strconv.ParseFloat(f[0], 64)
+				return kb * 1024, err
+			}
+		}
+	}
+	return 0, errors.New("no VmRSS line")
+}
+
+// progressBar draws done of total as a bar: [=========>          ] 450/1000.
+func progressBar(done, total int) string {
+	const width = 30
+	n := 0
+	if total > 0 {
+		n = min(width, done*width/total)
+	}
+	bar := strings.Repeat("=", n)
+	if n < width {
+		bar += ">" + strings.Repeat(" ", width-n-1)
+	}
+	return fmt.Sprintf("[%s] %d/%d partitions", bar, done, total)
 }
 
 // propagation times --samples topic creates (1 partition, RF 3) from the
@@ -841,7 +1060,7 @@ func (c *benchCluster) controllerFault(ctx context.Context, r *modeRun, sig sysc
 		// request on that connection, the Metadata polls included.
 		cl := protocol.NewClient(protocol.ClientConfig{ClientID: "kraftd-bench-create", DialTimeout: time.Second})
 		defer cl.Close()
-		err := createTopicWith(actx, cl, n.addr(), topic, 1, 1, nil)
+		err := createTopicWith(actx, cl, n.addr(), topic, 1, 1, nil, c.o.createTimeout)
 		if err != nil && time.Since(last) > 2*time.Second {
 			last = time.Now()
 			c.progress("CreateTopics through broker %d: %v", n.id, err)
@@ -1074,7 +1293,8 @@ func (c *benchCluster) moveLeaders(ctx context.Context, sig syscall.Signal, want
 
 // controlledShutdown sends SIGTERM to the busiest broker and times, from
 // the signal, its exit and the longest a partition it led went without
-// another leader in a surviving broker's Metadata.
+// another leader in a surviving broker's Metadata; then it starts the broker
+// again and waits until the cluster is whole.
 func (c *benchCluster) controlledShutdown(ctx context.Context, r *modeRun) error {
 	m, err := c.moveLeaders(ctx, syscall.SIGTERM, true)
 	if err != nil {
@@ -1086,7 +1306,11 @@ func (c *benchCluster) controlledShutdown(ctx context.Context, r *modeRun) error
 	r.set("shutdown_led_partitions", float64(m.led))
 	r.setDuration("shutdown_exit_ms", m.exited)
 	r.setDuration("shutdown_leaderless_max_ms", m.lastMoved)
-	return nil
+	// The scenarios after this one want the whole cluster.
+	if err := c.restart(m.victim); err != nil {
+		return err
+	}
+	return c.waitWhole(ctx)
 }
 
 // brokerLoss kills the busiest broker with SIGKILL and times until every
@@ -1194,7 +1418,7 @@ func benchSettings(o compareOptions) []string {
 		out = append(out, s)
 	}
 	out = append(out, "kraft: metadata log appends fsynced before they count (kraftd always does)",
-		"zk-legacy: "+zkSettings,
+		"zk-legacy: "+zkSettings(o),
 		fmt.Sprintf("%d brokers, replication factor %d, %d partitions per topic; kraft: 3 controller processes", o.brokers, o.rf, o.topicSize))
 	return out
 }
@@ -1208,6 +1432,7 @@ type compareTable struct {
 type compareMetric struct {
 	key, label string
 	rate       bool // a rate, not a time: higher is better, ratio kraft/zk
+	bytes      bool // a size, not a time
 }
 
 var compareTables = []compareTable{
@@ -1243,6 +1468,23 @@ var compareTables = []compareTable{
 		"CreateTopics of all partitions until every broker serves them with a leader",
 		[]compareMetric{{key: "create_partitions_per_s", label: "partitions/s", rate: true},
 			{key: "create_served_ms", label: "until served everywhere"}}},
+	{"Memory per partition",
+		"resident memory (VmRSS) the partitions added, divided by their count, read once every broker serves them: " +
+			"a broker (mean over those that are not the zk-legacy controller; each hosts replication factor / brokers of the replicas) and the active controller " +
+			"(a controller process in kraft, the controller broker in zk-legacy, where ZooKeeper holds the state besides); RSS includes GC slack, so small counts are noisy",
+		[]compareMetric{{key: "mem_broker_bytes_per_partition", label: "broker, bytes per partition", bytes: true},
+			{key: "mem_controller_bytes_per_partition", label: "controller, bytes per partition", bytes: true},
+			{key: "mem_broker_rss_bytes", label: "broker RSS", bytes: true},
+			{key: "mem_controller_rss_bytes", label: "controller RSS", bytes: true}}},
+	{"Broker restart (SIGTERM, then started again)",
+		"from the process's start; kraft: until unfenced (listed by the other brokers) and until it serves every partition with a leader from its replayed metadata; " +
+			"zk-legacy: until registered and until the controller's UpdateMetadata reached it",
+		[]compareMetric{{key: "restart_listed_ms", label: "listed by every other broker"},
+			{key: "restart_full_metadata_ms", label: "serving full metadata"}}},
+	{"Fresh broker joining (new id, empty directory)",
+		"from the process's start, as for the restart; kraft replays the metadata log (or a snapshot) from the controllers, zk-legacy waits for the controller's UpdateMetadata",
+		[]compareMetric{{key: "join_listed_ms", label: "listed by every other broker"},
+			{key: "join_full_metadata_ms", label: "serving full metadata"}}},
 }
 
 // markdown renders the report: the command, versions and settings, then
@@ -1280,7 +1522,11 @@ func (rep *compareReport) markdown() string {
 	}
 	kraft, zk := string(app.ModeKRaft), string(app.ModeZKLegacy)
 	for _, t := range compareTables {
-		fmt.Fprintf(&b, "\n### %s\n\n%s.\n\n| partitions | measure | kraft | zk-legacy | zk-legacy / kraft |\n|---:|---|---:|---:|---:|\n", t.title, t.anchor)
+		fmt.Fprintf(&b, "\n### %s\n\n%s.\n\n", t.title, t.anchor)
+		if _, ok := rep.plot(t); ok {
+			fmt.Fprintf(&b, "![%s](%s)\n\n", t.title, plotFile(t))
+		}
+		b.WriteString("| partitions | measure | kraft | zk-legacy | zk-legacy / kraft |\n|---:|---|---:|---:|---:|\n")
 		for _, p := range sizes {
 			kr, zr := find(kraft, p), find(zk, p)
 			for _, m := range t.rows {
@@ -1298,6 +1544,12 @@ func (rep *compareReport) markdown() string {
 				}
 				fmt.Fprintf(&b, "| %d | %s | %s | %s | %s |\n", p, m.label, kv, zv, ratio)
 			}
+		}
+	}
+	if rep.Shape != nil {
+		b.WriteString("\n### Shape (asserted)\n\nKRaft's failover recovery after detection flat across the sizes, zk-legacy's clearly growing (cmd/kraftd/bench_shape.go says how and why).\n\n")
+		for _, l := range rep.Shape.Lines {
+			fmt.Fprintf(&b, "- %s\n", l)
 		}
 	}
 	var notes []string
@@ -1327,6 +1579,15 @@ func cell(r *modeRun, m compareMetric) (string, bool) {
 	if m.rate {
 		return fmt.Sprintf("%.0f", v), true
 	}
+	if m.bytes {
+		switch {
+		case math.Abs(v) >= 1<<20:
+			return fmt.Sprintf("%.1f MiB", v/(1<<20)), true
+		case math.Abs(v) >= 1<<10:
+			return fmt.Sprintf("%.1f KiB", v/(1<<10)), true
+		}
+		return fmt.Sprintf("%.0f B", v), true
+	}
 	d := time.Duration(v * float64(time.Millisecond))
 	switch {
 	case d >= 10*time.Second:
@@ -1336,4 +1597,189 @@ func cell(r *modeRun, m compareMetric) (string, bool) {
 	default:
 		return fmt.Sprintf("%.1f ms", v), true
 	}
+}
+
+// brokerRestart stops a broker with SIGTERM (not the zk-legacy controller,
+// whose loss is a failover), starts it again and times from the start until
+// it is back (brokerBack).
+func (c *benchCluster) brokerRestart(ctx context.Context, r *modeRun) error {
+	victim, _, err := c.busiestBroker(ctx)
+	if err != nil {
+		return err
+	}
+	c.progress("SIGTERM to broker %d, then starting it again", victim.id)
+	if err := victim.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	select {
+	case <-victim.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := c.waitGone(ctx, victim); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := c.restart(victim); err != nil {
+		return err
+	}
+	if err := c.brokerBack(ctx, r, victim, start, "restart_"); err != nil {
+		return err
+	}
+	return c.waitWhole(ctx)
+}
+
+// brokerJoin starts a broker that was never part of the cluster (the next
+// node id, an empty log directory) and times from its start until it is
+// in (brokerBack). It stays in the cluster afterwards, leading nothing.
+func (c *benchCluster) brokerJoin(ctx context.Context, r *modeRun) error {
+	ports, err := devPorts(0, 2)
+	if err != nil {
+		return err
+	}
+	id := 0
+	for _, n := range c.dc.nodes {
+		id = max(id, n.id)
+	}
+	id++
+	n := &devNode{id: id, broker: true, port: ports[0], dir: filepath.Join(c.dc.o.dir, "node-"+strconv.Itoa(id)), done: make(chan struct{})}
+	if c.dc.legacy() {
+		n.metricsPort = ports[1]
+	}
+	c.dc.nodes = append(c.dc.nodes, n)
+	c.dc.o.brokers++
+	c.progress("starting broker %d, new to the cluster", id)
+	start := time.Now()
+	if err := c.dc.start(n); err != nil {
+		return err
+	}
+	if err := c.brokerBack(ctx, r, n, start, "join_"); err != nil {
+		return err
+	}
+	return c.waitWhole(ctx)
+}
+
+// waitGone waits until no running broker lists n (kraft fences it on its
+// controlled shutdown; zk-legacy drops it when its session closes).
+func (c *benchCluster) waitGone(ctx context.Context, n *devNode) error {
+	return poll(ctx, 5*time.Millisecond, func() (bool, error) {
+		for _, w := range c.running(c.brokers()) {
+			v, err := c.metadata(ctx, w.addr(), []string{})
+			if err != nil || slices.Contains(v.ids, int32(n.id)) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// brokerBack polls, from start (the process's start), until every other
+// running broker lists n (prefix+"listed_ms": unfenced in kraft, alive in
+// zk-legacy) and until n itself serves every partition another broker
+// serves, each with a leader (prefix+"full_metadata_ms").
+func (c *benchCluster) brokerBack(ctx context.Context, r *modeRun, n *devNode, start time.Time, prefix string) error {
+	var witnesses []*devNode
+	for _, w := range c.running(c.brokers()) {
+		if w != n {
+			witnesses = append(witnesses, w)
+		}
+	}
+	if len(witnesses) == 0 {
+		return errors.New("no other broker running")
+	}
+	wv, err := c.metadata(ctx, witnesses[0].addr(), nil)
+	if err != nil {
+		return err
+	}
+	// Every partition the others serve with a leader (one whose only
+	// replica is on a stopped broker has none anywhere).
+	want := 0
+	for _, ps := range wv.topics {
+		for _, p := range ps {
+			if p.leader >= 0 {
+				want++
+			}
+		}
+	}
+	var listed, full time.Duration
+	seen := map[int]bool{}
+	last := time.Now()
+	err = poll(ctx, 5*time.Millisecond, func() (bool, error) {
+		if n.exited() {
+			return false, fmt.Errorf("broker %d exited: %v", n.id, n.err)
+		}
+		if listed == 0 {
+			for _, w := range witnesses {
+				if !seen[w.id] {
+					if v, err := c.metadata(ctx, w.addr(), []string{}); err == nil && slices.Contains(v.ids, int32(n.id)) {
+						seen[w.id] = true
+					}
+				}
+			}
+			if len(seen) == len(witnesses) {
+				listed = time.Since(start)
+			}
+		}
+		if full == 0 {
+			if v, err := c.metadata(ctx, n.addr(), nil); err == nil {
+				led := 0
+				for _, ps := range v.topics {
+					for _, p := range ps {
+						if p.leader >= 0 {
+							led++
+						}
+					}
+				}
+				if led >= want {
+					full = time.Since(start)
+				} else if time.Since(last) > 2*time.Second {
+					last = time.Now()
+					c.progress("broker %d serves %s", n.id, progressBar(led, want))
+				}
+			}
+		}
+		return listed > 0 && full > 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("broker %d after its start: %w", n.id, err)
+	}
+	c.progress("broker %d listed after %v, serving all %d partitions after %v", n.id, listed.Round(time.Millisecond), want, full.Round(time.Millisecond))
+	r.setDuration(prefix+"listed_ms", listed)
+	r.setDuration(prefix+"full_metadata_ms", full)
+	return nil
+}
+
+// mergeReports reads results.json files into one report: the first file's
+// header (command, versions, settings) with each later command appended,
+// and every run, a later file's replacing an earlier one's of the same mode
+// and size; runs sorted by size, kraft first.
+func mergeReports(files []string) (compareReport, error) {
+	var out compareReport
+	for i, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return out, err
+		}
+		var rep compareReport
+		if err := json.Unmarshal(raw, &rep); err != nil {
+			return out, fmt.Errorf("%s: %w", f, err)
+		}
+		if i == 0 {
+			out = rep
+			out.Runs = nil
+		} else {
+			out.Command += "\n" + rep.Command
+		}
+		for _, r := range rep.Runs {
+			out.Runs = slices.DeleteFunc(out.Runs, func(o *modeRun) bool { return o.Mode == r.Mode && o.Partitions == r.Partitions })
+			out.Runs = append(out.Runs, r)
+		}
+	}
+	slices.SortStableFunc(out.Runs, func(a, b *modeRun) int {
+		if a.Partitions != b.Partitions {
+			return a.Partitions - b.Partitions
+		}
+		return strings.Compare(a.Mode, b.Mode) // kraft before zk-legacy
+	})
+	return out, nil
 }

@@ -2,8 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,7 +63,8 @@ func TestProcessBenchCompareQuick(t *testing.T) {
 	}
 	needZooKeeper(t)
 	bin := buildBinary(t)
-	stdout, stderr, rep, err := runBenchProcess(t, bin, "--quick", "--partitions", "100", "--samples", "5",
+	// One size has no shape to assert (TestBenchShape covers it).
+	stdout, stderr, rep, err := runBenchProcess(t, bin, "--quick", "--assert-shape=false", "--partitions", "100", "--samples", "5",
 		"--rate", "200", "--cap", "50s", "--scenarios", "propagation,failover,shutdown", "--override", "zookeeper.session.timeout.ms=4000")
 	if err != nil {
 		t.Fatalf("kraftd bench: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
@@ -74,9 +78,17 @@ func TestProcessBenchCompareQuick(t *testing.T) {
 		}
 		for _, tab := range compareTables {
 			for _, m := range tab.rows {
-				if strings.HasPrefix(m.key, "pause_") || strings.HasPrefix(m.key, "loss_") {
+				if strings.HasPrefix(m.key, "pause_") || strings.HasPrefix(m.key, "loss_") ||
+					strings.HasPrefix(m.key, "restart_") || strings.HasPrefix(m.key, "join_") {
 					if _, ok := r.Metrics[m.key]; ok {
 						t.Errorf("%s: %s measured, but the scenario was not asked for", r.Mode, m.key)
+					}
+					continue
+				}
+				if strings.HasSuffix(m.key, "_per_partition") {
+					// A difference of two RSS readings: GC may make it negative at 100.
+					if _, ok := r.Metrics[m.key]; !ok {
+						t.Errorf("%s: %s missing", r.Mode, m.key)
 					}
 					continue
 				}
@@ -98,7 +110,7 @@ func TestProcessBenchCompareQuick(t *testing.T) {
 		t.Errorf("kraft failover: %+v", kraft)
 	}
 	for _, want := range []string{"zookeeper.session.timeout.ms=4000 (changed)", "controller.quorum.append.linger.ms=25 (default)",
-		"forceSync=no", "| partitions | measure | kraft | zk-legacy | zk-legacy / kraft |"} {
+		"ZooKeeper 3-server ensemble on this machine, forceSync=yes", "| partitions | measure | kraft | zk-legacy | zk-legacy / kraft |"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
@@ -108,6 +120,9 @@ func TestProcessBenchCompareQuick(t *testing.T) {
 			t.Errorf("output lacks the table %q", tab.title)
 		}
 		for _, m := range tab.rows {
+			if tab.rows[0].key == "restart_listed_ms" || tab.rows[0].key == "join_listed_ms" {
+				continue // not asked for: the rows say "-"
+			}
 			if !strings.Contains(stdout, "| 100 | "+m.label+" | ") {
 				t.Errorf("output lacks the row %q at 100 partitions", m.label)
 			}
@@ -151,8 +166,20 @@ func TestProcessBenchCompareCap(t *testing.T) {
 
 func TestBenchCompareFlags(t *testing.T) {
 	o, err := parseCompareFlags([]string{"--quick"}, io.Discard)
-	if err != nil || !slices.Equal(o.partitions, []int{1000}) || o.samples != 20 || o.capPerRun != 3*time.Minute {
+	if err != nil || !slices.Equal(o.partitions, []int{100, 300, 1000}) || o.samples != 5 || o.capPerRun != 2*time.Minute ||
+		!slices.Equal(o.scenarios, []string{"failover"}) || !o.assertShape || !slices.Equal(o.overrides, []string{"zookeeper.session.timeout.ms=6000"}) {
 		t.Errorf("--quick: %+v %v", o, err)
+	}
+	if o, err := parseCompareFlags([]string{"--quick", "--override", "zookeeper.session.timeout.ms=18000", "--assert-shape=false"}, io.Discard); err != nil ||
+		!slices.Equal(o.overrides, []string{"zookeeper.session.timeout.ms=18000"}) || o.assertShape {
+		t.Errorf("--quick keeps a given session timeout and --assert-shape: %+v %v", o, err)
+	}
+	if o.zkServers != 3 || !o.zkForceSync {
+		t.Errorf("ZooKeeper by default: %d servers, forceSync %v; want Kafka's production shape, an ensemble of 3 with forceSync", o.zkServers, o.zkForceSync)
+	}
+	if o, err := parseCompareFlags([]string{"--zookeeper-servers", "1", "--zookeeper-force-sync=false"}, io.Discard); err != nil ||
+		!strings.Contains(zkSettings(o), "standalone server on this machine, forceSync=no") || !strings.Contains(zkSettings(o), "production setting") {
+		t.Errorf("standalone: %q %v", zkSettings(o), err)
 	}
 	o, err = parseCompareFlags([]string{"--partitions", "10000,1000,10000", "--cap", "1m"}, io.Discard)
 	if err != nil || !slices.Equal(o.partitions, []int{1000, 10000}) || o.capPerRun != time.Minute || len(o.modes) != 2 {
@@ -160,7 +187,7 @@ func TestBenchCompareFlags(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"--partitions", "0"}, {"--mode", "zk"}, {"--brokers", "2"}, {"--replication-factor", "4"},
-		{"--cap", "0s"}, {"--samples", "0"}, {"--scenarios", "failover,nope"}, {"--zookeeper-servers", "3"}, {"extra"},
+		{"--cap", "0s"}, {"--samples", "0"}, {"--scenarios", "failover,nope"}, {"--zookeeper-servers", "2"}, {"extra"},
 	} {
 		if _, err := parseCompareFlags(args, io.Discard); err == nil {
 			t.Errorf("%q accepted", args)
@@ -227,5 +254,262 @@ func TestProcessBenchPausedController(t *testing.T) {
 	}
 	if p := r.Metrics["pause_producer_problems"]; p != 0 {
 		t.Errorf("the producer across the pause: %v problems (%s)", p, r.Note)
+	}
+}
+
+// TestBenchComparePlot: a scenario's chart is well-formed SVG with one
+// line per mode and measure (kraft solid, zk-legacy dashed), points placed on
+// log scales (a figure ten times another sits one decade above it), a capped
+// mode named under the chart, and results.md embedding it; a table without
+// figures gets no chart.
+func TestBenchComparePlot(t *testing.T) {
+	rep := compareReport{Runs: []*modeRun{
+		{Mode: "kraft", Partitions: 1000, Status: statusOK, Metrics: map[string]float64{"failover_after_detection_ms": 10, "failover_detection_ms": 2000}},
+		{Mode: "zk-legacy", Partitions: 1000, Status: statusOK, Metrics: map[string]float64{"failover_after_detection_ms": 100, "failover_detection_ms": 18000}},
+		{Mode: "kraft", Partitions: 10000, Status: statusOK, Metrics: map[string]float64{"failover_after_detection_ms": 10, "failover_detection_ms": 2000}},
+		{Mode: "zk-legacy", Partitions: 10000, Status: statusOK, Metrics: map[string]float64{"failover_after_detection_ms": 1000, "failover_detection_ms": 18000}},
+		{Mode: "zk-legacy", Partitions: 100000, Status: statusCapped, Metrics: map[string]float64{}},
+	}}
+	var failover compareTable
+	for _, tab := range compareTables {
+		if strings.HasPrefix(tab.rows[0].key, "failover_") {
+			failover = tab
+		}
+	}
+	svg, ok := rep.plot(failover)
+	if !ok || plotFile(failover) != "failover.svg" {
+		t.Fatalf("no failover chart (%v) or file %q", ok, plotFile(failover))
+	}
+	type polyline struct {
+		Points string `xml:"points,attr"`
+		Stroke string `xml:"stroke,attr"`
+		Dash   string `xml:"stroke-dasharray,attr"`
+	}
+	var doc struct {
+		XMLName   xml.Name   `xml:"svg"`
+		Polylines []polyline `xml:"polyline"`
+		Texts     []string   `xml:"text"`
+	}
+	if err := xml.Unmarshal([]byte(svg), &doc); err != nil {
+		t.Fatalf("not XML: %v\n%s", err, svg)
+	}
+	// Two measures with figures in each mode.
+	if len(doc.Polylines) != 4 {
+		t.Fatalf("%d lines, want 4 (2 measures x 2 modes)", len(doc.Polylines))
+	}
+	ys := func(p polyline) []float64 {
+		var out []float64
+		for _, xy := range strings.Fields(p.Points) {
+			var x, y float64
+			if _, err := fmt.Sscanf(xy, "%g,%g", &x, &y); err != nil {
+				t.Fatalf("point %q: %v", xy, err)
+			}
+			out = append(out, y)
+		}
+		return out
+	}
+	var kraftAfter, zkAfter []float64
+	for _, p := range doc.Polylines {
+		y := ys(p)
+		if len(y) != 2 {
+			t.Fatalf("line %q: %d points, want 2", p.Points, len(y))
+		}
+		switch {
+		case p.Stroke != plotColours[1]: // failover_after_detection_ms is the table's second row
+		case p.Dash == "":
+			kraftAfter = y
+		default:
+			zkAfter = y
+		}
+	}
+	if kraftAfter[0] != kraftAfter[1] {
+		t.Errorf("kraft's flat figures at different heights: %v", kraftAfter)
+	}
+	// 100 ms -> 1 s is one decade up, as is 10 ms -> 100 ms (kraft to zk).
+	if up, decade := zkAfter[0]-zkAfter[1], kraftAfter[0]-zkAfter[0]; up <= 0 || math.Abs(up-decade) > 0.2 {
+		t.Errorf("zk-legacy's tenfold growth rises %.1f px, kraft to zk-legacy's tenfold gap %.1f px; want one equal decade", up, decade)
+	}
+	if !strings.Contains(strings.Join(doc.Texts, "\n"), "zk-legacy capped at 100000 partitions") {
+		t.Errorf("the capped run is not named: %q", doc.Texts)
+	}
+	if _, ok := rep.plot(compareTables[len(compareTables)-1]); ok {
+		t.Errorf("a chart for a table without figures")
+	}
+	md := rep.markdown()
+	if !strings.Contains(md, "![Controller failover (kill -9 of the active controller)](failover.svg)") {
+		t.Errorf("results.md does not embed the failover chart:\n%s", md)
+	}
+	dir := t.TempDir()
+	files, err := rep.writePlots(dir)
+	if err != nil || !slices.Equal(files, []string{"failover.svg"}) {
+		t.Fatalf("writePlots: %v %v", files, err)
+	}
+	if raw, err := os.ReadFile(filepath.Join(dir, "failover.svg")); err != nil || string(raw) != svg {
+		t.Errorf("failover.svg differs from the chart (%v)", err)
+	}
+}
+
+// TestBenchShape: the --quick assertion passes the figures measured on 2
+// loaded cores (KRaft's noise included), and fails a KRaft whose recovery
+// grows like zk-legacy's, a zk-legacy that stays flat, and a run missing a
+// mode; results.md shows the verdict.
+func TestBenchShape(t *testing.T) {
+	runs := func(kraft, zk []float64) *compareReport {
+		rep := &compareReport{}
+		for i, p := range quickPartitions {
+			for mode, ys := range map[string][]float64{"kraft": kraft, "zk-legacy": zk} {
+				if ys != nil {
+					rep.Runs = append(rep.Runs, &modeRun{Mode: mode, Partitions: p, Status: statusOK,
+						Metrics: map[string]float64{shapeMetric: ys[i]}})
+				}
+			}
+		}
+		return rep
+	}
+	for _, tc := range []struct {
+		name      string
+		kraft, zk []float64
+		ok        bool
+		why       string
+	}{
+		{"measured: kraft noisy but flat, zk growing", []float64{83, 400, 783}, []float64{781, 1900, 4258}, true, ""},
+		{"kraft's noise at the small end", []float64{900, 80, 100}, []float64{781, 1900, 4258}, true, ""},
+		{"a fast machine", []float64{20, 25, 22}, []float64{200, 500, 1400}, true, ""},
+		{"kraft linear like zk", []float64{781, 1900, 4258}, []float64{781, 1900, 4258}, false, "kraft's growth"},
+		{"kraft growing by a third of zk's, past the noise", []float64{100, 1500, 4000}, []float64{1000, 5000, 13000}, false, "kraft's growth"},
+		{"zk flat", []float64{83, 90, 85}, []float64{781, 800, 790}, false, "zk-legacy's growth"},
+		{"zk growing by less than its base", []float64{83, 90, 85}, []float64{3000, 3500, 4000}, false, "not twice"},
+		{"zk missing", []float64{83, 90, 85}, nil, false, "needs both modes"},
+	} {
+		rep := runs(tc.kraft, tc.zk)
+		v := rep.checkShape()
+		text := strings.Join(v.Lines, "\n")
+		if v.OK != tc.ok || (!tc.ok && !strings.Contains(text, tc.why)) {
+			t.Errorf("%s: ok %v, want %v (%q):\n%s", tc.name, v.OK, tc.ok, tc.why, text)
+		}
+		rep.Shape = &v
+		if md := rep.markdown(); !strings.Contains(md, "### Shape (asserted)") || !strings.Contains(md, v.Lines[len(v.Lines)-1]) {
+			t.Errorf("%s: results.md lacks the verdict:\n%s", tc.name, md)
+		}
+	}
+	// A capped or failed size is no figure.
+	rep := runs([]float64{83, 400, 783}, []float64{781, 1900, 4258})
+	for _, r := range rep.Runs {
+		if r.Mode == "zk-legacy" && r.Partitions > 100 {
+			r.Status = statusCapped
+		}
+	}
+	if v := rep.checkShape(); v.OK {
+		t.Errorf("zk-legacy capped after its first size passes: %q", v.Lines)
+	}
+	if got := fitSlope([]float64{100, 300, 1000}, []float64{1, 3, 10}); math.Abs(got-0.01) > 1e-12 {
+		t.Errorf("slope of y = x/100: %v", got)
+	}
+}
+
+// TestProcessBenchRestartJoin: scenario 5 in both modes at 100 partitions,
+// after the controlled shutdown as in a full run: a broker stopped and
+// started again, and a fresh broker (a new id) started, are each listed by
+// every other broker and serve every partition with a leader within the run;
+// the memory figures of scenario 6 are read in both modes. (The shut-down
+// broker was not restarted at first: the restart then waited for ever for
+// its partitions, capped.)
+func TestProcessBenchRestartJoin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	needZooKeeper(t)
+	bin := buildBinary(t)
+	// After the controlled shutdown, as in a full run: its broker must be back
+	// (and every partition led) before the restart can end.
+	stdout, stderr, rep, err := runBenchProcess(t, bin, "--partitions", "100", "--cap", "90s",
+		"--scenarios", "shutdown,restart,join", "--override", "zookeeper.session.timeout.ms=4000")
+	if err != nil || len(rep.Runs) != 2 {
+		t.Fatalf("kraftd bench: %v %+v\nstdout:\n%s\nstderr:\n%s", err, rep.Runs, stdout, stderr)
+	}
+	for _, r := range rep.Runs {
+		if r.Status != statusOK {
+			t.Errorf("%s: %s %s", r.Mode, r.Status, r.Note)
+			continue
+		}
+		for _, p := range []string{"restart_", "join_"} {
+			listed, full := r.Metrics[p+"listed_ms"], r.Metrics[p+"full_metadata_ms"]
+			if listed <= 0 || full <= 0 || full > 60000 || listed > 60000 {
+				t.Errorf("%s %s: listed after %v ms, full metadata after %v ms", r.Mode, p, listed, full)
+			}
+		}
+		if r.Metrics["mem_broker_rss_bytes"] < 1<<20 || r.Metrics["mem_controller_rss_bytes"] < 1<<20 {
+			t.Errorf("%s: broker RSS %v, controller RSS %v: want the processes' resident sizes", r.Mode,
+				r.Metrics["mem_broker_rss_bytes"], r.Metrics["mem_controller_rss_bytes"])
+		}
+	}
+	for _, want := range []string{"### Broker restart (SIGTERM, then started again)", "### Fresh broker joining (new id, empty directory)",
+		"| 100 | serving full metadata | ", "### Memory per partition", "| 100 | broker RSS | "} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if !strings.Contains(stderr, "starting broker 4, new to the cluster") || !strings.Contains(stderr, "starting broker 7, new to the cluster") {
+		t.Errorf("no join of broker 4 (zk-legacy: brokers 1-3) and 7 (kraft: controllers 1-3, brokers 4-6):\n%s", stderr)
+	}
+}
+
+// TestProcessBenchCreateTimedOut: a CreateTopics answered REQUEST_TIMED_OUT
+// (zk-legacy: written to ZooKeeper, not yet in the broker's cache when the
+// request's timeout passed) is a created topic whose serving the bench waits
+// for, not a failed run: with a 1 ms timeout every create times out, and the
+// partitions are still created and timed.
+func TestProcessBenchCreateTimedOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	needZooKeeper(t)
+	bin := buildBinary(t)
+	stdout, stderr, rep, err := runBenchProcess(t, bin, "--mode", "zk-legacy", "--zookeeper-servers", "1", "--partitions", "100",
+		"--topic-partitions", "50", "--cap", "60s", "--scenarios", "create", "--create-timeout", "1ms")
+	if err != nil || len(rep.Runs) != 1 || rep.Runs[0].Status != statusOK {
+		t.Fatalf("kraftd bench: %v %+v\nstdout:\n%s\nstderr:\n%s", err, rep.Runs, stdout, stderr)
+	}
+	r := rep.Runs[0]
+	if r.Metrics["create_timed_out_requests"] < 1 || r.Metrics["create_served_ms"] <= 0 {
+		t.Errorf("%d timed-out creates, served after %v ms; want the timeouts counted and the partitions served",
+			int(r.Metrics["create_timed_out_requests"]), r.Metrics["create_served_ms"])
+	}
+}
+
+// TestBenchMergeReports: --from renders several runs as one report: a later
+// file's row of the same mode and size replaces the earlier one (a failed
+// zk-legacy run redone alone), the others stay, sorted by size, kraft first.
+func TestBenchMergeReports(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, rep compareReport) string {
+		raw, err := json.Marshal(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a := write("a.json", compareReport{Command: "kraftd bench --partitions 100,10000", Runs: []*modeRun{
+		{Mode: "kraft", Partitions: 100, Status: statusOK}, {Mode: "zk-legacy", Partitions: 100, Status: statusOK},
+		{Mode: "kraft", Partitions: 10000, Status: statusOK}, {Mode: "zk-legacy", Partitions: 10000, Status: statusFailed}}})
+	b := write("b.json", compareReport{Command: "kraftd bench --mode zk-legacy --partitions 10000", Runs: []*modeRun{
+		{Mode: "zk-legacy", Partitions: 10000, Status: statusOK, Note: "redone"}}})
+	rep, err := mergeReports([]string{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rep.Runs {
+		got = append(got, fmt.Sprintf("%s/%d/%s%s", r.Mode, r.Partitions, r.Status, r.Note))
+	}
+	if want := []string{"kraft/100/ok", "zk-legacy/100/ok", "kraft/10000/ok", "zk-legacy/10000/okredone"}; !slices.Equal(got, want) {
+		t.Errorf("runs %v, want %v", got, want)
+	}
+	if rep.Command != "kraftd bench --partitions 100,10000\nkraftd bench --mode zk-legacy --partitions 10000" {
+		t.Errorf("command %q", rep.Command)
 	}
 }

@@ -217,9 +217,13 @@ type devCluster struct {
 	signals   <-chan os.Signal
 	forced    bool // a second signal came: stop waiting, kill
 	wg        sync.WaitGroup
-	// zk is the ZooKeeper of a zk-legacy cluster (nil in kraft mode), up
-	// from before the first broker until after the last one stopped.
+	// zk is the ZooKeeper `kraftd dev --mode zk-legacy` runs (nil in kraft
+	// mode and under kraftd bench, which runs its own ensemble), up from
+	// before the first broker until after the last one stopped.
 	zk *zkserver.Server
+	// zkConnect is the brokers' zookeeper.connect: every server of the
+	// ZooKeeper (an ensemble's members, comma-separated).
+	zkConnect string
 }
 
 func (c *devCluster) legacy() bool { return c.o.mode == string(app.ModeZKLegacy) }
@@ -326,7 +330,7 @@ func (c *devCluster) startZooKeeper() error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", errDevZooKeeper, err)
 	}
-	c.zk = zk
+	c.zk, c.zkConnect = zk, zk.Addr
 	c.logs.printf("[dev] ZooKeeper serving on %s (log %s)\n", zk.Addr, zk.LogPath())
 	return nil
 }
@@ -337,7 +341,7 @@ func (c *devCluster) legacyNodeArgs(n *devNode) []string {
 	args := []string{
 		"--mode", string(app.ModeZKLegacy), "--node-id", strconv.Itoa(n.id),
 		"--listeners", "PLAINTEXT://" + n.addr(), "--log-dirs", n.dir,
-		"--zookeeper-connect", c.zk.Addr, "--log-format", "console", "--log-level", c.o.logLevel,
+		"--zookeeper-connect", c.zkConnect, "--log-format", "console", "--log-level", c.o.logLevel,
 		// A dev cluster is where one tries the ZooKeeper era's divergence cases
 		// out: fault switches on, served on loopback only.
 		"--metrics-listener", n.metricsAddr(), "--kraftd-fault-injection-enable", "true",
@@ -500,7 +504,7 @@ func (c *devCluster) printReady() {
 		fmt.Fprintf(&b, "bootstrap: %s\n", strings.Join(brokers, ","))
 	}
 	if c.legacy() {
-		fmt.Fprintf(&b, "zookeeper: %s\n", c.zk.Addr)
+		fmt.Fprintf(&b, "zookeeper: %s\n", c.zkConnect)
 		faults := make([]string, len(c.nodes))
 		for i, n := range c.nodes {
 			faults[i] = "http://" + n.metricsAddr() + "/faults"
