@@ -6,31 +6,15 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/kraftd/kraftd/broker"
 )
 
 // TestFetchSendfileMetrics: a consumer reads what a producer wrote to a combined
 // node; /metrics counts the record bytes the broker sent from the segment files
 // by sendfile, and none copied (a plain TCP connection on Linux).
 func TestFetchSendfileMetrics(t *testing.T) {
-	c := ephemeralConfig(t,
-		Setting{"controller.quorum.voters", "1@127.0.0.1:0"},
-		Setting{"broker.heartbeat.interval.ms", "100"},
-		Setting{"metrics.listener", "127.0.0.1:0"})
-	a, err := New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer a.Stop(context.Background())
+	a := startMeteredNode(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	if err := a.Broker().WaitState(ctx, broker.StateRunning); err != nil {
-		t.Fatalf("broker not running: %v", err)
-	}
 	const l = `{node="1"}`
 	if m := scrape(t, a); m["kraftd_fetch_records_sendfile_bytes_total"+l] != 0 {
 		t.Fatalf("sendfile bytes before any fetch: %v", m["kraftd_fetch_records_sendfile_bytes_total"+l])

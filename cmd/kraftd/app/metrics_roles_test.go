@@ -50,10 +50,10 @@ func scrape(t *testing.T, a *App) map[string]float64 {
 	return out
 }
 
-// TestRoleMetricsOnACombinedNode scrapes a single combined node once its broker
-// runs: the node leads the quorum, has committed (so the commit histogram has
-// samples), sees one registered unfenced broker and counts its heartbeats.
-func TestRoleMetricsOnACombinedNode(t *testing.T) {
+// startMeteredNode starts a single combined node with a metrics listener and
+// waits until its broker runs; the node stops when the test ends.
+func startMeteredNode(t *testing.T) *App {
+	t.Helper()
 	c := ephemeralConfig(t,
 		Setting{"controller.quorum.voters", "1@127.0.0.1:0"},
 		Setting{"broker.heartbeat.interval.ms", "100"},
@@ -65,12 +65,22 @@ func TestRoleMetricsOnACombinedNode(t *testing.T) {
 	if err := a.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	defer a.Stop(context.Background())
+	t.Cleanup(func() { a.Stop(context.Background()) })
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if err := a.Broker().WaitState(ctx, broker.StateRunning); err != nil {
 		t.Fatalf("broker not running: %v", err)
 	}
+	return a
+}
+
+// TestRoleMetricsOnACombinedNode scrapes a single combined node once its broker
+// runs: the node leads the quorum, has committed (so the commit histogram has
+// samples), sees one registered unfenced broker and counts its heartbeats.
+func TestRoleMetricsOnACombinedNode(t *testing.T) {
+	a := startMeteredNode(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
 	l := `{node="1"}`
 	var m map[string]float64
 	deadline := time.Now().Add(5 * time.Second)
