@@ -39,7 +39,8 @@ type Broker struct {
 	// (replication.go); set by Start.
 	fetchTransport *FetchTransport
 	// replicaImage is the image the replica manager was last synced to
-	// (stored before SyncReplicas, so ahead of Image() during a publish).
+	// (stored before SyncReplicas; Image() is ahead of it until the sync
+	// returns).
 	replicaImage atomic.Pointer[image.Image]
 
 	mu      sync.Mutex
@@ -110,8 +111,9 @@ func (b *Broker) Listener() quorum.Listener { return b.pub }
 // Image is the last published metadata image; never nil.
 func (b *Broker) Image() *image.Image { return b.pub.image() }
 
-// AppliedOffset is the offset of the last applied metadata record or batch
-// (-1 before any), as sent in heartbeats.
+// AppliedOffset is the offset of the last metadata record or batch that
+// both Image and the replica manager applied (-1 before any), as sent in
+// heartbeats: Image may be ahead of it while the replica manager follows.
 func (b *Broker) AppliedOffset() int64 { return b.pub.appliedOffset.Load() }
 
 // Replicas is the replica manager (Config.Replicas), or nil.
@@ -133,7 +135,8 @@ func (b *Broker) WaitState(ctx context.Context, want State) error {
 	return b.life.waitState(ctx, want)
 }
 
-// WaitApplied blocks until the published image covers offset.
+// WaitApplied blocks until AppliedOffset covers offset (the image and the
+// replica manager).
 func (b *Broker) WaitApplied(ctx context.Context, offset int64) error {
 	return b.pub.waitApplied(ctx, offset)
 }

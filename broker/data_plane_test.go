@@ -14,6 +14,7 @@ import (
 	"github.com/kraftd/kraftd/metadata/records"
 	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/quorum"
+	"github.com/kraftd/kraftd/quorum/raftlog"
 	"github.com/kraftd/kraftd/replica"
 	"github.com/kraftd/kraftd/storage"
 )
@@ -588,5 +589,64 @@ func TestListOffsetsNotAvailableAfterElection(t *testing.T) {
 	}
 	if sp := listOffset(-1); sp.ErrorCode != 0 || sp.Offset != 2 {
 		t.Fatalf("latest once the high watermark passed the epoch start: error %d offset %d", sp.ErrorCode, sp.Offset)
+	}
+}
+
+// TestMetadataVisibleBeforeReplicaApply: a new image is served to Metadata
+// as soon as it is published, while the replica manager still creates the
+// new partition's log (Kafka's BrokerMetadataPublisher sets the metadata
+// cache's image before ReplicaManager.applyDelta). In that window a produce
+// to the partition answers the retriable NOT_LEADER_OR_FOLLOWER (Kafka's
+// getPartitionOrError for a partition the metadata cache has and the replica
+// manager does not), and the offset heartbeats report does not cover the
+// image until the replica manager applied it. Afterwards the produce
+// succeeds: the replica manager was synced from the previous image to the
+// new one.
+func TestMetadataVisibleBeforeReplicaApply(t *testing.T) {
+	d := newDataHarness(t, 0)
+	apply := d.b.pub.onPublish
+	entered, release := make(chan struct{}), make(chan struct{})
+	// Set before HandleCommit, whose queue lock orders it before the run
+	// goroutine's read.
+	d.b.pub.onPublish = func(prev, next *image.Image) {
+		close(entered)
+		<-release
+		apply(prev, next)
+	}
+	freshID := uuid(9)
+	b := encodeBatch(t, d.next, topicRecord("fresh", freshID), partitionRecord(freshID, 0, 1, []int32{1}, []int32{1}))
+	d.next = b.NextOffset()
+	d.b.Listener().HandleCommit([]raftlog.Batch{b})
+	select {
+	case <-entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the replica manager was never asked to apply the new image")
+	}
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	mr := d.request(metadataRequest(12, "fresh")).(*kmsg.MetadataResponse)
+	if len(mr.Topics) != 1 || mr.Topics[0].ErrorCode != 0 || len(mr.Topics[0].Partitions) != 1 ||
+		mr.Topics[0].Partitions[0].Leader != 1 {
+		t.Fatalf("Metadata while the replica manager applies: %+v, want fresh-0 led by 1", mr.Topics)
+	}
+	if got := d.b.AppliedOffset(); got >= b.LastOffset {
+		t.Fatalf("heartbeat offset %d covers %d before the replica manager applied it", got, b.LastOffset)
+	}
+	if sp := d.produce(11, -1, "fresh", 0, recordBatch(1)); sp.ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("produce while the replica manager applies: error %d, want NOT_LEADER_OR_FOLLOWER", sp.ErrorCode)
+	}
+	close(release)
+	released = true
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := d.b.WaitApplied(ctx, b.LastOffset); err != nil {
+		t.Fatal(err)
+	}
+	if sp := d.produce(11, -1, "fresh", 0, recordBatch(1)); sp.ErrorCode != 0 || sp.BaseOffset != 0 {
+		t.Fatalf("produce once applied: %+v", sp)
 	}
 }

@@ -30,7 +30,13 @@ import (
 //
 // INVARIANTS:
 //   - published images only move forward: Provenance().Offset grows;
-//   - appliedOffset == published image's Provenance().Offset;
+//   - appliedOffset <= published image's Provenance().Offset, equal
+//     outside publish: handlers see a new image first (Kafka's
+//     BrokerMetadataPublisher sets the metadata cache's image before the
+//     replica manager applies the topics delta), appliedOffset (heartbeats,
+//     waitApplied) covers it only once onPublish (the replica manager) has
+//     applied it too (Kafka's MetadataLoader advances lastAppliedOffset,
+//     which the broker heartbeats, after every publisher ran);
 //   - after a failed record (failed set) nothing more is applied or published.
 type publisher struct {
 	log     *zap.Logger
@@ -39,8 +45,10 @@ type publisher struct {
 	// the controller channel); it must not block.
 	onLeader func(quorum.LeaderAndEpoch)
 	// onPublish, if set before run starts, is called on the run goroutine
-	// with the previous and the new image before handlers see the new one
-	// (the replica manager follows the image through it).
+	// with the previous and the new image once handlers see the new one
+	// and before appliedOffset covers it (the replica manager follows the
+	// image through it; requests that need a replica it has not created
+	// yet answer NOT_LEADER_OR_FOLLOWER meanwhile, see hostedPartition).
 	onPublish func(prev, next *image.Image)
 	// onPublished, if set before run starts, is called on the run
 	// goroutine with the previous and the new image once handlers (and
@@ -222,14 +230,17 @@ func (p *publisher) openDelta() *image.Delta {
 	return p.delta
 }
 
-// publish makes img the image handlers read.
+// publish makes img the image handlers read, then has the replica manager
+// follow it (onPublish), then advances appliedOffset, in Kafka's order: a
+// Metadata answer does not wait for the partition logs' fsyncs, a heartbeat
+// reports an offset only once the replica manager applied it.
 func (p *publisher) publish(img *image.Image) {
-	if p.onPublish != nil {
-		p.onPublish(p.cur.Load(), img)
-	}
 	prov := img.Provenance()
 	prev := p.cur.Load()
 	p.cur.Store(img)
+	if p.onPublish != nil {
+		p.onPublish(prev, img)
+	}
 	p.appliedOffset.Store(prov.Offset)
 	p.appliedTsMs.Store(prov.TimestampMs)
 	p.publishes.Add(1)

@@ -139,6 +139,24 @@ func (c *benchCluster) waitBrokersRunning() {
 	}
 }
 
+// waitBrokersApplied waits until every broker's replica manager has applied
+// the image the broker serves (AppliedOffset, what its heartbeats report,
+// reaches the image's offset): Metadata serves an image before the replica
+// manager has created its partitions' logs, as Kafka's does, so a visible
+// change may still have log creation pending that would delay the next one.
+func (c *benchCluster) waitBrokersApplied() {
+	c.t.Helper()
+	for nid := range c.brokerPorts {
+		b := c.nodes[nid].Broker()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		err := b.WaitApplied(ctx, b.Image().Provenance().Offset)
+		cancel()
+		if err != nil {
+			c.t.Fatalf("broker %d: %v", nid, err)
+		}
+	}
+}
+
 // benchCreateTopics sends one CreateTopics to addr and fails on any topic error.
 func benchCreateTopics(ctx context.Context, cl *protocol.Client, addr string, partitions int32, rf int16, names ...string) error {
 	req := kmsg.NewPtrCreateTopicsRequest()
@@ -270,6 +288,7 @@ func BenchmarkPropagation(b *testing.B) {
 			<-time.After(20 * time.Millisecond)
 		}
 	}
+	c.waitBrokersApplied()
 	b.Logf("cluster of %d partitions (rf %d) built in %v", *benchPartitions, rf, time.Since(fillStart))
 	// The fill commits ~75 MB per 1M partitions, so every node then writes
 	// snapshots; measure once they are done (-kraftd.quiet=false: at once).
@@ -322,6 +341,11 @@ func BenchmarkPropagation(b *testing.B) {
 		prop = append(prop, max(0, all.Sub(answered)))
 		create = append(create, answered.Sub(sent))
 		e2e = append(e2e, all.Sub(sent))
+		// Each create starts level: the last one's partition logs are created
+		// on every broker (outside the measurement, as the wait above).
+		b.StopTimer()
+		c.waitBrokersApplied()
+		b.StartTimer()
 	}
 	b.StopTimer()
 	stopProfile()

@@ -21,6 +21,10 @@ import (
 func TestDeleteRecordsAndDescribeLogDirs(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, Controllers(1), Brokers(2))
+	// A create with replication factor 2 needs both brokers unfenced; a
+	// client may reach the first broker to serve an image with itself
+	// unfenced before the second is.
+	c.waitBrokersListed(t)
 	checkDeleteRecordsAndLogDirs(t, c, func(adm *kadm.Client) {})
 }
 
