@@ -37,6 +37,7 @@ type clusterOpts struct {
 	controllers, brokers int
 	overrides            []app.Setting
 	bootstrapBrokers     bool
+	noWaitBrokers        bool
 }
 
 // Opt configures newCluster (STYLE rule 18: options for the test builder only).
@@ -48,6 +49,10 @@ func Brokers(n int) Opt     { return func(o *clusterOpts) { o.brokers = n } }
 // BootstrapBrokers gives brokers controller.quorum.bootstrap.servers (every
 // controller's address) instead of controller.quorum.voters.
 func BootstrapBrokers() Opt { return func(o *clusterOpts) { o.bootstrapBrokers = true } }
+
+// NoWaitBrokers returns from newCluster as soon as every node started, before the
+// brokers are registered and unfenced (tests of the startup itself).
+func NoWaitBrokers() Opt { return func(o *clusterOpts) { o.noWaitBrokers = true } }
 func Override(key, value string) Opt {
 	return func(o *clusterOpts) { o.overrides = append(o.overrides, app.Setting{Key: key, Value: value}) }
 }
@@ -94,6 +99,12 @@ func newCluster(t testing.TB, opts ...Opt) *cluster {
 	}
 	for nid := range c.brokerPorts {
 		c.start(nid, o.overrides)
+	}
+	if len(c.brokerPorts) > 0 && !o.noWaitBrokers {
+		// As Kafka's test clusters do: a test's first CreateTopics must not meet a
+		// broker that is not registered and unfenced yet (INVALID_REPLICATION_FACTOR
+		// for a replication factor over the unfenced brokers, seen in CI).
+		c.waitBrokersListed(t)
 	}
 	return c
 }
