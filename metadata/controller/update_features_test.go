@@ -67,6 +67,7 @@ func TestUpdateFeaturesKRaftVersion(t *testing.T) {
 	u := &upgradeQuorum{fakeQuorum: q}
 	c := startController(t, q, &fakeClock{}, func(cfg *Config) { cfg.Quorum = u })
 	q.elect(1, 1)
+	q.waitProposed(t) // the bootstrap records: the controller is active
 	for _, req := range []*kmsg.BrokerRegistrationRequest{withKRaft(1, 0, 1), registration(2)} {
 		if r := await(t, call(c, req)).(*kmsg.BrokerRegistrationResponse); r.ErrorCode != 0 {
 			t.Fatalf("registration of %d: %s", req.BrokerID, kerr.ErrorForCode(r.ErrorCode))
