@@ -31,20 +31,9 @@ func (c *Coordinator) OffsetCommit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCo
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
 			tp := TopicPartition{t.Topic, p.Partition}
-			switch {
-			case c.cfg.PartitionExists != nil && !c.cfg.PartitionExists(t.Topic, p.Partition):
-				codes[tp] = kerr.UnknownTopicOrPartition.Code
-			case p.Metadata != nil && len(*p.Metadata) > c.cfg.OffsetMetadataMaxBytes:
-				codes[tp] = kerr.OffsetMetadataTooLarge.Code
-			default:
-				codes[tp] = 0
-				o := committedOffset{offset: p.Offset, leaderEpoch: p.LeaderEpoch, commitMs: nowMs}
-				if req.Version < 6 {
-					o.leaderEpoch = -1
-				}
-				if p.Metadata != nil {
-					o.metadata = *p.Metadata
-				}
+			o, code := c.offsetToCommit(t.Topic, p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, req.Version >= 6, nowMs)
+			codes[tp] = code
+			if code == 0 {
 				commits, values = append(commits, tp), append(values, o)
 			}
 		}
@@ -278,6 +267,27 @@ func (c *Coordinator) offsetDelete(req *kmsg.OffsetDeleteRequest, codes map[Topi
 	return 0
 }
 
+// offsetToCommit checks one partition of an OffsetCommit or TxnOffsetCommit (the
+// partition exists, its metadata fits offset.metadata.max.bytes) and returns what
+// to write, or the partition's error. withEpoch: the request version carries
+// the committed leader epoch.
+func (c *Coordinator) offsetToCommit(topic string, partition int32, offset int64, leaderEpoch int32, metadata *string, withEpoch bool, nowMs int64) (committedOffset, int16) {
+	switch {
+	case c.cfg.PartitionExists != nil && !c.cfg.PartitionExists(topic, partition):
+		return committedOffset{}, kerr.UnknownTopicOrPartition.Code
+	case metadata != nil && len(*metadata) > c.cfg.OffsetMetadataMaxBytes:
+		return committedOffset{}, kerr.OffsetMetadataTooLarge.Code
+	}
+	o := committedOffset{offset: offset, leaderEpoch: leaderEpoch, commitMs: nowMs}
+	if !withEpoch {
+		o.leaderEpoch = -1
+	}
+	if metadata != nil {
+		o.metadata = *metadata
+	}
+	return o, 0
+}
+
 // TxnOffsetCommit: v0-v3 (transaction.version 1), Kafka's
 // handleTxnOffsetCommit. verify is the transaction coordinator's word that
 // the group's __consumer_offsets partition is in producer (id, epoch)'s
@@ -297,20 +307,9 @@ func (c *Coordinator) TxnOffsetCommit(req *kmsg.TxnOffsetCommitRequest, verify f
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
 			tp := TopicPartition{t.Topic, p.Partition}
-			switch {
-			case c.cfg.PartitionExists != nil && !c.cfg.PartitionExists(t.Topic, p.Partition):
-				codes[tp] = kerr.UnknownTopicOrPartition.Code
-			case p.Metadata != nil && len(*p.Metadata) > c.cfg.OffsetMetadataMaxBytes:
-				codes[tp] = kerr.OffsetMetadataTooLarge.Code
-			default:
-				codes[tp] = 0
-				o := committedOffset{offset: p.Offset, leaderEpoch: p.LeaderEpoch, commitMs: nowMs}
-				if req.Version < 2 {
-					o.leaderEpoch = -1
-				}
-				if p.Metadata != nil {
-					o.metadata = *p.Metadata
-				}
+			o, code := c.offsetToCommit(t.Topic, p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, req.Version >= 2, nowMs)
+			codes[tp] = code
+			if code == 0 {
 				commits, values = append(commits, tp), append(values, o)
 			}
 		}
