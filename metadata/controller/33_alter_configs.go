@@ -21,34 +21,55 @@ import (
 func (c *core) alterConfigs(req *kmsg.AlterConfigsRequest) Result {
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
 	resp.SetVersion(req.Version)
-	counts := map[string]int{}
-	for _, r := range req.Resources {
-		counts[configResourceKey(r.ResourceType, r.ResourceName)]++
-	}
-	var recs []records.Record
-	budget := recordBudget(c.cfg.MaxRecordsPerUserOp)
-	for _, r := range req.Resources {
-		rr := kmsg.NewAlterConfigsResponseResource()
-		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
-		var err *apiError
-		if counts[configResourceKey(r.ResourceType, r.ResourceName)] > 1 {
-			err = errf(kerr.InvalidRequest, "Duplicate resource %s", r.ResourceName)
-		} else {
-			var rs []records.Record
-			if rs, err = c.alterResource(r); err == nil && !budget.take(len(rs)) {
-				return excessivelyLarge(req)
+	recs, ok := alterEachResource(c, req.Resources,
+		func(r kmsg.AlterConfigsRequestResource) (kmsg.ConfigResourceType, string) {
+			return r.ResourceType, r.ResourceName
+		},
+		c.alterResource,
+		func(r kmsg.AlterConfigsRequestResource, err *apiError) {
+			rr := kmsg.NewAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+			if err != nil {
+				rr.ErrorCode, rr.ErrorMessage = err.code, err.msg
 			}
-			recs = append(recs, rs...)
-		}
-		if err != nil {
-			rr.ErrorCode, rr.ErrorMessage = err.code, err.msg
-		}
-		resp.Resources = append(resp.Resources, rr)
+			resp.Resources = append(resp.Resources, rr)
+		})
+	if !ok {
+		return excessivelyLarge(req)
 	}
 	if req.ValidateOnly {
 		recs = nil
 	}
 	return Result{Records: recs, Response: resp}
+}
+
+// alterEachResource is the loop AlterConfigs and IncrementalAlterConfigs share:
+// a resource named twice is INVALID_REQUEST (Kafka's "Duplicate resource"), every
+// other one is altered on its own and answered through answer; the records of all
+// that succeed are returned. ok is false when they exceed
+// controller.max.records.per.user.op (the request is then refused whole).
+func alterEachResource[R any](c *core, resources []R, key func(R) (kmsg.ConfigResourceType, string),
+	alter func(R) ([]records.Record, *apiError), answer func(R, *apiError)) (recs []records.Record, ok bool) {
+	counts := map[string]int{}
+	for _, r := range resources {
+		counts[configResourceKey(key(r))]++
+	}
+	budget := recordBudget(c.cfg.MaxRecordsPerUserOp)
+	for _, r := range resources {
+		typ, name := key(r)
+		var err *apiError
+		if counts[configResourceKey(typ, name)] > 1 {
+			err = errf(kerr.InvalidRequest, "Duplicate resource %s", name)
+		} else {
+			var rs []records.Record
+			if rs, err = alter(r); err == nil && !budget.take(len(rs)) {
+				return nil, false
+			}
+			recs = append(recs, rs...)
+		}
+		answer(r, err)
+	}
+	return recs, true
 }
 
 func (c *core) alterResource(r kmsg.AlterConfigsRequestResource) ([]records.Record, *apiError) {

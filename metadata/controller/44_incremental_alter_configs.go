@@ -31,29 +31,21 @@ var opNames = [...]string{0: "SET", 1: "DELETE", 2: "APPEND", 3: "SUBTRACT"}
 func (c *core) incrementalAlterConfigs(req *kmsg.IncrementalAlterConfigsRequest) Result {
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	resp.SetVersion(req.Version)
-	counts := map[string]int{}
-	for _, r := range req.Resources {
-		counts[configResourceKey(r.ResourceType, r.ResourceName)]++
-	}
-	var recs []records.Record
-	budget := recordBudget(c.cfg.MaxRecordsPerUserOp)
-	for _, r := range req.Resources {
-		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
-		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
-		var err *apiError
-		if counts[configResourceKey(r.ResourceType, r.ResourceName)] > 1 {
-			err = errf(kerr.InvalidRequest, "Duplicate resource %s", r.ResourceName)
-		} else {
-			var rs []records.Record
-			if rs, err = c.incrementalAlterResource(r); err == nil && !budget.take(len(rs)) {
-				return excessivelyLarge(req)
+	recs, ok := alterEachResource(c, req.Resources,
+		func(r kmsg.IncrementalAlterConfigsRequestResource) (kmsg.ConfigResourceType, string) {
+			return r.ResourceType, r.ResourceName
+		},
+		c.incrementalAlterResource,
+		func(r kmsg.IncrementalAlterConfigsRequestResource, err *apiError) {
+			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+			if err != nil {
+				rr.ErrorCode, rr.ErrorMessage = err.code, err.msg
 			}
-			recs = append(recs, rs...)
-		}
-		if err != nil {
-			rr.ErrorCode, rr.ErrorMessage = err.code, err.msg
-		}
-		resp.Resources = append(resp.Resources, rr)
+			resp.Resources = append(resp.Resources, rr)
+		})
+	if !ok {
+		return excessivelyLarge(req)
 	}
 	if req.ValidateOnly {
 		recs = nil
