@@ -1,10 +1,12 @@
 package quorum
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // stepUpdateVoter steps an UpdateRaftVoter from v's id into r and returns the
@@ -172,5 +174,40 @@ func TestFollowerSendsUpdateVoter(t *testing.T) {
 		if m.UpdateVoter != nil {
 			t.Fatalf("a voter whose entry is up to date sent %v", m)
 		}
+	}
+}
+
+// TestUpdateVoterRPCRefusesHostileListeners: an UpdateRaftVoter with more than
+// maxVoterEndpoints listeners, or one listener name twice, is INVALID_REQUEST at
+// decoding, before the core sees it (nothing is stored or appended).
+func TestUpdateVoterRPCRefusesHostileListeners(t *testing.T) {
+	listener := func(name string) kmsg.UpdateRaftVoterRequestListener {
+		l := kmsg.NewUpdateRaftVoterRequestListener()
+		l.Name, l.Host, l.Port = name, "127.0.0.1", 9093
+		return l
+	}
+	many := kmsg.NewPtrUpdateRaftVoterRequest()
+	for i := range maxVoterEndpoints + 1 {
+		many.Listeners = append(many.Listeners, listener(fmt.Sprint("L", i)))
+	}
+	twice := kmsg.NewPtrUpdateRaftVoterRequest()
+	twice.Listeners = []kmsg.UpdateRaftVoterRequestListener{listener("CONTROLLER"), listener("CONTROLLER")}
+	atCap := kmsg.NewPtrUpdateRaftVoterRequest()
+	for i := range maxVoterEndpoints {
+		atCap.Listeners = append(atCap.Listeners, listener(fmt.Sprint("L", i)))
+	}
+	n := &Node{}
+	for name, req := range map[string]*kmsg.UpdateRaftVoterRequest{"too many listeners": many, "a name twice": twice} {
+		m, _, early, err := n.decodeUpdateVoterRPC(req)
+		if err != nil || early == nil || m.UpdateVoter != nil {
+			t.Fatalf("%s: message %+v, early answer %v, err %v", name, m, early, err)
+		}
+		if code := early.(*kmsg.UpdateRaftVoterResponse).ErrorCode; code != kerr.InvalidRequest.Code {
+			t.Errorf("%s: %s, want INVALID_REQUEST", name, kerr.ErrorForCode(code))
+		}
+	}
+	if m, _, early, err := n.decodeUpdateVoterRPC(atCap); err != nil || early != nil || m.UpdateVoter == nil ||
+		len(m.UpdateVoter.Voter.Endpoints) != maxVoterEndpoints {
+		t.Fatalf("%d distinct listeners refused: %v %v", maxVoterEndpoints, early, err)
 	}
 }
