@@ -28,13 +28,19 @@ func partitionISR(ctx context.Context, adm *kadm.Client, topic string) (map[int3
 }
 
 // waitTopicEverywhere waits until every running broker's published image
-// has topic, so producers do not race the metadata to a leader.
+// has topic and its replica manager has applied that image, so producers do
+// not race the metadata or the log creation to a leader.
 func waitTopicEverywhere(t testing.TB, c *cluster, topic string) {
 	t.Helper()
 	waitFor(t, "topic "+topic+" on every broker", 10*time.Second, func() bool {
 		for nid := range c.brokerPorts {
 			if a := c.nodes[nid]; a != nil {
-				if _, ok := a.Broker().Image().TopicByName(topic); !ok {
+				// Served to Metadata and applied by the replica manager: a broker
+				// serves an image before it has created its partitions' logs (as
+				// Kafka's does), and answers NOT_LEADER_OR_FOLLOWER until then.
+				b := a.Broker()
+				img := b.Image()
+				if _, ok := img.TopicByName(topic); !ok || b.AppliedOffset() < img.Provenance().Offset {
 					return false
 				}
 			}
