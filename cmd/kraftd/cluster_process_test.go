@@ -111,9 +111,24 @@ func (c *procCluster) killAll() {
 	}
 	if c.t.Failed() {
 		for id, p := range c.procs {
-			c.t.Logf("node %d (%s) output (tail):\n%s", id, p.role, tail(p.out.String(), 40))
+			c.t.Logf("node %d (%s) output (tail, without per-partition lines):\n%s", id, p.role, tail(dropPerPartitionLines(p.out.String()), 40))
 		}
 	}
+}
+
+// dropPerPartitionLines leaves out the lines a node logs once per partition
+// (hosting a replica, loading or unloading an empty coordinator partition):
+// with 50 __consumer_offsets partitions they would fill any tail.
+func dropPerPartitionLines(s string) string {
+	var keep []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, `"msg":"hosting partition"`) || strings.Contains(l, `"msg":"group coordinator partition unloaded"`) ||
+			(strings.Contains(l, `"msg":"group coordinator partition loaded"`) && strings.Contains(l, `"groups":0,`)) {
+			continue
+		}
+		keep = append(keep, l)
+	}
+	return strings.Join(keep, "\n")
 }
 
 func tail(s string, lines int) string {

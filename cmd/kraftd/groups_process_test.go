@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -328,6 +329,27 @@ type groupMember struct {
 	// acked is, per partition, the highest offset a commit of this
 	// member was acknowledged for.
 	acked map[int32]int64
+	// log holds the client's own log (info and above), printed when the
+	// test fails: why a member rejoined is in there.
+	log lockedBuffer
+}
+
+// lockedBuffer is a bytes.Buffer that kgo's logger and the test share.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // groupSessionTimeout is the members' session.timeout.ms. A coordinator move
@@ -339,14 +361,22 @@ const groupSessionTimeout = 15 * time.Second
 
 func startGroupMember(t *testing.T, ctx context.Context, c faultCluster, group, topic string) *groupMember {
 	t.Helper()
+	m := &groupMember{done: make(chan struct{}), seen: map[string]int{}, acked: map[int32]int64{}}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(),
 		kgo.SessionTimeout(groupSessionTimeout), kgo.HeartbeatInterval(300*time.Millisecond),
-		kgo.MetadataMinAge(50*time.Millisecond), kgo.RetryTimeout(30*time.Second))
+		kgo.MetadataMinAge(50*time.Millisecond), kgo.RetryTimeout(30*time.Second),
+		kgo.WithLogger(kgo.BasicLogger(&m.log, kgo.LogLevelInfo, func() string { return time.Now().UTC().Format("15:04:05.000 ") })))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &groupMember{cl: cl, done: make(chan struct{}), seen: map[string]int{}, acked: map[int32]int64{}}
+	m.cl = cl
+	t.Cleanup(func() {
+		if t.Failed() {
+			id, gen := cl.GroupMetadata()
+			t.Logf("group member %s (generation %d) client log:\n%s", id, gen, m.log.String())
+		}
+	})
 	go func() {
 		defer close(m.done)
 		for ctx.Err() == nil {

@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"go.uber.org/zap"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -219,7 +220,7 @@ func (c *Coordinator) parkJoinLocked(g *group, m *member, version int16, nowMs i
 	if g.state == PreparingRebalance {
 		c.maybeCompleteJoinLocked(g, nowMs)
 	} else {
-		c.prepareRebalanceLocked(g, nowMs)
+		c.prepareRebalanceLocked(g, nowMs, "member "+m.id+" joined")
 	}
 	return ch
 }
@@ -228,7 +229,9 @@ func (c *Coordinator) parkJoinLocked(g *group, m *member, version int16, nowMs i
 // CompletingRebalance group's parked syncs are answered
 // REBALANCE_IN_PROGRESS; an Empty group waits the initial rebalance delay;
 // mu held.
-func (c *Coordinator) prepareRebalanceLocked(g *group, nowMs int64) {
+func (c *Coordinator) prepareRebalanceLocked(g *group, nowMs int64, reason string) {
+	c.log.Info("preparing to rebalance group", zap.String("group", g.id), zap.Stringer("state", g.state),
+		zap.Int32("old_generation", g.generation), zap.String("reason", reason))
 	if g.state == CompletingRebalance {
 		for _, m := range g.members {
 			m.assignment = nil
@@ -352,7 +355,7 @@ func (c *Coordinator) removeMemberLocked(g *group, m *member, nowMs int64) {
 	case PreparingRebalance:
 		c.maybeCompleteJoinLocked(g, nowMs)
 	case CompletingRebalance, Stable:
-		c.prepareRebalanceLocked(g, nowMs)
+		c.prepareRebalanceLocked(g, nowMs, "member "+m.id+" left or its session expired")
 	}
 }
 

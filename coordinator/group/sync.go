@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"go.uber.org/zap"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -131,10 +132,11 @@ func (c *Coordinator) storeAssignmentLocked(sh *shard, p *replica.Partition, g *
 			m.assignment = nil
 			c.answerSync(m, code, nil)
 		}
-		c.prepareRebalanceLocked(g, c.cfg.NowMs())
+		c.prepareRebalanceLocked(g, c.cfg.NowMs(), "writing the assignment failed: "+err.Error())
 		return
 	}
 	g.transition(Stable, c.cfg.NowMs())
+	c.log.Info("stabilized group", zap.String("group", g.id), zap.Int32("generation", g.generation), zap.Int("members", len(g.members)))
 	for _, m := range g.members {
 		c.answerSync(m, 0, m.assignment)
 	}

@@ -44,7 +44,7 @@ func (c *Coordinator) runTimersLocked(sh *shard, g *group, nowMs int64) {
 			}
 		}
 		g.pendingSync = map[string]bool{}
-		c.prepareRebalanceLocked(g, nowMs)
+		c.prepareRebalanceLocked(g, nowMs, "members did not sync before the rebalance timeout")
 	}
 	if g.state == Empty && len(g.members) == 0 && len(g.offsets) == 0 && len(g.pending) == 0 && len(g.pendingTxn) == 0 && g.generation == 0 {
 		delete(sh.groups, g.id) // never used: nothing was written for it
