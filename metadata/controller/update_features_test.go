@@ -253,3 +253,28 @@ func TestControllerApiVersionsFeatures(t *testing.T) {
 		t.Fatalf("v2 answer with features: %+v", old)
 	}
 }
+
+// TestUpdateFeaturesKRaftVersionWithOthers: kraft.version next to other features in
+// one request: a refusal of one of the others leaves kraft.version alone (the
+// quorum is not asked); with the others valid both are applied.
+func TestUpdateFeaturesKRaftVersionWithOthers(t *testing.T) {
+	q := newFakeQuorum(true)
+	u := &upgradeQuorum{fakeQuorum: q}
+	c := startController(t, q, &fakeClock{}, func(cfg *Config) { cfg.Quorum = u })
+	q.elect(1, 1)
+	q.waitProposed(t)
+	if r := await(t, call(c, withKRaft(1, 0, 1))).(*kmsg.BrokerRegistrationResponse); r.ErrorCode != 0 {
+		t.Fatalf("registration: %s", kerr.ErrorForCode(r.ErrorCode))
+	}
+	code, msg := updateFeaturesAll(t, c, 2, false, fu("kraft.version", 1, 1), fu("transaction.version", 1, 1))
+	if code != kerr.InvalidUpdateVersion.Code || !strings.Contains(msg, "transaction.version") || len(u.calls) != 0 {
+		t.Fatalf("kraft.version next to a refused update: %s %q, quorum calls %v", kerr.ErrorForCode(code), msg, u.calls)
+	}
+	if code, msg := updateFeaturesAll(t, c, 1, false, fu("metadata.version", 15, 1), fu("kraft.version", 1, 1)); code != 0 ||
+		len(u.calls) != 1 || u.calls[0] != "upgrade 1" {
+		t.Fatalf("kraft.version next to metadata.version: %s %q, quorum calls %v", kerr.ErrorForCode(code), msg, u.calls)
+	}
+	if img, _ := c.CommittedImage(); img.MetadataVersion() != 15 {
+		t.Fatalf("metadata.version %d after the combined upgrade", img.MetadataVersion())
+	}
+}
