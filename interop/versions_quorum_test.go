@@ -16,8 +16,8 @@ import (
 // the version sent.
 
 // sweepUpdateFeatures asks to finalize a feature kraftd does not know: the
-// controller refuses it (INVALID_UPDATE_VERSION), at the top level from v2, for
-// the feature before.
+// controller refuses it (INVALID_UPDATE_VERSION) at the top level, at every
+// version, as Kafka's QuorumController answers a failed update.
 func sweepUpdateFeatures(ctx context.Context, e *sweepEnv, v int16) error {
 	req := kmsg.NewPtrUpdateFeaturesRequest()
 	req.TimeoutMillis = 10000

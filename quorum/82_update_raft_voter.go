@@ -19,7 +19,8 @@ package quorum
 // an endpoint on the leader's listener; REQUEST_TIMED_OUT before the high watermark
 // is established in the epoch or while a VotersRecord is uncommitted; VOTER_NOT_FOUND
 // for a replica that is not a voter (id and directory id). A voter whose entry already
-// says what it asks for gets NONE and nothing is appended (Kafka appends a copy).
+// says what it asks for gets NONE and a copy of the voter set is appended, as Kafka's
+// handler does.
 
 import (
 	"context"
@@ -74,10 +75,50 @@ func (r *Raft) localVoterNode() (VoterNode, bool) {
 		Endpoints: r.cfg.Endpoints, KRaftVersionMin: KRaftVersionStatic, KRaftVersionMax: KRaftVersionMax}, true
 }
 
-// sameVoterInfo reports whether two entries of a voter agree on endpoints and range.
-func sameVoterInfo(a, b VoterNode) bool {
-	return a.KRaftVersionMin == b.KRaftVersionMin && a.KRaftVersionMax == b.KRaftVersionMax &&
-		slices.Equal(a.Endpoints, b.Endpoints)
+// sameVoterNode reports whether two entries of a voter agree on the replica key, the
+// endpoints and the supported range, as Kafka's VoterNode.equals: endpoints are
+// compared as a set (Kafka keeps them in a map by listener name), so listing the
+// same listeners in another order is no change.
+func sameVoterNode(a, b VoterNode) bool {
+	if a.Key != b.Key || a.KRaftVersionMin != b.KRaftVersionMin || a.KRaftVersionMax != b.KRaftVersionMax ||
+		len(a.Endpoints) != len(b.Endpoints) {
+		return false
+	}
+	for _, e := range a.Endpoints {
+		if !slices.Contains(b.Endpoints, e) {
+			return false
+		}
+	}
+	return true
+}
+
+// isReplicaOf reports whether key names voter v, as Kafka's VoterNode.isVoter: the
+// ids are equal and, when v has a directory id, so are the directory ids. Unlike
+// VoterSet.IsVoter a zero directory id in key does not match a voter that has one:
+// an entry is only ever replaced by the replica it names.
+func isReplicaOf(v VoterNode, key ReplicaKey) bool {
+	return v.Key.ID == key.ID && (v.Key.DirectoryID == [16]byte{} || v.Key.DirectoryID == key.DirectoryID)
+}
+
+// voterNodeNeedsUpdate reports whether n is a voter of vs whose entry says something
+// else (Kafka's VoterSet.voterNodeNeedsUpdate): a follower then sends
+// UpdateRaftVoter, a new leader rewrites its own entry at the start of its epoch.
+func (vs VoterSet) voterNodeNeedsUpdate(n VoterNode) bool {
+	old, ok := vs.Voter(n.Key.ID)
+	return ok && isReplicaOf(old, n.Key) && !sameVoterNode(old, n)
+}
+
+// withVoter is vs with the entry of n's id replaced by n (Kafka's
+// VoterSet.updateVoter, once the caller checked isReplicaOf). The set keeps its
+// voters, so it stays valid.
+func (vs VoterSet) withVoter(n VoterNode) VoterSet {
+	out := VoterSet{Voters: slices.Clone(vs.Voters)}
+	for i := range out.Voters {
+		if out.Voters[i].Key.ID == n.Key.ID {
+			out.Voters[i] = cloneVoterNode(n)
+		}
+	}
+	return out
 }
 
 // maybeSendUpdateVoter sends UpdateRaftVoter to the leader when this follower is a
@@ -99,7 +140,7 @@ func (r *Raft) maybeSendUpdateVoter(nowMs int64) {
 		if !ok {
 			return
 		}
-		if cur, ok := v.set.Voter(r.cfg.NodeID); !ok || sameVoterInfo(cur, local) {
+		if !v.set.voterNodeNeedsUpdate(local) {
 			return
 		}
 	}
@@ -157,44 +198,45 @@ func (r *Raft) updateVoter(nowMs int64, req *UpdateVoterRequest) int16 {
 		return kerr.RequestTimedOut.Code
 	}
 	level := r.kraftVersion()
-	if v.KRaftVersionMin > level || v.KRaftVersionMax < level {
-		return kerr.InvalidRequest.Code
-	}
 	if level == KRaftVersionStatic {
-		if !r.isVoterID(v.Key.ID) {
-			return kerr.VoterNotFound.Code
-		}
-		if r.reportedEpoch != r.epoch {
-			r.reported, r.reportedEpoch = map[int32]VoterNode{}, r.epoch
-		}
-		r.reported[v.Key.ID] = cloneVoterNode(v)
-		return 0
+		return r.noteReportedVoter(v)
 	}
 	cur, ok := r.log.kraft.latestVoters()
 	switch {
-	case !ok:
+	case !ok || cur.offset >= r.hw:
+		return kerr.RequestTimedOut.Code // one voter change at a time
+	case v.KRaftVersionMin > level || v.KRaftVersionMax < level:
+		return kerr.InvalidRequest.Code
+	}
+	if old, ok := cur.set.Voter(v.Key.ID); !ok || !isReplicaOf(old, v.Key) {
 		return kerr.VoterNotFound.Code
-	case cur.offset >= r.hw:
-		return kerr.RequestTimedOut.Code
-	case !cur.set.IsVoter(v.Key):
-		return kerr.VoterNotFound.Code
 	}
-	old, _ := cur.set.Voter(v.Key.ID)
-	if sameVoterInfo(old, v) && old.Key == v.Key {
-		return 0
-	}
-	voters := slices.Clone(cur.set.Voters)
-	for i := range voters {
-		if voters[i].Key.ID == v.Key.ID {
-			voters[i] = cloneVoterNode(v)
-		}
-	}
-	next, err := NewVoterSet(voters)
+	// Kafka's UpdateVoterHandler appends the updated set even when it equals the set
+	// in force (VoterSet.updateVoter never reports "no change"), so a voter that asks
+	// again gets a committed copy, and its answer means the same thing either way: a
+	// VotersRecord naming it as it asked was appended in this epoch.
+	next, err := NewVoterSet(cur.set.withVoter(v).Voters)
 	if err != nil {
 		return kerr.InvalidRequest.Code
 	}
 	r.nowMs = max(r.nowMs, nowMs)
 	r.appendVoters(next)
+	return 0
+}
+
+// noteReportedVoter keeps what a voter of a kraft.version 0 quorum reported, in
+// memory, for UpgradeKRaftVersion (KAFKA-16538).
+func (r *Raft) noteReportedVoter(v VoterNode) int16 {
+	switch {
+	case v.KRaftVersionMin > KRaftVersionStatic:
+		return kerr.InvalidRequest.Code
+	case !r.isVoterID(v.Key.ID):
+		return kerr.VoterNotFound.Code
+	}
+	if r.reportedEpoch != r.epoch {
+		r.reported, r.reportedEpoch = map[int32]VoterNode{}, r.epoch
+	}
+	r.reported[v.Key.ID] = cloneVoterNode(v)
 	return 0
 }
 

@@ -126,11 +126,11 @@ func (r *Raft) becomeLeader(nowMs int64) {
 func (r *Raft) checkQuorumWindowMs() int64 { return r.cfg.FetchTimeoutMs * 3 / 2 }
 
 // leaderChangeBatch encodes LeaderChangeMessage v0 in a control batch of type 2
-// (kmsg's ControlRecordKeyTypeLeaderChange constant is 3, which is wrong). In a
-// dynamic quorum whose voter set so far is only the bootstrap snapshot's (which is
-// never served, so observers and controllers formatted --no-initial-controllers do
-// not have it) the batch also carries KRaftVersion and Voters records, as Kafka's
-// LeaderState.appendStartOfEpochControlRecords writes them.
+// (kmsg's ControlRecordKeyTypeLeaderChange constant is 3, which is wrong). At
+// kraft.version >= 1 the same batch also carries a KRaftVersionRecord and a
+// VotersRecord, after the LeaderChange record, as Kafka's
+// LeaderState.appendStartOfEpochControlRecords writes them, when epochStartVoters
+// says so.
 func (r *Raft) leaderChangeBatch(nowMs int64) raftlog.Batch {
 	msg := kmsg.LeaderChangeMessage{Version: 0, LeaderID: r.cfg.NodeID}
 	for _, v := range r.voterIDs() {
@@ -140,10 +140,45 @@ func (r *Raft) leaderChangeBatch(nowMs int64) raftlog.Batch {
 		msg.GrantingVoters = append(msg.GrantingVoters, kmsg.LeaderChangeMessageVoter{VoterID: v})
 	}
 	recs := []raftlog.Record{{Key: raftlog.ControlKey(raftlog.ControlLeaderChange), Value: msg.AppendTo(nil)}}
-	if v, ok := r.log.kraft.latestVoters(); ok && r.dynamic() && v.offset < 0 {
-		recs = append(recs, KRaftControlRecords(r.kraftVersion(), v.set)...)
+	if next, ok := r.epochStartVoters(); ok {
+		recs = append(recs, KRaftControlRecords(r.kraftVersion(), next)...)
 	}
 	return raftlog.EncodeBatch(r.log.endOffset(), r.epoch, nowMs, true, recs)
+}
+
+// epochStartVoters is the voter set a new leader writes at the start of its epoch
+// (KIP-853), ok false when it writes none. As Kafka's
+// LeaderState.appendStartOfEpochControlRecords, a leader at kraft.version >= 1 writes
+// the voter set in force with its own entry replaced by what it is now (its
+// advertised controller listeners and the kraft.version range it supports,
+// localVoterNode) when:
+//   - the voter set so far is only the bootstrap snapshot's (offset < 0), which is
+//     never served, so observers and controllers formatted --no-initial-controllers
+//     would not have it otherwise; or
+//   - its entry differs from what it is now (Kafka's VoterSet.voterNodeNeedsUpdate):
+//     a controller restarted on a new port, or upgraded to support another range,
+//     takes office under its new address, and peers find it there.
+//
+// Only the leader's own entry changes, so the set keeps its voters and the
+// one-change-at-a-time rule of voter changes is not touched. A leader without
+// configured endpoints (Config.Endpoints empty, tests) writes the set as it is, and
+// only in the bootstrap case.
+func (r *Raft) epochStartVoters() (VoterSet, bool) {
+	if !r.dynamic() || r.kraftVersion() < KRaftVersionDynamic {
+		return VoterSet{}, false
+	}
+	cur, ok := r.log.kraft.latestVoters()
+	if !ok {
+		return VoterSet{}, false
+	}
+	local, hasLocal := r.localVoterNode()
+	switch {
+	case hasLocal && cur.set.voterNodeNeedsUpdate(local):
+		return cur.set.withVoter(local), true
+	case cur.offset < 0:
+		return cur.set, true
+	}
+	return VoterSet{}, false
 }
 
 func (r *Raft) tickLeader(nowMs int64) {

@@ -117,6 +117,17 @@ func derefClusterID(p *string) string {
 }
 
 // endpoint is host and port of a voter's controller listener.
+// VoterAddr is the host:port this node dials for voter id: its configured address
+// (controller.quorum.voters) or, in a dynamic quorum, its listener in the voter set
+// in force. Safe from any goroutine.
+func (n *Node) VoterAddr(id int32) (string, bool) {
+	host, port, ok := n.endpoint(id)
+	if !ok {
+		return "", false
+	}
+	return net.JoinHostPort(host, strconv.Itoa(int(port))), true
+}
+
 func (n *Node) endpoint(id int32) (host string, port uint16, ok bool) {
 	addr, found := n.cfg.VoterAddrs[id]
 	if !found {

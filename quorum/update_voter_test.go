@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kraftd/kraftd/quorum/raftlog"
 )
 
 // stepUpdateVoter steps an UpdateRaftVoter from v's id into r and returns the
@@ -48,7 +50,7 @@ func twoVoterLeader(t *testing.T) *Raft {
 // VOTER_NOT_FOUND for a non-voter (id or directory id), NOT_LEADER_OR_FOLLOWER off
 // the leader; an accepted update appends a VotersRecord with the new endpoints at
 // once, and a second waits (REQUEST_TIMED_OUT) until it commits; an update that
-// changes nothing appends nothing.
+// changes nothing appends a copy of the voter set, as Kafka's handler does.
 func TestUpdateVoterRules(t *testing.T) {
 	r := twoVoterLeader(t)
 	epoch := r.Status().Epoch
@@ -100,8 +102,16 @@ func TestUpdateVoterRules(t *testing.T) {
 	}
 	observerFetch(t, r, 2, r.log.endOffset(), 2004)
 	end = r.log.endOffset()
-	if got := stepUpdateVoter(t, r, epoch, moved, 2005); got != 0 || r.log.endOffset() != end {
-		t.Fatalf("an update that changes nothing: %s, log end %d -> %d", errName(got), end, r.log.endOffset())
+	before, _ := r.log.kraft.latestVoters()
+	if got := stepUpdateVoter(t, r, epoch, moved, 2005); got != 0 {
+		t.Fatalf("an update that changes nothing: %s", errName(got))
+	}
+	if v, _ := r.log.kraft.latestVoters(); v.offset != end || !v.set.Equal(before.set) {
+		t.Fatalf("an update that changes nothing appended voters %v at %d, want a copy of %v at %d (Kafka's UpdateVoterHandler)",
+			v.set, v.offset, before.set, end)
+	}
+	if got := stepUpdateVoter(t, r, epoch, moved, 2005); got != kerr.RequestTimedOut.Code {
+		t.Fatalf("a second unchanged update while the copy is uncommitted: %s", errName(got))
 	}
 
 	follower := dynamicRaft(t, 2, testDirID(2), dynVoters(t, 1, 2))
@@ -209,5 +219,85 @@ func TestUpdateVoterRPCRefusesHostileListeners(t *testing.T) {
 	if m, _, early, err := n.decodeUpdateVoterRPC(atCap); err != nil || early != nil || m.UpdateVoter == nil ||
 		len(m.UpdateVoter.Voter.Endpoints) != maxVoterEndpoints {
 		t.Fatalf("%d distinct listeners refused: %v %v", maxVoterEndpoints, early, err)
+	}
+}
+
+// reelect makes the leader r resign and runs its clock until it leads again (a
+// single-voter quorum), returning the records of its new epoch's first batch.
+func reelect(t *testing.T, r *Raft, nowMs int64) (records []raftlog.Record, base int64) {
+	t.Helper()
+	epoch := r.Status().Epoch
+	if err := r.Resign(nowMs); err != nil {
+		t.Fatal(err)
+	}
+	drain(r)
+	for now := nowMs; now < nowMs+20_000; now += 100 {
+		r.Tick(now)
+		drain(r)
+		if st := r.Status(); st.Role == Leader && st.Epoch > epoch {
+			b := r.log.batches[r.log.batchIndex(st.EpochStartOffset)]
+			recs, err := b.Records()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return recs, b.BaseOffset
+		}
+	}
+	t.Fatalf("node %d did not lead again after epoch %d: %+v", r.cfg.NodeID, epoch, r.Status())
+	return nil, 0
+}
+
+// TestLeaderRewritesOwnEntryAtEpochStart: a leader at kraft.version 1 whose
+// advertised controller listeners or supported kraft.version range differ from its
+// entry in the voter set in force writes the set with its entry updated in its
+// LeaderChange batch, after the LeaderChange record (KRaftVersionRecord, then
+// VotersRecord), as Kafka's LeaderState.appendStartOfEpochControlRecords; with its
+// entry up to date (listeners in another order included) the batch holds the
+// LeaderChange alone.
+func TestLeaderRewritesOwnEntryAtEpochStart(t *testing.T) {
+	boot := dynVoters(t, 1)
+	boot.Voters[0].KRaftVersionMin = 1 // what an older formatter might have written
+	loaded := raftlog.Loaded{State: raftlog.EmptyQuorumState(), Snapshot: &raftlog.BootstrapSnapshotID}
+	r, err := NewRaftFromSnapshot(Config{NodeID: 1, DirectoryID: testDirID(1), AppendLingerMs: AppendLingerMsNone,
+		Endpoints: slices.Clone(boot.Voters[0].Endpoints)}, loaded, SnapshotKRaft{KRaftVersion: KRaftVersionDynamic, Voters: boot}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(r)
+	r.Tick(2000)
+	drain(r)
+	recs, _ := r.log.batches[0].Records()
+	if len(recs) != 3 {
+		t.Fatalf("first LeaderChange batch holds %d records, want 3", len(recs))
+	}
+	if vs, err := ParseVotersRecord(recs[2].Value); err != nil || vs.Voters[0].KRaftVersionMin != 0 {
+		t.Fatalf("bootstrap voters written with the leader's range 0-%d: %v %+v", KRaftVersionMax, err, vs.Voters)
+	}
+
+	moved := []Endpoint{{Name: "CONTROLLER", Host: "127.0.0.1", Port: 19091}, {Name: "REPLICATION", Host: "127.0.0.1", Port: 19191}}
+	r.cfg.Endpoints = moved
+	recs, base := reelect(t, r, 3000)
+	if len(recs) != 3 {
+		t.Fatalf("LeaderChange batch of a leader on new listeners holds %d records, want LeaderChange, KRaftVersion, Voters", len(recs))
+	}
+	for i, want := range []raftlog.ControlType{raftlog.ControlLeaderChange, raftlog.ControlKRaftVersion, raftlog.ControlKRaftVoters} {
+		if got, err := raftlog.ParseControlKey(recs[i].Key); err != nil || got != want {
+			t.Fatalf("record %d of the LeaderChange batch is %v (%v), want %v", i, got, err, want)
+		}
+	}
+	if level, err := ParseKRaftVersionRecord(recs[1].Value); err != nil || level != KRaftVersionDynamic {
+		t.Fatalf("KRaftVersionRecord %d, %v", level, err)
+	}
+	vs, err := ParseVotersRecord(recs[2].Value)
+	if err != nil || len(vs.Voters) != 1 || !slices.Equal(vs.Voters[0].Endpoints, moved) || vs.Voters[0].Key != boot.Voters[0].Key {
+		t.Fatalf("voters at the new epoch's start: %+v, %v", vs.Voters, err)
+	}
+	if v, _ := r.log.kraft.latestVoters(); v.offset != base+2 || !v.set.Equal(vs) {
+		t.Fatalf("voter set in force %v from %d, want the epoch start's at %d", v.set, v.offset, base+2)
+	}
+
+	r.cfg.Endpoints = []Endpoint{moved[1], moved[0]}
+	if recs, _ := reelect(t, r, 30_000); len(recs) != 1 {
+		t.Fatalf("a leader whose entry is up to date (listeners reordered) wrote %d records at epoch start", len(recs))
 	}
 }

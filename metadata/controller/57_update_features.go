@@ -2,21 +2,34 @@ package controller
 
 // UpdateFeatures, API key 57, versions 0-2 (v1 ValidateOnly and UpgradeType, v2
 // answers with the top-level error only), on the controller listener, as
-// kafka-features.sh --bootstrap-controller sends it.
+// kafka-features.sh --bootstrap-controller sends it (and brokers forward it).
 //
-// kraftd changes one feature this way: kraft.version, from 0 to 1 (KAFKA-16538):
-// allowed once every registered broker supports the level (its registration lists
-// kraft.version with the level in range; a broker that lists no kraft.version
-// supports only 0) and every voter has reported its directory id and listeners to
-// the quorum leader (quorum.Node.UpgradeKRaftVersion, which writes the
-// KRaftVersionRecord and VotersRecord and answers once they commit). A downgrade is
-// INVALID_UPDATE_VERSION, as Kafka refuses to downgrade kraft.version; any other
-// feature (metadata.version upgrades are not implemented) is INVALID_UPDATE_VERSION
-// with a message saying so. Off the quorum leader the answer is NOT_CONTROLLER.
-// Raising metadata.version never touches kraft.version.
+// Two kinds of feature:
+//   - metadata.version and the features kraftd knows only at level 0
+//     (transaction.version, group.version): checked and written by the event loop
+//     as Kafka's FeatureControlManager (features.go): FeatureLevelRecords, all in
+//     one atomic batch, answered once they commit. Whether the other controllers
+//     support the level is asked here, off the loop, first
+//     (Config.OtherControllers).
+//   - kraft.version, from 0 to 1 (KAFKA-16538): allowed once every registered
+//     broker supports the level (its registration lists kraft.version with the
+//     level in range; a broker that lists no kraft.version supports only 0) and
+//     every voter has reported its directory id and listeners to the quorum leader
+//     (quorum.Node.UpgradeKRaftVersion, which writes the KRaftVersionRecord and
+//     VotersRecord and answers once they commit). A downgrade is
+//     INVALID_UPDATE_VERSION, as Kafka refuses to downgrade kraft.version.
 //
-// The request is served on the connection's goroutine, not the event loop: it reads
-// the committed image and waits on the quorum, which the loop must never do.
+// Every update is validated before anything is written; an update of kraft.version
+// next to others is applied first, then the others (two appends: the quorum's and
+// the controller's). Answers are Kafka's QuorumController's: an error fails every
+// update, at the top level at every version, its message prefixed with "The update
+// failed for all features since the following feature had an error: "; on success
+// v0 and v1 list every feature with NONE. Off the quorum leader the answer is
+// NOT_CONTROLLER. Raising metadata.version never touches kraft.version.
+//
+// The request is served on the connection's goroutine: it asks the other
+// controllers and waits on the quorum, which the loop must never do; the records
+// are decided and written by the loop.
 
 import (
 	"context"
@@ -42,58 +55,72 @@ type KRaftUpgrader interface {
 	UpgradeKRaftVersion(ctx context.Context, level int16, validateOnly bool) error
 }
 
-// UpgradeType values of UpdateFeatures v1+.
-const (
-	featureUpgrade int8 = 1
-)
-
 func (c *Controller) handleUpdateFeatures(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
 	in := req.Body.(*kmsg.UpdateFeaturesRequest)
-	resp := kmsg.NewPtrUpdateFeaturesResponse()
-	resp.Version = in.Version
 	wait := min(max(time.Duration(in.TimeoutMillis)*time.Millisecond, time.Second), maxFeatureUpdateWait)
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	seen := map[string]bool{}
-	var firstCode int16
-	var firstMsg *string
-	for _, u := range in.FeatureUpdates {
-		code, msg := int16(0), ""
+	var kraft *kmsg.UpdateFeaturesRequestFeatureUpdate
+	var others []kmsg.UpdateFeaturesRequestFeatureUpdate
+	for i, u := range in.FeatureUpdates {
 		if seen[u.Feature] {
-			code, msg = kerr.InvalidRequest.Code, fmt.Sprintf("feature %s appears twice", u.Feature)
+			return featuresResponse(in, kerr.InvalidRequest.Code, fmt.Sprintf("feature %s appears twice", u.Feature)), nil
+		}
+		seen[u.Feature] = true
+		if u.Feature == quorum.KRaftVersionFeatureName {
+			kraft = &in.FeatureUpdates[i]
 		} else {
-			seen[u.Feature] = true
-			code, msg = c.updateFeature(wctx, in, u)
-		}
-		var mp *string
-		if code != 0 {
-			mp = kmsg.StringPtr(msg)
-			if firstCode == 0 {
-				firstCode, firstMsg = code, mp
-			}
-		}
-		if in.Version < 2 {
-			r := kmsg.NewUpdateFeaturesResponseResult()
-			r.Feature, r.ErrorCode, r.ErrorMessage = u.Feature, code, mp
-			resp.Results = append(resp.Results, r)
+			others = append(others, u)
 		}
 	}
-	if in.Version >= 2 {
-		resp.ErrorCode, resp.ErrorMessage = firstCode, firstMsg
+	validateOnly := in.Version >= 1 && in.ValidateOnly
+	fu := &featureUpdate{UpdateFeaturesRequest: in, updates: others, peers: c.otherControllers(wctx, others)}
+	if kraft != nil && len(others) > 0 {
+		// Check the others first, writing nothing, so a refusal of one of them
+		// leaves kraft.version untouched too.
+		check := *in
+		check.Version, check.ValidateOnly = max(in.Version, 1), true
+		vfu := *fu
+		vfu.UpdateFeaturesRequest = &check
+		if resp, err := c.submitFeatures(wctx, &vfu); err != nil || resp.ErrorCode != 0 {
+			return asRequested(in, resp), err
+		}
 	}
-	return resp, nil
+	if kraft != nil {
+		if code, msg := c.updateKRaftVersion(wctx, in, *kraft, validateOnly); code != 0 {
+			return featuresResponse(in, code, msg), nil
+		}
+	}
+	if len(others) == 0 {
+		return featuresResponse(in, 0, ""), nil
+	}
+	return c.submitFeatures(wctx, fu)
 }
 
-// updateFeature applies one FeatureUpdate and returns its error code and message.
-func (c *Controller) updateFeature(ctx context.Context, in *kmsg.UpdateFeaturesRequest, u kmsg.UpdateFeaturesRequestFeatureUpdate) (int16, string) {
-	downgrade := u.AllowDowngrade
-	if in.Version >= 1 {
-		downgrade = u.UpgradeType != featureUpgrade
+// submitFeatures hands fu to the loop and waits for its answer.
+func (c *Controller) submitFeatures(ctx context.Context, fu *featureUpdate) (*kmsg.UpdateFeaturesResponse, error) {
+	raw, err := c.submit(ctx, fu)
+	if err != nil {
+		return nil, err
 	}
-	if u.Feature != quorum.KRaftVersionFeatureName {
-		return kerr.InvalidUpdateVersion.Code, fmt.Sprintf("kraftd does not change feature %s through UpdateFeatures", u.Feature)
+	return raw.(*kmsg.UpdateFeaturesResponse), nil
+}
+
+// asRequested re-versions an answer to the validation pass for the request.
+func asRequested(in *kmsg.UpdateFeaturesRequest, resp *kmsg.UpdateFeaturesResponse) *kmsg.UpdateFeaturesResponse {
+	if resp == nil {
+		return nil
 	}
-	if downgrade {
+	out := featuresResponse(in, resp.ErrorCode, "")
+	out.ErrorMessage = resp.ErrorMessage
+	return out
+}
+
+// updateKRaftVersion checks and applies a kraft.version update and returns its
+// error code and message.
+func (c *Controller) updateKRaftVersion(ctx context.Context, in *kmsg.UpdateFeaturesRequest, u kmsg.UpdateFeaturesRequestFeatureUpdate, validateOnly bool) (int16, string) {
+	if upgradeTypeOf(in.Version, u) != featureUpgrade {
 		return kerr.InvalidUpdateVersion.Code, fmt.Sprintf("kraft.version cannot be downgraded (to %d)", u.MaxVersionLevel)
 	}
 	up, ok := c.cfg.Quorum.(KRaftUpgrader)
@@ -113,7 +140,7 @@ func (c *Controller) updateFeature(ctx context.Context, in *kmsg.UpdateFeaturesR
 				b.ID, lo, hi, u.MaxVersionLevel)
 		}
 	}
-	err := up.UpgradeKRaftVersion(ctx, u.MaxVersionLevel, in.Version >= 1 && in.ValidateOnly)
+	err := up.UpgradeKRaftVersion(ctx, u.MaxVersionLevel, validateOnly)
 	var ve *quorum.VoterChangeError
 	switch {
 	case err == nil:

@@ -63,6 +63,11 @@ type Config struct {
 	ClusterID string
 	// Quorum appends batches. Required.
 	Quorum Quorum
+	// OtherControllers asks every other controller of the quorum which feature
+	// ranges it supports (ApiVersions on its controller listener), for
+	// UpdateFeatures (Kafka's QuorumFeatures). nil asks none: this controller
+	// checks only itself and the brokers.
+	OtherControllers func(ctx context.Context) []ControllerSupport
 	// Logger defaults to zap.NewNop().
 	Logger *zap.Logger
 

@@ -378,6 +378,8 @@ func (c *core) dispatch(req kmsg.Request, nowMs int64) Result {
 		return c.allocateProducerIDs(r)
 	case *kmsg.AlterPartitionRequest:
 		return c.alterPartition(r)
+	case *featureUpdate:
+		return c.updateFeatures(r)
 	}
 	// RegisterHandlers only routes the keys above here.
 	panic(fmt.Sprintf("controller: no handler for %T", req))

@@ -76,7 +76,13 @@
 //   - Topic configs are not checked against Kafka's config schema, and the
 //     CreateTopics response lists only the configs given.
 //   - metadata.version 3.7-IV2 and later (log directories, ELR) are not
-//     supported: Config.Validate refuses them.
+//     supported: Config.Validate refuses them, and UpdateFeatures refuses to
+//     raise metadata.version past 3.7-IV1 (SupportedFeatures).
+//   - Controllers do not register themselves (no ControllerRegistration,
+//     KIP-919), so UpdateFeatures asks the other controllers which levels they
+//     support with ApiVersions on their controller listener
+//     (Config.OtherControllers), as Kafka did before 3.7, at every
+//     metadata.version; a controller that does not answer refuses the update.
 //
 // # Goroutines
 //

@@ -111,6 +111,8 @@ func errorResponseMessage(req kmsg.Request, code int16, msg *string) kmsg.Respon
 		r.ErrorCode = code
 	case *kmsg.DescribeClusterResponse:
 		r.ErrorCode = code
+	case *kmsg.UpdateFeaturesResponse:
+		r.ErrorCode, r.ErrorMessage = code, msg
 	case *kmsg.CreateTopicsResponse:
 		for _, t := range req.(*kmsg.CreateTopicsRequest).Topics {
 			rt := kmsg.NewCreateTopicsResponseTopic()

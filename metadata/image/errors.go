@@ -27,6 +27,9 @@ var (
 	ErrInvalidRecord = errors.New("image: invalid record")
 	// ErrUnsupportedRecord means the record type is not modelled by images.
 	ErrUnsupportedRecord = errors.New("image: unsupported record type")
+	// ErrUnknownMetadataVersion means a metadata.version name that Kafka's
+	// MetadataVersion does not define up to 3.9-IV0 (ParseMetadataVersion).
+	ErrUnknownMetadataVersion = errors.New("image: unknown metadata.version")
 	// ErrDeltaApplied means Replay was called after Apply.
 	ErrDeltaApplied = errors.New("image: delta already applied")
 )

@@ -70,3 +70,65 @@ func (f features) records() []records.Record {
 	}
 	return out
 }
+
+// metadataVersions names the metadata.version levels Kafka defined up to 3.9-IV0
+// (Kafka's MetadataVersion enum): index level-1 holds the release, the internal
+// version and whether the level changed what metadata records look like
+// (didMetadataChange), which decides whether a downgrade across it is safe.
+var metadataVersions = []struct {
+	release, iv string
+	changed     bool
+}{
+	{"3.0", "IV1", true}, {"3.1", "IV0", false}, {"3.2", "IV0", true},
+	{"3.3", "IV0", false}, {"3.3", "IV1", true}, {"3.3", "IV2", true}, {"3.3", "IV3", true},
+	{"3.4", "IV0", true},
+	{"3.5", "IV0", false}, {"3.5", "IV1", false}, {"3.5", "IV2", true},
+	{"3.6", "IV0", false}, {"3.6", "IV1", true}, {"3.6", "IV2", true},
+	{"3.7", "IV0", true}, {"3.7", "IV1", false}, {"3.7", "IV2", true}, {"3.7", "IV3", false}, {"3.7", "IV4", false},
+	{"3.8", "IV0", false},
+	{"3.9", "IV0", false},
+}
+
+// MetadataVersionName is Kafka's name of a metadata.version level ("3.6-IV2"), or
+// the number when the level is not one this table knows.
+func MetadataVersionName(level int16) string {
+	if level < 1 || int(level) > len(metadataVersions) {
+		return fmt.Sprint(level)
+	}
+	v := metadataVersions[level-1]
+	return v.release + "-" + v.iv
+}
+
+// ParseMetadataVersion reads a metadata.version as Kafka's
+// MetadataVersion.fromVersionString does: "3.6-IV2" is that level, a release alone
+// ("3.6") is its latest internal version (3.6-IV2), and a plain number is the level.
+func ParseMetadataVersion(s string) (int16, error) {
+	var n int16
+	if _, err := fmt.Sscanf(s, "%d", &n); err == nil && fmt.Sprint(n) == s {
+		return n, nil
+	}
+	found := int16(0)
+	for i, v := range metadataVersions {
+		if s == v.release+"-"+v.iv || s == v.release {
+			found = int16(i + 1) // a release alone keeps the last, its latest level
+		}
+	}
+	if found == 0 {
+		return 0, fmt.Errorf("%w %q (known: %s to %s)", ErrUnknownMetadataVersion, s,
+			MetadataVersionName(1), MetadataVersionName(int16(len(metadataVersions))))
+	}
+	return found, nil
+}
+
+// MetadataChangedBetween reports whether any level in (lo, hi] changed what
+// metadata records look like (Kafka's MetadataVersion.checkIfMetadataChanged): a
+// downgrade from hi to lo would then drop information, so it is unsafe. Levels this
+// table does not know count as changed.
+func MetadataChangedBetween(lo, hi int16) bool {
+	for l := hi; l > lo; l-- {
+		if l < 1 || int(l) > len(metadataVersions) || metadataVersions[l-1].changed {
+			return true
+		}
+	}
+	return false
+}

@@ -4,8 +4,13 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kraftd/kraftd/metadata/controller"
+	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/quorum"
 	"github.com/kraftd/kraftd/quorum/raftlog"
 )
@@ -93,6 +98,7 @@ func (r *controllerRole) controllerConfig() controller.Config {
 		MaxRecordsPerUserOp:         int(cfg.ControllerMaxRecordsPerUserOp),
 		UncleanLeaderElectionEnable: cfg.UncleanLeaderElectionEnable,
 		Voters:                      voters,
+		OtherControllers:            r.otherControllers,
 		OnFatal:                     func(err error) { r.a.reportFatal(fmt.Errorf("controller: %w", err)) },
 		ReplayFault:                 cfg.controllerReplayFault,
 	}
@@ -127,4 +133,63 @@ func maxIdleInterval(ms int32) int64 {
 		return -1
 	}
 	return int64(ms)
+}
+
+// featureProbeTimeout bounds the ApiVersions one other controller has to answer
+// when UpdateFeatures asks what it supports.
+const featureProbeTimeout = 5 * time.Second
+
+// otherControllers asks every other voter of the quorum, on its controller
+// listener, which features it supports (ApiVersions SupportedFeatures), for
+// UpdateFeatures: Kafka's controllers learned this the same way before they
+// registered themselves (KIP-919), which kraftd's do not.
+func (r *controllerRole) otherControllers(ctx context.Context) []controller.ControllerSupport {
+	node := r.a.quorum.Node()
+	if node == nil {
+		return nil
+	}
+	st, err := node.Status(ctx)
+	if err != nil {
+		return []controller.ControllerSupport{{ID: -1, Err: err}}
+	}
+	cl := protocol.NewClient(protocol.ClientConfig{ClientID: fmt.Sprintf("kraftd-controller-%d-features", r.a.cfg.NodeID)})
+	defer cl.Close()
+	var out []controller.ControllerSupport
+	for _, id := range st.VoterIDs {
+		if id == r.a.cfg.NodeID {
+			continue
+		}
+		out = append(out, askFeatures(ctx, cl, node, id))
+	}
+	return out
+}
+
+// askFeatures asks voter id which features it supports.
+func askFeatures(ctx context.Context, cl *protocol.Client, node *quorum.Node, id int32) controller.ControllerSupport {
+	s := controller.ControllerSupport{ID: id}
+	addr, ok := node.VoterAddr(id)
+	if !ok {
+		s.Err = fmt.Errorf("no address known for controller %d", id)
+		return s
+	}
+	ctx, cancel := context.WithTimeout(ctx, featureProbeTimeout)
+	defer cancel()
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.Version = 3 // SupportedFeatures; metadata.version's minimum is above 0
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "kraftd-controller", "1"
+	raw, err := cl.Request(ctx, addr, req)
+	if err != nil {
+		s.Err = err
+		return s
+	}
+	resp := raw.(*kmsg.ApiVersionsResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		s.Err = err
+		return s
+	}
+	s.Features = map[string]controller.FeatureRange{}
+	for _, f := range resp.SupportedFeatures {
+		s.Features[f.Name] = controller.FeatureRange{Min: f.MinVersion, Max: f.MaxVersion}
+	}
+	return s
 }

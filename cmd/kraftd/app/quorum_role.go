@@ -6,8 +6,11 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/kraftd/kraftd/metadata/controller"
+	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/quorum"
 	"github.com/kraftd/kraftd/quorum/raftlog"
 )
@@ -146,7 +149,7 @@ func (q *quorumRole) Start(ctx context.Context) error {
 	for _, name := range c.ControllerListenerNames {
 		if reg := q.a.registries[name]; reg != nil && c.HasRole(RoleController) {
 			node.RegisterHandlers(reg)
-			reg.SetApiVersionsHook(node.DecorateApiVersions)
+			reg.SetApiVersionsHook(q.controllerApiVersions(node))
 		}
 	}
 	node.Start()
@@ -169,6 +172,22 @@ func (q *quorumRole) Stop(ctx context.Context) error {
 }
 
 // Node is the running quorum node, or nil before Start.
+// controllerApiVersions is the ApiVersions hook of the controller listener: the
+// controller's features (metadata.version supported and the finalized features of
+// its committed image) and the quorum's (kraft.version).
+func (q *quorumRole) controllerApiVersions(node *quorum.Node) func(*protocol.Request, *kmsg.ApiVersionsResponse) {
+	var ctrl *controller.Controller
+	if q.a.controller != nil {
+		ctrl = q.a.controller.Controller()
+	}
+	return func(req *protocol.Request, resp *kmsg.ApiVersionsResponse) {
+		if ctrl != nil {
+			ctrl.DecorateApiVersions(req, resp)
+		}
+		node.DecorateApiVersions(req, resp)
+	}
+}
+
 func (q *quorumRole) Node() *quorum.Node {
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -469,3 +469,82 @@ func checkKRaftVersionFeature(t *testing.T, ctx context.Context, cl *protocol.Cl
 			resp.SupportedFeatures, resp.FinalizedFeatures, add, rm)
 	}
 }
+
+// TestRestartedControllerAdvertisesNewPort: the controller of a dynamic quorum
+// (formatted --standalone) restarted on another controller port leads again and, at
+// the start of its new epoch, rewrites its own entry in the voter set (KIP-853, as
+// Kafka's LeaderState.appendStartOfEpochControlRecords): DescribeQuorum v2 then lists
+// the new port, the one peers and brokers must dial. Without the rewrite the voter
+// set kept the old port for good, since no one else sends UpdateRaftVoter for the
+// leader.
+func TestRestartedControllerAdvertisesNewPort(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	run := func(ctrl string, format bool) {
+		c := embedded(t, Setting{"process.roles", "controller"}, Setting{"listeners", "CONTROLLER://" + ctrl},
+			Setting{"controller.quorum.voters", ""}, Setting{"controller.quorum.bootstrap.servers", ctrl},
+			Setting{"log.dirs", dir}, Setting{"controller.quorum.election.timeout.ms", "200"})
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if format {
+			if err := Format(&c, FormatOptions{ClusterID: testClusterID, Standalone: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a, err := New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer a.Stop(context.Background())
+		var port int32
+		for {
+			st, err := a.Quorum().Status(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Role == quorum.Leader && st.HighWatermark > st.EpochStartOffset {
+				port = describeQuorumV2Port(t, ctx, ctrl)
+				_, want, _ := net.SplitHostPort(ctrl)
+				if strconv.Itoa(int(port)) == want {
+					return
+				}
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("controller on %s: DescribeQuorum v2 lists port %d", ctrl, port)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	run(testport.App.Addr(t), true)
+	run(testport.App.Addr(t), false)
+}
+
+// describeQuorumV2Port asks the leader at addr for DescribeQuorum v2 and returns the
+// port of the one voter's CONTROLLER listener in Nodes.
+func describeQuorumV2Port(t *testing.T, ctx context.Context, addr string) int32 {
+	t.Helper()
+	cl := protocol.NewClient(protocol.ClientConfig{ClientID: "describe-test"})
+	defer cl.Close()
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	req.Version = 2
+	rt := kmsg.NewDescribeQuorumRequestTopic()
+	rt.Topic = "__cluster_metadata"
+	rt.Partitions = []kmsg.DescribeQuorumRequestTopicPartition{kmsg.NewDescribeQuorumRequestTopicPartition()}
+	req.Topics = []kmsg.DescribeQuorumRequestTopic{rt}
+	raw, err := cl.Request(ctx, addr, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := raw.(*kmsg.DescribeQuorumResponse)
+	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || len(p.CurrentVoters) != 1 || len(resp.Nodes) != 1 ||
+		len(resp.Nodes[0].Listeners) != 1 || resp.Nodes[0].Listeners[0].Name != "CONTROLLER" {
+		t.Fatalf("DescribeQuorum v2: error %d, voters %+v, nodes %+v", p.ErrorCode, p.CurrentVoters, resp.Nodes)
+	}
+	return int32(resp.Nodes[0].Listeners[0].Port)
+}
