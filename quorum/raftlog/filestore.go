@@ -239,14 +239,27 @@ func (s *FileStorage) open(bases []int64) error {
 	return s.Sync()
 }
 
+// makeDir creates the partition directory if missing and fsyncs its parent, the
+// metadata log directory, at every open, not only when it created it: a crash
+// between an earlier open's mkdir and that fsync leaves a directory that exists in
+// the page cache only, and a later power loss would take it with every file the node
+// wrote into it since (its votes and acknowledged log included). A metadata log
+// directory it creates too gets its own entry fsynced, once (`kraftd storage format`
+// creates and fsyncs it before the first start).
 func (s *FileStorage) makeDir() error {
-	if _, err := s.fs.Stat(s.dir); err == nil {
-		return nil
+	parent := filepath.Dir(s.dir)
+	if _, err := s.fs.Stat(s.dir); err != nil {
+		_, perr := s.fs.Stat(parent)
+		if err := s.fs.MkdirAll(s.dir, 0o755); err != nil {
+			return ioErr(err)
+		}
+		if perr != nil {
+			if err := syncDirFS(s.fs, filepath.Dir(parent)); err != nil {
+				return err
+			}
+		}
 	}
-	if err := s.fs.MkdirAll(s.dir, 0o755); err != nil {
-		return ioErr(err)
-	}
-	return syncDirFS(s.fs, filepath.Dir(s.dir))
+	return syncDirFS(s.fs, parent)
 }
 
 // scanDir lists segment bases and snapshots and deletes what interrupted writes
