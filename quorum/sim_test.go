@@ -87,6 +87,9 @@ func TestSimulation(t *testing.T) {
 		(dm.injected[dmgFlipBelowRec] == 0 || dm.injected[dmgDropState] == 0 || dm.detected == 0 || dm.recovered == 0) {
 		t.Errorf("the damage schedule no longer reaches detection and recovery: %s", dm)
 	}
+	if missing := agg.missingCrashArms(); first == nil && agg.seeds >= 200 && len(missing) > 0 {
+		t.Errorf("the crash schedule no longer reaches %v: %s", missing, agg)
+	}
 	if first != nil {
 		var by []string
 		for inv, ss := range caught {
@@ -384,6 +387,8 @@ func (s *sim) chaos() {
 			s.crash(n)
 		}
 		s.damage(n)
+	case p < 98:
+		s.aimAtInstall()
 	}
 }
 
