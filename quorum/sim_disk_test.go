@@ -64,6 +64,10 @@ type simDisk struct {
 	damaged bool
 	// repairedUnsafe: the node removed its marker at start, without catching up.
 	repairedUnsafe bool
+	// powerNext: the process alone died last time; the next life's first persist
+	// step crashes with a power loss (what the page cache held and the open took
+	// for durable must have been fsynced by the open).
+	powerNext bool
 }
 
 type diskOp int

@@ -119,7 +119,8 @@ func (d *simDisk) fileCall(op diskOp, crash, syncFails bool, fn func() error) er
 	f := d.file
 	k, power := 0, true
 	if crash {
-		k, power = 1+d.s.rng.IntN(4), d.s.rng.IntN(4) != 0
+		k, power = 1+d.s.rng.IntN(4), d.s.rng.IntN(4) != 0 || d.powerNext
+		d.powerNext = false
 		f.fs.CrashAfter(k, power)
 	}
 	if syncFails {
@@ -164,8 +165,21 @@ func (d *simDisk) fileCrashed(op diskOp, where string, power bool) error {
 	d.s.faultf(d.n.id, "CRASH inside %s (%s): %s", diskOpNames[op], where, crashKind(power))
 	if power {
 		d.filePowerLost()
+	} else {
+		d.aimPowerLossAfterStart()
 	}
 	return errSimCrashed
+}
+
+// aimPowerLossAfterStart: after the process alone died, half the time the machine
+// loses power inside the next life's first persist step (kill -9, restart, power
+// loss): the open must have fsynced what the dead process left in the page cache
+// before it recorded that as durable.
+func (d *simDisk) aimPowerLossAfterStart() {
+	if d.s.rng.IntN(2) == 0 {
+		d.powerNext, d.crashIn, d.crashOp = true, 1, -1
+		d.s.faultf(d.n.id, "CRASH armed with a power loss inside the next life's first persist step")
+	}
 }
 
 func crashKind(power bool) string {
@@ -205,6 +219,8 @@ func (d *simDisk) openCrashed(k int, power bool) error {
 	s.faultf(n.id, "CRASH inside %s (file system call %d of it): %s", diskOpNames[opOpen], k, crashKind(power))
 	if power {
 		d.filePowerLost()
+	} else {
+		d.aimPowerLossAfterStart()
 	}
 	life := n.life
 	s.at(s.nowMs+1+s.rng.Int64N(300), func() {
