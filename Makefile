@@ -165,13 +165,15 @@ sim:
 ## repaired after disk damage ignores its recovery marker, as with
 ## --unsafe-accept-data-loss, and votes at once; syncedlag: the durable-end record
 ## lags one Sync, so a crash leaves the last acknowledged batches unprotected against
-## damage, quorum/raftlog/mutant_*.go and quorum/sim_mutant_*_test.go) and expects the
-## simulation, with only its end-to-end invariants (-sim.whitebox=false), to catch
-## each within MUTANT_SEEDS seeds. Not part of make test.
+## damage; freshstate: a fresh directory's durable-end record is created before its
+## first quorum-state, which only a crash inside the open reaches;
+## quorum/raftlog/mutant_*.go) and expects the simulation, with only its end-to-end
+## invariants (-sim.whitebox=false), to catch each within MUTANT_SEEDS seeds. Not part
+## of make test.
 MUTANT_SEEDS ?= 300
 mutants:
 	@out="$$(mktemp)"; trap 'rm -f "$$out"' EXIT; \
-	for m in sendfirst nostate fig8 norecovery syncedlag; do \
+	for m in sendfirst nostate fig8 norecovery syncedlag freshstate; do \
 		echo "== mutant $$m"; \
 		if $(GO) test -count=1 -tags "mutant_$$m" ./quorum -run 'TestSimulation$$' \
 			-sim.seeds=$(MUTANT_SEEDS) -sim.whitebox=false >"$$out" 2>&1; then \

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kraftd/kraftd/quorum"
+	"github.com/kraftd/kraftd/quorum/raftlog"
 )
 
 var (
@@ -186,8 +187,8 @@ func replayCommand(seed uint64) string {
 	if m := quorum.Mutant(); m != "" {
 		cmd += " -tags mutant_" + m
 	}
-	if simSyncedLag {
-		cmd += " -tags mutant_syncedlag"
+	if m := raftlog.Mutant(); m != "" {
+		cmd += " -tags mutant_" + m
 	}
 	cmd += fmt.Sprintf(" -run 'TestSimulation$' -v -sim.seed=%d", seed)
 	if !*simWhitebox {

@@ -485,6 +485,10 @@ func checkCrashRecovery(t *testing.T, what string, c *CrashFS, w *crashWorkload)
 			t.Fatalf("%s: committed snapshot %+v reads %d bytes, wrote %d", what, id, len(got), len(data))
 		}
 	}
+	if l.StateMissing && l.RanBefore {
+		// What a lost quorum-state looks like; the core refuses to start on it.
+		t.Fatalf("%s: quorum-state missing in a directory the node ran in: a crash must never leave that", what)
+	}
 	if l.State.LeaderEpoch != w.state.LeaderEpoch && (w.inFlight == nil || l.State.LeaderEpoch != w.inFlight.LeaderEpoch) {
 		if !(l.StateMissing && w.state.LeaderEpoch == 0) {
 			t.Fatalf("%s: quorum-state epoch %d, saved %d (in flight %v)", what, l.State.LeaderEpoch, w.state.LeaderEpoch, w.inFlight)

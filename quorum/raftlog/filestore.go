@@ -190,6 +190,11 @@ func (s *FileStorage) openLocked() (*FileStorage, error) {
 	if s.ranBefore, err = existsFS(s.fs, filepath.Join(dir, SyncedEndFile)); err != nil {
 		return nil, err
 	}
+	if mutFreshState {
+		if s.synced, s.hadSynced, err = openSyncedEnd(s.fs, dir); err != nil {
+			return nil, err
+		}
+	}
 	if s.stateMissing && !s.ranBefore && len(bases) == 0 && len(s.snapshots) == 0 {
 		// A fresh directory: write the initial quorum-state (as Kafka does at its
 		// first start) before SyncedEndFile exists, so that from then on a missing
@@ -198,8 +203,10 @@ func (s *FileStorage) openLocked() (*FileStorage, error) {
 			return nil, err
 		}
 	}
-	if s.synced, s.hadSynced, err = openSyncedEnd(s.fs, dir); err != nil {
-		return nil, err
+	if !mutFreshState {
+		if s.synced, s.hadSynced, err = openSyncedEnd(s.fs, dir); err != nil {
+			return nil, err
+		}
 	}
 	s.lagEnd = s.synced.last
 	if err := s.open(bases); err != nil {
