@@ -171,15 +171,29 @@ func (d *simDisk) fileCrashed(op diskOp, where string, power bool) error {
 	return errSimCrashed
 }
 
-// aimPowerLossAfterStart: after the process alone died, half the time the machine
-// loses power inside the next life's first persist step (kill -9, restart, power
-// loss): the open must have fsynced what the dead process left in the page cache
-// before it recorded that as durable.
+// aimPowerLossAfterStart: after the process alone died, it is started again soon
+// (a supervisor restarts it), and half the time the machine loses power inside the
+// next life's first persist step (kill -9, restart, power loss): the open must have
+// fsynced what the dead process left in the page cache before it recorded that as
+// durable.
 func (d *simDisk) aimPowerLossAfterStart() {
 	if d.s.rng.IntN(2) == 0 {
 		d.powerNext, d.crashIn, d.crashOp = true, 1, -1
 		d.s.faultf(d.n.id, "CRASH armed with a power loss inside the next life's first persist step")
 	}
+	d.restartSoon()
+}
+
+// restartSoon starts the node that just died again within 300 ms, unless it was
+// started meanwhile or the faults are over.
+func (d *simDisk) restartSoon() {
+	s, n := d.s, d.n
+	life := n.life
+	s.at(s.nowMs+1+s.rng.Int64N(300), func() {
+		if !s.healed && n.life == life {
+			s.restart(n)
+		}
+	})
 }
 
 func crashKind(power bool) string {
@@ -219,15 +233,10 @@ func (d *simDisk) openCrashed(k int, power bool) error {
 	s.faultf(n.id, "CRASH inside %s (file system call %d of it): %s", diskOpNames[opOpen], k, crashKind(power))
 	if power {
 		d.filePowerLost()
+		d.restartSoon()
 	} else {
 		d.aimPowerLossAfterStart()
 	}
-	life := n.life
-	s.at(s.nowMs+1+s.rng.Int64N(300), func() {
-		if !s.healed && n.life == life {
-			s.restart(n)
-		}
-	})
 	return errSimCrashed
 }
 
