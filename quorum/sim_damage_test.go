@@ -47,6 +47,9 @@ type simDamageStats struct {
 	// detected: starts refused on damaged data; repaired: `storage recover` runs;
 	// recovered: markers the node removed after catching up.
 	detected, repaired, recovered int
+	// mustRefuse: first segments dropped with no snapshot reaching the next one (the
+	// start must be refused; the others lose nothing a snapshot does not hold).
+	mustRefuse int
 }
 
 func (a *simDamageStats) add(b simDamageStats) {
@@ -56,6 +59,7 @@ func (a *simDamageStats) add(b simDamageStats) {
 	a.detected += b.detected
 	a.repaired += b.repaired
 	a.recovered += b.recovered
+	a.mustRefuse += b.mustRefuse
 }
 
 func (a simDamageStats) total() int {
@@ -71,8 +75,9 @@ func (a simDamageStats) String() string {
 	for k, c := range a.injected {
 		by = append(by, fmt.Sprintf("%d %s", c, damageNames[k]))
 	}
-	return fmt.Sprintf("damage: %s; %d starts refused, %d repairs with a marker, %d recoveries finished",
-		joinComma(by), a.detected, a.repaired, a.recovered)
+	return fmt.Sprintf("damage: %s (%d of the first with no snapshot reaching the next segment: refused); "+
+		"%d starts refused, %d repairs with a marker, %d recoveries finished",
+		joinComma(by), a.mustRefuse, a.detected, a.repaired, a.recovered)
 }
 
 func joinComma(ss []string) string {

@@ -512,6 +512,9 @@ func (s *sim) fileDamage(n *simNode, p int) {
 	f.fs.Restart() // the dead life's handles die; the files are as the crash left them
 	segs, batches := f.fileSegments()
 	rec := f.syncedEnd()
+	if len(segs) > 1 && s.rng.IntN(3) == 0 {
+		p = 8 // a segment dropped, the first one half the time (few disks hold several)
+	}
 	switch {
 	case p < 6 && len(batches) > 0:
 		fb := batches[s.rng.IntN(len(batches))]
@@ -552,6 +555,9 @@ func (s *sim) fileDamage(n *simNode, p int) {
 		}
 	case p < 9 && len(segs) > 0:
 		k := s.rng.IntN(len(segs))
+		if s.rng.IntN(2) == 0 {
+			k = 0
+		}
 		kind := dmgDropSegment
 		switch {
 		case k == 0:
@@ -562,6 +568,7 @@ func (s *sim) fileDamage(n *simNode, p int) {
 		if snapEnd := f.latestSnapshotEnd(); k == 0 && len(segs) > 1 && snapEnd < segmentBase(segs[1]) {
 			// The log start only moves to a snapshot's end, so a log beginning at the
 			// next segment with no snapshot reaching it is damage no crash leaves.
+			s.stats.damage.mustRefuse++
 			f.mustRefuse = fmt.Sprintf("its first segment %s was deleted and no snapshot reaches the next, %s (latest snapshot end %d)",
 				segs[0], segs[1], snapEnd)
 		}
