@@ -112,14 +112,19 @@ func sameState(a, b raftlog.QuorumState) bool {
 }
 
 // fileCall runs fn, one call of the real storage, for persist step op. With crash,
-// the process dies inside one of fn's first few file system calls (a power loss), or
-// right after fn if it made fewer. With syncFails (the armed EIO), fn's first fsync
+// the process dies inside one of fn's first few file system calls (4; 8 for ResetLog
+// and cleaning, which remove three files a segment), or right after fn if it made
+// fewer: a power loss, or one time in four the process alone. With syncFails (the armed EIO), fn's first fsync
 // fails; the failure is then sticky for the node.
 func (d *simDisk) fileCall(op diskOp, crash, syncFails bool, fn func() error) error {
 	f := d.file
 	k, power := 0, true
 	if crash {
-		k, power = 1+d.s.rng.IntN(4), d.s.rng.IntN(4) != 0 || d.powerNext
+		calls := 4
+		if op == opResetLog || op == opClean {
+			calls = 8 // each segment removed is three calls (.log, .index, .timeindex)
+		}
+		k, power = 1+d.s.rng.IntN(calls), d.s.rng.IntN(4) != 0 || d.powerNext
 		d.powerNext = false
 		f.fs.CrashAfter(k, power)
 	}
@@ -254,7 +259,7 @@ func (d *simDisk) aimAtSnapshot(id raftlog.SnapshotID) {
 	}
 	what, ops := "snapshot", []diskOp{opSnapChunk, opSnapWrite, opSnapRename, opClean, opClean}
 	if download {
-		what, ops = "download", []diskOp{opSnapChunk, opSnapRename, opResetLog, opResetLog, opResetLog, opSync, opClean}
+		what, ops = "download", []diskOp{opSnapChunk, opSnapRename, opResetLog, opResetLog, opSync, opSync, opClean}
 	}
 	d.crashOp, d.crashIn = ops[s.rng.IntN(len(ops))], 1
 	if d.crashOp == opSnapChunk {

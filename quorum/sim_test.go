@@ -388,7 +388,7 @@ func (s *sim) chaos() {
 			s.crash(n)
 		}
 		s.damage(n)
-	case p < 98:
+	default:
 		s.aimAtInstall()
 	}
 }
