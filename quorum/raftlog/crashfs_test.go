@@ -205,7 +205,7 @@ func (w *crashWorkload) run(c *CrashFS) {
 		if err != nil {
 			return false
 		}
-		data := bytes.Repeat(fmt.Appendf(nil, "snapshot %d ", id.EndOffset), 40)
+		data := crashSnapshotData(id)
 		// In three chunks, as a FetchSnapshot download writes it.
 		for _, chunk := range [][]byte{data[:100], data[100:300], data[300:]} {
 			if _, err := sw.Write(chunk); err != nil {
@@ -415,6 +415,11 @@ func continueAfterOpen(t *testing.T, what string, c *CrashFS, w *crashWorkload) 
 	}
 }
 
+// crashSnapshotData is the content the workload writes for snapshot id.
+func crashSnapshotData(id SnapshotID) []byte {
+	return bytes.Repeat(fmt.Appendf(nil, "snapshot %d ", id.EndOffset), 40)
+}
+
 // clone copies the file system (a power loss of the copy draws from seed): each
 // crash point inside an open starts from the same disk without rerunning the workload.
 func (f *CrashFS) clone(seed uint64) *CrashFS {
@@ -483,6 +488,13 @@ func checkCrashRecovery(t *testing.T, what string, c *CrashFS, w *crashWorkload)
 		}
 		if got, size, err := s.ReadSnapshot(id, 0, 1<<20); err == nil && (!bytes.Equal(got, data) || size != int64(len(data))) {
 			t.Fatalf("%s: committed snapshot %+v reads %d bytes, wrote %d", what, id, len(got), len(data))
+		}
+	}
+	for _, id := range s.Snapshots() {
+		// Committed or not (a Commit the crash cut short may have renamed it), a
+		// snapshot the open lists holds every byte: never a partial write.
+		if got, _, err := s.ReadSnapshot(id, 0, 1<<20); err != nil || !bytes.Equal(got, crashSnapshotData(id)) {
+			t.Fatalf("%s: snapshot %+v is listed with %d of its %d bytes (%v)", what, id, len(got), len(crashSnapshotData(id)), err)
 		}
 	}
 	if l.StateMissing && l.RanBefore {
