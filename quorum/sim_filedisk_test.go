@@ -114,17 +114,21 @@ func sameState(a, b raftlog.QuorumState) bool {
 // fileCall runs fn, one call of the real storage, for persist step op. With crash,
 // the process dies inside one of fn's first few file system calls (4; 8 for ResetLog
 // and cleaning, which remove three files a segment), or right after fn if it made
-// fewer: a power loss, or one time in four the process alone. With syncFails (the armed EIO), fn's first fsync
+// fewer: a power loss, or one time in four (in two for ResetLog and cleaning) the
+// process alone. With syncFails (the armed EIO), fn's first fsync
 // fails; the failure is then sticky for the node.
 func (d *simDisk) fileCall(op diskOp, crash, syncFails bool, fn func() error) error {
 	f := d.file
 	k, power := 0, true
 	if crash {
-		calls := 4
+		calls, processPct := 4, 25
 		if op == opResetLog || op == opClean {
-			calls = 8 // each segment removed is three calls (.log, .index, .timeindex)
+			// Each segment removed is three calls (.log, .index, .timeindex), and the
+			// order of the removals shows only to a crash of the process alone (a
+			// power loss keeps all or none of them: one directory fsync).
+			calls, processPct = 8, 50
 		}
-		k, power = 1+d.s.rng.IntN(calls), d.s.rng.IntN(4) != 0 || d.powerNext
+		k, power = 1+d.s.rng.IntN(calls), d.s.rng.IntN(100) >= processPct || d.powerNext
 		d.powerNext = false
 		f.fs.CrashAfter(k, power)
 	}

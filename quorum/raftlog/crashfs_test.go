@@ -253,7 +253,7 @@ func (w *crashWorkload) run(c *CrashFS) {
 		}
 	}
 	// A snapshot of the first acknowledged batches, and log cleaning below it.
-	last := w.acked[3]
+	last := w.acked[len(w.acked)-1]
 	if !snapshot(SnapshotID{EndOffset: last.NextOffset(), Epoch: last.Epoch}) ||
 		s.SetLogStart(last.NextOffset()) != nil || s.DeleteSnapshotsBefore(last.NextOffset()) != nil {
 		return
