@@ -150,9 +150,11 @@ groups-faults:
 
 ## sim: the seeded simulation of the production quorum.Node (its step machine on a
 ## simulated clock and network) on the production FileStorage over raftlog.CrashFS, a
-## crashing in-memory file system (power losses inside any persist step, fsync
-## errors; bit flips and dropped files on one down node at a time, repaired by
-## raftlog.Recover), SEEDS runs without the race detector (make test runs a smaller
+## crashing in-memory file system (power losses, or crashes of the process alone,
+## inside any persist step, the open's recovery, CreateSnapshot and each snapshot
+## Write included; fsync errors; bit flips and dropped files, the first segment
+## included, on one down node at a time, repaired by raftlog.Recover), SEEDS runs
+## without the race detector (make test runs a smaller
 ## slice with it). Prints the fault counts over all runs (elections,
 ## truncations, snapshot loads, crashes inside a persist step, damage, refused starts,
 ## repairs, recoveries); a failing seed prints the command that replays it.
