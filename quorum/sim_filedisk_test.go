@@ -670,8 +670,13 @@ func (s *sim) aimAtInstall() {
 		}
 	})
 	s.at(s.nowMs+400+s.rng.Int64N(600), func() {
-		if !s.healed {
-			s.restart(f)
+		if s.healed {
+			return
 		}
+		if d := f.disk; d.crashIn == 0 && s.rng.IntN(4) == 0 {
+			d.crashIn, d.crashOp = 1, opSnapCreate // the download's first step
+			s.faultf(f.id, "CRASH armed inside the next CreateSnapshot")
+		}
+		s.restart(f)
 	})
 }
