@@ -225,6 +225,9 @@ const openCrashCalls = 12
 // repair must leave a disk the next open still recovers, with nothing durable lost.
 func (d *simDisk) armOpenCrash() (crash, power bool, k int) {
 	s := d.s
+	if d.powerNext {
+		return false, false, 0 // a power loss is armed for the first step after the open
+	}
 	if !d.trip(opOpen) && (s.healed || s.rng.IntN(4) != 0) {
 		return false, false, 0
 	}
