@@ -150,9 +150,11 @@ groups-faults:
 
 ## sim: the seeded simulation of the production quorum.Node (its step machine on a
 ## simulated clock and network) on the production FileStorage over raftlog.CrashFS, a
-## crashing in-memory file system (power losses inside any persist step, fsync
-## errors; bit flips and dropped files on one down node at a time, repaired by
-## raftlog.Recover), SEEDS runs without the race detector (make test runs a smaller
+## crashing in-memory file system (power losses, or crashes of the process alone,
+## inside any persist step, the open's recovery, CreateSnapshot and each snapshot
+## Write included; fsync errors; bit flips and dropped files, the first segment
+## included, on one down node at a time, repaired by raftlog.Recover), SEEDS runs
+## without the race detector (make test runs a smaller
 ## slice with it). Prints the fault counts over all runs (elections,
 ## truncations, snapshot loads, crashes inside a persist step, damage, refused starts,
 ## repairs, recoveries); a failing seed prints the command that replays it.
@@ -165,13 +167,15 @@ sim:
 ## repaired after disk damage ignores its recovery marker, as with
 ## --unsafe-accept-data-loss, and votes at once; syncedlag: the durable-end record
 ## lags one Sync, so a crash leaves the last acknowledged batches unprotected against
-## damage, quorum/raftlog/mutant_*.go and quorum/sim_mutant_*_test.go) and expects the
-## simulation, with only its end-to-end invariants (-sim.whitebox=false), to catch
-## each within MUTANT_SEEDS seeds. Not part of make test.
+## damage; freshstate: a fresh directory's durable-end record is created before its
+## first quorum-state, which only a crash inside the open reaches;
+## quorum/raftlog/mutant_*.go) and expects the simulation, with only its end-to-end
+## invariants (-sim.whitebox=false), to catch each within MUTANT_SEEDS seeds. Not part
+## of make test.
 MUTANT_SEEDS ?= 300
 mutants:
 	@out="$$(mktemp)"; trap 'rm -f "$$out"' EXIT; \
-	for m in sendfirst nostate fig8 norecovery syncedlag; do \
+	for m in sendfirst nostate fig8 norecovery syncedlag freshstate; do \
 		echo "== mutant $$m"; \
 		if $(GO) test -count=1 -tags "mutant_$$m" ./quorum -run 'TestSimulation$$' \
 			-sim.seeds=$(MUTANT_SEEDS) -sim.whitebox=false >"$$out" 2>&1; then \

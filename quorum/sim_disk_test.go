@@ -17,9 +17,13 @@ import (
 // succeeds and re-read from the storage's Load at every start.
 //
 // A crash armed for a persist step (trip) becomes CrashAfter(k) on the CrashFS: the
-// machine loses power inside one of that call's first k file system calls (a write,
+// machine loses power (or, one time in four, the process alone dies and the page
+// cache survives) inside one of that call's first k file system calls (a write,
 // truncate, fsync, create, rename or remove), or right after the call when it made
-// fewer. An armed fsync failure is FailNextSync for the call's fsyncs; the node must
+// fewer. The persist steps include the open at a start (its recovery and repairs),
+// CreateSnapshot and each snapshot Write; a quarter of the opens and a third of the
+// snapshot writes and downloads get a crash of their own aimed at them and at the
+// cleaning or ResetLog that follows (sim_filedisk_test.go). An armed fsync failure is FailNextSync for the call's fsyncs; the node must
 // then stop. A crash between events is CrashFS.PowerLoss. What survives is decided
 // by CrashFS (of each file's unsynced writes a seeded prefix, the last one possibly
 // torn; names only once their directory was fsynced), not by the simulator, and at
@@ -60,6 +64,10 @@ type simDisk struct {
 	damaged bool
 	// repairedUnsafe: the node removed its marker at start, without catching up.
 	repairedUnsafe bool
+	// powerNext: the process alone died last time; the next life's first persist
+	// step crashes with a power loss (what the page cache held and the open took
+	// for durable must have been fsynced by the open).
+	powerNext bool
 }
 
 type diskOp int
@@ -70,15 +78,18 @@ const (
 	opTruncate
 	opSync
 	opFlush
-	opSnapWrite
-	opSnapRename
-	opClean
+	opSnapCreate // CreateSnapshot: the .part file created
+	opSnapChunk  // the snapshot writer's Write (a batch written, or a FetchSnapshot chunk)
+	opSnapWrite  // the snapshot writer's fsync (Sync)
+	opSnapRename // its Commit: fsync, rename, directory fsync
+	opClean      // log cleaning: SetLogStart, DeleteSnapshotsBefore
 	opResetLog
+	opOpen // OpenFileStorage at a start: recovery and its repairs
 	numDiskOps
 )
 
 var diskOpNames = [numDiskOps]string{"SaveQuorumState", "Append", "TruncateTo", "Sync", "flusher fsync",
-	"snapshot write", "snapshot rename", "log cleaning", "ResetLog"}
+	"CreateSnapshot", "snapshot Write", "snapshot fsync", "snapshot rename", "log cleaning", "ResetLog", "open/recovery"}
 
 var errSimCrashed = errors.New("sim: process crashed inside a persist")
 
@@ -256,11 +267,7 @@ func (d *simDisk) CreateSnapshot(id raftlog.SnapshotID) (quorum.SnapshotFile, er
 	if _, ok := d.files[id]; ok {
 		return nil, fmt.Errorf("%w: %+v", raftlog.ErrSnapshotExists, id)
 	}
-	w, err := d.file.st.CreateSnapshot(id)
-	if err != nil {
-		return nil, err
-	}
-	return &fileSnap{d: d, w: w}, nil
+	return d.fileCreateSnapshot(id)
 }
 
 func (d *simDisk) ReadSnapshot(id raftlog.SnapshotID, position int64, maxBytes int) ([]byte, int64, error) {

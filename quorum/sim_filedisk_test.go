@@ -4,11 +4,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.uber.org/zap"
 
+	"github.com/kraftd/kraftd/quorum"
 	"github.com/kraftd/kraftd/quorum/raftlog"
 )
 
@@ -29,11 +32,19 @@ type fileDisk struct {
 	segBytes int64
 	// damaged: files were damaged since the last Load (DurableKept does not apply).
 	damaged bool
+	// mustRefuse says why the next open must refuse to start (damage no crash can
+	// leave: the first segment lost with no snapshot reaching the next); "" if none.
+	mustRefuse string
 }
 
 func newFileDisk(s *sim, id int32) *fileDisk {
-	return &fileDisk{fs: raftlog.NewCrashFS(s.seed<<8 | uint64(id)),
-		segBytes: []int64{1 << 10, 1 << 13, 1 << 20}[s.rng.IntN(3)]}
+	fs := raftlog.NewCrashFS(s.seed<<8 | uint64(id))
+	// The metadata log directory, made durable as `kraftd storage format` leaves it;
+	// the storage creates the partition directory inside.
+	if fs.MkdirAll(filepath.Dir(simFileDir), 0o755) != nil || fs.SyncDir("/") != nil {
+		panic("sim: format")
+	}
+	return &fileDisk{fs: fs, segBytes: []int64{1 << 10, 1 << 13, 1 << 20}[s.rng.IntN(3)]}
 }
 
 // fileLoad opens the FileStorage on what the CrashFS kept, checks that every batch
@@ -45,10 +56,20 @@ func (d *simDisk) fileLoad() (raftlog.Loaded, error) {
 		f.st = nil
 	}
 	f.fs.Restart()
+	crash, power, k := d.armOpenCrash()
 	st, err := raftlog.OpenFileStorage(simFileDir, raftlog.FileOptions{FS: f.fs, SegmentBytes: f.segBytes,
 		Logger: zap.New(traceCore{s: d.s, id: d.n.id})})
+	if crash && f.fs.Crashed() {
+		return raftlog.Loaded{}, d.openCrashed(k, power)
+	}
+	f.fs.CrashAfter(0, true) // armed past the open's last call: no crash
 	if err != nil {
+		f.mustRefuse = ""
 		return raftlog.Loaded{}, err
+	}
+	if f.mustRefuse != "" {
+		d.s.fail("DamageRefused: node %d started although %s", d.n.id, f.mustRefuse)
+		f.mustRefuse = ""
 	}
 	l, err := st.Load()
 	if err != nil {
@@ -91,15 +112,25 @@ func sameState(a, b raftlog.QuorumState) bool {
 }
 
 // fileCall runs fn, one call of the real storage, for persist step op. With crash,
-// the process dies inside one of fn's first few file system calls (a power loss), or
-// right after fn if it made fewer. With syncFails (the armed EIO), fn's first fsync
+// the process dies inside one of fn's first few file system calls (4; 8 for ResetLog
+// and cleaning, which remove three files a segment), or right after fn if it made
+// fewer: a power loss, or one time in four (in two for ResetLog and cleaning) the
+// process alone. With syncFails (the armed EIO), fn's first fsync
 // fails; the failure is then sticky for the node.
 func (d *simDisk) fileCall(op diskOp, crash, syncFails bool, fn func() error) error {
 	f := d.file
-	k := 0
+	k, power := 0, true
 	if crash {
-		k = 1 + d.s.rng.IntN(4)
-		f.fs.CrashAfter(k, true)
+		calls, processPct := 4, 25
+		if op == opResetLog || op == opClean {
+			// Each segment removed is three calls (.log, .index, .timeindex), and the
+			// order of the removals shows only to a crash of the process alone (a
+			// power loss keeps all or none of them: one directory fsync).
+			calls, processPct = 8, 50
+		}
+		k, power = 1+d.s.rng.IntN(calls), d.s.rng.IntN(100) >= processPct || d.powerNext
+		d.powerNext = false
+		f.fs.CrashAfter(k, power)
 	}
 	if syncFails {
 		f.fs.FailNextSync()
@@ -112,11 +143,15 @@ func (d *simDisk) fileCall(op diskOp, crash, syncFails bool, fn func() error) er
 		where := fmt.Sprintf("file system call %d of it", k)
 		if !f.fs.Crashed() {
 			f.fs.CrashAfter(0, true)
-			f.fs.PowerLoss()
+			if power {
+				f.fs.PowerLoss()
+			} else {
+				f.fs.ProcessCrash()
+			}
 			where = fmt.Sprintf("right after it (it made fewer than %d file system calls)", k)
 			d.s.stats.afterCall++
 		}
-		return d.fileCrashed(op, where)
+		return d.fileCrashed(op, where, power)
 	}
 	if err != nil && errors.Is(err, raftlog.ErrCrashIO) {
 		d.failSync = false
@@ -131,14 +166,113 @@ func (d *simDisk) fileCall(op diskOp, crash, syncFails bool, fn func() error) er
 	return err
 }
 
-// fileCrashed: the process died inside op and the machine lost power; the mirror
-// keeps what completed fsyncs made durable until the next Load re-reads it.
-func (d *simDisk) fileCrashed(op diskOp, where string) error {
+// fileCrashed: the process died inside op, and with power the machine lost power;
+// the mirror keeps what completed fsyncs made durable until the next Load re-reads it.
+func (d *simDisk) fileCrashed(op diskOp, where string, power bool) error {
 	d.crashed = true
 	d.s.stats.persistCrashes[op]++
-	d.s.faultf(d.n.id, "CRASH inside %s (%s): power loss", diskOpNames[op], where)
-	d.filePowerLost()
+	d.s.faultf(d.n.id, "CRASH inside %s (%s): %s", diskOpNames[op], where, crashKind(power))
+	if power {
+		d.filePowerLost()
+	} else {
+		d.aimPowerLossAfterStart()
+	}
 	return errSimCrashed
+}
+
+// aimPowerLossAfterStart: after the process alone died, it is started again soon
+// (a supervisor restarts it), and half the time the machine loses power inside the
+// next life's first persist step (kill -9, restart, power loss): the open must have
+// fsynced what the dead process left in the page cache before it recorded that as
+// durable.
+func (d *simDisk) aimPowerLossAfterStart() {
+	if d.s.rng.IntN(2) == 0 {
+		d.powerNext, d.crashIn, d.crashOp = true, 1, -1
+		d.s.faultf(d.n.id, "CRASH armed with a power loss inside the next life's first persist step")
+	}
+	d.restartSoon()
+}
+
+// restartSoon starts the node that just died again within 300 ms, unless it was
+// started meanwhile or the faults are over.
+func (d *simDisk) restartSoon() {
+	s, n := d.s, d.n
+	life := n.life
+	s.at(s.nowMs+1+s.rng.Int64N(300), func() {
+		if !s.healed && n.life == life {
+			s.restart(n)
+		}
+	})
+}
+
+func crashKind(power bool) string {
+	if power {
+		return "power loss"
+	}
+	return "the process alone (the page cache survives)"
+}
+
+// openCrashCalls bounds the file system call an open's crash lands in: an open after
+// a crash makes about 4 to 12 (leftovers removed, a torn tail cut, segments dropped,
+// the log fsynced, leader-epoch-checkpoint rewritten, the directory fsynced, the
+// durable end recorded), a first open about 15.
+const openCrashCalls = 12
+
+// armOpenCrash arms a crash inside the open about to run: when the schedule tripped
+// an armed crash on it, and in a quarter of the opens besides. A start's open repairs
+// what the last life left (a torn tail, segments past it, leftovers of interrupted
+// writes, a log that does not continue the latest snapshot), and a crash inside that
+// repair must leave a disk the next open still recovers, with nothing durable lost.
+func (d *simDisk) armOpenCrash() (crash, power bool, k int) {
+	s := d.s
+	if d.powerNext {
+		return false, false, 0 // a power loss is armed for the first step after the open
+	}
+	if !d.trip(opOpen) && (s.healed || s.rng.IntN(4) != 0) {
+		return false, false, 0
+	}
+	k, power = 1+s.rng.IntN(openCrashCalls), s.rng.IntN(2) == 0
+	d.file.fs.CrashAfter(k, power)
+	return true, power, k
+}
+
+// openCrashed: the process died inside the open at its k-th file system call. The
+// node stays down; it is started again soon (its next open must recover).
+func (d *simDisk) openCrashed(k int, power bool) error {
+	s, n := d.s, d.n
+	d.crashed = true
+	s.stats.persistCrashes[opOpen]++
+	s.faultf(n.id, "CRASH inside %s (file system call %d of it): %s", diskOpNames[opOpen], k, crashKind(power))
+	if power {
+		d.filePowerLost()
+		d.restartSoon()
+	} else {
+		d.aimPowerLossAfterStart()
+	}
+	return errSimCrashed
+}
+
+// aimAtSnapshot arms, for every snapshot download and a third of the snapshots a
+// node writes, a crash inside one of the steps that follow: a later Write, the
+// writer's fsync, the Commit, and above all the log cleaning (SetLogStart,
+// DeleteSnapshotsBefore) after a written snapshot and the ResetLog and Sync after a
+// downloaded one, which the random schedule reaches only a few times in 500 seeds.
+func (d *simDisk) aimAtSnapshot(id raftlog.SnapshotID) {
+	s := d.s
+	// A download ends above what the node applied; a snapshot it writes, at it.
+	download := id.EndOffset > d.n.appliedNext
+	if s.healed || d.crashIn != 0 || !download && s.rng.IntN(3) != 0 {
+		return
+	}
+	what, ops := "snapshot", []diskOp{opSnapChunk, opSnapWrite, opSnapRename, opClean, opClean}
+	if download {
+		what, ops = "download", []diskOp{opSnapChunk, opSnapRename, opResetLog, opResetLog, opSync, opSync, opClean}
+	}
+	d.crashOp, d.crashIn = ops[s.rng.IntN(len(ops))], 1
+	if d.crashOp == opSnapChunk {
+		d.crashIn = 1 + s.rng.IntN(3)
+	}
+	s.faultf(d.n.id, "CRASH armed inside %s %d from now, after the %s of %+v began", diskOpNames[d.crashOp], d.crashIn, what, id)
 }
 
 // filePowerLost updates the mirror after a power loss: only the durable part is
@@ -242,8 +376,21 @@ func (d *simDisk) fileResetLog(offset int64) error {
 	return nil
 }
 
+func (d *simDisk) fileCreateSnapshot(id raftlog.SnapshotID) (quorum.SnapshotFile, error) {
+	var w *raftlog.SnapshotWriter
+	create := func() (err error) {
+		w, err = d.file.st.CreateSnapshot(id)
+		return err
+	}
+	if err := d.fileCall(opSnapCreate, d.trip(opSnapCreate), false, create); err != nil {
+		return nil, err
+	}
+	d.aimAtSnapshot(id)
+	return &fileSnap{d: d, w: w}, nil
+}
+
 // fileSnap is a snapshot being written through the FileStorage's SnapshotWriter,
-// with the sim's crash hooks around its Sync and Commit.
+// with the sim's crash hooks around its Write, Sync and Commit.
 type fileSnap struct {
 	d *simDisk
 	w *raftlog.SnapshotWriter
@@ -256,14 +403,17 @@ func (f *fileSnap) Write(p []byte) (int, error) {
 	if err := f.d.dead(); err != nil {
 		return 0, err
 	}
-	return f.w.Write(p)
+	n := 0
+	err := f.d.fileCall(opSnapChunk, f.d.trip(opSnapChunk), false, func() (err error) {
+		n, err = f.w.Write(p)
+		return err
+	})
+	return n, err
 }
 
 func (f *fileSnap) WriteBatch(b raftlog.Batch) error {
-	if err := f.d.dead(); err != nil {
-		return err
-	}
-	return f.w.WriteBatch(b)
+	_, err := f.Write(b.Raw)
+	return err
 }
 
 func (f *fileSnap) StartWriteback() error {
@@ -335,6 +485,30 @@ func (f *fileDisk) fileSegments() (segs []string, batches []fileBatch) {
 	return segs, batches
 }
 
+// segmentBase is the base offset in a segment file's name.
+func segmentBase(path string) int64 {
+	base, err := strconv.ParseInt(strings.TrimSuffix(filepath.Base(path), ".log"), 10, 64)
+	if err != nil {
+		panic(fmt.Sprintf("sim: segment name %s: %v", path, err))
+	}
+	return base
+}
+
+// latestSnapshotEnd is the end offset of the newest complete snapshot on the disk
+// (-1: none), read from the file names (the mirror misses a Commit a crash cut short).
+func (f *fileDisk) latestSnapshotEnd() int64 {
+	names, _ := f.fs.ReadDir(simFileDir)
+	end := int64(-1)
+	for _, name := range names {
+		if stem, ok := strings.CutSuffix(name, ".checkpoint"); ok && len(stem) > 20 {
+			if off, err := strconv.ParseInt(stem[:20], 10, 64); err == nil {
+				end = max(end, off)
+			}
+		}
+	}
+	return end
+}
+
 // syncedEnd is the durable end kraftd-synced-end records (-1: none).
 func (f *fileDisk) syncedEnd() int64 {
 	data, _ := f.fs.ReadFile(simFileDir + "/" + raftlog.SyncedEndFile)
@@ -350,6 +524,9 @@ func (s *sim) fileDamage(n *simNode, p int) {
 	f.fs.Restart() // the dead life's handles die; the files are as the crash left them
 	segs, batches := f.fileSegments()
 	rec := f.syncedEnd()
+	if len(segs) > 1 && s.rng.IntN(3) == 0 {
+		p = 8 // a segment dropped, the first one half the time (few disks hold several)
+	}
 	switch {
 	case p < 6 && len(batches) > 0:
 		fb := batches[s.rng.IntN(len(batches))]
@@ -388,11 +565,24 @@ func (s *sim) fileDamage(n *simNode, p int) {
 		}) {
 			s.injectf(n, dmgFlipState, "FLIP a bit of quorum-state")
 		}
-	case p < 9 && len(segs) > 1:
-		k := 1 + s.rng.IntN(len(segs)-1)
+	case p < 9 && len(segs) > 0:
+		k := s.rng.IntN(len(segs))
+		if s.rng.IntN(2) == 0 {
+			k = 0
+		}
 		kind := dmgDropSegment
-		if k < len(segs)-1 {
+		switch {
+		case k == 0:
+			kind = dmgDropFirst
+		case k < len(segs)-1:
 			kind = dmgDropMiddle
+		}
+		if snapEnd := f.latestSnapshotEnd(); k == 0 && len(segs) > 1 && snapEnd < segmentBase(segs[1]) {
+			// The log start only moves to a snapshot's end, so a log beginning at the
+			// next segment with no snapshot reaching it is damage no crash leaves.
+			s.stats.damage.mustRefuse++
+			f.mustRefuse = fmt.Sprintf("its first segment %s was deleted and no snapshot reaches the next, %s (latest snapshot end %d)",
+				segs[0], segs[1], snapEnd)
 		}
 		stem := strings.TrimSuffix(segs[k], ".log")
 		for _, suffix := range []string{".log", ".index", ".timeindex"} {
@@ -454,4 +644,42 @@ func (s *sim) flipFirstDurableBatch(n *simNode) bool {
 	d.file.damaged = true
 	s.injectf(n, dmgFlipBelowRec, "pinned FLIP in batch %d..%d in %s (durable end record %d)", fb.b.BaseOffset, fb.b.LastOffset, fb.path, rec)
 	return true
+}
+
+// aimAtInstall makes a follower install a snapshot while the faults go on: it is
+// crashed, the leader writes a snapshot (and, at the seed's small retention, cleans
+// the log below it), and the follower restarts behind the new log start, so that it
+// must FetchSnapshot, and aimAtSnapshot arms a crash inside that install.
+func (s *sim) aimAtInstall() {
+	l := s.leader()
+	if l == nil || s.retentionBytes < 0 {
+		return
+	}
+	var followers []*simNode
+	for _, id := range s.ids {
+		if n := s.nodes[id]; n != l && !n.down {
+			followers = append(followers, n)
+		}
+	}
+	if len(followers) == 0 {
+		return
+	}
+	f := followers[s.rng.IntN(len(followers))]
+	s.faultf(f.id, "INSTALL aimed: down while leader %d snapshots", l.id)
+	s.crash(f)
+	s.at(s.nowMs+1+s.rng.Int64N(300), func() {
+		if !l.down && !s.healed {
+			s.snapshot(l)
+		}
+	})
+	s.at(s.nowMs+400+s.rng.Int64N(600), func() {
+		if s.healed {
+			return
+		}
+		if d := f.disk; d.crashIn == 0 && s.rng.IntN(4) == 0 {
+			d.crashIn, d.crashOp = 1, opSnapCreate // the download's first step
+			s.faultf(f.id, "CRASH armed inside the next CreateSnapshot")
+		}
+		s.restart(f)
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kraftd/kraftd/quorum"
+	"github.com/kraftd/kraftd/quorum/raftlog"
 )
 
 var (
@@ -86,6 +87,9 @@ func TestSimulation(t *testing.T) {
 	if dm := agg.damage; *simDamage && first == nil && agg.seeds >= 200 &&
 		(dm.injected[dmgFlipBelowRec] == 0 || dm.injected[dmgDropState] == 0 || dm.detected == 0 || dm.recovered == 0) {
 		t.Errorf("the damage schedule no longer reaches detection and recovery: %s", dm)
+	}
+	if missing := agg.missingCrashArms(); first == nil && agg.seeds >= 200 && len(missing) > 0 {
+		t.Errorf("the crash schedule no longer reaches %v: %s", missing, agg)
 	}
 	if first != nil {
 		var by []string
@@ -183,8 +187,8 @@ func replayCommand(seed uint64) string {
 	if m := quorum.Mutant(); m != "" {
 		cmd += " -tags mutant_" + m
 	}
-	if simSyncedLag {
-		cmd += " -tags mutant_syncedlag"
+	if m := raftlog.Mutant(); m != "" {
+		cmd += " -tags mutant_" + m
 	}
 	cmd += fmt.Sprintf(" -run 'TestSimulation$' -v -sim.seed=%d", seed)
 	if !*simWhitebox {
@@ -384,6 +388,8 @@ func (s *sim) chaos() {
 			s.crash(n)
 		}
 		s.damage(n)
+	default:
+		s.aimAtInstall()
 	}
 }
 

@@ -191,8 +191,9 @@ func (f *CrashFS) powerLoss() {
 		}
 	}
 	f.cur = crashClone(f.durable)
-	for d, ok := range f.dirs {
-		if !ok {
+	// A directory survives if its own entry and every ancestor's did.
+	for _, d := range crashSortedKeys(f.dirs) { // parents before their children
+		if !f.dirs[d] || d != "/" && !f.isDir(filepath.Dir(d)) {
 			delete(f.dirs, d)
 		}
 	}

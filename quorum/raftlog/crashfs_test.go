@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"slices"
 	"testing"
@@ -155,6 +156,19 @@ type crashWorkload struct {
 	completed bool
 }
 
+// newFormattedFS is a CrashFS holding the metadata log directory /data, durably, as
+// `kraftd storage format` leaves it (formatOps file system calls); FileStorage
+// creates the partition directory inside.
+func newFormattedFS(seed uint64) *CrashFS {
+	c := NewCrashFS(seed)
+	if c.MkdirAll("/data", 0o755) != nil || c.SyncDir("/") != nil {
+		panic("crashfs: format")
+	}
+	return c
+}
+
+const formatOps = 2
+
 func (w *crashWorkload) run(c *CrashFS) {
 	s, err := OpenFileStorage("/data/__cluster_metadata-0", FileOptions{FS: c, SegmentBytes: 400})
 	if err != nil {
@@ -191,8 +205,14 @@ func (w *crashWorkload) run(c *CrashFS) {
 		if err != nil {
 			return false
 		}
-		data := bytes.Repeat(fmt.Appendf(nil, "snapshot %d ", id.EndOffset), 40)
-		if _, err := sw.Write(data); err != nil || sw.Sync() != nil || sw.Commit() != nil {
+		data := crashSnapshotData(id)
+		// In three chunks, as a FetchSnapshot download writes it.
+		for _, chunk := range [][]byte{data[:100], data[100:300], data[300:]} {
+			if _, err := sw.Write(chunk); err != nil {
+				return false
+			}
+		}
+		if sw.Sync() != nil || sw.Commit() != nil {
 			return false
 		}
 		w.snaps[id] = data
@@ -233,7 +253,7 @@ func (w *crashWorkload) run(c *CrashFS) {
 		}
 	}
 	// A snapshot of the first acknowledged batches, and log cleaning below it.
-	last := w.acked[3]
+	last := w.acked[len(w.acked)-1]
 	if !snapshot(SnapshotID{EndOffset: last.NextOffset(), Epoch: last.Epoch}) ||
 		s.SetLogStart(last.NextOffset()) != nil || s.DeleteSnapshotsBefore(last.NextOffset()) != nil {
 		return
@@ -268,19 +288,19 @@ func (w *crashWorkload) run(c *CrashFS) {
 func TestFileStorageCrashAnywhere(t *testing.T) {
 	var total int
 	{
-		c := NewCrashFS(1)
+		c := newFormattedFS(1)
 		var w crashWorkload
 		w.run(c)
 		if !w.completed {
 			t.Fatal("the workload fails without a crash")
 		}
-		total = c.Ops
+		total = c.Ops - formatOps
 	}
 	points := 0
 	for _, schedule := range []string{"power loss", "process crash, open, power loss", "fsync fails, power loss"} {
 		for n := 1; n <= total; n++ {
 			for seed := uint64(1); seed <= 2; seed++ {
-				c := NewCrashFS(seed*1000 + uint64(n))
+				c := newFormattedFS(seed*1000 + uint64(n))
 				var w crashWorkload
 				if schedule == "fsync fails, power loss" {
 					c.FailSyncAfter(n)
@@ -314,7 +334,124 @@ func TestFileStorageCrashAnywhere(t *testing.T) {
 	t.Logf("%d crash points over %d file system calls", points, total)
 }
 
-func checkCrashRecovery(t *testing.T, what string, c *CrashFS, w *crashWorkload) {
+// TestFileStorageCrashInsideOpen: the open after a crash repairs what the crash
+// left (a torn tail cut, segments past it dropped, leftovers of interrupted writes
+// removed, the log fsynced, leader-epoch-checkpoint rewritten, the durable end
+// recorded), and a crash inside that repair must leave a disk the next open still
+// recovers. For every crash point of the workload (a power loss or a process crash,
+// the first open's calls included), the open after it crashes at each of its own file
+// system calls in turn (a power loss or a process crash); the open after that must
+// succeed, take a new batch and a quorum-state save, and after a final power loss
+// the last open must find every acknowledged batch, the new one, and the new state.
+func TestFileStorageCrashInsideOpen(t *testing.T) {
+	const dir = "/data/__cluster_metadata-0"
+	var total int
+	{
+		c := newFormattedFS(1)
+		var w crashWorkload
+		w.run(c)
+		total = c.Ops - formatOps
+	}
+	points := 0
+	for n := 1; n <= total; n++ {
+		for i, first := range []bool{n%2 == 0, n%2 != 0} { // the workload's crash: power loss, or the process alone
+			if n > 6 && i == 1 {
+				continue // both kinds for the first open's calls, one kind (alternating) for the rest
+			}
+			c := newFormattedFS(uint64(n))
+			var w crashWorkload
+			c.CrashAfter(n, first)
+			w.run(c)
+			c.Restart()
+			for m := 1; ; m++ {
+				power := (n+m)%2 == 0 // the open's crash
+				cl := c.clone(uint64(n)<<16 | uint64(m))
+				w := w.clone()
+				cl.CrashAfter(m, power)
+				s, err := OpenFileStorage(dir, FileOptions{FS: cl, SegmentBytes: 400})
+				if !cl.Crashed() {
+					if err != nil {
+						t.Fatalf("crash at call %d: the open failed without a crash: %v", n, err)
+					}
+					_ = s.closeFiles()
+					break // the open makes fewer than m calls
+				}
+				cl.Restart()
+				what := fmt.Sprintf("crash at call %d of %d (power loss %t), then at call %d of the open (power loss %t)",
+					n, total, first, m, power)
+				continueAfterOpen(t, what, cl, w)
+				points++
+			}
+		}
+	}
+	t.Logf("%d crash points inside the open after %d crash points of the workload", points, total)
+}
+
+// continueAfterOpen opens the storage, appends and syncs one batch and saves a new
+// quorum-state, loses power, and checks the recovery and the continuation.
+func continueAfterOpen(t *testing.T, what string, c *CrashFS, w *crashWorkload) {
+	t.Helper()
+	s, err := OpenFileStorage("/data/__cluster_metadata-0", FileOptions{FS: c, SegmentBytes: 400})
+	if err != nil {
+		t.Fatalf("%s: the next open: %v", what, err)
+	}
+	epoch := int32(3)
+	if es := s.EpochEntries(); len(es) > 0 {
+		epoch = max(epoch, es[len(es)-1].Epoch)
+	}
+	b := mkBatch(s.EndOffset(), epoch, 1)
+	st := QuorumState{LeaderID: 3, LeaderEpoch: max(epoch, w.state.LeaderEpoch, 3), VotedID: 3}
+	if err := s.Append([]Batch{b}); err != nil || s.Sync() != nil || s.SaveQuorumState(st) != nil {
+		t.Fatalf("%s: the storage refuses work after the open: %v", what, err)
+	}
+	_ = s.closeFiles()
+	w.state, w.inFlight = st, nil
+	c.PowerLoss()
+	c.Restart()
+	l := checkCrashRecovery(t, what+", continued, power loss", c, w)
+	if len(l.Batches) == 0 || !bytes.Equal(l.Batches[len(l.Batches)-1].Raw, b.Raw) {
+		t.Fatalf("%s: the batch appended and synced after the open is lost (log from %d, %d batches)",
+			what, l.StartOffset, len(l.Batches))
+	}
+}
+
+// crashSnapshotData is the content the workload writes for snapshot id.
+func crashSnapshotData(id SnapshotID) []byte {
+	return bytes.Repeat(fmt.Appendf(nil, "snapshot %d ", id.EndOffset), 40)
+}
+
+// clone copies the file system (a power loss of the copy draws from seed): each
+// crash point inside an open starts from the same disk without rerunning the workload.
+func (f *CrashFS) clone(seed uint64) *CrashFS {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := NewCrashFS(seed)
+	c.dirs, c.gen, c.crashed, c.tmpSeq, c.Ops = maps.Clone(f.dirs), f.gen, f.crashed, f.tmpSeq, f.Ops
+	c.locks = maps.Clone(f.locks)
+	inodes := map[*crashInode]*crashInode{} // cur and durable share inodes
+	copyOf := func(m map[string]*crashInode) map[string]*crashInode {
+		out := make(map[string]*crashInode, len(m))
+		for name, in := range m {
+			if inodes[in] == nil {
+				inodes[in] = &crashInode{durable: slices.Clone(in.durable), cur: slices.Clone(in.cur), pending: slices.Clone(in.pending)}
+			}
+			out[name] = inodes[in]
+		}
+		return out
+	}
+	c.cur, c.durable = copyOf(f.cur), copyOf(f.durable)
+	return c
+}
+
+// clone copies what the workload acknowledged.
+func (w *crashWorkload) clone() *crashWorkload {
+	c := *w
+	c.acked = slices.Clone(w.acked)
+	c.snaps = maps.Clone(w.snaps)
+	return &c
+}
+
+func checkCrashRecovery(t *testing.T, what string, c *CrashFS, w *crashWorkload) Loaded {
 	t.Helper()
 	s, err := OpenFileStorage("/data/__cluster_metadata-0", FileOptions{FS: c})
 	if err != nil {
@@ -353,9 +490,21 @@ func checkCrashRecovery(t *testing.T, what string, c *CrashFS, w *crashWorkload)
 			t.Fatalf("%s: committed snapshot %+v reads %d bytes, wrote %d", what, id, len(got), len(data))
 		}
 	}
+	for _, id := range s.Snapshots() {
+		// Committed or not (a Commit the crash cut short may have renamed it), a
+		// snapshot the open lists holds every byte: never a partial write.
+		if got, _, err := s.ReadSnapshot(id, 0, 1<<20); err != nil || !bytes.Equal(got, crashSnapshotData(id)) {
+			t.Fatalf("%s: snapshot %+v is listed with %d of its %d bytes (%v)", what, id, len(got), len(crashSnapshotData(id)), err)
+		}
+	}
+	if l.StateMissing && l.RanBefore {
+		// What a lost quorum-state looks like; the core refuses to start on it.
+		t.Fatalf("%s: quorum-state missing in a directory the node ran in: a crash must never leave that", what)
+	}
 	if l.State.LeaderEpoch != w.state.LeaderEpoch && (w.inFlight == nil || l.State.LeaderEpoch != w.inFlight.LeaderEpoch) {
 		if !(l.StateMissing && w.state.LeaderEpoch == 0) {
 			t.Fatalf("%s: quorum-state epoch %d, saved %d (in flight %v)", what, l.State.LeaderEpoch, w.state.LeaderEpoch, w.inFlight)
 		}
 	}
+	return l
 }

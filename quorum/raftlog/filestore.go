@@ -190,6 +190,11 @@ func (s *FileStorage) openLocked() (*FileStorage, error) {
 	if s.ranBefore, err = existsFS(s.fs, filepath.Join(dir, SyncedEndFile)); err != nil {
 		return nil, err
 	}
+	if mutFreshState {
+		if s.synced, s.hadSynced, err = openSyncedEnd(s.fs, dir); err != nil {
+			return nil, err
+		}
+	}
 	if s.stateMissing && !s.ranBefore && len(bases) == 0 && len(s.snapshots) == 0 {
 		// A fresh directory: write the initial quorum-state (as Kafka does at its
 		// first start) before SyncedEndFile exists, so that from then on a missing
@@ -198,8 +203,10 @@ func (s *FileStorage) openLocked() (*FileStorage, error) {
 			return nil, err
 		}
 	}
-	if s.synced, s.hadSynced, err = openSyncedEnd(s.fs, dir); err != nil {
-		return nil, err
+	if !mutFreshState {
+		if s.synced, s.hadSynced, err = openSyncedEnd(s.fs, dir); err != nil {
+			return nil, err
+		}
 	}
 	s.lagEnd = s.synced.last
 	if err := s.open(bases); err != nil {
@@ -239,14 +246,27 @@ func (s *FileStorage) open(bases []int64) error {
 	return s.Sync()
 }
 
+// makeDir creates the partition directory if missing and fsyncs its parent, the
+// metadata log directory, at every open, not only when it created it: a crash
+// between an earlier open's mkdir and that fsync leaves a directory that exists in
+// the page cache only, and a later power loss would take it with every file the node
+// wrote into it since (its votes and acknowledged log included). A metadata log
+// directory it creates too gets its own entry fsynced, once (`kraftd storage format`
+// creates and fsyncs it before the first start).
 func (s *FileStorage) makeDir() error {
-	if _, err := s.fs.Stat(s.dir); err == nil {
-		return nil
+	parent := filepath.Dir(s.dir)
+	if _, err := s.fs.Stat(s.dir); err != nil {
+		_, perr := s.fs.Stat(parent)
+		if err := s.fs.MkdirAll(s.dir, 0o755); err != nil {
+			return ioErr(err)
+		}
+		if perr != nil {
+			if err := syncDirFS(s.fs, filepath.Dir(parent)); err != nil {
+				return err
+			}
+		}
 	}
-	if err := s.fs.MkdirAll(s.dir, 0o755); err != nil {
-		return ioErr(err)
-	}
-	return syncDirFS(s.fs, filepath.Dir(s.dir))
+	return syncDirFS(s.fs, parent)
 }
 
 // scanDir lists segment bases and snapshots and deletes what interrupted writes
@@ -327,6 +347,9 @@ func (s *FileStorage) recoverLog(bases []int64) error {
 	if len(bases) > 0 {
 		s.startOffset = bases[0]
 	}
+	if uncovered, snap := s.startUncovered(); uncovered {
+		return s.missingStart(bases, snap)
+	}
 	next, prevEpoch := s.startOffset, int32(-1)
 	for i, base := range bases {
 		if base != next && s.durableAt(next, base, 0) && s.opts.repair == nil {
@@ -370,6 +393,43 @@ func (s *FileStorage) recoverLog(bases []int64) error {
 		}
 	}
 	return nil
+}
+
+// startUncovered reports whether the log starts above 0 with no snapshot reaching
+// its first offset, and returns the latest snapshot (EndOffset -1: none). The log
+// start only ever moves to a committed snapshot's end (SetLogStart deletes whole
+// segments below it, ResetLog restarts the log at it; neither removes that
+// snapshot, and both commit it durably first), so no crash leaves such a log: the
+// segments that held the offsets below were lost.
+func (s *FileStorage) startUncovered() (bool, SnapshotID) {
+	snap, ok := s.latestSnapshot()
+	if !ok {
+		snap = SnapshotID{EndOffset: -1}
+	}
+	return s.startOffset > 0 && snap.EndOffset < s.startOffset, snap
+}
+
+// missingStart refuses a log whose first segments are gone (startUncovered); under
+// Recover it deletes every segment instead, so that the log restarts at the latest
+// snapshot (or at 0) and is fetched again from the leader.
+func (s *FileStorage) missingStart(bases []int64, snap SnapshotID) error {
+	from, below := int64(0), "there is no snapshot"
+	if snap.EndOffset >= 0 {
+		from, below = snap.EndOffset, "the latest snapshot "+SnapshotFileName(snap)+" ends at "+fmt.Sprint(snap.EndOffset)
+	}
+	first := filepath.Join(s.dir, segmentName(bases[0]))
+	if s.opts.repair == nil {
+		return fmt.Errorf("%w: %s: the log starts at %s (offset %d) and %s: offsets %d to %d, held by the "+
+			"segment files before it, are missing, and this node may have acknowledged the records lost there. "+
+			"Ways out: restore the missing segment files from a copy; or run `kraftd storage recover` [same flags]: "+
+			"it deletes the log, and the node fetches it again from the leader without voting until it has caught up",
+			ErrCorrupt, s.dir, first, bases[0], below, from, bases[0]-1)
+	}
+	s.log.Warn("the log's first segments are missing; deleting the log",
+		zap.Int64("missing_from", from), zap.Int64("log_start_offset", bases[0]))
+	s.report("offsets %d to %d missing (the log started at %s, %s): deleted the log", from, bases[0]-1, first, below)
+	s.startOffset = 0
+	return s.dropSegmentFiles(bases)
 }
 
 // report tells Recover (only) what recovery cut.

@@ -406,6 +406,73 @@ func TestMissingMiddleSegmentRefused(t *testing.T) {
 	openCorrupt(t, dir, opts, filepath.Join(dir, segmentName(12)), 6)
 }
 
+// TestMissingFirstSegmentRefused (issue 14): a lost first segment used to go
+// unnoticed: the log started at the next segment's base with no snapshot below it,
+// and the node served it as if the offsets before had never existed. The log start
+// only moves to a committed snapshot's end, so a first segment above every snapshot
+// is damage: the open refuses, naming the missing offsets and the segment the log
+// now starts at. A snapshot that reaches the next segment makes the loss harmless
+// (the log was cleanable there). Recover deletes the log, which is fetched again.
+func TestMissingFirstSegmentRefused(t *testing.T) {
+	batches := mkLog(9) // offsets 0..17, 6 a segment: 0, 6, 12
+	opts := FileOptions{SegmentBytes: int64(3 * batches[0].Size())}
+	for _, tc := range []struct {
+		name    string
+		snapEnd int64 // -1: no snapshot
+		missing string
+	}{{"no snapshot", -1, "offsets 0 to 5"}, {"snapshot below the next segment", 4, "offsets 4 to 5"},
+		{"snapshot reaching the next segment", 6, ""}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openTest(t, dir, opts)
+			appendTest(t, s, batches...)
+			syncTest(t, s)
+			if tc.snapEnd >= 0 {
+				writeSnapshot(t, s, SnapshotID{EndOffset: tc.snapEnd, Epoch: 1}, snapshotBatches(1)...)
+			}
+			closeTest(t, s)
+			if n := len(segmentFiles(t, dir)); n != 3 {
+				t.Fatalf("%d segments", n)
+			}
+			if err := os.Remove(filepath.Join(dir, segmentName(0))); err != nil {
+				t.Fatal(err)
+			}
+			s, err := OpenFileStorage(dir, opts)
+			if tc.missing == "" {
+				if err != nil {
+					t.Fatalf("open with the lost segment below the snapshot: %v", err)
+				}
+				if l := load(t, s); l.StartOffset != 6 || len(l.Batches) != 6 || l.StartSnapshot == nil {
+					t.Fatalf("start %d, %d batches, snapshot at the start %v; want 6, 6, the snapshot", l.StartOffset, len(l.Batches), l.StartSnapshot)
+				}
+				closeTest(t, s)
+				return
+			}
+			if err == nil {
+				l, _ := s.Load()
+				_ = s.Close()
+				t.Fatalf("opened a log whose first segment is gone: start %d, %d batches", l.StartOffset, len(l.Batches))
+			}
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), filepath.Join(dir, segmentName(6))) ||
+				!strings.Contains(err.Error(), tc.missing) || !strings.Contains(err.Error(), "Ways out") {
+				t.Fatalf("open: %v; want ErrCorrupt naming %s, %s and the ways out", err, segmentName(6), tc.missing)
+			}
+			rep, err := Recover(dir, RecoverOptions{File: opts})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := max(tc.snapEnd, 0)
+			if rep.Marker == nil || rep.EndOffset != want {
+				t.Fatalf("recover: %+v; want a marker and the log restarted at %d", rep, want)
+			}
+			l := load(t, openTest(t, dir, opts))
+			if l.StartOffset != want || len(l.Batches) != 0 || l.Recovery == nil {
+				t.Fatalf("after recover: start %d, %d batches, marker %v", l.StartOffset, len(l.Batches), l.Recovery)
+			}
+		})
+	}
+}
+
 // TestDurableEndAfterTruncation: a truncation lowers the durable end before it cuts
 // the log, so batches written again at the cut offsets and torn by a crash are a torn
 // tail, not damage below the old durable end.

@@ -3,4 +3,7 @@
 package raftlog
 
 // The syncedlag mutant (see mutant_off.go): make mutants expects the simulation to fail.
-const mutSyncedLag = true
+const (
+	mutSyncedLag  = true
+	mutFreshState = false
+)

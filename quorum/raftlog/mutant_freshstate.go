@@ -1,0 +1,9 @@
+//go:build mutant_freshstate
+
+package raftlog
+
+// The freshstate mutant (see mutant_off.go): make mutants expects the simulation to fail.
+const (
+	mutSyncedLag  = false
+	mutFreshState = true
+)
