@@ -338,11 +338,12 @@ func (c *controllerChannel) othersThan(t ctrlTarget) []ctrlTarget {
 
 // cloneRequest copies req at its version through its wire form, so a copy
 // can go to another controller while req is in flight; nil if req does not
-// encode and decode (never for a request that arrived on the wire).
+// encode and decode (never for a request that arrived on the wire) or has
+// no version yet.
 func cloneRequest(req kmsg.Request) kmsg.Request {
 	out := kmsg.RequestForKey(req.Key())
-	if out == nil {
-		return nil
+	if out == nil || req.GetVersion() < 0 {
+		return nil // a version to negotiate (the broker's own requests) has no wire form yet
 	}
 	out.SetVersion(req.GetVersion())
 	if err := out.ReadFrom(req.AppendTo(nil)); err != nil {
