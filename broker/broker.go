@@ -60,6 +60,7 @@ func New(cfg Config) (*Broker, error) {
 	b := &Broker{cfg: cfg, log: cfg.Logger, rnd: &lockedRand{r: cfg.Rand}}
 	b.ch = newControllerChannel(&b.cfg)
 	b.pub = newPublisher(b.log.Named("publisher"), b.ch.setLeader, cfg.OnFatal)
+	b.pub.now = b.cfg.Now
 	b.life = newLifecycle(&b.cfg, b.ch, b.rnd, b.pub.appliedOffset.Load)
 	b.life.leadsNothing = func() bool { return b.Image().LeaderCount(cfg.NodeID) == 0 }
 	b.pub.onPublished = func(prev, next *image.Image) {

@@ -37,6 +37,9 @@ type controllerChannel struct {
 	log       *zap.Logger
 	addrs     map[int32]string // static voters' addresses by id
 	bootstrap []string         // round-robin targets while no leader is known
+	// attemptTimeout is how long a forwarded request waits for the controller
+	// it went to before the others are asked too (see forwardAttempt).
+	attemptTimeout time.Duration
 
 	mu         sync.Mutex
 	leader     int32
@@ -70,6 +73,11 @@ func newControllerChannel(cfg *Config) *controllerChannel {
 		addrs:   maps.Clone(cfg.ControllerAddrs),
 		leader:  -1,
 		changed: make(chan struct{}),
+		// A quarter of the controller RPC timeout (500 ms by default): a live
+		// controller answers a forwarded request well within it (commit p50
+		// is a few ms), and asking the others early costs one NOT_CONTROLLER
+		// answer each.
+		attemptTimeout: max(time.Millisecond, time.Duration(cfg.ControllerRequestTimeoutMs)*time.Millisecond/4),
 	}
 	for _, id := range slices.Sorted(maps.Keys(cfg.ControllerAddrs)) {
 		c.bootstrap = append(c.bootstrap, cfg.ControllerAddrs[id])
@@ -213,7 +221,7 @@ func (c *controllerChannel) forward(ctx context.Context, req kmsg.Request,
 	for {
 		req.SetVersion(clientVersion)
 		t, changed := c.target()
-		resp, err := c.sendUntilLeaderChange(ctx, t, changed, req)
+		resp, err := c.forwardAttempt(ctx, t, changed, req, isNotController)
 		switch {
 		case err == nil && !isNotController(resp):
 			resp.SetVersion(clientVersion)
@@ -243,6 +251,105 @@ func (c *controllerChannel) forward(ctx context.Context, req kmsg.Request,
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// forwardAttempt is one attempt of forward: req to t until the quorum names
+// another leader (sendUntilLeaderChange). When t has not answered within
+// attemptTimeout, the other controllers are asked too, each with a copy of
+// req, one at a time with backoff, while t's attempt goes on: the first
+// answer that is not NOT_CONTROLLER wins and t's attempt is given up.
+//
+// This is the per-attempt timeout a paused active controller needs: its
+// connection stays up and its quorum replicas learn of the new leader only at
+// their fetch timeout, and a broker's own quorum view can lag the election by
+// another fetch timeout (its Fetch to the paused leader hangs), so waiting for
+// the view alone held a forwarded CreateTopics for seconds after a new
+// controller could serve it. Kafka's NodeToControllerChannelManager gives up an
+// attempt at controller.socket.timeout.ms (30 s) and sends the request again
+// to the controller its metadata names. The attempt to t is not given up here,
+// because a live controller that is only slow would then get the request a
+// second time (CreateTopics answering TOPIC_ALREADY_EXISTS for a topic its
+// first copy created); the copies go only to the other controllers, which
+// answer NOT_CONTROLLER unless they lead now.
+func (c *controllerChannel) forwardAttempt(ctx context.Context, t ctrlTarget, changed <-chan struct{},
+	req kmsg.Request, isNotController func(kmsg.Response) bool) (kmsg.Response, error) {
+	others := c.othersThan(t)
+	template := cloneRequest(req)
+	if len(others) == 0 || template == nil {
+		return c.sendUntilLeaderChange(ctx, t, changed, req)
+	}
+	type result struct {
+		resp kmsg.Response
+		err  error
+	}
+	primary := make(chan result, 1)
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel (defers run last first): req is free again on return
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Go(func() {
+		resp, err := c.sendUntilLeaderChange(actx, t, changed, req)
+		primary <- result{resp, err}
+	})
+	wait := time.NewTimer(c.attemptTimeout)
+	defer wait.Stop()
+	backoff := 20 * time.Millisecond
+	for i := 0; ; i++ {
+		select {
+		case r := <-primary:
+			return r.resp, r.err
+		case <-wait.C:
+		}
+		o := others[i%len(others)]
+		hctx, hcancel := context.WithTimeout(actx, c.attemptTimeout)
+		resp, err := c.sendTo(hctx, o, cloneRequest(template))
+		hcancel()
+		if err == nil && !isNotController(resp) {
+			c.log.Info("forwarded request answered by another controller; the one it went to did not answer",
+				zap.Int16("key", req.Key()), zap.Stringer("silent", t), zap.Stringer("answered", o),
+				zap.Duration("attempt_timeout", c.attemptTimeout))
+			return resp, nil
+		}
+		if errors.Is(err, protocol.ErrUnsupportedVersion) {
+			backoff = time.Second // that controller cannot take it; t still may
+		}
+		wait.Reset(backoff)
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// othersThan is every configured controller address but t's.
+func (c *controllerChannel) othersThan(t ctrlTarget) []ctrlTarget {
+	var out []ctrlTarget
+	for _, addr := range c.bootstrap {
+		if addr == t.addr {
+			continue
+		}
+		id := int32(-1)
+		for vid, a := range c.addrs {
+			if a == addr {
+				id = vid
+			}
+		}
+		out = append(out, ctrlTarget{id, addr})
+	}
+	return out
+}
+
+// cloneRequest copies req at its version through its wire form, so a copy
+// can go to another controller while req is in flight; nil if req does not
+// encode and decode (never for a request that arrived on the wire) or has
+// no version yet.
+func cloneRequest(req kmsg.Request) kmsg.Request {
+	out := kmsg.RequestForKey(req.Key())
+	if out == nil || req.GetVersion() < 0 {
+		return nil // a version to negotiate (the broker's own requests) has no wire form yet
+	}
+	out.SetVersion(req.GetVersion())
+	if err := out.ReadFrom(req.AppendTo(nil)); err != nil {
+		return nil
+	}
+	return out
 }
 
 // isNotControllerCode reports whether code is NOT_CONTROLLER.

@@ -42,7 +42,8 @@
 //     __transaction_state; FindCoordinator creates either topic through the
 //     controller on first use.
 //   - data plane (data_plane.go): with Config.Replicas set, the publisher
-//     calls SyncReplicas after every publish, so the replica manager hosts,
+//     calls SyncReplicas after publishes (on its replica goroutine, from the
+//     last synced image to the newest), so the replica manager hosts,
 //     leads and follows exactly what the image assigns to this broker and
 //     deletes the logs of deleted topics; Produce, Fetch and ListOffsets go
 //     to its partitions; InitProducerId hands out ids from blocks the active
@@ -68,6 +69,8 @@
 //
 //	Broker
 //	  publisher.run   applies queued batches, publishes images
+//	    syncReplicas  has the replica manager follow the published images, then
+//	                  advances the applied offset; owned and waited for by run
 //	  lifecycle.run   registration, heartbeats, controlled shutdown
 //	  ClientAPI
 //	    (handlers)    Fetch long-polls and acks=-1 Produce waits run on the

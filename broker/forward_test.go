@@ -271,3 +271,87 @@ func TestForwardMovesToNewController(t *testing.T) {
 		t.Fatalf("new controller saw %d CreateTopics, want 1", n)
 	}
 }
+
+// TestForwardAttemptTimeoutAsksOtherControllers: the quorum still names a
+// controller that stopped answering (paused: its connection stays up) and
+// never names another, as a broker's own quorum view can lag the election by
+// a fetch timeout. Once the attempt has waited a quarter of the controller
+// request timeout, the other controllers get the request too, and the one
+// that now leads answers it, long before the request's own timeout. Before,
+// the broker waited out the whole request timeout on the paused one and
+// answered REQUEST_TIMED_OUT.
+func TestForwardAttemptTimeoutAsksOtherControllers(t *testing.T) {
+	pausedAddr, reached := stalledController(t)
+	standby := newFakeController(t, false, nil)
+	active := newFakeController(t, true, nil)
+	h := newHarness(t, func(c *Config) {
+		c.ControllerAddrs = map[int32]string{3000: pausedAddr, 3001: standby.addr, 3002: active.addr}
+		c.ControllerRequestTimeoutMs = 400 // attempts time out after 100 ms
+	})
+	h.runPublisher()
+	active.attach(h.b.Listener(), h.next)
+	h.b.Listener().HandleLeaderChange(quorum.LeaderAndEpoch{LeaderID: 3000, Epoch: 1, EpochStartOffset: -1})
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(7)
+	req.TimeoutMillis = 3000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "hedged", 1, 1
+	req.Topics = append(req.Topics, rt)
+	start := time.Now()
+	resp := h.request(req).(*kmsg.CreateTopicsResponse)
+	took := time.Since(start)
+	select {
+	case <-reached:
+	default:
+		t.Fatal("the request never reached the controller the quorum names")
+	}
+	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("after %v: response %+v, want the active controller's success", took, resp.Topics)
+	}
+	if took > 2*time.Second {
+		t.Fatalf("answered after %v, want well within the 3 s request timeout", took)
+	}
+	active.mu.Lock()
+	n := active.requests[19]
+	active.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("active controller saw %d CreateTopics, want 1", n)
+	}
+}
+
+// TestForwardAttemptTimeoutKeepsSlowController: a live active controller
+// slower than the attempt timeout still answers the forwarded request, and
+// gets it once: the copies go only to the other controllers (which answer
+// NOT_CONTROLLER), so a slow CreateTopics is never sent to it again (a second
+// copy would answer TOPIC_ALREADY_EXISTS for the topic the first created).
+func TestForwardAttemptTimeoutKeepsSlowController(t *testing.T) {
+	slow := newFakeController(t, true, nil)
+	slow.onCreate = func(*kmsg.CreateTopicsRequest) { time.Sleep(400 * time.Millisecond) }
+	standby := newFakeController(t, false, nil)
+	h := newHarness(t, func(c *Config) {
+		c.ControllerAddrs = map[int32]string{3000: slow.addr, 3001: standby.addr}
+		c.ControllerRequestTimeoutMs = 200 // attempts time out after 50 ms
+	})
+	h.runPublisher()
+	slow.attach(h.b.Listener(), h.next)
+	h.b.Listener().HandleLeaderChange(quorum.LeaderAndEpoch{LeaderID: 3000, Epoch: 1, EpochStartOffset: -1})
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(7)
+	req.TimeoutMillis = 3000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "slow", 1, 1
+	req.Topics = append(req.Topics, rt)
+	resp := h.request(req).(*kmsg.CreateTopicsResponse)
+	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("response %+v, want the slow controller's success", resp.Topics)
+	}
+	slow.mu.Lock()
+	n := slow.requests[19]
+	slow.mu.Unlock()
+	standby.mu.Lock()
+	asked := standby.requests[19]
+	standby.mu.Unlock()
+	if n != 1 || asked == 0 {
+		t.Fatalf("slow controller saw %d CreateTopics (want 1), the standby %d (want some)", n, asked)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/kraftd/kraftd/metadata/image"
 	"github.com/kraftd/kraftd/metadata/records"
 	"github.com/kraftd/kraftd/quorum/raftlog"
 )
@@ -239,4 +240,53 @@ func mustEncode(t *testing.T, m records.Message) []byte {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestPublishDoesNotWaitForReplicaApply: while the replica manager still
+// applies one image (creating and fsyncing partition logs), the next
+// committed change is published to handlers at once; the applied offset
+// (heartbeats) follows only once the replica manager caught up, and it is
+// handed the images from the last one it synced to the newest. Before, each
+// publish waited for the previous one's replica apply.
+func TestPublishDoesNotWaitForReplicaApply(t *testing.T) {
+	p := newPublisher(zaptest.NewLogger(t), nil, nil)
+	release := make(chan struct{})
+	type step struct{ from, to int64 }
+	synced := make(chan step, 4)
+	p.onPublish = func(prev, next *image.Image) {
+		synced <- step{prev.Provenance().Offset, next.Provenance().Offset}
+		if next.Provenance().Offset == 1 {
+			<-release // the first topic's logs take long
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	defer close(release)
+
+	p.HandleCommit([]raftlog.Batch{encodeBatch(t, 0, mvRecord(14), topicRecord("a", uuid(1)))})
+	if s := <-synced; s.to != 1 {
+		t.Fatalf("first replica sync %+v", s)
+	}
+	p.HandleCommit([]raftlog.Batch{encodeBatch(t, 2, topicRecord("b", uuid(2)))})
+	p.HandleCommit([]raftlog.Batch{encodeBatch(t, 3, topicRecord("c", uuid(3)))})
+	deadline := time.Now().Add(2 * time.Second)
+	for p.image().Provenance().Offset != 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("image at offset %d while the replica manager applies offset 1, want 3", p.image().Provenance().Offset)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, ok := p.image().TopicByName("c"); !ok {
+		t.Fatal("topic c not served")
+	}
+	if got := p.appliedOffset.Load(); got != -1 {
+		t.Fatalf("applied offset %d before the replica manager finished offset 1", got)
+	}
+	release <- struct{}{}
+	waitOffset(t, p, 3)
+	if s := <-synced; s.from != 1 || s.to != 3 {
+		t.Fatalf("second replica sync %+v, want from 1 to 3", s)
+	}
 }

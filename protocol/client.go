@@ -25,6 +25,14 @@ type ClientConfig struct {
 	BackoffMin, BackoffMax        time.Duration // reconnect backoff, defaults 20ms and 1s, with jitter
 	MaxResponseBytes              int32         // default 104857600
 	Logger                        *zap.Logger
+	// FailWhileBackingOff makes a request to a peer in its reconnect backoff
+	// fail at once with ErrBackingOff instead of waiting the backoff out
+	// before dialing; the first request after the backoff dials. Kafka's
+	// NetworkClient behaves so (a node in reconnect backoff is not ready, and
+	// InterBrokerSendThread completes its requests as disconnected), which lets
+	// a caller with other peers to try (a raft observer looking for the
+	// leader) ask one of them instead of queueing behind a dead one.
+	FailWhileBackingOff bool
 }
 
 // Client defaults.
@@ -68,6 +76,9 @@ type peer struct {
 	cc       *clientConn
 	dial     *dialAttempt
 	failures int
+	// retryAt is when the next dial may start after a failed one
+	// (FailWhileBackingOff only; zero: at once).
+	retryAt time.Time
 }
 
 // dialAttempt is a dial shared by every Request that arrives while it runs.
@@ -281,6 +292,11 @@ func (c *Client) conn(ctx context.Context, addr string) (*clientConn, error) {
 	}
 	p.cc = nil
 	d := p.dial
+	if d == nil && c.cfg.FailWhileBackingOff && time.Now().Before(p.retryAt) {
+		wait := time.Until(p.retryAt)
+		p.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s for another %v", ErrBackingOff, addr, wait.Round(time.Millisecond))
+	}
 	if d == nil {
 		d = &dialAttempt{done: make(chan struct{})}
 		if err := c.startDial(p, d); err != nil {
@@ -302,6 +318,9 @@ func (c *Client) conn(ctx context.Context, addr string) (*clientConn, error) {
 // Holding c.mu while calling wg.Go keeps it from racing Close's wg.Wait.
 func (c *Client) startDial(p *peer, d *dialAttempt) error {
 	delay := c.backoff(p.failures)
+	if c.cfg.FailWhileBackingOff {
+		delay = 0 // requests failed fast until retryAt instead
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -336,6 +355,9 @@ func (c *Client) runDial(p *peer, d *dialAttempt, delay time.Duration) {
 	if err != nil {
 		p.failures++
 		d.err = err
+		if c.cfg.FailWhileBackingOff {
+			p.retryAt = time.Now().Add(c.backoff(p.failures))
+		}
 		c.log.Debug("dial failed", zap.String("addr", p.addr), zap.Int("failures", p.failures), zap.Error(err))
 	} else {
 		p.failures = 0

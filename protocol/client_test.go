@@ -309,3 +309,45 @@ func TestClientIdleCloseIsNotAFailure(t *testing.T) {
 		t.Fatalf("redial after idle close: %v", err) // an hour of backoff would time out
 	}
 }
+
+// TestClientFailsFastWhileBackingOff: with FailWhileBackingOff, a request to
+// a peer whose dial just failed fails at once with ErrBackingOff instead of
+// waiting out the reconnect backoff (a raft observer then asks another
+// voter); once the backoff has passed, the next request dials again. The
+// default client still waits the backoff out inside the request.
+func TestClientFailsFastWhileBackingOff(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: dials are refused
+
+	fast := newTestClient(t, func(cfg *ClientConfig) {
+		cfg.BackoffMin, cfg.BackoffMax, cfg.FailWhileBackingOff = 200*time.Millisecond, 200*time.Millisecond, true
+	})
+	if _, err := fast.Request(testCtx(t), addr, metadataReq(-1, "a")); err == nil || errors.Is(err, ErrBackingOff) {
+		t.Fatalf("first request to a closed port: %v, want the dial's error", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := fast.Request(ctx, addr, metadataReq(-1, "b")); !errors.Is(err, ErrBackingOff) {
+		t.Fatalf("request during the backoff: %v, want ErrBackingOff at once", err)
+	}
+	// The default waits the backoff (100-200 ms) out before it dials, past
+	// this request's 50 ms.
+	slow := newTestClient(t, func(cfg *ClientConfig) { cfg.BackoffMin, cfg.BackoffMax = 200*time.Millisecond, 200*time.Millisecond })
+	_, _ = slow.Request(testCtx(t), addr, metadataReq(-1, "a"))
+	sctx, scancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer scancel()
+	if _, err := slow.Request(sctx, addr, metadataReq(-1, "b")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("default client during the backoff: %v, want the ctx deadline", err)
+	}
+
+	// A server comes up at the address: after the backoff the fast client dials it.
+	s := startTestServer(t, func(cfg *ServerConfig, _ *Registry) { cfg.Listeners[0].Addr = addr })
+	waitFor(t, "a request through after the backoff", func() bool {
+		_, err := fast.Request(testCtx(t), s.addr, metadataReq(-1, "c"))
+		return err == nil
+	})
+}

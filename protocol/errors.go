@@ -17,6 +17,10 @@ var (
 	// connection that died (EOF, reset, protocol violation by the peer).
 	ErrConnClosed = errors.New("protocol: connection closed")
 
+	// ErrBackingOff fails a request to a peer whose last dial failed, while
+	// its reconnect backoff runs (ClientConfig.FailWhileBackingOff).
+	ErrBackingOff = errors.New("protocol: peer unreachable, backing off before the next dial")
+
 	// ErrFrameSize is a frame whose size prefix is zero, negative or above
 	// the configured maximum.
 	ErrFrameSize = errors.New("protocol: invalid frame size")

@@ -190,3 +190,35 @@ func discoveryBacksOff(t *testing.T, seed uint64, resp *quorum.FetchResponse) {
 		}
 	}
 }
+
+// TestObserverDiscoveryAvoidsLostLeader: an observer following leader 1 learns from
+// a candidate's answer that epoch 2 began without a known leader (leader 1 was
+// killed or paused). Whatever the seed, its discovery Fetch goes to voter 2 or 3: a
+// Fetch to a paused leader hangs for the request timeout.
+func TestObserverDiscoveryAvoidsLostLeader(t *testing.T) {
+	for seed := uint64(1); seed <= 30; seed++ {
+		e := observerEnv(t, seed)
+		e.Tick(500, []int32{1})
+		e.ProcessReady(e.Nodes[1])
+		for _, r := range e.Take(func(m quorum.Message) bool { return m.To == 4 }) {
+			e.Deliver(r)
+		}
+		m := takeFetch(t, e, 4)
+		e.Deliver(quorumtest.FailedResponse(m)) // the leader is gone
+		e.Tick(20, []int32{4})
+		ask := takeFetch(t, e, 4)
+		if ask.To == 1 {
+			t.Fatalf("seed %d: rediscovery fetch to the failed leader", seed)
+		}
+		// The voter asked is a candidate of epoch 2 by now.
+		e.Deliver(quorum.Message{From: ask.To, To: 4, RequestID: ask.RequestID, FetchResp: &quorum.FetchResponse{
+			ErrorCode: kerr.FencedLeaderEpoch.Code, HighWatermark: -1, LeaderID: -1, LeaderEpoch: 2}})
+		if st := e.Nodes[4].Raft.Status(); st.Role != quorum.Unattached || st.Epoch != 2 {
+			t.Fatalf("seed %d: observer is %s at epoch %d, want unattached at 2", seed, st.Role, st.Epoch)
+		}
+		e.Tick(20, []int32{4})
+		if d := takeFetch(t, e, 4); d.To == 1 {
+			t.Errorf("seed %d: discovery fetch to the lost leader 1, want voter 2 or 3", seed)
+		}
+	}
+}

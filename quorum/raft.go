@@ -339,6 +339,13 @@ func (r *Raft) transitionEpoch(epoch int32) {
 func (r *Raft) becomeUnattached(nowMs int64, epoch int32, leaderHint int32) {
 	assertf(epoch > r.epoch || r.role == Prospective,
 		"unattached only in a higher epoch: %s at %d -> %d", r.role, r.epoch, epoch)
+	// An observer learns of a new epoch only from Fetch answers, so the leader of
+	// the epoch it leaves is lost to it; a voter may be leaving for a Vote from
+	// that very leader.
+	lost := int32(-1)
+	if !r.isVoter {
+		lost = r.leaderID
+	}
 	r.leave()
 	r.transitionEpoch(epoch)
 	if leaderHint >= 0 {
@@ -348,17 +355,25 @@ func (r *Raft) becomeUnattached(nowMs int64, epoch int32, leaderHint int32) {
 	if r.dynamic() {
 		r.isVoter = r.selfIsVoter() // a removed leader or candidate is a voter no more
 	}
-	r.enterUnattached(nowMs)
+	r.enterUnattachedAvoiding(nowMs, lost)
 	r.persist()
 	r.logf("%d became unattached at epoch %d", r.cfg.NodeID, r.epoch)
 }
 
-func (r *Raft) enterUnattached(nowMs int64) {
+func (r *Raft) enterUnattached(nowMs int64) { r.enterUnattachedAvoiding(nowMs, -1) }
+
+// enterUnattachedAvoiding is enterUnattached for an observer that just left the epoch
+// led by lost (-1: none): its first discovery Fetch goes to another voter. An
+// observer that learns of a new epoch from a candidate has lost its leader, most
+// likely to a crash or a pause; a Fetch to a paused leader is answered by no one and
+// hangs for the request timeout (2.5 s), and one observer of the kraftd bench's
+// SIGSTOP scenario followed the new leader 1.1 s after the others for that reason.
+func (r *Raft) enterUnattachedAvoiding(nowMs int64, lost int32) {
 	if r.campaigns() {
 		r.electionDeadlineMs = nowMs + r.randomElectionTimeoutMs()
 		return
 	}
-	r.discover = &followerState{fetchDeadlineMs: noDeadline, nextFetchMs: nowMs, rediscover: true, avoid: -1}
+	r.discover = &followerState{fetchDeadlineMs: noDeadline, nextFetchMs: nowMs, rediscover: true, avoid: lost}
 	r.maybeSendDiscoveryFetch(nowMs)
 }
 
