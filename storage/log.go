@@ -115,9 +115,13 @@ type Log struct {
 	epochs        EpochCache
 	topicID       [16]byte
 	hasTopic      bool
-	failed        error
+	// topicUnflushed: topicID was recorded (SetTopicID) and
+	// partition.metadata does not hold it durably yet; flushTopicID writes
+	// it, at the latest before the first batch is written.
+	topicUnflushed bool
+	failed         error
 	// dirUnsynced: the directory has an entry (a new log's first segment)
-	// not fsynced yet; the next flush, or SetTopicID's directory fsync,
+	// not fsynced yet; the next flush, or partition.metadata's directory fsync,
 	// makes it durable.
 	dirUnsynced bool
 	// epochsUnsaved: the epoch cache has an entry leader-epoch-checkpoint
@@ -183,8 +187,8 @@ func OpenLog(dir string, cfg LogConfig) (*Log, error) {
 		// A new log: its empty first segment need not be durable before
 		// anything is in it (a crash leaves the directory without it,
 		// and the next open creates it again). Its directory fsync waits
-		// for the first flush or for SetTopicID's, which a new partition
-		// writes next: one directory fsync per new partition, not two.
+		// for the first flush or for partition.metadata's (FlushTopicID),
+		// which covers both.
 		l.dirUnsynced = true
 		if err := l.openNewSegment(0); err != nil {
 			l.closeFiles()
@@ -652,20 +656,68 @@ func (l *Log) TopicID() ([16]byte, bool) {
 	return l.topicID, l.hasTopic
 }
 
-// SetTopicID writes partition.metadata (durably) unless it already holds id.
+// SetTopicID records the log's topic id (KIP-516) without writing it, as
+// Kafka's UnifiedLog.initializeTopicId records it in its
+// PartitionMetadataFile and leaves the write to a scheduled flush:
+// partition.metadata is written durably (file, then directory) by
+// FlushTopicID, which the replica manager calls in the background, or at
+// the latest before the log's first batch is written (Append), and at
+// Flush and Close. Creating a partition thus costs no fsync on the
+// metadata publisher.
+//
+// A crash before that flush leaves a partition directory without
+// partition.metadata, and, because every write of a batch flushes it
+// first, without any batch: the broker deletes it as a stray at its next
+// start unless the metadata assigns it the partition again (Kafka's
+// isStrayReplica treats a log without a topic id so), and a log adopted
+// then holds nothing of the older topic's.
 func (l *Log) SetTopicID(id [16]byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.hasTopic && l.topicID == id {
 		return nil
 	}
-	if err := WriteFileAtomic(l.dir, PartitionMetadataFile, EncodePartitionMetadata(id)); err != nil {
+	l.topicID, l.hasTopic, l.topicUnflushed = id, true, true
+	return nil
+}
+
+// FlushTopicID makes partition.metadata hold the id SetTopicID recorded,
+// durably, unless it does already (Kafka's PartitionMetadataFile.maybeFlush).
+// A closed or deleted log has nothing to flush (Close flushed it).
+func (l *Log) FlushTopicID() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if errors.Is(l.failed, ErrLogClosed) {
+		return nil
+	}
+	if l.failed != nil {
+		return l.failed
+	}
+	return l.flushTopicID()
+}
+
+// TopicIDFlushed reports whether partition.metadata holds the log's topic
+// id durably (true for a log without one recorded).
+func (l *Log) TopicIDFlushed() bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return !l.topicUnflushed
+}
+
+// flushTopicID writes partition.metadata if SetTopicID recorded an id it
+// lacks: write and fsync a temporary file, rename it, fsync the directory
+// (which also makes a new log's first segment durable); l.mu held.
+func (l *Log) flushTopicID() error {
+	if !l.topicUnflushed {
+		return nil
+	}
+	if err := WriteFileAtomic(l.dir, PartitionMetadataFile, EncodePartitionMetadata(l.topicID)); err != nil {
 		return l.fail(err)
 	}
 	if err := l.syncDir(); err != nil {
 		return l.fail(err)
 	}
-	l.topicID, l.hasTopic = id, true
+	l.topicUnflushed = false
 	return nil
 }
 
@@ -677,6 +729,12 @@ func (l *Log) Append(batches []Batch) error {
 	defer l.mu.Unlock()
 	if l.failed != nil {
 		return l.failed
+	}
+	// As Kafka's UnifiedLog.append: partition.metadata is durable before
+	// any batch can reach the disk, so a log found without it after a
+	// crash holds nothing (see SetTopicID).
+	if err := l.flushTopicID(); err != nil {
+		return err
 	}
 	for _, b := range batches {
 		if end := l.endOffset(); b.BaseOffset != end {
@@ -1008,6 +1066,9 @@ func (l *Log) Flush() error {
 func (l *Log) flush() error {
 	if l.failed != nil {
 		return l.failed
+	}
+	if err := l.flushTopicID(); err != nil {
+		return err
 	}
 	for _, sg := range l.segments {
 		if err := sg.sync(); err != nil {

@@ -293,6 +293,63 @@ func TestPartitionMetadataFormat(t *testing.T) {
 	}
 }
 
+// TestTopicIDFlushedBeforeFirstBatch: SetTopicID writes nothing (no
+// fsync on the metadata publisher for a new partition);
+// partition.metadata becomes durable at FlushTopicID (the replica
+// manager's background flush) or, at the latest, before the first batch
+// is written, so a directory a crash leaves without it holds no batch
+// (Kafka's UnifiedLog.append flushes it first too).
+func TestTopicIDFlushedBeforeFirstBatch(t *testing.T) {
+	id := [16]byte{7, 1}
+	path := func(dir string) string { return filepath.Join(dir, PartitionMetadataFile) }
+	dir := filepath.Join(t.TempDir(), "demo-0")
+	l := openLogTest(t, dir, LogConfig{})
+	before := fsyncs.Load()
+	if err := l.SetTopicID(id); err != nil {
+		t.Fatal(err)
+	}
+	if n := fsyncs.Load() - before; n != 0 {
+		t.Fatalf("SetTopicID: %d fsyncs, want 0", n)
+	}
+	if _, err := os.Stat(path(dir)); !errors.Is(err, os.ErrNotExist) || l.TopicIDFlushed() {
+		t.Fatalf("partition.metadata before any flush: %v (flushed %v)", err, l.TopicIDFlushed())
+	}
+	if got, ok := l.TopicID(); !ok || got != id {
+		t.Fatalf("recorded topic id %x %v", got, ok)
+	}
+	if err := l.Append([]Batch{logBatch(0, 1, 2, 1000)}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path(dir))
+	if err != nil || string(data) != string(EncodePartitionMetadata(id)) || !l.TopicIDFlushed() {
+		t.Fatalf("partition.metadata after the first append: %q %v", data, err)
+	}
+	// The background flush: file and directory, once.
+	dir2 := filepath.Join(t.TempDir(), "demo-1")
+	l2 := openLogTest(t, dir2, LogConfig{})
+	if err := l2.SetTopicID(id); err != nil {
+		t.Fatal(err)
+	}
+	before = fsyncs.Load()
+	for range 2 {
+		if err := l2.FlushTopicID(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := fsyncs.Load() - before; n != 2 {
+		t.Fatalf("FlushTopicID twice: %d fsyncs, want 2", n)
+	}
+	if data, err := os.ReadFile(path(dir2)); err != nil || string(data) != string(EncodePartitionMetadata(id)) {
+		t.Fatalf("partition.metadata after FlushTopicID: %q %v", data, err)
+	}
+	if err := l2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l2.FlushTopicID(); err != nil {
+		t.Fatalf("FlushTopicID of a closed log: %v", err)
+	}
+}
+
 func TestLogTimestamps(t *testing.T) {
 	l := openLogTest(t, t.TempDir(), LogConfig{SegmentBytes: 2000, IndexIntervalBytes: 300})
 	for i := range 20 {
@@ -353,9 +410,10 @@ func TestNewEmptyLogFsyncs(t *testing.T) {
 	if n := fsyncs.Load() - before; n != 1 {
 		t.Fatalf("open and close of a new empty log: %d fsyncs, want 1", n)
 	}
-	// A new partition as the replica manager creates it: open, then
-	// partition.metadata (file and directory), whose directory fsync also
-	// covers the new segment: 2 fsyncs, and Close adds none.
+	// A new partition as the replica manager creates it: open, then its
+	// topic id, which Close writes to partition.metadata (file and
+	// directory), whose directory fsync also covers the new segment: 2
+	// fsyncs.
 	dir2 := filepath.Join(t.TempDir(), "demo-1")
 	before = fsyncs.Load()
 	l2, err := OpenLog(dir2, LogConfig{})
