@@ -350,6 +350,57 @@ func TestTopicIDFlushedBeforeFirstBatch(t *testing.T) {
 	}
 }
 
+// TestNewLogCreatesOnlyItsSegment: a new partition's log creates its
+// directory and its first segment's .log file and nothing else (no index
+// files until their first entry, as Kafka's LazyIndex; no reads of files a
+// new directory cannot hold); the index files appear with their entries, and
+// a log whose segments never got one (too little data) reopens cleanly and
+// after a crash with the right end.
+func TestNewLogCreatesOnlyItsSegment(t *testing.T) {
+	names := func(dir string) []string {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range entries {
+			out = append(out, e.Name())
+		}
+		return out
+	}
+	dir := filepath.Join(t.TempDir(), "logs", "demo-0") // parents missing too
+	l, err := OpenLog(dir, LogConfig{IndexIntervalBytes: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(dir); !slices.Equal(got, []string{"00000000000000000000.log"}) || !l.Created() {
+		t.Fatalf("a new log's directory holds %v (created %v), want only its segment", got, l.Created())
+	}
+	appendN(t, l, 1, 2) // under an index interval: no entry
+	if got := names(dir); !slices.Equal(got, []string{"00000000000000000000.log", LeaderEpochCheckpointFile}) {
+		t.Fatalf("after two small batches: %v", got)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, clean := range []bool{true, false} {
+		l = openLogTest(t, dir, LogConfig{IndexIntervalBytes: 1000, CleanShutdown: clean})
+		if l.EndOffset() != 6 || l.Created() {
+			t.Fatalf("reopen (clean %v): end %d created %v, want 6 false", clean, l.EndOffset(), l.Created())
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l = openLogTest(t, dir, LogConfig{IndexIntervalBytes: 1000, CleanShutdown: true})
+	appendN(t, l, 1, 20)
+	got := names(dir)
+	if !slices.Contains(got, "00000000000000000000.index") || !slices.Contains(got, "00000000000000000000.timeindex") {
+		t.Fatalf("index files not created with their entries: %v", got)
+	}
+	checkIndexFiles(t, l.segments[0])
+}
+
 func TestLogTimestamps(t *testing.T) {
 	l := openLogTest(t, t.TempDir(), LogConfig{SegmentBytes: 2000, IndexIntervalBytes: 300})
 	for i := range 20 {
