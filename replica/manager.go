@@ -326,10 +326,23 @@ func splitDistinct(states []PartitionState) ([]PartitionState, []PartitionState)
 }
 
 func (m *Manager) applyRound(states []PartitionState) []error {
+	start := time.Now()
 	items, err := m.prepareApply(states)
 	if err != nil {
 		return []error{err}
 	}
+	defer func() {
+		opened := 0
+		for i := range items {
+			if items[i].opened {
+				opened++
+			}
+		}
+		if opened > 0 { // as Kafka's LogManager logs "Loaded N logs in X ms"
+			m.log.Info("opened partition logs", zap.Int("logs", opened), zap.Int("partitions", len(items)),
+				zap.Duration("elapsed", time.Since(start)))
+		}
+	}()
 	work := make(chan *applyItem)
 	var wg sync.WaitGroup
 	for range min(applyWorkers, len(items)) {

@@ -361,7 +361,11 @@ func (l *Log) recover(bases []int64) (epochFile, error) {
 		}
 		l.segments = append(l.segments, sg)
 		flushed := l.cfg.CleanShutdown || (!active && bases[i+1] <= l.cfg.RecoveryPoint)
-		if flushed && !scanAll && sg.loadIndexes() == nil {
+		// An empty segment has no epoch to give the cache: a scan for a
+		// missing checkpoint skips it (a partition never written to has
+		// no leader-epoch-checkpoint; scanning it rebuilt, and so
+		// dirtied and fsynced at close, its segment at every open).
+		if flushed && (!scanAll || sg.size == 0) && sg.loadIndexes() == nil {
 			next = sg.end
 			continue
 		}
