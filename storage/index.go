@@ -48,6 +48,9 @@ type indexFile struct {
 	path string
 	f    *os.File // nil until the first write
 	size int64    // bytes written
+	// opened: open may have created the file since the directory was
+	// last fsynced; the log's next flush fsyncs the directory.
+	opened bool
 }
 
 func newIndexFile(path string) *indexFile { return &indexFile{path: path} }
@@ -61,7 +64,7 @@ func (x *indexFile) open() error {
 	if err != nil {
 		return err
 	}
-	x.f = f
+	x.f, x.opened = f, true
 	return nil
 }
 

@@ -649,6 +649,9 @@ func (l *Log) syncDir() error {
 		return err
 	}
 	l.dirUnsynced = false
+	for _, sg := range l.segments { // their index files' entries too
+		sg.idxFile.opened, sg.tidxFile.opened = false, false
+	}
 	return nil
 }
 
@@ -1182,6 +1185,9 @@ func (l *Log) flush() error {
 		if err := sg.sync(); err != nil {
 			return l.fail(err)
 		}
+		// An index file created since (at its first entry) needs its
+		// directory entry durable too.
+		l.dirUnsynced = l.dirUnsynced || sg.idxFile.opened || sg.tidxFile.opened
 	}
 	if err := l.saveEpochs(); err != nil {
 		return l.fail(err)

@@ -399,6 +399,15 @@ func TestNewLogCreatesOnlyItsSegment(t *testing.T) {
 		t.Fatalf("index files not created with their entries: %v", got)
 	}
 	checkIndexFiles(t, l.segments[0])
+	// The flush makes the new files' directory entries durable too: the
+	// segment's three files and the directory.
+	before := fsyncs.Load()
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := fsyncs.Load() - before; n != 4 {
+		t.Fatalf("flush after the index files were created: %d fsyncs, want 4 (three files and the directory)", n)
+	}
 }
 
 // TestCleanReopenOfEmptyLog: a partition never written to (no
