@@ -68,6 +68,23 @@ func (x *indexFile) open() error {
 	return nil
 }
 
+// ensureExists creates the file if missing without marking the directory
+// for a fsync (an index file lost by a crash reads as one without
+// entries): Kafka's layout has both index files beside every segment with
+// batches, and a Kafka broker reading the directory rebuilds a missing
+// one with an error in its log.
+func (x *indexFile) ensureExists() error {
+	if x.f != nil {
+		return nil
+	}
+	f, err := os.OpenFile(x.path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	x.f = f
+	return nil
+}
+
 func (x *indexFile) append(entry []byte) error {
 	if err := x.open(); err != nil {
 		return err

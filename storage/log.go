@@ -601,6 +601,15 @@ func (sg *logSegment) appendTimeEntry() error {
 	return nil
 }
 
+// ensureIndexFiles gives a segment with batches both index files, in
+// Kafka's layout, even when too little was appended for an entry.
+func (sg *logSegment) ensureIndexFiles() error {
+	if err := sg.idxFile.ensureExists(); err != nil {
+		return err
+	}
+	return sg.tidxFile.ensureExists()
+}
+
 func (sg *logSegment) sync() error {
 	if !sg.dirty {
 		return nil
@@ -886,6 +895,9 @@ func (l *Log) shouldRoll(b Batch) bool {
 func (l *Log) roll(base int64) error {
 	sg := l.active()
 	if err := sg.appendTimeEntry(); err != nil {
+		return err
+	}
+	if err := sg.ensureIndexFiles(); err != nil { // made durable by addSegment's directory fsync
 		return err
 	}
 	sg.dirty = true
@@ -1239,6 +1251,9 @@ func (l *Log) Close() error {
 		err = sg.appendTimeEntry()
 		if len(sg.tidx) != n {
 			sg.dirty = true
+		}
+		if err == nil && sg.size > 0 {
+			err = sg.ensureIndexFiles()
 		}
 	}
 	if ferr := l.flush(); err == nil {

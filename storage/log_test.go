@@ -383,6 +383,16 @@ func TestNewLogCreatesOnlyItsSegment(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// Kafka's layout at close: a segment with batches has both index files.
+	if got := names(dir); !slices.Equal(got, []string{"00000000000000000000.index", "00000000000000000000.log",
+		"00000000000000000000.timeindex", LeaderEpochCheckpointFile}) {
+		t.Fatalf("after the close: %v", got)
+	}
+	for _, suffix := range []string{IndexSuffix, TimeIndexSuffix} { // lost to a crash, say
+		if err := os.Remove(filepath.Join(dir, SegmentFileName(0, suffix))); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, clean := range []bool{true, false} {
 		l = openLogTest(t, dir, LogConfig{IndexIntervalBytes: 1000, CleanShutdown: clean})
 		if l.EndOffset() != 6 || l.Created() {
