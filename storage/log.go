@@ -301,7 +301,7 @@ func (l *Log) scanDir() ([]int64, error) {
 // readListed reads the file name of the log's directory; a file the open's
 // listing did not show is missing without a lookup (ErrNotExist).
 func (l *Log) readListed(name string) ([]byte, error) {
-	if l.listed != nil && !l.listed[name] {
+	if l.unlisted(name) {
 		return nil, fmt.Errorf("%s: %w", name, os.ErrNotExist)
 	}
 	return os.ReadFile(filepath.Join(l.dir, name))
@@ -365,7 +365,7 @@ func (l *Log) recover(bases []int64) (epochFile, error) {
 		// missing checkpoint skips it (a partition never written to has
 		// no leader-epoch-checkpoint; scanning it rebuilt, and so
 		// dirtied and fsynced at close, its segment at every open).
-		if flushed && (!scanAll || sg.size == 0) && sg.loadIndexes() == nil {
+		if flushed && (!scanAll || sg.size == 0) && sg.loadIndexes(l.unlisted) == nil {
 			next = sg.end
 			continue
 		}
@@ -470,19 +470,25 @@ func (l *Log) openSegment(base int64) (*logSegment, error) {
 	sg.size = st.Size()
 	sg.idxFile = newIndexFile(filepath.Join(l.dir, SegmentFileName(base, IndexSuffix)))
 	sg.tidxFile = newIndexFile(filepath.Join(l.dir, SegmentFileName(base, TimeIndexSuffix)))
-	if err := sg.loadTxnIndex(); err != nil {
-		sg.close()
-		return nil, err
+	if !l.unlisted(SegmentFileName(base, TxnIndexSuffix)) {
+		if err := sg.loadTxnIndex(); err != nil {
+			sg.close()
+			return nil, err
+		}
 	}
 	return sg, nil
 }
+
+// unlisted reports whether the open's directory listing shows name missing
+// (false outside an open: unknown).
+func (l *Log) unlisted(name string) bool { return l.listed != nil && !l.listed[name] }
 
 // loadIndexes reads a flushed segment's index files and finds its end by walking
 // the batch headers after the last offset index entry. A missing index file
 // reads as one without entries (files are created at their first entry): the
 // walk then covers the whole segment.
-func (sg *logSegment) loadIndexes() error {
-	data, err := readIndex(sg.idxFile.path)
+func (sg *logSegment) loadIndexes(unlisted func(name string) bool) error {
+	data, err := readIndex(sg.idxFile.path, unlisted)
 	if err != nil {
 		return err
 	}
@@ -490,7 +496,7 @@ func (sg *logSegment) loadIndexes() error {
 		return err
 	}
 	sg.idxFile.size = int64(len(data))
-	if data, err = readIndex(sg.tidxFile.path); err != nil {
+	if data, err = readIndex(sg.tidxFile.path, unlisted); err != nil {
 		return err
 	}
 	if sg.tidx, err = decodeTimeIndex(data); err != nil {
@@ -529,8 +535,12 @@ func (sg *logSegment) loadIndexes() error {
 	return nil
 }
 
-// readIndex reads an index file; a missing one has no entries.
-func readIndex(path string) ([]byte, error) {
+// readIndex reads an index file; a missing one (unlisted says so without a
+// lookup) has no entries.
+func readIndex(path string, unlisted func(name string) bool) ([]byte, error) {
+	if unlisted(filepath.Base(path)) {
+		return nil, nil
+	}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
