@@ -275,6 +275,13 @@ func (m *Manager) Apply(st PartitionState) error { return m.ApplyAll([]Partition
 // Concurrent fsyncs share the file system's journal commits.
 const applyWorkers = 16
 
+// flushWorkers bounds how many partition.metadata files the background
+// goroutine writes at once. Nothing waits for them (a log's first append,
+// flush or close writes its own), so they need not be fast; each costs two
+// fsyncs, and many at once delay every other fsync on the file system's
+// journal, the metadata log's included.
+const flushWorkers = 2
+
 // applyItem is one partition of an ApplyAll.
 type applyItem struct {
 	st PartitionState
@@ -451,7 +458,7 @@ func (m *Manager) flushTopicIDsLater(logs []*storage.Log) {
 }
 
 // flushTopicIDs writes the partition.metadata files flushTopicIDsLater
-// queued, up to applyWorkers at once; a failure fails that log (its
+// queued, up to flushWorkers at once; a failure fails that log (its
 // appends refuse from then on) and is logged. It stops early when ctx
 // ends: Close flushes the rest as it closes the logs.
 func (m *Manager) flushTopicIDs(ctx context.Context) {
@@ -461,7 +468,7 @@ func (m *Manager) flushTopicIDs(ctx context.Context) {
 	m.unflushedMu.Unlock()
 	work := make(chan *storage.Log)
 	var wg sync.WaitGroup
-	for range min(applyWorkers, len(logs)) {
+	for range min(flushWorkers, len(logs)) {
 		wg.Go(func() {
 			for l := range work {
 				if err := l.FlushTopicID(); err != nil {
