@@ -74,3 +74,99 @@ func BenchmarkPublishControlledShutdown10k(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// benchTopics is the metadata of topics t0..t(n-1) of perTopic partitions
+// each at RF 3 over brokers 1-6 (as kraftd bench lays them out), with the
+// brokers registered first when withBrokers.
+func benchTopics(first, n, perTopic int, withBrokers bool) []records.Message {
+	const brokers = 6
+	var out []records.Message
+	if withBrokers {
+		out = append(out, mvRecord(14))
+		for id := int32(1); id <= brokers; id++ {
+			out = append(out, brokerRecord(id, int64(id), false, nil, ep("PLAINTEXT", uint16(9000+id))))
+		}
+	}
+	for t := first; t < first+n; t++ {
+		id := uuid(byte(t + 1))
+		out = append(out, topicRecord(fmt.Sprintf("t%d", t), id))
+		for p := range perTopic {
+			f := (t*perTopic + p) % brokers
+			reps := []int32{int32(f) + 1, int32((f+1)%brokers) + 1, int32((f+2)%brokers) + 1}
+			out = append(out, partitionRecord(id, int32(p), reps[0], reps, reps))
+		}
+	}
+	return out
+}
+
+// BenchmarkPublishCreateTopic1k: what broker 2 of 6 does with a
+// CreateTopics of 1,000 partitions at RF 3 (kraftd bench's unit): replay
+// the batch, publish, and sync its replica manager (started, as in a
+// broker: real logs in a temporary directory), which creates the 500
+// replicas it hosts. The time until the broker may report the offset
+// applied.
+func BenchmarkPublishCreateTopic1k(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		m, err := replica.New(replica.Config{Dir: b.TempDir(), BrokerID: 2})
+		if err != nil {
+			b.Fatal(err)
+		}
+		m.Start()
+		pub := newPublisher(zap.NewNop(), nil, nil)
+		pub.onPublish = func(prev, next *image.Image) { SyncReplicas(m, 2, prev, next, zap.NewNop()) }
+		first := encodeBatch(b, 0, benchTopics(0, 0, 0, true)...)
+		pub.applyAll([]raftlog.Batch{first})
+		create := encodeBatch(b, first.NextOffset(), benchTopics(0, 1, 1000, false)...)
+		b.StartTimer()
+		pub.applyAll([]raftlog.Batch{create})
+		b.StopTimer()
+		if pub.failed.Load() || len(m.Hosted()) != 500 {
+			b.Fatalf("failed %v, %d hosted", pub.failed.Load(), len(m.Hosted()))
+		}
+		if err := m.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
+
+// BenchmarkPublishRestart10k: broker 2 of 6 restarted after a clean
+// shutdown at 10,000 partitions (RF 3, 10 topics of 1,000): a new replica
+// manager over its directory, and the publisher's first publish of the
+// replayed metadata, which opens the 5,000 logs it hosts. The time until
+// the broker may report the offset applied, and so be unfenced.
+func BenchmarkPublishRestart10k(b *testing.B) {
+	dir := b.TempDir()
+	all := encodeBatch(b, 0, benchTopics(0, 10, 1000, true)...)
+	start := func() (*replica.Manager, *publisher) {
+		m, err := replica.New(replica.Config{Dir: dir, BrokerID: 2})
+		if err != nil {
+			b.Fatal(err)
+		}
+		m.Start()
+		pub := newPublisher(zap.NewNop(), nil, nil)
+		pub.onPublish = func(prev, next *image.Image) { SyncReplicas(m, 2, prev, next, zap.NewNop()) }
+		return m, pub
+	}
+	m, pub := start()
+	pub.applyAll([]raftlog.Batch{all})
+	if err := m.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		m, pub := start()
+		b.StartTimer()
+		pub.applyAll([]raftlog.Batch{all})
+		b.StopTimer()
+		if pub.failed.Load() || len(m.Hosted()) != 5000 {
+			b.Fatalf("failed %v, %d hosted", pub.failed.Load(), len(m.Hosted()))
+		}
+		if err := m.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}

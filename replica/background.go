@@ -12,8 +12,9 @@ import (
 	"github.com/kraftd/kraftd/storage"
 )
 
-// Start runs the manager's background goroutine (Kafka's LogManager
-// scheduler tasks): every RetentionCheckIntervalMs it deletes segments by
+// Start runs the manager's background goroutines (Kafka's LogManager
+// scheduler tasks). One writes new logs' partition.metadata files
+// (runTopicIDFlusher). The other, every RetentionCheckIntervalMs, deletes segments by
 // retention (CleanupLogs), every ProducerIDExpirationCheckIntervalMs it
 // expires idle producers (RemoveExpiredProducers), and it writes each
 // checkpoint file at its own interval. Close stops it and waits for it. Start is called
@@ -28,6 +29,7 @@ func (m *Manager) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.stop = cancel
 	m.wg.Go(func() { m.run(ctx) })
+	m.wg.Go(func() { m.runTopicIDFlusher(ctx) })
 }
 
 func (m *Manager) run(ctx context.Context) {
@@ -63,6 +65,22 @@ func (m *Manager) run(ctx context.Context) {
 			m.RemoveExpiredProducers(m.cfg.Now().UnixMilli())
 		case <-m.deleteKick:
 			m.removeDoomed()
+		}
+	}
+}
+
+// runTopicIDFlusher writes new logs' partition.metadata files as ApplyAll
+// queues them (flushTopicIDsLater), in batches, off the metadata
+// publisher: Kafka's UnifiedLog schedules the same write
+// ("flush-metadata-file") rather than doing it while the broker applies a
+// metadata delta.
+func (m *Manager) runTopicIDFlusher(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.flushKick:
+			m.flushTopicIDs(ctx)
 		}
 	}
 }

@@ -148,8 +148,14 @@ type Manager struct {
 	doomedMu   sync.Mutex
 	doomed     []string
 	deleteKick chan struct{}
-	fetchers   *fetcherSet
-	isr        *isrLoop
+	// unflushed are new logs whose partition.metadata the background
+	// goroutine writes (Kafka's "flush-metadata-file" task); flushKick
+	// wakes it (capacity 1).
+	unflushedMu sync.Mutex
+	unflushed   []*storage.Log
+	flushKick   chan struct{}
+	fetchers    *fetcherSet
+	isr         *isrLoop
 }
 
 // New creates the log directory if needed. Logs are opened as Apply names them.
@@ -161,7 +167,7 @@ func New(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger.Named("replicas"), parts: map[TopicPartition]*Partition{},
-		topicCfgs: map[string]TopicConfig{}, deleteKick: make(chan struct{}, 1), unrecovered: map[TopicPartition]struct{}{}}
+		topicCfgs: map[string]TopicConfig{}, deleteKick: make(chan struct{}, 1), flushKick: make(chan struct{}, 1), unrecovered: map[TopicPartition]struct{}{}}
 	if err := m.loadCheckpoints(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
@@ -261,13 +267,20 @@ func (m *Manager) partitionDir(tp TopicPartition) (string, error) {
 // the same name (another topic id in partition.metadata) is deleted first.
 func (m *Manager) Apply(st PartitionState) error { return m.ApplyAll([]PartitionState{st}) }
 
-// applyWorkers bounds how many partitions ApplyAll opens or moves at once.
-// Creating a log costs file creations and fsyncs (partition.metadata and
-// the partition directory) of milliseconds each on a shared disk; done one
-// partition after the other (with more fsyncs then), 1,000 new partitions
-// took 23 s on the bench machine. Concurrent fsyncs share the file
-// system's journal commits.
+// applyWorkers bounds how many partitions ApplyAll opens or moves at once,
+// and how many partition.metadata files the background goroutine flushes
+// at once. Creating a log costs file creations of a millisecond or more
+// each on a shared disk; done one partition after the other (with nine
+// fsyncs each then), 1,000 new partitions took 23 s on the bench machine.
+// Concurrent fsyncs share the file system's journal commits.
 const applyWorkers = 16
+
+// flushWorkers bounds how many partition.metadata files the background
+// goroutine writes at once. Nothing waits for them (a log's first append,
+// flush or close writes its own), so they need not be fast; each costs two
+// fsyncs, and many at once delay every other fsync on the file system's
+// journal, the metadata log's included.
+const flushWorkers = 2
 
 // applyItem is one partition of an ApplyAll.
 type applyItem struct {
@@ -320,10 +333,23 @@ func splitDistinct(states []PartitionState) ([]PartitionState, []PartitionState)
 }
 
 func (m *Manager) applyRound(states []PartitionState) []error {
+	start := time.Now()
 	items, err := m.prepareApply(states)
 	if err != nil {
 		return []error{err}
 	}
+	defer func() {
+		opened := 0
+		for i := range items {
+			if items[i].opened {
+				opened++
+			}
+		}
+		if opened > 0 { // as Kafka's LogManager logs "Loaded N logs in X ms"
+			m.log.Info("opened partition logs", zap.Int("logs", opened), zap.Int("partitions", len(items)),
+				zap.Duration("elapsed", time.Since(start)))
+		}
+	}()
 	work := make(chan *applyItem)
 	var wg sync.WaitGroup
 	for range min(applyWorkers, len(items)) {
@@ -415,6 +441,52 @@ func (m *Manager) applyOne(it *applyItem) {
 	it.opened = it.p != nil
 }
 
+// flushTopicIDsLater hands logs whose topic id is not on disk yet to the
+// background goroutine (a manager not started leaves them to their first
+// append, flush or close).
+func (m *Manager) flushTopicIDsLater(logs []*storage.Log) {
+	if len(logs) == 0 {
+		return
+	}
+	m.unflushedMu.Lock()
+	m.unflushed = append(m.unflushed, logs...)
+	m.unflushedMu.Unlock()
+	select {
+	case m.flushKick <- struct{}{}:
+	default: // already kicked
+	}
+}
+
+// flushTopicIDs writes the partition.metadata files flushTopicIDsLater
+// queued, up to flushWorkers at once; a failure fails that log (its
+// appends refuse from then on) and is logged. It stops early when ctx
+// ends: Close flushes the rest as it closes the logs.
+func (m *Manager) flushTopicIDs(ctx context.Context) {
+	m.unflushedMu.Lock()
+	logs := m.unflushed
+	m.unflushed = nil
+	m.unflushedMu.Unlock()
+	work := make(chan *storage.Log)
+	var wg sync.WaitGroup
+	for range min(flushWorkers, len(logs)) {
+		wg.Go(func() {
+			for l := range work {
+				if err := l.FlushTopicID(); err != nil {
+					m.log.Error("writing partition.metadata failed", zap.String("dir", l.Dir()), zap.Error(err))
+				}
+			}
+		})
+	}
+	for _, l := range logs {
+		if ctx.Err() != nil {
+			break
+		}
+		work <- l
+	}
+	close(work)
+	wg.Wait()
+}
+
 func (m *Manager) newPartitionOn(st PartitionState, l *storage.Log, cfg TopicConfig, hw int64) (*Partition, error) {
 	p, err := newPartition(st, m.cfg.BrokerID, l, cfg, hw, m.hooks)
 	if err != nil {
@@ -430,6 +502,12 @@ func (m *Manager) finishApply(items []applyItem) []error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var errs []error
+	var unflushed []*storage.Log
+	defer func() {
+		if m.stop != nil {
+			m.flushTopicIDsLater(unflushed)
+		}
+	}()
 	for i := range items {
 		it := &items[i]
 		hosted := it.p != nil && m.parts[it.st.TopicPartition] == it.p
@@ -461,6 +539,9 @@ func (m *Manager) finishApply(items []applyItem) []error {
 		}
 		delete(m.unrecovered, it.st.TopicPartition) // scanned from its recovery point
 		m.parts[it.st.TopicPartition] = it.p
+		if !it.p.log.TopicIDFlushed() {
+			unflushed = append(unflushed, it.p.log)
+		}
 		m.follow(it.p, it.st)
 		role := "follower"
 		if it.st.Leader == m.cfg.BrokerID {
@@ -553,19 +634,28 @@ func (m *Manager) DeleteStrays(keep func(tp TopicPartition, topicID [16]byte) bo
 	return removed, nil
 }
 
-// isStray decides for one directory; mu held.
+// isStray decides for one directory; mu held. A partition directory
+// without partition.metadata is a stray, as Kafka's isStrayReplica treats
+// a log without a topic id: the file is written durably before any batch
+// (storage.Log.SetTopicID), so such a directory is a new partition's log a
+// crash caught before its topic id was flushed, holding nothing, and
+// keeping it could let a later topic of the same name, with another id,
+// adopt it.
 func (m *Manager) isStray(name, dir string, keep func(TopicPartition, [16]byte) bool) bool {
 	if strings.HasSuffix(name, "-delete") {
 		return true
 	}
 	tp, ok := parsePartitionDir(name)
-	if !ok {
+	if !ok || tp.Topic == "__cluster_metadata" {
 		return false
 	}
 	if _, hosted := m.parts[tp]; hosted {
 		return false
 	}
 	data, err := os.ReadFile(filepath.Join(dir, storage.PartitionMetadataFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return true
+	}
 	if err != nil {
 		return false
 	}
@@ -671,11 +761,15 @@ func (m *Manager) Close() error {
 		m.wg.Wait()
 	}
 	m.mu.Lock()
-	var errs []error
+	parts := make([]*Partition, 0, len(m.parts))
 	for _, p := range m.parts {
-		p.stop()
-		if err := p.close(); err != nil {
-			errs = append(errs, err)
+		parts = append(parts, p)
+	}
+	closeErrs := closeAll(parts)
+	var errs []error
+	for i, p := range parts {
+		if closeErrs[i] != nil {
+			errs = append(errs, closeErrs[i])
 			m.unrecovered[p.tp] = struct{}{}
 		}
 		m.rememberCheckpoints(p)
@@ -697,6 +791,32 @@ func (m *Manager) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// closeAll stops and closes parts, up to applyWorkers at once (as Kafka's
+// LogManager.shutdown flushes and closes a directory's logs on
+// num.recovery.threads.per.data.dir threads): each close may fsync a
+// segment, partition.metadata and the directory, and one after the other
+// that was most of a broker's shutdown at thousands of partitions. It
+// returns each partition's close error, by index.
+func closeAll(parts []*Partition) []error {
+	errs := make([]error, len(parts))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(applyWorkers, len(parts)) {
+		wg.Go(func() {
+			for i := range work {
+				parts[i].stop()
+				errs[i] = parts[i].close()
+			}
+		})
+	}
+	for i := range parts {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return errs
 }
 
 // LogDir describes the log directory for DescribeLogDirs.

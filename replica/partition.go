@@ -89,7 +89,10 @@ func newPartition(st PartitionState, brokerID int32, log *storage.Log, cfg Topic
 	if hw >= 0 {
 		p.hw.Store(min(max(hw, log.StartOffset()), log.EndOffset()))
 	}
-	if err := p.loadProducersLocked(h.nowMs()); err != nil {
+	if log.Created() {
+		// A new directory holds no batch and no producer snapshot.
+		p.snapEnd = log.FirstSegmentBase()
+	} else if err := p.loadProducersFromLocked(h.nowMs(), log.ProducerSnapshotsAtOpen()); err != nil {
 		return nil, err
 	}
 	p.become(st)

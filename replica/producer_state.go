@@ -142,13 +142,19 @@ func (p *Partition) removeExpiredProducers(nowMs int64) int {
 // or below its first segment are deleted, and so is an unreadable one (the
 // next older is tried). mu held, or p not yet shared.
 func (p *Partition) loadProducersLocked(nowMs int64) error {
-	dir, end, base := p.log.Dir(), p.log.EndOffset(), p.log.FirstSegmentBase()
-	p.producers, p.snapEnd = map[int64]*producerState{}, base
-	p.txns.reset()
-	offsets, err := storage.ProducerSnapshotOffsets(dir)
+	offsets, err := storage.ProducerSnapshotOffsets(p.log.Dir())
 	if err != nil {
 		return err
 	}
+	return p.loadProducersFromLocked(nowMs, offsets)
+}
+
+// loadProducersFromLocked is loadProducersLocked with the directory's
+// snapshot offsets listed already (sorted).
+func (p *Partition) loadProducersFromLocked(nowMs int64, offsets []int64) error {
+	dir, end, base := p.log.Dir(), p.log.EndOffset(), p.log.FirstSegmentBase()
+	p.producers, p.snapEnd = map[int64]*producerState{}, base
+	p.txns.reset()
 	from := base
 	for i := len(offsets) - 1; i >= 0; i-- {
 		off := offsets[i]
@@ -169,7 +175,7 @@ func (p *Partition) loadProducersLocked(nowMs int64) error {
 	// The walk holds the log's read lock: aborted transactions found on the
 	// way are indexed after it (an entry already there is skipped).
 	p.walkAborts = []storage.AbortedTxn{}
-	err = p.log.WalkBatches(from, func(h storage.BatchInfo) bool {
+	err := p.log.WalkBatches(from, func(h storage.BatchInfo) bool {
 		p.trackBatchLocked(h)
 		return true
 	})

@@ -387,6 +387,7 @@ func TestDeleteStrays(t *testing.T) {
 	mk("__cluster_metadata-0", nil) // the metadata log: no partition.metadata
 	mk("old-0.0506-delete", nil)    // an interrupted delete
 	mk("not a partition", &gone)    // no "-<n>" suffix
+	mk("new-2", nil)                // created, crashed before its topic id's flush
 	removed, err := m.DeleteStrays(func(tp TopicPartition, id [16]byte) bool { return id == kept })
 	if err != nil {
 		t.Fatal(err)
@@ -397,7 +398,7 @@ func TestDeleteStrays(t *testing.T) {
 		left = append(left, e.Name())
 	}
 	want := []string{"__cluster_metadata-0", "demo-0", "kept-1", "not a partition"}
-	if len(removed) != 2 || !slices.Equal(left, want) {
+	if len(removed) != 3 || !slices.Equal(left, want) {
 		t.Fatalf("removed %v, left %v, want %v", removed, left, want)
 	}
 }

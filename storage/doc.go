@@ -13,7 +13,11 @@
 //	    leader-epoch-checkpoint         "0\n<count>\n<epoch> <startOffset>\n..."
 //	    partition.metadata              "version: 0\ntopic_id: <base64 uuid>"
 //
-// Every file is byte-compatible with Apache Kafka's.
+// Every file is byte-compatible with Apache Kafka's. As Kafka's LazyIndex,
+// a segment's index files are created at their first entry (and at the
+// segment's roll or close once it has batches), so a partition never written
+// to holds its .log and partition.metadata only; a missing index file reads
+// as one without entries.
 //
 // # Durability and recovery
 //
@@ -27,8 +31,12 @@
 // covers at least what is below the recovery point: a leader's epoch start is
 // written at the next flush or roll (with the batches after it; one no batch
 // follows is left out, as an open drops it anyway), epochs of the scanned
-// segments come back from their batches. A new log's directory is fsynced once,
-// with its partition.metadata (or at the first flush). Retention (DeleteOldSegments)
+// segments come back from their batches. A new log writes nothing durably at
+// creation: SetTopicID only records the topic id, and partition.metadata is
+// written (file, then directory fsync, which covers the new segment too) by
+// FlushTopicID, which the replica manager runs in the background as Kafka
+// schedules it, or before the first batch is written, so a directory a crash
+// leaves without it holds no batch. Retention (DeleteOldSegments)
 // deletes whole segments below the high watermark and moves the log start
 // offset. The broker-level offset checkpoint files' codec lives here too
 // (checkpoint.go).

@@ -216,6 +216,10 @@ func SyncDir(dir string) error {
 // close must not need more of them than its durability requires.
 var fsyncs atomic.Int64
 
+// Fsyncs is how many fsyncs this package made so far (tests count what an
+// operation costs with it).
+func Fsyncs() int64 { return fsyncs.Load() }
+
 // fsync is f.Sync, counted.
 func fsync(f *os.File) error {
 	fsyncs.Add(1)

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -38,21 +39,56 @@ type timeEntry struct {
 }
 
 // indexFile is one .index or .timeindex file plus its entries in memory.
+// As Kafka's LazyIndex, the file is opened (created when missing) at its
+// first write, not when its segment opens: a clean open reads the entries
+// by path and holds no descriptor, and a new partition's empty segment
+// creates no index file until it gets an entry. A missing file reads as
+// an empty index for an empty segment (loadIndexes).
 type indexFile struct {
 	path string
-	f    *os.File
-	size int64 // bytes written
+	f    *os.File // nil until the first write
+	size int64    // bytes written
+	// opened: open may have created the file since the directory was
+	// last fsynced; the log's next flush fsyncs the directory.
+	opened bool
 }
 
-func openIndexFile(path string) (*indexFile, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, err
+func newIndexFile(path string) *indexFile { return &indexFile{path: path} }
+
+// open opens the file for writing, creating it if missing.
+func (x *indexFile) open() error {
+	if x.f != nil {
+		return nil
 	}
-	return &indexFile{path: path, f: f}, nil
+	f, err := os.OpenFile(x.path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	x.f, x.opened = f, true
+	return nil
+}
+
+// ensureExists creates the file if missing without marking the directory
+// for a fsync (an index file lost by a crash reads as one without
+// entries): Kafka's layout has both index files beside every segment with
+// batches, and a Kafka broker reading the directory rebuilds a missing
+// one with an error in its log.
+func (x *indexFile) ensureExists() error {
+	if x.f != nil {
+		return nil
+	}
+	f, err := os.OpenFile(x.path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	x.f = f
+	return nil
 }
 
 func (x *indexFile) append(entry []byte) error {
+	if err := x.open(); err != nil {
+		return err
+	}
 	if _, err := x.f.WriteAt(entry, x.size); err != nil {
 		return err
 	}
@@ -60,10 +96,37 @@ func (x *indexFile) append(entry []byte) error {
 	return nil
 }
 
-// reset empties the file, for a rebuild.
+// reset empties the file, for a rebuild: it is opened (created), so the
+// segment's next sync makes the truncation durable.
 func (x *indexFile) reset() error {
 	x.size = 0
+	if err := x.open(); err != nil {
+		return err
+	}
 	return x.f.Truncate(0)
+}
+
+// dropStale empties a file a new segment's name may find left over, without
+// creating it when missing (the new segment's file is created at its first
+// entry).
+func (x *indexFile) dropStale() error {
+	x.size = 0
+	if x.f != nil {
+		return x.f.Truncate(0)
+	}
+	if err := os.Truncate(x.path, 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// sync fsyncs what was written; a file never written by this process was
+// fsynced when it was (or is empty and missing).
+func (x *indexFile) sync() error {
+	if x.f == nil {
+		return nil
+	}
+	return fsync(x.f)
 }
 
 func (x *indexFile) close() error {

@@ -115,9 +115,19 @@ type Log struct {
 	epochs        EpochCache
 	topicID       [16]byte
 	hasTopic      bool
-	failed        error
+	// created: OpenLog made the directory (a new partition).
+	created bool
+	// listed are the directory's file names while OpenLog runs (nil
+	// after); snapshotsAtOpen its producer snapshot offsets then.
+	listed          map[string]bool
+	snapshotsAtOpen []int64
+	// topicUnflushed: topicID was recorded (SetTopicID) and
+	// partition.metadata does not hold it durably yet; flushTopicID writes
+	// it, at the latest before the first batch is written.
+	topicUnflushed bool
+	failed         error
 	// dirUnsynced: the directory has an entry (a new log's first segment)
-	// not fsynced yet; the next flush, or SetTopicID's directory fsync,
+	// not fsynced yet; the next flush, or partition.metadata's directory fsync,
 	// makes it durable.
 	dirUnsynced bool
 	// epochsUnsaved: the epoch cache has an entry leader-epoch-checkpoint
@@ -165,17 +175,36 @@ type logSegment struct {
 func OpenLog(dir string, cfg LogConfig) (*Log, error) {
 	cfg.fillDefaults()
 	l := &Log{dir: dir, cfg: cfg, log: cfg.Logger.With(zap.String("dir", dir))}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	created, err := makeDir(dir)
+	if err != nil {
 		return nil, err
+	}
+	if created {
+		// A new partition: nothing in the directory to list, read or
+		// recover, so it costs the directory and its first segment's
+		// .log file (index files come with their first entry). Neither
+		// needs to be durable before anything is in the log (a crash
+		// leaves no directory, or an empty one that the next open
+		// fills): the directory fsync waits for the first flush or
+		// partition.metadata's (FlushTopicID), which covers both.
+		l.created, l.dirUnsynced = true, true
+		sg, err := l.createSegment(0)
+		if err != nil {
+			return nil, err
+		}
+		l.segments = []*logSegment{sg}
+		return l, nil
 	}
 	bases, err := l.scanDir()
 	if err != nil {
 		return nil, err
 	}
+	defer func() { l.listed = nil }() // only for the open
 	if err := l.loadTopicID(); err != nil {
 		return nil, err
 	}
-	if err := l.recover(bases); err != nil {
+	ef, err := l.recover(bases)
+	if err != nil {
 		l.closeFiles()
 		return nil, err
 	}
@@ -183,8 +212,8 @@ func OpenLog(dir string, cfg LogConfig) (*Log, error) {
 		// A new log: its empty first segment need not be durable before
 		// anything is in it (a crash leaves the directory without it,
 		// and the next open creates it again). Its directory fsync waits
-		// for the first flush or for SetTopicID's, which a new partition
-		// writes next: one directory fsync per new partition, not two.
+		// for the first flush or for partition.metadata's (FlushTopicID),
+		// which covers both.
 		l.dirUnsynced = true
 		if err := l.openNewSegment(0); err != nil {
 			l.closeFiles()
@@ -196,12 +225,51 @@ func OpenLog(dir string, cfg LogConfig) (*Log, error) {
 	if cfg.CleanShutdown {
 		l.recoveryPoint = l.endOffset()
 	}
-	if err := l.writeEpochs(); err != nil {
-		l.closeFiles()
-		return nil, err
+	// Rewritten only when the cache differs from the file (recovery cut
+	// or rebuilt it): a clean open reads it and writes nothing.
+	if entries := l.epochs.Entries(); ef.present && string(ef.data) != string(EncodeEpochCheckpoint(entries)) || !ef.present && len(entries) > 0 {
+		if err := l.writeEpochs(); err != nil {
+			l.closeFiles()
+			return nil, err
+		}
 	}
 	return l, nil
 }
+
+// makeDir creates dir, and its parents when missing; created reports
+// whether dir itself is new (it did not exist before).
+func makeDir(dir string) (created bool, err error) {
+	err = os.Mkdir(dir, 0o755)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			return false, err
+		}
+		err = os.Mkdir(dir, 0o755)
+	}
+	if errors.Is(err, os.ErrExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// createSegment creates the empty segment at base of a new directory: its
+// .log file only (no stale file to clear, no transaction index to read).
+func (l *Log) createSegment(base int64) (*logSegment, error) {
+	sg := &logSegment{base: base, end: base, firstTsMs: -1, maxTsMs: -1, maxTsOffset: -1,
+		path: filepath.Join(l.dir, SegmentFileName(base, LogSuffix))}
+	f, err := os.OpenFile(sg.path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	sg.f, sg.file = f, newSegmentFile(f)
+	sg.idxFile = newIndexFile(filepath.Join(l.dir, SegmentFileName(base, IndexSuffix)))
+	sg.tidxFile = newIndexFile(filepath.Join(l.dir, SegmentFileName(base, TimeIndexSuffix)))
+	return sg, nil
+}
+
+// Created reports whether OpenLog created the log's directory: nothing in
+// it predates this Log (no producer snapshot to look for).
+func (l *Log) Created() bool { return l.created }
 
 // scanDir lists the segment bases and removes leftovers of interrupted writes.
 func (l *Log) scanDir() ([]int64, error) {
@@ -210,22 +278,43 @@ func (l *Log) scanDir() ([]int64, error) {
 		return nil, err
 	}
 	var bases []int64
+	l.listed = make(map[string]bool, len(entries))
 	for _, e := range entries {
 		name := e.Name()
 		if base, ok := ParseSegmentFileName(name, LogSuffix); ok {
 			bases = append(bases, base)
+		} else if off, ok := ParseSegmentFileName(name, ProducerSnapshotSuffix); ok {
+			l.snapshotsAtOpen = append(l.snapshotsAtOpen, off)
 		} else if strings.HasSuffix(name, ".tmp") {
 			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
 				return nil, err
 			}
+			continue
 		}
+		l.listed[name] = true
 	}
 	slices.Sort(bases)
+	slices.Sort(l.snapshotsAtOpen)
 	return bases, nil
 }
 
+// readListed reads the file name of the log's directory; a file the open's
+// listing did not show is missing without a lookup (ErrNotExist).
+func (l *Log) readListed(name string) ([]byte, error) {
+	if l.unlisted(name) {
+		return nil, fmt.Errorf("%s: %w", name, os.ErrNotExist)
+	}
+	return os.ReadFile(filepath.Join(l.dir, name))
+}
+
+// ProducerSnapshotsAtOpen lists the producer snapshot offsets the
+// directory held when OpenLog listed it, sorted (none for a log whose
+// directory it created): what ProducerSnapshotOffsets would list before
+// anything writes or deletes one, without listing the directory again.
+func (l *Log) ProducerSnapshotsAtOpen() []int64 { return slices.Clone(l.snapshotsAtOpen) }
+
 func (l *Log) loadTopicID() error {
-	data, err := os.ReadFile(filepath.Join(l.dir, PartitionMetadataFile))
+	data, err := l.readListed(PartitionMetadataFile)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -248,8 +337,10 @@ func (l *Log) loadTopicID() error {
 // segment are removed), as the metadata log does. The epoch cache comes from
 // leader-epoch-checkpoint, checked against the scanned batches, or from a scan of
 // every segment when the file is missing or unreadable.
-func (l *Log) recover(bases []int64) error {
-	cached, cerr := l.readEpochCheckpoint()
+//
+// It returns leader-epoch-checkpoint as it read it.
+func (l *Log) recover(bases []int64) (epochFile, error) {
+	ef, cached, cerr := l.readEpochCheckpoint()
 	scanAll := cerr != nil
 	if !scanAll {
 		for _, e := range cached {
@@ -261,16 +352,20 @@ func (l *Log) recover(bases []int64) error {
 		if next >= 0 && base != next {
 			l.log.Warn("segment does not continue the log; dropping it and later segments",
 				zap.Int64("base", base), zap.Int64("expected_base", next))
-			return l.dropSegmentFiles(bases[i:])
+			return ef, l.dropSegmentFiles(bases[i:])
 		}
 		active := i == len(bases)-1
 		sg, err := l.openSegment(base)
 		if err != nil {
-			return err
+			return epochFile{}, err
 		}
 		l.segments = append(l.segments, sg)
 		flushed := l.cfg.CleanShutdown || (!active && bases[i+1] <= l.cfg.RecoveryPoint)
-		if flushed && !scanAll && sg.loadIndexes() == nil {
+		// An empty segment has no epoch to give the cache: a scan for a
+		// missing checkpoint skips it (a partition never written to has
+		// no leader-epoch-checkpoint; scanning it rebuilt, and so
+		// dirtied and fsynced at close, its segment at every open).
+		if flushed && (!scanAll || sg.size == 0) && sg.loadIndexes(l.unlisted) == nil {
 			next = sg.end
 			continue
 		}
@@ -279,13 +374,13 @@ func (l *Log) recover(bases []int64) error {
 		}
 		res, err := l.rebuildSegment(sg, next, prevEpoch)
 		if err != nil {
-			return err
+			return epochFile{}, err
 		}
 		if res.Valid < res.Total {
 			if err := l.repairTail(sg, res); err != nil {
-				return err
+				return epochFile{}, err
 			}
-			return l.dropSegmentFiles(bases[i+1:])
+			return ef, l.dropSegmentFiles(bases[i+1:])
 		}
 		next = sg.end
 		if n := len(res.Batches); n > 0 {
@@ -293,15 +388,22 @@ func (l *Log) recover(bases []int64) error {
 		}
 	}
 	l.epochs.TruncateFromEnd(l.endOffset())
-	return nil
+	return ef, nil
 }
 
-func (l *Log) readEpochCheckpoint() ([]EpochEntry, error) {
-	data, err := os.ReadFile(filepath.Join(l.dir, LeaderEpochCheckpointFile))
+// epochFile is leader-epoch-checkpoint as an open read it.
+type epochFile struct {
+	data    []byte
+	present bool // read (data may not decode)
+}
+
+func (l *Log) readEpochCheckpoint() (epochFile, []EpochEntry, error) {
+	data, err := l.readListed(LeaderEpochCheckpointFile)
 	if err != nil {
-		return nil, err
+		return epochFile{}, nil, err
 	}
-	return DecodeEpochCheckpoint(data)
+	entries, err := DecodeEpochCheckpoint(data)
+	return epochFile{data: data, present: true}, entries, err
 }
 
 // rebuildSegment scans sg from scratch, rewriting its indexes and feeding the
@@ -366,25 +468,27 @@ func (l *Log) openSegment(base int64) (*logSegment, error) {
 		return nil, err
 	}
 	sg.size = st.Size()
-	if sg.idxFile, err = openIndexFile(filepath.Join(l.dir, SegmentFileName(base, IndexSuffix))); err != nil {
-		sg.close()
-		return nil, err
-	}
-	if sg.tidxFile, err = openIndexFile(filepath.Join(l.dir, SegmentFileName(base, TimeIndexSuffix))); err != nil {
-		sg.close()
-		return nil, err
-	}
-	if err := sg.loadTxnIndex(); err != nil {
-		sg.close()
-		return nil, err
+	sg.idxFile = newIndexFile(filepath.Join(l.dir, SegmentFileName(base, IndexSuffix)))
+	sg.tidxFile = newIndexFile(filepath.Join(l.dir, SegmentFileName(base, TimeIndexSuffix)))
+	if !l.unlisted(SegmentFileName(base, TxnIndexSuffix)) {
+		if err := sg.loadTxnIndex(); err != nil {
+			sg.close()
+			return nil, err
+		}
 	}
 	return sg, nil
 }
 
+// unlisted reports whether the open's directory listing shows name missing
+// (false outside an open: unknown).
+func (l *Log) unlisted(name string) bool { return l.listed != nil && !l.listed[name] }
+
 // loadIndexes reads a flushed segment's index files and finds its end by walking
-// the batch headers after the last offset index entry.
-func (sg *logSegment) loadIndexes() error {
-	data, err := os.ReadFile(sg.idxFile.path)
+// the batch headers after the last offset index entry. A missing index file
+// reads as one without entries (files are created at their first entry): the
+// walk then covers the whole segment.
+func (sg *logSegment) loadIndexes(unlisted func(name string) bool) error {
+	data, err := readIndex(sg.idxFile.path, unlisted)
 	if err != nil {
 		return err
 	}
@@ -392,7 +496,7 @@ func (sg *logSegment) loadIndexes() error {
 		return err
 	}
 	sg.idxFile.size = int64(len(data))
-	if data, err = os.ReadFile(sg.tidxFile.path); err != nil {
+	if data, err = readIndex(sg.tidxFile.path, unlisted); err != nil {
 		return err
 	}
 	if sg.tidx, err = decodeTimeIndex(data); err != nil {
@@ -429,6 +533,19 @@ func (sg *logSegment) loadIndexes() error {
 		pos += h.Size
 	}
 	return nil
+}
+
+// readIndex reads an index file; a missing one (unlisted says so without a
+// lookup) has no entries.
+func readIndex(path string, unlisted func(name string) bool) ([]byte, error) {
+	if unlisted(filepath.Base(path)) {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return data, err
 }
 
 // readHeader reads the header of the batch at pos.
@@ -494,14 +611,27 @@ func (sg *logSegment) appendTimeEntry() error {
 	return nil
 }
 
+// ensureIndexFiles gives a segment with batches both index files, in
+// Kafka's layout, even when too little was appended for an entry.
+func (sg *logSegment) ensureIndexFiles() error {
+	if err := sg.idxFile.ensureExists(); err != nil {
+		return err
+	}
+	return sg.tidxFile.ensureExists()
+}
+
 func (sg *logSegment) sync() error {
 	if !sg.dirty {
 		return nil
 	}
-	for _, f := range []*os.File{sg.f, sg.idxFile.f, sg.tidxFile.f} {
-		if err := fsync(f); err != nil {
-			return err
-		}
+	if err := fsync(sg.f); err != nil {
+		return err
+	}
+	if err := sg.idxFile.sync(); err != nil {
+		return err
+	}
+	if err := sg.tidxFile.sync(); err != nil {
+		return err
 	}
 	sg.dirty = false
 	return nil
@@ -538,6 +668,9 @@ func (l *Log) syncDir() error {
 		return err
 	}
 	l.dirUnsynced = false
+	for _, sg := range l.segments { // their index files' entries too
+		sg.idxFile.opened, sg.tidxFile.opened = false, false
+	}
 	return nil
 }
 
@@ -548,8 +681,9 @@ func (l *Log) openNewSegment(base int64) error {
 	if err != nil {
 		return err
 	}
-	for _, f := range []*os.File{sg.f, sg.idxFile.f, sg.tidxFile.f} {
-		if err := f.Truncate(0); err != nil { // a stale file of that name holds nothing we want
+	// A stale file of that name holds nothing we want.
+	for _, drop := range []func() error{func() error { return sg.f.Truncate(0) }, sg.idxFile.dropStale, sg.tidxFile.dropStale} {
+		if err := drop(); err != nil {
 			sg.close()
 			return err
 		}
@@ -652,20 +786,68 @@ func (l *Log) TopicID() ([16]byte, bool) {
 	return l.topicID, l.hasTopic
 }
 
-// SetTopicID writes partition.metadata (durably) unless it already holds id.
+// SetTopicID records the log's topic id (KIP-516) without writing it, as
+// Kafka's UnifiedLog.initializeTopicId records it in its
+// PartitionMetadataFile and leaves the write to a scheduled flush:
+// partition.metadata is written durably (file, then directory) by
+// FlushTopicID, which the replica manager calls in the background, or at
+// the latest before the log's first batch is written (Append), and at
+// Flush and Close. Creating a partition thus costs no fsync on the
+// metadata publisher.
+//
+// A crash before that flush leaves a partition directory without
+// partition.metadata, and, because every write of a batch flushes it
+// first, without any batch: the broker deletes it as a stray at its next
+// start unless the metadata assigns it the partition again (Kafka's
+// isStrayReplica treats a log without a topic id so), and a log adopted
+// then holds nothing of the older topic's.
 func (l *Log) SetTopicID(id [16]byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.hasTopic && l.topicID == id {
 		return nil
 	}
-	if err := WriteFileAtomic(l.dir, PartitionMetadataFile, EncodePartitionMetadata(id)); err != nil {
+	l.topicID, l.hasTopic, l.topicUnflushed = id, true, true
+	return nil
+}
+
+// FlushTopicID makes partition.metadata hold the id SetTopicID recorded,
+// durably, unless it does already (Kafka's PartitionMetadataFile.maybeFlush).
+// A closed or deleted log has nothing to flush (Close flushed it).
+func (l *Log) FlushTopicID() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if errors.Is(l.failed, ErrLogClosed) {
+		return nil
+	}
+	if l.failed != nil {
+		return l.failed
+	}
+	return l.flushTopicID()
+}
+
+// TopicIDFlushed reports whether partition.metadata holds the log's topic
+// id durably (true for a log without one recorded).
+func (l *Log) TopicIDFlushed() bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return !l.topicUnflushed
+}
+
+// flushTopicID writes partition.metadata if SetTopicID recorded an id it
+// lacks: write and fsync a temporary file, rename it, fsync the directory
+// (which also makes a new log's first segment durable); l.mu held.
+func (l *Log) flushTopicID() error {
+	if !l.topicUnflushed {
+		return nil
+	}
+	if err := WriteFileAtomic(l.dir, PartitionMetadataFile, EncodePartitionMetadata(l.topicID)); err != nil {
 		return l.fail(err)
 	}
 	if err := l.syncDir(); err != nil {
 		return l.fail(err)
 	}
-	l.topicID, l.hasTopic = id, true
+	l.topicUnflushed = false
 	return nil
 }
 
@@ -677,6 +859,12 @@ func (l *Log) Append(batches []Batch) error {
 	defer l.mu.Unlock()
 	if l.failed != nil {
 		return l.failed
+	}
+	// As Kafka's UnifiedLog.append: partition.metadata is durable before
+	// any batch can reach the disk, so a log found without it after a
+	// crash holds nothing (see SetTopicID).
+	if err := l.flushTopicID(); err != nil {
+		return err
 	}
 	for _, b := range batches {
 		if end := l.endOffset(); b.BaseOffset != end {
@@ -717,6 +905,9 @@ func (l *Log) shouldRoll(b Batch) bool {
 func (l *Log) roll(base int64) error {
 	sg := l.active()
 	if err := sg.appendTimeEntry(); err != nil {
+		return err
+	}
+	if err := sg.ensureIndexFiles(); err != nil { // made durable by addSegment's directory fsync
 		return err
 	}
 	sg.dirty = true
@@ -1009,10 +1200,16 @@ func (l *Log) flush() error {
 	if l.failed != nil {
 		return l.failed
 	}
+	if err := l.flushTopicID(); err != nil {
+		return err
+	}
 	for _, sg := range l.segments {
 		if err := sg.sync(); err != nil {
 			return l.fail(err)
 		}
+		// An index file created since (at its first entry) needs its
+		// directory entry durable too.
+		l.dirUnsynced = l.dirUnsynced || sg.idxFile.opened || sg.tidxFile.opened
 	}
 	if err := l.saveEpochs(); err != nil {
 		return l.fail(err)
@@ -1064,6 +1261,9 @@ func (l *Log) Close() error {
 		err = sg.appendTimeEntry()
 		if len(sg.tidx) != n {
 			sg.dirty = true
+		}
+		if err == nil && sg.size > 0 {
+			err = sg.ensureIndexFiles()
 		}
 	}
 	if ferr := l.flush(); err == nil {

@@ -293,6 +293,174 @@ func TestPartitionMetadataFormat(t *testing.T) {
 	}
 }
 
+// TestTopicIDFlushedBeforeFirstBatch: SetTopicID writes nothing (no
+// fsync on the metadata publisher for a new partition);
+// partition.metadata becomes durable at FlushTopicID (the replica
+// manager's background flush) or, at the latest, before the first batch
+// is written, so a directory a crash leaves without it holds no batch
+// (Kafka's UnifiedLog.append flushes it first too).
+func TestTopicIDFlushedBeforeFirstBatch(t *testing.T) {
+	id := [16]byte{7, 1}
+	path := func(dir string) string { return filepath.Join(dir, PartitionMetadataFile) }
+	dir := filepath.Join(t.TempDir(), "demo-0")
+	l := openLogTest(t, dir, LogConfig{})
+	before := fsyncs.Load()
+	if err := l.SetTopicID(id); err != nil {
+		t.Fatal(err)
+	}
+	if n := fsyncs.Load() - before; n != 0 {
+		t.Fatalf("SetTopicID: %d fsyncs, want 0", n)
+	}
+	if _, err := os.Stat(path(dir)); !errors.Is(err, os.ErrNotExist) || l.TopicIDFlushed() {
+		t.Fatalf("partition.metadata before any flush: %v (flushed %v)", err, l.TopicIDFlushed())
+	}
+	if got, ok := l.TopicID(); !ok || got != id {
+		t.Fatalf("recorded topic id %x %v", got, ok)
+	}
+	if err := l.Append([]Batch{logBatch(0, 1, 2, 1000)}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path(dir))
+	if err != nil || string(data) != string(EncodePartitionMetadata(id)) || !l.TopicIDFlushed() {
+		t.Fatalf("partition.metadata after the first append: %q %v", data, err)
+	}
+	// The background flush: file and directory, once.
+	dir2 := filepath.Join(t.TempDir(), "demo-1")
+	l2 := openLogTest(t, dir2, LogConfig{})
+	if err := l2.SetTopicID(id); err != nil {
+		t.Fatal(err)
+	}
+	before = fsyncs.Load()
+	for range 2 {
+		if err := l2.FlushTopicID(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := fsyncs.Load() - before; n != 2 {
+		t.Fatalf("FlushTopicID twice: %d fsyncs, want 2", n)
+	}
+	if data, err := os.ReadFile(path(dir2)); err != nil || string(data) != string(EncodePartitionMetadata(id)) {
+		t.Fatalf("partition.metadata after FlushTopicID: %q %v", data, err)
+	}
+	if err := l2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l2.FlushTopicID(); err != nil {
+		t.Fatalf("FlushTopicID of a closed log: %v", err)
+	}
+}
+
+// TestNewLogCreatesOnlyItsSegment: a new partition's log creates its
+// directory and its first segment's .log file and nothing else (no index
+// files until their first entry, as Kafka's LazyIndex; no reads of files a
+// new directory cannot hold); the index files appear with their entries, and
+// a log whose segments never got one (too little data) reopens cleanly and
+// after a crash with the right end.
+func TestNewLogCreatesOnlyItsSegment(t *testing.T) {
+	names := func(dir string) []string {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range entries {
+			out = append(out, e.Name())
+		}
+		return out
+	}
+	dir := filepath.Join(t.TempDir(), "logs", "demo-0") // parents missing too
+	l, err := OpenLog(dir, LogConfig{IndexIntervalBytes: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(dir); !slices.Equal(got, []string{"00000000000000000000.log"}) || !l.Created() {
+		t.Fatalf("a new log's directory holds %v (created %v), want only its segment", got, l.Created())
+	}
+	appendN(t, l, 1, 2) // under an index interval: no entry
+	if got := names(dir); !slices.Equal(got, []string{"00000000000000000000.log", LeaderEpochCheckpointFile}) {
+		t.Fatalf("after two small batches: %v", got)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Kafka's layout at close: a segment with batches has both index files.
+	if got := names(dir); !slices.Equal(got, []string{"00000000000000000000.index", "00000000000000000000.log",
+		"00000000000000000000.timeindex", LeaderEpochCheckpointFile}) {
+		t.Fatalf("after the close: %v", got)
+	}
+	for _, suffix := range []string{IndexSuffix, TimeIndexSuffix} { // lost to a crash, say
+		if err := os.Remove(filepath.Join(dir, SegmentFileName(0, suffix))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, clean := range []bool{true, false} {
+		l = openLogTest(t, dir, LogConfig{IndexIntervalBytes: 1000, CleanShutdown: clean})
+		if l.EndOffset() != 6 || l.Created() {
+			t.Fatalf("reopen (clean %v): end %d created %v, want 6 false", clean, l.EndOffset(), l.Created())
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l = openLogTest(t, dir, LogConfig{IndexIntervalBytes: 1000, CleanShutdown: true})
+	appendN(t, l, 1, 20)
+	got := names(dir)
+	if !slices.Contains(got, "00000000000000000000.index") || !slices.Contains(got, "00000000000000000000.timeindex") {
+		t.Fatalf("index files not created with their entries: %v", got)
+	}
+	checkIndexFiles(t, l.segments[0])
+	// The flush makes the new files' directory entries durable too: the
+	// segment's three files and the directory.
+	before := fsyncs.Load()
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := fsyncs.Load() - before; n != 4 {
+		t.Fatalf("flush after the index files were created: %d fsyncs, want 4 (three files and the directory)", n)
+	}
+}
+
+// TestCleanReopenOfEmptyLog: a partition never written to (no
+// leader-epoch-checkpoint) reopens after a clean shutdown without a scan:
+// no file created or rewritten, no fsync at the open or at the next close.
+// It was rebuilt at every open (the missing checkpoint made every segment
+// scanned), which created its index files and cost three fsyncs at close:
+// at 5,000 partitions a broker's restart and its next shutdown.
+func TestCleanReopenOfEmptyLog(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "demo-0")
+	l, err := OpenLog(dir, LogConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SetTopicID([16]byte{7}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.AssignEpochStartOffset(2, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadDir(dir)
+	for range 2 {
+		n := fsyncs.Load()
+		l, err = OpenLog(dir, LogConfig{CleanShutdown: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := fsyncs.Load() - n; got != 0 {
+			t.Fatalf("clean reopen and close of an empty log: %d fsyncs, want 0", got)
+		}
+		after, _ := os.ReadDir(dir)
+		if len(after) != len(before) {
+			t.Fatalf("clean reopen changed the directory: %v, was %v", after, before)
+		}
+	}
+}
+
 func TestLogTimestamps(t *testing.T) {
 	l := openLogTest(t, t.TempDir(), LogConfig{SegmentBytes: 2000, IndexIntervalBytes: 300})
 	for i := range 20 {
@@ -353,9 +521,10 @@ func TestNewEmptyLogFsyncs(t *testing.T) {
 	if n := fsyncs.Load() - before; n != 1 {
 		t.Fatalf("open and close of a new empty log: %d fsyncs, want 1", n)
 	}
-	// A new partition as the replica manager creates it: open, then
-	// partition.metadata (file and directory), whose directory fsync also
-	// covers the new segment: 2 fsyncs, and Close adds none.
+	// A new partition as the replica manager creates it: open, then its
+	// topic id, which Close writes to partition.metadata (file and
+	// directory), whose directory fsync also covers the new segment: 2
+	// fsyncs.
 	dir2 := filepath.Join(t.TempDir(), "demo-1")
 	before = fsyncs.Load()
 	l2, err := OpenLog(dir2, LogConfig{})
