@@ -243,3 +243,16 @@ func BenchmarkPublishCreateTopic(b *testing.B) {
 	}
 	cpu.report(b)
 }
+
+// BenchmarkLeaderCount measures LeaderCount on a broker's image (no broker
+// index), which a broker asks at every publish and heartbeat while some
+// broker is in controlled shutdown.
+// Reproduce: go test ./metadata/image -run '^$' -bench LeaderCount -image.partitions 1000000 -image.partsPerTopic 1000
+func BenchmarkLeaderCount(b *testing.B) {
+	img := buildImage(b, *benchPartitions, *benchPartsPerTopic, true)
+	for b.Loop() {
+		if img.LeaderCount(3) == 0 {
+			b.Fatal("broker 3 leads nothing")
+		}
+	}
+}

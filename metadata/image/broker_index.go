@@ -31,9 +31,12 @@ import (
 //   - leaders[b] is the number of partitions led by b, absent when 0;
 //   - no empty set or map is stored.
 //
-// Only images that descend from EmptyIndexed keep it (the controller's):
-// a broker's images answer the same questions by scanning, and spare the
-// index's cost on every replayed partition record.
+// Only images that descend from EmptyIndexed keep members (the
+// controller's): a broker's images answer the same questions by scanning,
+// and spare the sets' cost on every replayed partition record. Every image
+// keeps leaders, which costs a counter update per leader change: a broker
+// asks LeaderCount at every publish and heartbeat while one is shutting
+// down, and a scan of a million partitions there cost tens of milliseconds.
 type brokerIndex struct {
 	enabled bool
 	members ptree[int32, hamt[*partBits]]
@@ -167,7 +170,10 @@ type brokerTopic struct {
 type brokerIndexDelta struct {
 	base    brokerIndex
 	sets    map[brokerTopic]*partBits
-	leaders map[int32]int32 // added to the base counts
+	leaders map[int32]int32 // added to the base counts, for ids outside small
+	// small holds the changes of brokers 0..len(small)-1, which a snapshot
+	// load or a large create touches once per partition.
+	small [64]int32
 	// curTopic's sets of brokers 0..63 are cached in curSets: a snapshot
 	// load or a large create replays a topic's partitions one after
 	// another, so the same (broker, topic) pairs come back on every record.
@@ -207,21 +213,21 @@ func (d *brokerIndexDelta) lookup(k brokerTopic) *partBits {
 
 // update moves partition (t, id) from prev to next; nil means absent.
 func (d *brokerIndexDelta) update(t records.UUID, id int32, prev, next *Partition, edit *editToken) {
+	if prev != nil && prev.Leader != NoLeader {
+		d.addLeader(prev.Leader, -1)
+	}
+	if next != nil && next.Leader != NoLeader {
+		d.addLeader(next.Leader, 1)
+	}
 	if !d.base.enabled {
 		return
 	}
 	var before, after []int32
 	if prev != nil {
 		before = prev.indexKeys()
-		if prev.Leader != NoLeader {
-			d.addLeader(prev.Leader, -1)
-		}
 	}
 	if next != nil {
 		after = next.indexKeys()
-		if next.Leader != NoLeader {
-			d.addLeader(next.Leader, 1)
-		}
 	}
 	for _, b := range before {
 		if !slices.Contains(after, b) {
@@ -236,6 +242,10 @@ func (d *brokerIndexDelta) update(t records.UUID, id int32, prev, next *Partitio
 }
 
 func (d *brokerIndexDelta) addLeader(b, n int32) {
+	if b >= 0 && int(b) < len(d.small) {
+		d.small[b] += n
+		return
+	}
 	if d.leaders == nil {
 		d.leaders = map[int32]int32{}
 	}
@@ -290,9 +300,18 @@ func (d *brokerIndexDelta) apply(edit *editToken) brokerIndex {
 			}
 		}
 	}
-	for _, b := range slices.Sorted(maps.Keys(d.leaders)) {
+	changes := maps.Clone(d.leaders)
+	for b, n := range d.small {
+		if n != 0 {
+			if changes == nil {
+				changes = map[int32]int32{}
+			}
+			changes[int32(b)] += n
+		}
+	}
+	for _, b := range slices.Sorted(maps.Keys(changes)) {
 		cur, _ := next.leaders.Get(b)
-		if n := cur + d.leaders[b]; n == 0 {
+		if n := cur + changes[b]; n == 0 {
 			next.leaders = next.leaders.Delete(b)
 		} else {
 			next.leaders = next.leaders.Set(b, n)
@@ -366,11 +385,9 @@ func (img *Image) partitionsOf(broker int32, keep func(*Partition) bool) []Topic
 	return out
 }
 
-// LeaderCount is the number of partitions broker leads.
+// LeaderCount is the number of partitions broker leads, in O(log brokers)
+// on every image.
 func (img *Image) LeaderCount(broker int32) int {
-	if !img.topics.index.enabled {
-		return len(img.partitionsWhere(func(p *Partition) bool { return p.Leader == broker }))
-	}
 	n, _ := img.topics.index.leaders.Get(broker)
 	return int(n)
 }
@@ -383,17 +400,18 @@ func (img *Image) PartitionsWithoutLeader() []TopicPartition {
 
 // checkBrokerIndex compares the index with a scan of every partition.
 func (img *Image) checkBrokerIndex() error {
-	if !img.topics.index.enabled {
-		if img.topics.index.members.Len() != 0 || img.topics.index.leaders.Len() != 0 {
-			return fmt.Errorf("%w: a disabled broker index holds entries", ErrInsane)
-		}
-		return nil
+	enabled := img.topics.index.enabled
+	if !enabled && img.topics.index.members.Len() != 0 {
+		return fmt.Errorf("%w: a disabled broker index holds member sets", ErrInsane)
 	}
 	want := map[brokerTopic][]int32{}
 	leaders := map[int32]int32{}
 	for _, t := range img.topics.byID.All {
 		t.parts.scan(func(pid int32, p *Partition) bool {
 			for _, b := range p.indexKeys() {
+				if !enabled {
+					break
+				}
 				k := brokerTopic{b, t.id}
 				want[k] = append(want[k], pid)
 			}

@@ -142,3 +142,31 @@ func TestDiffEqualsFullScan(t *testing.T) {
 		}
 	}
 }
+
+// Every image counts leaderships, also without the broker index (a
+// broker's): after each random delta LeaderCount must equal a scan, and
+// checkStructure (which compares the counts with the partitions) passes.
+func TestLeaderCountWithoutIndexEqualsScan(t *testing.T) {
+	for seed := range uint64(5) {
+		g := &gen{rng: rand.New(rand.NewPCG(seed, 21))}
+		img := Empty()
+		for off := range int64(400) {
+			d := NewDelta(img)
+			if err := d.Replay(off, 1, records.Record{Message: g.next(img, off)}); err != nil {
+				t.Fatalf("seed %d offset %d: %v", seed, off, err)
+			}
+			img = d.Apply()
+			if img.Indexed() {
+				t.Fatal("an image built on Empty keeps the broker index")
+			}
+			if err := img.checkStructure(); err != nil {
+				t.Fatalf("seed %d offset %d: %v", seed, off, err)
+			}
+			for b := int32(0); b < 8; b++ {
+				if got, want := img.LeaderCount(b), len(img.partitionsWhere(func(p *Partition) bool { return p.Leader == b })); got != want {
+					t.Fatalf("seed %d offset %d: LeaderCount(%d) = %d, a scan finds %d", seed, off, b, got, want)
+				}
+			}
+		}
+	}
+}
