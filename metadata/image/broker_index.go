@@ -356,13 +356,15 @@ func (img *Image) partitionsOf(broker int32, keep func(*Partition) bool) []Topic
 		return nil
 	}
 	topics := make([]*Topic, 0, m.Len())
-	for id := range m.All {
+	total := 0
+	for id, s := range m.All {
 		if t, ok := img.topics.byID.Get(id); ok {
 			topics = append(topics, t)
+			total += int(s.count)
 		}
 	}
 	slices.SortFunc(topics, func(a, b *Topic) int { return cmp.Compare(a.name, b.name) })
-	var out []TopicPartition
+	out := make([]TopicPartition, 0, total) // keep selects at most these
 	for _, t := range topics {
 		s, _ := m.Get(t.id)
 		if 4*int(s.count) >= t.parts.Len() {
