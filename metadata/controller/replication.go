@@ -180,7 +180,9 @@ func changeRecords(out []records.Record, img *image.Image, brokerOut, brokerIn i
 		}
 		slab = slab[:len(slab)+1]
 		rec := &slab[len(slab)-1]
-		rec.Default()
+		// The slab is zeroed, or holds a record that fillPartitionChange
+		// set and left unused: restore the defaults of the fields it sets.
+		rec.ISR, rec.Leader, rec.LeaderRecoveryState = nil, records.NoLeaderChange, records.NoLeaderRecoveryStateChange
 		if fillPartitionChange(rec, tp.TopicID, tp.Partition, p, target, own, acceptable, uncleanTopic, mv) {
 			out = append(out, records.Record{Version: partitionChangeVersion(mv), Message: rec})
 		} else {
