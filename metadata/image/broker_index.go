@@ -28,7 +28,8 @@ import (
 // INVARIANTS (checkBrokerIndex):
 //   - p is in members[b][t] iff b is in p's ISR or b == p.Leader, and in
 //     members[NoLeader][t] iff p.Leader == NoLeader;
-//   - leaders[b] is the number of partitions led by b, absent when 0;
+//   - leaders holds, sorted by broker, the number of partitions each
+//     broker leads, absent when 0; it is never written once shared;
 //   - no empty set or map is stored.
 //
 // Only images that descend from EmptyIndexed keep members (the
@@ -40,14 +41,18 @@ import (
 type brokerIndex struct {
 	enabled bool
 	members ptree[int32, hamt[*partBits]]
-	leaders ptree[int32, int32]
+	leaders []leaderCount
 }
+
+// leaderCount is how many partitions broker leads. A sorted slice copied on
+// change costs one allocation per delta that moves leaders; a tree cost a
+// path of nodes per broker changed.
+type leaderCount struct{ broker, n int32 }
 
 func emptyBrokerIndex(enabled bool) brokerIndex {
 	return brokerIndex{
 		enabled: enabled,
 		members: newPtree[int32, hamt[*partBits]](compareID),
-		leaders: newPtree[int32, int32](compareID),
 	}
 }
 
@@ -300,24 +305,45 @@ func (d *brokerIndexDelta) apply(edit *editToken) brokerIndex {
 			}
 		}
 	}
-	changes := maps.Clone(d.leaders)
+	next.leaders = d.applyLeaders()
+	return next
+}
+
+// applyLeaders merges the delta's leadership changes into the base counts.
+func (d *brokerIndexDelta) applyLeaders() []leaderCount {
+	var changes []leaderCount
 	for b, n := range d.small {
 		if n != 0 {
-			if changes == nil {
-				changes = map[int32]int32{}
-			}
-			changes[int32(b)] += n
+			changes = append(changes, leaderCount{int32(b), n})
 		}
 	}
-	for _, b := range slices.Sorted(maps.Keys(changes)) {
-		cur, _ := next.leaders.Get(b)
-		if n := cur + changes[b]; n == 0 {
-			next.leaders = next.leaders.Delete(b)
-		} else {
-			next.leaders = next.leaders.Set(b, n)
+	for b, n := range d.leaders {
+		if n != 0 {
+			changes = append(changes, leaderCount{b, n})
 		}
 	}
-	return next
+	if len(changes) == 0 {
+		return d.base.leaders
+	}
+	slices.SortFunc(changes, func(x, y leaderCount) int { return cmp.Compare(x.broker, y.broker) })
+	base := d.base.leaders
+	out := make([]leaderCount, 0, len(base)+len(changes))
+	for len(base) > 0 || len(changes) > 0 {
+		var c leaderCount
+		switch {
+		case len(changes) == 0 || len(base) > 0 && base[0].broker < changes[0].broker:
+			c, base = base[0], base[1:]
+		case len(base) == 0 || changes[0].broker < base[0].broker:
+			c, changes = changes[0], changes[1:]
+		default:
+			c = leaderCount{base[0].broker, base[0].n + changes[0].n}
+			base, changes = base[1:], changes[1:]
+		}
+		if c.n != 0 {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // rebuildMembers builds a broker's topic map in O(n) when the delta changed
@@ -390,7 +416,12 @@ func (img *Image) partitionsOf(broker int32, keep func(*Partition) bool) []Topic
 // LeaderCount is the number of partitions broker leads, in O(log brokers)
 // on every image.
 func (img *Image) LeaderCount(broker int32) int {
-	n, _ := img.topics.index.leaders.Get(broker)
+	ls := img.topics.index.leaders
+	i, ok := slices.BinarySearchFunc(ls, broker, func(c leaderCount, b int32) int { return cmp.Compare(c.broker, b) })
+	if !ok {
+		return 0
+	}
+	n := ls[i].n
 	return int(n)
 }
 
@@ -440,8 +471,11 @@ func (img *Image) checkBrokerIndex() error {
 		return fmt.Errorf("%w: broker index differs from the partitions", ErrInsane)
 	}
 	gotLeaders := map[int32]int32{}
-	for b, n := range img.topics.index.leaders.All() {
-		gotLeaders[b] = n
+	for i, c := range img.topics.index.leaders {
+		if c.n <= 0 || i > 0 && img.topics.index.leaders[i-1].broker >= c.broker {
+			return fmt.Errorf("%w: leader counts %v not sorted and positive", ErrInsane, img.topics.index.leaders)
+		}
+		gotLeaders[c.broker] = c.n
 	}
 	if !maps.Equal(leaders, gotLeaders) {
 		return fmt.Errorf("%w: leader counts %v, partitions say %v", ErrInsane, gotLeaders, leaders)
