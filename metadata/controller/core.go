@@ -506,11 +506,14 @@ func (c *core) appendBatch(b encoded) error {
 			zap.Int64("expected_last_offset", want), zap.Int64("last_offset", last))
 		c.nextOffset = last - int64(len(b.raw)) + 1
 	}
-	recs := make([]offsetRecord, len(b.recs))
-	for i, r := range b.recs {
-		recs[i] = offsetRecord{offset: c.nextOffset + int64(i), rec: r}
-	}
-	next, err := c.pending.replay(seqOf(recs), c.leader.Epoch)
+	base := c.nextOffset
+	next, err := c.pending.replay(func(yield func(offsetRecord, error) bool) {
+		for i, r := range b.recs {
+			if !yield(offsetRecord{offset: base + int64(i), rec: r}, nil) {
+				return
+			}
+		}
+	}, c.leader.Epoch)
 	if err != nil {
 		// Our own records must apply; anything else is a bug in a handler.
 		panic(fmt.Sprintf("controller: appended records do not replay: %v", err))

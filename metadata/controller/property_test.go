@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -275,4 +276,15 @@ func partitionRec(replicas, isr []int32, leader int32) records.Record {
 	return records.Record{Message: &records.PartitionRecord{PartitionID: 0, TopicID: records.UUID{1},
 		Replicas: replicas, ISR: isr, Leader: leader, LeaderEpoch: 0, PartitionEpoch: 0,
 		RemovingReplicas: []int32{}, AddingReplicas: []int32{}}}
+}
+
+// seqOf streams recs to replay.
+func seqOf(recs []offsetRecord) iter.Seq2[offsetRecord, error] {
+	return func(yield func(offsetRecord, error) bool) {
+		for _, r := range recs {
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}
 }

@@ -36,8 +36,19 @@ func isActive(img *image.Image, id int32) bool {
 //     still bumps the leader epoch (KAFKA-15021).
 func partitionChange(topicID records.UUID, id int32, p image.Partition, targetISR []int32,
 	acceptable func(int32) bool, unclean bool, mv int16) *records.PartitionChangeRecord {
-	leader, uncleanLeader := electLeader(p, targetISR, acceptable, unclean)
 	rec := records.NewPartitionChangeRecord()
+	if !fillPartitionChange(rec, topicID, id, p, targetISR, false, acceptable, unclean, mv) {
+		return nil
+	}
+	return rec
+}
+
+// fillPartitionChange is partitionChange writing into rec, which must be
+// in its default state; it reports whether anything changes. With
+// ownTarget, rec may keep targetISR itself rather than a copy.
+func fillPartitionChange(rec *records.PartitionChangeRecord, topicID records.UUID, id int32, p image.Partition,
+	targetISR []int32, ownTarget bool, acceptable func(int32) bool, unclean bool, mv int16) bool {
+	leader, uncleanLeader := electLeader(p, targetISR, acceptable, unclean)
 	rec.TopicID, rec.PartitionID = topicID, id
 	changed := false
 	if leader != p.Leader {
@@ -50,16 +61,16 @@ func partitionChange(topicID records.UUID, id int32, p image.Partition, targetIS
 			rec.LeaderRecoveryState = image.LeaderRecovering
 		}
 	case len(targetISR) > 0 && !slices.Equal(targetISR, p.ISR()):
-		rec.ISR, changed = slices.Clone(targetISR), true
+		rec.ISR, changed = targetISR, true
+		if !ownTarget {
+			rec.ISR = slices.Clone(targetISR)
+		}
 		shrunk := slices.ContainsFunc(p.ISR(), func(r int32) bool { return !slices.Contains(targetISR, r) })
 		if mv < mv36IV0 && rec.Leader == records.NoLeaderChange && shrunk {
 			rec.Leader = p.Leader
 		}
 	}
-	if !changed {
-		return nil
-	}
-	return rec
+	return changed
 }
 
 // electLeader is PartitionChangeBuilder.electAnyLeader without ELR: the
@@ -120,7 +131,26 @@ func partitionChangeVersion(int16) int16 { return 0 }
 // batch). Either may be -1. It costs O(len(tps)), not a scan of the cluster.
 func changeRecords(out []records.Record, img *image.Image, brokerOut, brokerIn int32,
 	tps []image.TopicPartition, mv int16, unclean uncleanPolicy) []records.Record {
-	acceptable := func(r int32) bool { return r != brokerOut && (r == brokerIn || isActive(img, r)) }
+	active := map[int32]bool{} // isActive per replica, looked up once
+	acceptable := func(r int32) bool {
+		if r == brokerOut {
+			return false
+		}
+		if r == brokerIn {
+			return true
+		}
+		a, ok := active[r]
+		if !ok {
+			a = isActive(img, r)
+			active[r] = a
+		}
+		return a
+	}
+	// The records and their ISRs are carved out of a few large allocations
+	// (a controlled shutdown at 1M partitions writes up to a million).
+	out = slices.Grow(out, len(tps))
+	var slab []records.PartitionChangeRecord
+	var ints []int32
 	var t *image.Topic
 	uncleanTopic := false
 	for _, tp := range tps {
@@ -132,12 +162,31 @@ func changeRecords(out []records.Record, img *image.Image, brokerOut, brokerIn i
 		if !ok {
 			continue
 		}
-		target := p.ISR()
+		target, own := p.ISR(), false
 		if brokerOut >= 0 && slices.Contains(target, brokerOut) {
-			target = slices.DeleteFunc(slices.Clone(target), func(r int32) bool { return r == brokerOut })
+			if cap(ints)-len(ints) < len(target) {
+				ints = make([]int32, 0, max(4096, len(target)))
+			}
+			start := len(ints)
+			for _, r := range target {
+				if r != brokerOut {
+					ints = append(ints, r)
+				}
+			}
+			target, own = ints[start:len(ints):len(ints)], true
 		}
-		if rec := partitionChange(tp.TopicID, tp.Partition, p, target, acceptable, uncleanTopic, mv); rec != nil {
+		if len(slab) == cap(slab) {
+			slab = make([]records.PartitionChangeRecord, 0, min(len(tps), 4096))
+		}
+		slab = slab[:len(slab)+1]
+		rec := &slab[len(slab)-1]
+		// The slab is zeroed, or holds a record that fillPartitionChange
+		// set and left unused: restore the defaults of the fields it sets.
+		rec.ISR, rec.Leader, rec.LeaderRecoveryState = nil, records.NoLeaderChange, records.NoLeaderRecoveryStateChange
+		if fillPartitionChange(rec, tp.TopicID, tp.Partition, p, target, own, acceptable, uncleanTopic, mv) {
 			out = append(out, records.Record{Version: partitionChangeVersion(mv), Message: rec})
+		} else {
+			slab = slab[:len(slab)-1]
 		}
 	}
 	return out

@@ -54,34 +54,88 @@ func split(recs []records.Record, maxRecords, maxBytes int, txns bool) (out []en
 	}
 	begin, _, _ := encodeAll([]records.Record{{Message: &records.BeginTransactionRecord{}}})
 	end, _, _ := encodeAll([]records.Record{{Message: &records.EndTransactionRecord{}}})
-	cur := encoded{recs: []records.Record{{Message: &records.BeginTransactionRecord{}}}, raw: begin}
-	curBytes := batchOverheadBytes + len(begin[0].Value) + recordOverheadBytes
-	for i, r := range raw {
+	// First find where each batch ends, then build every batch at its
+	// exact size: a million-record operation is not copied while growing.
+	// ends[k] is the index in raw after batch k's last record.
+	var ends []int
+	count, curBytes := 1, batchOverheadBytes+len(begin[0].Value)+recordOverheadBytes
+	for _, r := range raw {
 		n := len(r.Value) + recordOverheadBytes
 		// Keep one slot (and its bytes) free in every batch for the End marker.
-		if len(cur.raw)+2 > maxRecords || curBytes+n+len(end[0].Value)+recordOverheadBytes > maxBytes {
-			out = append(out, cur)
-			cur, curBytes = encoded{}, batchOverheadBytes
+		if count+2 > maxRecords || curBytes+n+len(end[0].Value)+recordOverheadBytes > maxBytes {
+			ends = append(ends, count)
+			count, curBytes = 0, batchOverheadBytes
 		}
-		cur.recs = append(cur.recs, recs[i])
-		cur.raw = append(cur.raw, r)
+		count++
 		curBytes += n
 	}
-	cur.recs = append(cur.recs, records.Record{Message: &records.EndTransactionRecord{}})
-	cur.raw = append(cur.raw, end...)
-	return append(out, cur), true, nil
+	out = make([]encoded, 0, len(ends)+1)
+	lo := 0
+	for k := 0; k <= len(ends); k++ {
+		first, last := k == 0, k == len(ends)
+		hi := len(raw)
+		if !last {
+			hi = lo + ends[k]
+			if first {
+				hi-- // ends[0] counts the Begin marker
+			}
+		}
+		if !first && !last {
+			out = append(out, encoded{recs: recs[lo:hi:hi], raw: raw[lo:hi:hi]})
+			lo = hi
+			continue
+		}
+		n := hi - lo
+		if first {
+			n++
+		}
+		if last {
+			n++
+		}
+		b := encoded{recs: make([]records.Record, 0, n), raw: make([]raftlog.Record, 0, n)}
+		if first {
+			b.recs = append(b.recs, records.Record{Message: &records.BeginTransactionRecord{}})
+			b.raw = append(b.raw, begin...)
+		}
+		b.recs = append(b.recs, recs[lo:hi]...)
+		b.raw = append(b.raw, raw[lo:hi]...)
+		if last {
+			b.recs = append(b.recs, records.Record{Message: &records.EndTransactionRecord{}})
+			b.raw = append(b.raw, end...)
+		}
+		out = append(out, b)
+		lo = hi
+	}
+	return out, true, nil
 }
 
+// encodeArenaBytes is the size of the shared buffers encodeAll encodes
+// records into.
+const encodeArenaBytes = 64 << 10
+
+// encodeAll encodes recs; the values share a few large buffers rather than
+// taking one allocation each (they are only read: proposed, then copied
+// into the log's batch).
 func encodeAll(recs []records.Record) ([]raftlog.Record, int, error) {
 	out := make([]raftlog.Record, len(recs))
 	size := 0
+	var arena []byte
 	for i, r := range recs {
-		v, err := r.AppendTo(nil)
+		if cap(arena)-len(arena) < 512 {
+			arena = make([]byte, 0, encodeArenaBytes)
+		}
+		start := len(arena)
+		v, err := r.AppendTo(arena)
 		if err != nil {
 			return nil, 0, fmt.Errorf("controller: encoding %s: %w", r.Message.Type(), err)
 		}
-		out[i].Value = v
-		size += len(v)
+		out[i].Value = v[start:len(v):len(v)]
+		size += len(v) - start
+		if cap(v) == cap(arena) {
+			arena = v // it fit: the next record follows it
+		} else {
+			arena = nil // it outgrew the buffer and got its own
+		}
 	}
 	return out, size, nil
 }

@@ -47,17 +47,6 @@ func (v *view) visible() *image.Image {
 	return v.img
 }
 
-// seqOf streams recs to replay.
-func seqOf(recs []offsetRecord) iter.Seq2[offsetRecord, error] {
-	return func(yield func(offsetRecord, error) bool) {
-		for _, r := range recs {
-			if !yield(r, nil) {
-				return
-			}
-		}
-	}
-}
-
 // replay applies one batch worth of records and returns the next view; v
 // is unchanged. An error names the offending offset; the log cannot be
 // applied past it. Each record is used only until the next is asked for, so

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -242,4 +243,58 @@ func BenchmarkPublishCreateTopic(b *testing.B) {
 		img = next
 	}
 	cpu.report(b)
+}
+
+// BenchmarkLeaderCount measures LeaderCount on a broker's image (no broker
+// index), which a broker asks at every publish and heartbeat while some
+// broker is in controlled shutdown.
+// Reproduce: go test ./metadata/image -run '^$' -bench LeaderCount -image.partitions 1000000 -image.partsPerTopic 1000
+func BenchmarkLeaderCount(b *testing.B) {
+	img := buildImage(b, *benchPartitions, *benchPartsPerTopic, true)
+	for b.Loop() {
+		if img.LeaderCount(3) == 0 {
+			b.Fatal("broker 3 leads nothing")
+		}
+	}
+}
+
+// BenchmarkPublishBrokerLoss measures what a broker's publisher does with
+// the controller's fencing of broker 0 (of 12): replay one
+// PartitionChangeRecord per partition broker 0 was in (a new leader where it
+// led, a smaller ISR everywhere), Apply, and the replica sync's Diff.
+// Reproduce: go test ./metadata/image -run '^$' -bench PublishBrokerLoss -image.partitions 1000000 -image.partsPerTopic 1000 -benchmem
+func BenchmarkPublishBrokerLoss(b *testing.B) {
+	img := buildImage(b, *benchPartitions, *benchPartsPerTopic, true)
+	var recs []records.Record
+	for t := range img.Topics() {
+		t.parts.scan(func(pid int32, p *Partition) bool {
+			if !slices.Contains(p.ISR(), 0) {
+				return true
+			}
+			r := records.NewPartitionChangeRecord()
+			r.TopicID, r.PartitionID = t.id, pid
+			r.ISR = slices.DeleteFunc(slices.Clone(p.ISR()), func(id int32) bool { return id == 0 })
+			if p.Leader == 0 {
+				r.Leader = r.ISR[0]
+			}
+			recs = append(recs, records.Record{Message: r})
+			return true
+		})
+	}
+	off := img.Provenance().Offset
+	cpu := startCPU()
+	for b.Loop() {
+		d := NewDelta(img)
+		for i, r := range recs {
+			if err := d.Replay(off+1+int64(i), 1, r); err != nil {
+				b.Fatal(err)
+			}
+		}
+		next := d.Apply()
+		if ch := Diff(img, next); len(ch.Topics) == 0 {
+			b.Fatal("diff lists no topic")
+		}
+	}
+	cpu.report(b)
+	b.ReportMetric(float64(len(recs)), "records/op")
 }

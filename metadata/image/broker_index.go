@@ -28,23 +28,31 @@ import (
 // INVARIANTS (checkBrokerIndex):
 //   - p is in members[b][t] iff b is in p's ISR or b == p.Leader, and in
 //     members[NoLeader][t] iff p.Leader == NoLeader;
-//   - leaders[b] is the number of partitions led by b, absent when 0;
+//   - leaders holds, sorted by broker, the number of partitions each
+//     broker leads, absent when 0; it is never written once shared;
 //   - no empty set or map is stored.
 //
-// Only images that descend from EmptyIndexed keep it (the controller's):
-// a broker's images answer the same questions by scanning, and spare the
-// index's cost on every replayed partition record.
+// Only images that descend from EmptyIndexed keep members (the
+// controller's): a broker's images answer the same questions by scanning,
+// and spare the sets' cost on every replayed partition record. Every image
+// keeps leaders, which costs a counter update per leader change: a broker
+// asks LeaderCount at every publish and heartbeat while one is shutting
+// down, and a scan of a million partitions there cost tens of milliseconds.
 type brokerIndex struct {
 	enabled bool
 	members ptree[int32, hamt[*partBits]]
-	leaders ptree[int32, int32]
+	leaders []leaderCount
 }
+
+// leaderCount is how many partitions broker leads. A sorted slice copied on
+// change costs one allocation per delta that moves leaders; a tree cost a
+// path of nodes per broker changed.
+type leaderCount struct{ broker, n int32 }
 
 func emptyBrokerIndex(enabled bool) brokerIndex {
 	return brokerIndex{
 		enabled: enabled,
 		members: newPtree[int32, hamt[*partBits]](compareID),
-		leaders: newPtree[int32, int32](compareID),
 	}
 }
 
@@ -167,7 +175,10 @@ type brokerTopic struct {
 type brokerIndexDelta struct {
 	base    brokerIndex
 	sets    map[brokerTopic]*partBits
-	leaders map[int32]int32 // added to the base counts
+	leaders map[int32]int32 // added to the base counts, for ids outside small
+	// small holds the changes of brokers 0..len(small)-1, which a snapshot
+	// load or a large create touches once per partition.
+	small [64]int32
 	// curTopic's sets of brokers 0..63 are cached in curSets: a snapshot
 	// load or a large create replays a topic's partitions one after
 	// another, so the same (broker, topic) pairs come back on every record.
@@ -207,21 +218,21 @@ func (d *brokerIndexDelta) lookup(k brokerTopic) *partBits {
 
 // update moves partition (t, id) from prev to next; nil means absent.
 func (d *brokerIndexDelta) update(t records.UUID, id int32, prev, next *Partition, edit *editToken) {
+	if prev != nil && prev.Leader != NoLeader {
+		d.addLeader(prev.Leader, -1)
+	}
+	if next != nil && next.Leader != NoLeader {
+		d.addLeader(next.Leader, 1)
+	}
 	if !d.base.enabled {
 		return
 	}
 	var before, after []int32
 	if prev != nil {
 		before = prev.indexKeys()
-		if prev.Leader != NoLeader {
-			d.addLeader(prev.Leader, -1)
-		}
 	}
 	if next != nil {
 		after = next.indexKeys()
-		if next.Leader != NoLeader {
-			d.addLeader(next.Leader, 1)
-		}
 	}
 	for _, b := range before {
 		if !slices.Contains(after, b) {
@@ -236,6 +247,10 @@ func (d *brokerIndexDelta) update(t records.UUID, id int32, prev, next *Partitio
 }
 
 func (d *brokerIndexDelta) addLeader(b, n int32) {
+	if b >= 0 && int(b) < len(d.small) {
+		d.small[b] += n
+		return
+	}
 	if d.leaders == nil {
 		d.leaders = map[int32]int32{}
 	}
@@ -290,15 +305,45 @@ func (d *brokerIndexDelta) apply(edit *editToken) brokerIndex {
 			}
 		}
 	}
-	for _, b := range slices.Sorted(maps.Keys(d.leaders)) {
-		cur, _ := next.leaders.Get(b)
-		if n := cur + d.leaders[b]; n == 0 {
-			next.leaders = next.leaders.Delete(b)
-		} else {
-			next.leaders = next.leaders.Set(b, n)
+	next.leaders = d.applyLeaders()
+	return next
+}
+
+// applyLeaders merges the delta's leadership changes into the base counts.
+func (d *brokerIndexDelta) applyLeaders() []leaderCount {
+	var changes []leaderCount
+	for b, n := range d.small {
+		if n != 0 {
+			changes = append(changes, leaderCount{int32(b), n})
 		}
 	}
-	return next
+	for b, n := range d.leaders {
+		if n != 0 {
+			changes = append(changes, leaderCount{b, n})
+		}
+	}
+	if len(changes) == 0 {
+		return d.base.leaders
+	}
+	slices.SortFunc(changes, func(x, y leaderCount) int { return cmp.Compare(x.broker, y.broker) })
+	base := d.base.leaders
+	out := make([]leaderCount, 0, len(base)+len(changes))
+	for len(base) > 0 || len(changes) > 0 {
+		var c leaderCount
+		switch {
+		case len(changes) == 0 || len(base) > 0 && base[0].broker < changes[0].broker:
+			c, base = base[0], base[1:]
+		case len(base) == 0 || changes[0].broker < base[0].broker:
+			c, changes = changes[0], changes[1:]
+		default:
+			c = leaderCount{base[0].broker, base[0].n + changes[0].n}
+			base, changes = base[1:], changes[1:]
+		}
+		if c.n != 0 {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // rebuildMembers builds a broker's topic map in O(n) when the delta changed
@@ -337,13 +382,15 @@ func (img *Image) partitionsOf(broker int32, keep func(*Partition) bool) []Topic
 		return nil
 	}
 	topics := make([]*Topic, 0, m.Len())
-	for id := range m.All {
+	total := 0
+	for id, s := range m.All {
 		if t, ok := img.topics.byID.Get(id); ok {
 			topics = append(topics, t)
+			total += int(s.count)
 		}
 	}
 	slices.SortFunc(topics, func(a, b *Topic) int { return cmp.Compare(a.name, b.name) })
-	var out []TopicPartition
+	out := make([]TopicPartition, 0, total) // keep selects at most these
 	for _, t := range topics {
 		s, _ := m.Get(t.id)
 		if 4*int(s.count) >= t.parts.Len() {
@@ -366,12 +413,15 @@ func (img *Image) partitionsOf(broker int32, keep func(*Partition) bool) []Topic
 	return out
 }
 
-// LeaderCount is the number of partitions broker leads.
+// LeaderCount is the number of partitions broker leads, in O(log brokers)
+// on every image.
 func (img *Image) LeaderCount(broker int32) int {
-	if !img.topics.index.enabled {
-		return len(img.partitionsWhere(func(p *Partition) bool { return p.Leader == broker }))
+	ls := img.topics.index.leaders
+	i, ok := slices.BinarySearchFunc(ls, broker, func(c leaderCount, b int32) int { return cmp.Compare(c.broker, b) })
+	if !ok {
+		return 0
 	}
-	n, _ := img.topics.index.leaders.Get(broker)
+	n := ls[i].n
 	return int(n)
 }
 
@@ -383,17 +433,18 @@ func (img *Image) PartitionsWithoutLeader() []TopicPartition {
 
 // checkBrokerIndex compares the index with a scan of every partition.
 func (img *Image) checkBrokerIndex() error {
-	if !img.topics.index.enabled {
-		if img.topics.index.members.Len() != 0 || img.topics.index.leaders.Len() != 0 {
-			return fmt.Errorf("%w: a disabled broker index holds entries", ErrInsane)
-		}
-		return nil
+	enabled := img.topics.index.enabled
+	if !enabled && img.topics.index.members.Len() != 0 {
+		return fmt.Errorf("%w: a disabled broker index holds member sets", ErrInsane)
 	}
 	want := map[brokerTopic][]int32{}
 	leaders := map[int32]int32{}
 	for _, t := range img.topics.byID.All {
 		t.parts.scan(func(pid int32, p *Partition) bool {
 			for _, b := range p.indexKeys() {
+				if !enabled {
+					break
+				}
 				k := brokerTopic{b, t.id}
 				want[k] = append(want[k], pid)
 			}
@@ -420,8 +471,11 @@ func (img *Image) checkBrokerIndex() error {
 		return fmt.Errorf("%w: broker index differs from the partitions", ErrInsane)
 	}
 	gotLeaders := map[int32]int32{}
-	for b, n := range img.topics.index.leaders.All() {
-		gotLeaders[b] = n
+	for i, c := range img.topics.index.leaders {
+		if c.n <= 0 || i > 0 && img.topics.index.leaders[i-1].broker >= c.broker {
+			return fmt.Errorf("%w: leader counts %v not sorted and positive", ErrInsane, img.topics.index.leaders)
+		}
+		gotLeaders[c.broker] = c.n
 	}
 	if !maps.Equal(leaders, gotLeaders) {
 		return fmt.Errorf("%w: leader counts %v, partitions say %v", ErrInsane, gotLeaders, leaders)

@@ -103,9 +103,9 @@ func TestPartVecAgainstMap(t *testing.T) {
 			}
 			p := Partition{Leader: int32(round*1000 + rng.IntN(1000))}
 			if rng.IntN(4) == 0 {
-				v.Set(id, p, nil) // a write without a token always copies
+				v.Set(id, &p, nil) // a write without a token always copies
 			} else {
-				v.Set(id, p, edit)
+				v.Set(id, &p, edit)
 			}
 			model[id] = p.Leader
 		}

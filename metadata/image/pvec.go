@@ -68,8 +68,8 @@ func (v partVec) Get(id int32) (Partition, bool) {
 }
 
 // Set stores p under id, writing in place the nodes owned by edit and
-// copying the others.
-func (v *partVec) Set(id int32, p Partition, edit *editToken) {
+// copying the others. p becomes the vector's and must not change again.
+func (v *partVec) Set(id int32, p *Partition, edit *editToken) {
 	if v.root == nil {
 		v.shift = 0
 	}
@@ -80,14 +80,12 @@ func (v *partVec) Set(id int32, p Partition, edit *editToken) {
 		v.shift += vecBits
 	}
 	var added bool
-	v.root, added = setIn(v.root, v.shift, id, &p, edit)
+	v.root, added = setIn(v.root, v.shift, id, p, edit)
 	if added {
 		v.count++
 	}
 }
 
-// setIn takes p by pointer so that it is moved to the heap once, in Set,
-// not once per level.
 func setIn(n *vnode, shift uint, id int32, p *Partition, edit *editToken) (*vnode, bool) {
 	n = n.writable(edit)
 	if shift == 0 {

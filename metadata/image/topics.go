@@ -246,7 +246,7 @@ func (d *topicsDelta) replayPartition(r *records.PartitionRecord, edit *editToke
 	if prev, ok := c.topic.parts.Get(r.PartitionID); ok {
 		prevPtr = &prev
 	}
-	d.index.update(t.id, r.PartitionID, prevPtr, &p, edit)
+	d.index.update(t.id, r.PartitionID, prevPtr, p, edit)
 	c.topic.parts.Set(r.PartitionID, p, edit)
 	c.parts = append(c.parts, r.PartitionID)
 	return nil
@@ -266,7 +266,7 @@ func (d *topicsDelta) replayPartitionChange(r *records.PartitionChangeRecord, ed
 		return err
 	}
 	c := d.working(t)
-	d.index.update(t.id, r.PartitionID, &prev, &next, edit)
+	d.index.update(t.id, r.PartitionID, &prev, next, edit)
 	c.topic.parts.Set(r.PartitionID, next, edit)
 	c.parts = append(c.parts, r.PartitionID)
 	return nil
