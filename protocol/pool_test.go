@@ -107,10 +107,17 @@ func poolWaitEndsAtIdleTimeout(t *testing.T, idle time.Duration) bool {
 	start := time.Now()
 	waiting := dialRaw(t, s.addr) // first, so its idle clock ends first
 	waitFor(t, "first connection accepted", func() bool { return s.connCount() == 1 })
+	// The stalled connection's idle clock must end well after the waiting
+	// one's: if the two ran out together, the stalled one's close could free
+	// the memory first and the waiting request would be served.
+	<-time.After(idle/4 - time.Since(start))
 	stalled := dialRaw(t, s.addr)
 	stalled.write(append(binary.BigEndian.AppendUint32(nil, 1<<20), make([]byte, 40<<10)...))
 	waitFor(t, "stalled frame to hold the pool", func() bool { return s.pool.usedBytes() >= 32<<10 })
 	waiting.send(metadataReq(1, "w"), 1)
+	// The run counts only if the server read the request's size and began
+	// to wait for memory well before the connection's idle clock ended.
+	waitFor(t, "the waiting connection to wait for memory", func() bool { return s.pool.hasWaiter() || time.Since(start) > idle/2 })
 	if time.Since(start) > idle/2 {
 		return false
 	}

@@ -312,6 +312,13 @@ func (p *requestPool) wakeLocked() {
 	}
 }
 
+// hasWaiter reports whether a reader waits for memory, for tests.
+func (p *requestPool) hasWaiter() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.waitCh != nil
+}
+
 // usedBytes is the number of bytes reserved, for tests.
 func (p *requestPool) usedBytes() int64 {
 	p.mu.Lock()
