@@ -190,8 +190,9 @@ func (s *FileStorage) openLocked() (*FileStorage, error) {
 	if s.ranBefore, err = existsFS(s.fs, filepath.Join(dir, SyncedEndFile)); err != nil {
 		return nil, err
 	}
-	if s.stateMissing && !s.ranBefore && len(bases) == 0 && len(s.snapshots) == 0 {
-		// A fresh directory: write the initial quorum-state (as Kafka does at its
+	if s.stateMissing && !s.ranBefore && len(bases) == 0 && onlyBootstrapSnapshot(s.snapshots) {
+		// A fresh directory (at most the bootstrap snapshot `storage format` writes
+		// for a dynamic quorum): write the initial quorum-state (as Kafka does at its
 		// first start) before SyncedEndFile exists, so that from then on a missing
 		// quorum-state next to SyncedEndFile means a lost one.
 		if err := s.SaveQuorumState(EmptyQuorumState()); err != nil {
@@ -247,6 +248,11 @@ func (s *FileStorage) makeDir() error {
 		return ioErr(err)
 	}
 	return syncDirFS(s.fs, filepath.Dir(s.dir))
+}
+
+// onlyBootstrapSnapshot: ids is empty or holds just BootstrapSnapshotID.
+func onlyBootstrapSnapshot(ids []SnapshotID) bool {
+	return len(ids) == 0 || len(ids) == 1 && ids[0] == BootstrapSnapshotID
 }
 
 // scanDir lists segment bases and snapshots and deletes what interrupted writes
