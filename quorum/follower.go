@@ -175,13 +175,21 @@ func (r *Raft) handleFetchResponse(nowMs int64, m Message) {
 		}
 		return
 	}
-	if r.role != Follower || resp.ErrorCode != 0 || m.From != r.leaderID {
+	from := m.From
+	if from == AnyVoter && resp.ErrorCode == 0 && resp.LeaderID == r.leaderID && resp.LeaderEpoch == r.epoch {
+		// A bootstrap server answered without an error, naming this epoch's leader:
+		// only that leader answers a Fetch so, so the bootstrap server is the leader
+		// and this is its answer. Dropping it would keep an observer that has no other
+		// address for the leader rediscovering through that server forever.
+		from = r.leaderID
+	}
+	if r.role != Follower || resp.ErrorCode != 0 || from != r.leaderID {
 		f.nextFetchMs = nowMs + r.cfg.RetryBackoffMs
 		return
 	}
-	if !r.fetchedDataUsable(m.From, resp) {
+	if !r.fetchedDataUsable(from, resp) {
 		// Not a success: the fetch timer keeps running, as for a failed Fetch.
-		r.fetchFailed(nowMs, f, m.From)
+		r.fetchFailed(nowMs, f, from)
 		return
 	}
 	f.fetchedOK, f.rediscover = true, false

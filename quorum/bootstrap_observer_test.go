@@ -1,0 +1,71 @@
+package quorum
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kraftd/kraftd/quorum/raftlog"
+)
+
+// TestBootstrapObserverReturnsToTheLeader: an observer that knows the quorum only by
+// its bootstrap servers (a controller formatted --no-initial-controllers, before it
+// is added) and that follows leader 1 sends its Fetch to a bootstrap server after an
+// error from the leader. When that server is the leader itself, the answer comes
+// back from AnyVoter, without an error, naming leader 1 in the epoch: only the leader
+// answers a Fetch so, so it is the leader's answer. Before, the observer dropped it
+// (not from the leader's id) and stayed rediscovering through the bootstrap server
+// forever, never appending again: the Node simulation with dynamic quorums found two
+// spares stuck at log end 0 for 30 s after healing.
+func TestBootstrapObserverReturnsToTheLeader(t *testing.T) {
+	r, err := NewRaft(Config{NodeID: 4, DirectoryID: testDirID(4), AppendLingerMs: AppendLingerMsNone}, raftlogLoadedEmpty(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(nowMs int64) Message {
+		t.Helper()
+		r.Tick(nowMs)
+		var got []Message
+		for _, m := range drain(r) {
+			if m.Fetch != nil {
+				got = append(got, m)
+			}
+		}
+		if len(got) != 1 {
+			t.Fatalf("at %d ms: %d fetches sent, want 1: %v", nowMs, len(got), got)
+		}
+		return got[0]
+	}
+	answer := func(nowMs int64, req Message, from int32, resp *FetchResponse) {
+		t.Helper()
+		if err := r.Step(nowMs, Message{From: from, To: 4, RequestID: req.RequestID, FetchResp: resp}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := fetch(0)
+	if m.To != AnyVoter {
+		t.Fatalf("discovery fetch to %d, want a bootstrap server", m.To)
+	}
+	answer(1, m, AnyVoter, &FetchResponse{LeaderID: 1, LeaderEpoch: 1, HighWatermark: -1})
+	if st := r.Status(); st.Role != Follower || st.LeaderID != 1 {
+		t.Fatalf("setup: %s of %d", st.Role, st.LeaderID)
+	}
+	m = fetch(2)
+	if m.To != 1 {
+		t.Fatalf("fetch to %d, want leader 1", m.To)
+	}
+	answer(3, m, 1, &FetchResponse{LeaderID: 1, LeaderEpoch: 1, HighWatermark: -1, ErrorCode: kerr.BrokerNotAvailable.Code})
+	m = fetch(100)
+	if m.To != AnyVoter {
+		t.Fatalf("after the leader's error: fetch to %d, want a bootstrap server", m.To)
+	}
+	b := raftlog.EncodeBatch(0, 1, 1_700_000_000_000, false, []raftlog.Record{{Value: []byte("x")}})
+	answer(101, m, AnyVoter, &FetchResponse{LeaderID: 1, LeaderEpoch: 1, HighWatermark: 1, Batches: []raftlog.Batch{b}})
+	out := drain(r)
+	if st := r.Status(); st.LogEndOffset != 1 || st.LeaderID != 1 {
+		t.Fatalf("the leader's answer through the bootstrap server: log end %d, leader %d; want 1, 1", st.LogEndOffset, st.LeaderID)
+	}
+	if len(out) != 1 || out[0].Fetch == nil || out[0].To != 1 {
+		t.Fatalf("next messages %v, want one fetch to leader 1", out)
+	}
+}
