@@ -116,9 +116,11 @@ func (r *Raft) noteFetcher(nowMs int64, req *FetchRequest, valid bool) {
 	if rs != nil && rs.voter {
 		if dir := r.voterDirectoryID(req.ReplicaID); dir != [16]byte{} && dir != req.ReplicaDirectoryID {
 			// The voter's id on another disk (a replaced one: KIP-853 makes it a new
-			// replica): not the voter, so neither its offset nor its fetch counts for
-			// it. Kafka's LeaderState tracks it as an observer; it is served, not
-			// tracked, until the voter is removed and its entry becomes an observer's.
+			// replica), or with no directory id (Fetch before v17): not the voter, so
+			// neither its offset nor its fetch counts for it, as Kafka's
+			// ReplicaState.matchesKey. Kafka tracks it as an observer; here it is
+			// served, not tracked, until the voter is removed and its entry becomes an
+			// observer's.
 			return
 		}
 	}

@@ -268,6 +268,7 @@ func TestReplacedDiskDoesNotAckForTheVoter(t *testing.T) {
 		}
 	}
 	observerFetchAs(t, r, 2, testDirID(9), r.log.endOffset(), 2003)
+	observerFetchAs(t, r, 2, [16]byte{}, r.log.endOffset(), 2003) // Fetch v16: no directory id
 	st := r.Status()
 	if st.HighWatermark != before {
 		t.Fatalf("replica 2 on another disk acknowledged for voter 2: hw %d -> %d", before, st.HighWatermark)
