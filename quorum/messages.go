@@ -102,6 +102,10 @@ type BeginQuorumEpochRequest struct {
 	VoterDirectoryID [16]byte
 	LeaderID         int32
 	LeaderEpoch      int32
+	// LeaderAddr is the leader's host:port on this node's controller listener from
+	// the request's LeaderEndpoints (v1+, KIP-853), "" when absent; the driver learns
+	// from it where to fetch, the core ignores it.
+	LeaderAddr string
 }
 
 // BeginQuorumEpochResponse answers a BeginQuorumEpochRequest.

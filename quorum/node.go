@@ -438,6 +438,13 @@ func (n *Node) onRequest(m Message) uint64 {
 	if err := n.raft.Step(n.nowMs(), m); err != nil {
 		n.fail(err)
 	}
+	if b := m.BeginEpoch; b != nil && b.LeaderAddr != "" && n.cfg.VoterAddrs[b.LeaderID] == "" {
+		// Learned only once the core follows that leader in that epoch: a request
+		// the core refused teaches nothing.
+		if st := n.raft.Status(); st.LeaderID == b.LeaderID && st.Epoch == b.LeaderEpoch {
+			n.learnLeaderAddr(b.LeaderID, b.LeaderAddr)
+		}
+	}
 	return m.RequestID
 }
 
