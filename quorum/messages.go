@@ -90,6 +90,9 @@ type VoteResponse struct {
 	// PreVote is not on the wire: the transport copies it from the request it sent so the
 	// core knows which kind of ballot is answered.
 	PreVote bool
+	// LeaderAddr is the named leader's host:port from the response's NodeEndpoints
+	// (v1+, KIP-853), "" when absent; the driver learns from it, the core ignores it.
+	LeaderAddr string
 }
 
 // BeginQuorumEpochRequest is Kafka's BeginQuorumEpoch (API key 53): a new leader

@@ -456,6 +456,14 @@ func (n *Node) onResponse(resp Message) {
 	if err := n.raft.Step(n.nowMs(), resp); err != nil {
 		n.fail(err)
 	}
+	if v := resp.VoteResp; v != nil && v.LeaderAddr != "" && n.cfg.VoterAddrs[v.LeaderID] == "" {
+		// A voter's answer naming the leader it follows (KIP-853 NodeEndpoints): a
+		// replica whose log's voter set does not include that leader, which sends
+		// it no BeginQuorumEpoch, learns where to fetch once its core follows it.
+		if st := n.raft.Status(); st.LeaderID == v.LeaderID && st.Epoch == v.LeaderEpoch {
+			n.learnLeaderAddr(v.LeaderID, v.LeaderAddr)
+		}
+	}
 }
 
 // onTick runs the core's timers and the periodic log cleaning; the host calls it at

@@ -481,8 +481,8 @@ func (n *simNode) describe(nowMs int64) string {
 		return fmt.Sprintf("down or starting; durable log [%d, %d), state %+v", d.start, d.durEnd(), d.state)
 	}
 	st := n.node.Status()
-	return fmt.Sprintf("%s epoch=%d leader=%d voted=%d leo=%d flushed=%d hw=%d applied=%d durable=%d state=%+v paused=%t flushing=%t queued=%d waiting=%d next-deadline=%d",
-		st.Role, st.Epoch, st.LeaderID, st.VotedID, st.LogEndOffset, st.FlushedEndOffset, st.HighWatermark,
+	return fmt.Sprintf("%s epoch=%d leader=%d voted=%d voter=%t voters=%v leo=%d flushed=%d hw=%d applied=%d durable=%d state=%+v paused=%t flushing=%t queued=%d waiting=%d next-deadline=%d",
+		st.Role, st.Epoch, st.LeaderID, st.VotedID, st.IsVoter, st.VoterIDs, st.LogEndOffset, st.FlushedEndOffset, st.HighWatermark,
 		n.appliedNext, d.durEnd(), d.state, nowMs < n.pausedUntil, n.flush != nil, len(n.queue), len(n.out), n.node.NextDeadlineMs())
 }
 
