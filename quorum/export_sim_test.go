@@ -59,6 +59,10 @@ func Mutant() string {
 		return "fig8"
 	case mutNoRecovery:
 		return "norecovery"
+	case mutTwoChanges:
+		return "twochanges"
+	case mutDiskAck:
+		return "diskack"
 	}
 	return ""
 }

@@ -114,7 +114,7 @@ func (r *Raft) noteFetcher(nowMs int64, req *FetchRequest, valid bool) {
 	}
 	rs := r.lead.replicas[req.ReplicaID]
 	if rs != nil && rs.voter {
-		if dir := r.voterDirectoryID(req.ReplicaID); dir != [16]byte{} && dir != req.ReplicaDirectoryID {
+		if dir := r.voterDirectoryID(req.ReplicaID); dir != [16]byte{} && dir != req.ReplicaDirectoryID && !mutDiskAck {
 			// The voter's id on another disk (a replaced one: KIP-853 makes it a new
 			// replica), or with no directory id (Fetch before v17): not the voter, so
 			// neither its offset nor its fetch counts for it, as Kafka's

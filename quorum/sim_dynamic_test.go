@@ -481,6 +481,19 @@ func (s *sim) scheduleVoterChanges(untilMs int64) {
 			return
 		}
 		s.changeVoters()
+		if s.rng.IntN(8) == 0 {
+			// A controller's disk fails: it goes down, gets a new disk and comes back
+			// as a new replica, which the schedule then swaps in for the old voter.
+			n := s.randomNode()
+			s.crash(n)
+			s.wipe(n)
+			life := n.life
+			s.at(s.nowMs+200+s.rng.Int64N(2000), func() {
+				if n.life == life && !s.healed {
+					s.restart(n)
+				}
+			})
+		}
 		if s.rng.IntN(4) == 0 {
 			// A second change right behind the first: refused until it commits.
 			s.at(s.nowMs+1+s.rng.Int64N(5), s.changeVoters)

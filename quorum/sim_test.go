@@ -85,7 +85,13 @@ func TestSimulation(t *testing.T) {
 	}
 	// The counts go to CI's output (make sim runs -v).
 	t.Logf("%d seeds in %v: %s", len(seeds), time.Since(start).Round(time.Millisecond), agg)
-	if dm := agg.damage; *simDamage && first == nil && agg.seeds >= 200 &&
+	if *simDynamic > 0 && first == nil && agg.dynamic >= 50 && (agg.voterChanges < agg.dynamic || agg.diskReplaced == 0 || agg.maxVoterSets < 4) {
+		// The schedule must keep reaching voter changes and replaced disks, or the
+		// dynamic seeds check nothing of them.
+		t.Errorf("the dynamic seeds no longer change voters: %d seeds, %d changes committed, %d disks replaced, at most %d voter sets in a run",
+			agg.dynamic, agg.voterChanges, agg.diskReplaced, agg.maxVoterSets)
+	}
+	if dm := agg.damage; *simDamage && first == nil && agg.seeds-agg.dynamic >= 200 &&
 		(dm.injected[dmgFlipBelowRec] == 0 || dm.injected[dmgDropState] == 0 || dm.detected == 0 || dm.recovered == 0) {
 		t.Errorf("the damage schedule no longer reaches detection and recovery: %s", dm)
 	}
