@@ -155,7 +155,11 @@ groups-faults:
 ## raftlog.Recover), SEEDS runs without the race detector (make test runs a smaller
 ## slice with it). Prints the fault counts over all runs (elections,
 ## truncations, snapshot loads, crashes inside a persist step, damage, refused starts,
-## repairs, recoveries); a failing seed prints the command that replays it.
+## repairs, recoveries); a failing seed prints the command that replays it. A
+## share of the seeds (-sim.dynamic, 35%) runs a dynamic quorum (KIP-853: formatted
+## with initial controllers or upgraded from static) whose voters are added,
+## removed and replaced (new disks) under the same faults; the line also counts
+## their voter changes, voter sets and replaced disks.
 sim:
 	$(GO) test -count=1 ./quorum -run '^TestSimulation' -v -sim.seeds=$(SEEDS) | grep -v '^=== RUN'
 
@@ -165,13 +169,15 @@ sim:
 ## repaired after disk damage ignores its recovery marker, as with
 ## --unsafe-accept-data-loss, and votes at once; syncedlag: the durable-end record
 ## lags one Sync, so a crash leaves the last acknowledged batches unprotected against
-## damage, quorum/raftlog/mutant_*.go and quorum/sim_mutant_*_test.go) and expects the
-## simulation, with only its end-to-end invariants (-sim.whitebox=false), to catch
-## each within MUTANT_SEEDS seeds. Not part of make test.
+## damage, quorum/raftlog/mutant_*.go and quorum/sim_mutant_*_test.go; twochanges: the
+## leader accepts a voter change while the last one is uncommitted; diskack: a replaced
+## disk's Fetch acknowledges for the voter it replaced, quorum/mutant_voters_off.go) and
+## expects the simulation, with only its end-to-end invariants (-sim.whitebox=false), to
+## catch each within MUTANT_SEEDS seeds. Not part of make test.
 MUTANT_SEEDS ?= 300
 mutants:
 	@out="$$(mktemp)"; trap 'rm -f "$$out"' EXIT; \
-	for m in sendfirst nostate fig8 norecovery syncedlag; do \
+	for m in sendfirst nostate fig8 norecovery syncedlag twochanges diskack; do \
 		echo "== mutant $$m"; \
 		if $(GO) test -count=1 -tags "mutant_$$m" ./quorum -run 'TestSimulation$$' \
 			-sim.seeds=$(MUTANT_SEEDS) -sim.whitebox=false >"$$out" 2>&1; then \
