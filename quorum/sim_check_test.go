@@ -380,7 +380,7 @@ func (c *checker) checkMajorityReached(s *sim, l *simNode, hw int64, keys []quor
 		s.fail("MajorityReachedHW: leader %d exposes hw %d beyond its log end %d", l.id, hw, l.disk.curEnd())
 		return
 	}
-	c.checkHeld(s, cur[li], keys, len(keys)/2+1, "MajorityReachedHW",
+	c.checkHeld(s, cur[li], keys, len(keys)/2+1, true, "MajorityReachedHW",
 		fmt.Sprintf("leader %d exposes hw %d (voters %s) but", l.id, hw, keysString(keys)))
 }
 
@@ -389,14 +389,16 @@ func (c *checker) checkMajorityReached(s *sim, l *simNode, hw int64, keys []quor
 // caught up with a leader holding everything committed (the PAR argument). A voter
 // that lost b to damage and was repaired without the marker is a white-box finding
 // only: the end-to-end invariants must catch its consequences (make mutants).
-func (c *checker) checkHeld(s *sim, b raftlog.Batch, keys []quorum.ReplicaKey, need int, inv, what string) {
+//
+// A voter whose disk was replaced holds what that disk held durably when it was lost
+// when lost is set (its acknowledgements counted then), nothing otherwise.
+func (c *checker) checkHeld(s *sim, b raftlog.Batch, keys []quorum.ReplicaKey, need int, lost bool, inv, what string) {
 	held, excused, unmarked := 0, 0, 0
 	for _, k := range keys {
-		n := s.nodes[k.ID]
-		if n == nil || !n.holdsKey(k) {
-			continue // its disk was replaced: the voter holds nothing
+		d, live := s.keyDisk(k)
+		if d == nil || !live && !lost {
+			continue
 		}
-		d := n.disk
 		switch {
 		case d.holds(b):
 			held++
@@ -428,7 +430,7 @@ func (c *checker) checkMajorityHasCommitted(s *sim) {
 		c.checkQuorumIntersection(s, b)
 		return
 	}
-	c.checkHeld(s, b, voterKeys(s.voters), len(s.voters)/2+1, "MajorityReachedHW", "committed")
+	c.checkHeld(s, b, voterKeys(s.voters), len(s.voters)/2+1, false, "MajorityReachedHW", "committed")
 }
 
 // checkLeaderHasAllAcked (Leader Completeness): a leader of epoch E holds everything

@@ -60,6 +60,8 @@ type simDisk struct {
 	damaged bool
 	// repairedUnsafe: the node removed its marker at start, without catching up.
 	repairedUnsafe bool
+	// votersMemo speeds up the checker's logVoters (dynamic seeds).
+	votersMemo votersMemo
 }
 
 type diskOp int

@@ -92,8 +92,9 @@ type dynState struct {
 	history []keysAt
 	// parsed caches the VotersRecord of each control batch (by base offset and epoch).
 	parsed map[[2]int64]keysAt
-	// waiting are accepted voter changes whose Node has not answered yet.
-	waiting []pendingChange
+	// waiting are accepted voter changes whose Node has not answered yet; ackedWait
+	// those answered as committed that the committed log has not reached yet.
+	waiting, ackedWait []pendingChange
 	// sets are the distinct voter sets the committed log went through.
 	sets map[string]bool
 	// attempts and accepted count the voter changes asked for and accepted; wipes the
@@ -214,16 +215,45 @@ func keyDiff(a, b []quorum.ReplicaKey) int {
 // no voters.
 func (s *sim) logVoters(n *simNode) keysAt {
 	d := s.dyn
-	cur := n.disk.cur
-	for i := len(cur) - 1; i >= 0; i-- {
-		if v, ok := d.votersOfBatch(cur[i]); ok {
-			return v
+	disk := n.disk
+	cur := disk.cur
+	// The log only grows between most calls: scan what was appended since the last
+	// one, if the batches it scanned are still there.
+	m := &disk.votersMemo
+	from := 0
+	if m.valid && m.start == disk.start && m.scanned <= len(cur) && (m.scanned == 0 ||
+		cur[m.scanned-1].BaseOffset == m.lastBase && cur[m.scanned-1].Epoch == m.lastEpoch) {
+		from = m.scanned
+	} else {
+		m.found = -1
+	}
+	for i := len(cur) - 1; i >= from; i-- {
+		if _, ok := d.votersOfBatch(cur[i]); ok {
+			m.found = i
+			break
 		}
 	}
-	if n.gen > 0 && n.disk.start == 0 {
+	m.valid, m.start, m.scanned = true, disk.start, len(cur)
+	if len(cur) > 0 {
+		m.lastBase, m.lastEpoch = cur[len(cur)-1].BaseOffset, cur[len(cur)-1].Epoch
+	}
+	if m.found >= 0 {
+		v, _ := d.votersOfBatch(cur[m.found])
+		return v
+	}
+	if n.gen > 0 && disk.start == 0 {
 		return keysAt{off: -1}
 	}
-	return d.committedAt(n.disk.start)
+	return d.committedAt(disk.start)
+}
+
+// votersMemo remembers where logVoters found the last VotersRecord of a disk's log.
+type votersMemo struct {
+	valid          bool
+	start          int64
+	scanned, found int
+	lastBase       int64
+	lastEpoch      int32
 }
 
 // prevLogVoters is the voter set in n's log before the one at off.
@@ -241,6 +271,24 @@ func (s *sim) prevLogVoters(n *simNode, off int64) keysAt {
 // holdsKey: n's current disk is replica key k.
 func (n *simNode) holdsKey(k quorum.ReplicaKey) bool {
 	return n.id == k.ID && (k.DirectoryID == [16]byte{} || k.DirectoryID == n.dirID)
+}
+
+// keyDisk is the disk of replica key k (nil: none) and whether it is the node's
+// current one.
+func (s *sim) keyDisk(k quorum.ReplicaKey) (*simDisk, bool) {
+	n := s.nodes[k.ID]
+	if n == nil {
+		return nil, false
+	}
+	if k.DirectoryID == [16]byte{} {
+		return n.disk, true
+	}
+	for gen, d := range n.disks {
+		if simDirID(n.id, gen) == k.DirectoryID {
+			return d, gen == n.gen
+		}
+	}
+	return nil, false
 }
 
 func (n *simNode) key() quorum.ReplicaKey { return quorum.ReplicaKey{ID: n.id, DirectoryID: n.dirID} }
@@ -315,7 +363,7 @@ func (c *checker) checkQuorumIntersection(s *sim, b raftlog.Batch) {
 		// holder.
 		live := len(v.keys) - len(s.lostKeys(v.keys))
 		if need := live - len(v.keys)/2; need > 0 {
-			c.checkHeld(s, b, v.keys, need, "QuorumIntersection",
+			c.checkHeld(s, b, v.keys, need, false, "QuorumIntersection",
 				fmt.Sprintf("committed, voter set %s (record at %d), but", keysString(v.keys), v.off))
 		}
 	}
@@ -347,17 +395,30 @@ func (s *sim) pollVoterChanges() {
 				continue
 			}
 			d.acked++
-			i := batchAt(s.chk.committed, p.off)
-			if i < 0 || s.chk.committed[i].Epoch != p.epoch {
-				s.fail("AckedChangeCommitted: node %d answered voter change %s (offset %d, epoch %d) as committed; the committed log has %s there",
-					p.node, p.what, p.off, p.epoch, describeAt(s.chk.committed, p.off))
-			}
+			d.ackedWait = append(d.ackedWait, p)
 		default:
 			kept = append(kept, p)
 		}
 	}
 	clear(d.waiting[len(kept):])
 	d.waiting = kept
+	// The checker learns of a commit when a live node shows it; a leader that dies in
+	// the event that moved its high watermark shows it to nobody, so an answered
+	// change is checked once the committed log reaches it (and at the end).
+	ce := s.chk.commitEnd()
+	ackedKept := d.ackedWait[:0]
+	for _, p := range d.ackedWait {
+		if p.off >= ce {
+			ackedKept = append(ackedKept, p)
+			continue
+		}
+		if i := batchAt(s.chk.committed, p.off); i < 0 || s.chk.committed[i].Epoch != p.epoch {
+			s.fail("AckedChangeCommitted: node %d answered voter change %s (offset %d, epoch %d) as committed; the committed log has %s there",
+				p.node, p.what, p.off, p.epoch, describeAt(s.chk.committed, p.off))
+		}
+	}
+	clear(d.ackedWait[len(ackedKept):])
+	d.ackedWait = ackedKept
 }
 
 // chooseDynamic sets a dynamic seed up: formatted or upgraded, with spares.
@@ -581,6 +642,7 @@ func (s *sim) wipe(n *simNode) {
 	s.dyn.wipes++
 	delete(s.chk.diskEpoch, n.id)
 	n.disk = newSimDisk(s, n)
+	n.disks = append(n.disks, n.disk)
 	s.dynConfig(n)
 	s.faultf(n.id, "DISK REPLACED: new directory id (disk %d), formatted --no-initial-controllers", n.gen)
 }
@@ -588,7 +650,7 @@ func (s *sim) wipe(n *simNode) {
 // stableAfterHeal (NoDisruption): once healed, with every node up (removed voters
 // too), a leader in the voter set of its log that has committed in its epoch and has
 // no voter change pending, and that every node follows, must keep its epoch for
-// several fetch timeouts: no node outside the voter set disrupts it, and no voter
+// two fetch timeouts: no node outside the voter set disrupts it, and no voter
 // that learned of its removal campaigns.
 func (s *sim) stableAfterHeal(healedAt int64) {
 	var l *simNode
@@ -606,10 +668,16 @@ func (s *sim) stableAfterHeal(healedAt int64) {
 		return
 	}
 	st := l.node.Status()
-	window := 4 * l.cfg.FetchTimeoutMs
+	window := 2 * l.cfg.FetchTimeoutMs
 	s.tracef(l.id, "stable window of %d ms from epoch %d, voters %s", window, st.Epoch, keysString(s.logVoters(l).keys))
 	s.runUntil(s.nowMs+window, nil)
 	if s.err != nil {
+		return
+	}
+	if s.pollVoterChanges(); s.err == nil && len(s.dyn.ackedWait) > 0 {
+		p := s.dyn.ackedWait[0]
+		s.fail("AckedChangeCommitted: node %d answered voter change %s (offset %d, epoch %d) as committed; the committed log ends at %d after healing",
+			p.node, p.what, p.off, p.epoch, s.chk.commitEnd())
 		return
 	}
 	for _, id := range s.ids {

@@ -141,6 +141,9 @@ type simNode struct {
 	gen       int
 	dirID     [16]byte
 	bootstrap []string
+	// disks are the node's disks by generation; all but the last were replaced and
+	// keep what they held durably when lost.
+	disks []*simDisk
 
 	// Per-life observations for the invariants.
 	appliedNext int64
@@ -503,7 +506,7 @@ func (s *sim) runUntil(endMs int64, stop func() bool) {
 		if s.err == nil {
 			s.chk.check(s)
 		}
-		if s.err == nil && s.dyn != nil && len(s.dyn.waiting) > 0 {
+		if s.err == nil && s.dyn != nil && len(s.dyn.waiting)+len(s.dyn.ackedWait) > 0 {
 			s.pollVoterChanges()
 		}
 		if stop != nil && s.err == nil && stop() {
@@ -552,6 +555,7 @@ func (s *sim) addNode(id int32) error {
 		s.faultf(id, "OLDER PEER: serves versions %v", n.maxVersion)
 	}
 	n.disk = newSimDisk(s, n)
+	n.disks = []*simDisk{n.disk}
 	s.nodes[id] = n
 	s.ids = append(s.ids, id)
 	if s.dyn != nil {
