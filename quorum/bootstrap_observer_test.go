@@ -69,3 +69,38 @@ func TestBootstrapObserverReturnsToTheLeader(t *testing.T) {
 		t.Fatalf("next messages %v, want one fetch to leader 1", out)
 	}
 }
+
+// TestNonVoterVoteArmsNoElectionTimer: at kraft.version 1 a replica outside the voter
+// set grants votes (KIP-853: no membership check), but it never campaigns, so the
+// vote must not leave an election deadline it never acts on. It did: once that
+// deadline passed, NextDeadlineMs stayed in the past and the driver's timer fired
+// at once, forever (a busy loop; the Node simulation with dynamic quorums stopped on
+// it as a runaway run).
+func TestNonVoterVoteArmsNoElectionTimer(t *testing.T) {
+	r := dynamicRaft(t, 4, testDirID(4), dynVoters(t, 1, 2, 3))
+	drain(r)
+	if st := r.Status(); st.IsVoter || st.Role != Unattached {
+		t.Fatalf("setup: voter %t, %s", st.IsVoter, st.Role)
+	}
+	vote := &VoteRequest{VoterID: 4, VoterDirectoryID: testDirID(4), CandidateDirectoryID: testDirID(1),
+		CandidateEpoch: 1, CandidateID: 1, LastOffsetEpoch: 0, LastOffset: 0}
+	if err := r.Step(10, Message{From: 1, To: 4, RequestID: 1, Vote: vote}); err != nil {
+		t.Fatal(err)
+	}
+	granted := false
+	for _, m := range drain(r) {
+		if m.VoteResp != nil {
+			granted = m.VoteResp.VoteGranted
+		}
+	}
+	if !granted {
+		t.Fatalf("setup: the non-voter refused the vote (%s at epoch %d)", r.Status().Role, r.Status().Epoch)
+	}
+	for now := int64(1000); now <= 20_000; now += 1000 {
+		r.Tick(now)
+		drain(r)
+		if d := r.NextDeadlineMs(); d <= now {
+			t.Fatalf("at %d ms the next deadline is %d: a timer that Tick does not move", now, d)
+		}
+	}
+}

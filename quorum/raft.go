@@ -481,6 +481,7 @@ func (r *Raft) Tick(nowMs int64) {
 		if r.campaigns() && nowMs >= r.electionDeadlineMs {
 			r.startElection(nowMs)
 		} else if !r.campaigns() {
+			r.electionDeadlineMs = noDeadline // left from when it campaigned: not its timer now
 			r.maybeSendDiscoveryFetch(nowMs)
 		}
 	case Prospective:
