@@ -669,6 +669,12 @@ func (s *sim) stableAfterHeal(healedAt int64) {
 	}
 	st := l.node.Status()
 	window := 2 * l.cfg.FetchTimeoutMs
+	s.stats.stableWindows++
+	for _, id := range s.ids {
+		if !inKeys(s.logVoters(l).keys, s.nodes[id]) {
+			s.stats.outsideAtHeal++ // a removed voter, a replaced disk or a spare: it must not disrupt
+		}
+	}
 	s.tracef(l.id, "stable window of %d ms from epoch %d, voters %s", window, st.Epoch, keysString(s.logVoters(l).keys))
 	s.runUntil(s.nowMs+window, nil)
 	if s.err != nil {

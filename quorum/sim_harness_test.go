@@ -345,6 +345,9 @@ type simStats struct {
 	dynamic, voterChanges, voterSets, maxVoterSets int
 	changeAttempts, changesAccepted, changesAcked  int
 	diskReplaced                                   int
+	// stableWindows counts the NoDisruption windows, outsideAtHeal the nodes outside
+	// the leader's voter set that ran through them.
+	stableWindows, outsideAtHeal int
 }
 
 func (a *simStats) add(b simStats) {
@@ -375,6 +378,8 @@ func (a *simStats) add(b simStats) {
 	a.changesAccepted += b.changesAccepted
 	a.changesAcked += b.changesAcked
 	a.diskReplaced += b.diskReplaced
+	a.stableWindows += b.stableWindows
+	a.outsideAtHeal += b.outsideAtHeal
 }
 
 func (a simStats) inPersist() int {
@@ -395,11 +400,12 @@ func (a simStats) String() string {
 		"%d crashes (%d inside a persist: %s; %d of these right after the call, the rest inside one of its file system calls), %d fsync errors, %d pauses, %d committed batches; "+
 		"recovery after heal max %d ms, mean %d ms; %s; "+
 		"%d dynamic quorums: %d voter changes committed (%d asked, %d accepted, %d acknowledged committed), "+
-		"%d voter sets (at most %d in one run), %d disks replaced",
+		"%d voter sets (at most %d in one run), %d disks replaced; %d NoDisruption windows with %d nodes outside the voter set running",
 		a.events, a.elections, a.truncations, a.truncatedBatches, a.snapshotFiles, a.snapshotDownloads, a.snapshotLoads,
 		a.crashes+a.inPersist(), a.inPersist(), strings.Join(by, ", "), a.afterCall, a.fsyncErrors, a.pauses, a.committed,
 		a.maxLivenessMs, a.sumLivenessMs/int64(max(a.seeds, 1)), a.damage,
-		a.dynamic, a.voterChanges, a.changeAttempts, a.changesAccepted, a.changesAcked, a.voterSets, a.maxVoterSets, a.diskReplaced)
+		a.dynamic, a.voterChanges, a.changeAttempts, a.changesAccepted, a.changesAcked, a.voterSets, a.maxVoterSets, a.diskReplaced,
+		a.stableWindows, a.outsideAtHeal)
 }
 
 // sim is one seeded run.
