@@ -510,7 +510,11 @@ func (s *sim) upgradePhase() {
 		s.runUntil(s.nowMs+20, nil)
 		if l := s.leader(); l != nil && !l.busy(s.nowMs) && len(l.queue) == 0 && l.node.Status().KRaftVersion == 0 {
 			s.runEvent(l, func() {
-				if done, off, err := l.node.UpgradeKRaftVersion(quorum.KRaftVersionDynamic); err == nil && done != nil {
+				done, off, err := l.node.UpgradeKRaftVersion(quorum.KRaftVersionDynamic)
+				switch {
+				case err != nil:
+					s.tracef(l.id, "upgrade refused: %v", err)
+				case done != nil:
 					s.dyn.waiting = append(s.dyn.waiting, pendingChange{done: done, node: l.id, life: l.life, off: off,
 						epoch: l.node.Status().Epoch, what: "upgrade"})
 				}

@@ -238,11 +238,15 @@ func runSimSeedWith(seed uint64, hook func(*sim)) *simResult {
 			return res
 		}
 	}
-	s.slowDisk()
 	s.scheduleProposals()
 	if s.dyn != nil && !s.dyn.formatted {
+		// The upgrade is setup, not under test: on fast disks.
+		stall := s.stallPct
+		s.stallPct = 0
 		s.upgradePhase()
+		s.stallPct = stall
 	}
+	s.slowDisk()
 	faultMs += s.nowMs
 	s.scheduleChaos(faultMs)
 	if s.dyn != nil {
