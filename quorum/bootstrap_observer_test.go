@@ -104,3 +104,70 @@ func TestNonVoterVoteArmsNoElectionTimer(t *testing.T) {
 		}
 	}
 }
+
+// TestObserverWithoutLeaderGrantsPreVote: an observer that fetched from the leader
+// once and has heard nothing from it for a whole fetch timeout no longer protects it
+// from pre-votes (KIP-996 protects a leader the follower still hears from). At
+// kraft.version 1 such a replica may already be a voter in the logs of the others
+// (added by a VotersRecord it has not fetched), and its pre-vote can be the one an
+// election needs: it refused them forever once the leader died (the Node simulation
+// with dynamic quorums found a quorum of {1, 2, 4} with the leader's disk replaced
+// that never elected, 4 answering every pre-vote with a dead leader's id).
+func TestObserverWithoutLeaderGrantsPreVote(t *testing.T) {
+	r := dynamicRaft(t, 4, testDirID(4), dynVoters(t, 1, 2, 3))
+	var fetch Message
+	take := func() {
+		t.Helper()
+		fetch = Message{}
+		for _, m := range drain(r) {
+			if m.Fetch != nil {
+				fetch = m
+			}
+		}
+		if fetch.Fetch == nil {
+			t.Fatal("no fetch sent")
+		}
+	}
+	take()
+	answer := func(nowMs int64, from int32, resp *FetchResponse) {
+		t.Helper()
+		if err := r.Step(nowMs, Message{From: from, To: 4, RequestID: fetch.RequestID, FetchResp: resp}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answer(1, fetch.To, &FetchResponse{LeaderID: 1, LeaderEpoch: 1, HighWatermark: -1, ErrorCode: kerr.NotLeaderForPartition.Code})
+	take()
+	if fetch.To != 1 {
+		t.Fatalf("setup: fetch to %d, want leader 1", fetch.To)
+	}
+	answer(2, 1, &FetchResponse{LeaderID: 1, LeaderEpoch: 1, HighWatermark: 0})
+	drain(r)
+	if st := r.Status(); st.Role != Follower || st.LeaderID != 1 || st.IsVoter {
+		t.Fatalf("setup: %s of %d, voter %t", st.Role, st.LeaderID, st.IsVoter)
+	}
+	preVote := func(nowMs int64) bool {
+		t.Helper()
+		v := &VoteRequest{VoterID: 4, VoterDirectoryID: testDirID(4), CandidateDirectoryID: testDirID(2),
+			CandidateEpoch: 1, CandidateID: 2, PreVote: true}
+		if err := r.Step(nowMs, Message{From: 2, To: 4, RequestID: uint64(nowMs), Vote: v}); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range drain(r) {
+			if m.VoteResp != nil {
+				return m.VoteResp.VoteGranted
+			}
+		}
+		t.Fatal("no answer to the pre-vote")
+		return false
+	}
+	if preVote(3) {
+		t.Fatal("an observer that just fetched from its leader granted a pre-vote")
+	}
+	for now := int64(500); now <= 6000; now += 500 {
+		r.Tick(now) // no answer from leader 1 any more
+		drain(r)
+	}
+	if !preVote(6001) {
+		t.Fatalf("an observer that has not heard from its leader for 6 s refused a pre-vote (%s of %d)", r.Status().Role, r.Status().LeaderID)
+	}
+}

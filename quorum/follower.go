@@ -61,6 +61,10 @@ func (r *Raft) tickFollower(nowMs int64) {
 		if r.isVoter {
 			r.logf("%d fetch timer expired at epoch %d; recovering, it asks the other voters", r.cfg.NodeID, r.epoch)
 		}
+		// No longer hearing from the leader: no longer a reason to refuse pre-votes
+		// (KIP-996), which a replica outside the voter set of its own log may be asked
+		// for at kraft.version 1 (its addition may be in the others' logs only).
+		f.fetchedOK = false
 		f.rediscoverAvoiding(r.leaderID)
 		f.inflight = 0
 		f.fetchDeadlineMs = nowMs + r.cfg.FetchTimeoutMs
