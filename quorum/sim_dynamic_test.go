@@ -549,15 +549,18 @@ func (s *sim) scheduleVoterChanges(untilMs int64) {
 		if s.rng.IntN(8) == 0 {
 			// A controller's disk fails: it goes down, gets a new disk and comes back
 			// as a new replica, which the schedule then swaps in for the old voter.
-			n := s.randomNode()
-			s.crash(n)
-			s.wipe(n)
-			life := n.life
-			s.at(s.nowMs+200+s.rng.Int64N(2000), func() {
-				if n.life == life && !s.healed {
-					s.restart(n)
-				}
-			})
+			// Judged while it runs: its log as written holds any voter change it just
+			// appended and may have sent.
+			if n := s.randomNode(); s.wipeable(n) {
+				s.crash(n)
+				s.wipe(n)
+				life := n.life
+				s.at(s.nowMs+200+s.rng.Int64N(2000), func() {
+					if n.life == life && !s.healed {
+						s.restart(n)
+					}
+				})
+			}
 		}
 		if s.rng.IntN(4) == 0 {
 			// A second change right behind the first: refused until it commits.
@@ -625,22 +628,13 @@ func (s *sim) changeVoters() {
 }
 
 // wipe replaces the disk of n, which is down: a new directory id, an empty log, and
-// a configuration that finds the quorum through bootstrap servers. A voter's disk is
-// replaced only while every voter set that may be in force has three voters or more
-// and no other replaced disk, so that the voters left can still elect.
+// a configuration that finds the quorum through bootstrap servers. Callers ask
+// wipeable first: a voter's disk is replaced only while every voter set that may be
+// in force has three voters or more and no other replaced disk, so that the voters
+// left can still elect.
 func (s *sim) wipe(n *simNode) {
 	if !n.down || s.healed {
 		return
-	}
-	var sets []keysAt
-	sets = append(sets, s.dyn.lastCommitted())
-	for _, id := range s.ids {
-		sets = append(sets, s.logVoters(s.nodes[id]))
-	}
-	for _, v := range sets {
-		if inKeys(v.keys, n) && (len(v.keys) < 3 || len(s.lostKeys(v.keys)) > 0) {
-			return
-		}
 	}
 	n.gen++
 	s.dyn.wipes++
@@ -649,6 +643,30 @@ func (s *sim) wipe(n *simNode) {
 	n.disks = append(n.disks, n.disk)
 	s.dynConfig(n)
 	s.faultf(n.id, "DISK REPLACED: new directory id (disk %d), formatted --no-initial-controllers", n.gen)
+}
+
+// simMaxInFlightMs bounds how long a message is on the wire (delay, jitter and a slow
+// message's extra time): a node down longer has nothing of its own in flight.
+const simMaxInFlightMs = 3200
+
+// wipeable: replacing n's disk leaves every voter set that may be in force able to
+// elect (see wipe). A node that is down must have been down long enough that no
+// voter change it appended is still on its way to another log.
+func (s *sim) wipeable(n *simNode) bool {
+	if s.healed || n.down && s.nowMs-n.downSince < simMaxInFlightMs {
+		return false
+	}
+	var sets []keysAt
+	sets = append(sets, s.dyn.lastCommitted())
+	for _, id := range s.ids {
+		sets = append(sets, s.logVoters(s.nodes[id]))
+	}
+	for _, v := range sets {
+		if inKeys(v.keys, n) && (len(v.keys) < 3 || len(s.lostKeys(v.keys)) > 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // stableAfterHeal (NoDisruption): once healed, with every node up (removed voters

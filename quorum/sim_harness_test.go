@@ -144,6 +144,8 @@ type simNode struct {
 	// disks are the node's disks by generation; all but the last were replaced and
 	// keep what they held durably when lost.
 	disks []*simDisk
+	// downSince is when the node last went down.
+	downSince int64
 
 	// Per-life observations for the invariants.
 	appliedNext int64
@@ -690,6 +692,7 @@ func (s *sim) kill(n *simNode) {
 	}
 	n.down, n.node, n.queue, n.inbound, n.out, n.flush = true, nil, nil, nil, nil, nil
 	n.pausedUntil = 0
+	n.downSince = s.nowMs
 }
 
 // crash kills n between events: a power loss.

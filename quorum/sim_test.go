@@ -424,7 +424,7 @@ func (s *sim) chaos() {
 			s.crash(n)
 		}
 		s.damage(n)
-		if s.dyn != nil && s.rng.IntN(3) == 0 {
+		if s.dyn != nil && s.rng.IntN(3) == 0 && s.wipeable(n) {
 			s.wipe(n)
 		}
 	}
