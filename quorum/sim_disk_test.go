@@ -60,8 +60,11 @@ type simDisk struct {
 	damaged bool
 	// repairedUnsafe: the node removed its marker at start, without catching up.
 	repairedUnsafe bool
-	// votersMemo speeds up the checker's logVoters (dynamic seeds).
+	// votersMemo speeds up the checker's logVoters (dynamic seeds); lostVoters is the
+	// voter set of the log as written when power was last lost, which unsynced
+	// writes that survived may bring back at the next start (valid until then).
 	votersMemo votersMemo
+	lostVoters *keysAt
 }
 
 type diskOp int

@@ -659,7 +659,11 @@ func (s *sim) wipeable(n *simNode) bool {
 	var sets []keysAt
 	sets = append(sets, s.dyn.lastCommitted())
 	for _, id := range s.ids {
-		sets = append(sets, s.logVoters(s.nodes[id]))
+		o := s.nodes[id]
+		sets = append(sets, s.logVoters(o))
+		if o.down && o.disk.lostVoters != nil {
+			sets = append(sets, *o.disk.lostVoters)
+		}
 	}
 	for _, v := range sets {
 		if inKeys(v.keys, n) && (len(v.keys) < 3 || len(s.lostKeys(v.keys)) > 0) {
@@ -741,4 +745,14 @@ func (s *sim) settledOn(l *simNode) bool {
 		}
 	}
 	return true
+}
+
+// noteLoss keeps, as power is lost, the voter set of the log as written: the
+// unsynced writes that survive may bring it back at the next start.
+func (d *simDisk) noteLoss() {
+	if d.s.dyn == nil || d.n.disk != d {
+		return
+	}
+	v := d.s.logVoters(d.n)
+	d.lostVoters = &v
 }

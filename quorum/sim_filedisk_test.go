@@ -144,6 +144,7 @@ func (d *simDisk) fileCrashed(op diskOp, where string) error {
 // filePowerLost updates the mirror after a power loss: only the durable part is
 // known to be there. truncSince stays until the next Load's DurableKept check.
 func (d *simDisk) filePowerLost() {
+	d.noteLoss()
 	d.cur = d.durable
 }
 

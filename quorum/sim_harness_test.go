@@ -613,6 +613,7 @@ func (s *sim) start(n *simNode) error {
 		return s.start(n)
 	}
 	n.disk.damaged = false
+	n.disk.lostVoters = nil
 	n.node = node
 	node.Register(simListener{s: s, n: n})
 	st := node.Status()
