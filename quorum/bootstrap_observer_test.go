@@ -171,3 +171,62 @@ func TestObserverWithoutLeaderGrantsPreVote(t *testing.T) {
 		t.Fatalf("an observer that has not heard from its leader for 6 s refused a pre-vote (%s of %d)", r.Status().Role, r.Status().LeaderID)
 	}
 }
+
+// TestProspectiveReturnsToTheLeaderItKnows: a voter whose fetch timer expired asks for
+// pre-votes while it knows the epoch's leader; one voter refuses (the leader is
+// alive) and another answers with an error (INVALID_VOTER_KEY: its disk was replaced),
+// so the round is neither won nor lost. When its election timer expires it follows
+// the leader it knows and fetches again, as Kafka's prospective does, instead of
+// pre-voting forever without fetching (the Node simulation with dynamic quorums found
+// a controller that never caught up after healing, seed 333 of -sim.dynamic=100).
+func TestProspectiveReturnsToTheLeaderItKnows(t *testing.T) {
+	r, err := NewRaft(Config{NodeID: 2, Voters: []int32{1, 2, 3}, AppendLingerMs: AppendLingerMsNone}, raftlogLoadedEmpty(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(r)
+	step := func(nowMs int64, m Message) []Message {
+		t.Helper()
+		if err := r.Step(nowMs, m); err != nil {
+			t.Fatal(err)
+		}
+		return drain(r)
+	}
+	step(1, Message{From: 3, To: 2, RequestID: 1, BeginEpoch: &BeginQuorumEpochRequest{VoterID: 2, LeaderID: 3, LeaderEpoch: 1}})
+	if st := r.Status(); st.Role != Follower || st.LeaderID != 3 {
+		t.Fatalf("setup: %s of %d", st.Role, st.LeaderID)
+	}
+	var votes []Message
+	for now := int64(500); now <= 6000 && r.Status().Role != Prospective; now += 500 {
+		r.Tick(now)
+		votes = drain(r)
+	}
+	if r.Status().Role != Prospective {
+		t.Fatalf("setup: %s after the fetch timeout", r.Status().Role)
+	}
+	for _, m := range votes {
+		if m.Vote == nil {
+			continue
+		}
+		resp := &VoteResponse{PreVote: true, LeaderID: 3, LeaderEpoch: 1}
+		if m.To == 1 {
+			resp.ErrorCode = kerr.InvalidVoterKey.Code
+		}
+		step(6001, Message{From: m.To, To: 2, RequestID: m.RequestID, VoteResp: resp})
+	}
+	if st := r.Status(); st.Role != Prospective {
+		t.Fatalf("setup: the round ended as %s", st.Role)
+	}
+	var fetchTo int32 = -2
+	for now := int64(6500); now <= 12_000 && fetchTo == -2; now += 500 {
+		r.Tick(now)
+		for _, m := range drain(r) {
+			if m.Fetch != nil {
+				fetchTo = m.To
+			}
+		}
+	}
+	if st := r.Status(); fetchTo != 3 || st.Role != Follower || st.LeaderID != 3 {
+		t.Fatalf("after the undecided pre-vote round timed out: %s of %d, fetch to %d; want a follower of 3 fetching from it", st.Role, st.LeaderID, fetchTo)
+	}
+}
