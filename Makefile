@@ -157,7 +157,11 @@ groups-faults:
 ## without the race detector (make test runs a smaller
 ## slice with it). Prints the fault counts over all runs (elections,
 ## truncations, snapshot loads, crashes inside a persist step, damage, refused starts,
-## repairs, recoveries); a failing seed prints the command that replays it.
+## repairs, recoveries); a failing seed prints the command that replays it. A
+## share of the seeds (-sim.dynamic, 35%) runs a dynamic quorum (KIP-853: formatted
+## with initial controllers or upgraded from static) whose voters are added,
+## removed and replaced (new disks) under the same faults; the line also counts
+## their voter changes, voter sets and replaced disks.
 sim:
 	$(GO) test -count=1 ./quorum -run '^TestSimulation' -v -sim.seeds=$(SEEDS) | grep -v '^=== RUN'
 
@@ -169,13 +173,15 @@ sim:
 ## lags one Sync, so a crash leaves the last acknowledged batches unprotected against
 ## damage; freshstate: a fresh directory's durable-end record is created before its
 ## first quorum-state, which only a crash inside the open reaches;
-## quorum/raftlog/mutant_*.go) and expects the simulation, with only its end-to-end
-## invariants (-sim.whitebox=false), to catch each within MUTANT_SEEDS seeds. Not part
-## of make test.
+## quorum/raftlog/mutant_*.go; twochanges: the leader accepts a voter change while the
+## last one is uncommitted; diskack: a replaced disk's Fetch acknowledges for the voter
+## it replaced, quorum/mutant_voters_off.go) and expects the simulation, with only its
+## end-to-end invariants (-sim.whitebox=false), to catch each within MUTANT_SEEDS seeds.
+## Not part of make test.
 MUTANT_SEEDS ?= 300
 mutants:
 	@out="$$(mktemp)"; trap 'rm -f "$$out"' EXIT; \
-	for m in sendfirst nostate fig8 norecovery syncedlag freshstate; do \
+	for m in sendfirst nostate fig8 norecovery syncedlag freshstate twochanges diskack; do \
 		echo "== mutant $$m"; \
 		if $(GO) test -count=1 -tags "mutant_$$m" ./quorum -run 'TestSimulation$$' \
 			-sim.seeds=$(MUTANT_SEEDS) -sim.whitebox=false >"$$out" 2>&1; then \

@@ -6,6 +6,9 @@ package quorum
 
 import (
 	"context"
+	"math"
+	"net"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -42,6 +45,11 @@ func decodeVoteResponse(r *kmsg.VoteResponse, preVote bool) *VoteResponse {
 		out.ErrorCode, out.LeaderID, out.LeaderEpoch, out.VoteGranted = p.ErrorCode, p.LeaderID, p.LeaderEpoch, p.VoteGranted
 	} else if out.TopLevelErrorCode == 0 {
 		out.TopLevelErrorCode = errInvalidRequest
+	}
+	for _, e := range r.NodeEndpoints {
+		if e.NodeID == out.LeaderID && out.LeaderID >= 0 && e.Port > 0 && e.Port <= math.MaxUint16 {
+			out.LeaderAddr = net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port)))
+		}
 	}
 	return out
 }

@@ -6,6 +6,8 @@ package quorum
 
 import (
 	"context"
+	"net"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -71,6 +73,16 @@ func (n *Node) decodeBeginEpochRPC(body kmsg.Request) (Message, func(Message) km
 		ClusterID: derefClusterID(in.ClusterID), VoterID: voterID, VoterDirectoryID: voterDir,
 		LeaderID: p.LeaderID, LeaderEpoch: p.LeaderEpoch,
 	}}
+	for i, e := range in.LeaderEndpoints {
+		// The endpoint on our controller listener (or the first, as refreshVoterAddrs
+		// picks a voter's): where a follower that does not know the leader's address
+		// (a leader added after its log's voter set) fetches from, as Kafka's
+		// followers take the leader's endpoints from BeginQuorumEpoch.
+		if e.Name == n.cfg.ListenerName || i == 0 && n.cfg.ListenerName == "" {
+			m.BeginEpoch.LeaderAddr = net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port)))
+			break
+		}
+	}
 	return m, func(out Message) kmsg.Response { return n.encodeBeginEpochRPC(in, resp, out) }, nil, nil
 }
 

@@ -39,36 +39,40 @@ var errVoterChangeLost = errors.New("quorum: leadership changed before the voter
 // the change commits (ackWhenCommitted) or is appended. A refused change is a
 // *VoterChangeError.
 func (n *Node) AddVoter(ctx context.Context, v VoterNode, ackWhenCommitted bool) error {
-	return n.changeVoters(ctx, ackWhenCommitted, func() (int64, error) { return n.raft.AddVoter(n.nowMs(), v) })
+	return n.changeVoters(ctx, ackWhenCommitted, n.addVoterChange(v))
+}
+
+// addVoterChange, removeVoterChange and upgradeChange are the core calls of AddVoter,
+// RemoveVoter and UpgradeKRaftVersion, run on the driver by startVoterChange.
+func (n *Node) addVoterChange(v VoterNode) func() (int64, error) {
+	return func() (int64, error) { return n.raft.AddVoter(n.nowMs(), v) }
+}
+
+func (n *Node) removeVoterChange(key ReplicaKey) func() (int64, error) {
+	return func() (int64, error) { return n.raft.RemoveVoter(n.nowMs(), key) }
+}
+
+func (n *Node) upgradeChange(level int16, validateOnly bool) func() (int64, error) {
+	return func() (int64, error) { return n.raft.UpgradeKRaftVersion(n.nowMs(), level, validateOnly) }
 }
 
 // RemoveVoter removes the voter key from the voter set of the quorum this node leads
 // and waits until the change commits.
 func (n *Node) RemoveVoter(ctx context.Context, key ReplicaKey) error {
-	return n.changeVoters(ctx, true, func() (int64, error) { return n.raft.RemoveVoter(n.nowMs(), key) })
+	return n.changeVoters(ctx, true, n.removeVoterChange(key))
 }
 
 // UpgradeKRaftVersion raises kraft.version on the quorum this node leads
 // (Raft.UpgradeKRaftVersion) and waits until the upgrade commits. A refusal is a
 // *VoterChangeError.
 func (n *Node) UpgradeKRaftVersion(ctx context.Context, level int16, validateOnly bool) error {
-	return n.changeVoters(ctx, true, func() (int64, error) { return n.raft.UpgradeKRaftVersion(n.nowMs(), level, validateOnly) })
+	return n.changeVoters(ctx, true, n.upgradeChange(level, validateOnly))
 }
 
 func (n *Node) changeVoters(ctx context.Context, wait bool, change func() (int64, error)) error {
 	var w *voterWaiter
 	var cerr error
-	err := n.do(ctx, func() {
-		off, err := change()
-		if err != nil {
-			cerr = err
-			return
-		}
-		if wait && off >= 0 {
-			w = &voterWaiter{epoch: n.raft.Status().Epoch, offset: off, done: make(chan error, 1)}
-			n.voterWaiters = append(n.voterWaiters, w)
-		}
-	})
+	err := n.do(ctx, func() { w, cerr = n.startVoterChange(wait, change) })
 	if err != nil {
 		return err
 	}
@@ -83,6 +87,19 @@ func (n *Node) changeVoters(ctx context.Context, wait bool, change func() (int64
 	case <-n.done:
 		return ErrNodeStopped
 	}
+}
+
+// startVoterChange is changeVoters' step on the driver: it applies change to the
+// core and, with wait, registers the waiter that resolveVoterWaiters answers once
+// the record commits (nil when nothing was appended). Driver goroutine only.
+func (n *Node) startVoterChange(wait bool, change func() (int64, error)) (*voterWaiter, error) {
+	off, err := change()
+	if err != nil || !wait || off < 0 {
+		return nil, err
+	}
+	w := &voterWaiter{epoch: n.raft.Status().Epoch, offset: off, done: make(chan error, 1)}
+	n.voterWaiters = append(n.voterWaiters, w)
+	return w, nil
 }
 
 // resolveVoterWaiters answers the voter changes whose record committed, and fails

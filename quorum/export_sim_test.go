@@ -59,6 +59,10 @@ func Mutant() string {
 		return "fig8"
 	case mutNoRecovery:
 		return "norecovery"
+	case mutTwoChanges:
+		return "twochanges"
+	case mutDiskAck:
+		return "diskack"
 	}
 	return ""
 }
@@ -119,3 +123,32 @@ func ReadWireResponse(req Message, key, version int16, body []byte) (Message, er
 	out.From, out.To, out.RequestID = req.To, req.From, req.RequestID
 	return out, nil
 }
+
+// AddVoter, RemoveVoter and UpgradeKRaftVersion are the driver steps of Node.AddVoter,
+// RemoveVoter and UpgradeKRaftVersion (what the AddRaftVoter, RemoveRaftVoter and
+// UpdateFeatures handlers call): the change on the core and, when waited for, the
+// waiter the driver answers once the record commits. done is nil when nothing waits;
+// it receives nil once the change at offset committed, an error once its leader left
+// the epoch.
+func (s *SimNode) AddVoter(v VoterNode, ackWhenCommitted bool) (done <-chan error, offset int64, err error) {
+	return s.voterChange(ackWhenCommitted, s.n.addVoterChange(v))
+}
+
+func (s *SimNode) RemoveVoter(key ReplicaKey) (done <-chan error, offset int64, err error) {
+	return s.voterChange(true, s.n.removeVoterChange(key))
+}
+
+func (s *SimNode) UpgradeKRaftVersion(level int16) (done <-chan error, offset int64, err error) {
+	return s.voterChange(true, s.n.upgradeChange(level, false))
+}
+
+func (s *SimNode) voterChange(wait bool, change func() (int64, error)) (<-chan error, int64, error) {
+	w, err := s.n.startVoterChange(wait, change)
+	if w == nil {
+		return nil, -1, err
+	}
+	return w.done, w.offset, err
+}
+
+// VoterSet is the voter set in force on the node's core and its generation.
+func (s *SimNode) VoterSet() (VoterSet, uint64, bool) { return s.n.raft.VoterSet() }

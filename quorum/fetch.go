@@ -113,6 +113,17 @@ func (r *Raft) noteFetcher(nowMs int64, req *FetchRequest, valid bool) {
 		return
 	}
 	rs := r.lead.replicas[req.ReplicaID]
+	if rs != nil && rs.voter {
+		if dir := r.voterDirectoryID(req.ReplicaID); dir != [16]byte{} && dir != req.ReplicaDirectoryID && !mutDiskAck {
+			// The voter's id on another disk (a replaced one: KIP-853 makes it a new
+			// replica), or with no directory id (Fetch before v17): not the voter, so
+			// neither its offset nor its fetch counts for it, as Kafka's
+			// ReplicaState.matchesKey. Kafka tracks it as an observer; here it is
+			// served, not tracked, until the voter is removed and its entry becomes an
+			// observer's.
+			return
+		}
+	}
 	if rs == nil {
 		// Voters all have an entry, so this is an observer (expireObservers drops it).
 		if len(r.lead.replicas)-len(r.voterIDs()) >= r.cfg.MaxTrackedObservers {

@@ -61,6 +61,10 @@ func (r *Raft) tickFollower(nowMs int64) {
 		if r.isVoter {
 			r.logf("%d fetch timer expired at epoch %d; recovering, it asks the other voters", r.cfg.NodeID, r.epoch)
 		}
+		// No longer hearing from the leader: no longer a reason to refuse pre-votes
+		// (KIP-996), which a replica outside the voter set of its own log may be asked
+		// for at kraft.version 1 (its addition may be in the others' logs only).
+		f.fetchedOK = false
 		f.rediscoverAvoiding(r.leaderID)
 		f.inflight = 0
 		f.fetchDeadlineMs = nowMs + r.cfg.FetchTimeoutMs
@@ -175,13 +179,21 @@ func (r *Raft) handleFetchResponse(nowMs int64, m Message) {
 		}
 		return
 	}
-	if r.role != Follower || resp.ErrorCode != 0 || m.From != r.leaderID {
+	from := m.From
+	if from == AnyVoter && resp.ErrorCode == 0 && resp.LeaderID == r.leaderID && resp.LeaderEpoch == r.epoch {
+		// A bootstrap server answered without an error, naming this epoch's leader:
+		// only that leader answers a Fetch so, so the bootstrap server is the leader
+		// and this is its answer. Dropping it would keep an observer that has no other
+		// address for the leader rediscovering through that server forever.
+		from = r.leaderID
+	}
+	if r.role != Follower || resp.ErrorCode != 0 || from != r.leaderID {
 		f.nextFetchMs = nowMs + r.cfg.RetryBackoffMs
 		return
 	}
-	if !r.fetchedDataUsable(m.From, resp) {
+	if !r.fetchedDataUsable(from, resp) {
 		// Not a success: the fetch timer keeps running, as for a failed Fetch.
-		r.fetchFailed(nowMs, f, m.From)
+		r.fetchFailed(nowMs, f, from)
 		return
 	}
 	f.fetchedOK, f.rediscover = true, false

@@ -90,6 +90,9 @@ type VoteResponse struct {
 	// PreVote is not on the wire: the transport copies it from the request it sent so the
 	// core knows which kind of ballot is answered.
 	PreVote bool
+	// LeaderAddr is the named leader's host:port from the response's NodeEndpoints
+	// (v1+, KIP-853), "" when absent; the driver learns from it, the core ignores it.
+	LeaderAddr string
 }
 
 // BeginQuorumEpochRequest is Kafka's BeginQuorumEpoch (API key 53): a new leader
@@ -102,6 +105,10 @@ type BeginQuorumEpochRequest struct {
 	VoterDirectoryID [16]byte
 	LeaderID         int32
 	LeaderEpoch      int32
+	// LeaderAddr is the leader's host:port on this node's controller listener from
+	// the request's LeaderEndpoints (v1+, KIP-853), "" when absent; the driver learns
+	// from it where to fetch, the core ignores it.
+	LeaderAddr string
 }
 
 // BeginQuorumEpochResponse answers a BeginQuorumEpochRequest.

@@ -449,6 +449,13 @@ func (n *Node) onRequest(m Message) uint64 {
 	if err := n.raft.Step(n.nowMs(), m); err != nil {
 		n.fail(err)
 	}
+	if b := m.BeginEpoch; b != nil && b.LeaderAddr != "" && n.cfg.VoterAddrs[b.LeaderID] == "" {
+		// Learned only once the core follows that leader in that epoch: a request
+		// the core refused teaches nothing.
+		if st := n.raft.Status(); st.LeaderID == b.LeaderID && st.Epoch == b.LeaderEpoch {
+			n.learnLeaderAddr(b.LeaderID, b.LeaderAddr)
+		}
+	}
 	return m.RequestID
 }
 
@@ -459,6 +466,14 @@ func (n *Node) onResponse(resp Message) {
 	}
 	if err := n.raft.Step(n.nowMs(), resp); err != nil {
 		n.fail(err)
+	}
+	if v := resp.VoteResp; v != nil && v.LeaderAddr != "" && n.cfg.VoterAddrs[v.LeaderID] == "" {
+		// A voter's answer naming the leader it follows (KIP-853 NodeEndpoints): a
+		// replica whose log's voter set does not include that leader, which sends
+		// it no BeginQuorumEpoch, learns where to fetch once its core follows it.
+		if st := n.raft.Status(); st.LeaderID == v.LeaderID && st.Epoch == v.LeaderEpoch {
+			n.learnLeaderAddr(v.LeaderID, v.LeaderAddr)
+		}
 	}
 }
 

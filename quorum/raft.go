@@ -496,10 +496,16 @@ func (r *Raft) Tick(nowMs int64) {
 		if r.campaigns() && nowMs >= r.electionDeadlineMs {
 			r.startElection(nowMs)
 		} else if !r.campaigns() {
+			r.electionDeadlineMs = noDeadline // left from when it campaigned: not its timer now
 			r.maybeSendDiscoveryFetch(nowMs)
 		}
 	case Prospective:
-		if nowMs >= r.electionDeadlineMs {
+		if nowMs >= r.electionDeadlineMs && r.leaderID >= 0 && r.leaderID != r.cfg.NodeID {
+			// Neither won nor lost while a leader of this epoch is known: fetch from
+			// it again (Kafka's prospective follows the leader it knows when its
+			// election times out) instead of pre-voting forever without fetching.
+			r.becomeFollower(nowMs, r.epoch, r.leaderID)
+		} else if nowMs >= r.electionDeadlineMs {
 			// Another round, through startElection: it campaigns for real once a
 			// voter is known to lack pre-vote (KIP-996).
 			r.startElection(nowMs)

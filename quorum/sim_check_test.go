@@ -17,8 +17,9 @@ type checker struct {
 	// leaderLife: epoch -> life in which its leader persisted its leadership
 	// (NoSameEpochReleadership).
 	leaderLife map[int32]int
-	// votes: (voter, epoch) -> candidate, from disk and from grants on the wire.
-	votes map[[2]int32]int32
+	// votes: (voter, its disk, epoch) -> candidate, from disk and from grants on the
+	// wire (a replaced disk is a new replica: it may vote again).
+	votes map[[3]int32]int32
 	// diskEpoch: node -> highest persisted epoch.
 	diskEpoch map[int32]int32
 	// committed is the committed log as first seen, contiguous from offset 0.
@@ -32,7 +33,7 @@ type checker struct {
 
 func newChecker() *checker {
 	return &checker{
-		leaders: map[int32]int32{}, leaderLife: map[int32]int{}, votes: map[[2]int32]int32{},
+		leaders: map[int32]int32{}, leaderLife: map[int32]int{}, votes: map[[3]int32]int32{},
 		diskEpoch: map[int32]int32{}, leaderHW: map[int32]int64{},
 	}
 }
@@ -64,17 +65,17 @@ func (c *checker) checkSavedState(s *sim, n *simNode, st raftlog.QuorumState) {
 		}
 	}
 	if st.VotedID >= 0 {
-		if !n.voter {
+		if !n.voter && s.dyn == nil { // at kraft.version 1 any replica grants votes
 			s.fail("ObserversNeverCount: observer %d persisted a vote for %d", n.id, st.VotedID)
 		}
-		c.noteVote(s, n.id, st.LeaderEpoch, st.VotedID, "quorum-state file")
+		c.noteVote(s, n, st.LeaderEpoch, st.VotedID, "quorum-state file")
 	}
 }
 
-func (c *checker) noteVote(s *sim, voter, epoch, candidate int32, where string) {
-	k := [2]int32{voter, epoch}
+func (c *checker) noteVote(s *sim, n *simNode, epoch, candidate int32, where string) {
+	k := [3]int32{n.id, int32(n.gen), epoch}
 	if v, ok := c.votes[k]; ok && v != candidate {
-		s.fail("MonotonicEpoch(vote): node %d voted for %d and %d in epoch %d (%s)", voter, v, candidate, epoch, where)
+		s.fail("MonotonicEpoch(vote): node %d voted for %d and %d in epoch %d (%s)", n.id, v, candidate, epoch, where)
 		return
 	}
 	c.votes[k] = candidate
@@ -82,8 +83,15 @@ func (c *checker) noteVote(s *sim, voter, epoch, candidate int32, where string) 
 
 // checkSend runs for every message a node's driver puts on the network.
 func (c *checker) checkSend(s *sim, n *simNode, m quorum.Message) {
-	if !n.voter && (m.Vote != nil || m.BeginEpoch != nil || m.EndEpoch != nil) {
+	if !n.voter && s.dyn == nil && (m.Vote != nil || m.BeginEpoch != nil || m.EndEpoch != nil) {
 		s.fail("ObserversNeverCount: observer %d sends %s", n.id, m)
+	}
+	if m.Vote != nil && s.dyn != nil {
+		st := n.node.Status()
+		if v := s.logVoters(n); !inKeys(v.keys, n) && !s.removedPending(n, v, st) {
+			s.fail("NonVotersNeverCampaign: node %d (disk %d) asks for votes in epoch %d outside the voter set %s of its log",
+				n.id, n.gen, m.Vote.CandidateEpoch, keysString(v.keys))
+		}
 	}
 	d := n.disk
 	if e := msgEpoch(m); e > d.state.LeaderEpoch {
@@ -93,12 +101,12 @@ func (c *checker) checkSend(s *sim, n *simNode, m quorum.Message) {
 		if d.state.LeaderEpoch != r.LeaderEpoch || d.state.VotedID != m.To {
 			s.failWB("PersistBeforeSend: node %d grants %d in epoch %d, durable state %+v", n.id, m.To, r.LeaderEpoch, d.state)
 		}
-		c.noteVote(s, n.id, r.LeaderEpoch, m.To, "vote grant")
+		c.noteVote(s, n, r.LeaderEpoch, m.To, "vote grant")
 	}
 	if claimsLeadership(n.id, m) && (d.state.LeaderEpoch != msgEpoch(m) || d.state.LeaderID != n.id) {
 		s.failWB("PersistBeforeSend: node %d acts as leader of epoch %d with durable state %+v: %s", n.id, msgEpoch(m), d.state, m)
 	}
-	if f := m.Fetch; f != nil && n.voter && f.FetchOffset > 0 {
+	if f := m.Fetch; f != nil && n.flushesAll() && f.FetchOffset > 0 {
 		// A voter's FetchOffset acknowledges durability: the leader builds the HW on it.
 		i, j := batchAt(d.durable, f.FetchOffset-1), batchAt(d.cur, f.FetchOffset-1)
 		if f.FetchOffset > d.start && (i < 0 || j < 0 || d.durable[i].Epoch != d.cur[j].Epoch || d.durable[i].LastOffset != d.cur[j].LastOffset) {
@@ -107,7 +115,9 @@ func (c *checker) checkSend(s *sim, n *simNode, m quorum.Message) {
 	}
 	if r := m.FetchResp; r != nil && r.ErrorCode == 0 && r.TopLevelErrorCode == 0 && m.Err == nil {
 		st := n.node.Status()
-		if st.Role != quorum.Leader || r.LeaderID != n.id || r.LeaderEpoch != st.Epoch {
+		// A leader that removed itself resigns inside the Fetch that commits its
+		// removal and answers it as the epoch's (same) leader.
+		if st.Role != quorum.Leader && (st.Role != quorum.Resigned || s.dyn == nil) || r.LeaderID != n.id || r.LeaderEpoch != st.Epoch {
 			s.failWB("SingleAppendSenderPerEpoch: node %d (%s epoch %d) answers a Fetch successfully naming leader %d epoch %d",
 				n.id, st.Role, st.Epoch, r.LeaderID, r.LeaderEpoch)
 		}
@@ -189,6 +199,9 @@ func (c *checker) noteCommitted(s *sim, id int32, b raftlog.Batch) {
 	switch {
 	case b.BaseOffset == ce:
 		c.committed = append(c.committed, b)
+		if s.dyn != nil {
+			s.dyn.noteCommitted(s, b)
+		}
 	case b.BaseOffset < ce:
 		if j := batchAt(c.committed, b.BaseOffset); j < 0 || !sameBatch(c.committed[j], b) {
 			s.fail("ConsistentCommittedData: node %d has batch %d..%d epoch %d where %s was committed",
@@ -234,7 +247,7 @@ func (c *checker) checkNode(s *sim, n *simNode, st quorum.Status) {
 			id, st.LogEndOffset, st.LastEpoch, d.curEnd(), d.curLastEpoch())
 		return
 	}
-	if st.FlushedEndOffset > d.start && n.voter { // an observer does not fsync what it fetches
+	if st.FlushedEndOffset > d.start && n.flushesAll() { // an observer does not fsync what it fetches
 		i, j := batchAt(d.durable, st.FlushedEndOffset-1), batchAt(d.cur, st.FlushedEndOffset-1)
 		if i < 0 || j < 0 || d.durable[i].Epoch != d.cur[j].Epoch {
 			s.failWB("FlushedIsDurable: node %d counts %d as flushed, durable end %d", id, st.FlushedEndOffset, d.durEnd())
@@ -246,7 +259,9 @@ func (c *checker) checkNode(s *sim, n *simNode, st quorum.Status) {
 	if !n.node.HasReady() && st.Epoch != d.state.LeaderEpoch {
 		s.failWB("MonotonicEpoch: idle node %d runs epoch %d, persisted %d", id, st.Epoch, d.state.LeaderEpoch)
 	}
-	if !st.IsVoter && st.Role != quorum.Unattached && st.Role != quorum.Follower {
+	if s.dyn != nil {
+		c.checkDynNode(s, n, st)
+	} else if !st.IsVoter && st.Role != quorum.Unattached && st.Role != quorum.Follower {
 		s.fail("ObserversNeverCount: observer %d is %s", id, st.Role)
 	}
 	switch st.Role {
@@ -318,7 +333,8 @@ func (c *checker) checkLeader(s *sim, n *simNode, st quorum.Status) {
 	if hw <= st.EpochStartOffset {
 		s.failWB("HWOnlyAfterOwnEpochCommit: leader %d exposes hw %d, epoch %d starts at %d", n.id, hw, st.Epoch, st.EpochStartOffset)
 	}
-	if prev, ok := c.leaderHW[st.Epoch]; ok && hw < prev {
+	prev, seen := c.leaderHW[st.Epoch]
+	if seen && hw < prev {
 		s.fail("MonotonicLeaderHW: leader %d epoch %d hw %d after %d", n.id, st.Epoch, hw, prev)
 	}
 	c.leaderHW[st.Epoch] = hw
@@ -329,11 +345,29 @@ func (c *checker) checkLeader(s *sim, n *simNode, st quorum.Status) {
 	if hw > c.maxLeaderHW {
 		c.maxLeaderHW, c.maxLeaderHWEpoch = hw, max(c.maxLeaderHWEpoch, st.Epoch)
 	}
-	c.checkMajorityReached(s, n, hw)
+	if s.dyn == nil {
+		c.checkMajorityReached(s, n, hw, voterKeys(s.voters))
+	} else if !seen || hw > prev {
+		// The voter set in force changes under a leader (at its append): its high
+		// watermark was computed over the set in force when it advanced.
+		c.checkMajorityReached(s, n, hw, s.logVoters(n).keys)
+	}
 }
 
+// voterKeys are the replica keys of static voters (any disk).
+func voterKeys(ids []int32) []quorum.ReplicaKey {
+	keys := make([]quorum.ReplicaKey, len(ids))
+	for i, id := range ids {
+		keys[i].ID = id
+	}
+	return keys
+}
+
+// flushesAll: the node fsyncs what it fetches (a voter, or FollowersAlwaysFlush).
+func (n *simNode) flushesAll() bool { return n.voter || n.cfg.FollowersAlwaysFlush }
+
 // checkMajorityReached: a majority of voters hold the leader's entry at hw-1 durably.
-func (c *checker) checkMajorityReached(s *sim, l *simNode, hw int64) {
+func (c *checker) checkMajorityReached(s *sim, l *simNode, hw int64, keys []quorum.ReplicaKey) {
 	if hw == 0 {
 		return // nothing exposed
 	}
@@ -346,18 +380,25 @@ func (c *checker) checkMajorityReached(s *sim, l *simNode, hw int64) {
 		s.fail("MajorityReachedHW: leader %d exposes hw %d beyond its log end %d", l.id, hw, l.disk.curEnd())
 		return
 	}
-	c.checkHeldByMajority(s, cur[li], fmt.Sprintf("leader %d exposes hw %d but", l.id, hw))
+	c.checkHeld(s, cur[li], keys, len(keys)/2+1, true, "MajorityReachedHW",
+		fmt.Sprintf("leader %d exposes hw %d (voters %s) but", l.id, hw, keysString(keys)))
 }
 
-// checkHeldByMajority: a majority of voters hold b durably, or would refuse to vote
+// checkHeld: need of the voters keys hold b durably, or would refuse to vote
 // for a log without it: a voter with a recovery marker does not vote until it has
 // caught up with a leader holding everything committed (the PAR argument). A voter
 // that lost b to damage and was repaired without the marker is a white-box finding
 // only: the end-to-end invariants must catch its consequences (make mutants).
-func (c *checker) checkHeldByMajority(s *sim, b raftlog.Batch, what string) {
+//
+// A voter whose disk was replaced holds what that disk held durably when it was lost
+// when lost is set (its acknowledgements counted then), nothing otherwise.
+func (c *checker) checkHeld(s *sim, b raftlog.Batch, keys []quorum.ReplicaKey, need int, lost bool, inv, what string) {
 	held, excused, unmarked := 0, 0, 0
-	for _, v := range s.voters {
-		d := s.nodes[v].disk
+	for _, k := range keys {
+		d, live := s.keyDisk(k)
+		if d == nil || !live && !lost {
+			continue
+		}
 		switch {
 		case d.holds(b):
 			held++
@@ -367,15 +408,14 @@ func (c *checker) checkHeldByMajority(s *sim, b raftlog.Batch, what string) {
 			unmarked++
 		}
 	}
-	need := len(s.voters)/2 + 1
 	switch {
 	case held+excused >= need:
 	case held+excused+unmarked >= need:
-		s.failWB("MajorityReachedHW: %s batch %d..%d is durable on only %d of %d voters (%d recovering; %d repaired without a marker)",
-			what, b.BaseOffset, b.LastOffset, held, len(s.voters), excused, unmarked)
+		s.failWB("%s: %s batch %d..%d is durable on only %d of %d voters (%d recovering; %d repaired without a marker)",
+			inv, what, b.BaseOffset, b.LastOffset, held, len(keys), excused, unmarked)
 	default:
-		s.fail("MajorityReachedHW: %s batch %d..%d is durable on only %d of %d voters (%d recovering)",
-			what, b.BaseOffset, b.LastOffset, held, len(s.voters), excused)
+		s.fail("%s: %s batch %d..%d is durable on only %d of %d voters (%d recovering)",
+			inv, what, b.BaseOffset, b.LastOffset, held, len(keys), excused)
 	}
 }
 
@@ -385,7 +425,12 @@ func (c *checker) checkMajorityHasCommitted(s *sim) {
 	if len(c.committed) == 0 {
 		return
 	}
-	c.checkHeldByMajority(s, c.committed[len(c.committed)-1], "committed")
+	b := c.committed[len(c.committed)-1]
+	if s.dyn != nil {
+		c.checkQuorumIntersection(s, b)
+		return
+	}
+	c.checkHeld(s, b, voterKeys(s.voters), len(s.voters)/2+1, false, "MajorityReachedHW", "committed")
 }
 
 // checkLeaderHasAllAcked (Leader Completeness): a leader of epoch E holds everything

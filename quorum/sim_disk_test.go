@@ -68,6 +68,11 @@ type simDisk struct {
 	// step crashes with a power loss (what the page cache held and the open took
 	// for durable must have been fsynced by the open).
 	powerNext bool
+	// votersMemo speeds up the checker's logVoters (dynamic seeds); lostVoters is the
+	// voter set of the log as written when power was last lost, which unsynced
+	// writes that survived may bring back at the next start (valid until then).
+	votersMemo votersMemo
+	lostVoters *keysAt
 }
 
 type diskOp int

@@ -228,7 +228,7 @@ func (d *simDisk) armOpenCrash() (crash, power bool, k int) {
 	if d.powerNext {
 		return false, false, 0 // a power loss is armed for the first step after the open
 	}
-	if !d.trip(opOpen) && (s.healed || s.rng.IntN(4) != 0) {
+	if !d.trip(opOpen) && (s.healed || s.calm || s.rng.IntN(4) != 0) {
 		return false, false, 0
 	}
 	k, power = 1+s.rng.IntN(openCrashCalls), s.rng.IntN(2) == 0
@@ -278,6 +278,7 @@ func (d *simDisk) aimAtSnapshot(id raftlog.SnapshotID) {
 // filePowerLost updates the mirror after a power loss: only the durable part is
 // known to be there. truncSince stays until the next Load's DurableKept check.
 func (d *simDisk) filePowerLost() {
+	d.noteLoss()
 	d.cur = d.durable
 }
 

@@ -32,6 +32,9 @@ var errSimTimeout = errors.New("sim: request timed out")
 // errSimRefused is the answer to a request sent to a node that is down.
 var errSimRefused = errors.New("sim: connection refused")
 
+// errSimNoAddr fails a request to a node whose address the sender does not know.
+var errSimNoAddr = errors.New("sim: no address")
+
 // errSimNoPreVote fails a pre-vote to a peer without Vote v2.
 var errSimNoPreVote = errors.New("sim: peer does not support pre-vote")
 
@@ -133,6 +136,16 @@ type simNode struct {
 	// maxVersion caps the versions this node serves per API key (an older peer on
 	// the wire; nil: the newest).
 	maxVersion map[int16]int16
+	// Dynamic seeds (sim_dynamic_test.go): gen counts the disks replaced, dirID is the
+	// directory id of the current one, bootstrap its controller.quorum.bootstrap.servers.
+	gen       int
+	dirID     [16]byte
+	bootstrap []string
+	// disks are the node's disks by generation; all but the last were replaced and
+	// keep what they held durably when lost.
+	disks []*simDisk
+	// downSince is when the node last went down.
+	downSince int64
 
 	// Per-life observations for the invariants.
 	appliedNext int64
@@ -169,15 +182,27 @@ func (h *simHost) NowMs() int64 { return h.n.clock(h.s.nowMs + h.n.lag) }
 
 func (h *simHost) Now() time.Time { return time.UnixMilli(h.NowMs()) }
 
-func (h *simHost) SendRequest(m quorum.Message, to int32, _ string, timeoutMs int64) {
+func (h *simHost) SendRequest(m quorum.Message, to int32, addr string, timeoutMs int64) {
 	s, n := h.s, h.n
 	if !h.alive() {
 		return // the process died inside this event: nothing more leaves it
 	}
 	m.To = to
 	s.chk.checkSend(s, n, m)
-	peer := s.nodes[to]
 	life, id := h.life, m.RequestID
+	// The request goes where addr points, as the production host's client dials it
+	// (to is AnyVoter for a bootstrap server); no address fails it.
+	dst, ok := simAddrID(addr)
+	if !ok || s.nodes[dst] == nil {
+		s.at(s.nowMs+n.lag+1, func() {
+			s.nodeEvent(n, life, func() {
+				s.tracef(n.id, "no address for node %d (%q)", to, addr)
+				n.node.Response(failedResponse(m, errSimNoAddr))
+			})
+		})
+		return
+	}
+	peer := s.nodes[dst]
 	if m.Vote != nil && m.Vote.PreVote && peer.serves(52) < 2 {
 		// As the production host does after ApiVersions: a peer without Vote v2
 		// cannot answer a pre-vote; the core campaigns for real instead.
@@ -200,7 +225,7 @@ func (h *simHost) SendRequest(m quorum.Message, to int32, _ string, timeoutMs in
 			}
 		})
 	})
-	s.transmit(n, m, func(m quorum.Message, dup bool) { s.arriveRequest(m, key, version, body, life, dup) })
+	s.transmit(n, dst, m, func(m quorum.Message, dup bool) { s.arriveRequest(dst, m, key, version, body, life, dup) })
 }
 
 func (h *simHost) Reply(m quorum.Message) {
@@ -227,7 +252,7 @@ func (h *simHost) Reply(m quorum.Message) {
 		})
 	}
 	body := in.encode(m)
-	s.transmit(n, m, func(m quorum.Message, dup bool) { s.arriveResponse(m, body, in.fromLife, dup) })
+	s.transmit(n, m.To, m, func(m quorum.Message, dup bool) { s.arriveResponse(m, body, in.fromLife, dup) })
 }
 
 func (h *simHost) StartFlush(work func() error) {
@@ -316,6 +341,15 @@ type simStats struct {
 	snapshotLoads, snapshotDownloads, snapshotFiles int
 	maxLivenessMs, sumLivenessMs                    int64
 	damage                                          simDamageStats
+	// Dynamic seeds: how many, the voter changes committed, the distinct voter sets
+	// (summed over seeds, and the most in one), the changes asked for, accepted and
+	// answered as committed by the leader's Node, and the disks replaced.
+	dynamic, voterChanges, voterSets, maxVoterSets int
+	changeAttempts, changesAccepted, changesAcked  int
+	diskReplaced                                   int
+	// stableWindows counts the NoDisruption windows, outsideAtHeal the nodes outside
+	// the leader's voter set that ran through them.
+	stableWindows, outsideAtHeal int
 }
 
 func (a *simStats) add(b simStats) {
@@ -338,6 +372,16 @@ func (a *simStats) add(b simStats) {
 	a.maxLivenessMs = max(a.maxLivenessMs, b.maxLivenessMs)
 	a.sumLivenessMs += b.sumLivenessMs
 	a.damage.add(b.damage)
+	a.dynamic += b.dynamic
+	a.voterChanges += b.voterChanges
+	a.voterSets += b.voterSets
+	a.maxVoterSets = max(a.maxVoterSets, b.maxVoterSets)
+	a.changeAttempts += b.changeAttempts
+	a.changesAccepted += b.changesAccepted
+	a.changesAcked += b.changesAcked
+	a.diskReplaced += b.diskReplaced
+	a.stableWindows += b.stableWindows
+	a.outsideAtHeal += b.outsideAtHeal
 }
 
 func (a simStats) inPersist() int {
@@ -356,10 +400,14 @@ func (a simStats) String() string {
 	return fmt.Sprintf("%d events, %d elections (leader epochs), %d truncations (%d batches cut), "+
 		"%d snapshots written, %d fetched, %d loads, "+
 		"%d crashes (%d inside a persist: %s; %d of these right after the call, the rest inside one of its file system calls), %d fsync errors, %d pauses, %d committed batches; "+
-		"recovery after heal max %d ms, mean %d ms; %s",
+		"recovery after heal max %d ms, mean %d ms; %s; "+
+		"%d dynamic quorums: %d voter changes committed (%d asked, %d accepted, %d acknowledged committed), "+
+		"%d voter sets (at most %d in one run), %d disks replaced; %d NoDisruption windows with %d nodes outside the voter set running",
 		a.events, a.elections, a.truncations, a.truncatedBatches, a.snapshotFiles, a.snapshotDownloads, a.snapshotLoads,
 		a.crashes+a.inPersist(), a.inPersist(), strings.Join(by, ", "), a.afterCall, a.fsyncErrors, a.pauses, a.committed,
-		a.maxLivenessMs, a.sumLivenessMs/int64(max(a.seeds, 1)), a.damage)
+		a.maxLivenessMs, a.sumLivenessMs/int64(max(a.seeds, 1)), a.damage,
+		a.dynamic, a.voterChanges, a.changeAttempts, a.changesAccepted, a.changesAcked, a.voterSets, a.maxVoterSets, a.diskReplaced,
+		a.stableWindows, a.outsideAtHeal)
 }
 
 // sim is one seeded run.
@@ -398,11 +446,16 @@ type sim struct {
 	retentionBytes int64
 	// healed: the liveness phase began; no fault fires any more.
 	healed bool
+	// calm: a setup phase (the upgrade of a static quorum) in which no open
+	// crashes: every node must come up for it to end.
+	calm bool
 	// noDamage: the chaos schedule damages no disk (a test injects its own).
 	noDamage bool
 	stats    simStats
 
-	chk   *checker
+	chk *checker
+	// dyn is the voter-change state of a dynamic seed (nil: a static voter set).
+	dyn   *dynState
 	trace traceRing
 	// faults is the fault schedule (crashes, restarts, pauses, link changes) for the
 	// report: the event trace alone often starts after the fault that matters.
@@ -442,20 +495,30 @@ func (n *simNode) describe(nowMs int64) string {
 		return fmt.Sprintf("down or starting; durable log [%d, %d), state %+v", d.start, d.durEnd(), d.state)
 	}
 	st := n.node.Status()
-	return fmt.Sprintf("%s epoch=%d leader=%d voted=%d leo=%d flushed=%d hw=%d applied=%d durable=%d state=%+v paused=%t flushing=%t queued=%d waiting=%d next-deadline=%d",
-		st.Role, st.Epoch, st.LeaderID, st.VotedID, st.LogEndOffset, st.FlushedEndOffset, st.HighWatermark,
+	return fmt.Sprintf("%s epoch=%d leader=%d voted=%d voter=%t voters=%v leo=%d flushed=%d hw=%d applied=%d durable=%d state=%+v paused=%t flushing=%t queued=%d waiting=%d next-deadline=%d",
+		st.Role, st.Epoch, st.LeaderID, st.VotedID, st.IsVoter, st.VoterIDs, st.LogEndOffset, st.FlushedEndOffset, st.HighWatermark,
 		n.appliedNext, d.durEnd(), d.state, nowMs < n.pausedUntil, n.flush != nil, len(n.queue), len(n.out), n.node.NextDeadlineMs())
 }
+
+// simMaxEvents bounds one run's events: a run takes well under a million.
+const simMaxEvents = 3_000_000
 
 // runUntil executes events up to endMs (or until stop returns true or a violation),
 // checking every invariant after every event.
 func (s *sim) runUntil(endMs int64, stop func() bool) {
 	for s.err == nil && len(s.q) > 0 && s.q[0].atMs <= endMs {
+		if s.seq > simMaxEvents {
+			s.fail("Runaway: more than %d events by %d ms (a loop that does not let simulated time pass)", simMaxEvents, s.nowMs)
+			return
+		}
 		e := heap.Pop(&s.q).(*event)
 		s.nowMs = e.atMs
 		e.fn()
 		if s.err == nil {
 			s.chk.check(s)
+		}
+		if s.err == nil && s.dyn != nil && len(s.dyn.waiting)+len(s.dyn.ackedWait) > 0 {
+			s.pollVoterChanges()
 		}
 		if stop != nil && s.err == nil && stop() {
 			return
@@ -486,8 +549,9 @@ func (s *sim) addNode(id int32) error {
 		n.clockBase += s.rng.Int64N(120_000) - 60_000
 		n.clockRate = 950 + s.rng.Int64N(101)
 	}
-	if s.rng.IntN(4) == 0 {
-		// An older peer on the wire: lower versions of the raft RPCs (Fetch v12+,
+	if s.dyn == nil && s.rng.IntN(4) == 0 {
+		// An older peer on the wire (not in a dynamic quorum: KIP-853 needs Fetch v17,
+		// Vote v1 and friends to carry directory ids): lower versions of the raft RPCs (Fetch v12+,
 		// which carries LastFetchedEpoch). Vote stays at v2 unless -sim.oldvote: without
 		// pre-vote (v0-v1) a voter with a stale log can keep every election from
 		// succeeding (see simOldVote).
@@ -502,8 +566,17 @@ func (s *sim) addNode(id int32) error {
 		s.faultf(id, "OLDER PEER: serves versions %v", n.maxVersion)
 	}
 	n.disk = newSimDisk(s, n)
+	n.disks = []*simDisk{n.disk}
 	s.nodes[id] = n
 	s.ids = append(s.ids, id)
+	if s.dyn != nil {
+		s.dynConfig(n)
+		if s.dyn.formatted && slices.Contains(s.voters, id) {
+			if err := s.formatDisk(n); err != nil {
+				return fmt.Errorf("format node %d: %w", id, err)
+			}
+		}
+	}
 	return s.start(n)
 }
 
@@ -519,11 +592,11 @@ func (s *sim) start(n *simNode) error {
 	raftCfg.Rand = rand.New(rand.NewPCG(s.seed, uint64(n.id)<<32|uint64(n.life)))
 	logger := zap.New(traceCore{s: s, id: n.id})
 	addrs := map[int32]string{}
-	for _, v := range s.voters {
-		addrs[v] = fmt.Sprintf("sim-%d:9093", v)
+	for _, v := range n.cfg.Voters {
+		addrs[v] = simAddr(v)
 	}
 	node, err := quorum.NewSimNode(quorum.NodeConfig{
-		Raft: raftCfg, Storage: n.disk, VoterAddrs: addrs, ListenerName: "CONTROLLER", Logger: logger,
+		Raft: raftCfg, Storage: n.disk, VoterAddrs: addrs, BootstrapAddrs: n.bootstrap, ListenerName: "CONTROLLER", Logger: logger,
 		RetentionBytes: s.retentionBytes,
 	}, &simHost{s: s, n: n, life: n.life})
 	if err != nil {
@@ -543,6 +616,7 @@ func (s *sim) start(n *simNode) error {
 		return s.start(n)
 	}
 	n.disk.damaged = false
+	n.disk.lostVoters = nil
 	n.node = node
 	node.Register(simListener{s: s, n: n})
 	st := node.Status()
@@ -622,6 +696,7 @@ func (s *sim) kill(n *simNode) {
 	}
 	n.down, n.node, n.queue, n.inbound, n.out, n.flush = true, nil, nil, nil, nil, nil
 	n.pausedUntil = 0
+	n.downSince = s.nowMs
 }
 
 // crash kills n between events: a power loss.
@@ -674,8 +749,8 @@ func (s *sim) armTimer(n *simNode) {
 
 // transmit puts m on the link from n, with that link's faults; arrive runs when it
 // gets there (twice for a duplicate).
-func (s *sim) transmit(n *simNode, m quorum.Message, arrive func(m quorum.Message, dup bool)) {
-	l := s.link(m.From, m.To)
+func (s *sim) transmit(n *simNode, dst int32, m quorum.Message, arrive func(m quorum.Message, dup bool)) {
+	l := s.link(m.From, dst)
 	switch {
 	case l.cut:
 		s.traceMsg(n.id, "lost (cut)", m)
@@ -695,8 +770,8 @@ func (s *sim) transmit(n *simNode, m quorum.Message, arrive func(m quorum.Messag
 			d += s.rng.Int64N(l.slowMs + 1)
 		}
 		s.at(s.nowMs+n.lag+d, func() {
-			if s.link(m.From, m.To).cut {
-				s.traceMsg(m.To, "lost in flight (cut)", m)
+			if s.link(m.From, dst).cut {
+				s.traceMsg(dst, "lost in flight (cut)", m)
 				return
 			}
 			arrive(m, i > 0)
@@ -715,8 +790,8 @@ func (s *sim) link(from, to int32) *linkFaults {
 
 // arriveRequest delivers a request's bytes at its target, where its listener's
 // handler decodes them, or refuses it if the target is down.
-func (s *sim) arriveRequest(m quorum.Message, key, version int16, body []byte, fromLife int, dup bool) {
-	n := s.nodes[m.To]
+func (s *sim) arriveRequest(dst int32, m quorum.Message, key, version int16, body []byte, fromLife int, dup bool) {
+	n := s.nodes[dst]
 	if n.down {
 		if !dup {
 			from := s.nodes[m.From]

@@ -31,6 +31,8 @@ var (
 	simOldVote   = flag.Bool("sim.oldvote", false, "older peers may lack Vote v2 (pre-vote)")
 	simDamage    = flag.Bool("sim.damage", true, "flip bits and drop files of one down node at a time")
 	simFlipEpoch = flag.Bool("sim.flipepoch", false, "bit flips may hit a batch's partition leader epoch, which no CRC covers")
+	// simDynamic is the share of seeds that run a dynamic quorum (sim_dynamic_test.go).
+	simDynamic = flag.Int("sim.dynamic", 35, "percent of seeds that run a dynamic quorum (kraft.version 1) with voter changes")
 )
 
 // TestSimulation runs the seeded quorum simulation: 1, 3 or 5 voters plus observers
@@ -84,7 +86,13 @@ func TestSimulation(t *testing.T) {
 	}
 	// The counts go to CI's output (make sim runs -v).
 	t.Logf("%d seeds in %v: %s", len(seeds), time.Since(start).Round(time.Millisecond), agg)
-	if dm := agg.damage; *simDamage && first == nil && agg.seeds >= 200 &&
+	if *simDynamic > 0 && first == nil && agg.dynamic >= 50 && (agg.voterChanges < agg.dynamic || agg.diskReplaced == 0 || agg.maxVoterSets < 4) {
+		// The schedule must keep reaching voter changes and replaced disks, or the
+		// dynamic seeds check nothing of them.
+		t.Errorf("the dynamic seeds no longer change voters: %d seeds, %d changes committed, %d disks replaced, at most %d voter sets in a run",
+			agg.dynamic, agg.voterChanges, agg.diskReplaced, agg.maxVoterSets)
+	}
+	if dm := agg.damage; *simDamage && first == nil && agg.seeds-agg.dynamic >= 200 &&
 		(dm.injected[dmgFlipBelowRec] == 0 || dm.injected[dmgDropState] == 0 || dm.detected == 0 || dm.recovered == 0) {
 		t.Errorf("the damage schedule no longer reaches detection and recovery: %s", dm)
 	}
@@ -210,23 +218,48 @@ func runSimSeedWith(seed uint64, hook func(*sim)) *simResult {
 		hook(s)
 	}
 	nv, no := []int{1, 3, 5}[s.rng.IntN(3)], s.rng.IntN(3)
+	dynamic := s.rng.IntN(100) < *simDynamic
+	if dynamic {
+		// Initial voters and spares that start as observers.
+		nv, no = []int{1, 3}[s.rng.IntN(2)], 1+s.rng.IntN(2)
+	}
 	for i := 1; i <= nv; i++ {
 		s.voters = append(s.voters, int32(i))
 	}
 	s.f = (nv - 1) / 2
 	s.chooseFaultMix()
 	faultMs := 4000 + s.rng.Int64N(6000)
-	res.desc = fmt.Sprintf("%d voters, %d observers, %d ms of faults, timeouts/%d, drop %d‰ dup %d‰ fsync %d ms stall %d‰/%d ms",
-		nv, no, faultMs, s.timeScale, s.baseDrop, s.baseDup, s.fsyncMs, s.stallPct, s.stallMs)
+	kind := "static"
+	if dynamic {
+		s.chooseDynamic()
+		kind = map[bool]string{true: "dynamic (formatted)", false: "dynamic (upgraded)"}[s.dyn.formatted]
+	}
+	res.desc = fmt.Sprintf("%s, %d voters, %d observers, %d ms of faults, timeouts/%d, drop %d‰ dup %d‰ fsync %d ms stall %d‰/%d ms",
+		kind, nv, no, faultMs, s.timeScale, s.baseDrop, s.baseDup, s.fsyncMs, s.stallPct, s.stallMs)
+	// The upgrade of a static quorum is setup, not under test: no open crashes
+	// (armOpenCrash) until it is done.
+	s.calm = s.dyn != nil && !s.dyn.formatted
 	for i := 1; i <= nv+no; i++ {
 		if err := s.addNode(int32(i)); err != nil {
 			res.err = err
 			return res
 		}
 	}
-	s.slowDisk()
 	s.scheduleProposals()
+	if s.dyn != nil && !s.dyn.formatted {
+		// The upgrade is setup, not under test: on fast disks.
+		stall := s.stallPct
+		s.stallPct = 0
+		s.upgradePhase()
+		s.stallPct = stall
+		s.calm = false
+	}
+	s.slowDisk()
+	faultMs += s.nowMs
 	s.scheduleChaos(faultMs)
+	if s.dyn != nil {
+		s.scheduleVoterChanges(faultMs)
+	}
 	s.runUntil(faultMs, nil)
 	if s.err == nil {
 		s.stats.maxLivenessMs = s.livenessPhase()
@@ -241,6 +274,17 @@ func runSimSeedWith(seed uint64, hook func(*sim)) *simResult {
 	res.stats.events = int(s.seq)
 	res.stats.elections = len(s.chk.leaders)
 	res.stats.committed = len(s.chk.committed)
+	if d := s.dyn; d != nil {
+		res.stats.dynamic = 1
+		res.stats.voterChanges = len(d.history)
+		if !d.formatted && len(d.history) > 0 {
+			res.stats.voterChanges-- // the upgrade names the same voters
+		}
+		res.stats.voterSets = len(d.sets)
+		res.stats.maxVoterSets = len(d.sets)
+		res.stats.changeAttempts, res.stats.changesAccepted, res.stats.changesAcked = d.attempts, d.accepted, d.acked
+		res.stats.diskReplaced = d.wipes
+	}
 	return res
 }
 
@@ -388,6 +432,9 @@ func (s *sim) chaos() {
 			s.crash(n)
 		}
 		s.damage(n)
+		if s.dyn != nil && s.rng.IntN(3) == 0 && s.wipeable(n) {
+			s.wipe(n)
+		}
 	default:
 		s.aimAtInstall()
 	}
@@ -402,17 +449,25 @@ func (s *sim) electionMs() int64 { return 1000 / s.timeScale }
 // election timeouts later, truncates.
 func (s *sim) isolateLeaderWithMinority() {
 	l := s.leader()
-	if l == nil || len(s.voters) < 3 {
+	voters, f := s.voters, s.f
+	if l != nil && s.dyn != nil {
+		voters = nil
+		for _, k := range s.logVoters(l).keys {
+			voters = append(voters, k.ID)
+		}
+		f = (len(voters) - 1) / 2
+	}
+	if l == nil || len(voters) < 3 {
 		return
 	}
 	side := map[int32]bool{l.id: true}
-	others := slices.DeleteFunc(slices.Clone(s.voters), func(v int32) bool { return v == l.id })
+	others := slices.DeleteFunc(slices.Clone(voters), func(v int32) bool { return v == l.id })
 	s.rng.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
-	for _, v := range others[:s.rng.IntN(s.f)] {
+	for _, v := range others[:s.rng.IntN(max(f, 1))] {
 		side[v] = true
 	}
 	for _, id := range s.ids {
-		if !slices.Contains(s.voters, id) && s.rng.IntN(2) == 0 {
+		if !slices.Contains(voters, id) && s.rng.IntN(2) == 0 {
 			side[id] = true
 		}
 	}
@@ -530,6 +585,9 @@ func (s *sim) livenessPhase() int64 {
 	s.calmLinks(true)
 	s.stallPct, s.dupRespPct = 0, 0
 	keepDown := s.rng.IntN(s.f + 1)
+	if s.dyn != nil {
+		keepDown = 0 // every node runs: removed voters must not disrupt (stableAfterHeal)
+	}
 	for _, v := range s.voters {
 		// A damaged voter recovers only with a majority of healthy voters up.
 		if d := s.nodes[v].disk; d.damaged || d.recovery != nil {
@@ -558,7 +616,11 @@ func (s *sim) livenessPhase() int64 {
 	if s.err == nil && !p.done() {
 		s.fail("Liveness: no fresh commit reached every live node within %d ms of healing (%s)", simLivenessMs, p)
 	}
-	return s.nowMs - healedAt
+	took := s.nowMs - healedAt
+	if s.err == nil && s.dyn != nil {
+		s.stableAfterHeal(healedAt)
+	}
+	return took
 }
 
 // probe proposes a fresh record through the current leader until one commits, then

@@ -38,9 +38,11 @@ import (
 // the quorum (its pre-votes are refused and it learns from the log that it is no
 // voter).
 //
-// The simulation of the production Node driver (sim_*_test.go) assumes a static
-// voter set in its checker; this one runs the core so that voter sets can change
-// under it.
+// The simulation of the production Node driver (sim_test.go, sim_dynamic_test.go)
+// runs voter changes too, in its dynamic-quorum seeds, on the real driver and
+// storage; this one runs five cores in rounds, a cheaper and differently shaped
+// schedule (five nodes, an upgrade from three static voters, every node restarted
+// for the quiet phase).
 
 const voterSimNodes = 5
 

@@ -78,7 +78,11 @@ func (r *Raft) handleVote(nowMs int64, m Message) {
 	}
 	if resp.VoteGranted && !req.PreVote && r.votedID < 0 {
 		r.votedID, r.votedDir = req.CandidateID, req.CandidateDirectoryID
-		r.electionDeadlineMs = nowMs + r.randomElectionTimeoutMs()
+		if r.campaigns() {
+			// A replica outside the voter set may grant (kraft.version 1) but never
+			// campaigns: an election timer would be a deadline nothing moves.
+			r.electionDeadlineMs = nowMs + r.randomElectionTimeoutMs()
+		}
 		r.persist()
 		r.logf("%d voted for %d at epoch %d", r.cfg.NodeID, req.CandidateID, r.epoch)
 	}

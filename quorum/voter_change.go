@@ -46,7 +46,7 @@ func (r *Raft) voterChangeAllowed() *VoterChangeError {
 	case !r.lead.hwEstablished:
 		return refuseChange(kerr.RequestTimedOut.Code, "the leader has not committed an offset in its epoch %d yet", r.epoch)
 	}
-	if v, ok := r.log.kraft.latestVoters(); ok && v.offset >= r.hw {
+	if v, ok := r.log.kraft.latestVoters(); ok && v.offset >= r.hw && !mutTwoChanges {
 		return refuseChange(kerr.RequestTimedOut.Code, "the voter change at offset %d is not committed yet", v.offset)
 	}
 	return nil

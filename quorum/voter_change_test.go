@@ -237,3 +237,49 @@ func TestDirectoryIDsOnTheWire(t *testing.T) {
 		}
 	}
 }
+
+// TestReplacedDiskDoesNotAckForTheVoter: a Fetch from a voter's id with another
+// directory id (the controller came back on a new disk, KIP-853: a new replica) is
+// not that voter's: its offset does not count toward the high watermark nor its
+// fetch toward check-quorum, as Kafka's LeaderState tracks such a replica as an
+// observer. The Node simulation found it: a replaced disk's fetches committed
+// batches that only one voter of three held.
+func TestReplacedDiskDoesNotAckForTheVoter(t *testing.T) {
+	r := standaloneLeader(t)
+	observerFetch(t, r, 2, r.log.endOffset(), 2000)
+	off, err := r.AddVoter(2000, dynVoters(t, 2).Voters[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(r)
+	observerFetch(t, r, 2, r.log.endOffset(), 2001)
+	if st := r.Status(); st.HighWatermark <= off {
+		t.Fatalf("setup: voter 2 fetched past its VotersRecord at %d, hw %d", off, st.HighWatermark)
+	}
+	before := r.Status().HighWatermark
+	if _, _, err := r.Propose(2002, []raftlog.Record{{Value: []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	drain(r)
+	var lastFetchMs int64
+	for _, v := range r.Status().Voters {
+		if v.ReplicaID == 2 {
+			lastFetchMs = v.LastFetchTimestampMs
+		}
+	}
+	observerFetchAs(t, r, 2, testDirID(9), r.log.endOffset(), 2003)
+	observerFetchAs(t, r, 2, [16]byte{}, r.log.endOffset(), 2003) // Fetch v16: no directory id
+	st := r.Status()
+	if st.HighWatermark != before {
+		t.Fatalf("replica 2 on another disk acknowledged for voter 2: hw %d -> %d", before, st.HighWatermark)
+	}
+	for _, v := range st.Voters {
+		if v.ReplicaID == 2 && (v.LastFetchTimestampMs != lastFetchMs || v.LogEndOffset != before) {
+			t.Fatalf("replica 2 on another disk updated voter 2's row: %+v (last fetch was at %d)", v, lastFetchMs)
+		}
+	}
+	observerFetch(t, r, 2, r.log.endOffset(), 2004)
+	if st := r.Status(); st.HighWatermark <= before {
+		t.Fatalf("voter 2 on its own disk fetched to the end, hw %d", st.HighWatermark)
+	}
+}

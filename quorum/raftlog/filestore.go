@@ -195,8 +195,9 @@ func (s *FileStorage) openLocked() (*FileStorage, error) {
 			return nil, err
 		}
 	}
-	if s.stateMissing && !s.ranBefore && len(bases) == 0 && len(s.snapshots) == 0 {
-		// A fresh directory: write the initial quorum-state (as Kafka does at its
+	if s.stateMissing && !s.ranBefore && len(bases) == 0 && onlyBootstrapSnapshot(s.snapshots) {
+		// A fresh directory (at most the bootstrap snapshot `storage format` writes
+		// for a dynamic quorum): write the initial quorum-state (as Kafka does at its
 		// first start) before SyncedEndFile exists, so that from then on a missing
 		// quorum-state next to SyncedEndFile means a lost one.
 		if err := s.SaveQuorumState(EmptyQuorumState()); err != nil {
@@ -267,6 +268,11 @@ func (s *FileStorage) makeDir() error {
 		}
 	}
 	return syncDirFS(s.fs, parent)
+}
+
+// onlyBootstrapSnapshot: ids is empty or holds just BootstrapSnapshotID.
+func onlyBootstrapSnapshot(ids []SnapshotID) bool {
+	return len(ids) == 0 || len(ids) == 1 && ids[0] == BootstrapSnapshotID
 }
 
 // scanDir lists segment bases and snapshots and deletes what interrupted writes
