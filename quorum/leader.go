@@ -254,8 +254,15 @@ func (r *Raft) checkQuorum(nowMs int64) bool {
 	if r.leaderInVoterSet() {
 		need-- // the leader counts itself
 	}
-	if need <= 0 || need > len(times) {
-		return need <= 0
+	if need <= 0 {
+		// A leader alone in its voter set answers only to itself: no deadline,
+		// or the timer would fire at once for ever (appendControl arms it again
+		// if the set grows).
+		r.lead.checkQuorumMs = noDeadline
+		return true
+	}
+	if need > len(times) {
+		return false
 	}
 	t := times[need-1]
 	if t < 0 || nowMs-t >= window {

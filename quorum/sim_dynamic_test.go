@@ -74,11 +74,10 @@ func simVoterNode(id int32, gen int) quorum.VoterNode {
 		KRaftVersionMin: quorum.KRaftVersionStatic, KRaftVersionMax: quorum.KRaftVersionMax}
 }
 
-// simSoleVoter lets the voter changes shrink a voter set to one voter. Off: a leader
-// whose voter set shrinks to itself keeps a check-quorum deadline in the past
-// (Raft.checkQuorum returns early without re-arming it), so its driver's timer fires
-// at once, forever (a busy loop; reported in issue 18, quorum/leader.go).
-var simSoleVoter = flag.Bool("sim.solevoter", false, "voter changes may shrink a voter set to a single voter")
+// simSoleVoter lets the voter changes shrink a voter set to one voter (on by
+// default; a leader alone in its voter set once kept a check-quorum deadline in the
+// past and its driver spun: TestCheckQuorumFollowsTheVoterSet).
+var simSoleVoter = flag.Bool("sim.solevoter", true, "voter changes may shrink a voter set to a single voter")
 
 // dynState is the dynamic part of one seed.
 type dynState struct {

@@ -132,6 +132,11 @@ func (r *Raft) appendControl(recs []raftlog.Record, next VoterSet) int64 {
 			r.lead.replicas[id] = &replicaState{id: id, voter: true, endOffset: -1, lastFetchMs: -1, lastCaughtUpMs: -1}
 		}
 	}
+	if r.lead.checkQuorumMs == noDeadline && len(r.otherVoters()) > 0 {
+		// The leader was alone in its voter set: now others must fetch within the
+		// window, as at the start of an epoch.
+		r.lead.checkQuorumMs = r.nowMs + r.checkQuorumWindowMs()
+	}
 	r.logf("%d appended voter set %v at offset %d", r.cfg.NodeID, next, off)
 	r.maybeAdvanceHW()
 	r.completeParkedFetches(r.nowMs, false, false)

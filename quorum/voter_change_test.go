@@ -283,3 +283,53 @@ func TestReplacedDiskDoesNotAckForTheVoter(t *testing.T) {
 		t.Fatalf("voter 2 on its own disk fetched to the end, hw %d", st.HighWatermark)
 	}
 }
+
+// TestCheckQuorumFollowsTheVoterSet: a leader alone in its voter set has no
+// check-quorum deadline (an expired one would fire at once on every tick: the
+// driver spun at 100% CPU once a voter set shrank to its leader, found by the
+// Node simulation with -sim.solevoter); once the set grows, the new voters must
+// fetch within the window, or the leader resigns.
+func TestCheckQuorumFollowsTheVoterSet(t *testing.T) {
+	r := standaloneLeader(t)
+	window := r.checkQuorumWindowMs()
+	observerFetch(t, r, 2, r.log.endOffset(), 2000)
+	off, err := r.AddVoter(2000, dynVoters(t, 2).Voters[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(r)
+	observerFetch(t, r, 2, r.log.endOffset(), 2001)
+	if st := r.Status(); st.HighWatermark <= off {
+		t.Fatalf("setup: voter 2 fetched past its VotersRecord at %d, hw %d", off, st.HighWatermark)
+	}
+	if got := r.lead.checkQuorumMs; got == noDeadline || got > 2001+window {
+		t.Fatalf("voter set grew to 2: check-quorum deadline %d, want by %d", got, 2001+window)
+	}
+
+	// The other voter leaves: the leader is alone again.
+	if _, err := r.RemoveVoter(2002, ReplicaKey{ID: 2, DirectoryID: testDirID(2)}); err != nil {
+		t.Fatal(err)
+	}
+	drain(r)
+	now := 2002 + 2*window
+	r.Tick(now)
+	drain(r)
+	if st := r.Status(); st.Role != Leader {
+		t.Fatalf("a leader alone in its voter set lost check-quorum: %s", st.Role)
+	}
+	if got := r.lead.checkQuorumMs; got <= now {
+		t.Fatalf("a leader alone in its voter set keeps a check-quorum deadline at %d, not after now %d: every tick fires it", got, now)
+	}
+
+	// It grows again, and the new voter never fetches: the leader resigns.
+	observerFetch(t, r, 3, r.log.endOffset(), now)
+	if _, err := r.AddVoter(now, dynVoters(t, 3).Voters[0]); err != nil {
+		t.Fatal(err)
+	}
+	drain(r)
+	r.Tick(now + window + 1)
+	drain(r)
+	if st := r.Status(); st.Role == Leader {
+		t.Fatalf("voter 3 never fetched for %d ms after it was added, and the leader still leads", window+1)
+	}
+}
