@@ -774,11 +774,15 @@ func (c *benchCluster) populate(ctx context.Context, r *modeRun) error {
 		}
 	}
 	created := time.Since(start)
-	// The controllers' high watermark now covers every CreateTopics'
-	// records: the logs are ready once every broker applied it.
-	target, err := c.committedOffset(ctx)
-	if err != nil {
-		return err
+	// kraft: the controllers' high watermark now covers every
+	// CreateTopics' records; the logs are ready once every broker applied
+	// it.
+	var target int64
+	if !c.dc.legacy() {
+		var err error
+		if target, err = c.committedOffset(ctx); err != nil {
+			return err
+		}
 	}
 	if timedOut > 0 {
 		c.progress("%d of %d CreateTopics answered REQUEST_TIMED_OUT (written, not yet served); waiting for them", timedOut, len(topics))
@@ -788,7 +792,7 @@ func (c *benchCluster) populate(ctx context.Context, r *modeRun) error {
 	// partitions that is real work for brokers still creating them, so
 	// the interval grows with the wait (a twentieth of it, 20 ms to 1 s;
 	// the figure is at most 5% late).
-	err = poll(ctx, 20*time.Millisecond, func() (bool, error) {
+	err := poll(ctx, 20*time.Millisecond, func() (bool, error) {
 		waited := time.Since(start)
 		if next := last.Add(min(max(waited/20, 20*time.Millisecond), time.Second)); time.Now().Before(next) && waited > 20*time.Millisecond {
 			return false, nil
@@ -843,7 +847,13 @@ func (c *benchCluster) committedOffset(ctx context.Context) (int64, error) {
 		if err == nil && q.part.LeaderID >= 0 && q.part.HighWatermark > 0 {
 			return q.part.HighWatermark - 1, nil
 		}
+		if err == nil {
+			err = fmt.Errorf("controller %d: leader %d, high watermark %d", n.id, q.part.LeaderID, q.part.HighWatermark)
+		}
 		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		return 0, errors.New("no controller running")
 	}
 	return 0, fmt.Errorf("no controller answered with a high watermark: %w", errors.Join(errs...))
 }
