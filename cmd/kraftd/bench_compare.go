@@ -21,6 +21,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -49,8 +50,15 @@ Runs the same work against a KRaft cluster (3 controller and --brokers broker
 processes) and a zk-legacy cluster (a 3-server ZooKeeper ensemble with
 forceSync=yes and --brokers broker processes) at each partition count, every node its own kraftd process on
 127.0.0.1, and prints one table per scenario with both modes side by side:
-  create       partitions created per second (CreateTopics until every broker
-               serves every partition with a leader)
+  create       partitions created per second: until every broker serves
+               every partition with a leader (visible), and until every
+               broker created the logs of its replicas (logs ready: kraft,
+               each broker's metadata_applied_offset, read on its loopback
+               metrics listener, reaches the controllers' high watermark
+               after the last CreateTopics; zk-legacy, the same as visible,
+               since a broker's UpdateMetadata is sent only once it answered
+               the LeaderAndIsr that created its logs); every later scenario
+               starts once the logs are ready on every running broker
   propagation  a topic create until every broker serves it (p50, p99)
   failover     kill -9 of the active controller: until a new one is known
                (detection) and until a CreateTopics through a broker succeeds
@@ -409,7 +417,7 @@ func (b *comparison) runOne(ctx context.Context, r *modeRun) error {
 	}
 	defer logf.Close()
 	if need, limit := fdsPerBroker(b.o, r.Partitions); need > limit {
-		r.Note += fmt.Sprintf("each broker needs about %d file descriptors (2 per partition replica) but may open %d (RLIMIT_NOFILE): raise the limit or add --brokers. ", need, limit)
+		r.Note += fmt.Sprintf("each broker needs about %d file descriptors (its replicas' .log files, 1000 more for connections and the metadata log) but may open %d (RLIMIT_NOFILE): raise the limit or add --brokers. ", need, limit)
 		b.progressf("%s %d partitions: warning: %s", r.Mode, r.Partitions, r.Note)
 	}
 	b.progressf("%s %d partitions: starting the cluster", r.Mode, r.Partitions)
@@ -443,6 +451,14 @@ func (b *comparison) runOne(ctx context.Context, r *modeRun) error {
 		b.progressf("%s %d partitions: %s", r.Mode, r.Partitions, s.name)
 		c.progress = func(format string, args ...any) {
 			b.progressf("%s %d partitions: %s: %s", r.Mode, r.Partitions, s.name, fmt.Sprintf(format, args...))
+		}
+		if s.name != "create" {
+			// The previous scenario may have left brokers creating or
+			// reopening logs (a restart's, a join's, a new leader's):
+			// its work would be timed in this one.
+			if _, err := c.waitLogsReady(ctx); err != nil {
+				return fmt.Errorf("%s: waiting for every broker's logs: %w", s.name, err)
+			}
 		}
 		if err := s.fn(ctx, r); err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
@@ -499,6 +515,19 @@ func startBenchCluster(ctx context.Context, o compareOptions, mode, dir, exe str
 	}
 	// Every start sends one exit; the failover restarts a node.
 	dc.exits = make(chan *devNode, 4*len(dc.nodes))
+	if !dc.legacy() {
+		// kraft brokers get a loopback metrics listener for
+		// waitLogsReady (zk-legacy ones have theirs already).
+		ports, err := devPorts(0, len(dc.nodes))
+		if err != nil {
+			return nil, err
+		}
+		for i, n := range dc.nodes {
+			if n.broker {
+				n.metricsPort = ports[i]
+			}
+		}
+	}
 	c = &benchCluster{o: o, mode: mode, dc: dc, progress: func(string, ...any) {},
 		cl: protocol.NewClient(protocol.ClientConfig{ClientID: "kraftd-bench", DialTimeout: time.Second})}
 	defer func() {
@@ -745,6 +774,16 @@ func (c *benchCluster) populate(ctx context.Context, r *modeRun) error {
 		}
 	}
 	created := time.Since(start)
+	// kraft: the controllers' high watermark now covers every
+	// CreateTopics' records; the logs are ready once every broker applied
+	// it.
+	var target int64
+	if !c.dc.legacy() {
+		var err error
+		if target, err = c.committedOffset(ctx); err != nil {
+			return err
+		}
+	}
 	if timedOut > 0 {
 		c.progress("%d of %d CreateTopics answered REQUEST_TIMED_OUT (written, not yet served); waiting for them", timedOut, len(topics))
 		r.set("create_timed_out_requests", float64(timedOut))
@@ -770,6 +809,15 @@ func (c *benchCluster) populate(ctx context.Context, r *modeRun) error {
 		return err
 	}
 	served := time.Since(start)
+	ready := served
+	if !c.dc.legacy() {
+		c.progress("visible on every broker after %v; waiting for every broker's logs", served.Round(time.Millisecond))
+		if err := c.waitApplied(ctx, target); err != nil {
+			return fmt.Errorf("waiting for every broker to create its logs: %w", err)
+		}
+		ready = time.Since(start)
+	}
+	c.progress("visible after %v, logs ready after %v", served.Round(time.Millisecond), ready.Round(time.Millisecond))
 	if err := poll(ctx, 20*time.Millisecond, func() (bool, error) {
 		ok, _ := c.servedEverywhere(ctx, []string{probeTopic}, 3)
 		return ok, nil
@@ -779,8 +827,139 @@ func (c *benchCluster) populate(ctx context.Context, r *modeRun) error {
 	r.setDuration("create_requests_ms", created)
 	r.setDuration("create_served_ms", served)
 	r.set("create_partitions_per_s", float64(r.Partitions)/served.Seconds())
+	r.setDuration("create_logs_ready_ms", ready)
+	r.set("create_logs_ready_partitions_per_s", float64(r.Partitions)/ready.Seconds())
 	c.memory(ctx, r, rssBefore)
 	return nil
+}
+
+// committedOffset is the active controller's high watermark (DescribeQuorum;
+// the next offset to commit) minus one: the last committed offset (kraft only).
+func (c *benchCluster) committedOffset(ctx context.Context) (int64, error) {
+	var errs []error
+	for _, n := range c.running(c.dc.nodes) {
+		if n.broker {
+			continue
+		}
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		q, err := describeQuorum(qctx, c.cl, n.addr())
+		cancel()
+		if err == nil && q.part.LeaderID >= 0 && q.part.HighWatermark > 0 {
+			return q.part.HighWatermark - 1, nil
+		}
+		if err == nil {
+			err = fmt.Errorf("controller %d: leader %d, high watermark %d", n.id, q.part.LeaderID, q.part.HighWatermark)
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		return 0, errors.New("no controller running")
+	}
+	return 0, fmt.Errorf("no controller answered with a high watermark: %w", errors.Join(errs...))
+}
+
+// appliedOffsetMetric is the broker gauge of the metadata offset its image
+// and its replica manager both applied (what it reports in
+// BrokerHeartbeat): it advances only once the logs of the replicas the
+// image added exist.
+const appliedOffsetMetric = "kraftd_broker_metadata_applied_offset"
+
+// waitApplied polls until every running broker's appliedOffsetMetric
+// reaches target (kraft only).
+func (c *benchCluster) waitApplied(ctx context.Context, target int64) error {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	defer hc.CloseIdleConnections()
+	last := time.Now()
+	return poll(ctx, 10*time.Millisecond, func() (bool, error) {
+		least, behind := int64(math.MaxInt64), 0
+		for _, n := range c.running(c.brokers()) {
+			v, err := scrapeGauge(ctx, hc, n.metricsAddr(), appliedOffsetMetric)
+			if err != nil {
+				return false, fmt.Errorf("broker %d: %w", n.id, err)
+			}
+			if v < target {
+				behind++
+				least = min(least, v)
+			}
+		}
+		if behind > 0 && time.Since(last) > 2*time.Second {
+			last = time.Now()
+			c.progress("%d brokers have not applied offset %d (least %d)", behind, target, least)
+		}
+		return behind == 0, nil
+	})
+}
+
+// waitLogsReady waits until every running broker created the logs the
+// committed metadata gives it and returns how long that took: kraft, until
+// each broker's applied offset reaches the controllers' committed offset;
+// zk-legacy, until every broker serves every partition with a leader (its
+// UpdateMetadata comes after its LeaderAndIsr's answer, see compareTables).
+func (c *benchCluster) waitLogsReady(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
+	if c.dc.legacy() {
+		err := poll(ctx, 20*time.Millisecond, func() (bool, error) {
+			var topics []string
+			if bs := c.running(c.brokers()); len(bs) > 0 {
+				v, err := c.metadata(ctx, bs[0].addr(), nil)
+				if err != nil {
+					return false, nil
+				}
+				want := 0
+				for t, ps := range v.topics {
+					topics = append(topics, t)
+					want += len(ps)
+				}
+				ok, _ := c.servedEverywhere(ctx, topics, want)
+				return ok, nil
+			}
+			return false, errors.New("no broker running")
+		})
+		return time.Since(start), err
+	}
+	var target int64
+	if err := poll(ctx, 20*time.Millisecond, func() (bool, error) {
+		t, err := c.committedOffset(ctx)
+		target = t
+		return err == nil, nil
+	}); err != nil {
+		return 0, err
+	}
+	err := c.waitApplied(ctx, target)
+	return time.Since(start), err
+}
+
+// scrapeGauge reads one gauge from the Prometheus text exposition at
+// addr's /metrics (the first series of that name).
+func scrapeGauge(ctx context.Context, hc *http.Client, addr, name string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET %s/metrics: %s", addr, resp.Status)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ") {
+			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			if err != nil {
+				return 0, fmt.Errorf("%s at %s: %w", name, addr, err)
+			}
+			return int64(v), nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("%s/metrics has no %s", addr, name)
 }
 
 // rss is every running node's resident set size in bytes, by node id.
@@ -1403,15 +1582,23 @@ func (c *benchCluster) brokerLoss(ctx context.Context, r *modeRun) error {
 }
 
 // fdsPerBroker estimates the file descriptors a broker holds at partitions
-// (a log and an index per replica it hosts, plus connections) and returns the
-// limit its processes get: Go raises the soft RLIMIT_NOFILE to the hard one.
+// (one per replica it hosts: its segment's .log file; the .index and
+// .timeindex are opened at their first entry, as Kafka's LazyIndex, and the
+// bench writes to no partition but the probe's; plus 1000 for connections,
+// the metadata log and the rest) and returns the limit its processes get:
+// Go raises the soft RLIMIT_NOFILE to the hard one.
 func fdsPerBroker(o compareOptions, partitions int) (need, limit int) {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
 		return 0, 0
 	}
+	return fdsNeeded(o, partitions), int(min(rl.Max, 1<<30))
+}
+
+// fdsNeeded is fdsPerBroker's estimate.
+func fdsNeeded(o compareOptions, partitions int) int {
 	replicas := (partitions*o.rf + o.brokers - 1) / o.brokers
-	return 2*replicas + 1000, int(min(rl.Max, 1<<30))
+	return replicas + 1000
 }
 
 // signalName is how the output names a fault's signal.
@@ -1535,9 +1722,14 @@ var compareTables = []compareTable{
 		"a single change, request to visible on all brokers",
 		[]compareMetric{{key: "propagation_p50_ms", label: "p50"}, {key: "propagation_p99_ms", label: "p99"}}},
 	{"Partition creation",
-		"CreateTopics of all partitions until every broker serves them with a leader",
-		[]compareMetric{{key: "create_partitions_per_s", label: "partitions/s", rate: true},
-			{key: "create_served_ms", label: "until served everywhere"}}},
+		"CreateTopics of all partitions until every broker serves them with a leader (visible: brokers answer Metadata before they create the logs, in Kafka's order) " +
+			"and until every broker created the logs of its replicas (logs ready: kraft, every broker's metadata_applied_offset, which advances only after the replica manager applied the image, " +
+			"reaches the controllers' high watermark read after the last CreateTopics; zk-legacy, the same as visible: the controller sends a broker its UpdateMetadata only after that broker answered " +
+			"the LeaderAndIsr, which creates the logs before it answers, one request in flight per broker, as Kafka's RequestSendThread)",
+		[]compareMetric{{key: "create_partitions_per_s", label: "partitions/s, visible", rate: true},
+			{key: "create_served_ms", label: "until visible on every broker"},
+			{key: "create_logs_ready_partitions_per_s", label: "partitions/s, logs ready", rate: true},
+			{key: "create_logs_ready_ms", label: "until logs ready on every broker"}}},
 	{"Memory per partition",
 		"resident memory (VmRSS) the partitions added, divided by their count, read once every broker serves them: " +
 			"a broker (mean over those that are not the zk-legacy controller; each hosts replication factor / brokers of the replicas) and the active controller " +
@@ -1713,9 +1905,7 @@ func (c *benchCluster) brokerJoin(ctx context.Context, r *modeRun) error {
 	}
 	id++
 	n := &devNode{id: id, broker: true, port: ports[0], dir: filepath.Join(c.dc.o.dir, "node-"+strconv.Itoa(id)), done: make(chan struct{})}
-	if c.dc.legacy() {
-		n.metricsPort = ports[1]
-	}
+	n.metricsPort = ports[1] // zk-legacy: fault switches; kraft: waitLogsReady
 	c.dc.nodes = append(c.dc.nodes, n)
 	c.dc.o.brokers++
 	c.progress("starting broker %d, new to the cluster", id)

@@ -171,7 +171,8 @@ type devNode struct {
 	broker bool
 	port   int
 	// metricsPort is the loopback port of a zk-legacy broker's metrics and
-	// fault switches (0 in kraft mode).
+	// fault switches; in kraft mode 0 (no metrics listener), except under
+	// kraftd bench, which reads its brokers' applied metadata offset there.
 	metricsPort int
 	dir         string
 	cmd         *exec.Cmd
@@ -371,6 +372,9 @@ func (c *devCluster) nodeArgs(n *devNode) []string {
 		args = append(args, "--controller-quorum-bootstrap-servers", c.bootstrap)
 	} else {
 		args = append(args, "--controller-quorum-voters", c.voters)
+	}
+	if n.metricsPort != 0 {
+		args = append(args, "--metrics-listener", n.metricsAddr())
 	}
 	if n.broker && c.o.brokers < 3 {
 		// Fewer brokers than Kafka's default offsets.topic.replication.factor
