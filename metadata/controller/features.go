@@ -270,11 +270,19 @@ func (c *Controller) DecorateApiVersions(req *protocol.Request, resp *kmsg.ApiVe
 	}
 }
 
-// otherControllers asks the other controllers what they support, when any update
-// needs it (Config.OtherControllers; nil asks none).
+// otherControllers asks the other controllers what they support, when an update
+// needs it: one that raises a feature this controller knows (Config.OtherControllers;
+// nil asks none). A request that names only unknown features, or only lowers
+// levels, is answered without a round of calls to the others.
 func (c *Controller) otherControllers(ctx context.Context, updates []kmsg.UpdateFeaturesRequestFeatureUpdate) []ControllerSupport {
-	if c.cfg.OtherControllers == nil || len(updates) == 0 {
+	if c.cfg.OtherControllers == nil {
 		return nil
 	}
-	return c.cfg.OtherControllers(ctx)
+	known := SupportedFeatures()
+	for _, u := range updates {
+		if _, ok := known[u.Feature]; ok && u.MaxVersionLevel > 0 {
+			return c.cfg.OtherControllers(ctx)
+		}
+	}
+	return nil
 }

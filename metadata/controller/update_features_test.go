@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -276,5 +277,54 @@ func TestUpdateFeaturesKRaftVersionWithOthers(t *testing.T) {
 	}
 	if img, _ := c.CommittedImage(); img.MetadataVersion() != 15 {
 		t.Fatalf("metadata.version %d after the combined upgrade", img.MetadataVersion())
+	}
+}
+
+// TestUpdateFeaturesHostileInput: what a client sends in UpdateFeatures is
+// untrusted. A feature named twice is INVALID_REQUEST; ten thousand unknown
+// features, a negative level and an unknown upgrade type are refused; none of
+// them asks the other controllers or appends a record.
+func TestUpdateFeaturesHostileInput(t *testing.T) {
+	q := newFakeQuorum(true)
+	asked := 0
+	c := startController(t, q, &fakeClock{}, func(cfg *Config) {
+		cfg.OtherControllers = func(context.Context) []ControllerSupport { asked++; return nil }
+	})
+	q.elect(1, 1)
+	q.waitProposed(t)
+	if r := await(t, call(c, withMetadataVersions(1, 7, 21))).(*kmsg.BrokerRegistrationResponse); r.ErrorCode != 0 {
+		t.Fatalf("registration: %s", kerr.ErrorForCode(r.ErrorCode))
+	}
+	q.waitProposed(t)
+	before, _ := c.CommittedImage()
+	upd := func(feature string, level int16, typ int8) kmsg.UpdateFeaturesRequestFeatureUpdate {
+		u := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
+		u.Feature, u.MaxVersionLevel, u.UpgradeType = feature, level, typ
+		return u
+	}
+	mv := upd("metadata.version", mv36IV2+1, 1)
+	if code, msg := updateFeaturesAll(t, c, 1, false, mv, mv); code != kerr.InvalidRequest.Code {
+		t.Errorf("metadata.version twice: %s %q, want INVALID_REQUEST", kerr.ErrorForCode(code), msg)
+	}
+	many := make([]kmsg.UpdateFeaturesRequestFeatureUpdate, 10000)
+	for i := range many {
+		many[i] = upd(fmt.Sprintf("no.such.feature.%d", i), 1, 1)
+	}
+	if code, msg := updateFeaturesAll(t, c, 1, false, many...); code != kerr.InvalidUpdateVersion.Code || !strings.Contains(msg, "no.such.feature.0") {
+		t.Errorf("10000 unknown features: %s %q, want INVALID_UPDATE_VERSION naming no.such.feature.0", kerr.ErrorForCode(code), msg)
+	}
+	if asked != 0 {
+		t.Errorf("unknown features made the controller ask the other controllers %d times", asked)
+	}
+	if code, msg := updateFeaturesAll(t, c, 1, false, upd("metadata.version", -5, 1)); code == 0 {
+		t.Errorf("metadata.version -5 accepted: %q", msg)
+	}
+	if code, msg := updateFeaturesAll(t, c, 1, false, upd("metadata.version", mv36IV2+1, 9)); code == 0 {
+		t.Errorf("upgrade type 9 accepted: %q", msg)
+	}
+	after, _ := c.CommittedImage()
+	if after.MetadataVersion() != before.MetadataVersion() || after.Provenance().Offset != before.Provenance().Offset {
+		t.Fatalf("refused updates changed the image: metadata.version %d -> %d, offset %d -> %d",
+			before.MetadataVersion(), after.MetadataVersion(), before.Provenance().Offset, after.Provenance().Offset)
 	}
 }
