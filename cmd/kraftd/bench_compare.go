@@ -68,14 +68,21 @@ forceSync=yes and --brokers broker processes) at each partition count, every nod
   pause        the same with SIGSTOP instead of kill -9 (no RST tells the
                others), SIGCONT afterwards
   loss         kill -9 of the broker leading the most partitions: until the
-               first and until the last of its partitions is led elsewhere
+               first and until the last of its partitions is led elsewhere;
+               with the steady producer's longest gap on a partition it led
+  brokerpause  the same with SIGSTOP, SIGCONT afterwards (and how long until
+               the cluster is whole again)
   shutdown     SIGTERM of the broker leading the most partitions: until it
                exits, and the longest time one of its partitions had no other
-               leader visible to clients
+               leader visible to clients; with the producer's gap as for loss
   restart      a broker stopped (SIGTERM) and started again: from its start
                until another broker lists it (unfenced in kraft, registered
                in zk-legacy) and until it serves every partition with a leader
   join         a fresh broker (new id, empty directory) started: the same
+  leaderchange one partition's leader change until every broker serves the
+               new leader (p50, p99): SIGTERM to a broker the bench added
+               that leads only that partition (kraftd serves no ElectLeaders
+               nor AlterPartitionReassignments); started again between samples
 The create scenario also reads each node's resident memory (VmRSS) before
 and after the partitions exist: bytes per partition in a broker and in the
 active controller (in zk-legacy, the controller broker).
@@ -119,7 +126,7 @@ var quickPartitions = []int{100, 300, 1000}
 
 // benchScenarios are the scenarios in the order they run; create always
 // runs (it makes the partitions the others work on).
-var benchScenarios = []string{"create", "propagation", "failover", "pause", "loss", "shutdown", "restart", "join"}
+var benchScenarios = []string{"create", "propagation", "failover", "pause", "loss", "brokerpause", "shutdown", "restart", "join", "leaderchange"}
 
 func parseCompareFlags(args []string, stderr io.Writer) (compareOptions, error) {
 	var o compareOptions
@@ -131,7 +138,7 @@ func parseCompareFlags(args []string, stderr io.Writer) (compareOptions, error) 
 	fs.IntVar(&o.brokers, "brokers", 3, "broker processes per cluster (3 or more)")
 	fs.IntVar(&o.rf, "replication-factor", 3, "replication factor of the created partitions")
 	fs.IntVar(&o.topicSize, "topic-partitions", 1000, "partitions per created topic (the count is reached with several topics)")
-	fs.IntVar(&o.samples, "samples", 50, "topic creates timed for the propagation figures")
+	fs.IntVar(&o.samples, "samples", 50, "single changes timed for each propagation figure (topic creates; leader changes)")
 	fs.IntVar(&o.rate, "rate", 500, "records per second of the steady producer across the failover")
 	fs.DurationVar(&o.capPerRun, "cap", 10*time.Minute, "longest time one mode may take at one partition count; past it the mode is stopped and marked capped")
 	fs.StringVar(&o.out, "out", "", "results directory (results.md, results.json, node logs); default bench-results/<UTC time>")
@@ -247,6 +254,7 @@ func runBenchCompare(args []string, stdout io.Writer, stderr *os.File) int {
 		v := b.rep.checkShape()
 		b.rep.Shape = &v
 	}
+	b.rep.Goals = b.rep.goals()
 	md := b.rep.markdown()
 	fmt.Fprint(stdout, md)
 	js, err := json.MarshalIndent(b.rep, "", "  ")
@@ -296,6 +304,8 @@ type compareReport struct {
 	Runs              []*modeRun        `json:"runs"`
 	// Shape is the --quick assertion's outcome (nil when not asked for).
 	Shape *shapeVerdict `json:"shape,omitempty"`
+	// Goals are issue 17's goals judged on Runs (bench_goals.go).
+	Goals []goalRow `json:"goals,omitempty"`
 }
 
 // modeRun is one mode at one partition count. Metrics are in milliseconds
@@ -440,9 +450,11 @@ func (b *comparison) runOne(ctx context.Context, r *modeRun) error {
 		{"failover", c.failover},
 		{"pause", c.pausedController},
 		{"loss", c.brokerLoss},
+		{"brokerpause", c.pausedBroker},
 		{"shutdown", c.controlledShutdown},
 		{"restart", c.brokerRestart},
 		{"join", c.brokerJoin},
+		{"leaderchange", c.leaderChange},
 	}
 	for _, s := range steps {
 		if s.name != "create" && !slices.Contains(b.o.scenarios, s.name) {
@@ -1055,7 +1067,7 @@ func (c *benchCluster) propagation(ctx context.Context, r *modeRun) error {
 		}
 		samples = append(samples, float64(d.Microseconds())/1000)
 	}
-	r.Samples = map[string][]float64{"propagation_ms": samples}
+	r.Samples = mergeSamples(r.Samples, "propagation_ms", samples)
 	sorted := slices.Clone(samples)
 	sort.Float64s(sorted)
 	r.set("propagation_p50_ms", quantile(sorted, 0.50))
@@ -1068,12 +1080,18 @@ func (c *benchCluster) propagation(ctx context.Context, r *modeRun) error {
 const propagationPace = time.Millisecond
 
 // timePropagation runs change and returns the time from its start until
-// every broker in bs serves topic with a leader. Each broker is polled by a
-// goroutine of its own, on a connection of its own, started before the
-// change: polled one after another, a round of six Metadata requests on a
-// loaded machine took several milliseconds, which the samples then
-// included.
+// every broker in bs serves topic with a leader.
 func (c *benchCluster) timePropagation(ctx context.Context, bs []*devNode, topic string, change func() error) (time.Duration, error) {
+	return c.timeUntilServed(ctx, bs, topic, func(p kmsg.MetadataResponseTopicPartition) bool { return p.Leader >= 0 }, change)
+}
+
+// timeUntilServed runs change and returns the time from its start until
+// every broker in bs answers Metadata with topic, each of its partitions
+// passing ok. Each broker is polled by a goroutine of its own, on a
+// connection of its own, started before the change: polled one after
+// another, a round of six Metadata requests on a loaded machine took
+// several milliseconds, which the samples then included.
+func (c *benchCluster) timeUntilServed(ctx context.Context, bs []*devNode, topic string, ok func(kmsg.MetadataResponseTopicPartition) bool, change func() error) (time.Duration, error) {
 	pctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	seen := make([]time.Time, len(bs))
@@ -1086,7 +1104,7 @@ func (c *benchCluster) timePropagation(ctx context.Context, bs []*devNode, topic
 			pace := time.NewTicker(propagationPace)
 			defer pace.Stop()
 			for pctx.Err() == nil {
-				if servesTopic(pctx, cl, n.addr(), topic) {
+				if servesTopic(pctx, cl, n.addr(), topic, ok) {
 					seen[j] = time.Now()
 					return
 				}
@@ -1108,7 +1126,7 @@ func (c *benchCluster) timePropagation(ctx context.Context, bs []*devNode, topic
 	last := start
 	for j, t := range seen {
 		if t.IsZero() {
-			return 0, fmt.Errorf("broker %d did not serve %s within a minute: %w", bs[j].id, topic, ctx.Err())
+			return 0, fmt.Errorf("broker %d did not serve %s as wanted within a minute: %w", bs[j].id, topic, ctx.Err())
 		}
 		if t.After(last) {
 			last = t
@@ -1118,8 +1136,8 @@ func (c *benchCluster) timePropagation(ctx context.Context, bs []*devNode, topic
 }
 
 // servesTopic reports whether the broker at addr answers Metadata with topic
-// and a leader for each of its partitions.
-func servesTopic(ctx context.Context, cl *protocol.Client, addr, topic string) bool {
+// and each of its partitions passing ok.
+func servesTopic(ctx context.Context, cl *protocol.Client, addr, topic string, ok func(kmsg.MetadataResponseTopicPartition) bool) bool {
 	req := kmsg.NewPtrMetadataRequest()
 	req.SetVersion(12)
 	rt := kmsg.NewMetadataRequestTopic()
@@ -1134,7 +1152,7 @@ func servesTopic(ctx context.Context, cl *protocol.Client, addr, topic string) b
 		return false
 	}
 	for _, p := range resp.Topics[0].Partitions {
-		if p.Leader < 0 {
+		if !ok(p) {
 			return false
 		}
 	}
@@ -1222,32 +1240,97 @@ func (c *benchCluster) pausedController(ctx context.Context, r *modeRun) error {
 	return c.controllerFault(ctx, r, syscall.SIGSTOP, "pause_")
 }
 
-// controllerFault applies sig to the active controller while the probe
-// produces and records, under prefix, the detection, the recovery and the
-// producer's longest gap; then it brings the controller back (restart after
-// SIGKILL, SIGCONT after SIGSTOP) and waits until the cluster is whole.
-func (c *benchCluster) controllerFault(ctx context.Context, r *modeRun, sig syscall.Signal, prefix string) error {
-	p, err := probe.Start(probe.Config{Bootstrap: addrs(c.running(c.brokers())), Topic: probeTopic, Rate: c.o.rate})
+// gapProbe is the steady acks=all producer of kraftd bench gap (the data
+// plane's probe) running across a fault; stop ends it once.
+type gapProbe struct {
+	p          *probe.Probe
+	steadyFrom time.Duration
+	stopped    bool
+}
+
+// startGapProbe starts the probe on topic and returns once it is steady (a
+// rate's worth acknowledged, nothing older than 200 ms unacknowledged) and
+// half a second more has been acknowledged: the window its gap is taken
+// over starts there.
+func (c *benchCluster) startGapProbe(ctx context.Context, topic string) (*gapProbe, error) {
+	p, err := probe.Start(probe.Config{Bootstrap: addrs(c.running(c.brokers())), Topic: topic, Rate: c.o.rate})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			p.Stop(sctx)
-			cancel()
-		}
-	}()
+	g := &gapProbe{p: p}
 	if err := poll(ctx, 20*time.Millisecond, func() (bool, error) {
 		return p.Acked() >= c.o.rate && p.Settled(200*time.Millisecond), nil
 	}); err != nil {
-		return fmt.Errorf("waiting for the steady producer: %w", err)
+		g.stop()
+		return nil, fmt.Errorf("waiting for the steady producer: %w", err)
 	}
-	steadyFrom, steadyAcked := p.Since(), p.Acked()
+	g.steadyFrom = p.Since()
+	steadyAcked := p.Acked()
 	if err := poll(ctx, 20*time.Millisecond, func() (bool, error) { return p.Acked() >= steadyAcked+c.o.rate/2, nil }); err != nil {
+		g.stop()
+		return nil, err
+	}
+	return g, nil
+}
+
+// stop ends the producer if finish has not (a scenario that failed).
+func (g *gapProbe) stop() {
+	if !g.stopped {
+		g.stopped = true
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		g.p.Stop(sctx)
+		cancel()
+	}
+}
+
+// finishGapProbe waits until the producer has had another second's worth
+// of records acknowledged after the fault, stops it and records under
+// prefix its longest gap in acknowledgements (prefix+"producer_gap_ms").
+func (c *benchCluster) finishGapProbe(ctx context.Context, r *modeRun, g *gapProbe, prefix, fault string) error {
+	c.progress("waiting for the producer to resume")
+	resumed := g.p.Acked()
+	if err := poll(ctx, 20*time.Millisecond, func() (bool, error) { return g.p.Acked() >= resumed+c.o.rate, nil }); err != nil {
+		return fmt.Errorf("waiting for the producer to resume: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	whole := g.p.Stop(sctx)
+	cancel()
+	g.stopped = true
+	res := g.p.Result(g.steadyFrom, whole.Window)
+	r.setDuration(prefix+"producer_gap_ms", res.LongestGap)
+	return nil
+}
+
+// verifyGapProbe reads the stopped producer's records back and records
+// under prefix the problems found (lost, duplicated or reordered records; a
+// note names them). After a broker fault it runs once the broker is back:
+// a paused broker among the seeds would hold the reader's requests.
+func (c *benchCluster) verifyGapProbe(ctx context.Context, r *modeRun, g *gapProbe, prefix, fault string) error {
+	vctx, cancel := context.WithTimeout(ctx, time.Minute)
+	v, err := g.p.Verify(vctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("verifying the producer's records: %w", err)
+	}
+	r.set(prefix+"producer_problems", float64(len(v.Problems)))
+	if len(v.Problems) > 0 {
+		r.Note += fmt.Sprintf("producer across the %s: %v. ", fault, v)
+	}
+	return nil
+}
+
+// controllerFault applies sig to the active controller while the probe
+// produces (to probeTopic, three partitions: in zk-legacy the controller is
+// a broker and may lead one of them) and records, under prefix, the
+// detection, the recovery and the producer's longest gap; then it brings
+// the controller back (restart after SIGKILL, SIGCONT after SIGSTOP) and
+// waits until the cluster is whole.
+func (c *benchCluster) controllerFault(ctx context.Context, r *modeRun, sig syscall.Signal, prefix string) error {
+	g, err := c.startGapProbe(ctx, probeTopic)
+	if err != nil {
 		return err
 	}
+	defer g.stop()
 	var oldID int
 	var oldEpoch int32
 	if err := poll(ctx, 20*time.Millisecond, func() (bool, error) {
@@ -1341,26 +1424,12 @@ func (c *benchCluster) controllerFault(ctx context.Context, r *modeRun, sig sysc
 	r.setDuration(prefix+"detection_ms", detected)
 	r.setDuration(prefix+"recovery_ms", recovered)
 	r.setDuration(prefix+"after_detection_ms", recovered-detected)
-	c.progress("recovered after %v; waiting for the producer to resume", recovered.Round(time.Millisecond))
-	resumed := p.Acked()
-	if err := poll(ctx, 20*time.Millisecond, func() (bool, error) { return p.Acked() >= resumed+c.o.rate, nil }); err != nil {
-		return fmt.Errorf("waiting for the producer to resume: %w", err)
+	c.progress("recovered after %v", recovered.Round(time.Millisecond))
+	if err := c.finishGapProbe(ctx, r, g, prefix, signalName(sig)+" of the controller"); err != nil {
+		return err
 	}
-	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	whole := p.Stop(sctx)
-	cancel()
-	stopped = true
-	res := p.Result(steadyFrom, whole.Window)
-	r.setDuration(prefix+"producer_gap_ms", res.LongestGap)
-	vctx, cancel := context.WithTimeout(ctx, time.Minute)
-	v, err := p.Verify(vctx)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("verifying the producer's records: %w", err)
-	}
-	r.set(prefix+"producer_problems", float64(len(v.Problems)))
-	if len(v.Problems) > 0 {
-		r.Note += fmt.Sprintf("producer across the %s of the controller: %v. ", signalName(sig), v)
+	if err := c.verifyGapProbe(ctx, r, g, prefix, signalName(sig)+" of the controller"); err != nil {
+		return err
 	}
 	if paused {
 		paused = false
@@ -1404,7 +1473,7 @@ func (c *benchCluster) fullISRs(ctx context.Context) bool {
 		switch {
 		case t == "bench-failover" || t == "bench-pause":
 			want = 1
-		case t == probeTopic || strings.HasPrefix(t, "bench-prop-"):
+		case t == probeTopic || strings.HasPrefix(t, "bench-prop-") || strings.HasPrefix(t, gapTopicPrefix):
 			want = int32(min(3, c.o.brokers))
 		}
 		for _, p := range ps {
@@ -1467,16 +1536,74 @@ func (c *benchCluster) busiestBroker(ctx context.Context) (*devNode, brokerView,
 	return victim, v, nil
 }
 
-// moveLeaders sends sig to the busiest broker and polls the surviving
-// brokers' Metadata (in turn) until every partition it led that has another
-// in-sync replica shows another leader, and, when wantExit, until it exited.
-// A partition whose only in-sync replica is the victim (the failover's RF 1
-// topic) has nowhere to move: it is counted, not waited for.
-func (c *benchCluster) moveLeaders(ctx context.Context, sig syscall.Signal, wantExit bool) (leaderMove, error) {
-	victim, v, err := c.busiestBroker(ctx)
+// gapTopicPrefix names the one-partition topics the steady producer
+// writes across a broker fault, led by the broker that goes away.
+const gapTopicPrefix = "bench-gap-"
+
+// createLedTopic creates topic with one partition on replicas (the first
+// leads it: the preferred replica is elected leader at creation) and
+// min.insync.replicas 2, and waits until every running broker serves it
+// with that leader and a full ISR.
+func (c *benchCluster) createLedTopic(ctx context.Context, topic string, replicas []int32) error {
+	rctx, cancel := context.WithTimeout(ctx, c.o.createTimeout+30*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(-1)
+	req.TimeoutMillis = int32(c.o.createTimeout.Milliseconds())
+	t := kmsg.NewCreateTopicsRequestTopic()
+	t.Topic, t.NumPartitions, t.ReplicationFactor = topic, -1, -1
+	a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+	a.Partition, a.Replicas = 0, replicas
+	t.ReplicaAssignment = []kmsg.CreateTopicsRequestTopicReplicaAssignment{a}
+	cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+	cfg.Name, cfg.Value = "min.insync.replicas", kmsg.StringPtr("2")
+	t.Configs = []kmsg.CreateTopicsRequestTopicConfig{cfg}
+	req.Topics = []kmsg.CreateTopicsRequestTopic{t}
+	bs := c.running(c.brokers())
+	raw, err := c.cl.Request(rctx, bs[0].addr(), req)
 	if err != nil {
-		return leaderMove{}, err
+		return err
 	}
+	resp := raw.(*kmsg.CreateTopicsResponse)
+	if len(resp.Topics) != 1 {
+		return fmt.Errorf("CreateTopics %s: %d topics in the answer", topic, len(resp.Topics))
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) && !errors.Is(err, kerr.RequestTimedOut) {
+		return fmt.Errorf("CreateTopics %s on %v: %w", topic, replicas, err)
+	}
+	return poll(ctx, 5*time.Millisecond, func() (bool, error) {
+		for _, n := range c.running(c.brokers()) {
+			v, err := c.metadata(ctx, n.addr(), []string{topic})
+			if err != nil {
+				return false, nil
+			}
+			ps := v.topics[topic]
+			if len(ps) != 1 || ps[0].leader != replicas[0] || ps[0].isr != int32(len(replicas)) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// othersThan is up to n running brokers other than victim, in id order.
+func (c *benchCluster) othersThan(victim *devNode, n int) []int32 {
+	var out []int32
+	for _, b := range c.running(c.brokers()) {
+		if b != victim && len(out) < n {
+			out = append(out, int32(b.id))
+		}
+	}
+	return out
+}
+
+// moveLeaders sends sig to victim (whose partitions v shows) and polls the
+// surviving brokers' Metadata (in turn) until every partition it led that
+// has another in-sync replica shows another leader, and, when wantExit,
+// until it exited. A partition whose only in-sync replica is the victim
+// (the failover's RF 1 topic) has nowhere to move: it is counted, not
+// waited for.
+func (c *benchCluster) moveLeaders(ctx context.Context, victim *devNode, v brokerView, sig syscall.Signal, wantExit bool) (leaderMove, error) {
 	m := leaderMove{victim: victim}
 	type tp struct {
 		topic string
@@ -1507,7 +1634,7 @@ func (c *benchCluster) moveLeaders(ctx context.Context, sig syscall.Signal, want
 	}
 	polls := 0
 	last := start
-	err = poll(ctx, time.Millisecond, func() (bool, error) {
+	err := poll(ctx, time.Millisecond, func() (bool, error) {
 		if m.exited == 0 && victim.exited() {
 			m.exited = time.Since(start)
 		}
@@ -1540,12 +1667,56 @@ func (c *benchCluster) moveLeaders(ctx context.Context, sig syscall.Signal, want
 	return m, nil
 }
 
+// brokerFault is the common part of the controlled shutdown, the broker
+// loss and the paused broker: it picks the busiest broker, gives it the
+// leadership of a one-partition topic of its own (gapTopicPrefix+name,
+// replicas the victim and two others) on which the steady acks=all producer
+// writes, sends sig and times the leaders' move (moveLeaders), then waits
+// for the producer to resume and records its longest gap under prefix. The
+// producer writes to a partition the victim leads, so its gap is the time
+// that partition could take no write; the bench's other partitions take no
+// writes. The caller brings the victim back.
+func (c *benchCluster) brokerFault(ctx context.Context, r *modeRun, sig syscall.Signal, wantExit bool, name, prefix string) (leaderMove, *gapProbe, error) {
+	victim, _, err := c.busiestBroker(ctx)
+	if err != nil {
+		return leaderMove{}, nil, err
+	}
+	topic := gapTopicPrefix + name
+	replicas := append([]int32{int32(victim.id)}, c.othersThan(victim, 2)...)
+	c.progress("steady producer on %s, led by broker %d (replicas %v)", topic, victim.id, replicas)
+	if err := c.createLedTopic(ctx, topic, replicas); err != nil {
+		return leaderMove{}, nil, fmt.Errorf("the producer's topic: %w", err)
+	}
+	g, err := c.startGapProbe(ctx, topic)
+	if err != nil {
+		return leaderMove{}, nil, err
+	}
+	// The view after the topic exists: its partition is one of the
+	// victim's.
+	bs := c.running(c.brokers())
+	v, err := c.metadata(ctx, bs[0].addr(), nil)
+	if err != nil {
+		g.stop()
+		return leaderMove{}, nil, err
+	}
+	m, err := c.moveLeaders(ctx, victim, v, sig, wantExit)
+	if err == nil {
+		err = c.finishGapProbe(ctx, r, g, prefix, signalName(sig)+" of broker "+strconv.Itoa(victim.id))
+	}
+	if err != nil {
+		g.stop()
+		return m, nil, err
+	}
+	return m, g, nil
+}
+
 // controlledShutdown sends SIGTERM to the busiest broker and times, from
 // the signal, its exit and the longest a partition it led went without
-// another leader in a surviving broker's Metadata; then it starts the broker
-// again and waits until the cluster is whole.
+// another leader in a surviving broker's Metadata, with the steady
+// producer's gap on a partition it led; then it starts the broker again and
+// waits until the cluster is whole.
 func (c *benchCluster) controlledShutdown(ctx context.Context, r *modeRun) error {
-	m, err := c.moveLeaders(ctx, syscall.SIGTERM, true)
+	m, g, err := c.brokerFault(ctx, r, syscall.SIGTERM, true, "shutdown", "shutdown_")
 	if err != nil {
 		return err
 	}
@@ -1559,15 +1730,19 @@ func (c *benchCluster) controlledShutdown(ctx context.Context, r *modeRun) error
 	if err := c.restart(m.victim); err != nil {
 		return err
 	}
-	return c.waitWhole(ctx)
+	if err := c.waitWhole(ctx); err != nil {
+		return err
+	}
+	return c.verifyGapProbe(ctx, r, g, "shutdown_", "SIGTERM of broker "+strconv.Itoa(m.victim.id))
 }
 
 // brokerLoss kills the busiest broker with SIGKILL and times until every
 // partition it led shows another leader; the first partition to move marks
 // the detection (broker.session.timeout.ms in kraft, the ZooKeeper session
-// in zk-legacy). The broker is restarted and the cluster made whole again.
+// in zk-legacy). The steady producer writes to a partition it led. The
+// broker is restarted and the cluster made whole again.
 func (c *benchCluster) brokerLoss(ctx context.Context, r *modeRun) error {
-	m, err := c.moveLeaders(ctx, syscall.SIGKILL, true)
+	m, g, err := c.brokerFault(ctx, r, syscall.SIGKILL, true, "loss", "loss_")
 	if err != nil {
 		return err
 	}
@@ -1578,7 +1753,66 @@ func (c *benchCluster) brokerLoss(ctx context.Context, r *modeRun) error {
 	if err := c.restart(m.victim); err != nil {
 		return err
 	}
-	return c.waitWhole(ctx)
+	if err := c.waitWhole(ctx); err != nil {
+		return err
+	}
+	return c.verifyGapProbe(ctx, r, g, "loss_", "kill -9 of broker "+strconv.Itoa(m.victim.id))
+}
+
+// brokerRejoinWait is how long a paused broker has, after SIGCONT, to be
+// whole again before it is killed and restarted (and the run says so).
+const brokerRejoinWait = time.Minute
+
+// pausedBroker stops the busiest broker with SIGSTOP (scenario 8: no RST
+// tells the others) and times as brokerLoss does, then resumes it with
+// SIGCONT: a paused broker that comes back must find its way in (kraft:
+// fenced, it catches up and is unfenced; zk-legacy: its ZooKeeper session
+// expired). If the cluster is not whole within brokerRejoinWait it is
+// killed and restarted, and the note says so.
+func (c *benchCluster) pausedBroker(ctx context.Context, r *modeRun) error {
+	m, g, err := c.brokerFault(ctx, r, syscall.SIGSTOP, false, "brokerpause", "brokerpause_")
+	if m.victim != nil {
+		defer func() { _ = m.victim.cmd.Process.Signal(syscall.SIGCONT) }() // fails only if it is gone
+	}
+	if err != nil {
+		return err
+	}
+	r.set("brokerpause_led_partitions", float64(m.led))
+	r.setDuration("brokerpause_first_moved_ms", m.firstMoved)
+	r.setDuration("brokerpause_all_moved_ms", m.lastMoved)
+	r.setDuration("brokerpause_after_detection_ms", m.lastMoved-m.firstMoved)
+	fault := "SIGSTOP of broker " + strconv.Itoa(m.victim.id)
+	if err := m.victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		return err
+	}
+	resumed := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, brokerRejoinWait)
+	err = c.waitWhole(wctx)
+	cancel()
+	if err == nil {
+		r.setDuration("brokerpause_rejoined_ms", time.Since(resumed))
+		return c.verifyGapProbe(ctx, r, g, "brokerpause_", fault)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	r.Note += fmt.Sprintf("broker %d, paused with SIGSTOP, did not make the cluster whole within %v of SIGCONT (exited: %v); killed and restarted. ", m.victim.id, brokerRejoinWait, m.victim.exited())
+	c.progress("broker %d not back within %v of SIGCONT; kill -9 and restart", m.victim.id, brokerRejoinWait)
+	if !m.victim.exited() {
+		_ = m.victim.cmd.Process.Kill() // fails only if it exited meanwhile
+		select {
+		case <-m.victim.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := c.restart(m.victim); err != nil {
+		return err
+	}
+	if err := c.waitWhole(ctx); err != nil {
+		return err
+	}
+	return c.verifyGapProbe(ctx, r, g, "brokerpause_", fault)
 }
 
 // fdsPerBroker estimates the file descriptors a broker holds at partitions
@@ -1713,14 +1947,29 @@ var compareTables = []compareTable{
 			"a spread of 0 means every partition moved in one metadata update",
 		[]compareMetric{{key: "loss_first_moved_ms", label: "first of its partitions led elsewhere"},
 			{key: "loss_all_moved_ms", label: "every partition led elsewhere"},
-			{key: "loss_after_detection_ms", label: "spread (last minus first)"}}},
+			{key: "loss_after_detection_ms", label: "spread (last minus first)"},
+			{key: "loss_producer_gap_ms", label: "longest gap, steady acks=all producer on a partition it led"}}},
+	{"Paused broker (SIGSTOP of the broker leading the most partitions)",
+		"scenario 8: a paused broker answers nothing and sends no RST; detection as for the loss; SIGCONT after, and the time until the cluster is whole again (every broker listed, every ISR full)",
+		[]compareMetric{{key: "brokerpause_first_moved_ms", label: "first of its partitions led elsewhere"},
+			{key: "brokerpause_all_moved_ms", label: "every partition led elsewhere"},
+			{key: "brokerpause_after_detection_ms", label: "spread (last minus first)"},
+			{key: "brokerpause_producer_gap_ms", label: "longest gap, steady acks=all producer on a partition it led"},
+			{key: "brokerpause_rejoined_ms", label: "whole again after SIGCONT"}}},
 	{"Controlled shutdown (SIGTERM of the broker leading the most partitions)",
-		"anchor: Confluent's 2M-partition figures, 135 s with ZooKeeper vs 32 s with KRaft",
+		"anchor: Confluent's 2M-partition figures, 135 s with ZooKeeper vs 32 s with KRaft. " +
+			"The broker leads about 1/brokers of the partitions (a third with 3 brokers); the producer writes to a partition it led",
 		[]compareMetric{{key: "shutdown_exit_ms", label: "until the process exits"},
-			{key: "shutdown_leaderless_max_ms", label: "longest a led partition had no other leader"}}},
+			{key: "shutdown_leaderless_max_ms", label: "longest a led partition had no other leader"},
+			{key: "shutdown_producer_gap_ms", label: "longest gap, steady acks=all producer on a partition it led"}}},
 	{"Metadata propagation of a topic create to every broker",
 		"a single change, request to visible on all brokers",
 		[]compareMetric{{key: "propagation_p50_ms", label: "p50"}, {key: "propagation_p99_ms", label: "p99"}}},
+	{"Metadata propagation of a leader change to every broker",
+		"a single leader change: kraftd serves neither ElectLeaders nor AlterPartitionReassignments, so the change is the controlled shutdown (SIGTERM) of a broker " +
+			"the bench added that leads one partition and hosts nothing else (kraft: a heartbeat asking to shut down, one PartitionChangeRecord; zk-legacy: ControlledShutdown, one state znode, " +
+			"LeaderAndIsr and UpdateMetadata), from the signal until every other broker's Metadata names the new leader; the broker is started again between samples",
+		[]compareMetric{{key: "leaderchange_p50_ms", label: "p50"}, {key: "leaderchange_p99_ms", label: "p99"}}},
 	{"Partition creation",
 		"CreateTopics of all partitions until every broker serves them with a leader (visible: brokers answer Metadata before they create the logs, in Kafka's order) " +
 			"and until every broker created the logs of its replicas (logs ready: kraft, every broker's metadata_applied_offset, which advances only after the replica manager applied the image, " +
@@ -1808,6 +2057,7 @@ func (rep *compareReport) markdown() string {
 			}
 		}
 	}
+	rep.goalsMarkdown(&b)
 	if rep.Shape != nil {
 		b.WriteString("\n### Shape (asserted)\n\nKRaft's failover recovery after detection flat across the sizes, zk-legacy's clearly growing (cmd/kraftd/bench_shape.go says how and why).\n\n")
 		for _, l := range rep.Shape.Lines {
@@ -1895,9 +2145,22 @@ func (c *benchCluster) brokerRestart(ctx context.Context, r *modeRun) error {
 // node id, an empty log directory) and times from its start until it is
 // in (brokerBack). It stays in the cluster afterwards, leading nothing.
 func (c *benchCluster) brokerJoin(ctx context.Context, r *modeRun) error {
-	ports, err := devPorts(0, 2)
+	n, start, err := c.addBroker()
 	if err != nil {
 		return err
+	}
+	if err := c.brokerBack(ctx, r, n, start, "join_"); err != nil {
+		return err
+	}
+	return c.waitWhole(ctx)
+}
+
+// addBroker starts a broker new to the cluster (the next node id, an empty
+// log directory) and returns it with the time it was started.
+func (c *benchCluster) addBroker() (*devNode, time.Time, error) {
+	ports, err := devPorts(0, 2)
+	if err != nil {
+		return nil, time.Time{}, err
 	}
 	id := 0
 	for _, n := range c.dc.nodes {
@@ -1910,13 +2173,7 @@ func (c *benchCluster) brokerJoin(ctx context.Context, r *modeRun) error {
 	c.dc.o.brokers++
 	c.progress("starting broker %d, new to the cluster", id)
 	start := time.Now()
-	if err := c.dc.start(n); err != nil {
-		return err
-	}
-	if err := c.brokerBack(ctx, r, n, start, "join_"); err != nil {
-		return err
-	}
-	return c.waitWhole(ctx)
+	return n, start, c.dc.start(n)
 }
 
 // waitGone waits until no running broker lists n (kraft fences it on its
