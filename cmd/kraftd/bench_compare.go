@@ -92,22 +92,24 @@ those given with --override (passed to every node of both modes and printed).`
 
 // compareOptions are the flags of kraftd bench.
 type compareOptions struct {
-	partitions   []int
-	modes        []string
-	brokers      int
-	rf           int
-	topicSize    int
-	samples      int
-	rate         int
-	capPerRun    time.Duration
-	out          string
-	overrides    []string
-	zkServers    int
-	zkForceSync  bool
-	logLevel     string
-	startTimeout time.Duration
-	quick        bool
-	assertShape  bool
+	partitions  []int
+	modes       []string
+	brokers     int
+	rf          int
+	topicSize   int
+	samples     int
+	rate        int
+	capPerRun   time.Duration
+	out         string
+	overrides   []string
+	zkServers   int
+	zkForceSync bool
+	logLevel    string
+	// partitionLines keeps the per-replica log lines (bench_logs.go).
+	partitionLines bool
+	startTimeout   time.Duration
+	quick          bool
+	assertShape    bool
 	// from are results.json files to render into --out instead of running:
 	// a later run's rows replace an earlier one's of the same mode and size.
 	from []string
@@ -145,7 +147,8 @@ func parseCompareFlags(args []string, stderr io.Writer) (compareOptions, error) 
 	fs.StringArrayVar(&o.overrides, "override", nil, "key=value passed to every node of both modes; repeatable; printed with the results")
 	fs.IntVar(&o.zkServers, "zookeeper-servers", 3, "ZooKeeper servers of the zk-legacy mode: 3 (an ensemble, as Kafka runs in production) or 1 (standalone)")
 	fs.BoolVar(&o.zkForceSync, "zookeeper-force-sync", true, "ZooKeeper's forceSync (fsync its transaction log before acknowledging a write; yes in production, as kraftd's metadata log always fsyncs)")
-	fs.StringVar(&o.logLevel, "log-level", "warn", "log level of every node (the logs go to the results directory)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level of every node; the logs of every run, failed or not, are kept in the results directory's logs/<mode>-<partitions>.log (info has each broker's \"metadata image visible late\" lines with their stage timings, summarized in the run's note)")
+	fs.BoolVar(&o.partitionLines, "log-partition-lines", false, "keep the brokers' per-replica \"hosting partition\" log lines (by default counted, not written: millions at 1M partitions)")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 2*time.Minute, "how long a cluster has to start")
 	fs.StringSliceVar(&o.scenarios, "scenarios", benchScenarios, "scenarios to run, comma-separated (create always runs)")
 	fs.BoolVar(&o.quick, "quick", false, "reduced matrix, under 5 minutes: 100,300,1000 partitions, the failover scenario, 5 samples, a 2 minute cap, zookeeper.session.timeout.ms=6000, unless given; asserts only the shape (exit status 1 if KRaft's failover recovery grows with the partitions or zk-legacy's does not)")
@@ -395,10 +398,10 @@ func (b *comparison) run(ctx context.Context) {
 			case err == nil:
 				r.Status = statusOK
 			case capped:
-				r.Status, r.Note = statusCapped, fmt.Sprintf("stopped at the %v cap: %v", b.o.capPerRun, err)
+				r.Status, r.Note = statusCapped, fmt.Sprintf("stopped at the %v cap: %v. %s", b.o.capPerRun, err, r.Note)
 				cappedAt[mode] = p
 			default:
-				r.Status, r.Note = statusFailed, err.Error()
+				r.Status, r.Note = statusFailed, fmt.Sprintf("%v. %s", err, r.Note)
 			}
 			b.progressf("%s %d partitions: %s in %.1fs %s", mode, p, r.Status, r.Seconds, r.Note)
 		}
@@ -421,17 +424,22 @@ func (b *comparison) runOne(ctx context.Context, r *modeRun) error {
 	if err := os.MkdirAll(filepath.Join(b.o.out, "logs"), 0o755); err != nil {
 		return err
 	}
-	logf, err := os.Create(filepath.Join(b.o.out, "logs", fmt.Sprintf("%s-%d.log", r.Mode, r.Partitions)))
+	logName := filepath.Join("logs", fmt.Sprintf("%s-%d.log", r.Mode, r.Partitions))
+	logf, err := os.Create(filepath.Join(b.o.out, logName))
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
+	sink := &benchLogSink{w: logf, partitionLines: b.o.partitionLines}
+	// After the cluster stopped (deferred below, so run earlier): every
+	// line is in.
+	defer func() { r.Note += sink.summary(logName) }()
 	if need, limit := fdsPerBroker(b.o, r.Partitions); need > limit {
 		r.Note += fmt.Sprintf("each broker needs about %d file descriptors (its replicas' .log files, 1000 more for connections and the metadata log) but may open %d (RLIMIT_NOFILE): raise the limit or add --brokers. ", need, limit)
 		b.progressf("%s %d partitions: warning: %s", r.Mode, r.Partitions, r.Note)
 	}
 	b.progressf("%s %d partitions: starting the cluster", r.Mode, r.Partitions)
-	c, err := startBenchCluster(ctx, b.o, r.Mode, dir, b.exe, logf)
+	c, err := startBenchCluster(ctx, b.o, r.Mode, dir, b.exe, sink)
 	if err != nil {
 		return err
 	}
@@ -1950,7 +1958,8 @@ var compareTables = []compareTable{
 			{key: "loss_after_detection_ms", label: "spread (last minus first)"},
 			{key: "loss_producer_gap_ms", label: "longest gap, steady acks=all producer on a partition it led"}}},
 	{"Paused broker (SIGSTOP of the broker leading the most partitions)",
-		"scenario 8: a paused broker answers nothing and sends no RST; detection as for the loss; SIGCONT after, and the time until the cluster is whole again (every broker listed, every ISR full)",
+		"scenario 8: a paused broker answers nothing and sends no RST; detection as for the loss; SIGCONT after, and the time until the cluster is whole again (every broker listed, every ISR full). " +
+			"The producer's gap here is bounded by its client, not the cluster: a Produce in flight to the paused leader gets no answer until franz-go's request timeout (10 s, plus its 10 s overhead; Kafka's Java producer: request.timeout.ms, 30 s)",
 		[]compareMetric{{key: "brokerpause_first_moved_ms", label: "first of its partitions led elsewhere"},
 			{key: "brokerpause_all_moved_ms", label: "every partition led elsewhere"},
 			{key: "brokerpause_after_detection_ms", label: "spread (last minus first)"},
