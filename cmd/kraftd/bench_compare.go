@@ -347,16 +347,21 @@ func (b *comparison) progressf(format string, args ...any) {
 
 // expectedRun guesses how long one mode takes at one size, from what 2 cores
 // shared with other builds measured: about 10 s to start a cluster, 50
-// (kraft) and 40 (zk-legacy) partitions created per second, and per
-// scenario about 15 s in kraft and 25 s in zk-legacy (whose kill -9 and
-// SIGSTOP scenarios also wait out zookeeper.session.timeout.ms); capped at
-// --cap. A guess to plan by, printed as one.
+// (kraft) and 40 (zk-legacy) partitions created per second, per scenario
+// about 15 s in kraft and 25 s in zk-legacy (whose kill -9 and SIGSTOP
+// scenarios also wait out zookeeper.session.timeout.ms), and per leader
+// change sample a broker's restart, 1.5 s and 3 s; capped at --cap. A guess
+// to plan by, printed as one.
 func expectedRun(o compareOptions, mode string, partitions int) time.Duration {
-	rate, perScenario := 50.0, 15*time.Second
+	rate, perScenario, perLeaderChange := 50.0, 15*time.Second, 1500*time.Millisecond
 	if mode == string(app.ModeZKLegacy) {
-		rate, perScenario = 40, 25*time.Second
+		rate, perScenario, perLeaderChange = 40, 25*time.Second, 3*time.Second
 	}
 	d := 10*time.Second + time.Duration(float64(partitions)/rate*float64(time.Second)) + time.Duration(len(o.scenarios))*perScenario
+	if slices.Contains(o.scenarios, "leaderchange") {
+		// Each sample restarts a broker.
+		d += time.Duration(o.samples) * perLeaderChange
+	}
 	return min(d, o.capPerRun)
 }
 
