@@ -106,11 +106,13 @@ bench-data:
 
 ## bench-compare: kraftd bench, KRaft against zk-legacy (a 3-server ZooKeeper
 ## ensemble, forceSync=yes) on the same work in one run, every node its own
-## process: controller failover (kill -9, SIGSTOP), broker loss, controlled
-## shutdown, propagation, creation and memory, broker restart and join, at
-## BENCH_PARTITIONS partitions, each mode capped at BENCH_CAP per size. Tables
-## on stdout; results.md, results.json, one SVG chart per scenario and node logs
-## in BENCH_OUT. bench-quick is the reduced matrix (100/300/1000 partitions, the
+## process: controller failover (kill -9, SIGSTOP), broker loss and pause and
+## controlled shutdown (each with the steady producer's gap on a partition the
+## broker led), propagation of a topic create and of a leader change, creation
+## and memory, broker restart and join, at BENCH_PARTITIONS partitions, each
+## mode capped at BENCH_CAP per size. Tables on stdout; results.md (with the
+## issue's goals judged on the figures), results.json, one SVG chart per
+## scenario and the node logs (logs/, at info) in BENCH_OUT. bench-quick is the reduced matrix (100/300/1000 partitions, the
 ## failover, 3 brokers; under 5 minutes) and asserts the shape: KRaft's recovery
 ## after detection flat, zk-legacy's growing (CI runs it); bench-full the whole
 ## one (hours on 2 cores); bench-compare-ci is the structural CI slice (make

@@ -64,6 +64,12 @@ func (c *benchCluster) leaderChange(ctx context.Context, r *modeRun) error {
 		if err := c.createLedTopic(ctx, topic, replicas); err != nil {
 			return fmt.Errorf("sample %d: %w", i, err)
 		}
+		if c.dc.legacy() {
+			// A zk-legacy controller's shutdown would be a failover.
+			if id, _, err := c.activeController(ctx); err == nil && id == x.id {
+				return fmt.Errorf("broker %d, added for the leader change, became the controller", x.id)
+			}
+		}
 		var witnesses []*devNode
 		for _, n := range c.running(c.brokers()) {
 			if n != x {
