@@ -501,6 +501,28 @@ type benchCluster struct {
 	zk       *zkserver.Ensemble
 	cl       *protocol.Client
 	progress func(format string, args ...any)
+	// stopDrain ends drainExits once every node stopped (nil before).
+	stopDrain func()
+}
+
+// drainExits takes every node exit dc's waiter goroutines send, so that no
+// number of restarts fills dc.exits (a full one blocks a waiter, and
+// stopping the cluster then waits for it for ever: a run of 50 leader
+// change samples, each restarting a broker, hung so). The returned func
+// ends the goroutine; call it after the nodes stopped.
+func drainExits(dc *devCluster) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-dc.exits:
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
 }
 
 // startBenchZooKeeper starts the ZooKeeper of a zk-legacy run:
@@ -538,7 +560,9 @@ func startBenchCluster(ctx context.Context, o compareOptions, mode, dir, exe str
 	if err != nil {
 		return nil, err
 	}
-	// Every start sends one exit; the failover restarts a node.
+	// Every start sends one exit: enough room for the starts before
+	// drainExits takes over (the scenarios restart nodes, the leader change
+	// once per sample).
 	dc.exits = make(chan *devNode, 4*len(dc.nodes))
 	if !dc.legacy() {
 		// kraft brokers get a loopback metrics listener for
@@ -573,6 +597,8 @@ func startBenchCluster(ctx context.Context, o compareOptions, mode, dir, exe str
 	if err = dc.waitReady(); err != nil {
 		return c, err
 	}
+	// waitReady was the last reader of dc.exits.
+	c.stopDrain = drainExits(dc)
 	if err = c.waitBrokers(ctx); err != nil {
 		return c, fmt.Errorf("waiting for every broker to list %d brokers: %w", o.brokers, err)
 	}
@@ -592,6 +618,9 @@ func (c *benchCluster) stop(hard bool) {
 		c.dc.wg.Wait()
 	} else {
 		c.dc.stopAll()
+	}
+	if c.stopDrain != nil {
+		c.stopDrain()
 	}
 	if c.zk != nil {
 		c.zk.Stop()
