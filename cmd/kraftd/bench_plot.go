@@ -66,7 +66,7 @@ func (rep *compareReport) plot(t compareTable) (string, bool) {
 	var capped []string
 	for _, mode := range []string{string(app.ModeKRaft), string(app.ModeZKLegacy)} {
 		for i, m := range t.rows {
-			if m.rate || m.bytes {
+			if m.rate || m.bytes || m.count {
 				continue
 			}
 			s := plotSeries{label: mode + ": " + m.label, colour: plotColours[i%len(plotColours)], dashed: mode != string(app.ModeKRaft)}
