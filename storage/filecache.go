@@ -77,9 +77,11 @@ func DefaultFileCacheSize() int {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
 		return 1024
 	}
-	limit := int(min(rl.Cur, 1<<30))
-	return max(64, limit-max(limit/4, 1024))
+	return FileCacheSizeFor(int(min(rl.Cur, 1<<30)))
 }
+
+// FileCacheSizeFor is DefaultFileCacheSize for a descriptor limit.
+func FileCacheSizeFor(limit int) int { return max(64, limit-max(limit/4, 1024)) }
 
 var (
 	defaultFilesOnce sync.Once
