@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 )
 
 // Kafka's segment indexes are sparse: one entry per index.interval.bytes of log
@@ -47,29 +48,30 @@ type timeEntry struct {
 // descriptor is in the log's FileCache (closed while unused when the cache
 // is full, reopened by path).
 type indexFile struct {
-	path  string
-	files *FileCache
-	file  *cachedFile // nil until the first write
-	size  int64       // bytes written
+	segment string // the segment's .log path, which names the index
+	suffix  string // IndexSuffix or TimeIndexSuffix
+	files   *FileCache
+	file    *cachedFile // nil until the first write
+	size    int64       // bytes written
 	// opened: open may have created the file since the directory was
 	// last fsynced; the log's next flush fsyncs the directory.
 	opened bool
 }
 
-func newIndexFile(files *FileCache, path string) *indexFile {
-	return &indexFile{path: path, files: files}
-}
+// path is the index file's path (derived, not kept: a partition log's
+// index files are rarely opened, and many logs have none).
+func (x *indexFile) path() string { return strings.TrimSuffix(x.segment, LogSuffix) + x.suffix }
 
 // open creates the file if missing and puts it in the cache.
 func (x *indexFile) open() error {
 	if x.file != nil {
 		return nil
 	}
-	f, err := os.OpenFile(x.path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(x.path(), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}
-	x.file, x.opened = x.files.adopt(x.path, os.O_RDWR, f), true
+	x.file, x.opened = x.files.adopt(x.path(), os.O_RDWR, f), true
 	return nil
 }
 
@@ -82,11 +84,11 @@ func (x *indexFile) ensureExists() error {
 	if x.file != nil {
 		return nil
 	}
-	f, err := os.OpenFile(x.path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(x.path(), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}
-	x.file = x.files.adopt(x.path, os.O_RDWR, f)
+	x.file = x.files.adopt(x.path(), os.O_RDWR, f)
 	return nil
 }
 
@@ -132,7 +134,7 @@ func (x *indexFile) dropStale() error {
 	if x.file != nil {
 		return x.do(func(f *os.File) error { return f.Truncate(0) })
 	}
-	if err := os.Truncate(x.path, 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Truncate(x.path(), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	return nil

@@ -108,7 +108,6 @@ func (c *LogConfig) fillDefaults() {
 type Log struct {
 	dir string
 	cfg LogConfig
-	log *zap.Logger
 
 	mu       sync.RWMutex
 	segments []*logSegment
@@ -161,8 +160,8 @@ type logSegment struct {
 	end      int64
 	idx      []offsetEntry
 	tidx     []timeEntry
-	idxFile  *indexFile
-	tidxFile *indexFile
+	idxFile  indexFile
+	tidxFile indexFile
 	// sinceIndex counts bytes appended since the last index entry.
 	sinceIndex int64
 	// firstTsMs is the max timestamp of the first batch (segment.ms roll), -1 if empty.
@@ -179,7 +178,7 @@ type logSegment struct {
 // OpenLog opens (creating if missing) the partition directory dir and recovers it.
 func OpenLog(dir string, cfg LogConfig) (*Log, error) {
 	cfg.fillDefaults()
-	l := &Log{dir: dir, cfg: cfg, log: cfg.Logger.With(zap.String("dir", dir))}
+	l := &Log{dir: dir, cfg: cfg}
 	created, err := makeDir(dir)
 	if err != nil {
 		return nil, err
@@ -353,7 +352,7 @@ func (l *Log) recover(bases []int64) (epochFile, error) {
 	next, prevEpoch := int64(-1), int32(-1)
 	for i, base := range bases {
 		if next >= 0 && base != next {
-			l.log.Warn("segment does not continue the log; dropping it and later segments",
+			l.logger().Warn("segment does not continue the log; dropping it and later segments",
 				zap.Int64("base", base), zap.Int64("expected_base", next))
 			return ef, l.dropSegmentFiles(bases[i:])
 		}
@@ -434,7 +433,7 @@ func (l *Log) rebuildSegment(sg *logSegment, next int64, prevEpoch int32) (ScanR
 }
 
 func (l *Log) repairTail(sg *logSegment, res ScanResult) error {
-	l.log.Warn("truncating invalid log tail", zap.String("segment", sg.path),
+	l.logger().Warn("truncating invalid log tail", zap.String("segment", sg.path),
 		zap.Int64("offset", sg.end), zap.Int64("position", res.Valid),
 		zap.Int64("dropped_bytes", res.Total-res.Valid), zap.NamedError("reason", res.Reason))
 	if err := sg.file.truncate(res.Valid); err != nil {
@@ -452,7 +451,7 @@ func (l *Log) dropSegmentFiles(bases []int64) error {
 				return err
 			}
 		}
-		l.log.Warn("deleted log segment after the end of the valid log", zap.Int64("base", base))
+		l.logger().Warn("deleted log segment after the end of the valid log", zap.Int64("base", base))
 	}
 	return nil
 }
@@ -482,8 +481,8 @@ func (l *Log) openSegment(base int64) (*logSegment, error) {
 // first entry).
 func (l *Log) initSegment(sg *logSegment, f *os.File) {
 	sg.file = &segmentFile{cachedFile: l.cfg.Files.adopt(sg.path, os.O_RDWR, f)}
-	sg.idxFile = newIndexFile(l.cfg.Files, filepath.Join(l.dir, SegmentFileName(sg.base, IndexSuffix)))
-	sg.tidxFile = newIndexFile(l.cfg.Files, filepath.Join(l.dir, SegmentFileName(sg.base, TimeIndexSuffix)))
+	sg.idxFile = indexFile{segment: sg.path, suffix: IndexSuffix, files: l.cfg.Files}
+	sg.tidxFile = indexFile{segment: sg.path, suffix: TimeIndexSuffix, files: l.cfg.Files}
 }
 
 // withFile runs fn on the segment's .log descriptor, pinned (opened if the
@@ -503,6 +502,10 @@ func (sg *logSegment) withFile(fn func(f *os.File) error) error {
 	return err
 }
 
+// logger is the log's logger, naming its directory (made when something
+// is logged: most logs never log).
+func (l *Log) logger() *zap.Logger { return l.cfg.Logger.With(zap.String("dir", l.dir)) }
+
 // unlisted reports whether the open's directory listing shows name missing
 // (false outside an open: unknown).
 func (l *Log) unlisted(name string) bool { return l.listed != nil && !l.listed[name] }
@@ -512,7 +515,7 @@ func (l *Log) unlisted(name string) bool { return l.listed != nil && !l.listed[n
 // reads as one without entries (files are created at their first entry): the
 // walk then covers the whole segment.
 func (sg *logSegment) loadIndexes(unlisted func(name string) bool) error {
-	data, err := readIndex(sg.idxFile.path, unlisted)
+	data, err := readIndex(sg.idxFile.path(), unlisted)
 	if err != nil {
 		return err
 	}
@@ -520,7 +523,7 @@ func (sg *logSegment) loadIndexes(unlisted func(name string) bool) error {
 		return err
 	}
 	sg.idxFile.size = int64(len(data))
-	if data, err = readIndex(sg.tidxFile.path, unlisted); err != nil {
+	if data, err = readIndex(sg.tidxFile.path(), unlisted); err != nil {
 		return err
 	}
 	if sg.tidx, err = decodeTimeIndex(data); err != nil {
@@ -1408,7 +1411,7 @@ func (l *Log) MarkDeleted(suffix string) (string, error) {
 func (l *Log) fail(err error) error {
 	if l.failed == nil {
 		l.failed = fmt.Errorf("%w: %w", ErrLogFailed, err)
-		l.log.Error("partition log failed; refusing writes", zap.Error(err))
+		l.logger().Error("partition log failed; refusing writes", zap.Error(err))
 	}
 	return l.failed
 }
