@@ -120,8 +120,12 @@ bench-data:
 BENCH_PARTITIONS ?= 1000,10000
 BENCH_CAP        ?= 10m
 BENCH_OUT        ?= bench-results/$(shell date -u +%Y%m%dT%H%M%SZ)
-# 6 brokers: with 3, each hosts every replica of 10k partitions at RF 3, about
-# 21,000 file descriptors, past a 20,000 RLIMIT_NOFILE.
+# 6 brokers, as the committed runs before 2026-12-02. Descriptors no longer
+# bound the partitions a broker hosts (its partition-log files stay in a cache
+# of RLIMIT_NOFILE less a quarter: 15,000 of 20,000); memory does: at 100k
+# partitions on 3 brokers (RF 3) each broker's RSS grew by 8.2 KiB per
+# partition (docs/bench/2026-12-02-100k), so bench-full's 1M row needs about
+# 3 x 8 GB for the brokers alone, more than a 24 GiB machine has.
 BENCH_BROKERS    ?= 6
 bench-compare: build
 	./$(BIN) bench --brokers $(BENCH_BROKERS) --partitions $(BENCH_PARTITIONS) --cap $(BENCH_CAP) --out $(BENCH_OUT) $(BENCH_FLAGS)

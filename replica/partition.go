@@ -74,17 +74,20 @@ type Partition struct {
 
 	hw atomic.Int64
 
+	// changed is closed when the high watermark moves or the role
+	// changes, appended on every append and role change (follower fetches
+	// wait on it). Each is made when first waited on and dropped when
+	// closed, so that the many partitions nobody waits on cost none.
 	notifyMu sync.Mutex
-	changed  chan struct{} // closed and replaced when the high watermark moves or the role changes
-	appended chan struct{} // closed and replaced on every append and role change (follower fetches wait on it)
+	changed  chan struct{}
+	appended chan struct{}
 }
 
 // newPartition hosts log with the manager's replication hooks h; hw >= 0 is
 // the high watermark checkpointed at the last shutdown
 // (replication-offset-checkpoint), kept within the log.
 func newPartition(st PartitionState, brokerID int32, log *storage.Log, cfg TopicConfig, hw int64, h *hooks) (*Partition, error) {
-	p := &Partition{tp: st.TopicPartition, brokerID: brokerID, log: log, hooks: h, epochStart: -1,
-		producers: map[int64]*producerState{}, changed: make(chan struct{}), appended: make(chan struct{})}
+	p := &Partition{tp: st.TopicPartition, brokerID: brokerID, log: log, hooks: h, epochStart: -1}
 	p.cfg.Store(&cfg)
 	if hw >= 0 {
 		p.hw.Store(min(max(hw, log.StartOffset()), log.EndOffset()))
@@ -164,6 +167,9 @@ func (p *Partition) HighWatermark() int64 { return p.hw.Load() }
 func (p *Partition) Changed() <-chan struct{} {
 	p.notifyMu.Lock()
 	defer p.notifyMu.Unlock()
+	if p.changed == nil {
+		p.changed = make(chan struct{})
+	}
 	return p.changed
 }
 
@@ -172,20 +178,27 @@ func (p *Partition) Changed() <-chan struct{} {
 func (p *Partition) Appended() <-chan struct{} {
 	p.notifyMu.Lock()
 	defer p.notifyMu.Unlock()
+	if p.appended == nil {
+		p.appended = make(chan struct{})
+	}
 	return p.appended
 }
 
 func (p *Partition) notify() {
 	p.notifyMu.Lock()
-	close(p.changed)
-	p.changed = make(chan struct{})
+	if p.changed != nil {
+		close(p.changed)
+		p.changed = nil
+	}
 	p.notifyMu.Unlock()
 }
 
 func (p *Partition) notifyAppend() {
 	p.notifyMu.Lock()
-	close(p.appended)
-	p.appended = make(chan struct{})
+	if p.appended != nil {
+		close(p.appended)
+		p.appended = nil
+	}
 	p.notifyMu.Unlock()
 }
 

@@ -27,6 +27,15 @@ import (
 //     timestamp) with no ongoing transaction are forgotten
 //     (removeExpiredProducers, and when a snapshot is loaded).
 
+// setProducerLocked records pid's state; the map is made with the
+// partition's first producer (most partitions have none); mu held.
+func (p *Partition) setProducerLocked(pid int64, st *producerState) {
+	if p.producers == nil {
+		p.producers = make(map[int64]*producerState)
+	}
+	p.producers[pid] = st
+}
+
 // trackBatchLocked updates producer state from a batch now in the log (a
 // leader's or follower's append, or the walk at load); mu held. A batch of
 // an older epoch than the producer's (possible only in a replicated log the
@@ -39,7 +48,7 @@ func (p *Partition) trackBatchLocked(h storage.BatchInfo) {
 	st := p.producers[pid]
 	if st == nil {
 		st = newProducerState(h.ProducerEpoch)
-		p.producers[pid] = st
+		p.setProducerLocked(pid, st)
 	}
 	if h.ProducerEpoch < st.epoch {
 		return
@@ -209,7 +218,7 @@ func (p *Partition) loadSnapshotLocked(entries []storage.ProducerSnapshotEntry, 
 			st.batches = append(st.batches, producerBatch{firstSeq: firstSeqOf(e.LastSequence, e.OffsetDelta), lastSeq: e.LastSequence,
 				firstOffset: e.LastOffset - int64(e.OffsetDelta), lastOffset: e.LastOffset})
 		}
-		p.producers[e.ProducerID] = st
+		p.setProducerLocked(e.ProducerID, st)
 		if st.txnFirstOffset >= 0 {
 			p.txns.begin(e.ProducerID, st.txnFirstOffset)
 		}

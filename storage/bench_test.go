@@ -1,6 +1,10 @@
 package storage
 
 import (
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -55,5 +59,41 @@ func BenchmarkLogRead(b *testing.B) {
 		if _, err := l.Read(off, 1<<20, end); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkOpenNewLogs: creating partition logs (OpenLog of a new
+// directory: mkdir and its segment's .log), one per op, by 1 or 16
+// goroutines at once, as the replica manager's apply does (applyWorkers):
+// what 100k or 1M new replicas cost a broker in file system work alone.
+// The cache bound keeps the descriptors within the process's limit.
+//
+//	go test ./storage -run '^$' -bench OpenNewLogs -benchtime 20000x
+func BenchmarkOpenNewLogs(b *testing.B) {
+	for _, workers := range []int{1, 2, 4, 16} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			dir := b.TempDir()
+			cfg := LogConfig{Files: NewFileCache(1024)}
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			for range workers {
+				wg.Go(func() {
+					for {
+						i := next.Add(1) - 1
+						if i >= int64(b.N) {
+							return
+						}
+						l, err := OpenLog(filepath.Join(dir, fmt.Sprintf("topic-%d", i)), cfg)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						_ = l // left open, as a hosted replica's
+					}
+				})
+			}
+			wg.Wait()
+		})
 	}
 }

@@ -451,7 +451,7 @@ func (l *Log) swapSegment(sg *logSegment, size, end int64, tmp string, removed i
 	stats.RecordsRemoved += removed
 	stats.BytesBefore += before
 	stats.BytesAfter += fresh.size
-	l.log.Info("compacted log segment", zap.Int64("base", sg.base), zap.Int64("end", sg.end),
+	l.logger().Info("compacted log segment", zap.Int64("base", sg.base), zap.Int64("end", sg.end),
 		zap.Int64("bytes_before", before), zap.Int64("bytes_after", fresh.size), zap.Int64("records_removed", removed))
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 )
 
 // Kafka's segment indexes are sparse: one entry per index.interval.bytes of log
@@ -43,28 +44,34 @@ type timeEntry struct {
 // first write, not when its segment opens: a clean open reads the entries
 // by path and holds no descriptor, and a new partition's empty segment
 // creates no index file until it gets an entry. A missing file reads as
-// an empty index for an empty segment (loadIndexes).
+// an empty index for an empty segment (loadIndexes). Once created, its
+// descriptor is in the log's FileCache (closed while unused when the cache
+// is full, reopened by path).
 type indexFile struct {
-	path string
-	f    *os.File // nil until the first write
-	size int64    // bytes written
+	segment string // the segment's .log path, which names the index
+	suffix  string // IndexSuffix or TimeIndexSuffix
+	files   *FileCache
+	file    *cachedFile // nil until the first write
+	size    int64       // bytes written
 	// opened: open may have created the file since the directory was
 	// last fsynced; the log's next flush fsyncs the directory.
 	opened bool
 }
 
-func newIndexFile(path string) *indexFile { return &indexFile{path: path} }
+// path is the index file's path (derived, not kept: a partition log's
+// index files are rarely opened, and many logs have none).
+func (x *indexFile) path() string { return strings.TrimSuffix(x.segment, LogSuffix) + x.suffix }
 
-// open opens the file for writing, creating it if missing.
+// open creates the file if missing and puts it in the cache.
 func (x *indexFile) open() error {
-	if x.f != nil {
+	if x.file != nil {
 		return nil
 	}
-	f, err := os.OpenFile(x.path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(x.path(), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}
-	x.f, x.opened = f, true
+	x.file, x.opened = x.files.adopt(x.path(), os.O_RDWR, f), true
 	return nil
 }
 
@@ -74,22 +81,35 @@ func (x *indexFile) open() error {
 // batches, and a Kafka broker reading the directory rebuilds a missing
 // one with an error in its log.
 func (x *indexFile) ensureExists() error {
-	if x.f != nil {
+	if x.file != nil {
 		return nil
 	}
-	f, err := os.OpenFile(x.path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(x.path(), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}
-	x.f = f
+	x.file = x.files.adopt(x.path(), os.O_RDWR, f)
 	return nil
+}
+
+// do runs fn on the file's descriptor, pinned.
+func (x *indexFile) do(fn func(f *os.File) error) error {
+	f, err := x.file.use()
+	if err != nil {
+		return err
+	}
+	err = fn(f)
+	if uerr := x.file.unuse(); err == nil {
+		err = uerr
+	}
+	return err
 }
 
 func (x *indexFile) append(entry []byte) error {
 	if err := x.open(); err != nil {
 		return err
 	}
-	if _, err := x.f.WriteAt(entry, x.size); err != nil {
+	if err := x.do(func(f *os.File) error { _, err := f.WriteAt(entry, x.size); return err }); err != nil {
 		return err
 	}
 	x.size += int64(len(entry))
@@ -103,7 +123,7 @@ func (x *indexFile) reset() error {
 	if err := x.open(); err != nil {
 		return err
 	}
-	return x.f.Truncate(0)
+	return x.do(func(f *os.File) error { return f.Truncate(0) })
 }
 
 // dropStale empties a file a new segment's name may find left over, without
@@ -111,10 +131,10 @@ func (x *indexFile) reset() error {
 // entry).
 func (x *indexFile) dropStale() error {
 	x.size = 0
-	if x.f != nil {
-		return x.f.Truncate(0)
+	if x.file != nil {
+		return x.do(func(f *os.File) error { return f.Truncate(0) })
 	}
-	if err := os.Truncate(x.path, 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Truncate(x.path(), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	return nil
@@ -123,18 +143,18 @@ func (x *indexFile) dropStale() error {
 // sync fsyncs what was written; a file never written by this process was
 // fsynced when it was (or is empty and missing).
 func (x *indexFile) sync() error {
-	if x.f == nil {
+	if x.file == nil {
 		return nil
 	}
-	return fsync(x.f)
+	return x.do(fsync)
 }
 
 func (x *indexFile) close() error {
-	if x == nil || x.f == nil {
+	if x == nil || x.file == nil {
 		return nil
 	}
-	err := x.f.Close()
-	x.f = nil
+	err := x.file.release()
+	x.file = nil
 	return err
 }
 

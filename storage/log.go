@@ -64,6 +64,9 @@ type LogConfig struct {
 	CleanShutdown bool
 	// Logger receives recovery warnings. Nil: zap.NewNop().
 	Logger *zap.Logger
+	// Files holds the log's open descriptors, bounded (see FileCache).
+	// Nil: DefaultFileCache(), the process's.
+	Files *FileCache
 }
 
 func (c *LogConfig) fillDefaults() {
@@ -79,6 +82,9 @@ func (c *LogConfig) fillDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
+	}
+	if c.Files == nil {
+		c.Files = DefaultFileCache()
 	}
 }
 
@@ -102,7 +108,6 @@ func (c *LogConfig) fillDefaults() {
 type Log struct {
 	dir string
 	cfg LogConfig
-	log *zap.Logger
 
 	mu       sync.RWMutex
 	segments []*logSegment
@@ -150,14 +155,13 @@ type Log struct {
 type logSegment struct {
 	base     int64
 	path     string
-	f        *os.File     // file.f
-	file     *segmentFile // shared with Regions read from this segment
+	file     *segmentFile // shared with Regions read from this segment; nil once closed
 	size     int64
 	end      int64
 	idx      []offsetEntry
 	tidx     []timeEntry
-	idxFile  *indexFile
-	tidxFile *indexFile
+	idxFile  indexFile
+	tidxFile indexFile
 	// sinceIndex counts bytes appended since the last index entry.
 	sinceIndex int64
 	// firstTsMs is the max timestamp of the first batch (segment.ms roll), -1 if empty.
@@ -174,7 +178,7 @@ type logSegment struct {
 // OpenLog opens (creating if missing) the partition directory dir and recovers it.
 func OpenLog(dir string, cfg LogConfig) (*Log, error) {
 	cfg.fillDefaults()
-	l := &Log{dir: dir, cfg: cfg, log: cfg.Logger.With(zap.String("dir", dir))}
+	l := &Log{dir: dir, cfg: cfg}
 	created, err := makeDir(dir)
 	if err != nil {
 		return nil, err
@@ -261,9 +265,7 @@ func (l *Log) createSegment(base int64) (*logSegment, error) {
 	if err != nil {
 		return nil, err
 	}
-	sg.f, sg.file = f, newSegmentFile(f)
-	sg.idxFile = newIndexFile(filepath.Join(l.dir, SegmentFileName(base, IndexSuffix)))
-	sg.tidxFile = newIndexFile(filepath.Join(l.dir, SegmentFileName(base, TimeIndexSuffix)))
+	l.initSegment(sg, f)
 	return sg, nil
 }
 
@@ -350,7 +352,7 @@ func (l *Log) recover(bases []int64) (epochFile, error) {
 	next, prevEpoch := int64(-1), int32(-1)
 	for i, base := range bases {
 		if next >= 0 && base != next {
-			l.log.Warn("segment does not continue the log; dropping it and later segments",
+			l.logger().Warn("segment does not continue the log; dropping it and later segments",
 				zap.Int64("base", base), zap.Int64("expected_base", next))
 			return ef, l.dropSegmentFiles(bases[i:])
 		}
@@ -431,7 +433,7 @@ func (l *Log) rebuildSegment(sg *logSegment, next int64, prevEpoch int32) (ScanR
 }
 
 func (l *Log) repairTail(sg *logSegment, res ScanResult) error {
-	l.log.Warn("truncating invalid log tail", zap.String("segment", sg.path),
+	l.logger().Warn("truncating invalid log tail", zap.String("segment", sg.path),
 		zap.Int64("offset", sg.end), zap.Int64("position", res.Valid),
 		zap.Int64("dropped_bytes", res.Total-res.Valid), zap.NamedError("reason", res.Reason))
 	if err := sg.file.truncate(res.Valid); err != nil {
@@ -449,7 +451,7 @@ func (l *Log) dropSegmentFiles(bases []int64) error {
 				return err
 			}
 		}
-		l.log.Warn("deleted log segment after the end of the valid log", zap.Int64("base", base))
+		l.logger().Warn("deleted log segment after the end of the valid log", zap.Int64("base", base))
 	}
 	return nil
 }
@@ -457,19 +459,14 @@ func (l *Log) dropSegmentFiles(bases []int64) error {
 func (l *Log) openSegment(base int64) (*logSegment, error) {
 	sg := &logSegment{base: base, end: base, firstTsMs: -1, maxTsMs: -1, maxTsOffset: -1,
 		path: filepath.Join(l.dir, SegmentFileName(base, LogSuffix))}
-	var err error
-	if sg.f, err = os.OpenFile(sg.path, os.O_RDWR|os.O_CREATE, 0o644); err != nil {
-		return nil, err
-	}
-	sg.file = newSegmentFile(sg.f)
-	st, err := sg.f.Stat()
+	// The file is opened at its first read or write, not here: a clean
+	// open of a partition that is never read holds no descriptor.
+	st, err := os.Stat(sg.path)
 	if err != nil {
-		sg.close()
 		return nil, err
 	}
 	sg.size = st.Size()
-	sg.idxFile = newIndexFile(filepath.Join(l.dir, SegmentFileName(base, IndexSuffix)))
-	sg.tidxFile = newIndexFile(filepath.Join(l.dir, SegmentFileName(base, TimeIndexSuffix)))
+	l.initSegment(sg, nil)
 	if !l.unlisted(SegmentFileName(base, TxnIndexSuffix)) {
 		if err := sg.loadTxnIndex(); err != nil {
 			sg.close()
@@ -478,6 +475,36 @@ func (l *Log) openSegment(base int64) (*logSegment, error) {
 	}
 	return sg, nil
 }
+
+// initSegment gives sg its files in the log's cache: the .log file (f if
+// just opened, else opened at first use) and the index files (at their
+// first entry).
+func (l *Log) initSegment(sg *logSegment, f *os.File) {
+	sg.file = &segmentFile{cachedFile: l.cfg.Files.adopt(sg.path, os.O_RDWR, f)}
+	sg.idxFile = indexFile{segment: sg.path, suffix: IndexSuffix, files: l.cfg.Files}
+	sg.tidxFile = indexFile{segment: sg.path, suffix: TimeIndexSuffix, files: l.cfg.Files}
+}
+
+// withFile runs fn on the segment's .log descriptor, pinned (opened if the
+// cache closed it).
+func (sg *logSegment) withFile(fn func(f *os.File) error) error {
+	if sg.file == nil {
+		return fmt.Errorf("%w: %s", ErrLogClosed, sg.path)
+	}
+	f, err := sg.file.use()
+	if err != nil {
+		return err
+	}
+	err = fn(f)
+	if uerr := sg.file.unuse(); err == nil {
+		err = uerr
+	}
+	return err
+}
+
+// logger is the log's logger, naming its directory (made when something
+// is logged: most logs never log).
+func (l *Log) logger() *zap.Logger { return l.cfg.Logger.With(zap.String("dir", l.dir)) }
 
 // unlisted reports whether the open's directory listing shows name missing
 // (false outside an open: unknown).
@@ -488,7 +515,7 @@ func (l *Log) unlisted(name string) bool { return l.listed != nil && !l.listed[n
 // reads as one without entries (files are created at their first entry): the
 // walk then covers the whole segment.
 func (sg *logSegment) loadIndexes(unlisted func(name string) bool) error {
-	data, err := readIndex(sg.idxFile.path, unlisted)
+	data, err := readIndex(sg.idxFile.path(), unlisted)
 	if err != nil {
 		return err
 	}
@@ -496,7 +523,7 @@ func (sg *logSegment) loadIndexes(unlisted func(name string) bool) error {
 		return err
 	}
 	sg.idxFile.size = int64(len(data))
-	if data, err = readIndex(sg.tidxFile.path, unlisted); err != nil {
+	if data, err = readIndex(sg.tidxFile.path(), unlisted); err != nil {
 		return err
 	}
 	if sg.tidx, err = decodeTimeIndex(data); err != nil {
@@ -506,19 +533,26 @@ func (sg *logSegment) loadIndexes(unlisted func(name string) bool) error {
 	if n := len(sg.tidx); n > 0 {
 		sg.maxTsMs, sg.maxTsOffset = sg.tidx[n-1].tsMs, sg.base+int64(sg.tidx[n-1].rel)
 	}
-	if sg.size > 0 {
-		h, err := sg.readHeader(0)
-		if err != nil {
-			return err
-		}
-		sg.firstTsMs = h.MaxTimestampMs // segment.ms counts from the first batch
+	if sg.size == 0 {
+		return nil
 	}
+	return sg.withFile(func(f *os.File) error { return sg.walkTail(f) })
+}
+
+// walkTail reads the first batch's header and those after the last offset
+// index entry (loadIndexes).
+func (sg *logSegment) walkTail(f *os.File) error {
+	h, err := readHeaderAt(f, sg.path, 0)
+	if err != nil {
+		return err
+	}
+	sg.firstTsMs = h.MaxTimestampMs // segment.ms counts from the first batch
 	var pos int64
 	if n := len(sg.idx); n > 0 {
 		pos = int64(sg.idx[n-1].pos)
 	}
 	for pos < sg.size {
-		h, err := sg.readHeader(pos)
+		h, err := readHeaderAt(f, sg.path, pos)
 		if err != nil {
 			return err
 		}
@@ -549,15 +583,24 @@ func readIndex(path string, unlisted func(name string) bool) ([]byte, error) {
 }
 
 // readHeader reads the header of the batch at pos.
-func (sg *logSegment) readHeader(pos int64) (BatchInfo, error) {
+func (sg *logSegment) readHeader(pos int64) (h BatchInfo, err error) {
+	err = sg.withFile(func(f *os.File) error {
+		h, err = readHeaderAt(f, sg.path, pos)
+		return err
+	})
+	return h, err
+}
+
+// readHeaderAt reads the header of the batch at pos of f, the segment file path.
+func readHeaderAt(f *os.File, path string, pos int64) (BatchInfo, error) {
 	var h [BatchHeaderSize]byte
-	if _, err := sg.f.ReadAt(h[:], pos); err != nil {
+	if _, err := f.ReadAt(h[:], pos); err != nil {
 		return BatchInfo{}, err
 	}
 	be := binary.BigEndian
 	length := int64(int32(be.Uint32(h[offBatchLength:])))
 	if length < BatchHeaderSize-logOverhead {
-		return BatchInfo{}, fmt.Errorf("%w: batch length %d at byte %d of %s", ErrCorruptBatch, length, pos, sg.path)
+		return BatchInfo{}, fmt.Errorf("%w: batch length %d at byte %d of %s", ErrCorruptBatch, length, pos, path)
 	}
 	base := int64(be.Uint64(h[offBaseOffset:]))
 	return BatchInfo{
@@ -624,7 +667,7 @@ func (sg *logSegment) sync() error {
 	if !sg.dirty {
 		return nil
 	}
-	if err := fsync(sg.f); err != nil {
+	if err := sg.withFile(fsync); err != nil {
 		return err
 	}
 	if err := sg.idxFile.sync(); err != nil {
@@ -639,11 +682,11 @@ func (sg *logSegment) sync() error {
 
 func (sg *logSegment) close() error {
 	var first error
-	if sg.f != nil {
+	if sg.file != nil {
 		// Regions read from the segment may still be sending from it: the
 		// file closes with the last of them.
 		first = sg.file.release()
-		sg.f, sg.file = nil, nil
+		sg.file = nil
 	}
 	if err := sg.idxFile.close(); first == nil {
 		first = err
@@ -677,18 +720,26 @@ func (l *Log) syncDir() error {
 // openNewSegment creates an empty active segment at base without fsyncing
 // the directory.
 func (l *Log) openNewSegment(base int64) error {
-	sg, err := l.openSegment(base)
+	sg := &logSegment{base: base, end: base, firstTsMs: -1, maxTsMs: -1, maxTsOffset: -1,
+		path: filepath.Join(l.dir, SegmentFileName(base, LogSuffix))}
+	// A stale file of that name holds nothing we want.
+	f, err := os.OpenFile(sg.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
-	// A stale file of that name holds nothing we want.
-	for _, drop := range []func() error{func() error { return sg.f.Truncate(0) }, sg.idxFile.dropStale, sg.tidxFile.dropStale} {
+	l.initSegment(sg, f)
+	for _, drop := range []func() error{sg.idxFile.dropStale, sg.tidxFile.dropStale} {
 		if err := drop(); err != nil {
 			sg.close()
 			return err
 		}
 	}
-	sg.size = 0
+	if !l.unlisted(SegmentFileName(base, TxnIndexSuffix)) {
+		if err := sg.loadTxnIndex(); err != nil {
+			sg.close()
+			return err
+		}
+	}
 	if len(sg.txns) > 0 { // likewise a stale aborted-transaction index
 		sg.txns = nil
 		if err := sg.writeTxnIndex(); err != nil {
@@ -924,7 +975,7 @@ func (l *Log) roll(base int64) error {
 func (l *Log) write(b Batch) error {
 	sg := l.active()
 	pos := sg.size
-	if _, err := sg.f.WriteAt(b.Raw, pos); err != nil {
+	if err := sg.withFile(func(f *os.File) error { _, err := f.WriteAt(b.Raw, pos); return err }); err != nil {
 		return err
 	}
 	sg.dirty = true
@@ -1008,7 +1059,13 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) ([]byte, error) 
 		return nil, err
 	}
 	buf := make([]byte, stop-start)
-	if _, err := sg.f.ReadAt(buf, start); err != nil && !errors.Is(err, io.EOF) {
+	err = sg.withFile(func(f *os.File) error {
+		if _, err := f.ReadAt(buf, start); err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	return buf, nil
@@ -1060,9 +1117,20 @@ func segmentFor(segs []*logSegment, offset int64) int {
 // span finds the byte range of the batches Read returns from this segment.
 func (sg *logSegment) span(offset int64, maxBytes int, maxOffset int64) (start, stop int64, err error) {
 	pos := floorOffset(sg.idx, int32(offset-sg.base))
+	if pos >= sg.size {
+		return pos, pos, nil // nothing to read: the file stays closed
+	}
+	err = sg.withFile(func(f *os.File) error {
+		start, stop, err = sg.spanIn(f, pos, offset, maxBytes, maxOffset)
+		return err
+	})
+	return start, stop, err
+}
+
+func (sg *logSegment) spanIn(f *os.File, pos, offset int64, maxBytes int, maxOffset int64) (start, stop int64, err error) {
 	start = -1
 	for pos < sg.size {
-		h, err := sg.readHeader(pos)
+		h, err := readHeaderAt(f, sg.path, pos)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -1105,18 +1173,30 @@ func (l *Log) WalkBatches(from int64, fn func(BatchInfo) bool) error {
 	}
 	for i := segmentFor(l.segments, from); i < len(l.segments); i++ {
 		sg := l.segments[i]
-		for pos := floorOffset(sg.idx, int32(max(from-sg.base, 0))); pos < sg.size; {
-			h, err := sg.readHeader(pos)
-			if err != nil {
-				return err
+		pos := floorOffset(sg.idx, int32(max(from-sg.base, 0)))
+		if pos >= sg.size {
+			continue
+		}
+		stop := false
+		err := sg.withFile(func(f *os.File) error {
+			for pos < sg.size {
+				h, err := readHeaderAt(f, sg.path, pos)
+				if err != nil {
+					return err
+				}
+				if h.IsControl() {
+					h.ControlType, h.CoordinatorEpoch = readControl(f, h)
+				}
+				if h.LastOffset >= from && !fn(h) {
+					stop = true
+					return nil
+				}
+				pos += h.Size
 			}
-			if h.IsControl() {
-				h.ControlType, h.CoordinatorEpoch = sg.readControl(h)
-			}
-			if h.LastOffset >= from && !fn(h) {
-				return nil
-			}
-			pos += h.Size
+			return nil
+		})
+		if err != nil || stop {
+			return err
 		}
 	}
 	return nil
@@ -1128,12 +1208,12 @@ const maxControlBatchBytes = 64 << 10
 
 // readControl decodes the control record of the control batch h; a batch
 // that does not decode (or is implausibly large) gives type -1.
-func (sg *logSegment) readControl(h BatchInfo) (ControlType, int32) {
+func readControl(f *os.File, h BatchInfo) (ControlType, int32) {
 	if h.Size > maxControlBatchBytes {
 		return -1, -1
 	}
 	buf := make([]byte, h.Size)
-	if _, err := sg.f.ReadAt(buf, h.Position); err != nil {
+	if _, err := f.ReadAt(buf, h.Position); err != nil {
 		return -1, -1
 	}
 	b, err := ParseBatch(buf)
@@ -1155,20 +1235,31 @@ func (l *Log) OffsetForTimestamp(tsMs int64) (b Batch, ok bool, err error) {
 			continue
 		}
 		pos := floorOffset(sg.idx, floorTime(sg.tidx, tsMs))
-		for pos < sg.size {
-			h, err := sg.readHeader(pos)
-			if err != nil {
-				return Batch{}, false, err
-			}
-			if h.MaxTimestampMs >= tsMs {
-				buf := make([]byte, h.Size)
-				if _, err := sg.f.ReadAt(buf, pos); err != nil {
-					return Batch{}, false, err
+		if pos >= sg.size {
+			continue
+		}
+		found := false
+		err = sg.withFile(func(f *os.File) error {
+			for pos < sg.size {
+				h, err := readHeaderAt(f, sg.path, pos)
+				if err != nil {
+					return err
 				}
-				b, err := ParseBatch(buf)
-				return b, err == nil, err
+				if h.MaxTimestampMs >= tsMs {
+					buf := make([]byte, h.Size)
+					if _, err := f.ReadAt(buf, pos); err != nil {
+						return err
+					}
+					b, err = ParseBatch(buf)
+					found = true
+					return err
+				}
+				pos += h.Size
 			}
-			pos += h.Size
+			return nil
+		})
+		if err != nil || found {
+			return b, err == nil && found, err
 		}
 	}
 	return Batch{}, false, nil
@@ -1320,7 +1411,7 @@ func (l *Log) MarkDeleted(suffix string) (string, error) {
 func (l *Log) fail(err error) error {
 	if l.failed == nil {
 		l.failed = fmt.Errorf("%w: %w", ErrLogFailed, err)
-		l.log.Error("partition log failed; refusing writes", zap.Error(err))
+		l.logger().Error("partition log failed; refusing writes", zap.Error(err))
 	}
 	return l.failed
 }

@@ -165,7 +165,7 @@ func TestLogRollIndexesAndReopen(t *testing.T) {
 // offset entry points at the start of a batch holding that offset.
 func checkIndexFiles(t *testing.T, sg *logSegment) {
 	t.Helper()
-	data, err := os.ReadFile(sg.idxFile.path)
+	data, err := os.ReadFile(sg.idxFile.path())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func checkIndexFiles(t *testing.T, sg *logSegment) {
 			t.Fatalf("%s: index entry %+v -> batch [%d, %d] %v", sg.path, e, h.BaseOffset, h.LastOffset, err)
 		}
 	}
-	tdata, err := os.ReadFile(sg.tidxFile.path)
+	tdata, err := os.ReadFile(sg.tidxFile.path())
 	if err != nil {
 		t.Fatal(err)
 	}

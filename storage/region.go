@@ -14,10 +14,10 @@ import (
 //
 // A Region outlives the log's own use of the file: the segment may be
 // deleted by retention, replaced by compaction, or the log closed or
-// deleted while the response is still queued. The file is therefore shared
-// by reference count (segmentFile): the log holds one reference while the
-// segment is in it, each Region one more, and the descriptor is closed
-// when the last goes. An unlinked or replaced file keeps its bytes while
+// deleted while the response is still queued. A Region therefore pins the
+// descriptor it was read from (segmentFile, FileCache): the cache does not
+// close a pinned file, and a segment the log let go of closes with the
+// last pin. An unlinked or replaced file keeps its bytes while
 // open, so a Region of a deleted or compacted segment still sends the
 // batches it was read as.
 //
@@ -38,40 +38,26 @@ import (
 var ErrRegionChanged = errors.New("storage: segment file truncated since the read")
 
 // segmentFile is a segment's .log file, shared by the log and the Regions
-// read from it.
+// read from it. Its descriptor is in the log's FileCache: open while used,
+// closed by the cache when the file is unpinned and least recently used,
+// and reopened at the next use (see FileCache).
 //
-// INVARIANTS: refs > 0 while f is open; f is closed exactly once, by the
-// release that takes refs to 0; cuts only grows, and is incremented before
-// each truncation of f.
+// INVARIANTS: cuts only grows, and is incremented before each truncation
+// of the file.
 type segmentFile struct {
-	f    *os.File
-	refs atomic.Int64
+	*cachedFile
 	cuts atomic.Uint64
-}
-
-func newSegmentFile(f *os.File) *segmentFile {
-	sf := &segmentFile{f: f}
-	sf.refs.Store(1) // the log's
-	return sf
-}
-
-func (sf *segmentFile) acquire() { sf.refs.Add(1) }
-
-// release drops one reference and closes the file with the last.
-func (sf *segmentFile) release() error {
-	switch n := sf.refs.Add(-1); {
-	case n == 0:
-		return sf.f.Close()
-	case n < 0:
-		panic(fmt.Sprintf("storage: segment file %s released more often than acquired", sf.f.Name()))
-	}
-	return nil
 }
 
 // truncate cuts the file at size, bumping the cut count first (see Region.Check).
 func (sf *segmentFile) truncate(size int64) error {
+	f, err := sf.use()
+	if err != nil {
+		return err
+	}
+	defer sf.unuse()
 	sf.cuts.Add(1)
-	return sf.f.Truncate(size)
+	return f.Truncate(size)
 }
 
 // Region is whole batches of one segment file: Len bytes at Pos. The zero
@@ -79,6 +65,7 @@ func (sf *segmentFile) truncate(size int64) error {
 // to the file until Release; it must be released exactly once.
 type Region struct {
 	file *segmentFile
+	f    *os.File      // file's descriptor, pinned until Release
 	held *atomic.Int64 // the log's count of unreleased Regions
 	cuts uint64        // the file's cut count when read
 	Pos  int64
@@ -89,10 +76,7 @@ type Region struct {
 // until Release; callers read it with ReadAt or sendfile at an explicit
 // offset and never move its file offset (it is shared).
 func (r Region) File() *os.File {
-	if r.file == nil {
-		return nil
-	}
-	return r.file.f
+	return r.f
 }
 
 // Section is the file and the byte range, as protocol.FileRegion asks.
@@ -102,7 +86,7 @@ func (r Region) Section() (*os.File, int64, int64) { return r.File(), r.Pos, r.L
 // (it may be shorter, or hold other batches at Pos now).
 func (r Region) Check() error {
 	if r.file != nil && r.file.cuts.Load() != r.cuts {
-		return fmt.Errorf("%w: %s [%d, %d)", ErrRegionChanged, r.file.f.Name(), r.Pos, r.Pos+r.Len)
+		return fmt.Errorf("%w: %s [%d, %d)", ErrRegionChanged, r.file.path, r.Pos, r.Pos+r.Len)
 	}
 	return nil
 }
@@ -112,7 +96,7 @@ func (r Region) Check() error {
 func (r Region) Release() {
 	if r.file != nil {
 		r.held.Add(-1)
-		_ = r.file.release() // a close error of a read-only use changes nothing
+		_ = r.file.unuse() // a close error of a read-only use changes nothing
 	}
 }
 
@@ -127,7 +111,7 @@ func (r Region) Bytes() ([]byte, error) {
 	if err := r.Check(); err != nil {
 		return nil, err
 	}
-	n, err := r.file.f.ReadAt(buf, r.Pos)
+	n, err := r.f.ReadAt(buf, r.Pos)
 	if err != nil && !(errors.Is(err, io.EOF) && int64(n) == r.Len) {
 		return nil, fmt.Errorf("%w: %w", ErrRegionChanged, err)
 	}
@@ -147,9 +131,12 @@ func (l *Log) ReadRegion(offset int64, maxBytes int, maxOffset int64) (Region, e
 	if err != nil || sg == nil {
 		return Region{}, err
 	}
-	sg.file.acquire()
+	f, err := sg.file.use()
+	if err != nil {
+		return Region{}, err
+	}
 	l.heldRegions.Add(1)
-	return Region{file: sg.file, held: &l.heldRegions, cuts: sg.file.cuts.Load(), Pos: start, Len: stop - start}, nil
+	return Region{file: sg.file, f: f, held: &l.heldRegions, cuts: sg.file.cuts.Load(), Pos: start, Len: stop - start}, nil
 }
 
 // HeldRegions is the number of Regions read from the log and not yet

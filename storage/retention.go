@@ -74,7 +74,7 @@ func (sg *logSegment) newestMs() int64 {
 	if sg.maxTsMs >= 0 {
 		return sg.maxTsMs
 	}
-	if st, err := sg.f.Stat(); err == nil {
+	if st, err := os.Stat(sg.path); err == nil {
 		return st.ModTime().UnixMilli()
 	}
 	return -1
@@ -117,7 +117,7 @@ func (l *Log) deleteWhile(highWatermark int64, due func(*logSegment) bool) (int,
 				errs = append(errs, err)
 			}
 		}
-		l.log.Info("deleted log segment by retention", zap.Int64("base", sg.base),
+		l.logger().Info("deleted log segment by retention", zap.Int64("base", sg.base),
 			zap.Int64("end", sg.end), zap.Int64("bytes", sg.size), zap.Int64("newest_ms", sg.maxTsMs))
 	}
 	if err := errors.Join(errs...); err != nil {

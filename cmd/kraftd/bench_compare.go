@@ -42,6 +42,7 @@ import (
 	"github.com/kraftd/kraftd/cmd/kraftd/internal/probe"
 	"github.com/kraftd/kraftd/legacyzk/zkserver"
 	"github.com/kraftd/kraftd/protocol"
+	"github.com/kraftd/kraftd/storage"
 )
 
 const compareUsage = `usage: kraftd bench [--partitions 1000,10000,...] [--cap D] [--quick] [--out DIR] [--mode kraft,zk-legacy] [--scenarios S,...] [--zookeeper-servers 3|1] [--override key=value]...
@@ -446,7 +447,7 @@ func (b *comparison) runOne(ctx context.Context, r *modeRun) error {
 	// line is in.
 	defer func() { r.Note += sink.summary(logName) }()
 	if need, limit := fdsPerBroker(b.o, r.Partitions); need > limit {
-		r.Note += fmt.Sprintf("each broker needs about %d file descriptors (its replicas' .log files, 1000 more for connections and the metadata log) but may open %d (RLIMIT_NOFILE): raise the limit or add --brokers. ", need, limit)
+		r.Note += fmt.Sprintf("each broker needs about %d file descriptors (its replicas' open .log files, at most its file cache, 1000 more for connections and the metadata log) but may open %d (RLIMIT_NOFILE): raise the limit. ", need, limit)
 		b.progressf("%s %d partitions: warning: %s", r.Mode, r.Partitions, r.Note)
 	}
 	b.progressf("%s %d partitions: starting the cluster", r.Mode, r.Partitions)
@@ -1864,23 +1865,27 @@ func (c *benchCluster) pausedBroker(ctx context.Context, r *modeRun) error {
 }
 
 // fdsPerBroker estimates the file descriptors a broker holds at partitions
-// (one per replica it hosts: its segment's .log file; the .index and
-// .timeindex are opened at their first entry, as Kafka's LazyIndex, and the
-// bench writes to no partition but the probe's; plus 1000 for connections,
-// the metadata log and the rest) and returns the limit its processes get:
-// Go raises the soft RLIMIT_NOFILE to the hard one.
+// and returns the limit its processes get: Go raises the soft RLIMIT_NOFILE
+// to the hard one.
 func fdsPerBroker(o compareOptions, partitions int) (need, limit int) {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
 		return 0, 0
 	}
-	return fdsNeeded(o, partitions), int(min(rl.Max, 1<<30))
+	limit = int(min(rl.Max, 1<<30))
+	return fdsNeeded(o, partitions, limit), limit
 }
 
-// fdsNeeded is fdsPerBroker's estimate.
-func fdsNeeded(o compareOptions, partitions int) int {
+// fdsNeeded is fdsPerBroker's estimate under a descriptor limit: one per
+// replica the broker hosts (its segment's .log file, created open; the
+// .index and .timeindex come with their first entry, as Kafka's LazyIndex,
+// and the bench writes to no partition but the probe's), at most the
+// partition logs' file cache (storage.FileCacheSizeFor: the cache closes
+// the least recently used beyond it), plus 1000 for connections, the
+// metadata log and the rest.
+func fdsNeeded(o compareOptions, partitions, limit int) int {
 	replicas := (partitions*o.rf + o.brokers - 1) / o.brokers
-	return replicas + 1000
+	return min(replicas, storage.FileCacheSizeFor(limit)) + 1000
 }
 
 // signalName is how the output names a fault's signal.

@@ -242,15 +242,23 @@ func TestBenchCompareFlags(t *testing.T) {
 }
 
 // TestBenchFDEstimate: a new replica holds one descriptor, its segment's
-// .log file (index files are created at their first entry), so a broker
-// hosting 100k replicas needs about 101k, not 201k.
+// .log file (index files are created at their first entry), and a broker
+// at most its file cache's bound of them: under a limit of 1M a broker
+// hosting 100k replicas needs about 101k, not 201k; under this machine's
+// 20,000 it needs the cache's 15,000 and 1000 more, whatever the
+// partitions.
 func TestBenchFDEstimate(t *testing.T) {
 	o := compareOptions{rf: 3, brokers: 3}
-	if got := fdsNeeded(o, 100000); got != 101000 {
+	if got := fdsNeeded(o, 100000, 1<<20); got != 101000 {
 		t.Errorf("3 brokers, RF 3, 100k partitions: %d descriptors per broker, want 101000", got)
 	}
-	if got := fdsNeeded(compareOptions{rf: 3, brokers: 6}, 1000000); got != 501000 {
+	if got := fdsNeeded(compareOptions{rf: 3, brokers: 6}, 1000000, 1<<20); got != 501000 {
 		t.Errorf("6 brokers, RF 3, 1M partitions: %d descriptors per broker, want 501000", got)
+	}
+	for _, p := range []int{100000, 1000000} {
+		if got := fdsNeeded(o, p, 20000); got != 16000 {
+			t.Errorf("limit 20,000, %d partitions: %d descriptors per broker, want 16000 (the cache's 15,000 + 1000)", p, got)
+		}
 	}
 	if need, limit := fdsPerBroker(o, 1000); need != 2000 || limit <= 0 {
 		t.Errorf("fdsPerBroker at 1000: need %d, limit %d", need, limit)
