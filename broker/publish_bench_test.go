@@ -238,3 +238,52 @@ func BenchmarkPropagateCreateLarge(b *testing.B) {
 type publisherSource struct{ p *publisher }
 
 func (s publisherSource) Image() *image.Image { return s.p.image() }
+
+// BenchmarkDeleteTopicHosting: a broker hosting about 500 or 2,500 partitions
+// (of 1,000 or 5,000 at RF 3 over 6 brokers)
+// applies the delete of a topic of one partition it hosts (each op also
+// creates that topic first): the replica sync's cost per deleted topic
+// must not grow with the partitions hosted (issue 17).
+func BenchmarkDeleteTopicHosting(b *testing.B) {
+	for _, n := range []int{1_000, 5_000} {
+		b.Run(fmt.Sprintf("hosted=%d", n), func(b *testing.B) {
+			m, err := replica.New(replica.Config{Dir: b.TempDir(), BrokerID: 2})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			pub := newPublisher(zap.NewNop(), nil, nil)
+			pub.onPublish = func(prev, next *image.Image) { SyncReplicas(m, 2, prev, next, zap.NewNop()) }
+			setup := encodeBatch(b, 0, benchTopics(0, n/1000, 1000, true)...)
+			pub.applyAll([]raftlog.Batch{setup})
+			img := pub.image()
+			SyncReplicas(m, 2, image.Empty(), img, zap.NewNop())
+			hosted := len(m.Hosted())
+			off := img.Provenance().Offset
+			i := 0
+			for b.Loop() {
+				i++
+				id := records.UUID{0: 0xee, 1: byte(i >> 16), 2: byte(i >> 8), 3: byte(i), 15: 2}
+				next := image.NewDelta(img)
+				for _, msg := range []records.Message{topicRecord(fmt.Sprintf("prop-%d", i), id), partitionRecord(id, 0, 2, []int32{2}, []int32{2})} {
+					off++
+					if err := next.Replay(off, 1, records.Record{Version: versionFor(msg), Message: msg}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				created := next.Apply()
+				SyncReplicas(m, 2, img, created, zap.NewNop())
+				del := image.NewDelta(created)
+				off++
+				if err := del.Replay(off, 1, records.Record{Message: &records.RemoveTopicRecord{TopicID: id}}); err != nil {
+					b.Fatal(err)
+				}
+				img = del.Apply()
+				SyncReplicas(m, 2, created, img, zap.NewNop())
+			}
+			if got := len(m.Hosted()); got != hosted {
+				b.Fatalf("%d partitions hosted, want %d", got, hosted)
+			}
+		})
+	}
+}
