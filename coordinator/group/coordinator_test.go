@@ -890,7 +890,7 @@ func TestTxnMarkerSettlesOnlyEarlierOffsets(t *testing.T) {
 
 // hostOthers makes the replica manager host n partitions of another topic
 // (followers of broker 2), as a broker of a large cluster does.
-func hostOthers(t *testing.T, rm *replica.Manager, n int) {
+func hostOthers(t testing.TB, rm *replica.Manager, n int) {
 	t.Helper()
 	states := make([]replica.PartitionState, n)
 	for i := range states {
@@ -934,5 +934,35 @@ func TestTickIgnoresOtherPartitions(t *testing.T) {
 	e.c.mu.Unlock()
 	if code != 0 {
 		t.Fatalf("partition 0 no longer coordinated: %v", kerr.ErrorForCode(code))
+	}
+}
+
+// BenchmarkTickHosting: one Tick of a group coordinator (ten a second by
+// default) on a broker hosting 1,000 or 5,000 partitions of other topics
+// besides __consumer_offsets-0. It must not grow with them (issue 17).
+func BenchmarkTickHosting(b *testing.B) {
+	for _, n := range []int{1_000, 5_000} {
+		b.Run(fmt.Sprintf("hosted=%d", n), func(b *testing.B) {
+			rm, err := replica.New(replica.Config{Dir: b.TempDir(), BrokerID: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer rm.Close()
+			st := replica.PartitionState{TopicPartition: replica.TopicPartition{Topic: Topic, Partition: 0},
+				TopicID: [16]byte{1}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1}, ISR: []int32{1}}
+			if err := rm.Apply(st); err != nil {
+				b.Fatal(err)
+			}
+			hostOthers(b, rm, n)
+			c, err := New(Config{BrokerID: 1, Replicas: rm, NumPartitions: 1, NowMs: func() int64 { return 1 }})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			b.ReportAllocs()
+			for b.Loop() {
+				c.Tick(1)
+			}
+		})
 	}
 }
