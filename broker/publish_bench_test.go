@@ -195,8 +195,26 @@ func BenchmarkPropagateCreateLarge(b *testing.B) {
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("partitions=%d", n), func(b *testing.B) {
 			pub := newPublisher(zap.NewNop(), nil, nil)
-			setup := encodeBatch(b, 0, benchTopics(0, n/1000, 1000, true)...)
-			pub.applyAll([]raftlog.Batch{setup})
+			// Topics of 1,000 as benchTopics lays them out, with ids of
+			// their own past its 255 topics, 50 topics a batch.
+			batches := []raftlog.Batch{encodeBatch(b, 0, benchTopics(0, 0, 0, true)...)}
+			for first := 0; first < n/1000; first += 50 {
+				var msgs []records.Message
+				for t := first; t < min(first+50, n/1000); t++ {
+					for _, m := range benchTopics(t, 1, 1000, false) {
+						switch r := m.(type) {
+						case *records.TopicRecord:
+							r.TopicID = records.UUID{0: 0xaa, 1: byte(t >> 8), 2: byte(t), 15: 3}
+						case *records.PartitionRecord:
+							r.TopicID = records.UUID{0: 0xaa, 1: byte(t >> 8), 2: byte(t), 15: 3}
+						}
+						msgs = append(msgs, m)
+					}
+				}
+				batches = append(batches, encodeBatch(b, batches[len(batches)-1].NextOffset(), msgs...))
+			}
+			pub.applyAll(batches)
+			setup := batches[len(batches)-1]
 			if got := pub.image().NumPartitions(); pub.failed.Load() || got != n {
 				b.Fatalf("setup: failed %v, %d partitions", pub.failed.Load(), got)
 			}
