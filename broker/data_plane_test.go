@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -648,5 +650,47 @@ func TestMetadataVisibleBeforeReplicaApply(t *testing.T) {
 	}
 	if sp := d.produce(11, -1, "fresh", 0, recordBatch(1)); sp.ErrorCode != 0 || sp.BaseOffset != 0 {
 		t.Fatalf("produce once applied: %+v", sp)
+	}
+}
+
+// TestDeleteTopicRemovesOnlyItsLogs: applying a topic delete removes the
+// logs of that topic's partitions (looked up by name from the previous
+// image, issue 17) and no other: not another topic's, nor those of a newer
+// topic of the same name created in the same publish.
+func TestDeleteTopicRemovesOnlyItsLogs(t *testing.T) {
+	m, err := replica.New(replica.Config{Dir: t.TempDir(), BrokerID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	before := testImage(t, brokerRecord(1, 10, false, nil, ep("PLAINTEXT", 9001)),
+		topicRecord("gone", uuid(7)),
+		partitionRecord(uuid(7), 0, 1, []int32{1}, []int32{1}),
+		partitionRecord(uuid(7), 1, 1, []int32{1}, []int32{1}),
+		topicRecord("again", uuid(9)),
+		partitionRecord(uuid(9), 0, 1, []int32{1}, []int32{1}),
+		partitionRecord(uuid(9), 1, 1, []int32{1}, []int32{1}),
+		topicRecord("other", uuid(8)),
+		partitionRecord(uuid(8), 0, 1, []int32{1}, []int32{1}))
+	SyncReplicas(m, 1, image.Empty(), before, zaptest.NewLogger(t))
+	d := image.NewDelta(before)
+	next := before.Provenance().Offset + 1
+	for _, msg := range []records.Message{&records.RemoveTopicRecord{TopicID: uuid(7)}, &records.RemoveTopicRecord{TopicID: uuid(9)},
+		topicRecord("again", uuid(10)), partitionRecord(uuid(10), 0, 1, []int32{1}, []int32{1})} {
+		if err := d.Replay(next, 1, records.Record{Version: versionFor(msg), Message: msg}); err != nil {
+			t.Fatal(err)
+		}
+		next++
+	}
+	SyncReplicas(m, 1, before, d.Apply(), zaptest.NewLogger(t))
+	got := map[string]bool{}
+	for _, tp := range m.Hosted() {
+		p, _ := m.Partition(tp)
+		id, _ := p.Log().TopicID()
+		got[fmt.Sprintf("%s-%d@%02x", tp.Topic, tp.Partition, id[0])] = true
+	}
+	want := map[string]bool{"other-0@08": true, "again-0@0a": true}
+	if !maps.Equal(got, want) {
+		t.Fatalf("hosted after the deletes %v, want %v", got, want)
 	}
 }

@@ -1,14 +1,19 @@
 package broker
 
 import (
+	"context"
+	"flag"
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"go.uber.org/zap"
 
 	"github.com/kraftd/kraftd/metadata/image"
 	"github.com/kraftd/kraftd/metadata/records"
+	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/quorum/raftlog"
 	"github.com/kraftd/kraftd/replica"
 )
@@ -168,5 +173,135 @@ func BenchmarkPublishRestart10k(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
+	}
+}
+
+// benchLarge adds 1,000,000 partitions to BenchmarkPropagateCreateLarge.
+var benchLarge = flag.Bool("bench.large", false, "run the 1M-partition size of BenchmarkPropagateCreateLarge")
+
+// BenchmarkPropagateCreateLarge is a broker's side of the kraftd bench's
+// propagation scenario (issue 17) on a cluster of 1k to 100k partitions
+// (1M with -bench.large; RF 3 over 6 brokers, topics of 1,000): the
+// publisher applies one committed topic create (1 partition) and publishes
+// the image, then a Metadata request for that topic (the bench's poll) is
+// answered from it. The cost must not grow with the partitions.
+//
+//	go test ./broker -run '^$' -bench PropagateCreateLarge -bench.large -benchmem
+func BenchmarkPropagateCreateLarge(b *testing.B) {
+	sizes := []int{1_000, 10_000, 100_000}
+	if *benchLarge {
+		sizes = append(sizes, 1_000_000)
+	}
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("partitions=%d", n), func(b *testing.B) {
+			pub := newPublisher(zap.NewNop(), nil, nil)
+			// Topics of 1,000 as benchTopics lays them out, with ids of
+			// their own past its 255 topics, 50 topics a batch.
+			batches := []raftlog.Batch{encodeBatch(b, 0, benchTopics(0, 0, 0, true)...)}
+			for first := 0; first < n/1000; first += 50 {
+				var msgs []records.Message
+				for t := first; t < min(first+50, n/1000); t++ {
+					for _, m := range benchTopics(t, 1, 1000, false) {
+						switch r := m.(type) {
+						case *records.TopicRecord:
+							r.TopicID = records.UUID{0: 0xaa, 1: byte(t >> 8), 2: byte(t), 15: 3}
+						case *records.PartitionRecord:
+							r.TopicID = records.UUID{0: 0xaa, 1: byte(t >> 8), 2: byte(t), 15: 3}
+						}
+						msgs = append(msgs, m)
+					}
+				}
+				batches = append(batches, encodeBatch(b, batches[len(batches)-1].NextOffset(), msgs...))
+			}
+			pub.applyAll(batches)
+			setup := batches[len(batches)-1]
+			if got := pub.image().NumPartitions(); pub.failed.Load() || got != n {
+				b.Fatalf("setup: failed %v, %d partitions", pub.failed.Load(), got)
+			}
+			api, err := NewClientAPI(ClientAPIConfig{NodeID: 2, ClusterID: testCluster, Metadata: publisherSource{pub}, Admin: &recordingAdmin{},
+				InterBrokerListener: "PLAINTEXT", Logger: zap.NewNop()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer api.Close()
+			next := setup.NextOffset()
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				i++
+				name := fmt.Sprintf("prop-%d", i)
+				id := records.UUID{0: 0xee, 1: byte(i >> 16), 2: byte(i >> 8), 3: byte(i), 15: 2}
+				create := encodeBatch(b, next, topicRecord(name, id), partitionRecord(id, 0, 1, []int32{1, 2, 3}, []int32{1, 2, 3}))
+				next = create.NextOffset()
+				pub.applyAll([]raftlog.Batch{create})
+				req := kmsg.NewPtrMetadataRequest()
+				req.SetVersion(12)
+				rt := kmsg.NewMetadataRequestTopic()
+				rt.Topic = kmsg.StringPtr(name)
+				req.Topics = append(req.Topics, rt)
+				raw, err := api.handleMetadata(context.Background(), &protocol.Request{Key: req.Key(), Version: 12, Body: req, Listener: "PLAINTEXT"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				resp := raw.(*kmsg.MetadataResponse)
+				if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 || resp.Topics[0].Partitions[0].Leader != 1 {
+					b.Fatalf("Metadata for %s: %+v", name, resp.Topics)
+				}
+			}
+		})
+	}
+}
+
+// publisherSource serves a publisher's images as a broker does.
+type publisherSource struct{ p *publisher }
+
+func (s publisherSource) Image() *image.Image { return s.p.image() }
+
+// BenchmarkDeleteTopicHosting: a broker hosting about 500 or 2,500 partitions
+// (of 1,000 or 5,000 at RF 3 over 6 brokers)
+// applies the delete of a topic of one partition it hosts (each op also
+// creates that topic first): the replica sync's cost per deleted topic
+// must not grow with the partitions hosted (issue 17).
+func BenchmarkDeleteTopicHosting(b *testing.B) {
+	for _, n := range []int{1_000, 5_000} {
+		b.Run(fmt.Sprintf("hosted=%d", n), func(b *testing.B) {
+			m, err := replica.New(replica.Config{Dir: b.TempDir(), BrokerID: 2})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			pub := newPublisher(zap.NewNop(), nil, nil)
+			pub.onPublish = func(prev, next *image.Image) { SyncReplicas(m, 2, prev, next, zap.NewNop()) }
+			setup := encodeBatch(b, 0, benchTopics(0, n/1000, 1000, true)...)
+			pub.applyAll([]raftlog.Batch{setup})
+			img := pub.image()
+			SyncReplicas(m, 2, image.Empty(), img, zap.NewNop())
+			hosted := len(m.Hosted())
+			off := img.Provenance().Offset
+			i := 0
+			for b.Loop() {
+				i++
+				id := records.UUID{0: 0xee, 1: byte(i >> 16), 2: byte(i >> 8), 3: byte(i), 15: 2}
+				next := image.NewDelta(img)
+				for _, msg := range []records.Message{topicRecord(fmt.Sprintf("prop-%d", i), id), partitionRecord(id, 0, 2, []int32{2}, []int32{2})} {
+					off++
+					if err := next.Replay(off, 1, records.Record{Version: versionFor(msg), Message: msg}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				created := next.Apply()
+				SyncReplicas(m, 2, img, created, zap.NewNop())
+				del := image.NewDelta(created)
+				off++
+				if err := del.Replay(off, 1, records.Record{Message: &records.RemoveTopicRecord{TopicID: id}}); err != nil {
+					b.Fatal(err)
+				}
+				img = del.Apply()
+				SyncReplicas(m, 2, created, img, zap.NewNop())
+			}
+			if got := len(m.Hosted()); got != hosted {
+				b.Fatalf("%d partitions hosted, want %d", got, hosted)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -884,5 +885,84 @@ func TestTxnMarkerSettlesOnlyEarlierOffsets(t *testing.T) {
 	}
 	if o := e.fetchT0("g", false); o.Offset != 1 {
 		t.Fatalf("committed offset %+v, want 1", o)
+	}
+}
+
+// hostOthers makes the replica manager host n partitions of another topic
+// (followers of broker 2), as a broker of a large cluster does.
+func hostOthers(t testing.TB, rm *replica.Manager, n int) {
+	t.Helper()
+	states := make([]replica.PartitionState, n)
+	for i := range states {
+		states[i] = replica.PartitionState{TopicPartition: replica.TopicPartition{Topic: "other", Partition: int32(i)},
+			TopicID: [16]byte{7}, Leader: 2, LeaderEpoch: 1, Replicas: []int32{2, 1}, ISR: []int32{2, 1}}
+	}
+	if err := rm.ApplyAll(states); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tickBytes is what one Tick of c allocates, averaged over a few.
+func tickBytes(c *Coordinator, nowMs int64) uint64 {
+	const ticks = 20
+	c.Tick(nowMs)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range ticks {
+		c.Tick(nowMs + int64(i))
+	}
+	runtime.ReadMemStats(&after)
+	return (after.TotalAlloc - before.TotalAlloc) / ticks
+}
+
+// TestTickIgnoresOtherPartitions: a Tick follows the leadership of
+// __consumer_offsets without listing every partition the broker hosts
+// (issue 17: ten ticks a second each sorted a copy of all of them, a cost
+// that grew with the cluster's partitions and slowed every broker). With
+// 300 partitions of another topic hosted, a Tick allocates about what it
+// does with none (it allocated their sorted list, 7 KB, before).
+func TestTickIgnoresOtherPartitions(t *testing.T) {
+	e := newEnv(t)
+	base := tickBytes(e.c, e.nowMs.Load())
+	hostOthers(t, e.rm, 300)
+	with := tickBytes(e.c, e.nowMs.Load())
+	if with > base+2048 {
+		t.Fatalf("a Tick allocates %d bytes with 300 other partitions hosted, %d without", with, base)
+	}
+	e.c.mu.Lock()
+	_, _, code := e.c.resolveLocked("any")
+	e.c.mu.Unlock()
+	if code != 0 {
+		t.Fatalf("partition 0 no longer coordinated: %v", kerr.ErrorForCode(code))
+	}
+}
+
+// BenchmarkTickHosting: one Tick of a group coordinator (ten a second by
+// default) on a broker hosting 1,000 or 5,000 partitions of other topics
+// besides __consumer_offsets-0. It must not grow with them (issue 17).
+func BenchmarkTickHosting(b *testing.B) {
+	for _, n := range []int{1_000, 5_000} {
+		b.Run(fmt.Sprintf("hosted=%d", n), func(b *testing.B) {
+			rm, err := replica.New(replica.Config{Dir: b.TempDir(), BrokerID: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer rm.Close()
+			st := replica.PartitionState{TopicPartition: replica.TopicPartition{Topic: Topic, Partition: 0},
+				TopicID: [16]byte{1}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1}, ISR: []int32{1}}
+			if err := rm.Apply(st); err != nil {
+				b.Fatal(err)
+			}
+			hostOthers(b, rm, n)
+			c, err := New(Config{BrokerID: 1, Replicas: rm, NumPartitions: 1, NowMs: func() int64 { return 1 }})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			b.ReportAllocs()
+			for b.Loop() {
+				c.Tick(1)
+			}
+		})
 	}
 }

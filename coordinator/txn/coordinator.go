@@ -217,18 +217,17 @@ func (c *Coordinator) Tick(nowMs int64) {
 		return
 	}
 	led := map[int32]bool{}
-	n := c.partitionCount()
-	for _, tp := range c.cfg.Replicas.Hosted() {
-		if tp.Topic != Topic || tp.Partition < 0 || tp.Partition >= n {
-			continue
-		}
-		p, ok := c.cfg.Replicas.Partition(tp)
+	// The partitions of __transaction_state by name: a tick costs the same
+	// whatever else the broker hosts (see the group coordinator's
+	// followLeadershipLocked).
+	for pid := range c.partitionCount() {
+		p, ok := c.cfg.Replicas.Partition(replica.TopicPartition{Topic: Topic, Partition: pid})
 		if !ok || p.State().Leader != c.cfg.BrokerID {
 			continue
 		}
-		led[tp.Partition] = true
-		if sh := c.shards[tp.Partition]; sh == nil || sh.epoch != p.State().LeaderEpoch || !sh.loaded {
-			c.loadLocked(tp.Partition, p) // again while its high watermark trails its log end
+		led[pid] = true
+		if sh := c.shards[pid]; sh == nil || sh.epoch != p.State().LeaderEpoch || !sh.loaded {
+			c.loadLocked(pid, p) // again while its high watermark trails its log end
 		}
 	}
 	for pid, sh := range c.shards {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -487,5 +488,43 @@ func TestTopicPartitionCountDecides(t *testing.T) {
 	}
 	if _, _, err := c.InitProducerID(context.Background(), InitRequest{TransactionalID: id, TimeoutMs: 1000, ProducerID: -1, ProducerEpoch: -1}); err != nil {
 		t.Fatalf("InitProducerId: %v", err)
+	}
+}
+
+// TestTickIgnoresOtherPartitions: a Tick follows the leadership of
+// __transaction_state without listing every partition the broker hosts
+// (issue 17; see the group coordinator's test of the same name): with 300
+// partitions of another topic hosted it allocates about what it does
+// without them (their sorted list, 7 KB, before).
+func TestTickIgnoresOtherPartitions(t *testing.T) {
+	e := newEnv(t)
+	c := e.coordinator()
+	tickBytes := func() uint64 {
+		const ticks = 20
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range ticks {
+			c.Tick(e.nowMs.Load())
+		}
+		runtime.ReadMemStats(&after)
+		return (after.TotalAlloc - before.TotalAlloc) / ticks
+	}
+	base := tickBytes()
+	states := make([]replica.PartitionState, 300)
+	for i := range states {
+		states[i] = replica.PartitionState{TopicPartition: replica.TopicPartition{Topic: "other", Partition: int32(i)},
+			TopicID: [16]byte{7}, Leader: 2, LeaderEpoch: 1, Replicas: []int32{2, 1}, ISR: []int32{2, 1}}
+	}
+	if err := e.m.ApplyAll(states); err != nil {
+		t.Fatal(err)
+	}
+	if with := tickBytes(); with > base+2048 {
+		t.Fatalf("a Tick allocates %d bytes with 300 other partitions hosted, %d without", with, base)
+	}
+	c.mu.Lock()
+	loaded := len(c.shards)
+	c.mu.Unlock()
+	if loaded != 1 {
+		t.Fatalf("%d shards loaded, want the one partition of %s led here", loaded, Topic)
 	}
 }

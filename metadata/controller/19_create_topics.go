@@ -176,16 +176,55 @@ func (c *core) validateNewTopicName(name string) *apiError {
 	if reason := invalidTopicReason(name); reason != "" {
 		return errf(kerr.InvalidTopicException, "Topic name is invalid: %s", reason)
 	}
-	if !strings.ContainsAny(name, "._") {
-		return nil
-	}
-	unified := unifyCollisionChars(name)
-	for t := range c.pending.img.Topics() {
-		if t.Name() != name && strings.ContainsAny(t.Name(), "._") && unifyCollisionChars(t.Name()) == unified {
-			return errf(kerr.InvalidTopicException, "Topic '%s' collides with existing topic: %s", name, t.Name())
-		}
+	if other, ok := collidingTopic(c.pending.img, name); ok {
+		return errf(kerr.InvalidTopicException, "Topic '%s' collides with existing topic: %s", name, other)
 	}
 	return nil
+}
+
+// maxCollisionVariants bounds the names collidingTopic looks up: a name with
+// more '.' and '_' than that (2^12 spellings) is compared with every topic.
+const maxCollisionVariants = 1 << 12
+
+// collidingTopic returns an existing topic, other than name itself, whose
+// name equals name once '.' and '_' are unified. Kafka keeps a map of the
+// unified names (topicsWithCollisionChars); kraftd looks up the other
+// spellings of name instead, 2^k of them for k such characters, when that
+// is fewer than the topics, so a create costs the same whatever the cluster
+// holds (it compared name with every topic: issue 17). Otherwise, and for
+// a hostile name of up to 249 such characters, it compares with every
+// topic, as before.
+func collidingTopic(img *image.Image, name string) (string, bool) {
+	var at []int
+	for i := 0; i < len(name); i++ {
+		if name[i] == '.' || name[i] == '_' {
+			at = append(at, i)
+		}
+	}
+	if len(at) == 0 {
+		return "", false
+	}
+	if len(at) < 31 && 1<<len(at) <= min(img.NumTopics(), maxCollisionVariants) {
+		b := []byte(name)
+		for mask := range 1 << len(at) {
+			for i, pos := range at {
+				b[pos] = "._"[mask>>i&1]
+			}
+			if v := string(b); v != name {
+				if _, ok := img.TopicByName(v); ok {
+					return v, true
+				}
+			}
+		}
+		return "", false
+	}
+	unified := unifyCollisionChars(name)
+	for t := range img.Topics() {
+		if t.Name() != name && strings.ContainsAny(t.Name(), "._") && unifyCollisionChars(t.Name()) == unified {
+			return t.Name(), true
+		}
+	}
+	return "", false
 }
 
 func unifyCollisionChars(s string) string { return strings.ReplaceAll(s, ".", "_") }

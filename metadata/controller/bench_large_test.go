@@ -201,3 +201,32 @@ func BenchmarkBrokerLossLarge(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCreateTopicLarge is the controller's side of the kraftd bench's
+// propagation scenario (issue 17): one CreateTopics of one partition at RF 3
+// on a cluster of 1k to 100k partitions (1M with -bench.large), through
+// validation, placement, encoding, appending, replay and commit. The name
+// has a '_', which Kafka's collision check (a name equal to another once
+// '.' and '_' are unified) must compare against the existing topics. The
+// cost must not grow with the partitions.
+func BenchmarkCreateTopicLarge(b *testing.B) {
+	sizes := append([]int{1_000, 10_000}, largeSizes(b)...)
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("partitions=%d", n), func(b *testing.B) {
+			lc := newLargeCluster(b, n)
+			var cpu cpuTimer
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				i++
+				cpu.start()
+				r := run(b, lc.c, lc.fl, createTopic(fmt.Sprintf("prop_%d", i), 1, 3)).(*kmsg.CreateTopicsResponse)
+				cpu.stop()
+				if r.Topics[0].ErrorCode != 0 {
+					b.Fatalf("create: error %d", r.Topics[0].ErrorCode)
+				}
+			}
+			cpu.report(b)
+		})
+	}
+}
