@@ -160,10 +160,14 @@ func (l *lifecycle) run(ctx context.Context) {
 
 // register retries BrokerRegistration with exponential backoff until it
 // succeeds; false means give up (shutdown, ctx, or the initial timeout).
+// The backoff is the heartbeat's (nextHeartbeatBackoff): one no controller
+// took waits at most a second, and none at all when the quorum named a new
+// leader while the attempt was out (retryWait).
 func (l *lifecycle) register(ctx context.Context) bool {
 	deadline := time.Now().Add(ms(l.cfg.InitialRegistrationTimeoutMs))
 	backoff := initialBackoff
 	for {
+		_, changed := l.ch.target()
 		epoch, err := l.sendRegistration(ctx)
 		if err == nil {
 			l.brokerEpoch.Store(epoch)
@@ -172,15 +176,36 @@ func (l *lifecycle) register(ctx context.Context) bool {
 			return true
 		}
 		l.failures.Add(1)
-		l.log.Info("broker registration failed; will retry", zap.Duration("backoff", backoff), zap.Error(err))
+		var wait time.Duration
+		wait, backoff = l.retryWait(backoff, err, changed)
+		l.log.Info("broker registration failed; will retry", zap.Duration("backoff", wait), zap.Error(err))
 		if time.Now().After(deadline) {
 			l.fail(fmt.Errorf("%w after %d ms: %w", ErrRegistrationTimeout, l.cfg.InitialRegistrationTimeoutMs, err))
 			return false
 		}
-		if l.sleep(ctx, l.jitter(backoff), l.shutdown) != wakeTimer {
+		if l.sleep(ctx, l.jitter(wait), l.shutdown) != wakeTimer {
 			return false
 		}
-		backoff = min(2*backoff, ms(l.cfg.SessionTimeoutMs)/2)
+	}
+}
+
+// retryWait is the wait before the next registration or heartbeat after
+// one that failed with err, and the backoff after that
+// (nextHeartbeatBackoff). changed is the controller channel's leader-change
+// signal taken before the attempt: when the quorum named a new leader while
+// the attempt was out, the next goes to it at once, as Kafka's
+// NodeToControllerChannelManager resends a request once the controller
+// changes. A restarted broker's first registration goes round-robin to a
+// controller before its observer knows the leader; answered NOT_CONTROLLER
+// after the leader became known, it used to wait its 100 ms backoff anyway
+// (the sleep only wakes for a later change).
+func (l *lifecycle) retryWait(backoff time.Duration, err error, changed <-chan struct{}) (wait, next time.Duration) {
+	wait, next = nextHeartbeatBackoff(backoff, err, ms(l.cfg.SessionTimeoutMs))
+	select {
+	case <-changed:
+		return 0, next
+	default:
+		return wait, next
 	}
 }
 
@@ -200,11 +225,12 @@ func (l *lifecycle) heartbeatLoop(ctx context.Context) {
 			stopping = nil
 			l.setState(StatePendingControlledShutdown)
 		}
+		_, changed := l.ch.target()
 		resp, err := l.sendHeartbeat(ctx)
 		if err != nil {
 			l.failures.Add(1)
 			var wait time.Duration
-			wait, backoff = nextHeartbeatBackoff(backoff, err, ms(l.cfg.SessionTimeoutMs))
+			wait, backoff = l.retryWait(backoff, err, changed)
 			l.log.Info("broker heartbeat failed; will retry", zap.Duration("backoff", wait), zap.Error(err))
 			delay = l.jitter(wait)
 			continue
