@@ -67,6 +67,9 @@ type lifecycle struct {
 	leadsNothing func() bool
 	// kick (capacity 1) wakes the heartbeat loop for a heartbeat now.
 	kick chan struct{}
+	// The bring-up's stages, for the "broker unfenced" log line; only the
+	// run goroutine uses them.
+	startedAt, registeredAt, caughtUpAt time.Time
 
 	stMu      sync.Mutex
 	stChanged chan struct{} // closed and replaced on every state change
@@ -147,6 +150,7 @@ func (l *lifecycle) beginShutdown() { l.shutdownOnce.Do(func() { close(l.shutdow
 // when registration times out.
 func (l *lifecycle) run(ctx context.Context) {
 	defer close(l.done)
+	l.startedAt = l.cfg.Now()
 	l.setState(StateStarting)
 	if !l.register(ctx) {
 		return
@@ -156,26 +160,52 @@ func (l *lifecycle) run(ctx context.Context) {
 
 // register retries BrokerRegistration with exponential backoff until it
 // succeeds; false means give up (shutdown, ctx, or the initial timeout).
+// The backoff is the heartbeat's (nextHeartbeatBackoff): one no controller
+// took waits at most a second, and none at all when the quorum named a new
+// leader while the attempt was out (retryWait).
 func (l *lifecycle) register(ctx context.Context) bool {
 	deadline := time.Now().Add(ms(l.cfg.InitialRegistrationTimeoutMs))
 	backoff := initialBackoff
 	for {
+		_, changed := l.ch.target()
 		epoch, err := l.sendRegistration(ctx)
 		if err == nil {
 			l.brokerEpoch.Store(epoch)
+			l.registeredAt = l.cfg.Now()
 			l.log.Info("registered with the controller", zap.Int64("brokerEpoch", epoch))
 			return true
 		}
 		l.failures.Add(1)
-		l.log.Info("broker registration failed; will retry", zap.Duration("backoff", backoff), zap.Error(err))
+		var wait time.Duration
+		wait, backoff = l.retryWait(backoff, err, changed)
+		l.log.Info("broker registration failed; will retry", zap.Duration("backoff", wait), zap.Error(err))
 		if time.Now().After(deadline) {
 			l.fail(fmt.Errorf("%w after %d ms: %w", ErrRegistrationTimeout, l.cfg.InitialRegistrationTimeoutMs, err))
 			return false
 		}
-		if l.sleep(ctx, l.jitter(backoff), l.shutdown) != wakeTimer {
+		if l.sleep(ctx, l.jitter(wait), l.shutdown) != wakeTimer {
 			return false
 		}
-		backoff = min(2*backoff, ms(l.cfg.SessionTimeoutMs)/2)
+	}
+}
+
+// retryWait is the wait before the next registration or heartbeat after
+// one that failed with err, and the backoff after that
+// (nextHeartbeatBackoff). changed is the controller channel's leader-change
+// signal taken before the attempt: when the quorum named a new leader while
+// the attempt was out, the next goes to it at once, as Kafka's
+// NodeToControllerChannelManager resends a request once the controller
+// changes. A restarted broker's first registration goes round-robin to a
+// controller before its observer knows the leader; answered NOT_CONTROLLER
+// after the leader became known, it used to wait its 100 ms backoff anyway
+// (the sleep only wakes for a later change).
+func (l *lifecycle) retryWait(backoff time.Duration, err error, changed <-chan struct{}) (wait, next time.Duration) {
+	wait, next = nextHeartbeatBackoff(backoff, err, ms(l.cfg.SessionTimeoutMs))
+	select {
+	case <-changed:
+		return 0, next
+	default:
+		return wait, next
 	}
 }
 
@@ -195,11 +225,12 @@ func (l *lifecycle) heartbeatLoop(ctx context.Context) {
 			stopping = nil
 			l.setState(StatePendingControlledShutdown)
 		}
+		_, changed := l.ch.target()
 		resp, err := l.sendHeartbeat(ctx)
 		if err != nil {
 			l.failures.Add(1)
 			var wait time.Duration
-			wait, backoff = nextHeartbeatBackoff(backoff, err, ms(l.cfg.SessionTimeoutMs))
+			wait, backoff = l.retryWait(backoff, err, changed)
 			l.log.Info("broker heartbeat failed; will retry", zap.Duration("backoff", wait), zap.Error(err))
 			delay = l.jitter(wait)
 			continue
@@ -260,11 +291,13 @@ func (l *lifecycle) onHeartbeat(resp *kmsg.BrokerHeartbeatResponse) (time.Durati
 		// Caught up: kraftd has no log recovery to run, so RECOVERY is
 		// immediately ready to unfence; ask at once (Kafka's
 		// setReadyToUnfence schedules an immediate heartbeat).
+		l.caughtUpAt = l.cfg.Now()
 		l.setState(StateRecovery)
 		return 0, false
 	case StateRecovery:
 		if !resp.IsFenced {
 			l.setState(StateRunning)
+			l.logBringUp()
 		}
 	case StatePendingControlledShutdown:
 		if resp.ShouldShutdown {
@@ -286,6 +319,19 @@ func (l *lifecycle) onHeartbeat(resp *kmsg.BrokerHeartbeatResponse) (time.Durati
 		}
 	}
 	return interval, false
+}
+
+// logBringUp logs how long each stage of the bring-up took, from the
+// lifecycle's start: registered (the RegisterBrokerRecord written), caught
+// up (the controller saw the applied offset, which covers the replica
+// manager's open of the logs, reach that record) and unfenced (the
+// controller committed the unfence); the rest of a restart (the other
+// brokers applying the unfence) happens elsewhere.
+func (l *lifecycle) logBringUp() {
+	since := func(t time.Time) float64 { return float64(t.Sub(l.startedAt).Microseconds()) / 1000 }
+	l.log.Info("broker unfenced", zap.Int64("brokerEpoch", l.brokerEpoch.Load()),
+		zap.Float64("registered_ms", since(l.registeredAt)), zap.Float64("caught_up_ms", since(l.caughtUpAt)),
+		zap.Float64("unfenced_ms", since(l.cfg.Now())), zap.Int64("heartbeats", l.heartbeats.Load()))
 }
 
 func (l *lifecycle) sendRegistration(ctx context.Context) (int64, error) {

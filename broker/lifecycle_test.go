@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -12,8 +13,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/kraftd/kraftd/metadata/records"
+	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/quorum"
 )
 
@@ -284,5 +287,57 @@ func TestHeartbeatBackoffWithoutController(t *testing.T) {
 	// A failover after timeouts: the next unreachable controller is asked within a second.
 	if wait, _ := nextHeartbeatBackoff(session/2, unreachable[0], session); wait > time.Second {
 		t.Errorf("NOT_CONTROLLER after timeouts: wait %v, want at most 1 s", wait)
+	}
+}
+
+// TestRegistrationRetriesAtOnceOnNewLeader: a restarted broker's first
+// registration goes round-robin to a controller before its quorum observer
+// knows the leader. When the leader becomes known while that attempt is
+// out and the answer is NOT_CONTROLLER, the next attempt goes to the leader
+// at once, as Kafka's channel manager resends once the controller is known;
+// it used to wait its 100 ms backoff first (the sleep only woke for a later
+// leader change).
+func TestRegistrationRetriesAtOnceOnNewLeader(t *testing.T) {
+	active := newFakeController(t, true, nil)
+	var b *Broker
+	reg := protocol.NewRegistry()
+	var standbyRegs atomic.Int32
+	reg.Register(62, 0, 4, func(_ context.Context, req *protocol.Request) (kmsg.Response, error) {
+		standbyRegs.Add(1)
+		// The broker's observer learns the leader while this attempt is out.
+		b.Listener().HandleLeaderChange(quorum.LeaderAndEpoch{LeaderID: 3001, Epoch: 1, EpochStartOffset: -1})
+		resp := req.Body.(*kmsg.BrokerRegistrationRequest).ResponseKind().(*kmsg.BrokerRegistrationResponse)
+		resp.ErrorCode = kerr.NotController.Code
+		return resp, nil
+	})
+	srv, err := protocol.NewServer(protocol.ServerConfig{
+		Listeners: []protocol.ListenerConfig{{Name: "CONTROLLER", Addr: "127.0.0.1:0", Registry: reg}},
+		Logger:    zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	core, logs := observer.New(zap.InfoLevel)
+	h := newHarness(t, func(c *Config) {
+		c.ControllerAddrs = map[int32]string{3000: srv.Addr("CONTROLLER").String(), 3001: active.addr}
+		c.HeartbeatIntervalMs = 50
+		c.Logger = zap.New(core)
+	})
+	b = h.b
+	active.attach(b.Listener(), 0)
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, b, StateRunning)
+	failed := logs.FilterMessage("broker registration failed; will retry").All()
+	if standbyRegs.Load() != 1 || len(failed) != 1 {
+		t.Fatalf("%d registrations at the standby, %d failures logged; want 1 each", standbyRegs.Load(), len(failed))
+	}
+	if wait := failed[0].ContextMap()["backoff"]; wait != time.Duration(0) {
+		t.Errorf("after NOT_CONTROLLER with the leader known meanwhile: waited %v, want 0", wait)
 	}
 }

@@ -58,8 +58,8 @@ type Broker struct {
 	server *protocol.Server
 	client *protocol.Client
 	ctrl   *controller
-	// started is ctrl once NewBroker has set it: the push handlers run
-	// from the moment the listener is bound, before that.
+	// started is ctrl once Start has registered the broker: the push
+	// handlers run from the moment the listener is bound, before that.
 	started atomic.Pointer[controller]
 	self    BrokerInfo
 	closed  atomic.Bool
@@ -101,10 +101,27 @@ type Broker struct {
 	pidNext, pidEnd int64
 }
 
-// NewBroker starts a broker: binds its listener, opens a ZooKeeper
-// session, creates the top-level paths and /cluster/id if missing,
-// registers itself and starts competing for /controller.
+// NewBroker starts a broker: OpenBroker, then Start (registration and the
+// competition for /controller at once; a broker with partition logs to
+// load calls the two apart, loading them in between, as Kafka does).
 func NewBroker(ctx context.Context, cfg Config) (*Broker, error) {
+	b, err := OpenBroker(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.Start(ctx); err != nil {
+		_ = b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// OpenBroker prepares a broker without registering it: binds its listener
+// (it must know its port to register; the push APIs answer only after
+// Start), opens a ZooKeeper session and creates the top-level paths and
+// /cluster/id if missing, as KafkaServer.startup does before its log
+// manager loads the logs. Start registers; Close undoes OpenBroker.
+func OpenBroker(ctx context.Context, cfg Config) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -131,9 +148,28 @@ func NewBroker(ctx context.Context, cfg Config) (*Broker, error) {
 	b.ctrl = newController(cfg.NodeID, &b.cfg, st, b.client, b.faults, b.stats, b.registerSelf, b.onCrash)
 	b.ctrl.onSession = b.processConfigChanges
 	b.ctrl.log = b.log.Named("controller")
+	return b, nil
+}
+
+// Start registers the broker (/brokers/ids/<id>, whose czxid is its broker
+// epoch) and starts competing for /controller: KafkaServer.startup's
+// registerBroker and kafkaController.startup, which come after its log
+// manager loaded every partition log and its replica manager started, so
+// the broker is listed only once it can take the controller's
+// LeaderAndIsr. Only the first call counts.
+func (b *Broker) Start(ctx context.Context) error {
+	if b.closed.Load() {
+		return ErrClosed
+	}
+	if b.started.Load() != nil {
+		return nil
+	}
+	if err := b.registerSelf(ctx, b.ctrl.currentStore()); err != nil {
+		return err
+	}
 	b.started.Store(b.ctrl)
 	b.ctrl.start()
-	return b, nil
+	return nil
 }
 
 // RegionBytes is the broker's socket server's Server.RegionBytes: Fetch record
@@ -181,8 +217,8 @@ func (b *Broker) startServer() error {
 	return nil
 }
 
-// prepare creates the persistent paths and the cluster id, then
-// registers this broker.
+// prepare creates the persistent paths and reads (or creates) the cluster
+// id.
 func (b *Broker) prepare(ctx context.Context, st Store) error {
 	for _, p := range persistentPaths {
 		if err := ensurePath(ctx, st, p); err != nil {
@@ -194,7 +230,7 @@ func (b *Broker) prepare(ctx context.Context, st Store) error {
 		return err
 	}
 	b.clusterID = id
-	return b.registerSelf(ctx, st)
+	return nil
 }
 
 // ensureClusterID reads /cluster/id, creating it with a fresh id if absent.

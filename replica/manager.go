@@ -142,7 +142,9 @@ type Manager struct {
 	// none (Kafka's LogManager writes it for a directory that had it at
 	// start or whose logs were all loaded, hence recovered).
 	unrecovered map[TopicPartition]struct{}
-	ckptMu      sync.Mutex // serializes checkpoint file writes
+	// loadedLogs are the logs LoadLogs opened that no Apply adopted yet.
+	loadedLogs map[TopicPartition]*storage.Log
+	ckptMu     sync.Mutex // serializes checkpoint file writes
 	// doomed are renamed directories of deleted logs the background
 	// goroutine removes; deleteKick wakes it (capacity 1).
 	doomedMu   sync.Mutex
@@ -167,7 +169,8 @@ func New(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger.Named("replicas"), parts: map[TopicPartition]*Partition{},
-		topicCfgs: map[string]TopicConfig{}, deleteKick: make(chan struct{}, 1), flushKick: make(chan struct{}, 1), unrecovered: map[TopicPartition]struct{}{}}
+		topicCfgs: map[string]TopicConfig{}, deleteKick: make(chan struct{}, 1), flushKick: make(chan struct{}, 1), unrecovered: map[TopicPartition]struct{}{},
+		loadedLogs: map[TopicPartition]*storage.Log{}}
 	if err := m.loadCheckpoints(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
@@ -292,6 +295,8 @@ type applyItem struct {
 	topicCfg  TopicConfig
 	hw, start int64
 	hasStart  bool
+	// pre is the log LoadLogs loaded for a partition not hosted yet.
+	pre *storage.Log
 	// serial: the directory holds an older topic's log; it is deleted and
 	// recreated under mu by openLog.
 	serial  bool
@@ -405,6 +410,7 @@ func (m *Manager) prepareApply(states []PartitionState) ([]applyItem, error) {
 			it.hw = hw
 		}
 		it.start, it.hasStart = m.loaded[logStartOffsets][st.TopicPartition]
+		it.pre = m.takeLoadedLog(st.TopicPartition)
 	}
 	return items, nil
 }
@@ -419,10 +425,15 @@ func (m *Manager) applyOne(it *applyItem) {
 		it.changed = it.p.become(it.st)
 		return
 	}
-	l, err := storage.OpenLog(it.dir, it.logCfg)
-	if err != nil {
-		it.err = fmt.Errorf("%w: open %s: %w", ErrStorage, it.dir, err)
-		return
+	l := it.pre
+	if l != nil {
+		l.SetRollConfig(it.logCfg.SegmentBytes, it.logCfg.SegmentMs)
+	} else {
+		var err error
+		if l, err = storage.OpenLog(it.dir, it.logCfg); err != nil {
+			it.err = fmt.Errorf("%w: open %s: %w", ErrStorage, it.dir, err)
+			return
+		}
 	}
 	if id, ok := l.TopicID(); ok && id != it.st.TopicID {
 		_ = l.Close()
@@ -619,6 +630,11 @@ func (m *Manager) DeleteStrays(keep func(tp TopicPartition, topicID [16]byte) bo
 			continue
 		}
 		m.log.Info("deleting stray partition log", zap.String("dir", dir))
+		if tp, ok := parsePartitionDir(e.Name()); ok {
+			if l := m.takeLoadedLog(tp); l != nil {
+				_ = l.Close() // its files are going away
+			}
+		}
 		if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, err)
 			continue
@@ -689,7 +705,7 @@ func (m *Manager) Remove(tp TopicPartition, deleteLog bool) error {
 func (m *Manager) removeLocked(tp TopicPartition, deleteLog bool) error {
 	p, ok := m.parts[tp]
 	if !ok {
-		return nil
+		return m.removeLoadedLog(tp, deleteLog)
 	}
 	delete(m.parts, tp)
 	p.stop()
@@ -775,6 +791,7 @@ func (m *Manager) Close() error {
 		m.rememberCheckpoints(p)
 	}
 	m.parts = map[TopicPartition]*Partition{}
+	errs = append(errs, m.closeLoadedLogs()...)
 	m.mu.Unlock()
 	if err := m.WriteCheckpoints(); err != nil {
 		errs = append(errs, err)

@@ -10,7 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/kraftd/kraftd/broker"
+	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/replica"
 )
 
@@ -77,6 +80,7 @@ func (r *brokerRole) Prepare(context.Context) error {
 	for _, l := range cfg.BrokerEndpoints() {
 		if reg := r.a.registries[l.Name]; reg != nil {
 			b.RegisterHandlers(reg)
+			holdUntilUnfenced(reg, b)
 		}
 	}
 	r.a.quorum.addListener(b.Listener())
@@ -90,6 +94,38 @@ func (r *brokerRole) Prepare(context.Context) error {
 	r.mu.Unlock()
 	return nil
 }
+
+// holdUntilUnfenced makes every API reg serves but ApiVersions wait until
+// the broker was first unfenced (lifecycle RUNNING), as Kafka's
+// BrokerServer.startup enables request processing only after
+// lifecycleManager.setReadyToUnfence completes, that is once the
+// controller unfenced the broker: a restarting broker serves nothing, not
+// even Metadata from the image it replayed, while the other brokers do not
+// list it yet. A request that arrives earlier waits (its connection ending
+// ends the wait) rather than being refused: the listener is already bound,
+// which Kafka's is not until then. A broker that later loses its session
+// and is fenced again keeps serving, as Kafka's does. Requests after the
+// first unfence pay one atomic load.
+func holdUntilUnfenced(reg *protocol.Registry, b *broker.Broker) {
+	for _, v := range reg.Versions() {
+		if v.ApiKey == apiVersionsKey {
+			continue
+		}
+		_, _, h, _ := reg.Lookup(v.ApiKey)
+		reg.Register(v.ApiKey, v.MinVersion, v.MaxVersion, func(ctx context.Context, req *protocol.Request) (kmsg.Response, error) {
+			if b.State() < broker.StateRunning {
+				if err := b.WaitState(ctx, broker.StateRunning); err != nil {
+					return nil, err
+				}
+			}
+			return h(ctx, req)
+		})
+	}
+}
+
+// apiVersionsKey is ApiVersions' api key: answered at once, before the
+// broker is unfenced, so clients can negotiate while they wait.
+const apiVersionsKey = 18
 
 // replicaFetchConfig is the follower fetchers' replica.fetch.* settings.
 func replicaFetchConfig(cfg *Config) replica.FetchConfig {

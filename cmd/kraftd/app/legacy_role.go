@@ -68,11 +68,16 @@ func (c *Config) LegacyListener() (Endpoint, bool) {
 	return eps[0], true
 }
 
-// Start connects to ZooKeeper, registers the broker (it starts competing
-// for /controller at once), checks and writes meta.properties, then opens
-// the data plane (the replica manager takes LeaderAndIsr and StopReplica,
-// follower fetches and ISR changes start) and serves the client APIs.
-// Called by App.Start with the App lock held.
+// Start runs KafkaServer.startup's order: connect to ZooKeeper (the
+// cluster id), check and write meta.properties, load every partition log
+// of the directory (LogManager.startup), open the data plane (the replica
+// manager takes LeaderAndIsr and StopReplica, follower fetches and ISR
+// changes start), and only then register the broker (it starts competing
+// for /controller at once) and serve the client APIs. Registering first,
+// as kraftd did, listed a restarted broker before its logs were loaded: at
+// 10,000 partitions the logs then loaded behind the controller's
+// LeaderAndIsr, after the broker counted as back. Called by App.Start with
+// the App lock held.
 func (r *legacyRole) Start(ctx context.Context) error {
 	cfg := &r.a.cfg
 	l, _ := cfg.LegacyListener() // Validate made sure there is one
@@ -81,7 +86,7 @@ func (r *legacyRole) Start(ctx context.Context) error {
 	gateClientAPIs(reg, ready)
 	lbCfg := cfg.legacyBrokerConfig(l, reg)
 	lbCfg.DataPlane = true
-	lb, err := legacyzk.NewBroker(ctx, lbCfg)
+	lb, err := legacyzk.OpenBroker(ctx, lbCfg)
 	if err != nil {
 		return fmt.Errorf("legacyzk: %w", err)
 	}
@@ -97,6 +102,12 @@ func (r *legacyRole) Start(ctx context.Context) error {
 	}
 	replicas.Start() // retention and checkpoints; stopped by replicas.Close
 	fail := func(err error) error { return errors.Join(err, lb.Close(), replicas.Close()) }
+	if _, err := replicas.LoadLogs(); err != nil {
+		// As Kafka's LogManager, a log that cannot be opened is reported;
+		// its LeaderAndIsr opens it again and answers KAFKA_STORAGE_ERROR
+		// if it still fails.
+		r.a.log.Error("loading partition logs", zap.Error(err))
+	}
 	fetchClient := broker.NewReplicaFetchTransport(fmt.Sprintf("broker-%d-fetcher", cfg.NodeID),
 		cfg.Logger.Named("fetch-client"), lb.LeaderAddr, 13)
 	err = replicas.StartReplication(replica.Replication{
@@ -112,6 +123,11 @@ func (r *legacyRole) Start(ctx context.Context) error {
 		return fail(err)
 	}
 	lb.OpenDataPlane(replicas)
+	if err := lb.Start(ctx); err != nil {
+		replicas.StopReplication()
+		fetchClient.Close()
+		return fail(fmt.Errorf("legacyzk: %w", err))
+	}
 	api, err := broker.NewClientAPI(r.clientAPIConfig(lb, replicas))
 	if err != nil {
 		replicas.StopReplication()

@@ -16,8 +16,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/kraftd/kraftd/legacyzk"
+	"github.com/kraftd/kraftd/legacyzk/zktest"
 	"github.com/kraftd/kraftd/protocol"
 )
 
@@ -226,5 +228,82 @@ func TestLegacyBrokerServerLimits(t *testing.T) {
 	}
 	if got := resp.Topics[0]; got.ErrorCode != kerr.PolicyViolation.Code {
 		t.Fatalf("7 records with controller.max.records.per.user.op=6: error %d %v", got.ErrorCode, got.ErrorMessage)
+	}
+}
+
+// A restarted zk-legacy broker loads its partition logs before it
+// registers in /brokers/ids, as KafkaServer.startup runs
+// LogManager.startup before registerBroker: registered first, the broker
+// was listed (and counted as back by kraftd bench) while its logs still
+// waited for the controller's LeaderAndIsr to open them. The order is read
+// from the node's own log: the replica manager's "loaded partition logs"
+// (or, before the fix, ApplyAll's "opened partition logs") against
+// legacyzk's "registered broker".
+func TestLegacyBrokerLoadsLogsBeforeRegistering(t *testing.T) {
+	zk := zktest.Run(t)
+	dir := t.TempDir()
+	settings := func(logger *zap.Logger) Config {
+		c, err := LoadConfig(nil, []Setting{{"mode", "zk-legacy"}, {"node.id", "1"},
+			{"listeners", "PLAINTEXT://127.0.0.1:0"}, {"log.dirs", dir},
+			{"zookeeper.connect", zk.Addr}, {"zookeeper.session.timeout.ms", "4000"},
+			{"offsets.topic.replication.factor", "1"}, {"transaction.state.log.replication.factor", "1"},
+			{"transaction.state.log.min.isr", "1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Logger = logger
+		return c
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	const partitions = 12
+	a, err := New(settings(zap.NewNop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl := protocol.NewClient(protocol.ClientConfig{ClientID: "order-test"})
+	defer cl.Close()
+	resp, err := cl.Request(ctx, a.Addr("PLAINTEXT").String(), createTopicsReq("loaded", partitions))
+	if err != nil || resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode != 0 {
+		t.Fatalf("create: %v %+v", err, resp)
+	}
+	for len(a.LegacyReplicas().Hosted()) < partitions {
+		if ctx.Err() != nil {
+			t.Fatalf("%d of %d partitions hosted", len(a.LegacyReplicas().Hosted()), partitions)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition
+	}
+	if err := a.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	core, logs := observer.New(zap.InfoLevel)
+	a, err = New(settings(zap.New(core)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop(context.Background())
+	opened, registered := -1, -1
+	for i, e := range logs.All() {
+		switch {
+		case opened < 0 && (e.Message == "loaded partition logs" || e.Message == "opened partition logs") &&
+			e.ContextMap()["logs"] == int64(partitions):
+			opened = i
+		case registered < 0 && e.Message == "registered broker":
+			registered = i
+		}
+	}
+	if registered < 0 {
+		t.Fatal("no registration logged")
+	}
+	if opened < 0 || opened > registered {
+		t.Fatalf("the %d partition logs were loaded at log entry %d, the broker registered at entry %d: "+
+			"registered before its logs were loaded", partitions, opened, registered)
 	}
 }
