@@ -475,7 +475,7 @@ func BenchmarkControlledShutdownEndToEnd(b *testing.B) {
 				c := newE2ECluster(b, n)
 				const victim = 4
 				leader := c.leader()
-				if led := c.brokers[victim].Broker().Image().LeaderCount(victim); led < n/3-1 {
+				if led := c.brokers[victim].Broker().Image().LeaderCount(victim); led < n/4 {
 					c.stop()
 					b.Fatalf("broker %d leads %d of %d", victim, led, n)
 				}
@@ -539,7 +539,7 @@ func BenchmarkBrokerLossEndToEnd(b *testing.B) {
 				c := newE2ECluster(b, n)
 				const victim = 4
 				leader := c.leader()
-				if led := c.brokers[victim].Broker().Image().LeaderCount(victim); led < n/3-1 {
+				if led := c.brokers[victim].Broker().Image().LeaderCount(victim); led < n/4 {
 					c.stop()
 					b.Fatalf("broker %d leads %d of %d", victim, led, n)
 				}
