@@ -47,7 +47,10 @@ func profileStart(b *testing.B, name string) func() {
 	if err := pprof.StartCPUProfile(f); err != nil {
 		b.Fatal(err)
 	}
-	return func() { pprof.StopCPUProfile(); f.Close() }
+	var once sync.Once
+	stop := func() { once.Do(func() { pprof.StopCPUProfile(); f.Close() }) }
+	b.Cleanup(stop)
+	return stop
 }
 
 // processCPU is the process's user+system CPU time.
@@ -442,6 +445,22 @@ func (c *e2eCluster) stages(b *testing.B, tl *timeline, t0 time.Time, victim int
 	return out, order
 }
 
+// waitFor polls cond every millisecond for up to timeout; on a timeout it
+// prints the timeline (from t0) before failing, so a stuck run shows where.
+func waitFor(b *testing.B, tl *timeline, t0 time.Time, what string, timeout time.Duration, cond func() bool) {
+	b.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tl.stop()
+			*e2eDump = true
+			tl.dump(b, t0)
+			b.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(time.Millisecond) // lint:ignore polling a condition
+	}
+}
+
 // report prints the stages in order and reports each as a metric.
 func reportStages(b *testing.B, title string, st map[string]time.Duration, order []string, extra ...string) {
 	var sb strings.Builder
@@ -483,6 +502,17 @@ func BenchmarkControlledShutdownEndToEnd(b *testing.B) {
 				c.watch(&tl, leader, victim)
 				vb := c.brokers[victim].Broker()
 				tl.add("victim.state", func() int64 { return int64(vb.State()) })
+				tl.add("victim.applied", func() int64 { return vb.AppliedOffset() })
+				for id, a := range c.brokers {
+					tl.add(fmt.Sprintf("b%d.fenced", id), func() int64 {
+						img, _ := leader.Controller().CommittedImage()
+						if br, _ := img.Broker(id); br.Fenced {
+							return 1
+						}
+						return 0
+					})
+					_ = a
+				}
 				tl.start()
 				prof := profileStart(b, fmt.Sprintf("shutdown-%d", n))
 				cpu0 := processCPU()
@@ -491,11 +521,11 @@ func BenchmarkControlledShutdownEndToEnd(b *testing.B) {
 				stopped := make(chan error, 1)
 				go func() { stopped <- c.brokers[victim].Stop(context.Background()) }()
 				for _, id := range []int32{5, 6} {
-					pollWithin(b, "new leaders served", 5*time.Minute, func() bool {
+					waitFor(b, &tl, t0, "new leaders served", 5*time.Minute, func() bool {
 						return c.brokers[id].Broker().Image().LeaderCount(victim) == 0
 					})
 				}
-				pollWithin(b, "the victim released", 5*time.Minute, func() bool {
+				waitFor(b, &tl, t0, "the victim released", 5*time.Minute, func() bool {
 					return vb.State() >= broker.StateShuttingDown
 				})
 				b.StopTimer()
@@ -552,7 +582,7 @@ func BenchmarkBrokerLossEndToEnd(b *testing.B) {
 				prof := profileStart(b, fmt.Sprintf("loss-%d", n))
 				b.StartTimer()
 				for _, id := range []int32{5, 6} {
-					pollWithin(b, "new leaders served", 5*time.Minute, func() bool {
+					waitFor(b, &tl, killed, "new leaders served", 5*time.Minute, func() bool {
 						return c.brokers[id].Broker().Image().LeaderCount(victim) == 0
 					})
 				}
