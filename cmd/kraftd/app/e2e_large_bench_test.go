@@ -87,7 +87,7 @@ func newLogStamps(msgs ...string) *logStamps {
 	return s
 }
 
-func (s *logStamps) Enabled(l zapcore.Level) bool { return l >= zapcore.InfoLevel }
+func (s *logStamps) Enabled(l zapcore.Level) bool      { return l >= zapcore.InfoLevel }
 func (s *logStamps) With([]zapcore.Field) zapcore.Core { return s }
 func (s *logStamps) Sync() error                       { return nil }
 func (s *logStamps) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
@@ -280,7 +280,9 @@ type timeline struct {
 
 const pollEvery = 250 * time.Microsecond
 
-func (tl *timeline) add(name string, get func() int64) { tl.ss = append(tl.ss, &series{name: name, get: get}) }
+func (tl *timeline) add(name string, get func() int64) {
+	tl.ss = append(tl.ss, &series{name: name, get: get})
+}
 
 func (tl *timeline) start() {
 	tl.done = make(chan struct{})
