@@ -219,7 +219,7 @@ func (c *e2eCluster) create(b *testing.B, partitions int) {
 		for {
 			l := c.leader()
 			if l == nil {
-				time.Sleep(10 * time.Millisecond) // lint:ignore no leader yet; the election is not what this measures
+				time.Sleep(10 * time.Millisecond) // no leader yet; the election is not what this measures
 				continue
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -483,7 +483,7 @@ func waitFor(b *testing.B, tl *timeline, t0 time.Time, what string, timeout time
 			tl.dump(b, t0)
 			b.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
-		time.Sleep(time.Millisecond) // lint:ignore polling a condition
+		time.Sleep(time.Millisecond) // polling a condition
 	}
 }
 
@@ -534,7 +534,7 @@ func BenchmarkControlledShutdownEndToEnd(b *testing.B) {
 				vb := c.brokers[victim].Broker()
 				tl.add("victim.state", func() int64 { return int64(vb.State()) })
 				tl.add("victim.applied", func() int64 { return vb.AppliedOffset() })
-				for id, a := range c.brokers {
+				for id := range c.brokers {
 					tl.add(fmt.Sprintf("b%d.fenced", id), func() int64 {
 						img, _ := leader.Controller().CommittedImage()
 						if br, _ := img.Broker(id); br.Fenced {
@@ -542,7 +542,6 @@ func BenchmarkControlledShutdownEndToEnd(b *testing.B) {
 						}
 						return 0
 					})
-					_ = a
 				}
 				tl.start()
 				prof := profileStart(b, fmt.Sprintf("shutdown-%d", n))
@@ -560,7 +559,7 @@ func BenchmarkControlledShutdownEndToEnd(b *testing.B) {
 				})
 				b.StopTimer()
 				prof()
-				time.Sleep(50 * time.Millisecond) // lint:ignore the poller catches the last offsets (heartbeat-reported) after the images
+				time.Sleep(50 * time.Millisecond) // the poller catches the last offsets (heartbeat-reported) after the images
 				tl.stop()
 				if err := <-stopped; err != nil {
 					b.Errorf("stop: %v", err)
@@ -617,7 +616,7 @@ func BenchmarkBrokerLossEndToEnd(b *testing.B) {
 				}
 				b.StopTimer()
 				prof()
-				time.Sleep(50 * time.Millisecond) // lint:ignore the poller catches the last offsets (heartbeat-reported) after the images
+				time.Sleep(50 * time.Millisecond) // the poller catches the last offsets (heartbeat-reported) after the images
 				tl.stop()
 				t0, ok := c.stamps.when(msgFencing)
 				if !ok {
