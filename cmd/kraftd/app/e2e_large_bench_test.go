@@ -76,11 +76,11 @@ func e2eSizes() []int {
 type logStamps struct {
 	mu    sync.Mutex
 	watch map[string]bool
-	at    map[string]time.Time
+	at    map[string][]time.Time
 }
 
 func newLogStamps(msgs ...string) *logStamps {
-	s := &logStamps{watch: map[string]bool{}, at: map[string]time.Time{}}
+	s := &logStamps{watch: map[string]bool{}, at: map[string][]time.Time{}}
 	for _, m := range msgs {
 		s.watch[m] = true
 	}
@@ -100,9 +100,7 @@ func (s *logStamps) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Ch
 func (s *logStamps) Write(e zapcore.Entry, _ []zapcore.Field) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.at[e.Message]; !ok {
-		s.at[e.Message] = e.Time
-	}
+	s.at[e.Message] = append(s.at[e.Message], e.Time)
 	return nil
 }
 
@@ -116,8 +114,30 @@ func (s *logStamps) arm() {
 func (s *logStamps) when(msg string) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t, ok := s.at[msg]
-	return t, ok
+	if ts := s.at[msg]; len(ts) > 0 {
+		return ts[0], true
+	}
+	return time.Time{}, false
+}
+
+// all is every time msg was logged since arm.
+func (s *logStamps) all(msg string) []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.at[msg])
+}
+
+// snapshotsNote says how many metadata snapshots were written between from
+// and to (on any node), and when: a snapshot of a million-partition image
+// competes for the same two cores.
+func (s *logStamps) snapshotsNote(from, to time.Time) string {
+	var at []string
+	for _, t := range s.all(msgSnapshot) {
+		if !t.Before(from) && !t.After(to) {
+			at = append(at, fmt.Sprintf("%.0f", msOf(t.Sub(from))))
+		}
+	}
+	return fmt.Sprintf("%d metadata snapshots written meanwhile (at ms: %s)", len(at), strings.Join(at, ","))
 }
 
 // e2eCluster is three controllers (production App, controller role: quorum
@@ -132,7 +152,10 @@ type e2eCluster struct {
 	watched *App // the active controller watch was given
 }
 
-const msgFencing = "fencing broker because its session has timed out"
+const (
+	msgFencing  = "fencing broker because its session has timed out"
+	msgSnapshot = "metadata snapshot written"
+)
 
 // newE2ECluster starts the cluster with broker.session.timeout.ms
 // sessionMs and creates partitions partitions. The session is long for the
@@ -141,7 +164,7 @@ const msgFencing = "fencing broker because its session has timed out"
 // as it must be for the broker loss, whose detection is not measured.
 func newE2ECluster(b *testing.B, partitions int, sessionMs int) *e2eCluster {
 	b.Helper()
-	c := &e2eCluster{ctrls: map[int32]*App{}, brokers: map[int32]*App{}, stamps: newLogStamps(msgFencing)}
+	c := &e2eCluster{ctrls: map[int32]*App{}, brokers: map[int32]*App{}, stamps: newLogStamps(msgFencing, msgSnapshot)}
 	var voters []string
 	ports := map[int32]int{}
 	for id := int32(1); id <= 3; id++ {
@@ -544,6 +567,7 @@ func BenchmarkControlledShutdownEndToEnd(b *testing.B) {
 					})
 				}
 				tl.start()
+				c.stamps.arm()
 				prof := profileStart(b, fmt.Sprintf("shutdown-%d", n))
 				b.StartTimer()
 				t0 := time.Now()
@@ -572,7 +596,8 @@ func BenchmarkControlledShutdownEndToEnd(b *testing.B) {
 				order = append(order, "may-exit", "served")
 				st["cpu-until-served"] = cpuBetween(&tl, t0, t0.Add(served))
 				order = append(order, "cpu-until-served")
-				reportStages(b, fmt.Sprintf("controlled shutdown at %d partitions", n), st, order)
+				reportStages(b, fmt.Sprintf("controlled shutdown at %d partitions", n), st, order,
+					c.stamps.snapshotsNote(t0, t0.Add(exit)))
 				c.stop()
 			}
 		})
@@ -628,7 +653,8 @@ func BenchmarkBrokerLossEndToEnd(b *testing.B) {
 				st["cpu-until-served"] = cpuBetween(&tl, t0, t0.Add(st["served"]))
 				order = append(order, "served", "cpu-until-served")
 				reportStages(b, fmt.Sprintf("broker loss at %d partitions", n), st, order,
-					fmt.Sprintf("detection %.0f ms after the kill", msOf(t0.Sub(killed))))
+					fmt.Sprintf("detection %.0f ms after the kill", msOf(t0.Sub(killed))),
+					c.stamps.snapshotsNote(t0, t0.Add(st["served"])))
 				c.stop()
 			}
 		})
