@@ -24,11 +24,10 @@ type proposeFunc func(quorumEpoch int32, recs []raftlog.Record) (lastOffset int6
 // not all appended, or not all replayed into the pending view, yet: its
 // response is queued after the last one.
 type appendOp struct {
-	batches  []encoded
-	proposed bool // every batch is proposed; appendNext replays them one at a time
-	res      Result
-	req      kmsg.Request
-	done     func(kmsg.Response)
+	batches []encoded // not proposed yet
+	res     Result
+	req     kmsg.Request
+	done    func(kmsg.Response)
 }
 
 // waiter is a response held until the log is committed through offset.
@@ -449,38 +448,31 @@ func (c *core) appendRecords(recs []records.Record, nowMs int64) int16 {
 // busy reports whether an operation's batches are still being appended.
 func (c *core) busy() bool { return c.appending != nil }
 
-// appendNext advances the operation being written by one loop step. The
-// first step proposes every batch at once, so the quorum replicates the
-// whole operation while this controller replays it; each step then replays
-// one batch into the pending view (a million-partition operation is ~100
-// batches, each ~10 ms of replay), and after the last queues the response.
-// Replaying before proposing the next batch, as before, made the replay of
-// the whole operation (0.9 s of CPU at 1M partitions) a stage of its
-// commit. A single-batch operation is proposed and replayed at once.
-// Losing leadership midway renounces, which answers it and every waiter
-// with NOT_CONTROLLER.
+// appendNext advances the operation being written by one loop step: each
+// step proposes its next batch until all are proposed, and only then
+// replays them into the pending view, one batch per step (the step that
+// proposes the last batch replays the first). The quorum thus replicates
+// the whole operation while this controller replays it; replaying each
+// batch before proposing the next, as before, made the replay of the
+// whole operation (about 0.9 s of CPU at 1M partitions) part of its
+// commit. Requests that write nothing are still served between any two
+// steps. A single-batch operation is proposed and replayed in one step;
+// after the last replay the response is queued. Losing leadership midway
+// renounces, which answers it and every waiter with NOT_CONTROLLER.
 func (c *core) appendNext(nowMs int64) {
 	a := c.appending
-	if len(a.batches) == 1 && !a.proposed {
-		if err := c.appendBatch(a.batches[0]); err != nil {
+	if len(a.batches) > 0 {
+		if err := c.proposeBatch(a.batches[0]); err != nil {
 			c.renounce("append failed: %v", err)
 			return
 		}
-		a.batches = nil
-	} else if !a.proposed {
-		for _, b := range a.batches {
-			if err := c.proposeBatch(b); err != nil {
-				c.renounce("append failed: %v", err)
-				return
-			}
-		}
-		a.proposed, a.batches = true, nil
+		a.batches = a.batches[1:]
 		c.lastAppendMs = nowMs
-		return
-	} else {
-		c.replayNext() // none left when commits replayed them first
+		if len(a.batches) > 0 {
+			return
+		}
 	}
-	c.lastAppendMs = nowMs
+	c.replayNext() // none left when commits replayed them first
 	if c.unreplayed() {
 		return
 	}

@@ -52,10 +52,11 @@
 // request's counts before anything of their size is allocated, so
 // NumPartitions 2147483647 costs nothing.
 //
-// The event loop proposes every batch of such an operation in its first
-// step, so the quorum replicates the whole operation at once, then replays
-// one batch per step into the pending view (an inflight entry has no view
-// until then; a commit that reaches it replays it first). Between steps it
+// The event loop proposes such an operation one batch per step and only
+// then replays its batches into the pending view, one per step, so the
+// quorum replicates the whole operation while the controller replays it (an
+// inflight entry has no view until then; a commit that reaches it replays
+// it first). Between steps it
 // adopts commits and answers the requests that write nothing (steady
 // BrokerHeartbeats, DescribeCluster); anything that would write waits until
 // the last batch is replayed, so no record lands inside the operation's
