@@ -402,19 +402,63 @@ func TestSteadyHeartbeatDoesNotWaitForOtherWrites(t *testing.T) {
 	}
 }
 
-// While an operation too large for one batch is appended one batch per
-// loop step, heartbeats that write nothing are served between its batches
-// and answered at once (issue 12: a 100,000-partition create held every
-// heartbeat for its whole duration); its own answer waits for all of them.
+// The batches of a large operation may commit before this controller has
+// replayed them into its pending view (they are all proposed at once): the
+// commit replays them first, the committed view is the log's, and the
+// operation is answered once the remaining steps run.
+func TestLargeOperationCommittedBeforeItsReplay(t *testing.T) {
+	fl := &fakeLog{leaderEpoch: -1}
+	c := activeCore(t, fl, 1, func(cfg *Config) { cfg.MaxRecordsPerBatch = 10 })
+	c.stepAppends = true
+	var created kmsg.Response
+	c.handle(createTopic("big", 100, 1), 0, func(r kmsg.Response) { created = r })
+	for i := 0; i < 11; i++ { // the last of these steps replays the first batch only
+		c.appendNext(0)
+	}
+	if !c.busy() || c.pending.img.NumPartitions() >= 100 {
+		t.Fatalf("busy %t with %d partitions replayed after the proposals", c.busy(), c.pending.img.NumPartitions())
+	}
+	commitAll(t, c, fl)
+	if n := c.committed.img.NumPartitions(); n != 100 {
+		t.Fatalf("committed view has %d partitions, want 100", n)
+	}
+	if got := replayLog(t, fl.batches); got.NumPartitions() != 100 {
+		t.Fatalf("log replays to %d partitions", got.NumPartitions())
+	}
+	for c.busy() {
+		c.appendNext(0)
+	}
+	if created == nil || created.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode != 0 {
+		t.Fatalf("create: %v", created)
+	}
+	if c.pending != c.committed || len(c.inflight) != 0 {
+		t.Fatalf("pending is not the committed view (%d in flight)", len(c.inflight))
+	}
+	// The next write starts from the complete view.
+	if r := run(t, c, fl, createTopic("small", 1, 1)).(*kmsg.CreateTopicsResponse); r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("next create: error %d", r.Topics[0].ErrorCode)
+	}
+}
+
+// While an operation too large for one batch is proposed and then replayed
+// one batch per loop step, heartbeats that write nothing are served between
+// its steps and answered at once (issue 12: a 100,000-partition create held
+// every heartbeat for its whole duration); its own answer waits for all of
+// them. Every batch is proposed before any is replayed, so the quorum
+// replicates the whole operation while the controller replays it.
 func TestHeartbeatServedBetweenBatchesOfALargeCreate(t *testing.T) {
 	fl := &fakeLog{leaderEpoch: -1}
 	c := activeCore(t, fl, 1, func(cfg *Config) { cfg.MaxRecordsPerBatch = 10 })
 	c.stepAppends = true
 	epoch := c.pending.regOffsets[1]
 	var created kmsg.Response
+	before := len(fl.batches)
 	c.handle(createTopic("big", 100, 1), 0, func(r kmsg.Response) { created = r }) // 103 records: 12 batches
 	steps := 0
 	for ; c.busy(); steps++ {
+		if proposed := len(fl.batches) - before; proposed < 12 && c.pending.img.NumPartitions() > 0 {
+			t.Fatalf("step %d: a batch replayed with %d of 12 proposed", steps, proposed)
+		}
 		hb := heartbeat(1, epoch, 1<<40)
 		if !c.writesNothing(hb) {
 			t.Fatal("a steady heartbeat would write")
@@ -426,8 +470,10 @@ func TestHeartbeatServedBetweenBatchesOfALargeCreate(t *testing.T) {
 		}
 		c.appendNext(0)
 	}
-	if steps != 11 {
-		t.Errorf("%d steps after the first batch, want 11", steps)
+	// 11 steps propose the other batches (the last of them replays the
+	// first batch), 11 replay the rest.
+	if steps != 22 {
+		t.Errorf("%d steps after the first, want 22", steps)
 	}
 	if created != nil {
 		t.Fatal("create answered before its records committed")

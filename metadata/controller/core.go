@@ -21,9 +21,10 @@ import (
 type proposeFunc func(quorumEpoch int32, recs []raftlog.Record) (lastOffset int64, err error)
 
 // appendOp is an operation whose batches (a metadata transaction) are
-// not all appended yet: its response is queued after the last one.
+// not all appended, or not all replayed into the pending view, yet: its
+// response is queued after the last one.
 type appendOp struct {
-	batches []encoded
+	batches []encoded // not proposed yet
 	res     Result
 	req     kmsg.Request
 	done    func(kmsg.Response)
@@ -37,10 +38,15 @@ type waiter struct {
 	done   func(kmsg.Response)
 }
 
-// inflight is the pending view at the end of one appended batch.
+// inflight is the pending view at the end of one appended batch. A batch
+// of a large operation is proposed before it is replayed (see
+// appendNext): until then view is nil and replay holds its records, from
+// base.
 type inflight struct {
 	lastOffset int64
 	view       *view
+	base       int64
+	replay     []records.Record
 }
 
 // core is the controller's state machine. It is driven by exactly one
@@ -240,6 +246,11 @@ func (c *core) commitBatch(b raftlog.Batch) error {
 			panic(fmt.Sprintf("controller: committed batch %d-%d does not end where an appended batch ends (first in flight ends at %d)",
 				b.BaseOffset, b.LastOffset, c.inflight[0].lastOffset))
 		}
+		// A large operation's batches may commit before their turn to be
+		// replayed (appendNext): replay them now.
+		for c.inflight[i].view == nil {
+			c.replayNext()
+		}
 		c.committed, c.inflight = c.inflight[i].view, c.inflight[i+1:]
 		return nil
 	}
@@ -437,22 +448,68 @@ func (c *core) appendRecords(recs []records.Record, nowMs int64) int16 {
 // busy reports whether an operation's batches are still being appended.
 func (c *core) busy() bool { return c.appending != nil }
 
-// appendNext appends the next batch of the operation being written and,
-// after its last, queues its response. Losing leadership midway renounces,
-// which answers it and every waiter with NOT_CONTROLLER.
+// appendNext advances the operation being written by one loop step: each
+// step proposes its next batch until all are proposed, and only then
+// replays them into the pending view, one batch per step (the step that
+// proposes the last batch replays the first). The quorum thus replicates
+// the whole operation while this controller replays it; replaying each
+// batch before proposing the next, as before, made the replay of the
+// whole operation (about 0.9 s of CPU at 1M partitions) part of its
+// commit. Requests that write nothing are still served between any two
+// steps. A single-batch operation is proposed and replayed in one step;
+// after the last replay the response is queued. Losing leadership midway
+// renounces, which answers it and every waiter with NOT_CONTROLLER.
 func (c *core) appendNext(nowMs int64) {
 	a := c.appending
-	if err := c.appendBatch(a.batches[0]); err != nil {
-		c.renounce("append failed: %v", err)
-		return
-	}
-	a.batches = a.batches[1:]
-	c.lastAppendMs = nowMs
 	if len(a.batches) > 0 {
+		if err := c.proposeBatch(a.batches[0]); err != nil {
+			c.renounce("append failed: %v", err)
+			return
+		}
+		a.batches = a.batches[1:]
+		c.lastAppendMs = nowMs
+		if len(a.batches) > 0 {
+			return
+		}
+	}
+	c.replayNext() // none left when commits replayed them first
+	if c.unreplayed() {
 		return
 	}
 	c.appending = nil
 	c.reply(a.res, a.req, a.done)
+}
+
+// unreplayed reports whether an in-flight batch awaits its replay.
+func (c *core) unreplayed() bool {
+	n := len(c.inflight)
+	return n > 0 && c.inflight[n-1].view == nil
+}
+
+// replayNext replays the first proposed batch not replayed yet into the
+// pending view; false when there is none.
+func (c *core) replayNext() bool {
+	for i := range c.inflight {
+		f := &c.inflight[i]
+		if f.view != nil {
+			continue
+		}
+		next, err := c.pending.replay(func(yield func(offsetRecord, error) bool) {
+			for j, r := range f.replay {
+				if !yield(offsetRecord{offset: f.base + int64(j), rec: r}, nil) {
+					return
+				}
+			}
+		}, c.leader.Epoch)
+		if err != nil {
+			// Our own records must apply; anything else is a bug in a handler.
+			panic(fmt.Sprintf("controller: appended records do not replay: %v", err))
+		}
+		f.view, f.replay = next, nil
+		c.pending = next
+		return true
+	}
+	return false
 }
 
 // reply queues res's response until everything appended so far commits,
@@ -487,7 +544,18 @@ func (c *core) encode(recs []records.Record) ([]encoded, int16) {
 	return batches, 0
 }
 
+// appendBatch proposes b and replays it into the pending view.
 func (c *core) appendBatch(b encoded) error {
+	if err := c.proposeBatch(b); err != nil {
+		return err
+	}
+	c.replayNext()
+	return nil
+}
+
+// proposeBatch appends b to the log and records it in flight, not yet
+// replayed (replayNext).
+func (c *core) proposeBatch(b encoded) error {
 	last, err := c.propose(c.leader.Epoch, b.raw)
 	if err != nil {
 		return err
@@ -506,20 +574,7 @@ func (c *core) appendBatch(b encoded) error {
 			zap.Int64("expected_last_offset", want), zap.Int64("last_offset", last))
 		c.nextOffset = last - int64(len(b.raw)) + 1
 	}
-	base := c.nextOffset
-	next, err := c.pending.replay(func(yield func(offsetRecord, error) bool) {
-		for i, r := range b.recs {
-			if !yield(offsetRecord{offset: base + int64(i), rec: r}, nil) {
-				return
-			}
-		}
-	}, c.leader.Epoch)
-	if err != nil {
-		// Our own records must apply; anything else is a bug in a handler.
-		panic(fmt.Sprintf("controller: appended records do not replay: %v", err))
-	}
-	c.pending = next
-	c.inflight = append(c.inflight, inflight{lastOffset: last, view: next})
+	c.inflight = append(c.inflight, inflight{lastOffset: last, base: c.nextOffset, replay: b.recs})
 	c.nextOffset = last + 1
 	return nil
 }

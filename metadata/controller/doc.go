@@ -52,11 +52,16 @@
 // request's counts before anything of their size is allocated, so
 // NumPartitions 2147483647 costs nothing.
 //
-// The event loop appends such an operation one batch per step and, between
-// steps, adopts commits and answers the requests that write nothing (steady
+// The event loop proposes such an operation one batch per step and only
+// then replays its batches into the pending view, one per step, so the
+// quorum replicates the whole operation while the controller replays it (an
+// inflight entry has no view until then; a commit that reaches it replays
+// it first). Between steps it
+// adopts commits and answers the requests that write nothing (steady
 // BrokerHeartbeats, DescribeCluster); anything that would write waits until
-// the last batch is appended, so no record lands inside the operation's
-// transaction that the operation did not plan for.
+// the last batch is replayed, so no record lands inside the operation's
+// transaction that the operation did not plan for, and every handler
+// decides on a view that includes the whole operation.
 //
 // # Where kraftd differs from Kafka (on purpose)
 //

@@ -182,3 +182,29 @@ func TestEncodeRejectsOverlongStrings(t *testing.T) {
 		t.Fatalf("32767-byte name: %v", err)
 	}
 }
+
+// The PartitionChangeRecord decoder loops over its tag section itself (no
+// closure, see reader.tagSection): an unknown tag is still skipped, and a
+// known tag whose payload is longer than its field still fails.
+func TestPartitionChangeTagSection(t *testing.T) {
+	skip := unhex(t, "01 05 00 00000003", hexTopicA, "02 01 04 00000002 14 01 ff")
+	got, err := Decode(skip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := got.Message.(*PartitionChangeRecord); m.PartitionID != 3 || m.Leader != 2 || m.ISR != nil {
+		t.Fatalf("got %+v", m)
+	}
+	var d Decoder
+	if got, err := d.Decode(skip); err != nil || got.Message.(*PartitionChangeRecord).Leader != 2 {
+		t.Fatalf("Decoder: %+v, %v", got, err)
+	}
+	long := unhex(t, "01 05 00 00000003", hexTopicA, "01 01 05 00000002 ff")
+	if _, err := Decode(long); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "unread bytes") {
+		t.Fatalf("err = %v, want ErrMalformed (unread bytes)", err)
+	}
+	short := unhex(t, "01 05 00 00000003", hexTopicA, "01 01 02 0000")
+	if _, err := Decode(short); err == nil {
+		t.Fatal("a leader tag of 2 bytes decoded")
+	}
+}

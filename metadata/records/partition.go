@@ -105,21 +105,22 @@ func (m *PartitionRecord) readFrom(r reader, version int16) error {
 	if version >= 1 {
 		m.Directories = r.uuids(false)
 	}
-	r.tags(func(tag uint32, sub *reader) bool {
+	ts := r.tagSection()
+	for tag, sub, ok := ts.next(); ok; tag, sub, ok = ts.next() {
 		switch {
 		case tag == 0:
 			m.LeaderRecoveryState = sub.int8()
 		case (tag == 1 || tag == 2) && version < 2:
-			return sub.badTag(tag, version)
+			sub.badTag(tag, version)
 		case tag == 1:
 			m.EligibleLeaderReplicas = sub.int32s(true)
 		case tag == 2:
 			m.LastKnownELR = sub.int32s(true)
 		default:
-			return false
+			continue // unknown tags are skipped
 		}
-		return true
-	})
+		ts.check(tag, &sub)
+	}
 	return r.done()
 }
 

@@ -142,7 +142,8 @@ func (m *PartitionChangeRecord) readFrom(r reader, version int16) error {
 	m.Default()
 	m.PartitionID = r.int32()
 	m.TopicID = r.uuid()
-	r.tags(func(tag uint32, sub *reader) bool {
+	ts := r.tagSection()
+	for tag, sub, ok := ts.next(); ok; tag, sub, ok = ts.next() {
 		switch {
 		case tag == 0:
 			m.ISR = sub.int32s(true)
@@ -157,7 +158,7 @@ func (m *PartitionChangeRecord) readFrom(r reader, version int16) error {
 		case tag == 5:
 			m.LeaderRecoveryState = sub.int8()
 		case (tag == 6 || tag == 7) && version < 2, tag == 8 && version < 1:
-			return sub.badTag(tag, version)
+			sub.badTag(tag, version)
 		case tag == 6:
 			m.EligibleLeaderReplicas = sub.int32s(true)
 		case tag == 7:
@@ -165,10 +166,10 @@ func (m *PartitionChangeRecord) readFrom(r reader, version int16) error {
 		case tag == 8:
 			m.Directories = sub.uuids(true)
 		default:
-			return false
+			continue // unknown tags are skipped
 		}
-		return true
-	})
+		ts.check(tag, &sub)
+	}
 	return r.done()
 }
 

@@ -43,9 +43,12 @@ func (r *brokerRole) Prepare(context.Context) error {
 	if len(cfg.ControllerListenerNames) > 0 {
 		controllerListener = cfg.ControllerListenerNames[0]
 	}
-	replicas, err := newReplicaManager(cfg)
-	if err != nil {
-		return fmt.Errorf("broker: %w", err)
+	var replicas *replica.Manager
+	if !cfg.brokerWithoutReplicas {
+		var err error
+		if replicas, err = newReplicaManager(cfg); err != nil {
+			return fmt.Errorf("broker: %w", err)
+		}
 	}
 	b, err := broker.New(broker.Config{
 		NodeID:                               cfg.NodeID,
@@ -74,7 +77,9 @@ func (r *brokerRole) Prepare(context.Context) error {
 		Logger:                               cfg.Logger,
 	})
 	if err != nil {
-		_ = replicas.Close() // nothing was hosted yet
+		if replicas != nil {
+			_ = replicas.Close() // nothing was hosted yet
+		}
 		return fmt.Errorf("broker: %w", err)
 	}
 	for _, l := range cfg.BrokerEndpoints() {
@@ -234,7 +239,9 @@ func (r *brokerRole) Start(ctx context.Context) error {
 	r.mu.Lock()
 	replicas := r.replicas
 	r.mu.Unlock()
-	replicas.Start() // retention; stopped by replicas.Close in Stop
+	if replicas != nil {
+		replicas.Start() // retention; stopped by replicas.Close in Stop
+	}
 	return r.Broker().Start(ctx)
 }
 
@@ -254,6 +261,9 @@ func (r *brokerRole) Stop(ctx context.Context) error {
 	r.mu.Lock()
 	replicas := r.replicas
 	r.mu.Unlock()
+	if replicas == nil {
+		return err
+	}
 	return errors.Join(err, replicas.Close())
 }
 

@@ -295,6 +295,11 @@ type Config struct {
 	// controllerReplayFault is controller.Config.ReplayFault: fault
 	// injection, set only by this package's tests.
 	controllerReplayFault func(raftlog.Batch) error
+	// brokerWithoutReplicas runs the KRaft broker role with no replica
+	// manager (metadata, lifecycle and client metadata APIs only), set only
+	// by this package's benchmarks: a million partitions would need a
+	// million partition logs per broker.
+	brokerWithoutReplicas bool
 }
 
 // EffectiveLogRollMs is log.roll.ms, else log.roll.hours in ms, as Kafka's
