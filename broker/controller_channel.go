@@ -24,13 +24,23 @@ import (
 // The active controller is the quorum leader (KIP-631), reached on its
 // controller listener address: the static voter's (controller.quorum.voters)
 // or the endpoint the quorum learned from the leader's Fetch answers
-// (controller.quorum.bootstrap.servers). While no leader is known, or after the
-// believed leader answered NOT_CONTROLLER, requests go round-robin over every
-// configured controller address, so a broker still finds the controller when
-// its own quorum replica has not heard of a leader yet.
+// (controller.quorum.bootstrap.servers). While no leader is known, requests go
+// round-robin over every configured controller address, so a broker still
+// finds the controller when its own quorum replica has not heard of a leader
+// yet.
+//
+// A quorum leader that answers NOT_CONTROLLER (or does not answer) is asked
+// again, as Kafka's channel manager resends to the controller its metadata
+// names: right after an election the new leader's controller refuses until
+// its first commit in the new epoch activates it, a matter of milliseconds,
+// and the other controllers are standbys that can only refuse too (one of
+// them may be the dead former leader, whose address costs a dial). Only a
+// leader that has refused for fallbackAfter (the broker's quorum view may lag
+// the election) shares the attempts with the others, in turns.
 //
 // INVARIANTS: leader is -1 iff leaderAddr is ""; changed is closed exactly
-// when leader changes (then replaced); bootstrap is not empty.
+// when leader changes (then replaced); bootstrap is not empty; refusedAt is
+// zero while leader is -1.
 type controllerChannel struct {
 	client    *protocol.Client
 	ownCl     bool
@@ -41,11 +51,25 @@ type controllerChannel struct {
 	// it went to before the others are asked too (see forwardAttempt).
 	attemptTimeout time.Duration
 
+	// fallbackAfter is how long the quorum leader may keep refusing before
+	// the other controllers are tried too (attemptTimeout).
+	fallbackAfter time.Duration
+	now           func() time.Time
+
 	mu         sync.Mutex
 	leader     int32
 	leaderAddr string
 	next       int // round-robin index into bootstrap
 	changed    chan struct{}
+	// refusedAt is when the quorum leader's current run of refusals began,
+	// lastRefusedAt its latest (zero: it has not refused since it became
+	// leader or last answered; a refusal more than fallbackAfter plus
+	// maxForwardBackoff after the previous one, a heartbeat's, starts a new
+	// run); turn counts
+	// attempts once the run is older than fallbackAfter: even turns go to the
+	// leader, odd ones round-robin over the others.
+	refusedAt, lastRefusedAt time.Time
+	turn                     int
 
 	// versions is the last ApiVersions table of a controller we talked to,
 	// used to cap the forwarded APIs we advertise (KIP-590).
@@ -78,7 +102,9 @@ func newControllerChannel(cfg *Config) *controllerChannel {
 		// is a few ms), and asking the others early costs one NOT_CONTROLLER
 		// answer each.
 		attemptTimeout: max(time.Millisecond, time.Duration(cfg.ControllerRequestTimeoutMs)*time.Millisecond/4),
+		now:            time.Now,
 	}
+	c.fallbackAfter = c.attemptTimeout
 	for _, id := range slices.Sorted(maps.Keys(cfg.ControllerAddrs)) {
 		c.bootstrap = append(c.bootstrap, cfg.ControllerAddrs[id])
 	}
@@ -118,38 +144,71 @@ func (c *controllerChannel) setLeader(l quorum.LeaderAndEpoch) {
 		return
 	}
 	c.leader, c.leaderAddr = id, addr
+	c.refusedAt, c.lastRefusedAt, c.turn = time.Time{}, time.Time{}, 0
 	close(c.changed)
 	c.changed = make(chan struct{})
 }
 
 // target returns the controller to try next and a channel closed when the
-// leader changes.
+// leader changes: the quorum leader, unless it has refused for longer than
+// fallbackAfter and it is the others' turn (see controllerChannel).
 func (c *controllerChannel) target() (ctrlTarget, <-chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.leader >= 0 {
+	if c.leader >= 0 && (c.refusedAt.IsZero() || c.turn%2 == 0) {
 		return ctrlTarget{c.leader, c.leaderAddr}, c.changed
 	}
 	addr := c.bootstrap[c.next%len(c.bootstrap)]
-	id := int32(-1)
-	for vid, a := range c.addrs {
-		if a == addr {
-			id = vid
-		}
+	if addr == c.leaderAddr && len(c.bootstrap) > 1 {
+		c.next++
+		addr = c.bootstrap[c.next%len(c.bootstrap)]
 	}
-	return ctrlTarget{id, addr}, c.changed
+	return c.idOf(addr), c.changed
 }
 
-// notController forgets t as the active controller (it said so, or did
-// not answer) and moves the round-robin on.
+// idOf names the controller at addr: a static voter's id, or -1.
+func (c *controllerChannel) idOf(addr string) ctrlTarget {
+	for vid, a := range c.addrs {
+		if a == addr {
+			return ctrlTarget{vid, addr}
+		}
+	}
+	return ctrlTarget{-1, addr}
+}
+
+// notController records that t refused (NOT_CONTROLLER) or did not answer.
+// The quorum leader stays the target (see controllerChannel); a refusal from
+// another controller moves the round-robin on and gives the leader the next
+// turn.
 func (c *controllerChannel) notController(t ctrlTarget) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	now := c.now()
 	if c.leader >= 0 && c.leaderAddr == t.addr {
-		c.leader, c.leaderAddr = -1, ""
+		if c.refusedAt.IsZero() || now.Sub(c.lastRefusedAt) >= c.fallbackAfter+maxForwardBackoff {
+			c.refusedAt, c.turn = now, 0 // a new run of refusals
+		}
+		c.lastRefusedAt = now
+		if now.Sub(c.refusedAt) >= c.fallbackAfter {
+			c.turn++
+		}
+		return
 	}
 	if c.bootstrap[c.next%len(c.bootstrap)] == t.addr {
 		c.next++
+	}
+	if !c.refusedAt.IsZero() {
+		c.turn++
+	}
+}
+
+// answered records that t answered a request as the active controller: a
+// quorum leader's run of refusals is over.
+func (c *controllerChannel) answered(t ctrlTarget) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.leader >= 0 && c.leaderAddr == t.addr {
+		c.refusedAt, c.lastRefusedAt, c.turn = time.Time{}, time.Time{}, 0
 	}
 }
 
@@ -224,6 +283,7 @@ func (c *controllerChannel) forward(ctx context.Context, req kmsg.Request,
 		resp, err := c.forwardAttempt(ctx, t, changed, req, isNotController)
 		switch {
 		case err == nil && !isNotController(resp):
+			c.answered(t)
 			resp.SetVersion(clientVersion)
 			return resp, nil
 		case errors.Is(err, protocol.ErrUnsupportedVersion):
@@ -249,9 +309,12 @@ func (c *controllerChannel) forward(ctx context.Context, req kmsg.Request,
 			timer.Stop()
 		case <-timer.C:
 		}
-		backoff = min(2*backoff, time.Second)
+		backoff = min(2*backoff, maxForwardBackoff)
 	}
 }
+
+// maxForwardBackoff caps forward's wait between attempts.
+const maxForwardBackoff = time.Second
 
 // forwardAttempt is one attempt of forward: req to t until the quorum names
 // another leader (sendUntilLeaderChange). When t has not answered within
@@ -325,13 +388,7 @@ func (c *controllerChannel) othersThan(t ctrlTarget) []ctrlTarget {
 		if addr == t.addr {
 			continue
 		}
-		id := int32(-1)
-		for vid, a := range c.addrs {
-			if a == addr {
-				id = vid
-			}
-		}
-		out = append(out, ctrlTarget{id, addr})
+		out = append(out, c.idOf(addr))
 	}
 	return out
 }

@@ -355,3 +355,90 @@ func TestForwardAttemptTimeoutKeepsSlowController(t *testing.T) {
 		t.Fatalf("slow controller saw %d CreateTopics (want 1), the standby %d (want some)", n, asked)
 	}
 }
+
+// TestForwardRetriesTheQuorumLeader: the quorum names a controller that has
+// just won the election and refuses (NOT_CONTROLLER) until its first commit
+// activates it. The request goes to it again, as Kafka's channel manager
+// resends to the controller its metadata names, not round-robin to the
+// others: a standby can only refuse too, and the dead former leader (here a
+// controller that never answers) held the request until the attempt timeout
+// (2 s here; the broker answered after 2.0 s, having asked the standby and the
+// dead one first).
+func TestForwardRetriesTheQuorumLeader(t *testing.T) {
+	deadAddr, reached := stalledController(t)
+	standby := newFakeController(t, false, nil)
+	elected := newFakeController(t, false, nil)
+	refusals := 0
+	elected.onCreate = func(*kmsg.CreateTopicsRequest) { // called with elected.mu held
+		if refusals++; refusals > 2 {
+			elected.active = true // its first commit in the new epoch
+		}
+	}
+	h := newHarness(t, func(c *Config) {
+		c.ControllerAddrs = map[int32]string{3000: elected.addr, 3001: standby.addr, 3002: deadAddr}
+		c.ControllerRequestTimeoutMs = 8000 // attempts time out (and the others are tried) after 2 s
+	})
+	h.runPublisher()
+	elected.attach(h.b.Listener(), h.next)
+	h.b.Listener().HandleLeaderChange(quorum.LeaderAndEpoch{LeaderID: 3000, Epoch: 2, EpochStartOffset: -1})
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(7)
+	req.TimeoutMillis = 5000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "retried", 1, 1
+	req.Topics = append(req.Topics, rt)
+	start := time.Now()
+	resp := h.request(req).(*kmsg.CreateTopicsResponse)
+	took := time.Since(start)
+	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("after %v: response %+v, want the elected controller's success", took, resp.Topics)
+	}
+	elected.mu.Lock()
+	n := elected.requests[19]
+	elected.mu.Unlock()
+	standby.mu.Lock()
+	asked := standby.requests[19]
+	standby.mu.Unlock()
+	select {
+	case <-reached:
+		t.Error("the request went to a controller the quorum does not name (the dead one)")
+	default:
+	}
+	if n != 3 || asked != 0 || took > time.Second {
+		t.Fatalf("answered after %v; the elected controller saw %d CreateTopics (want 3), the standby %d (want 0)", took, n, asked)
+	}
+}
+
+// TestForwardFallsBackFromARefusingLeader: the broker's quorum view names a
+// controller that keeps refusing (its view lags the election). Past the
+// fallback delay, attempts alternate with the other controllers, and the one
+// that leads now answers.
+func TestForwardFallsBackFromARefusingLeader(t *testing.T) {
+	stale := newFakeController(t, false, nil)
+	active := newFakeController(t, true, nil)
+	h := newHarness(t, func(c *Config) {
+		c.ControllerAddrs = map[int32]string{3000: stale.addr, 3001: active.addr}
+		c.ControllerRequestTimeoutMs = 400 // fall back after 100 ms
+	})
+	h.runPublisher()
+	active.attach(h.b.Listener(), h.next)
+	h.b.Listener().HandleLeaderChange(quorum.LeaderAndEpoch{LeaderID: 3000, Epoch: 1, EpochStartOffset: -1})
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(7)
+	req.TimeoutMillis = 3000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "fallback", 1, 1
+	req.Topics = append(req.Topics, rt)
+	start := time.Now()
+	resp := h.request(req).(*kmsg.CreateTopicsResponse)
+	took := time.Since(start)
+	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 || took > 2*time.Second {
+		t.Fatalf("after %v: response %+v, want the active controller's success", took, resp.Topics)
+	}
+	stale.mu.Lock()
+	refused := stale.requests[19]
+	stale.mu.Unlock()
+	if refused < 2 {
+		t.Fatalf("the controller the quorum names saw %d CreateTopics, want it retried before the fallback", refused)
+	}
+}

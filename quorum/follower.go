@@ -24,6 +24,23 @@ type followerState struct {
 	fetchedOK bool
 	// rediscover: send the next Fetch to a random voter rather than the leader.
 	rediscover bool
+	// leaderTimedOut: the fetch timer of a fetcher that does not campaign (an
+	// observer, a recovering voter) expired in this epoch, and no Fetch from the
+	// leader succeeded since. Another voter naming the same leader at this
+	// epoch then does not send the fetcher back to it: a paused leader is named
+	// by the voters until their own fetch timers expire and they elect another,
+	// and a Fetch to it hangs for the request timeout. The fetcher keeps asking
+	// the other voters, every retry backoff, until one names a newer epoch; at
+	// the next expiry of its fetch timer (the voters have kept naming the leader
+	// for a whole fetch timeout, so they still fetch from it) it tries the
+	// leader again.
+	leaderTimedOut bool
+	// lost is the leader an Unattached observer lost (discovery only; -1: none):
+	// its discovery Fetches avoid it even after another voter failed one, and
+	// through the epochs of an election, until a voter names a leader (a paused
+	// leader answers no Fetch, and a discovery Fetch has no fetch timer: one
+	// sent there hung for the whole request timeout).
+	lost int32
 	// avoid is the node whose Fetch just failed (an error from the leader, a
 	// timeout, BROKER_NOT_AVAILABLE): the rediscovery Fetch goes to another voter
 	// when there is one. -1: none.
@@ -65,7 +82,12 @@ func (r *Raft) tickFollower(nowMs int64) {
 		// (KIP-996), which a replica outside the voter set of its own log may be asked
 		// for at kraft.version 1 (its addition may be in the others' logs only).
 		f.fetchedOK = false
-		f.rediscoverAvoiding(r.leaderID)
+		if f.leaderTimedOut {
+			f.leaderTimedOut, f.rediscover = false, false
+		} else {
+			f.leaderTimedOut = true
+			f.rediscoverAvoiding(r.leaderID)
+		}
 		f.inflight = 0
 		f.fetchDeadlineMs = nowMs + r.cfg.FetchTimeoutMs
 	}
@@ -83,7 +105,12 @@ func (f *followerState) rediscoverAvoiding(id int32) { f.rediscover, f.avoid = t
 // Fetch to a bootstrap server that is ready instead.
 func (r *Raft) fetchFailed(nowMs int64, f *followerState, from int32) {
 	f.nextFetchMs = nowMs + r.cfg.RetryBackoffMs
-	if !r.isVoter || r.leaderID < 0 {
+	switch {
+	case f.leaderTimedOut:
+		f.rediscoverAvoiding(r.leaderID) // another voter failed: still not the silent leader
+	case f.lost >= 0:
+		f.rediscoverAvoiding(f.lost)
+	case !r.isVoter || r.leaderID < 0:
 		f.rediscoverAvoiding(from)
 	}
 }
@@ -166,10 +193,12 @@ func (r *Raft) handleFetchResponse(nowMs int64, m Message) {
 		if r.follow == f {
 			// An error from the leader itself sends an observer back to the bootstrap
 			// voters; an error from another voter sends it back to the leader.
+			// A voter naming the leader whose Fetch timed out, at this epoch, does
+			// not send it back there (leaderTimedOut).
 			f.nextFetchMs = nowMs + r.cfg.RetryBackoffMs
 			f.rediscover = false
-			if !r.isVoter && m.From == r.leaderID {
-				f.rediscoverAvoiding(m.From)
+			if !r.isVoter && m.From == r.leaderID || f.leaderTimedOut {
+				f.rediscoverAvoiding(r.leaderID)
 			}
 		} else if r.discover == f {
 			// Still looking for the leader (an older epoch, an error, a leader it may
@@ -196,8 +225,11 @@ func (r *Raft) handleFetchResponse(nowMs int64, m Message) {
 		r.fetchFailed(nowMs, f, from)
 		return
 	}
-	f.fetchedOK, f.rediscover = true, false
-	f.fetchDeadlineMs = nowMs + r.cfg.FetchTimeoutMs
+	f.rediscover, f.leaderTimedOut = false, false
+	if r.leftEpoch != r.epoch {
+		f.fetchedOK = true
+		f.fetchDeadlineMs = nowMs + r.cfg.FetchTimeoutMs
+	}
 	f.nextFetchMs = nowMs
 	r.applyFetchedData(resp)
 	r.maybeSendFetch(nowMs)
@@ -355,6 +387,7 @@ func (r *Raft) handleEndEpoch(nowMs int64, m Message) {
 		if req.LeaderEpoch > r.epoch {
 			r.becomeUnattached(nowMs, req.LeaderEpoch, -1)
 		}
+		r.leftEpoch = req.LeaderEpoch
 		r.reactToEndEpoch(nowMs, req)
 	}
 	resp.LeaderID, resp.LeaderEpoch = r.leaderID, r.epoch

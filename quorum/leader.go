@@ -454,7 +454,9 @@ func (r *Raft) Shutdown(nowMs int64) error {
 	default:
 		return ErrNotLeader
 	}
-	r.resigned.shutdown = true
+	if !r.resigned.shutdown {
+		r.resigned.shutdown, r.resigned.shutdownMs = true, r.nowMs
+	}
 	r.logf("%d shutting down at epoch %d", r.cfg.NodeID, r.epoch)
 	return nil
 }

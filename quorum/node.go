@@ -526,7 +526,7 @@ func (n *Node) drainReady() {
 			n.sendAll(rd.MessagesAfterPersist)
 			rd.MessagesAfterPersist = nil
 		}
-		if n.appendAsync(rd) {
+		if n.appendAsync(rd) || n.beginEpochAsync(rd) {
 			continue
 		}
 		if n.needsStorage(rd) {
@@ -591,6 +591,44 @@ func (n *Node) appendAsync(rd Ready) bool {
 		n.fail(err)
 		return true
 	}
+	n.busyMs.Store(n.nowMs())
+	n.deliver(rd)
+	n.unflushed = append(n.unflushed, rd)
+	n.startFlush(async)
+	return true
+}
+
+// beginEpochAsync handles a new leader's first Ready: the quorum state that
+// names it leader, the LeaderChange batch, and the BeginQuorumEpoch requests. The
+// quorum state is written and fsynced at once; the requests leave as soon as it is
+// durable, and the batch's fsync runs on the flusher as appendAsync's do. The
+// voters start fetching while the leader's log fsync runs instead of after it: one
+// fsync fewer between an election and its first commit, which activates the new
+// controller (Kafka flushes the LeaderChange before it sends BeginQuorumEpoch; Raft
+// lets a leader replicate what is not yet durable locally, and the batch counts
+// toward the high watermark only after its fsync, through Advance). Nothing else a
+// leader sends after persisting vouches for its own log: those are BeginQuorumEpoch,
+// EndQuorumEpoch, Vote refusals, and Fetch answers, which may carry records not yet
+// durable here.
+func (n *Node) beginEpochAsync(rd Ready) bool {
+	async, ok := n.cfg.Storage.(raftlog.AsyncSyncer)
+	if !ok || mutSendFirst || n.raft.role != Leader || rd.QuorumState == nil || len(rd.Append) == 0 || rd.TruncateTo >= 0 ||
+		len(rd.SnapshotChunks) > 0 || rd.LoadSnapshot != nil || rd.RecoveryDone || n.toLoad != nil || mutSkipStateSave {
+		return false
+	}
+	if err := n.joinFlush(); err != nil {
+		n.fail(err)
+		return true
+	}
+	if err := n.cfg.Storage.SaveQuorumState(*rd.QuorumState); err != nil {
+		n.fail(err)
+		return true
+	}
+	if err := n.cfg.Storage.Append(rd.Append); err != nil {
+		n.fail(err)
+		return true
+	}
+	n.sendAll(rd.MessagesAfterPersist)
 	n.busyMs.Store(n.nowMs())
 	n.deliver(rd)
 	n.unflushed = append(n.unflushed, rd)

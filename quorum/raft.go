@@ -98,6 +98,14 @@ type Raft struct {
 	discover *followerState
 
 	noPreVote map[int32]bool
+	// leftEpoch is the epoch whose leader announced its resignation to this
+	// voter (EndQuorumEpoch; -1: none). A Fetch answer it sent before resigning
+	// can arrive after the EndQuorumEpoch, on another connection; it still
+	// carries good data, but it may neither restart the fetch timer nor count as
+	// hearing from the leader (fetchedOK), or the voter would wait a whole fetch
+	// timeout for a leader that is gone and refuse the pre-votes that would
+	// replace it (a successor was elected only after the 2 s fetch timeout).
+	leftEpoch int32
 	// reported is what the voters told this leader through UpdateRaftVoter in
 	// reportedEpoch at kraft.version 0 (KAFKA-16538: kept in memory only).
 	reported      map[int32]VoterNode
@@ -171,6 +179,7 @@ func NewRaftFromSnapshot(cfg Config, loaded raftlog.Loaded, snapKRaft SnapshotKR
 		noPreVote: map[int32]bool{},
 		nowMs:     nowMs,
 		voteFloor: -1,
+		leftEpoch: -1,
 	}
 	r.isVoter = r.selfIsVoter()
 	if err := checkStateNotLost(loaded, rl.lastEpoch(), r.isVoter); err != nil {
@@ -345,6 +354,11 @@ func (r *Raft) becomeUnattached(nowMs int64, epoch int32, leaderHint int32) {
 	lost := int32(-1)
 	if !r.isVoter {
 		lost = r.leaderID
+		if d := r.discover; lost < 0 && d != nil {
+			// Still looking for a leader (a candidate's epoch, then the next):
+			// the leader lost before is still to be avoided.
+			lost = d.lost
+		}
 	}
 	r.leave()
 	r.transitionEpoch(epoch)
@@ -373,7 +387,7 @@ func (r *Raft) enterUnattachedAvoiding(nowMs int64, lost int32) {
 		r.electionDeadlineMs = nowMs + r.randomElectionTimeoutMs()
 		return
 	}
-	r.discover = &followerState{fetchDeadlineMs: noDeadline, nextFetchMs: nowMs, rediscover: true, avoid: lost}
+	r.discover = &followerState{fetchDeadlineMs: noDeadline, nextFetchMs: nowMs, rediscover: true, avoid: lost, lost: lost}
 	r.maybeSendDiscoveryFetch(nowMs)
 }
 
@@ -392,7 +406,13 @@ func (r *Raft) becomeFollower(nowMs int64, epoch, leaderID int32) {
 	if r.dynamic() {
 		r.isVoter = r.selfIsVoter()
 	}
-	r.follow = &followerState{fetchDeadlineMs: nowMs + r.cfg.FetchTimeoutMs, nextFetchMs: nowMs, avoid: -1}
+	r.follow = &followerState{fetchDeadlineMs: nowMs + r.cfg.FetchTimeoutMs, nextFetchMs: nowMs, avoid: -1, lost: -1}
+	if r.leftEpoch == epoch {
+		// Following a leader that announced its resignation (a Prospective whose
+		// pre-vote round was not decided returns to it): campaign again after an
+		// election timeout, not a fetch timeout.
+		r.follow.fetchDeadlineMs = nowMs + r.randomElectionTimeoutMs()
+	}
 	r.persist()
 	r.logf("%d became follower of %d at epoch %d", r.cfg.NodeID, leaderID, epoch)
 	r.maybeSendFetch(nowMs)

@@ -148,9 +148,9 @@ func refusedOnDamage(err error) bool {
 // invariant must hold through the liveness phase.
 func TestSimulationDamagedVoterRecovers(t *testing.T) {
 	pinned := 0
-	// Seeds 5 and 6 have a committing 3-voter quorum at 2500 ms; should the schedule
-	// change, the next seeds are tried.
-	for _, seed := range []uint64{5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20} {
+	// The first two seeds from 5 with a leader and a live follower voter at 2500 ms
+	// are used (23 and 28 today); should the schedule change, the next seeds are tried.
+	for seed := uint64(5); seed <= 60; seed++ {
 		if pinned == 2 {
 			break
 		}

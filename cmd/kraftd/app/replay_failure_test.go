@@ -105,20 +105,11 @@ func TestControllerReplayFailureHandsOverLeadership(t *testing.T) {
 		m := apps[first].Quorum().Metrics()
 		return m.Role != quorum.Leader || m.Epoch > firstEpoch
 	})
-	// Its resignation (EndQuorumEpoch) must reach a peer before it stops: with
-	// the test's 60 s fetch timeout a peer that missed it would wait that long.
-	// Since the partition logs close faster (hL), Stop could end the transport
-	// before the EndQuorumEpoch went out (1 run in about 20). In production the
-	// fetch timeout (2 s) bounds that case; a Node that waits for its
-	// EndQuorumEpoch on a graceful stop, as Kafka's shutdown does, is left to do.
-	pollUntil(t, "a peer to learn of the resignation", func() bool {
-		for id, a := range apps {
-			if m := a.Quorum().Metrics(); id != first && (m.Epoch > firstEpoch || m.Role != quorum.Follower) {
-				return true
-			}
-		}
-		return false
-	})
+	// Its resignation (EndQuorumEpoch) reached the peers before Stop returned
+	// (the Node waits for their acknowledgements), and a Fetch answer the
+	// leader sent just before it no longer restarts a peer's 60 s fetch timer
+	// when it arrives after the EndQuorumEpoch (1 run in about 20 waited past
+	// this test's patience for that reason).
 	// The failed node stops as main does on App.Fatal (left running, it could
 	// win the election its resignation starts: its log is the longest); the
 	// new leader keeps committing (NoOpRecords every 50 ms) without it.
