@@ -332,10 +332,17 @@ func (m *Manager) ApplyAll(states []PartitionState) error {
 // partition's change too: 1.2 to 1.7 s for 1,004 partitions in a loaded
 // kraftd bench, the steady producer's whole gap.
 func (m *Manager) splitLeaderMoves(states []PartitionState) (moves, others []PartitionState) {
+	hosted := make([]*Partition, len(states))
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, st := range states {
-		if p, ok := m.parts[st.TopicPartition]; ok && p.leaderMoves(st) {
+	for i, st := range states {
+		hosted[i] = m.parts[st.TopicPartition]
+	}
+	m.mu.Unlock()
+	// Each partition's lock is taken without the manager's: an append may
+	// hold it across a write, and produce and fetch look partitions up
+	// under the manager's.
+	for i, st := range states {
+		if p := hosted[i]; p != nil && p.leaderMoves(st) {
 			moves = append(moves, st)
 		} else {
 			others = append(others, st)
