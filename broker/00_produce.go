@@ -95,8 +95,15 @@ func (c *ClientAPI) handleProduce(ctx context.Context, req *protocol.Request) (k
 		}
 		return nil, nil
 	}
-	if err := c.waitProduced(ctx, body, resp, waits); err != nil {
+	moved, err := c.waitProduced(ctx, body, resp, waits)
+	if err != nil {
 		return nil, err
+	}
+	if len(moved) > 0 {
+		// The leaders named after the wait: the image of now, which
+		// names them before the replica manager applies the move.
+		img = c.cfg.Metadata.Image()
+		hints = append(hints, moved...)
 	}
 	resp.Brokers = produceLeaderEndpoints(img, req.Listener, hints)
 	return resp, nil
@@ -169,11 +176,16 @@ type producedWait struct {
 }
 
 // waitProduced waits for acks=-1 appends to commit, within the request's
-// timeout; a partition still waiting then says REQUEST_TIMED_OUT. It returns
-// an error only when the client's connection is gone.
-func (c *ClientAPI) waitProduced(ctx context.Context, body *kmsg.ProduceRequest, resp *kmsg.ProduceResponse, waits []producedWait) error {
+// timeout; a partition still waiting then says REQUEST_TIMED_OUT. A
+// partition whose leadership moved meanwhile is answered at once with
+// NOT_LEADER_OR_FOLLOWER and, from v10, its new leader (KIP-951, as
+// Kafka's KafkaApis fills CurrentLeader from the partition's state when a
+// delayed produce completes), so the producer retries there without a
+// metadata refresh; moved lists those leaders. It returns an error only
+// when the client's connection is gone.
+func (c *ClientAPI) waitProduced(ctx context.Context, body *kmsg.ProduceRequest, resp *kmsg.ProduceResponse, waits []producedWait) (moved []leaderHint, err error) {
 	if len(waits) == 0 {
-		return nil
+		return nil, nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, time.Duration(max(body.TimeoutMillis, 0))*time.Millisecond)
 	defer cancel()
@@ -186,12 +198,18 @@ func (c *ClientAPI) waitProduced(ctx context.Context, body *kmsg.ProduceRequest,
 			continue
 		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 		sp := &resp.Topics[w.topic].Partitions[w.partition]
 		c.setProduceError(body.Version, sp, fmt.Errorf("waiting for offset %d to be replicated: %w", w.lastOffset, err))
+		if sp.ErrorCode == kerr.NotLeaderForPartition.Code && body.Version >= 10 {
+			if st := w.p.State(); st.Leader >= 0 && st.Leader != c.cfg.NodeID {
+				sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = st.Leader, st.LeaderEpoch
+				moved = append(moved, leaderHint{leaderID: st.Leader, leaderEpoch: st.LeaderEpoch, ok: true})
+			}
+		}
 	}
-	return nil
+	return moved, nil
 }
 
 // produceLeaderEndpoints lists the endpoints of the leaders named in KIP-951

@@ -694,3 +694,59 @@ func TestDeleteTopicRemovesOnlyItsLogs(t *testing.T) {
 		t.Fatalf("hosted after the deletes %v, want %v", got, want)
 	}
 }
+
+// TestProduceWaitAnsweredOnLeaderMove: an acks=-1 produce waiting for a
+// silent follower is answered as soon as the partition's leadership moves
+// away (the image's PartitionChangeRecord reaching the replica manager),
+// not at its timeout: NOT_LEADER_OR_FOLLOWER with the new leader and its
+// endpoint (KIP-951, Produce v10+, as Kafka's KafkaApis fills
+// CurrentLeader when a delayed produce completes with that error), so the
+// producer retries on the new leader without a metadata refresh.
+func TestProduceWaitAnsweredOnLeaderMove(t *testing.T) {
+	d := newDataHarness(t, 0)
+	id := uuid(9)
+	d.commit(topicRecord("moving", id), partitionRecord(id, 0, 1, []int32{1, 2}, []int32{1, 2}))
+	p, ok := d.replicas.Partition(replica.TopicPartition{Topic: "moving"})
+	if !ok {
+		t.Fatal("moving-0 not hosted")
+	}
+	req := produceReq(11, -1, "moving", 0, recordBatch(1))
+	req.TimeoutMillis = 15000 // far past the test's patience: only the move may answer it
+	type answer struct {
+		resp kmsg.Response
+		err  error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		resp, err := d.client.Request(ctx, d.addr, req)
+		answered <- answer{resp, err}
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for p.Log().EndOffset() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if p.Log().EndOffset() != 1 {
+		t.Fatalf("the produce was not appended: log end %d", p.Log().EndOffset())
+	}
+	change := &records.PartitionChangeRecord{}
+	change.Default()
+	change.TopicID, change.PartitionID, change.Leader, change.ISR = id, 0, 2, []int32{2}
+	d.commit(change)
+	a := <-answered
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	resp := a.resp.(*kmsg.ProduceResponse)
+	sp := resp.Topics[0].Partitions[0]
+	if sp.ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("produce waiting across the move: error %d, want NOT_LEADER_OR_FOLLOWER", sp.ErrorCode)
+	}
+	if sp.CurrentLeader.LeaderID != 2 || sp.CurrentLeader.LeaderEpoch != 1 {
+		t.Fatalf("current leader %+v, want node 2 at epoch 1", sp.CurrentLeader)
+	}
+	if len(resp.Brokers) != 1 || resp.Brokers[0].NodeID != 2 || resp.Brokers[0].Port != 19002 {
+		t.Fatalf("leader endpoints %+v, want node 2 on port 19002", resp.Brokers)
+	}
+}

@@ -177,7 +177,7 @@ func BenchmarkPublishRestart10k(b *testing.B) {
 }
 
 // benchLarge adds 1,000,000 partitions to BenchmarkPropagateCreateLarge.
-var benchLarge = flag.Bool("bench.large", false, "run the 1M-partition size of BenchmarkPropagateCreateLarge")
+var benchLarge = flag.Bool("bench.large", false, "run the 1M-partition sizes of BenchmarkPropagateCreateLarge and BenchmarkPublishControlledShutdownLarge")
 
 // BenchmarkPropagateCreateLarge is a broker's side of the kraftd bench's
 // propagation scenario (issue 17) on a cluster of 1k to 100k partitions

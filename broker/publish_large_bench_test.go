@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"flag"
 	"fmt"
 	"runtime"
 	"slices"
@@ -14,8 +13,6 @@ import (
 	"github.com/kraftd/kraftd/metadata/records"
 	"github.com/kraftd/kraftd/quorum/raftlog"
 )
-
-var publishLarge = flag.Bool("bench.large", false, "run the 1,000,000-partition size of BenchmarkPublishControlledShutdownLarge")
 
 // largeUUID is topic t's id (uuid above has 256 values only).
 func largeUUID(t int) records.UUID {
@@ -59,7 +56,7 @@ func cpuNow() time.Duration {
 //	go test ./broker -run '^$' -bench PublishControlledShutdownLarge -benchtime 3x -benchmem [-bench.large]
 func BenchmarkPublishControlledShutdownLarge(b *testing.B) {
 	sizes := []int{100_000}
-	if *publishLarge {
+	if *benchLarge {
 		sizes = append(sizes, 1_000_000)
 	}
 	for _, n := range sizes {

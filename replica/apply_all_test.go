@@ -1,8 +1,10 @@
 package replica
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/kraftd/kraftd/storage"
 )
@@ -72,5 +74,61 @@ func TestApplyAll(t *testing.T) {
 	}
 	if err := m.ApplyAll(states[:1]); !errors.Is(err, ErrClosed) {
 		t.Fatalf("ApplyAll after Close: %v, want ErrClosed", err)
+	}
+}
+
+// A publish that moves the leadership of one partition and changes only
+// the ISR of another (a controlled shutdown: the broker leaves every ISR
+// and its leaderships move) points the moved partition's fetcher at its
+// new leader without waiting for the other partition's change: before,
+// every change of the publish had to finish first (1.2 to 1.7 s for 1,004
+// partitions in a loaded kraftd bench), and the new leader's high
+// watermark, and so every acks=-1 produce, waited for that follower.
+func TestApplyAllMovesLeadersFirst(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	moved := PartitionState{TopicPartition: TopicPartition{"demo", 0}, TopicID: topicID, Leader: 1,
+		Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}}
+	shrunk := PartitionState{TopicPartition: TopicPartition{"demo", 1}, TopicID: topicID, Leader: 2,
+		Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}}
+	if err := m.ApplyAll([]PartitionState{moved, shrunk}); err != nil {
+		t.Fatal(err)
+	}
+	pm, _ := m.Partition(moved.TopicPartition)
+	ps, _ := m.Partition(shrunk.TopicPartition)
+	res, err := pm.AppendAsLeader(batch(1, -1, 0, 0), acksAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- pm.WaitCommitted(context.Background(), res.LastOffset) }()
+
+	moved.Leader, moved.LeaderEpoch, moved.PartitionEpoch, moved.ISR = 2, 1, 1, []int32{2, 3}
+	shrunk.PartitionEpoch, shrunk.ISR = 1, []int32{2, 3}
+	ps.notifyMu.Lock() // the ISR change's become waits to notify its waiters
+	applied := make(chan error, 1)
+	go func() { applied <- m.ApplyAll([]PartitionState{shrunk, moved}) }()
+	following := func() bool {
+		m.fetchers.mu.Lock()
+		defer m.fetchers.mu.Unlock()
+		key, ok := m.fetchers.assigned[moved.TopicPartition]
+		return ok && key.leader == 2
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for !following() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	ok := following()
+	ps.notifyMu.Unlock()
+	if err := <-applied; err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		t.Fatal("the moved partition's fetcher waited for the other partition's ISR change")
+	}
+	if err := <-waited; !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("acks=-1 wait on the old leader: %v", err)
+	}
+	if st := ps.State(); st.PartitionEpoch != 1 || len(st.ISR) != 2 {
+		t.Fatalf("ISR change not applied: %+v", st)
 	}
 }

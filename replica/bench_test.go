@@ -230,3 +230,46 @@ func liveHeap() uint64 {
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
 }
+
+// BenchmarkLeaderMove1k: the metadata of a controlled shutdown reaching a
+// broker that hosts 1,000 partitions and leads half of them: one ApplyAll
+// moves the leadership of those it leads elsewhere and shrinks the ISR of
+// the rest (the shutting-down broker leaves every ISR), as one publish of
+// the broker's replica goroutine. A produce waiting for acks=-1 on a moved
+// partition is answered only once its become has run.
+func BenchmarkLeaderMove1k(b *testing.B) {
+	const n = 1000
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		m, err := New(Config{Dir: b.TempDir(), BrokerID: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		states := make([]PartitionState, n)
+		moved := make([]PartitionState, n)
+		for p := range int32(n) {
+			states[p] = PartitionState{TopicPartition: TopicPartition{"demo", p}, TopicID: topicID, Leader: 1 + p%2,
+				Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}}
+			moved[p] = states[p]
+			moved[p].Leader, moved[p].LeaderEpoch, moved[p].PartitionEpoch = 3, 1, 1
+			moved[p].ISR = []int32{1, 3}
+			if p%2 == 1 { // led by 2, which shuts down: 1 stays a follower
+				moved[p].ISR = []int32{1, 3}
+			} else { // led here: 1 shuts down
+				moved[p].ISR = []int32{2, 3}
+			}
+		}
+		if err := m.ApplyAll(states); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if err := m.ApplyAll(moved); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if err := m.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}

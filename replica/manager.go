@@ -318,10 +318,42 @@ func (m *Manager) ApplyAll(states []PartitionState) error {
 	var errs []error
 	for len(states) > 0 {
 		round, rest := splitDistinct(states)
-		errs = append(errs, m.applyRound(round)...)
+		moves, others := m.splitLeaderMoves(round)
+		errs = append(errs, m.applyRound(moves)...)
+		errs = append(errs, m.applyRound(others)...)
 		states = rest
 	}
 	return errors.Join(errs...)
+}
+
+// splitLeaderMoves puts first the states that move the leadership of a
+// hosted partition (a new leader or leader epoch), then the rest (ISR and
+// assignment changes, new partitions), each in its given order. A
+// controlled shutdown's publish shrinks the ISR of every partition the
+// broker hosts besides moving the leadership of those it led; applied as
+// one round, the moved partitions' produces waiting for acks=-1 (answered
+// NOT_LEADER_OR_FOLLOWER at the old leader's become) and their new leaders'
+// followers (pointed at them once the round ends) waited for every other
+// partition's change too: 1.2 to 1.7 s for 1,004 partitions in a loaded
+// kraftd bench, the steady producer's whole gap.
+func (m *Manager) splitLeaderMoves(states []PartitionState) (moves, others []PartitionState) {
+	hosted := make([]*Partition, len(states))
+	m.mu.Lock()
+	for i, st := range states {
+		hosted[i] = m.parts[st.TopicPartition]
+	}
+	m.mu.Unlock()
+	// Each partition's lock is taken without the manager's: an append may
+	// hold it across a write, and produce and fetch look partitions up
+	// under the manager's.
+	for i, st := range states {
+		if p := hosted[i]; p != nil && p.leaderMoves(st) {
+			moves = append(moves, st)
+		} else {
+			others = append(others, st)
+		}
+	}
+	return moves, others
 }
 
 // splitDistinct returns the longest prefix of states naming each partition
@@ -338,6 +370,9 @@ func splitDistinct(states []PartitionState) ([]PartitionState, []PartitionState)
 }
 
 func (m *Manager) applyRound(states []PartitionState) []error {
+	if len(states) == 0 {
+		return nil
+	}
 	start := time.Now()
 	items, err := m.prepareApply(states)
 	if err != nil {

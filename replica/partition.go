@@ -240,6 +240,14 @@ func (p *Partition) become(st PartitionState) bool {
 	return true
 }
 
+// leaderMoves reports whether st names another leader or leader epoch
+// than the partition's current state.
+func (p *Partition) leaderMoves(st PartitionState) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.known && (st.Leader != p.state.Leader || st.LeaderEpoch != p.state.LeaderEpoch)
+}
+
 // stop ends the partition's role for good (removed or closed): waiters see
 // ErrNotLeader.
 func (p *Partition) stop() {
