@@ -275,15 +275,31 @@ func TestControllerSessionExpiryFences(t *testing.T) {
 	if err := c.Tick(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	q.waitProposed(t)
-	// A response waits for everything appended before it to commit, so once
-	// it arrives the fencing is in the committed image.
-	await(t, call(c, heartbeat(1, epochs[1], 1<<40)))
+	// Tick returns once the fencing is proposed; the fake quorum commits it
+	// at once, but the loop adopts commits from its inbox asynchronously.
+	fence := q.waitProposed(t)
+	// Broker 1's heartbeat writes nothing and reveals only its own committed
+	// state, so it is answered at once (answersNow), possibly before the loop
+	// has adopted the fencing's commit: it is no barrier for broker 2's state.
+	h := await(t, call(c, heartbeat(1, epochs[1], 1<<40))).(*kmsg.BrokerHeartbeatResponse)
+	if h.ErrorCode != 0 || h.IsFenced {
+		t.Fatalf("broker 1 heartbeat after the expiry: error %d fenced %t", h.ErrorCode, h.IsFenced)
+	}
+	waitFor(t, func() bool { _, off := c.CommittedImage(); return off >= fence })
 	img, _ := c.CommittedImage()
 	b1, _ := img.Broker(1)
 	b2, _ := img.Broker(2)
 	if b1.Fenced || !b2.Fenced {
 		t.Fatalf("fenced: broker1=%t broker2=%t, want false/true", b1.Fenced, b2.Fenced)
+	}
+	// Broker 2 is fenced once: a later Tick has nobody left to fence.
+	if err := c.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case off := <-q.proposed:
+		t.Fatalf("a second Tick proposed a batch ending at %d", off)
+	default:
 	}
 }
 
