@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"flag"
 	"fmt"
 	"runtime"
 	"slices"
@@ -15,7 +14,9 @@ import (
 	"github.com/kraftd/kraftd/quorum/raftlog"
 )
 
-var publishLarge = flag.Bool("bench.large", false, "run the 1,000,000-partition size of BenchmarkPublishControlledShutdownLarge")
+// publishLarge (-bench.large, defined once in publish_bench_test.go) also
+// runs the 1,000,000-partition size of BenchmarkPublishControlledShutdownLarge.
+var publishLarge = benchLarge
 
 // largeUUID is topic t's id (uuid above has 256 values only).
 func largeUUID(t int) records.UUID {
