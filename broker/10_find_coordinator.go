@@ -24,7 +24,10 @@ import (
 //   - No __consumer_offsets (or __transaction_state) yet: it is created
 //     through the controller (in the background) and the answer is
 //     COORDINATOR_NOT_AVAILABLE, which clients retry; so is a partition
-//     without a leader, or a leader without this listener.
+//     without a leader, a leader that is not registered (ZooKeeper mode:
+//     dead, not in the last UpdateMetadata's live brokers) or fenced, or a
+//     leader without this listener: the answer never names a broker that
+//     Metadata does not list.
 //   - A key type whose coordinator this broker does not run:
 //     COORDINATOR_NOT_AVAILABLE; other key types INVALID_REQUEST.
 func (c *ClientAPI) handleFindCoordinator(_ context.Context, req *protocol.Request) (kmsg.Response, error) {
@@ -85,8 +88,13 @@ func (c *ClientAPI) findCoordinator(img *image.Image, keyType int8, key, listene
 	if !ok || p.Leader < 0 {
 		return fail(kerr.CoordinatorNotAvailable)
 	}
+	// Kafka's getAliveBrokerNode: the leader must be registered and
+	// unfenced, as Metadata lists only such brokers. A client (franz-go)
+	// told a coordinator id that its next Metadata does not list fails
+	// the request with "unknown broker", fatal to a transactional
+	// producer's AddPartitionsToTxn.
 	br, ok := img.Broker(p.Leader)
-	if !ok {
+	if !ok || br.Fenced {
 		return fail(kerr.CoordinatorNotAvailable)
 	}
 	ep, ok := br.Listener(listener)

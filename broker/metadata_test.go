@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kraftd/kraftd/coordinator/group"
+	"github.com/kraftd/kraftd/coordinator/txn"
 	"github.com/kraftd/kraftd/metadata/records"
 )
 
@@ -318,5 +320,85 @@ func TestDescribeCluster(t *testing.T) {
 	resp := h.request(fenced).(*kmsg.DescribeClusterResponse)
 	if !slices.Equal(ids(resp), []int32{1, 2, 3}) || !resp.Brokers[2].IsFenced || resp.Brokers[0].IsFenced {
 		t.Errorf("IncludeFencedBrokers: %+v", resp.Brokers)
+	}
+}
+
+// TestDeadCoordinatorNeverNamed: a broker that Metadata does not list (in
+// ZooKeeper mode unregistered because the last UpdateMetadata's live
+// brokers left it out while the partition states still name it as leader;
+// in KRaft fenced) is never named by Metadata as a partition leader nor by
+// FindCoordinator as a group or transaction coordinator. franz-go fails a
+// request to such an id with "unknown broker", which is fatal to a
+// transactional producer's AddPartitionsToTxn. Kafka:
+// ZkMetadataCache/KRaftMetadataCache.getPartitionMetadata answer
+// LEADER_NOT_AVAILABLE with leader -1, and getCoordinator asks
+// getAliveBrokerNode.
+func TestDeadCoordinatorNeverNamed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kill records.Message
+	}{
+		{"zk-unregistered", &records.UnregisterBrokerRecord{BrokerID: 2, BrokerEpoch: 2}},
+		{"kraft-fenced", &records.BrokerRegistrationChangeRecord{BrokerID: 2, BrokerEpoch: 2, Fenced: records.FenceChangeFence}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) {
+				c.Replicas = newTestReplicas(t)
+				c.Groups.OffsetsTopicNumPartitions = 1
+				c.Txns.NumPartitions = 1
+			})
+			h.runPublisher()
+			port := h.b.cfg.Listeners[0].Port
+			offsetsID, txnID := uuid(7), uuid(8)
+			h.commit(mvRecord(14))
+			h.commit(brokerRecord(1, 1, false, nil, ep("PLAINTEXT", port)), brokerRecord(2, 2, false, nil, ep("PLAINTEXT", 9002)))
+			h.commit(
+				topicRecord(group.Topic, offsetsID), partitionRecord(offsetsID, 0, 2, []int32{2, 1}, []int32{2, 1}),
+				topicRecord(txn.Topic, txnID), partitionRecord(txnID, 0, 2, []int32{2, 1}, []int32{2, 1}),
+				topicRecord("foo", fooID), partitionRecord(fooID, 0, 2, []int32{2, 1}, []int32{2, 1}),
+			)
+			coordinators := func() []kmsg.FindCoordinatorResponseCoordinator {
+				var out []kmsg.FindCoordinatorResponseCoordinator
+				for _, typ := range []int8{0, 1} {
+					req := kmsg.NewPtrFindCoordinatorRequest()
+					req.SetVersion(4)
+					req.CoordinatorType, req.CoordinatorKeys = typ, []string{"eos"}
+					out = append(out, h.request(req).(*kmsg.FindCoordinatorResponse).Coordinators...)
+				}
+				return out
+			}
+			for _, co := range coordinators() {
+				if co.ErrorCode != 0 || co.NodeID != 2 || co.Port != 9002 {
+					t.Fatalf("before the kill: %+v", co)
+				}
+			}
+
+			h.commit(tc.kill)
+			for _, v := range []int16{0, 1, 5, 12} {
+				resp := h.request(metadataRequest(v, "foo", group.Topic, txn.Topic)).(*kmsg.MetadataResponse)
+				if got := brokerIDs(resp); !slices.Equal(got, []int32{1}) {
+					t.Fatalf("v%d brokers %v, want [1]", v, got)
+				}
+				for _, mt := range resp.Topics {
+					p := mt.Partitions[0]
+					if p.ErrorCode != kerr.LeaderNotAvailable.Code || p.Leader != -1 {
+						t.Errorf("v%d %s-0: error %d leader %d, want LEADER_NOT_AVAILABLE and -1", v, *mt.Topic, p.ErrorCode, p.Leader)
+					}
+					wantReplicas, wantOffline := []int32{2, 1}, []int32{2}
+					if v == 0 { // errorUnavailableEndpoints: dead replicas filtered out
+						wantReplicas = []int32{1}
+					}
+					if !slices.Equal(p.Replicas, wantReplicas) || !slices.Equal(p.ISR, wantReplicas) ||
+						v >= 5 && !slices.Equal(p.OfflineReplicas, wantOffline) {
+						t.Errorf("v%d %s-0: replicas %v isr %v offline %v", v, *mt.Topic, p.Replicas, p.ISR, p.OfflineReplicas)
+					}
+				}
+			}
+			for _, co := range coordinators() {
+				if co.ErrorCode != kerr.CoordinatorNotAvailable.Code || co.NodeID != -1 || co.Port != -1 {
+					t.Errorf("coordinator after the kill: %+v, want COORDINATOR_NOT_AVAILABLE and node -1", co)
+				}
+			}
+		})
 	}
 }

@@ -240,7 +240,18 @@ func groupTransactSessionKill(t *testing.T, c faultCluster, mode faultMode) {
 			continue
 		}
 		if err := s.Begin(); err != nil {
-			t.Fatalf("Begin: %v", err)
+			// A producer ID failed by a fatal error (franz-go fails
+			// AddPartitionsToTxn with "unknown broker" when a metadata
+			// refresh drops the dead coordinator between its
+			// coordinator-cache check and the send, and that is
+			// fatal): the session cannot go on, so a new one with the
+			// same transactional id fences it. The records it
+			// polled were not committed and are fetched again.
+			t.Logf("Begin after %d records: %v; starting the session again", done, err)
+			restarts++
+			s.Close()
+			s = newSession()
+			continue
 		}
 		var produceErr error
 		for _, r := range recs {
