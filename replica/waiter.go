@@ -5,10 +5,8 @@ import "sync/atomic"
 // A Waiter is one long-polling fetch's wake-up, as a watch key of Kafka's
 // DelayedOperationPurgatory: registered with every partition the fetch reads
 // (Partition.WakeOnChange, WakeOnAppend), it is signalled by the first of
-// them to move. The fetch waits on one channel however many partitions it
-// holds (a select over one channel per partition costs a lock and a queue
-// entry on each, every round: seconds per round at tens of thousands of
-// partitions).
+// them to move, so the fetch waits on one channel however many partitions it
+// holds (it used to select over one channel per partition).
 //
 // A partition drops its waiters when it wakes them; an idle partition drops
 // stopped ones when its list would grow, so it keeps at most about twice the
