@@ -955,7 +955,14 @@ func (c *benchCluster) waitApplied(ctx context.Context, target int64) error {
 		}
 		if behind+unread > 0 && time.Since(last) > 2*time.Second {
 			last = time.Now()
-			c.progress("%d brokers have not applied offset %d (least %d), %d did not answer (%v)", behind, target, least, unread, lastErr)
+			msg := fmt.Sprintf("%d brokers have not applied offset %d", behind, target)
+			if behind > 0 {
+				msg += fmt.Sprintf(" (least %d)", least)
+			}
+			if unread > 0 {
+				msg += fmt.Sprintf(", %d did not answer (%v)", unread, lastErr)
+			}
+			c.progress("%s", msg)
 		}
 		return behind+unread == 0, nil
 	})
