@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"reflect"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -76,17 +75,30 @@ func (c *ClientAPI) fetchLongPoll(ctx context.Context, listener string, body *km
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
-		resp, rs, fr := c.fetchOnce(listener, body)
-		if fr.bytes >= int(body.MinBytes) || fr.errors || wait <= 0 || len(fr.changed) == 0 {
+		// One waiter per pass, registered with every partition before it is
+		// read: a move after the read wakes it, and the wait is one channel
+		// however many partitions the fetch holds (issue 17).
+		w := replica.NewWaiter()
+		resp, rs, fr := c.fetchOnce(listener, body, w)
+		if fr.bytes >= int(body.MinBytes) || fr.errors || wait <= 0 || fr.watched == 0 {
+			w.Stop()
 			return resp, rs, nil
 		}
 		rs.releaseAll() // a later pass reads again
-		switch waitAny(ctx, timer.C, fr.changed) {
-		case waitCanceled:
+		c.fetchWaiting.Add(1)
+		select {
+		case <-ctx.Done():
+			c.fetchWaiting.Add(-1)
+			w.Stop()
 			return nil, nil, ctx.Err()
-		case waitTimedOut:
-			resp, rs, _ = c.fetchOnce(listener, body)
+		case <-timer.C:
+			c.fetchWaiting.Add(-1)
+			w.Stop()
+			resp, rs, _ = c.fetchOnce(listener, body, nil)
 			return resp, rs, nil
+		case <-w.C():
+			c.fetchWaiting.Add(-1)
+			w.Stop()
 		}
 	}
 }
@@ -95,12 +107,13 @@ func (c *ClientAPI) fetchLongPoll(ctx context.Context, listener string, body *km
 type fetchRound struct {
 	bytes   int
 	errors  bool
-	changed []<-chan struct{} // taken before reading: a move after the read closes them
+	watched int // partitions w was registered with
 }
 
 // fetchOnce reads every requested partition once: records as regions in rs
-// (nil with copyRecords, then in RecordBatches).
-func (c *ClientAPI) fetchOnce(listener string, body *kmsg.FetchRequest) (*kmsg.FetchResponse, fetchRegions, fetchRound) {
+// (nil with copyRecords, then in RecordBatches). w, if not nil, is
+// registered with each partition read before the read.
+func (c *ClientAPI) fetchOnce(listener string, body *kmsg.FetchRequest, w *replica.Waiter) (*kmsg.FetchResponse, fetchRegions, fetchRound) {
 	resp := body.ResponseKind().(*kmsg.FetchResponse)
 	img := c.cfg.Metadata.Image()
 	var fr fetchRound
@@ -134,13 +147,19 @@ func (c *ClientAPI) fetchOnce(listener string, body *kmsg.FetchRequest) (*kmsg.F
 				limit := min(int(max(rp.PartitionMaxBytes, 0)), remaining)
 				var n int
 				if replicaID, brokerEpoch := fetchReplica(body); replicaID >= 0 {
-					fr.changed = append(fr.changed, p.Appended())
+					if w != nil {
+						p.WakeOnAppend(w)
+						fr.watched++
+					}
 					n, err = fetchForFollower(p, &sp, rs, body.Version, rp, replicaID, brokerEpoch, limit, minOne)
 					if sp.DivergingEpoch.EndOffset >= 0 {
 						fr.bytes++ // a divergence answers at once
 					}
 				} else {
-					fr.changed = append(fr.changed, p.Changed())
+					if w != nil {
+						p.WakeOnChange(w)
+						fr.watched++
+					}
 					n, err = fetchPartition(p, &sp, rs, body.Version, rp, limit, minOne, body.IsolationLevel == 1)
 				}
 				remaining -= n
@@ -274,30 +293,4 @@ func fetchForFollower(p *replica.Partition, sp *kmsg.FetchResponseTopicPartition
 		return 0, nil
 	}
 	return setRecords(sp, rs, rr.Records, rr.Region, limit, minOne), nil
-}
-
-type waitResult int
-
-const (
-	waitChanged waitResult = iota
-	waitTimedOut
-	waitCanceled
-)
-
-// waitAny blocks until one of changed closes, timeout fires or ctx ends.
-func waitAny(ctx context.Context, timeout <-chan time.Time, changed []<-chan struct{}) waitResult {
-	cases := make([]reflect.SelectCase, 0, len(changed)+2)
-	cases = append(cases,
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timeout)})
-	for _, ch := range changed {
-		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
-	}
-	switch i, _, _ := reflect.Select(cases); i {
-	case 0:
-		return waitCanceled
-	case 1:
-		return waitTimedOut
-	}
-	return waitChanged
 }

@@ -191,6 +191,9 @@ type ClientAPI struct {
 	// copyRecords: Fetch reads records into memory instead of sending them
 	// from the segment files (ClientAPIConfig.FetchCopyRecords; tests flip it).
 	copyRecords atomic.Bool
+	// fetchWaiting counts the fetches parked in their long poll (Kafka's
+	// Fetch purgatory size).
+	fetchWaiting atomic.Int64
 
 	mu      sync.Mutex
 	stopped bool

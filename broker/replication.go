@@ -43,9 +43,10 @@ type FetchTransport struct {
 	addr       func(leader int32) (string, error)
 	maxVersion int16
 
-	mu      sync.Mutex
-	clients map[int64]*protocol.Client
-	closed  bool
+	mu       sync.Mutex
+	clients  map[int64]*protocol.Client
+	sessions map[int64]*followerSession // by connID; a fetcher sends one request at a time
+	closed   bool
 }
 
 // NewReplicaFetchTransport is the follower fetch wire: fetches go to
@@ -54,7 +55,8 @@ type FetchTransport struct {
 // inter.broker.protocol.version 3.3 sends v13, which carries no broker
 // epoch). Client ids are clientID-<connID>. Close it after replication stops.
 func NewReplicaFetchTransport(clientID string, log *zap.Logger, addr func(leader int32) (string, error), maxVersion int16) *FetchTransport {
-	return &FetchTransport{clientID: clientID, log: log, addr: addr, maxVersion: maxVersion, clients: map[int64]*protocol.Client{}}
+	return &FetchTransport{clientID: clientID, log: log, addr: addr, maxVersion: maxVersion, clients: map[int64]*protocol.Client{},
+		sessions: map[int64]*followerSession{}}
 }
 
 // client returns the client of fetcher connection connID, created on first
@@ -87,6 +89,7 @@ func (t *FetchTransport) CloseFetcher(connID int64) {
 	t.mu.Lock()
 	c := t.clients[connID]
 	delete(t.clients, connID)
+	delete(t.sessions, connID)
 	t.mu.Unlock()
 	if c != nil {
 		_ = c.Close()
@@ -135,12 +138,27 @@ func (t *FetchTransport) Fetch(ctx context.Context, leader int32, in *replica.Fe
 	if !ok || r[1] < minReplicaFetchVersion {
 		return nil, fmt.Errorf("%w: leader %d serves Fetch up to v%d, replication needs v%d", protocol.ErrUnsupportedVersion, leader, r[1], minReplicaFetchVersion)
 	}
-	req := replicaFetchRequest(in, min(r[1], t.maxVersion))
-	resp, err := client.Request(ctx, addr, req)
-	if err != nil {
-		return nil, err
+	version := min(r[1], t.maxVersion)
+	sess := t.session(in.ConnID, leader, version)
+	for attempt := 0; ; attempt++ {
+		req, sent := sess.request(in, version)
+		resp, err := client.Request(ctx, addr, req)
+		if err != nil {
+			sess.reset() // the leader may or may not have taken it: start over
+			return nil, err
+		}
+		fr := resp.(*kmsg.FetchResponse)
+		if sessionError(fr.ErrorCode) && attempt == 0 {
+			sess.reset() // the leader lost or moved on from the session: fetch in full at once
+			continue
+		}
+		if fr.ErrorCode != 0 {
+			sess.reset()
+		} else {
+			sess.answered(sent, fr.SessionID)
+		}
+		return fetchedPartitions(in, fr)
 	}
-	return fetchedPartitions(in, resp.(*kmsg.FetchResponse))
 }
 
 // ListOffset implements replica.FetchTransport: ListOffsets with the
@@ -187,8 +205,9 @@ func (t *FetchTransport) ListOffset(ctx context.Context, leader int32, in replic
 	return sp.Offset, nil
 }
 
-// replicaFetchRequest is in on the wire at version.
-func replicaFetchRequest(in *replica.FetchRequest, version int16) *kmsg.FetchRequest {
+// replicaFetchRequest is in on the wire at version, with partitions parts
+// (all of in's, or a session's changes).
+func replicaFetchRequest(in *replica.FetchRequest, version int16, parts []replica.FetchPartition) *kmsg.FetchRequest {
 	req := kmsg.NewPtrFetchRequest()
 	req.Version = version
 	req.ReplicaID = in.ReplicaID
@@ -197,9 +216,9 @@ func replicaFetchRequest(in *replica.FetchRequest, version int16) *kmsg.FetchReq
 		req.ReplicaState.ID, req.ReplicaState.Epoch = in.ReplicaID, in.BrokerEpoch
 	}
 	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = in.MaxWaitMs, in.MinBytes, in.MaxBytes
-	req.SessionEpoch = -1 // full fetches, no session (KIP-227)
+	req.SessionEpoch = -1 // full fetches, no session (KIP-227); followerSession sets both
 	byTopic := map[string]int{}
-	for _, p := range in.Partitions {
+	for _, p := range parts {
 		i, ok := byTopic[p.Topic]
 		if !ok {
 			i = len(req.Topics)

@@ -81,6 +81,11 @@ type Partition struct {
 	notifyMu sync.Mutex
 	changed  chan struct{}
 	appended chan struct{}
+	// changeWaiters and appendWaiters are the long-polling fetches
+	// waiting on the same two events (see Waiter), woken and dropped at
+	// the next one.
+	changeWaiters []*Waiter
+	appendWaiters []*Waiter
 }
 
 // newPartition hosts log with the manager's replication hooks h; hw >= 0 is
@@ -184,12 +189,29 @@ func (p *Partition) Appended() <-chan struct{} {
 	return p.appended
 }
 
+// WakeOnChange registers w to be woken at the next high watermark move or
+// role change (the Changed event).
+func (p *Partition) WakeOnChange(w *Waiter) {
+	p.notifyMu.Lock()
+	p.changeWaiters = addWaiter(p.changeWaiters, w)
+	p.notifyMu.Unlock()
+}
+
+// WakeOnAppend registers w to be woken at the next append or role change
+// (the Appended event).
+func (p *Partition) WakeOnAppend(w *Waiter) {
+	p.notifyMu.Lock()
+	p.appendWaiters = addWaiter(p.appendWaiters, w)
+	p.notifyMu.Unlock()
+}
+
 func (p *Partition) notify() {
 	p.notifyMu.Lock()
 	if p.changed != nil {
 		close(p.changed)
 		p.changed = nil
 	}
+	p.changeWaiters = wakeWaiters(p.changeWaiters)
 	p.notifyMu.Unlock()
 }
 
@@ -199,6 +221,7 @@ func (p *Partition) notifyAppend() {
 		close(p.appended)
 		p.appended = nil
 	}
+	p.appendWaiters = wakeWaiters(p.appendWaiters)
 	p.notifyMu.Unlock()
 }
 

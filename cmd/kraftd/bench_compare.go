@@ -926,29 +926,50 @@ func (c *benchCluster) committedOffset(ctx context.Context) (int64, error) {
 const appliedOffsetMetric = "kraftd_broker_metadata_applied_offset"
 
 // waitApplied polls until every running broker's appliedOffsetMetric
-// reaches target (kraft only).
+// reaches target (kraft only). A broker whose metrics do not answer counts as
+// behind and is asked again at the next poll: a broker busy creating tens of
+// thousands of logs can miss the 2 s read timeout (issue 17 lost a 100k run
+// to one "context deadline exceeded"). The last read error is reported if ctx
+// ends first.
 func (c *benchCluster) waitApplied(ctx context.Context, target int64) error {
 	hc := &http.Client{Timeout: 2 * time.Second}
 	defer hc.CloseIdleConnections()
 	last := time.Now()
-	return poll(ctx, 10*time.Millisecond, func() (bool, error) {
-		least, behind := int64(math.MaxInt64), 0
+	var lastErr error
+	err := poll(ctx, 10*time.Millisecond, func() (bool, error) {
+		least, behind, unread := int64(math.MaxInt64), 0, 0
 		for _, n := range c.running(c.brokers()) {
 			v, err := scrapeGauge(ctx, hc, n.metricsAddr(), appliedOffsetMetric)
 			if err != nil {
-				return false, fmt.Errorf("broker %d: %w", n.id, err)
+				if ctx.Err() != nil {
+					return false, ctx.Err()
+				}
+				lastErr = fmt.Errorf("broker %d: %w", n.id, err)
+				unread++
+				continue
 			}
 			if v < target {
 				behind++
 				least = min(least, v)
 			}
 		}
-		if behind > 0 && time.Since(last) > 2*time.Second {
+		if behind+unread > 0 && time.Since(last) > 2*time.Second {
 			last = time.Now()
-			c.progress("%d brokers have not applied offset %d (least %d)", behind, target, least)
+			msg := fmt.Sprintf("%d brokers have not applied offset %d", behind, target)
+			if behind > 0 {
+				msg += fmt.Sprintf(" (least %d)", least)
+			}
+			if unread > 0 {
+				msg += fmt.Sprintf(", %d did not answer (%v)", unread, lastErr)
+			}
+			c.progress("%s", msg)
 		}
-		return behind == 0, nil
+		return behind+unread == 0, nil
 	})
+	if err != nil && lastErr != nil {
+		return fmt.Errorf("%w (last metrics read: %v)", err, lastErr)
+	}
+	return err
 }
 
 // waitLogsReady waits until every running broker created the logs the

@@ -197,25 +197,30 @@ func (p *Probe) Acked() int {
 	return n
 }
 
-// Settled reports whether at least one record has been acknowledged and
-// every record sent more than d ago has been: the producer is in its steady
-// state (a fresh topic's first acks=-1 writes can wait up to a follower's
-// fetch backoff, as a follower that fetched before its leader hosted the
-// partition backs off). Start a measurement window after it holds.
+// Settled reports whether at least one record has been acknowledged, every
+// record sent more than d ago has an outcome, and no record failed after the
+// last acknowledged one was sent: the producer is in its steady state (a
+// fresh topic's first acks=-1 writes can wait up to a follower's fetch
+// backoff, as a follower that fetched before its leader hosted the partition
+// backs off). A failure followed by acknowledgements no longer counts: it
+// would otherwise keep the probe unsettled for good (issue 17). Start a
+// measurement window after it holds.
 func (p *Probe) Settled(d time.Duration) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	cutoff := time.Since(p.start) - d
-	acked := false
+	lastAcked, lastFailed := time.Duration(-1), time.Duration(-1)
 	for _, o := range p.outcomes {
 		switch {
 		case o.done && o.err == nil:
-			acked = true
+			lastAcked = max(lastAcked, o.sent)
+		case o.done:
+			lastFailed = max(lastFailed, o.sent)
 		case o.sent < cutoff:
 			return false
 		}
 	}
-	return acked
+	return lastAcked >= 0 && lastFailed < lastAcked
 }
 
 // Since is the time since the probe started, the clock of Result's times.

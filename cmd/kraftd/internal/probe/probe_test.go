@@ -151,4 +151,14 @@ func TestSettledWaitsForEveryOlderRecord(t *testing.T) {
 	if p.Settled(ms(200)) {
 		t.Fatal("settled with nothing acknowledged")
 	}
+	// A record that failed before the producer recovered does not hold the
+	// probe unsettled for good; one that failed since does.
+	p.outcomes = append(p.outcomes, outcome{sent: ms(300), done: true, acked: ms(310)})
+	if !p.Settled(ms(200)) {
+		t.Fatal("not settled: the failure at 100 ms was followed by acknowledgements")
+	}
+	p.outcomes = append(p.outcomes, outcome{sent: ms(400), done: true, err: kgo.ErrRecordTimeout})
+	if p.Settled(ms(200)) {
+		t.Fatal("settled while the newest decided record failed")
+	}
 }
