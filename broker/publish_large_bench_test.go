@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"flag"
 	"fmt"
 	"runtime"
 	"slices"
@@ -15,7 +14,7 @@ import (
 	"github.com/kraftd/kraftd/quorum/raftlog"
 )
 
-var publishLarge = flag.Bool("bench.large", false, "run the 1,000,000-partition size of BenchmarkPublishControlledShutdownLarge")
+var publishLarge = benchLarge // -bench.large (publish_bench_test.go) runs the 1,000,000-partition size of BenchmarkPublishControlledShutdownLarge too
 
 // largeUUID is topic t's id (uuid above has 256 values only).
 func largeUUID(t int) records.UUID {
@@ -94,6 +93,7 @@ func BenchmarkPublishControlledShutdownLarge(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
 				pub := newPublisher(zap.NewNop(), nil, nil)
+				pub.HandleHighWatermark(0) // a fresh quorum: nothing to catch up
 				pub.applyAll(first)
 				if pub.failed.Load() || pub.image().NumPartitions() != n || pub.image().LeaderCount(1) == 0 {
 					b.Fatalf("setup: failed %v, %d partitions", pub.failed.Load(), pub.image().NumPartitions())

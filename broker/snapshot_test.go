@@ -39,12 +39,12 @@ func snapshotOf(t *testing.T, img *image.Image, id raftlog.SnapshotID) quorum.Sn
 // commits apply on top of it.
 func TestPublisherLoadsSnapshot(t *testing.T) {
 	p := newTestPublisher(t, nil)
-	p.HandleCommit([]raftlog.Batch{encodeBatch(t, 0, mvRecord(14), topicRecord("old", uuid(1)))})
+	commitTo(p, []raftlog.Batch{encodeBatch(t, 0, mvRecord(14), topicRecord("old", uuid(1)))})
 	waitOffset(t, p, 1)
 
 	// The leader's image: another topic with a partition, and a broker.
 	src := newTestPublisher(t, nil)
-	src.HandleCommit([]raftlog.Batch{encodeBatch(t, 0, mvRecord(14), brokerRecord(1, 1, false, nil, ep("PLAINTEXT", 9092)),
+	commitTo(src, []raftlog.Batch{encodeBatch(t, 0, mvRecord(14), brokerRecord(1, 1, false, nil, ep("PLAINTEXT", 9092)),
 		topicRecord("new", uuid(2)), partitionRecord(uuid(2), 0, 1, []int32{1}, []int32{1}))})
 	waitOffset(t, src, 3)
 	want := src.image()
@@ -62,7 +62,7 @@ func TestPublisherLoadsSnapshot(t *testing.T) {
 	if got.NumPartitions() != 1 || len(got.Brokers()) != 1 || got.MetadataVersion() != 14 {
 		t.Fatalf("snapshot image: %d partitions, %d brokers, mv %d", got.NumPartitions(), len(got.Brokers()), got.MetadataVersion())
 	}
-	p.HandleCommit([]raftlog.Batch{encodeBatch(t, 20, topicRecord("later", uuid(3)))})
+	commitTo(p, []raftlog.Batch{encodeBatch(t, 20, topicRecord("later", uuid(3)))})
 	waitOffset(t, p, 20)
 	if _, ok := p.image().TopicByName("later"); !ok || p.image().NumTopics() != 2 {
 		t.Fatal("commit after the snapshot not applied on top of it")
