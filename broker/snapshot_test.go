@@ -3,6 +3,8 @@ package broker
 import (
 	"testing"
 
+	"go.uber.org/zap/zaptest"
+
 	"github.com/kraftd/kraftd/metadata/image"
 	"github.com/kraftd/kraftd/quorum"
 	"github.com/kraftd/kraftd/quorum/raftlog"
@@ -66,5 +68,36 @@ func TestPublisherLoadsSnapshot(t *testing.T) {
 	waitOffset(t, p, 20)
 	if _, ok := p.image().TopicByName("later"); !ok || p.image().NumTopics() != 2 {
 		t.Fatal("commit after the snapshot not applied on top of it")
+	}
+}
+
+// TestPublisherHoldsSnapshotDuringCatchUp: a snapshot loaded at start, below
+// the high watermark the quorum reported, is not published on its own: the
+// catch-up continues from it and publishes once, at the high watermark, an
+// image holding the snapshot and the batches after it.
+func TestPublisherHoldsSnapshotDuringCatchUp(t *testing.T) {
+	src := newTestPublisher(t, nil)
+	commitTo(src, []raftlog.Batch{encodeBatch(t, 0, mvRecord(14), topicRecord("snap", uuid(2)))})
+	waitOffset(t, src, 1)
+
+	p := newPublisher(zaptest.NewLogger(t), nil, nil) // steps driven by hand below
+	empty := p.image()
+	p.HandleHighWatermark(23)
+	if err := p.loadSnapshot(snapshotOf(t, src.image(), raftlog.SnapshotID{EndOffset: 20, Epoch: 4})); err != nil {
+		t.Fatal(err)
+	}
+	p.applyAll([]raftlog.Batch{encodeBatch(t, 20, topicRecord("a", uuid(3)))})
+	if p.image() != empty || p.toSync.Load() != nil {
+		t.Fatalf("published during the catch-up: offset %d", p.image().Provenance().Offset)
+	}
+	p.applyAll([]raftlog.Batch{encodeBatch(t, 21, topicRecord("b", uuid(4)), topicRecord("c", uuid(5)))})
+	img := p.image()
+	if img.Provenance().Offset != 22 || p.toSync.Load() != img {
+		t.Fatalf("caught up at 22: published offset %d", img.Provenance().Offset)
+	}
+	for _, name := range []string{"snap", "a", "b", "c"} {
+		if _, ok := img.TopicByName(name); !ok {
+			t.Fatalf("caught-up image lacks topic %s", name)
+		}
 	}
 }
