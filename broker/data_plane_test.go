@@ -618,7 +618,7 @@ func TestMetadataVisibleBeforeReplicaApply(t *testing.T) {
 	freshID := uuid(9)
 	b := encodeBatch(t, d.next, topicRecord("fresh", freshID), partitionRecord(freshID, 0, 1, []int32{1}, []int32{1}))
 	d.next = b.NextOffset()
-	d.b.Listener().HandleCommit([]raftlog.Batch{b})
+	commitTo(d.b.Listener(), []raftlog.Batch{b})
 	select {
 	case <-entered:
 	case <-time.After(5 * time.Second):

@@ -9,7 +9,9 @@
 //     queued by the quorum driver and applied on the publisher's goroutine:
 //     each record is decoded (records.Decode) and replayed into an
 //     image.Delta; the next image is published through an atomic pointer at
-//     a batch boundary outside any metadata transaction. A record that
+//     a batch boundary outside any metadata transaction; during the initial
+//     catch-up (below the first high watermark the quorum reports,
+//     quorum.HighWatermarkListener) nothing is published, then one image. A record that
 //     cannot be decoded or applied stops the publisher (OnFatal): serving
 //     metadata that silently skipped a record would be worse than stopping.
 //   - lifecycle (lifecycle.go): BrokerRegistration with a random

@@ -96,7 +96,7 @@ func (f *fakeController) setHold(hold bool) {
 	defer f.mu.Unlock()
 	f.hold = hold
 	if !hold && len(f.held) > 0 {
-		f.listener.HandleCommit(f.held)
+		commitTo(f.listener, f.held)
 		f.held = nil
 	}
 }
@@ -108,7 +108,7 @@ func (f *fakeController) commitLocked(msgs ...records.Message) int64 {
 	if f.hold || f.listener == nil {
 		f.held = append(f.held, b)
 	} else {
-		f.listener.HandleCommit([]raftlog.Batch{b})
+		commitTo(f.listener, []raftlog.Batch{b})
 	}
 	return b.LastOffset
 }

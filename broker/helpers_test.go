@@ -13,6 +13,7 @@ import (
 
 	"github.com/kraftd/kraftd/metadata/records"
 	"github.com/kraftd/kraftd/protocol"
+	"github.com/kraftd/kraftd/quorum"
 	"github.com/kraftd/kraftd/quorum/raftlog"
 )
 
@@ -89,7 +90,7 @@ func (h *harness) commit(msgs ...records.Message) int64 {
 	h.t.Helper()
 	b := encodeBatch(h.t, h.next, msgs...)
 	h.next = b.NextOffset()
-	h.b.Listener().HandleCommit([]raftlog.Batch{b})
+	commitTo(h.b.Listener(), []raftlog.Batch{b})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := h.b.WaitApplied(ctx, b.LastOffset); err != nil {
@@ -173,4 +174,15 @@ func partitionRecord(topic records.UUID, p, leader int32, replicas, isr []int32)
 	r.TopicID, r.PartitionID, r.Leader, r.Replicas, r.ISR = topic, p, leader, replicas, isr
 	r.LeaderEpoch, r.PartitionEpoch = 0, 0
 	return r
+}
+
+// commitTo delivers committed batches to l as a quorum Node whose local log
+// holds everything committed does: the high watermark first (for a
+// HighWatermarkListener; the publisher's initial catch-up ends at the first),
+// then the batches.
+func commitTo(l quorum.Listener, batches []raftlog.Batch) {
+	if hl, ok := l.(quorum.HighWatermarkListener); ok && len(batches) > 0 {
+		hl.HandleHighWatermark(batches[len(batches)-1].NextOffset())
+	}
+	l.HandleCommit(batches)
 }

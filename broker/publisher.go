@@ -29,6 +29,18 @@ import (
 // catch-up) they go into one Delta and one publish, which keeps catch-up
 // cost proportional to the records, not to the number of batches.
 //
+// Initial catch-up: nothing is published until the image reaches the
+// quorum's high watermark as first learned (HandleHighWatermark: the
+// leader's, named in a Fetch answer while the local log is behind it; or
+// this node's own as leader), less one, as Kafka's MetadataLoader holds its
+// publishers until it caught up with raftClient.highWatermark(). A broker
+// restarting behind by many fetches' worth of batches then publishes one
+// image at the end (and the replica manager applies one diff) instead of a
+// partial image per Fetch, each a diff over every partition; meanwhile
+// handlers see the image before the restart (empty, or the snapshot loaded
+// at start only once it is caught up) and heartbeats report the offset of
+// that image. Once caught up, publishes happen as described above.
+//
 // INVARIANTS:
 //   - published images only move forward: Provenance().Offset grows;
 //   - appliedOffset <= published image's Provenance().Offset, equal
@@ -65,7 +77,10 @@ type publisher struct {
 	// queuedAt is when the oldest batch in queue was delivered.
 	queuedAt time.Time
 	snap     *quorum.Snapshot // a snapshot to load before queue
-	wake     chan struct{}    // capacity 1: "the queue is not empty"
+	// catchUpHW is the first high watermark the quorum reported
+	// (HandleHighWatermark), -1 before: the initial catch-up ends at it.
+	catchUpHW int64
+	wake      chan struct{} // capacity 1: "the queue is not empty"
 
 	cur           atomic.Pointer[image.Image]
 	appliedOffset atomic.Int64 // offset of the last record or batch in cur
@@ -87,6 +102,9 @@ type publisher struct {
 	timing publishTiming
 	dec    records.Decoder
 	preTxn *image.Image // image before an open transaction; nil outside one
+	// caughtUp: the initial catch-up is over (see catchUpAt); publishes
+	// are held (delta stays open, preTxn unpublished) until then.
+	caughtUp bool
 }
 
 func newPublisher(log *zap.Logger, onLeader func(quorum.LeaderAndEpoch), onFatal func(error)) *publisher {
@@ -98,6 +116,7 @@ func newPublisher(log *zap.Logger, onLeader func(quorum.LeaderAndEpoch), onFatal
 		wake:      make(chan struct{}, 1),
 		syncWake:  make(chan struct{}, 1),
 		published: make(chan struct{}),
+		catchUpHW: -1,
 	}
 	p.cur.Store(image.Empty())
 	p.appliedOffset.Store(-1)
@@ -117,6 +136,43 @@ func (p *publisher) HandleCommit(batches []raftlog.Batch) {
 	case p.wake <- struct{}{}:
 	default:
 	}
+}
+
+// HandleHighWatermark implements quorum.HighWatermarkListener: the first
+// value is where the initial catch-up ends.
+func (p *publisher) HandleHighWatermark(hw int64) {
+	p.mu.Lock()
+	first := p.catchUpHW < 0
+	if first {
+		p.catchUpHW = hw
+	}
+	p.mu.Unlock()
+	if first {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+var _ quorum.HighWatermarkListener = (*publisher)(nil)
+
+// catchUpAt reports whether an image at offset may be published: always
+// once the initial catch-up is over, which it is once offset reaches the
+// high watermark learned first, less one (everything below it applied).
+func (p *publisher) catchUpAt(offset int64) bool {
+	if p.caughtUp {
+		return true
+	}
+	p.mu.Lock()
+	hw := p.catchUpHW
+	p.mu.Unlock()
+	if hw < 0 || offset < hw-1 {
+		return false
+	}
+	p.caughtUp = true
+	p.log.Info("metadata caught up with the high watermark", zap.Int64("offset", offset), zap.Int64("highWatermark", hw))
+	return true
 }
 
 // HandleLeaderChange implements quorum.Listener.
@@ -168,7 +224,7 @@ func (p *publisher) applyAll(batches []raftlog.Batch) {
 			return
 		}
 	}
-	if p.delta != nil && p.preTxn == nil {
+	if p.delta != nil && p.preTxn == nil && p.catchUpAt(p.delta.Provenance().Offset) {
 		p.publish(p.delta.Apply())
 		p.delta = nil
 	}
@@ -226,7 +282,7 @@ func (p *publisher) applyRecord(r raftlog.Record, epoch int32) error {
 		// Publish what precedes the transaction (Kafka's loader does the
 		// same), then hold everything until EndTransaction.
 		p.preTxn = p.openDelta().Apply()
-		if p.preTxn.Provenance().Offset > p.appliedOffset.Load() {
+		if off := p.preTxn.Provenance().Offset; off > p.appliedOffset.Load() && p.catchUpAt(off) {
 			p.publish(p.preTxn)
 		}
 		p.delta = image.NewDelta(p.preTxn)

@@ -14,10 +14,12 @@ import (
 	"github.com/kraftd/kraftd/quorum/raftlog"
 )
 
-// newTestPublisher runs a publisher until the test ends.
+// newTestPublisher runs a publisher until the test ends, following a quorum
+// from its start (high watermark 0: no initial catch-up to hold).
 func newTestPublisher(t *testing.T, onFatal func(error)) *publisher {
 	t.Helper()
 	p := newPublisher(zaptest.NewLogger(t), nil, onFatal)
+	p.HandleHighWatermark(0)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); p.run(ctx) }()
@@ -48,8 +50,8 @@ func TestPublisherAppliesInOrder(t *testing.T) {
 	b0 := controlBatch(0)
 	b1 := encodeBatch(t, 1, mvRecord(14), topicRecord("a", uuid(1)))
 	b2 := encodeBatch(t, 3, partitionRecord(uuid(1), 0, -1, []int32{1}, []int32{1}))
-	p.HandleCommit([]raftlog.Batch{b0})
-	p.HandleCommit([]raftlog.Batch{b1, b2})
+	commitTo(p, []raftlog.Batch{b0})
+	commitTo(p, []raftlog.Batch{b1, b2})
 	waitOffset(t, p, 3)
 	img := p.image()
 	if prov := img.Provenance(); prov.Offset != 3 || prov.Epoch != 1 || prov.TimestampMs != b2.MaxTimestampMs {
@@ -59,7 +61,7 @@ func TestPublisherAppliesInOrder(t *testing.T) {
 	if !ok || top.NumPartitions() != 1 || img.MetadataVersion() != 14 {
 		t.Errorf("image after 3 batches: topic %v ok %v mv %d", top, ok, img.MetadataVersion())
 	}
-	p.HandleCommit([]raftlog.Batch{controlBatch(4)})
+	commitTo(p, []raftlog.Batch{controlBatch(4)})
 	waitOffset(t, p, 4)
 	if p.image().NumTopics() != 1 || p.appliedTsMs.Load() != 1 {
 		t.Errorf("control batch changed the image or ts %d", p.appliedTsMs.Load())
@@ -97,7 +99,7 @@ func TestPublisherAtomicBatches(t *testing.T) {
 	for i := range n {
 		id := uuid(byte(i + 1))
 		base := int64(3 * i)
-		p.HandleCommit([]raftlog.Batch{encodeBatch(t, base, topicRecord("t"+string(rune('A'+i)), id),
+		commitTo(p, []raftlog.Batch{encodeBatch(t, base, topicRecord("t"+string(rune('A'+i)), id),
 			partitionRecord(id, 0, -1, []int32{1}, nil), partitionRecord(id, 1, -1, []int32{1}, nil))})
 	}
 	waitOffset(t, p, 3*n-1)
@@ -117,10 +119,10 @@ func TestPublisherAtomicBatches(t *testing.T) {
 // publish together; an aborted transaction leaves no trace but its offset.
 func TestPublisherTransactions(t *testing.T) {
 	p := newTestPublisher(t, nil)
-	p.HandleCommit([]raftlog.Batch{encodeBatch(t, 0, mvRecord(14), &records.BeginTransactionRecord{}, topicRecord("x", uuid(1)))})
+	commitTo(p, []raftlog.Batch{encodeBatch(t, 0, mvRecord(14), &records.BeginTransactionRecord{}, topicRecord("x", uuid(1)))})
 	// Mid-transaction: the pre-transaction image (metadata.version) may be
 	// published, the topic may not.
-	p.HandleCommit([]raftlog.Batch{controlBatch(3)})
+	commitTo(p, []raftlog.Batch{controlBatch(3)})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := p.waitApplied(ctx, 0); err != nil {
@@ -129,12 +131,12 @@ func TestPublisherTransactions(t *testing.T) {
 	if _, ok := p.image().TopicByName("x"); ok || p.appliedOffset.Load() > 0 {
 		t.Fatalf("published inside a transaction (offset %d)", p.appliedOffset.Load())
 	}
-	p.HandleCommit([]raftlog.Batch{encodeBatch(t, 4, &records.EndTransactionRecord{})})
+	commitTo(p, []raftlog.Batch{encodeBatch(t, 4, &records.EndTransactionRecord{})})
 	waitOffset(t, p, 4)
 	if _, ok := p.image().TopicByName("x"); !ok {
 		t.Fatal("committed transaction not published")
 	}
-	p.HandleCommit([]raftlog.Batch{
+	commitTo(p, []raftlog.Batch{
 		encodeBatch(t, 5, &records.BeginTransactionRecord{}, topicRecord("y", uuid(2))),
 		encodeBatch(t, 7, &records.AbortTransactionRecord{}),
 	})
@@ -155,9 +157,9 @@ func TestPublisherStopsOnBadRecord(t *testing.T) {
 	good := encodeBatch(t, 0, mvRecord(14))
 	bad := raftlog.EncodeBatch(1, 1, 1, false, []raftlog.Record{{Value: []byte{1, 99, 0}}}) // record type 99
 	after := encodeBatch(t, 2, topicRecord("z", uuid(3)))
-	p.HandleCommit([]raftlog.Batch{good})
+	commitTo(p, []raftlog.Batch{good})
 	waitOffset(t, p, 0)
-	p.HandleCommit([]raftlog.Batch{bad, after})
+	commitTo(p, []raftlog.Batch{bad, after})
 	select {
 	case err := <-fatal:
 		if !errors.Is(err, ErrApply) || !errors.Is(err, records.ErrUnknownType) {
@@ -174,7 +176,7 @@ func TestPublisherStopsOnBadRecord(t *testing.T) {
 	if p.appliedOffset.Load() != 0 || p.image().NumTopics() != 0 {
 		t.Errorf("applied past the bad record: offset %d", p.appliedOffset.Load())
 	}
-	p.HandleCommit([]raftlog.Batch{encodeBatch(t, 3, topicRecord("w", uuid(4)))})
+	commitTo(p, []raftlog.Batch{encodeBatch(t, 3, topicRecord("w", uuid(4)))})
 	if p.image().NumTopics() != 0 {
 		t.Error("applied after failure")
 	}
@@ -188,7 +190,7 @@ func TestPublisherCoalescesCatchUp(t *testing.T) {
 	for i := range 100 {
 		backlog = append(backlog, encodeBatch(t, int64(i), &records.NoOpRecord{}))
 	}
-	p.HandleCommit(backlog) // queued before the publisher runs, as during a Node's startup
+	commitTo(p, backlog) // queued before the publisher runs, as during a Node's startup
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); p.run(ctx) }()
@@ -208,7 +210,7 @@ func TestMetrics(t *testing.T) {
 		reg.MustRegister(c)
 	}
 	b := raftlog.EncodeBatch(0, 1, 9_000, false, []raftlog.Record{{Value: mustEncode(t, mvRecord(14))}})
-	h.b.Listener().HandleCommit([]raftlog.Batch{b})
+	commitTo(h.b.Listener(), []raftlog.Batch{b})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := h.b.WaitApplied(ctx, 0); err != nil {
@@ -265,12 +267,12 @@ func TestPublishDoesNotWaitForReplicaApply(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	defer close(release)
 
-	p.HandleCommit([]raftlog.Batch{encodeBatch(t, 0, mvRecord(14), topicRecord("a", uuid(1)))})
+	commitTo(p, []raftlog.Batch{encodeBatch(t, 0, mvRecord(14), topicRecord("a", uuid(1)))})
 	if s := <-synced; s.to != 1 {
 		t.Fatalf("first replica sync %+v", s)
 	}
-	p.HandleCommit([]raftlog.Batch{encodeBatch(t, 2, topicRecord("b", uuid(2)))})
-	p.HandleCommit([]raftlog.Batch{encodeBatch(t, 3, topicRecord("c", uuid(3)))})
+	commitTo(p, []raftlog.Batch{encodeBatch(t, 2, topicRecord("b", uuid(2)))})
+	commitTo(p, []raftlog.Batch{encodeBatch(t, 3, topicRecord("c", uuid(3)))})
 	deadline := time.Now().Add(2 * time.Second)
 	for p.image().Provenance().Offset != 3 {
 		if time.Now().After(deadline) {

@@ -24,7 +24,8 @@ func (p *publisher) HandleLoadSnapshot(s quorum.Snapshot) {
 
 var _ quorum.SnapshotListener = (*publisher)(nil)
 
-// loadSnapshot replaces the published image with the snapshot's.
+// loadSnapshot replaces the published image with the snapshot's (during the
+// initial catch-up, the image the catch-up continues from).
 func (p *publisher) loadSnapshot(s quorum.Snapshot) error {
 	img, err := image.FromRecords(records.DecodeAll(s.Values()), image.Provenance{
 		Offset: s.ID.EndOffset - 1, Epoch: s.ID.Epoch, TimestampMs: s.LastContainedTimestampMs})
@@ -32,7 +33,11 @@ func (p *publisher) loadSnapshot(s quorum.Snapshot) error {
 		return err
 	}
 	p.delta, p.preTxn = nil, nil
-	p.publish(img)
+	if p.catchUpAt(img.Provenance().Offset) {
+		p.publish(img)
+	} else {
+		p.delta = image.NewDelta(img) // published with the rest of the catch-up
+	}
 	p.log.Info("loaded metadata snapshot", zap.Int64("endOffset", s.ID.EndOffset), zap.Int32("epoch", s.ID.Epoch),
 		zap.Int("partitions", img.NumPartitions()))
 	return nil

@@ -3,6 +3,8 @@ package broker
 import (
 	"testing"
 
+	"go.uber.org/zap/zaptest"
+
 	"github.com/kraftd/kraftd/metadata/image"
 	"github.com/kraftd/kraftd/quorum"
 	"github.com/kraftd/kraftd/quorum/raftlog"
@@ -39,12 +41,12 @@ func snapshotOf(t *testing.T, img *image.Image, id raftlog.SnapshotID) quorum.Sn
 // commits apply on top of it.
 func TestPublisherLoadsSnapshot(t *testing.T) {
 	p := newTestPublisher(t, nil)
-	p.HandleCommit([]raftlog.Batch{encodeBatch(t, 0, mvRecord(14), topicRecord("old", uuid(1)))})
+	commitTo(p, []raftlog.Batch{encodeBatch(t, 0, mvRecord(14), topicRecord("old", uuid(1)))})
 	waitOffset(t, p, 1)
 
 	// The leader's image: another topic with a partition, and a broker.
 	src := newTestPublisher(t, nil)
-	src.HandleCommit([]raftlog.Batch{encodeBatch(t, 0, mvRecord(14), brokerRecord(1, 1, false, nil, ep("PLAINTEXT", 9092)),
+	commitTo(src, []raftlog.Batch{encodeBatch(t, 0, mvRecord(14), brokerRecord(1, 1, false, nil, ep("PLAINTEXT", 9092)),
 		topicRecord("new", uuid(2)), partitionRecord(uuid(2), 0, 1, []int32{1}, []int32{1}))})
 	waitOffset(t, src, 3)
 	want := src.image()
@@ -62,9 +64,40 @@ func TestPublisherLoadsSnapshot(t *testing.T) {
 	if got.NumPartitions() != 1 || len(got.Brokers()) != 1 || got.MetadataVersion() != 14 {
 		t.Fatalf("snapshot image: %d partitions, %d brokers, mv %d", got.NumPartitions(), len(got.Brokers()), got.MetadataVersion())
 	}
-	p.HandleCommit([]raftlog.Batch{encodeBatch(t, 20, topicRecord("later", uuid(3)))})
+	commitTo(p, []raftlog.Batch{encodeBatch(t, 20, topicRecord("later", uuid(3)))})
 	waitOffset(t, p, 20)
 	if _, ok := p.image().TopicByName("later"); !ok || p.image().NumTopics() != 2 {
 		t.Fatal("commit after the snapshot not applied on top of it")
+	}
+}
+
+// TestPublisherHoldsSnapshotDuringCatchUp: a snapshot loaded at start, below
+// the high watermark the quorum reported, is not published on its own: the
+// catch-up continues from it and publishes once, at the high watermark, an
+// image holding the snapshot and the batches after it.
+func TestPublisherHoldsSnapshotDuringCatchUp(t *testing.T) {
+	src := newTestPublisher(t, nil)
+	commitTo(src, []raftlog.Batch{encodeBatch(t, 0, mvRecord(14), topicRecord("snap", uuid(2)))})
+	waitOffset(t, src, 1)
+
+	p := newPublisher(zaptest.NewLogger(t), nil, nil) // steps driven by hand below
+	empty := p.image()
+	p.HandleHighWatermark(23)
+	if err := p.loadSnapshot(snapshotOf(t, src.image(), raftlog.SnapshotID{EndOffset: 20, Epoch: 4})); err != nil {
+		t.Fatal(err)
+	}
+	p.applyAll([]raftlog.Batch{encodeBatch(t, 20, topicRecord("a", uuid(3)))})
+	if p.image() != empty || p.toSync.Load() != nil {
+		t.Fatalf("published during the catch-up: offset %d", p.image().Provenance().Offset)
+	}
+	p.applyAll([]raftlog.Batch{encodeBatch(t, 21, topicRecord("b", uuid(4)), topicRecord("c", uuid(5)))})
+	img := p.image()
+	if img.Provenance().Offset != 22 || p.toSync.Load() != img {
+		t.Fatalf("caught up at 22: published offset %d", img.Provenance().Offset)
+	}
+	for _, name := range []string{"snap", "a", "b", "c"} {
+		if _, ok := img.TopicByName(name); !ok {
+			t.Fatalf("caught-up image lacks topic %s", name)
+		}
 	}
 }

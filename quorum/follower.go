@@ -299,6 +299,7 @@ func (r *Raft) applyFetchedData(resp *FetchResponse) {
 		leo = b.NextOffset()
 	}
 	if resp.HighWatermark >= 0 {
+		r.knownHW = max(r.knownHW, resp.HighWatermark)
 		r.hw = max(r.hw, min(resp.HighWatermark, r.log.endOffset()))
 	}
 	r.refreshVoter(r.nowMs)

@@ -31,3 +31,14 @@ type Listener interface {
 	// HandleLeaderChange reports a new leader or epoch.
 	HandleLeaderChange(l LeaderAndEpoch)
 }
+
+// HighWatermarkListener is a Listener that also wants the quorum's high watermark
+// as this node knows it (Ready.KnownHighWatermark): a leader's Fetch answer names
+// it before the local log reaches it, so a state machine restarting behind can tell
+// that the batches it receives are an initial catch-up (Kafka's MetadataLoader
+// publishes nothing until it reached the high watermark). The Node calls
+// HandleHighWatermark on its driver goroutine whenever the value grows, before
+// the HandleCommit of the same Ready; it must not block.
+type HighWatermarkListener interface {
+	HandleHighWatermark(hw int64)
+}

@@ -106,6 +106,7 @@ type Node struct {
 	voterWaiters  []*voterWaiter   // voter changes waiting for their record to commit
 	nextInbound   uint64
 	applied       int64 // next offset to deliver to listeners
+	knownHW       int64 // last KnownHighWatermark told to HighWatermarkListeners
 	pendingLeader *LeaderAndEpoch
 	fatal         error
 
@@ -226,6 +227,7 @@ func newNode(cfg NodeConfig, host NodeHost) (*Node, error) {
 		done:    make(chan struct{}),
 		learned: make(map[int32]string),
 		applied: loaded.StartOffset,
+		knownHW: -1,
 	}
 	var snapKRaft SnapshotKRaft
 	if loaded.Snapshot != nil && snaps != nil {
@@ -740,6 +742,14 @@ func (n *Node) deliver(rd Ready) {
 		if err := n.loadIntoListeners(*s); err != nil {
 			n.fail(err)
 			return
+		}
+	}
+	if rd.KnownHighWatermark > n.knownHW {
+		n.knownHW = rd.KnownHighWatermark
+		for _, l := range n.listeners {
+			if hl, ok := l.(HighWatermarkListener); ok {
+				hl.HandleHighWatermark(n.knownHW)
+			}
 		}
 	}
 	if len(rd.Committed) > 0 {

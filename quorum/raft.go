@@ -76,6 +76,11 @@ type Raft struct {
 
 	hw      int64
 	applied int64
+	// knownHW is the quorum's high watermark as this node last learned it
+	// (a leader's established one, or the one a leader's Fetch answer
+	// named, which may be ahead of the local log); -1 before either.
+	// reportedHW is the value the last Ready carried.
+	knownHW, reportedHW int64
 
 	// snapshot is the newest complete local snapshot (nil: none).
 	snapshot *raftlog.SnapshotID
@@ -211,6 +216,7 @@ func NewRaftFromSnapshot(cfg Config, loaded raftlog.Loaded, snapKRaft SnapshotKR
 	}
 	r.initialize(loaded.State, nowMs)
 	r.lastSoft = SoftState{LeaderID: -2} // the first Ready reports the initial state
+	r.knownHW, r.reportedHW = -1, -1
 	return r, nil
 }
 

@@ -42,7 +42,14 @@ type Ready struct {
 	// offset order.
 	Committed     []raftlog.Batch
 	HighWatermark int64
-	SoftState     *SoftState
+	// KnownHighWatermark is the quorum's high watermark as this node knows it:
+	// a leader's established one, or the largest a leader's Fetch answer
+	// named (ahead of HighWatermark while the local log is behind it); -1
+	// before either. A state machine catching up at start holds its output
+	// until it applied everything below the first one (Kafka's
+	// MetadataLoader, raftClient.highWatermark()).
+	KnownHighWatermark int64
+	SoftState          *SoftState
 
 	// SnapshotChunks are downloaded snapshot bytes to append to the partial file
 	// before step 2 (Position 0 starts a new file).
@@ -70,7 +77,12 @@ type Ready struct {
 func (r *Raft) HasReady() bool {
 	return r.pendingState != nil || r.log.pendingTruncate >= 0 || r.log.unstableFrom < r.log.endOffset() ||
 		len(r.msgs) > 0 || len(r.msgsAfter) > 0 || r.hasCommitted() || r.softState() != r.lastSoft ||
-		len(r.snapChunks) > 0 || r.loadSnapshot != nil || r.recoveryDone
+		len(r.snapChunks) > 0 || r.loadSnapshot != nil || r.recoveryDone || r.knownHighWatermark() != r.reportedHW
+}
+
+// knownHighWatermark is Ready.KnownHighWatermark.
+func (r *Raft) knownHighWatermark() int64 {
+	return max(r.knownHW, r.leaderHW())
 }
 
 func (r *Raft) hasCommitted() bool {
@@ -95,12 +107,14 @@ func (r *Raft) Ready() Ready {
 		Messages:             r.msgs,
 		MessagesAfterPersist: r.msgsAfter,
 		HighWatermark:        r.hw,
+		KnownHighWatermark:   r.knownHighWatermark(),
 		SnapshotChunks:       r.snapChunks,
 		LoadSnapshot:         r.loadSnapshot,
 		RecoveryDone:         r.recoveryDone,
 		flushEnd:             r.log.endOffset(),
 	}
 	r.snapChunks, r.loadSnapshot, r.recoveryDone = nil, nil, false
+	r.knownHW, r.reportedHW = rd.KnownHighWatermark, rd.KnownHighWatermark
 	if rd.QuorumState != nil {
 		r.stateInFlight = true
 	}
