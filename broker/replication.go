@@ -142,6 +142,9 @@ func (t *FetchTransport) Fetch(ctx context.Context, leader int32, in *replica.Fe
 	sess := t.session(in.ConnID, leader, version)
 	for attempt := 0; ; attempt++ {
 		req, sent := sess.request(in, version)
+		if in.Opening != nil {
+			in.Opening.Store(sent.full && req.SessionEpoch == 0)
+		}
 		resp, err := client.Request(ctx, addr, req)
 		if err != nil {
 			sess.reset() // the leader may or may not have taken it: start over

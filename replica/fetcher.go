@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf16"
 
@@ -86,6 +87,9 @@ type fetcher struct {
 	inflight    context.CancelFunc
 	interrupted bool
 	reconnect   bool
+	// opening is FetchRequest.Opening of the fetch in flight: put does
+	// not interrupt a fetch that opens a session.
+	opening atomic.Bool
 }
 
 // fetcherSet owns the fetchers of a manager.
@@ -232,7 +236,7 @@ func (f *fetcher) put(e *fetchEntry) {
 	f.mu.Lock()
 	if old := f.parts[e.p.tp]; old == nil || old.p != e.p || old.leaderEpoch != e.leaderEpoch {
 		f.parts[e.p.tp] = e
-		if f.inflight != nil {
+		if f.inflight != nil && !f.opening.Load() {
 			f.inflight()
 			f.inflight, f.interrupted = nil, true
 		}
@@ -250,6 +254,8 @@ func (f *fetcher) send(ctx context.Context, r *Replication, req *FetchRequest) (
 	defer cancel()
 	f.mu.Lock()
 	f.inflight = cancel
+	f.opening.Store(false)
+	req.Opening = &f.opening
 	req.Reconnect, f.reconnect = f.reconnect, false
 	f.mu.Unlock()
 	answers, err := r.Fetch.Fetch(reqCtx, f.leader, req)

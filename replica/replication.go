@@ -74,8 +74,16 @@ type FetchRequest struct {
 	// ConnID. Reconnect asks for a new one: the fetcher abandoned its
 	// previous request (a new partition interrupted a long-poll), which the
 	// leader may still hold, and a connection serves one request at a time.
-	ConnID      int64
-	Reconnect   bool
+	ConnID    int64
+	Reconnect bool
+	// Opening, when not nil, is set by the transport while the request
+	// opens a fetch session on the leader (a full fetch, SessionEpoch 0):
+	// the fetcher then lets it finish instead of interrupting it, since an
+	// abandoned answer would leave its new session on the leader with no
+	// follower that knows its id (a slot and every partition held until
+	// evicted: zk-legacy's one-partition-at-a-time LeaderAndIsr leaked
+	// one per new partition).
+	Opening     *atomic.Bool
 	ReplicaID   int32
 	BrokerEpoch int64
 	MaxWaitMs   int32
