@@ -34,15 +34,42 @@ func (b *Broker) handleLeaderAndIsr(ctx context.Context, req *protocol.Request) 
 	}
 	b.controllerEpoch = r.ControllerEpoch
 	resp := r.ResponseKind().(*kmsg.LeaderAndISRResponse)
-	for _, ts := range r.TopicStates {
+	var accepted []acceptedState
+	pending := map[TopicPartition]int32{} // leader epochs accepted earlier in this request
+	for ti, ts := range r.TopicStates {
 		rt := kmsg.LeaderAndISRResponseTopic{TopicID: ts.TopicID}
+		id := records.UUID(ts.TopicID)
 		for _, p := range ts.PartitionStates {
-			code := b.applyLeaderAndIsr(ctx, ts.Topic, records.UUID(ts.TopicID), p)
+			tp := TopicPartition{ts.Topic, p.Partition}
+			code := b.checkLeaderAndIsr(tp, id, p, pending)
+			if code == 0 {
+				pending[tp] = p.LeaderEpoch
+				accepted = append(accepted, acceptedState{topic: ti, part: len(rt.Partitions), tp: tp, id: id, p: p})
+			}
 			rt.Partitions = append(rt.Partitions, kmsg.LeaderAndISRResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
+	codes := b.hostReplicas(ctx, accepted)
+	for i, a := range accepted {
+		resp.Topics[a.topic].Partitions[a.part].ErrorCode = codes[i]
+		if codes[i] != 0 {
+			continue
+		}
+		b.replicas[a.tp] = ReplicaState{TopicID: a.id, Leader: a.p.Leader, LeaderEpoch: a.p.LeaderEpoch,
+			ISR: slices.Clone(a.p.ISR), Replicas: slices.Clone(a.p.Replicas), PartitionEpoch: a.p.ZKVersion,
+			ControllerEpoch: a.p.ControllerEpoch}
+	}
 	return resp, nil
+}
+
+// acceptedState is one partition of a LeaderAndIsr that passed
+// checkLeaderAndIsr, with where its answer goes in the response.
+type acceptedState struct {
+	topic, part int
+	tp          TopicPartition
+	id          records.UUID
+	p           kmsg.LeaderAndISRRequestTopicPartition
 }
 
 // verifyPush is kraftd's check, beyond Kafka's, of the epochs a push
@@ -136,25 +163,24 @@ func (b *Broker) pushFenced(brokerEpoch int64, controllerEpoch int32) int16 {
 	return 0
 }
 
-// applyLeaderAndIsr applies one partition state, to the replica manager
-// too when there is one; caller holds mu.
-func (b *Broker) applyLeaderAndIsr(ctx context.Context, topic string, id records.UUID, p kmsg.LeaderAndISRRequestTopicPartition) int16 {
-	tp := TopicPartition{topic, p.Partition}
+// checkLeaderAndIsr is the per-partition check of becomeLeaderOrFollower:
+// the topic id must match, the leader epoch must be strictly greater than
+// the one held (or accepted earlier in the same request, pending), and
+// this broker must be a replica; caller holds mu.
+func (b *Broker) checkLeaderAndIsr(tp TopicPartition, id records.UUID, p kmsg.LeaderAndISRRequestTopicPartition, pending map[TopicPartition]int32) int16 {
 	cur, known := b.replicas[tp]
+	epoch, seen := pending[tp]
+	if !seen {
+		epoch, seen = cur.LeaderEpoch, known
+	}
 	switch {
 	case known && cur.TopicID != id && !cur.TopicID.IsZero():
 		return kerr.InconsistentTopicID.Code
-	case known && p.LeaderEpoch <= cur.LeaderEpoch:
+	case seen && p.LeaderEpoch <= epoch:
 		return kerr.StaleControllerEpoch.Code // Kafka reports stale leader epochs this way
 	case !slices.Contains(p.Replicas, b.cfg.NodeID):
 		return kerr.UnknownTopicOrPartition.Code
 	}
-	if code := b.hostReplica(ctx, tp, id, p); code != 0 {
-		return code
-	}
-	b.replicas[tp] = ReplicaState{TopicID: id, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
-		ISR: slices.Clone(p.ISR), Replicas: slices.Clone(p.Replicas), PartitionEpoch: p.ZKVersion,
-		ControllerEpoch: p.ControllerEpoch}
 	return 0
 }
 

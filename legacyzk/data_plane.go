@@ -63,32 +63,49 @@ func (b *Broker) waitDataPlane(ctx context.Context) error {
 	}
 }
 
-// hostReplica makes the replica manager host tp as the accepted
-// LeaderAndIsr state p says, loading the topic's configs first (once per
-// topic, and again for every new partition, as Kafka reads them from
-// ZooKeeper each time it creates a log); caller holds mu. The answer is
-// KAFKA_STORAGE_ERROR when the log cannot be opened, as Kafka's
+// hostReplicas makes the replica manager host the accepted partitions of
+// one LeaderAndIsr as their states say, and returns each one's error code
+// (in order); caller holds mu. As Kafka's becomeLeaderOrFollower: each
+// new partition reads its topic's configs from ZooKeeper (once per topic
+// not loaded yet, and again for every new partition, as Kafka reads them
+// each time it creates a log), then the request's partitions change role
+// together (makeLeaders, makeFollowers) and the followers go to the
+// fetchers at once (one addFetcherForPartitions): one ApplyAll, whose log
+// creations run concurrently, as the KRaft broker's metadata publish does.
+// Hosting them one at a time instead interrupted the fetch in flight to
+// each leader once per partition, and each interrupted fetch was followed
+// by one naming every partition followed on that leader. A partition
+// whose log cannot be opened is KAFKA_STORAGE_ERROR, as Kafka's
 // makeLeaders/makeFollowers answer.
-func (b *Broker) hostReplica(ctx context.Context, tp TopicPartition, id records.UUID, p kmsg.LeaderAndISRRequestTopicPartition) int16 {
+func (b *Broker) hostReplicas(ctx context.Context, accepted []acceptedState) []int16 {
+	codes := make([]int16, len(accepted))
 	m := b.replicaManager()
-	if m == nil {
-		return 0
+	if m == nil || len(accepted) == 0 {
+		return codes
 	}
-	if !b.topicConfigs[tp.Topic] || p.IsNew {
-		if err := b.loadTopicConfig(ctx, b.ctrl.currentStore(), tp.Topic); err != nil {
-			// The log opens with the defaults; the next change
-			// notification or LeaderAndIsr reads the configs again.
-			b.log.Warn("reading a topic's configs failed; using the defaults", zap.String("topic", tp.Topic), zap.Error(err))
+	states := make([]replica.PartitionState, len(accepted))
+	for i, a := range accepted {
+		if !b.topicConfigs[a.tp.Topic] || a.p.IsNew {
+			if err := b.loadTopicConfig(ctx, b.ctrl.currentStore(), a.tp.Topic); err != nil {
+				// The log opens with the defaults; the next change
+				// notification or LeaderAndIsr reads the configs again.
+				b.log.Warn("reading a topic's configs failed; using the defaults", zap.String("topic", a.tp.Topic), zap.Error(err))
+			}
+		}
+		states[i] = replica.PartitionState{TopicPartition: replica.TopicPartition{Topic: a.tp.Topic, Partition: a.tp.Partition},
+			TopicID: [16]byte(a.id), Leader: a.p.Leader, LeaderEpoch: a.p.LeaderEpoch, PartitionEpoch: a.p.ZKVersion,
+			Replicas: slices.Clone(a.p.Replicas), ISR: slices.Clone(a.p.ISR)}
+	}
+	if err := m.ApplyAll(states); err != nil {
+		b.log.Error("hosting partitions failed", zap.Error(err))
+	}
+	for i, st := range states {
+		p, ok := m.Partition(st.TopicPartition)
+		if !ok || p.State().TopicID != st.TopicID {
+			codes[i] = kerr.KafkaStorageError.Code
 		}
 	}
-	st := replica.PartitionState{TopicPartition: replica.TopicPartition{Topic: tp.Topic, Partition: tp.Partition},
-		TopicID: [16]byte(id), Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.ZKVersion,
-		Replicas: slices.Clone(p.Replicas), ISR: slices.Clone(p.ISR)}
-	if err := m.Apply(st); err != nil {
-		b.log.Error("hosting a partition failed", zap.Stringer("partition", st.TopicPartition), zap.Error(err))
-		return kerr.KafkaStorageError.Code
-	}
-	return 0
+	return codes
 }
 
 // stopReplica stops hosting tp: with del its log is deleted (topic

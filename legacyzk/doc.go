@@ -45,7 +45,10 @@
 // that partition's change. New partitions' znodes are created as Kafka's
 // createTopicPartitionStatesRaw does: /partitions per topic, then
 // /partitions/<p> and the state znode per partition, each a fenced create,
-// each step pipelined. Controlled shutdown runs through the
+// each step pipelined. A new topic, or partitions added to one, goes
+// through onNewPartitionCreation: only its partitions are read, written and
+// pushed (UpdateMetadata carries only them), so a create costs what it
+// creates, not what exists. Controlled shutdown runs through the
 // ControlledShutdown RPC (key 7). A broker names (and sends
 // ControlledShutdown and AlterPartition to) the controller of the last
 // UpdateMetadata it accepted, not the one its /controller watch saw.
@@ -139,7 +142,9 @@
 //
 // With a replica manager the broker is Kafka 3.3's ReplicaManager side:
 // LeaderAndIsr hosts each replica as leader or follower at the pushed
-// leader epoch, ISR and partition epoch (the state znode's zkVersion);
+// leader epoch, ISR and partition epoch (the state znode's zkVersion),
+// the request's partitions together (one replica-manager batch, so the
+// followers reach their fetchers at once);
 // StopReplica closes it, or deletes its log with the delete flag;
 // followers fetch (v13) from leaders found in the metadata cache; a
 // leader's ISR change goes to the controller as AlterPartition v2, which

@@ -148,7 +148,13 @@ func (c *controller) processTopicChange() error {
 		return err
 	}
 	maps.Copy(c.view.Topics, topics)
-	return c.electOfflineAndNew()
+	var fresh []TopicPartition
+	for n, a := range topics {
+		for p := range a.Partitions {
+			fresh = append(fresh, TopicPartition{n, p})
+		}
+	}
+	return c.onNewPartitionCreation(fresh)
 }
 
 // processPartitionModification handles a topic znode data watch: new
@@ -163,15 +169,17 @@ func (c *controller) processPartitionModification(topic string) error {
 		return nil
 	}
 	old := c.view.Topics[topic]
+	var added []TopicPartition
 	for p, r := range a.Partitions {
 		if _, had := old.Partitions[p]; had {
 			a.Partitions[p] = old.Partitions[p] // reassignment is not emulated
 		} else {
+			added = append(added, TopicPartition{topic, p})
 			c.log.Info("partition added", zap.String("topic", topic), zap.Int32("partition", p), zap.Int32s("replicas", r))
 		}
 	}
 	c.view.Topics[topic] = a
-	return c.electOfflineAndNew()
+	return c.onNewPartitionCreation(added)
 }
 
 func (c *controller) forgetTopic(name string) {

@@ -210,7 +210,10 @@ func stateOp(tp TopicPartition, next LeaderIsr, exists bool, version int32) Op {
 // no state are initialised, partitions whose leader is not live get a new
 // leader (offline election), and live-led partitions drop dead brokers
 // from their ISR (OfflineReplica). Each change is one fenced write, then
-// LeaderAndIsr to the live replicas and UpdateMetadata to everyone.
+// LeaderAndIsr to the live replicas and UpdateMetadata to everyone. It
+// scans every partition, so it runs where Kafka's controller looks at all
+// of them (failover, broker changes), not on topic or partition creation
+// (onNewPartitionCreation).
 func (c *controller) electOfflineAndNew() error {
 	var tps []TopicPartition
 	for t, a := range c.view.Topics {
@@ -224,6 +227,24 @@ func (c *controller) electOfflineAndNew() error {
 			}
 		}
 	}
+	return c.onlinePartitions(tps)
+}
+
+// onNewPartitionCreation is KafkaController.onNewPartitionCreation: the
+// partitions just added (new topics, or CreatePartitions) go
+// NewPartition -> OnlinePartition, and only they are read, written and
+// pushed: LeaderAndIsr to their live replicas and UpdateMetadata carrying
+// only them (sendUpdateMetadataRequest(..., newPartitions)). The partitions
+// that exist already are not looked at, so a create costs what it creates,
+// whatever the cluster holds.
+func (c *controller) onNewPartitionCreation(tps []TopicPartition) error {
+	tps = slices.DeleteFunc(tps, func(tp TopicPartition) bool { return c.view.Deleting[tp.Topic] })
+	return c.onlinePartitions(tps)
+}
+
+// onlinePartitions moves tps to OnlinePartition (decideOnline from their
+// re-read state znodes) and pushes the partitions it changed.
+func (c *controller) onlinePartitions(tps []TopicPartition) error {
 	slices.SortFunc(tps, compareTP)
 	if len(tps) == 0 {
 		return nil
