@@ -217,6 +217,12 @@ func parseCompareFlags(args []string, stderr io.Writer) (compareOptions, error) 
 		return o, fmt.Errorf("bench: --replication-factor %d: want 1 to --brokers (%d)", o.rf, o.brokers)
 	case o.topicSize < 1 || o.samples < 1 || o.rate < 1 || o.capPerRun <= 0 || o.startTimeout <= 0 || o.createTimeout <= 0:
 		return o, errors.New("bench: --topic-partitions, --samples, --rate, --cap and --start-timeout must be positive")
+	case o.topicSize > 9999:
+		// One topic per CreateTopics: its TopicRecord plus one PartitionRecord
+		// each must stay within Kafka's MAX_RECORDS_PER_USER_OP (10000), and
+		// its partitions within MAX_PARTITIONS_PER_BATCH (10000, which kraftd's
+		// controller enforces).
+		return o, fmt.Errorf("bench: --topic-partitions %d: at most 9999, the most one CreateTopics of one topic may create in Kafka's KRaft controller", o.topicSize)
 	case o.zkServers != 1 && o.zkServers != 3:
 		return o, fmt.Errorf("bench: --zookeeper-servers %d: want 3 (an ensemble) or 1 (standalone)", o.zkServers)
 	}

@@ -229,6 +229,7 @@ func TestBenchCompareFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--partitions", "0"}, {"--mode", "zk"}, {"--brokers", "2"}, {"--replication-factor", "4"},
 		{"--cap", "0s"}, {"--samples", "0"}, {"--scenarios", "failover,nope"}, {"--zookeeper-servers", "2"}, {"extra"},
+		{"--topic-partitions", "10000"},
 	} {
 		if _, err := parseCompareFlags(args, io.Discard); err == nil {
 			t.Errorf("%q accepted", args)

@@ -7,6 +7,11 @@ package controller
 // Per topic, in Kafka's order (ControllerApis.createTopics then
 // ReplicationControlManager.createTopics):
 //
+//   - first, for the whole request: more than 10000 partitions over its
+//     topics (Kafka's MAX_PARTITIONS_PER_BATCH, not configurable; names
+//     given twice not counted) answers every topic POLICY_VIOLATION
+//     "Excessively large number of partitions per request.", ValidateOnly
+//     or not (ReplicationControlManager.validateTotalNumberOfPartitions);
 //   - a name given twice: INVALID_REQUEST "Duplicate topic name.";
 //     __cluster_metadata: INVALID_REQUEST;
 //   - Topic.validate: INVALID_TOPIC_EXCEPTION "Topic name is invalid: ...";
@@ -76,6 +81,9 @@ func (c *core) createTopics(req *kmsg.CreateTopicsRequest) Result {
 	for _, t := range req.Topics {
 		counts[t.Topic]++
 	}
+	if c.requestedPartitions(req, counts) > maxPartitionsPerCreate {
+		return Result{Response: errorResponseMessage(req, kerr.PolicyViolation.Code, kmsg.StringPtr(tooManyPartitionsMessage))}
+	}
 	var recs []records.Record
 	budget := recordBudget(c.cfg.MaxRecordsPerUserOp)
 	created := map[string]bool{}
@@ -111,6 +119,36 @@ func (c *core) createTopics(req *kmsg.CreateTopicsRequest) Result {
 		recs = nil
 	}
 	return Result{Records: recs, Response: resp}
+}
+
+// maxPartitionsPerCreate is Kafka's MAX_PARTITIONS_PER_BATCH: the most
+// partitions one CreateTopics may ask for, over all its topics.
+const maxPartitionsPerCreate = 10_000
+
+// tooManyPartitionsMessage is Kafka's message for a CreateTopics over
+// maxPartitionsPerCreate.
+const tooManyPartitionsMessage = "Excessively large number of partitions per request."
+
+// requestedPartitions is how many partitions req asks for, counted as
+// Kafka's validateTotalNumberOfPartitions does: a topic's manual
+// assignments, else its NumPartitions, num.partitions for -1, and nothing
+// for an invalid count (its own error comes later). Duplicated names are
+// not counted: Kafka's ControllerApis takes them out before the controller
+// sees the request.
+func (c *core) requestedPartitions(req *kmsg.CreateTopicsRequest, counts map[string]int) int64 {
+	var total int64
+	for _, t := range req.Topics {
+		switch {
+		case counts[t.Topic] > 1:
+		case len(t.ReplicaAssignment) > 0:
+			total += int64(len(t.ReplicaAssignment))
+		case t.NumPartitions == -1:
+			total += int64(c.cfg.DefaultNumPartitions)
+		case t.NumPartitions > 0:
+			total += int64(t.NumPartitions)
+		}
+	}
+	return total
 }
 
 // createTopic validates one topic and appends its records; it takes them

@@ -50,8 +50,10 @@ const (
 )
 
 // DefaultMaxRecordsPerUserOp is Config.MaxRecordsPerUserOp's default: 20
-// times Kafka's fixed MAX_RECORDS_PER_USER_OP (10000), room for a
-// 100,000-partition topic (100,001 records plus its configs) in one request.
+// times Kafka's fixed MAX_RECORDS_PER_USER_OP (10000). A CreateTopics is
+// also held to Kafka's 10,000 partitions per request (maxPartitionsPerCreate),
+// so the cap above 10000 matters for its topic and config records, and for
+// CreatePartitions and DeleteTopics.
 const DefaultMaxRecordsPerUserOp = 200000
 
 // Config configures a Controller. Zero values take the defaults noted.
@@ -115,8 +117,10 @@ type Config struct {
 	// is answered POLICY_VIOLATION "Unable to perform excessively large
 	// batch operation." before anything proportional to it is allocated.
 	// Kafka's cap (MAX_RECORDS_PER_USER_OP, since 3.5) is fixed at 10000;
-	// kraftd's default is above it so that a topic of 100,000 partitions
-	// can be created in one request (written as a metadata transaction).
+	// kraftd's default is above it (an operation over 10000 records is
+	// written as a metadata transaction). Whatever the cap, a CreateTopics
+	// asking for more than 10,000 partitions is refused as Kafka refuses it
+	// (maxPartitionsPerCreate).
 	MaxRecordsPerUserOp int
 	// OnFatal, if set, is called once, from the event loop, when a committed
 	// record (or a snapshot) cannot be applied. By then the controller has

@@ -48,7 +48,10 @@
 // Kafka instead refuses user operations over 10000 records
 // (MAX_RECORDS_PER_USER_OP) with POLICY_VIOLATION; kraftd does so over
 // Config.MaxRecordsPerUserOp (default 200000), or over one batch when the
-// metadata.version has no transactions. The cap is checked from the
+// metadata.version has no transactions. A CreateTopics asking for more
+// than 10,000 partitions is refused as in Kafka (MAX_PARTITIONS_PER_BATCH),
+// whatever the record cap: a 100,000-partition create in one request had
+// the quorum leader append 100,000 records in one burst (issue 17). The cap is checked from the
 // request's counts before anything of their size is allocated, so
 // NumPartitions 2147483647 costs nothing.
 //

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -57,16 +58,35 @@ func noWrites(t *testing.T, c *core, fl *fakeLog, req kmsg.Request) kmsg.Respons
 	return resp
 }
 
+// tooManyPartitions reports whether every topic of a CreateTopics response
+// is Kafka's answer to a request over MAX_PARTITIONS_PER_BATCH.
+func tooManyPartitions(t *testing.T, resp kmsg.Response) {
+	t.Helper()
+	r := resp.(*kmsg.CreateTopicsResponse)
+	if len(r.Topics) == 0 {
+		t.Fatal("no topic answered")
+	}
+	for _, rt := range r.Topics {
+		if rt.ErrorCode != kerr.PolicyViolation.Code || msgOf(rt.ErrorMessage) != tooManyPartitionsMessage {
+			t.Errorf("%s: error %d %v, want POLICY_VIOLATION %q", rt.Topic, rt.ErrorCode, msgOf(rt.ErrorMessage), tooManyPartitionsMessage)
+		}
+		if rt.NumPartitions != -1 || rt.ReplicationFactor != -1 {
+			t.Errorf("%s: partitions %d rf %d in an error answer", rt.Topic, rt.NumPartitions, rt.ReplicationFactor)
+		}
+	}
+}
+
 func TestCreateTopicsMaxPartitionsIsPolicyViolation(t *testing.T) {
 	fl := &fakeLog{leaderEpoch: -1}
 	c := activeCore(t, fl, 3)
 	for _, validateOnly := range []bool{false, true} {
 		req := createTopic("huge", math.MaxInt32, 3)
 		req.ValidateOnly = validateOnly
-		tooLarge(t, noWrites(t, c, fl, req))
+		tooManyPartitions(t, noWrites(t, c, fl, req))
 	}
-	// The whole request fails, like Kafka's BoundedListTooLongException:
-	// the small topic next to the huge one is not created either.
+	// The whole request fails, as Kafka's PolicyViolationException from
+	// validateTotalNumberOfPartitions: the small topic next to the huge one
+	// is not created either.
 	req := createTopic("small", 1, 1)
 	big := kmsg.NewCreateTopicsRequestTopic()
 	big.Topic, big.NumPartitions, big.ReplicationFactor = "huge", math.MaxInt32, 1
@@ -75,38 +95,85 @@ func TestCreateTopicsMaxPartitionsIsPolicyViolation(t *testing.T) {
 	if len(resp.Topics) != 2 {
 		t.Fatalf("%d topics answered, want 2", len(resp.Topics))
 	}
-	tooLarge(t, resp)
-	// A replication factor the brokers cannot reach is still reported as
-	// such (Kafka's placer checks it before placing anything).
-	resp = noWrites(t, c, fl, createTopic("huge", math.MaxInt32, 4)).(*kmsg.CreateTopicsResponse)
-	if code := resp.Topics[0].ErrorCode; code != kerr.InvalidReplicationFactor.Code {
-		t.Errorf("rf 4 of 3 brokers: error %d, want INVALID_REPLICATION_FACTOR", code)
-	}
+	tooManyPartitions(t, resp)
+	// Kafka counts the partitions before it looks at anything else, so a
+	// replication factor the brokers cannot reach is not what it reports.
+	tooManyPartitions(t, noWrites(t, c, fl, createTopic("huge", math.MaxInt32, 4)))
 }
 
-// The default cap lets a 100,000-partition topic through in one request.
-func TestCreateTopics100kPartitionsUnderDefaultCap(t *testing.T) {
+// Issue 17: Kafka's controller refuses a CreateTopics asking for more than
+// 10,000 partitions over all its topics (MAX_PARTITIONS_PER_BATCH), with
+// POLICY_VIOLATION for every topic, ValidateOnly or not; 10,000 pass. A
+// create of 100,000 partitions in one request made the quorum leader
+// append ~100,000 records in one burst. Names given twice are not counted
+// (Kafka drops them before the controller), NumPartitions -1 counts
+// num.partitions, and manual assignments count one partition each.
+func TestCreateTopicsOver10kPartitionsIsPolicyViolation(t *testing.T) {
 	fl := &fakeLog{leaderEpoch: -1}
-	c := activeCore(t, fl, 1)
-	req := createTopic("big", 100_000, 1)
-	req.Topics[0].Configs = []kmsg.CreateTopicsRequestTopicConfig{{Name: "retention.ms", Value: kmsg.StringPtr("1000")}}
-	resp := run(t, c, fl, req).(*kmsg.CreateTopicsResponse)
-	if rt := resp.Topics[0]; rt.ErrorCode != 0 || rt.NumPartitions != 100_000 {
-		t.Fatalf("error %d partitions %d", rt.ErrorCode, rt.NumPartitions)
+	c := activeCore(t, fl, 3, func(cfg *Config) { cfg.DefaultNumPartitions = 3 })
+	topics := func(prefix string, n int, parts int32) *kmsg.CreateTopicsRequest {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.SetVersion(7)
+		for i := range n {
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = fmt.Sprintf("%s%d", prefix, i), parts, 3
+			req.Topics = append(req.Topics, rt)
+		}
+		return req
 	}
-	if n := c.committed.img.NumPartitions(); n != 100_000 {
-		t.Fatalf("%d partitions committed", n)
+	for _, validateOnly := range []bool{true, false} {
+		req := topics("over", 10, 1000)
+		req.Topics[9].NumPartitions = 1001
+		req.ValidateOnly = validateOnly
+		tooManyPartitions(t, noWrites(t, c, fl, req))
+	}
+	// -1 takes num.partitions (3): 9,998 + 3 is over.
+	req := topics("dflt", 2, 4999)
+	extra := kmsg.NewCreateTopicsRequestTopic()
+	extra.Topic, extra.NumPartitions, extra.ReplicationFactor = "dflt-extra", -1, 3
+	req.Topics = append(req.Topics, extra)
+	tooManyPartitions(t, noWrites(t, c, fl, req))
+	// A manual assignment counts its entries: 9,999 + 2 is over.
+	req = topics("manual", 1, 9999)
+	man := kmsg.NewCreateTopicsRequestTopic()
+	man.Topic, man.NumPartitions, man.ReplicationFactor = "manual-extra", -1, -1
+	for p := range int32(2) {
+		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		a.Partition, a.Replicas = p, []int32{1, 2, 3}
+		man.ReplicaAssignment = append(man.ReplicaAssignment, a)
+	}
+	req.Topics = append(req.Topics, man)
+	tooManyPartitions(t, noWrites(t, c, fl, req))
+
+	// Exactly 10,000 are created, and a name given twice (answered
+	// INVALID_REQUEST) does not count toward the cap.
+	req = topics("ok", 10, 1000)
+	dup := kmsg.NewCreateTopicsRequestTopic()
+	dup.Topic, dup.NumPartitions, dup.ReplicationFactor = "twice", 5000, 3
+	req.Topics = append(req.Topics, dup, dup)
+	resp := run(t, c, fl, req).(*kmsg.CreateTopicsResponse)
+	for _, rt := range resp.Topics {
+		want := int16(0)
+		if rt.Topic == "twice" {
+			want = kerr.InvalidRequest.Code
+		}
+		if rt.ErrorCode != want {
+			t.Errorf("%s: error %d %v, want %d", rt.Topic, rt.ErrorCode, msgOf(rt.ErrorMessage), want)
+		}
+	}
+	if n := c.committed.img.NumPartitions(); n != 10_000 {
+		t.Fatalf("%d partitions committed, want 10000", n)
 	}
 }
 
 func TestCreateTopicsHugeManualAssignmentIsPolicyViolation(t *testing.T) {
 	fl := &fakeLog{leaderEpoch: -1}
-	c := activeCore(t, fl, 3)
-	// One TopicRecord plus DefaultMaxRecordsPerUserOp PartitionRecords:
-	// one over the cap.
+	c := activeCore(t, fl, 3, func(cfg *Config) { cfg.MaxRecordsPerUserOp = 1000 })
+	// One TopicRecord plus MaxRecordsPerUserOp PartitionRecords: one over
+	// the record cap, under the partition cap.
 	req := createTopic("manual", -1, -1)
 	replicas := []int32{1, 2, 3}
-	for i := range DefaultMaxRecordsPerUserOp {
+	for i := range 1000 {
 		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
 		a.Partition, a.Replicas = int32(i), replicas
 		req.Topics[0].ReplicaAssignment = append(req.Topics[0].ReplicaAssignment, a)

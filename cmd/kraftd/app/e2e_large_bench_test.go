@@ -34,6 +34,10 @@ var e2eDump = flag.Bool("e2e.dump", false, "print the polled series of the end-t
 // setup) of the end-to-end benchmarks to this file.
 var e2eProfile = flag.String("e2e.cpuprofile", "", "write a CPU profile of the measured part of the end-to-end benchmarks")
 
+// e2eLog also writes every node's log at info and above to stderr (where a
+// run went wrong: elections, resignations, refused requests).
+var e2eLog = flag.Bool("e2e.log", false, "write the nodes' logs (info and above) to stderr")
+
 // profileStart starts the measured part's CPU profile, if asked for; the
 // returned func stops it.
 func profileStart(b *testing.B, name string) func() {
@@ -183,6 +187,11 @@ func newE2ECluster(b *testing.B, partitions int, sessionMs int) *e2eCluster {
 			b.Fatal(err)
 		}
 		cfg.Logger = zap.New(c.stamps)
+		if *e2eLog {
+			enc := zap.NewDevelopmentEncoderConfig()
+			cfg.Logger = zap.New(zapcore.NewTee(c.stamps, zapcore.NewCore(zapcore.NewConsoleEncoder(enc),
+				zapcore.Lock(os.Stderr), zapcore.InfoLevel)))
+		}
 		cfg.brokerWithoutReplicas = true
 		a, err := New(cfg)
 		if err != nil {
@@ -225,11 +234,19 @@ func (c *e2eCluster) leader() *App {
 	return nil
 }
 
-// create makes partitions partitions in topics of 1,000 at RF 3 (100
-// topics per CreateTopics), sent to the active controller, and waits until
-// every broker's image holds them all.
+// create makes partitions partitions in topics of 1,000 at RF 3 (9 topics
+// per CreateTopics: 9,009 records, the most Kafka's controller takes in one
+// request is 10,000 records and 10,000 partitions), sent one after the other
+// to the active controller, and waits until every broker's image holds them
+// all.
 func (c *e2eCluster) create(b *testing.B, partitions int) {
-	const perTopic, perReq = 1000, 100
+	const perTopic, perReq = 1000, 9
+	epoch := func() int32 { return c.ctrls[1].Quorum().Metrics().Epoch }
+	start, epoch0 := time.Now(), epoch()
+	defer func() {
+		b.Logf("created %d partitions in %v; quorum epoch %d -> %d (a leader per epoch)", partitions,
+			time.Since(start).Round(time.Millisecond), epoch0, epoch())
+	}()
 	for t := 0; t*perTopic < partitions; t += perReq {
 		req := kmsg.NewPtrCreateTopicsRequest()
 		req.SetVersion(7)
@@ -239,6 +256,11 @@ func (c *e2eCluster) create(b *testing.B, partitions int) {
 			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = fmt.Sprintf("t%05d", i), perTopic, 3
 			req.Topics = append(req.Topics, rt)
 		}
+		// A retry after NOT_CONTROLLER may find some of its topics created:
+		// the old leader's records can commit after it answered. Those are
+		// TOPIC_ALREADY_EXISTS; the count checked below says whether every
+		// partition exists.
+		retried := false
 		for {
 			l := c.leader()
 			if l == nil {
@@ -251,14 +273,20 @@ func (c *e2eCluster) create(b *testing.B, partitions int) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			code := resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode
-			if code == 41 { // NOT_CONTROLLER: the leader moved; ask again
-				continue
+			again := false
+			for _, rt := range resp.(*kmsg.CreateTopicsResponse).Topics {
+				switch {
+				case rt.ErrorCode == 0, rt.ErrorCode == 36 && retried: // TOPIC_ALREADY_EXISTS
+				case rt.ErrorCode == 41: // NOT_CONTROLLER: the leader moved; ask again
+					again = true
+				default:
+					b.Fatalf("create %s: error %d", rt.Topic, rt.ErrorCode)
+				}
 			}
-			if code != 0 {
-				b.Fatalf("create: error %d", code)
+			if !again {
+				break
 			}
-			break
+			retried = true
 		}
 	}
 	for id, a := range c.brokers {
