@@ -200,7 +200,11 @@ func TestProcessBenchCompareCap(t *testing.T) {
 	if !strings.Contains(stdout, "| 20 | p99 | not run | capped | - |") {
 		t.Errorf("the table does not show the capped row:\n%s", stdout)
 	}
-	if d := time.Since(start); d > 30*time.Second {
+	// A capped run must not go on through the scenarios: uncapped, the
+	// failover alone waits out an 18 s ZooKeeper session timeout, and all of
+	// them take minutes. The bound includes starting and stopping a 3-server
+	// ZooKeeper ensemble and the brokers: 34.8 s once under -race at load 40.
+	if d := time.Since(start); d > 90*time.Second {
 		t.Errorf("a 1 s cap took %v to stop the run", d)
 	}
 }
