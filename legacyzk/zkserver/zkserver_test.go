@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestStartServesAndStops(t *testing.T) {
@@ -89,9 +90,7 @@ func TestEnsembleWithForceSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Stop()
-	modes := map[string]int{}
 	for i, s := range e.Servers {
-		modes[Mode(s.Addr)]++
 		cfg, err := os.ReadFile(filepath.Join(s.dir, "zoo.cfg"))
 		if err != nil {
 			t.Fatal(err)
@@ -100,8 +99,24 @@ func TestEnsembleWithForceSync(t *testing.T) {
 			t.Errorf("server %d zoo.cfg:\n%s", i+1, cfg)
 		}
 	}
-	if modes["leader"] != 1 || modes["follower"] != 2 {
-		t.Fatalf("modes %v, want one leader and two followers", modes)
+	// At a 200 ms tick a JVM starved by a loaded machine can drop out of the
+	// quorum and rejoin (a fresh-clone run at load 40 saw it); the ensemble
+	// must settle with one leader and two followers, not hold them at one
+	// instant.
+	var modes map[string]int
+	deadline := time.Now().Add(time.Minute)
+	for {
+		modes = map[string]int{}
+		for _, s := range e.Servers {
+			modes[Mode(s.Addr)]++
+		}
+		if modes["leader"] == 1 && modes["follower"] == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("modes %v, want one leader and two followers", modes)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if strings.Count(e.Addr, ",") != 2 || e.Describe() != "3-server ensemble, forceSync=yes" {
 		t.Fatalf("addr %q, %q", e.Addr, e.Describe())
