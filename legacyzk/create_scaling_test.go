@@ -81,6 +81,17 @@ func TestTopicCreationTouchesOnlyNewPartitions(t *testing.T) {
 		}
 		return true, ""
 	})
+	// The controller's own passes over every partition (failover, then
+	// each broker's startup) re-read the offline topic; the counting
+	// starts once it handled all three brokers (a call runs on its loop
+	// between two events, so after the last broker change finished).
+	waitFor(t, 10*time.Second, "the controller to know every broker", func() (bool, string) {
+		live := 0
+		if err := ctrl.ctrl.call(context.Background(), func() { live = len(ctrl.ctrl.view.Live) }); err != nil {
+			return false, err.Error()
+		}
+		return live == 3, "not yet"
+	})
 	mu.Lock()
 	for _, s := range stores {
 		s.reset()
