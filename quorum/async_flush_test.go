@@ -220,3 +220,66 @@ func TestNewLeaderAnnouncesBeforeItsLogFsync(t *testing.T) {
 		return l.Epoch == next.Epoch && l.LeaderID == next.LeaderID
 	})
 }
+
+// TestNodeAppendsOnceCommittedDuringItsFsync: once both followers made a batch
+// durable it is committed, and the next proposal is appended and replicated at once
+// even though the leader's own fsync of that batch is still running (a slow shared
+// disk): it waited for that fsync before, which no longer counted toward any
+// commit. The linger is ten minutes, so only group commit can append it. The leader
+// still counts itself for the new batch only once its fsync is done.
+func TestNodeAppendsOnceCommittedDuringItsFsync(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	var mu sync.Mutex
+	stores := map[int32]*gatedStorage{}
+	c := &testCluster{t: t, addrs: map[int32]string{}, nodes: map[int32]*testNode{}, dirs: map[int32]string{},
+		wrap: func(id int32, s *raftlog.FileStorage) raftlog.Storage {
+			g := &gatedStorage{FileStorage: s}
+			mu.Lock()
+			stores[id] = g
+			mu.Unlock()
+			return g
+		},
+		tune: func(cfg *Config) { cfg.AppendLingerMs = 600_000 }}
+	for i, a := range freeAddrs(t, 3) {
+		id := int32(i + 1)
+		c.addrs[id], c.dirs[id] = a, t.TempDir()
+	}
+	for id := range c.addrs {
+		c.start(id)
+	}
+	defer c.closeAll()
+	var lead *testNode
+	waitFor(t, "a leader that committed", 5*time.Second, func() bool { lead = c.leader(); return lead != nil })
+	st, _ := lead.node.Status(context.Background())
+	propose := func(v string) int64 {
+		off, err := lead.node.Propose(context.Background(), st.Epoch, []raftlog.Record{{Value: []byte(v)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return off
+	}
+	mu.Lock()
+	gate := stores[lead.id].hold()
+	mu.Unlock()
+	release := sync.OnceFunc(func() { close(gate) })
+	defer release()
+	held := propose("held")
+	waitFor(t, "the followers to commit the batch whose leader fsync is held", 5*time.Second, func() bool {
+		return lead.rec.committedBatch(held, held)
+	})
+	next := propose("next")
+	waitFor(t, "the next proposal to commit while the leader's fsync is still held", 5*time.Second, func() bool {
+		return lead.rec.committedBatch(next, next)
+	})
+	if s, _ := lead.node.Status(context.Background()); s.FlushedEndOffset > held {
+		t.Fatalf("leader's flushed end %d covers offset %d while its fsync is held", s.FlushedEndOffset, held)
+	}
+	mu.Lock()
+	stores[lead.id].gate = nil // later fsyncs run free
+	mu.Unlock()
+	release()
+	waitFor(t, "the leader's fsync to catch up with the next batch", 5*time.Second, func() bool {
+		s, _ := lead.node.Status(context.Background())
+		return s.FlushedEndOffset > next
+	})
+}
