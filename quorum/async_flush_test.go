@@ -239,7 +239,13 @@ func TestNodeAppendsOnceCommittedDuringItsFsync(t *testing.T) {
 			mu.Unlock()
 			return g
 		},
-		tune: func(cfg *Config) { cfg.AppendLingerMs = 600_000 }}
+		tune: func(cfg *Config) {
+			cfg.AppendLingerMs = 600_000
+			// No election while the leader's fsync is held: a resigning leader
+			// persists its quorum state, which waits for that fsync. At load 45
+			// the 300 ms fetch timeout of the test cluster let one happen.
+			cfg.FetchTimeoutMs, cfg.RequestTimeoutMs = 30_000, 5_000
+		}}
 	for i, a := range freeAddrs(t, 3) {
 		id := int32(i + 1)
 		c.addrs[id], c.dirs[id] = a, t.TempDir()
@@ -249,7 +255,7 @@ func TestNodeAppendsOnceCommittedDuringItsFsync(t *testing.T) {
 	}
 	defer c.closeAll()
 	var lead *testNode
-	waitFor(t, "a leader that committed", 5*time.Second, func() bool { lead = c.leader(); return lead != nil })
+	waitFor(t, "a leader that committed", 20*time.Second, func() bool { lead = c.leader(); return lead != nil })
 	st, _ := lead.node.Status(context.Background())
 	propose := func(v string) int64 {
 		off, err := lead.node.Propose(context.Background(), st.Epoch, []raftlog.Record{{Value: []byte(v)}})
@@ -264,11 +270,11 @@ func TestNodeAppendsOnceCommittedDuringItsFsync(t *testing.T) {
 	release := sync.OnceFunc(func() { close(gate) })
 	defer release()
 	held := propose("held")
-	waitFor(t, "the followers to commit the batch whose leader fsync is held", 5*time.Second, func() bool {
+	waitFor(t, "the followers to commit the batch whose leader fsync is held", 20*time.Second, func() bool {
 		return lead.rec.committedBatch(held, held)
 	})
 	next := propose("next")
-	waitFor(t, "the next proposal to commit while the leader's fsync is still held", 5*time.Second, func() bool {
+	waitFor(t, "the next proposal to commit while the leader's fsync is still held", 20*time.Second, func() bool {
 		return lead.rec.committedBatch(next, next)
 	})
 	if s, _ := lead.node.Status(context.Background()); s.FlushedEndOffset > held {
@@ -278,7 +284,7 @@ func TestNodeAppendsOnceCommittedDuringItsFsync(t *testing.T) {
 	stores[lead.id].gate = nil // later fsyncs run free
 	mu.Unlock()
 	release()
-	waitFor(t, "the leader's fsync to catch up with the next batch", 5*time.Second, func() bool {
+	waitFor(t, "the leader's fsync to catch up with the next batch", 20*time.Second, func() bool {
 		s, _ := lead.node.Status(context.Background())
 		return s.FlushedEndOffset > next
 	})
