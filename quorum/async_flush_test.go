@@ -2,6 +2,8 @@ package quorum
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -269,13 +271,44 @@ func TestNodeAppendsOnceCommittedDuringItsFsync(t *testing.T) {
 	mu.Unlock()
 	release := sync.OnceFunc(func() { close(gate) })
 	defer release()
+	// describe is every node's view, for a timeout's message (a load-40 run of
+	// the whole package once saw the held batch not commit within 20 s).
+	describe := func() string {
+		var b strings.Builder
+		for id, tn := range c.nodes {
+			// A driver waiting for the held fsync (joinFlush) answers nothing until
+			// release (deferred) lets it go, and this goroutine with it.
+			got := make(chan Status, 1)
+			go func() { s, _ := tn.node.Status(context.Background()); got <- s }()
+			var s Status
+			select {
+			case s = <-got:
+			case <-time.After(time.Second):
+				fmt.Fprintf(&b, "\n node %d: no status within 1 s (its driver is blocked)", id)
+				continue
+			}
+			fmt.Fprintf(&b, "\n node %d: %s epoch %d leo %d flushed %d hw %d voters %+v",
+				id, s.Role, s.Epoch, s.LogEndOffset, s.FlushedEndOffset, s.HighWatermark, s.Voters)
+		}
+		return b.String()
+	}
 	held := propose("held")
+	start := time.Now()
 	waitFor(t, "the followers to commit the batch whose leader fsync is held", 20*time.Second, func() bool {
-		return lead.rec.committedBatch(held, held)
+		ok := lead.rec.committedBatch(held, held)
+		if !ok && time.Since(start) > 19*time.Second {
+			t.Logf("offset %d not committed yet:%s", held, describe())
+		}
+		return ok
 	})
 	next := propose("next")
+	start = time.Now()
 	waitFor(t, "the next proposal to commit while the leader's fsync is still held", 20*time.Second, func() bool {
-		return lead.rec.committedBatch(next, next)
+		ok := lead.rec.committedBatch(next, next)
+		if !ok && time.Since(start) > 19*time.Second {
+			t.Logf("offset %d not committed yet:%s", next, describe())
+		}
+		return ok
 	})
 	if s, _ := lead.node.Status(context.Background()); s.FlushedEndOffset > held {
 		t.Fatalf("leader's flushed end %d covers offset %d while its fsync is held", s.FlushedEndOffset, held)
