@@ -446,3 +446,57 @@ func TestForwardFallsBackFromARefusingLeader(t *testing.T) {
 		t.Fatalf("the controller the quorum names saw %d CreateTopics, want it retried before the fallback", refused)
 	}
 }
+
+// TestForwardRetriesAnActivatingLeaderAtOnce: the controller the quorum just
+// elected refuses (NOT_CONTROLLER) until its first commit in the new epoch
+// activates it, a few milliseconds. Each retry to it waits activatingBackoff,
+// not the doubling backoff (20, 40, 80 ms) that made a CreateTopics forwarded
+// during a failover reach the new controller up to 137 ms after its
+// activation in a kraftd bench run.
+func TestForwardRetriesAnActivatingLeaderAtOnce(t *testing.T) {
+	standby := newFakeController(t, false, nil)
+	elected := newFakeController(t, false, nil)
+	refusals := 0
+	elected.onCreate = func(*kmsg.CreateTopicsRequest) { // called with elected.mu held
+		if refusals++; refusals > 4 {
+			elected.active = true
+		}
+	}
+	h := newHarness(t, func(c *Config) {
+		c.ControllerAddrs = map[int32]string{3000: elected.addr, 3001: standby.addr}
+		c.ControllerRequestTimeoutMs = 60_000 // no fallback to the standby within the test
+	})
+	var mu sync.Mutex
+	var waits []time.Duration
+	h.b.ch.onBackoff = func(d time.Duration) {
+		mu.Lock()
+		waits = append(waits, d)
+		mu.Unlock()
+	}
+	h.runPublisher()
+	elected.attach(h.b.Listener(), h.next)
+	h.b.Listener().HandleLeaderChange(quorum.LeaderAndEpoch{LeaderID: 3000, Epoch: 2, EpochStartOffset: -1})
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(7)
+	req.TimeoutMillis = 30_000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "activating", 1, 1
+	req.Topics = append(req.Topics, rt)
+	resp := h.request(req).(*kmsg.CreateTopicsResponse)
+	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("response %+v, want the elected controller's success", resp.Topics)
+	}
+	elected.mu.Lock()
+	n := elected.requests[19]
+	elected.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
+	if n != 5 || len(waits) != 4 {
+		t.Fatalf("the elected controller saw %d CreateTopics (want 5), the broker waited %d times (want 4): %v", n, len(waits), waits)
+	}
+	for i, d := range waits {
+		if d > activatingBackoff {
+			t.Fatalf("wait %d after the quorum leader's refusal was %v, want at most %v: %v", i, d, activatingBackoff, waits)
+		}
+	}
+}

@@ -2,6 +2,8 @@ package quorum
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -218,5 +220,105 @@ func TestNewLeaderAnnouncesBeforeItsLogFsync(t *testing.T) {
 	waitFor(t, "the new leader's first commit", 5*time.Second, func() bool {
 		_, l := c.nodes[next.LeaderID].rec.snapshot()
 		return l.Epoch == next.Epoch && l.LeaderID == next.LeaderID
+	})
+}
+
+// TestNodeAppendsOnceCommittedDuringItsFsync: once both followers made a batch
+// durable it is committed, and the next proposal is appended and replicated at once
+// even though the leader's own fsync of that batch is still running (a slow shared
+// disk): it waited for that fsync before, which no longer counted toward any
+// commit. The linger is ten minutes, so only group commit can append it. The leader
+// still counts itself for the new batch only once its fsync is done.
+func TestNodeAppendsOnceCommittedDuringItsFsync(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	var mu sync.Mutex
+	stores := map[int32]*gatedStorage{}
+	c := &testCluster{t: t, addrs: map[int32]string{}, nodes: map[int32]*testNode{}, dirs: map[int32]string{},
+		wrap: func(id int32, s *raftlog.FileStorage) raftlog.Storage {
+			g := &gatedStorage{FileStorage: s}
+			mu.Lock()
+			stores[id] = g
+			mu.Unlock()
+			return g
+		},
+		tune: func(cfg *Config) {
+			cfg.AppendLingerMs = 600_000
+			// No election while the leader's fsync is held: a resigning leader
+			// persists its quorum state, which waits for that fsync. At load 45
+			// the 300 ms fetch timeout of the test cluster let one happen.
+			cfg.FetchTimeoutMs, cfg.RequestTimeoutMs = 30_000, 5_000
+		}}
+	for i, a := range freeAddrs(t, 3) {
+		id := int32(i + 1)
+		c.addrs[id], c.dirs[id] = a, t.TempDir()
+	}
+	for id := range c.addrs {
+		c.start(id)
+	}
+	defer c.closeAll()
+	var lead *testNode
+	waitFor(t, "a leader that committed", 20*time.Second, func() bool { lead = c.leader(); return lead != nil })
+	st, _ := lead.node.Status(context.Background())
+	propose := func(v string) int64 {
+		off, err := lead.node.Propose(context.Background(), st.Epoch, []raftlog.Record{{Value: []byte(v)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return off
+	}
+	mu.Lock()
+	gate := stores[lead.id].hold()
+	mu.Unlock()
+	release := sync.OnceFunc(func() { close(gate) })
+	defer release()
+	// describe is every node's view, for a timeout's message (a load-40 run of
+	// the whole package once saw the held batch not commit within 20 s).
+	describe := func() string {
+		var b strings.Builder
+		for id, tn := range c.nodes {
+			// A driver waiting for the held fsync (joinFlush) answers nothing until
+			// release (deferred) lets it go, and this goroutine with it.
+			got := make(chan Status, 1)
+			go func() { s, _ := tn.node.Status(context.Background()); got <- s }()
+			var s Status
+			select {
+			case s = <-got:
+			case <-time.After(time.Second):
+				fmt.Fprintf(&b, "\n node %d: no status within 1 s (its driver is blocked)", id)
+				continue
+			}
+			fmt.Fprintf(&b, "\n node %d: %s epoch %d leo %d flushed %d hw %d voters %+v",
+				id, s.Role, s.Epoch, s.LogEndOffset, s.FlushedEndOffset, s.HighWatermark, s.Voters)
+		}
+		return b.String()
+	}
+	held := propose("held")
+	start := time.Now()
+	waitFor(t, "the followers to commit the batch whose leader fsync is held", 20*time.Second, func() bool {
+		ok := lead.rec.committedBatch(held, held)
+		if !ok && time.Since(start) > 19*time.Second {
+			t.Logf("offset %d not committed yet:%s", held, describe())
+		}
+		return ok
+	})
+	next := propose("next")
+	start = time.Now()
+	waitFor(t, "the next proposal to commit while the leader's fsync is still held", 20*time.Second, func() bool {
+		ok := lead.rec.committedBatch(next, next)
+		if !ok && time.Since(start) > 19*time.Second {
+			t.Logf("offset %d not committed yet:%s", next, describe())
+		}
+		return ok
+	})
+	if s, _ := lead.node.Status(context.Background()); s.FlushedEndOffset > held {
+		t.Fatalf("leader's flushed end %d covers offset %d while its fsync is held", s.FlushedEndOffset, held)
+	}
+	mu.Lock()
+	stores[lead.id].gate = nil // later fsyncs run free
+	mu.Unlock()
+	release()
+	waitFor(t, "the leader's fsync to catch up with the next batch", 20*time.Second, func() bool {
+		s, _ := lead.node.Status(context.Background())
+		return s.FlushedEndOffset > next
 	})
 }

@@ -141,6 +141,12 @@ type ballot struct {
 	preVote  bool
 	granted  map[int32]bool
 	rejected map[int32]bool
+	// deferTo is a voter with a lower id whose pre-vote at this epoch this node
+	// granted while prospective itself (-1: none): winning its own pre-vote, it
+	// does not become candidate but leaves the election to that voter (see
+	// handleVote). deferLogged: that was logged.
+	deferTo     int32
+	deferLogged bool
 }
 
 // NewRaft builds the core from what the driver loaded from storage, applying Kafka's
@@ -461,7 +467,7 @@ func (r *Raft) becomeProspective(nowMs int64) {
 	r.leave()
 	r.leaderID, r.votedID = leader, voted
 	r.role = Prospective
-	r.ballot = &ballot{preVote: true, granted: map[int32]bool{r.cfg.NodeID: true}, rejected: map[int32]bool{}}
+	r.ballot = &ballot{preVote: true, granted: map[int32]bool{r.cfg.NodeID: true}, rejected: map[int32]bool{}, deferTo: -1}
 	r.electionDeadlineMs = nowMs + r.randomElectionTimeoutMs()
 	r.logf("%d became prospective at epoch %d", r.cfg.NodeID, r.epoch)
 	r.sendVotes(true)
@@ -485,7 +491,7 @@ func (r *Raft) becomeCandidateAt(nowMs int64, epoch int32) {
 	r.retries = retries + 1
 	r.votedID, r.votedDir = r.cfg.NodeID, r.ownDirectoryID()
 	r.role = Candidate
-	r.ballot = &ballot{granted: map[int32]bool{r.cfg.NodeID: true}, rejected: map[int32]bool{}}
+	r.ballot = &ballot{granted: map[int32]bool{r.cfg.NodeID: true}, rejected: map[int32]bool{}, deferTo: -1}
 	r.electionDeadlineMs = nowMs + r.randomElectionTimeoutMs()
 	r.persist()
 	r.logf("%d became candidate at epoch %d", r.cfg.NodeID, r.epoch)

@@ -76,6 +76,21 @@ func (r *Raft) handleVote(nowMs int64, m Message) {
 	if !r.mayVoteIn(leads) {
 		r.logRefusedVote(req)
 	}
+	// Two voters that lost their leader at the same moment (both fetch timers were
+	// last reset by the same answer, as after a kill -9 of the leader) become
+	// prospective together, and each grants the other's pre-vote (KIP-996: a
+	// prospective grants like an unattached voter). Both then became candidates in
+	// the next epoch, voted for themselves and rejected each other: a split vote,
+	// then an election timeout and a backoff before the next round. The one with
+	// the higher id now leaves the election to the other (maybeWinElection): it
+	// stays prospective, and the other's Vote, at the next epoch, finds it ready to
+	// grant. Pre-votes change nothing durable, so this only orders the candidates.
+	// If that Vote never comes, the election deadline ends this round as it ends
+	// any undecided one.
+	if resp.VoteGranted && req.PreVote && r.role == Prospective && req.CandidateEpoch == r.epoch &&
+		req.CandidateID < r.cfg.NodeID && r.ballot.deferTo < 0 {
+		r.ballot.deferTo = req.CandidateID
+	}
 	if resp.VoteGranted && !req.PreVote && r.votedID < 0 {
 		r.votedID, r.votedDir = req.CandidateID, req.CandidateDirectoryID
 		if r.campaigns() {
@@ -179,6 +194,13 @@ func (r *Raft) maybeWinElection(nowMs int64) {
 	}
 	switch {
 	case granted >= r.majority():
+		if r.role == Prospective && b.deferTo >= 0 {
+			if !b.deferLogged {
+				b.deferLogged = true
+				r.logf("%d won pre-vote at epoch %d, leaves the election to %d", r.cfg.NodeID, r.epoch, b.deferTo)
+			}
+			return
+		}
 		if r.role == Prospective {
 			r.becomeCandidate(nowMs)
 		} else {
