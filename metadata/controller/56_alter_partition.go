@@ -68,7 +68,7 @@ func (c *core) alterPartition(req *kmsg.AlterPartitionRequest) Result {
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return Result{Records: recs, Response: resp}
+	return Result{Records: recs, Response: resp, nonAtomic: true} // Kafka: ControllerResult.of
 }
 
 func alterPartitionTopic(img *image.Image, version int16, rt kmsg.AlterPartitionRequestTopic) *image.Topic {

@@ -63,7 +63,9 @@ func (c *core) brokerHeartbeat(req *kmsg.BrokerHeartbeatRequest, nowMs int64) Re
 	resp.IsCaughtUp = req.CurrentMetadataOffset >= regOffset
 	resp.IsFenced = next.fenced()
 	resp.ShouldShutdown = next == stateShutdownNow
-	res := Result{Records: recs, Response: resp}
+	// Kafka's processBrokerHeartbeat returns ControllerResult.of: the moves
+	// of a controlled shutdown or a fencing commit batch by batch.
+	res := Result{Records: recs, Response: resp, nonAtomic: true}
 	if next == stateControlledShutdown {
 		res.appended = func(waitOffset int64) {
 			if s.controlledShutdownOffset < 0 {

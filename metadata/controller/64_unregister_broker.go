@@ -31,5 +31,5 @@ func (c *core) unregisterBroker(req *kmsg.UnregisterBrokerRequest) Result {
 	recs := changeRecords(nil, img, req.BrokerID, -1, img.PartitionsWithISRMember(req.BrokerID), c.metadataVersion(), c.unclean(img))
 	recs = append(recs, records.Record{Message: &records.UnregisterBrokerRecord{BrokerID: req.BrokerID, BrokerEpoch: b.Epoch}})
 	c.sessions.remove(req.BrokerID)
-	return Result{Records: recs, Response: resp}
+	return Result{Records: recs, Response: resp, nonAtomic: true} // Kafka: ControllerResult.of
 }

@@ -409,7 +409,7 @@ func (c *core) write(res Result, req kmsg.Request, done func(kmsg.Response), now
 	if c.appending != nil {
 		panic(fmt.Sprintf("controller: %d records written while a multi-batch operation is being appended", len(res.Records)))
 	}
-	batches, code := c.encode(res.Records)
+	batches, code := c.encode(res.Records, !res.nonAtomic)
 	if code != 0 {
 		if done != nil {
 			var msg *string
@@ -431,7 +431,7 @@ func (c *core) write(res Result, req kmsg.Request, done func(kmsg.Response), now
 // must know where its own records land (a registration fencing the old
 // incarnation first). A non-zero result is the error code for the request.
 func (c *core) appendRecords(recs []records.Record, nowMs int64) int16 {
-	batches, code := c.encode(recs)
+	batches, code := c.encode(recs, true)
 	if code != 0 {
 		return code
 	}
@@ -530,10 +530,10 @@ func (c *core) reply(res Result, req kmsg.Request, done func(kmsg.Response)) {
 	c.waiters = append(c.waiters, waiter{offset: wait, req: req, resp: res.Response, done: done})
 }
 
-// encode splits recs into batches (a transaction if they do not fit one);
-// a non-zero result is the error code for the request.
-func (c *core) encode(recs []records.Record) ([]encoded, int16) {
-	batches, ok, err := split(recs, c.cfg.MaxRecordsPerBatch, c.cfg.MaxBatchBytes, c.metadataVersion() >= mv36IV1)
+// encode splits recs into batches (a transaction if they are atomic and
+// do not fit one); a non-zero result is the error code for the request.
+func (c *core) encode(recs []records.Record, atomic bool) ([]encoded, int16) {
+	batches, ok, err := split(recs, c.cfg.MaxRecordsPerBatch, c.cfg.MaxBatchBytes, c.metadataVersion() >= mv36IV1, atomic)
 	switch {
 	case err != nil:
 		c.log.Error("cannot encode records", zap.Error(err))
@@ -590,7 +590,8 @@ func (c *core) tick(nowMs int64) {
 		c.log.Info("fencing broker because its session has timed out", zap.Int32("broker", id))
 		recs := fenceBroker(c.pending.img, id, c.metadataVersion(), c.unclean(c.pending.img))
 		c.sessions.fence(id)
-		c.write(Result{Records: recs}, nil, nil, nowMs)
+		// Kafka's maybeFenceOneStaleBroker: ControllerResult.of, not atomic.
+		c.write(Result{Records: recs, nonAtomic: true}, nil, nil, nowMs)
 	}
 	if c.active && !c.busy() && c.cfg.MaxIdleIntervalMs > 0 && nowMs-c.lastAppendMs >= c.cfg.MaxIdleIntervalMs &&
 		c.metadataVersion() >= mv33IV1 {

@@ -45,6 +45,14 @@
 // 3.6-IV1+), proposed back to back from the event loop. Readers (brokers,
 // standbys) hold an open transaction back until its end marker; a new
 // leader that finds one open writes AbortTransactionRecord on activation.
+// That is for atomic operations (Kafka's ControllerResult.atomicOf). The
+// non-atomic ones (ControllerResult.of: what a BrokerHeartbeat writes,
+// controlled-shutdown moves and fencing included, the stale-session
+// fencing, UnregisterBroker, AlterPartition) are cut into plain batches
+// with no markers, any metadata.version; each applies on its own once
+// committed, the response waits for the last. A leader change midway keeps
+// the committed part: the next active controller's heartbeat handling
+// computes from the committed image and moves only what is left.
 // Kafka instead refuses user operations over 10000 records
 // (MAX_RECORDS_PER_USER_OP) with POLICY_VIOLATION; kraftd does so over
 // Config.MaxRecordsPerUserOp (default 200000), or over one batch when the

@@ -16,6 +16,14 @@ import (
 type Result struct {
 	Records  []records.Record
 	Response kmsg.Response
+	// nonAtomic marks records that need not commit all or nothing (Kafka's
+	// ControllerResult.of, against atomicOf): over the batch limits they
+	// go out as plain batches, no transaction markers, each standing on
+	// its own once committed, so a leader change keeps what committed.
+	// Kafka builds this way the heartbeat's fencing, unfencing and
+	// controlled-shutdown moves, the stale-session fencing,
+	// UnregisterBroker and AlterPartition; the zero value is atomic.
+	nonAtomic bool
 	// appended, if set, runs after the records are appended with the
 	// offset the response waits for (Kafka's processBatchEndOffset); the
 	// heartbeat handler records the controlled-shutdown offset with it.
@@ -37,17 +45,22 @@ type encoded struct {
 }
 
 // split encodes recs and groups them into batches within the limits. A
-// single batch is returned as is; several are wrapped in a metadata
-// transaction (Begin in the first, End in the last) so readers apply them
-// atomically. ok is false when several batches are needed but the
-// metadata.version has no transactions.
-func split(recs []records.Record, maxRecords, maxBytes int, txns bool) (out []encoded, ok bool, err error) {
+// single batch is returned as is. Several batches of an atomic operation
+// are wrapped in a metadata transaction (Begin in the first, End in the
+// last) so readers apply them atomically; ok is false when the
+// metadata.version has no transactions. A non-atomic operation is cut
+// into plain batches (Kafka's QuorumController.appendRecords for a
+// non-atomic ControllerResult), whatever the metadata.version.
+func split(recs []records.Record, maxRecords, maxBytes int, txns, atomic bool) (out []encoded, ok bool, err error) {
 	raw, size, err := encodeAll(recs)
 	if err != nil {
 		return nil, false, err
 	}
 	if len(recs) <= maxRecords && size+len(recs)*recordOverheadBytes+batchOverheadBytes <= maxBytes {
 		return []encoded{{recs: recs, raw: raw}}, true, nil
+	}
+	if !atomic {
+		return splitPlain(recs, raw, maxRecords, maxBytes), true, nil
 	}
 	if !txns {
 		return nil, false, nil
@@ -107,6 +120,27 @@ func split(recs []records.Record, maxRecords, maxBytes int, txns bool) (out []en
 		lo = hi
 	}
 	return out, true, nil
+}
+
+// splitPlain cuts recs (encoded as raw) greedily into batches of at most
+// maxRecords records and maxBytes bytes (a record alone over maxBytes
+// gets a batch of its own), sharing recs' and raw's arrays.
+func splitPlain(recs []records.Record, raw []raftlog.Record, maxRecords, maxBytes int) []encoded {
+	var out []encoded
+	lo, count, curBytes := 0, 0, batchOverheadBytes
+	for i, r := range raw {
+		n := len(r.Value) + recordOverheadBytes
+		if count > 0 && (count+1 > maxRecords || curBytes+n > maxBytes) {
+			out = append(out, encoded{recs: recs[lo:i:i], raw: raw[lo:i:i]})
+			lo, count, curBytes = i, 0, batchOverheadBytes
+		}
+		count++
+		curBytes += n
+	}
+	if lo < len(raw) {
+		out = append(out, encoded{recs: recs[lo:len(raw):len(raw)], raw: raw[lo:len(raw):len(raw)]})
+	}
+	return out
 }
 
 // encodeArenaBytes is the size of the shared buffers encodeAll encodes
