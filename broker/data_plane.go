@@ -148,7 +148,20 @@ func (c *ClientAPI) appendOptions(img *image.Image, topic string, acks int16, no
 func SyncReplicas(m *replica.Manager, nodeID int32, prev, next *image.Image, log *zap.Logger) {
 	changes := image.Diff(prev, next)
 	syncTopicConfigs(m, nodeID, changes, next, log)
-	var states []replica.PartitionState
+	// At its size (the partitions assigned here): a broker catching up on
+	// a large create gets every partition in one publish, and a growing
+	// append's copies were tens of megabytes at 100k partitions.
+	n := 0
+	for _, tc := range changes.Topics {
+		if t, ok := next.TopicByID(tc.ID); ok && !tc.Deleted {
+			for _, id := range tc.Partitions {
+				if part, ok := t.Partition(id); ok && slices.Contains(part.Replicas(), nodeID) {
+					n++
+				}
+			}
+		}
+	}
+	states := make([]replica.PartitionState, 0, n)
 	for _, tc := range changes.Topics {
 		if tc.Deleted {
 			removeTopic(m, prev, tc, log)

@@ -1,10 +1,12 @@
 package replica
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"go.uber.org/zap"
@@ -136,29 +138,60 @@ func (m *Manager) WriteCheckpoints() error {
 	return m.writeCheckpoints(recoveryPoints, highWatermarks, logStartOffsets)
 }
 
+// checkpointRow is one partition's line in each checkpoint file (-1: none
+// in that file).
+type checkpointRow struct {
+	tp  TopicPartition
+	off [numCheckpointKinds]int64
+}
+
+// writeCheckpoints takes every partition's offsets once, in one row each
+// (48 bytes a partition, the only copy: the files are streamed from the
+// rows, sorted as Kafka's tools expect them, not built whole).
 func (m *Manager) writeCheckpoints(kinds ...checkpointKind) error {
 	m.ckptMu.Lock() // one writer at a time: the files share a .tmp name
 	defer m.ckptMu.Unlock()
-	var entries [numCheckpointKinds][]storage.PartitionOffset
 	m.mu.RLock()
+	n := len(m.parts)
+	for k := range numCheckpointKinds {
+		n += len(m.loaded[k])
+	}
+	rows := make([]checkpointRow, 0, n)
 	for k := range numCheckpointKinds {
 		for tp, v := range m.loaded[k] {
 			if _, hosted := m.parts[tp]; !hosted {
-				entries[k] = append(entries[k], storage.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: v})
+				row := checkpointRow{tp: tp, off: [numCheckpointKinds]int64{-1, -1, -1}}
+				row.off[k] = v
+				rows = append(rows, row)
 			}
 		}
 	}
 	for tp, p := range m.parts {
-		for k, v := range p.checkpointOffsets() {
-			if v >= 0 {
-				entries[k] = append(entries[k], storage.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: v})
-			}
-		}
+		rows = append(rows, checkpointRow{tp: tp, off: p.checkpointOffsets()})
 	}
 	m.mu.RUnlock()
+	slices.SortFunc(rows, func(a, b checkpointRow) int {
+		if c := strings.Compare(a.tp.Topic, b.tp.Topic); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.tp.Partition, b.tp.Partition)
+	})
 	var errs []error
 	for _, k := range kinds {
-		if err := storage.WriteOffsetCheckpoint(m.cfg.Dir, checkpointFiles[k], entries[k]); err != nil {
+		count := 0
+		for i := range rows {
+			if rows[i].off[k] >= 0 {
+				count++
+			}
+		}
+		entries := func(yield func(storage.PartitionOffset) bool) {
+			for i := range rows {
+				if v := rows[i].off[k]; v >= 0 && !yield(storage.PartitionOffset{Topic: rows[i].tp.Topic, Partition: rows[i].tp.Partition, Offset: v}) {
+					return
+				}
+			}
+		}
+		if err := storage.WriteOffsetCheckpointSeq(m.cfg.Dir, checkpointFiles[k], count, entries); err != nil {
 			errs = append(errs, fmt.Errorf("%w: %s: %w", ErrStorage, checkpointFiles[k], err))
 		}
 	}

@@ -312,31 +312,67 @@ type applyItem struct {
 // the manager's lock. A partition that fails is logged in the returned
 // error and the others are applied. States naming the same partition twice
 // are applied in order (the later one in a later round).
+//
+// The states are applied applyChunk at a time (leader moves first, see
+// leaderMoves), so what an apply holds besides states is bounded, not a
+// copy of them and an item per partition: a broker catching up on a
+// 100k-partition create was handed one publish of every partition, and
+// the copies were a quarter of its live heap.
 func (m *Manager) ApplyAll(states []PartitionState) error {
 	m.applyMu.Lock()
 	defer m.applyMu.Unlock()
+	start := time.Now()
 	var errs []error
+	opened, applied := 0, 0
+	chunk := make([]PartitionState, 0, min(applyChunk, len(states)))
+	items := make([]applyItem, 0, cap(chunk))
+	apply := func() {
+		e, n := m.applyRound(chunk, items)
+		errs, opened, applied = append(errs, e...), opened+n, applied+len(chunk)
+		clear(chunk) // their replica lists are the caller's, not ours to keep
+		chunk = chunk[:0]
+	}
 	for len(states) > 0 {
 		round, rest := splitDistinct(states)
-		moves, others := m.splitLeaderMoves(round)
-		errs = append(errs, m.applyRound(moves)...)
-		errs = append(errs, m.applyRound(others)...)
+		moves := m.leaderMoves(round)
+		for _, first := range []bool{true, false} {
+			for i, st := range round {
+				if moves[i] != first {
+					continue
+				}
+				if chunk = append(chunk, st); len(chunk) == cap(chunk) {
+					apply()
+				}
+			}
+			if len(chunk) > 0 {
+				apply()
+			}
+		}
 		states = rest
+	}
+	if opened > 0 { // as Kafka's LogManager logs "Loaded N logs in X ms"
+		m.log.Info("opened partition logs", zap.Int("logs", opened), zap.Int("partitions", applied),
+			zap.Duration("elapsed", time.Since(start)))
 	}
 	return errors.Join(errs...)
 }
 
-// splitLeaderMoves puts first the states that move the leadership of a
-// hosted partition (a new leader or leader epoch), then the rest (ISR and
-// assignment changes, new partitions), each in its given order. A
-// controlled shutdown's publish shrinks the ISR of every partition the
-// broker hosts besides moving the leadership of those it led; applied as
-// one round, the moved partitions' produces waiting for acks=-1 (answered
-// NOT_LEADER_OR_FOLLOWER at the old leader's become) and their new leaders'
-// followers (pointed at them once the round ends) waited for every other
-// partition's change too: 1.2 to 1.7 s for 1,004 partitions in a loaded
-// kraftd bench, the steady producer's whole gap.
-func (m *Manager) splitLeaderMoves(states []PartitionState) (moves, others []PartitionState) {
+// applyChunk is the most states ApplyAll applies in one round: far more
+// than applyWorkers, so the workers rarely wait for a round's slowest.
+const applyChunk = 1024
+
+// leaderMoves reports, for each state, whether it moves the leadership of
+// a hosted partition (a new leader or leader epoch); ApplyAll applies
+// those first, then the rest (ISR and assignment changes, new partitions),
+// each in its given order. A controlled shutdown's publish shrinks the ISR
+// of every partition the broker hosts besides moving the leadership of
+// those it led; applied as one round, the moved partitions' produces
+// waiting for acks=-1 (answered NOT_LEADER_OR_FOLLOWER at the old leader's
+// become) and their new leaders' followers (pointed at them once the round
+// ends) waited for every other partition's change too: 1.2 to 1.7 s for
+// 1,004 partitions in a loaded kraftd bench, the steady producer's whole
+// gap.
+func (m *Manager) leaderMoves(states []PartitionState) []bool {
 	hosted := make([]*Partition, len(states))
 	m.mu.Lock()
 	for i, st := range states {
@@ -346,14 +382,11 @@ func (m *Manager) splitLeaderMoves(states []PartitionState) (moves, others []Par
 	// Each partition's lock is taken without the manager's: an append may
 	// hold it across a write, and produce and fetch look partitions up
 	// under the manager's.
+	moves := make([]bool, len(states))
 	for i, st := range states {
-		if p := hosted[i]; p != nil && p.leaderMoves(st) {
-			moves = append(moves, st)
-		} else {
-			others = append(others, st)
-		}
+		moves[i] = hosted[i] != nil && hosted[i].leaderMoves(st)
 	}
-	return moves, others
+	return moves
 }
 
 // splitDistinct returns the longest prefix of states naming each partition
@@ -369,27 +402,16 @@ func splitDistinct(states []PartitionState) ([]PartitionState, []PartitionState)
 	return states, nil
 }
 
-func (m *Manager) applyRound(states []PartitionState) []error {
+// applyRound applies states, each naming a different partition, and
+// reports how many logs it opened; buf is room for the items, reused.
+func (m *Manager) applyRound(states []PartitionState, buf []applyItem) ([]error, int) {
 	if len(states) == 0 {
-		return nil
+		return nil, 0
 	}
-	start := time.Now()
-	items, err := m.prepareApply(states)
+	items, err := m.prepareApply(states, buf)
 	if err != nil {
-		return []error{err}
+		return []error{err}, 0
 	}
-	defer func() {
-		opened := 0
-		for i := range items {
-			if items[i].opened {
-				opened++
-			}
-		}
-		if opened > 0 { // as Kafka's LogManager logs "Loaded N logs in X ms"
-			m.log.Info("opened partition logs", zap.Int("logs", opened), zap.Int("partitions", len(items)),
-				zap.Duration("elapsed", time.Since(start)))
-		}
-	}()
 	work := make(chan *applyItem)
 	var wg sync.WaitGroup
 	for range min(applyWorkers, len(items)) {
@@ -404,19 +426,27 @@ func (m *Manager) applyRound(states []PartitionState) []error {
 	}
 	close(work)
 	wg.Wait()
-	return m.finishApply(items)
+	errs := m.finishApply(items)
+	opened := 0
+	for i := range items {
+		if items[i].opened {
+			opened++
+		}
+	}
+	clear(items) // the buffer outlives the round: keep no partition alive
+	return errs, opened
 }
 
 // prepareApply reads, under mu, what the file work of each item needs, and
 // removes a hosted partition whose topic id differs (an older topic of the
 // same name).
-func (m *Manager) prepareApply(states []PartitionState) ([]applyItem, error) {
+func (m *Manager) prepareApply(states []PartitionState, buf []applyItem) ([]applyItem, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return nil, ErrClosed
 	}
-	items := make([]applyItem, len(states))
+	items := slices.Grow(buf[:0], len(states))[:len(states)]
 	for i, st := range states {
 		it := &items[i]
 		it.st = st

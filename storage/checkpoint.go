@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"iter"
 	"os"
 	"path/filepath"
 	"slices"
@@ -106,9 +108,46 @@ func DecodeOffsetCheckpoint(data []byte) ([]PartitionOffset, error) {
 
 // WriteOffsetCheckpoint replaces dir/name durably: a temporary file written
 // and fsynced, renamed over the old one, and the directory fsynced, as
-// Kafka's CheckpointFile writes it.
+// Kafka's CheckpointFile writes it. The entries are sorted as by
+// EncodeOffsetCheckpoint.
 func WriteOffsetCheckpoint(dir, name string, entries []PartitionOffset) error {
-	if err := WriteFileAtomic(dir, name, EncodeOffsetCheckpoint(entries)); err != nil {
+	sorted := slices.Clone(entries)
+	slices.SortFunc(sorted, func(a, b PartitionOffset) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition) - int(b.Partition)
+	})
+	return WriteOffsetCheckpointSeq(dir, name, len(sorted), slices.Values(sorted))
+}
+
+// WriteOffsetCheckpointSeq is WriteOffsetCheckpoint for the n entries that
+// entries yields, written in the order given and streamed through a small
+// buffer, not encoded whole first: a broker writes its high watermarks
+// every replica.high.watermark.checkpoint.interval.ms (5 s), one line per
+// hosted partition, and the entries, their sorted copy and the file's text
+// were about 200 bytes per partition of garbage each time. Any other count
+// than n is an error, and the file is not replaced.
+func WriteOffsetCheckpointSeq(dir, name string, n int, entries iter.Seq[PartitionOffset]) error {
+	err := writeFileAtomicFunc(dir, name, func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 16<<10)
+		line := strconv.AppendInt([]byte("0\n"), int64(n), 10)
+		line = append(line, '\n')
+		_, _ = bw.Write(line) // bw's error is sticky: Flush reports it
+		count := 0
+		for e := range entries {
+			count++
+			line = append(append(line[:0], e.Topic...), ' ')
+			line = append(strconv.AppendInt(line, int64(e.Partition), 10), ' ')
+			line = append(strconv.AppendInt(line, e.Offset, 10), '\n')
+			_, _ = bw.Write(line)
+		}
+		if count != n {
+			return fmt.Errorf("storage: checkpoint %s: %d entries, announced %d", name, count, n)
+		}
+		return bw.Flush()
+	})
+	if err != nil {
 		return err
 	}
 	return SyncDir(dir)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -12,7 +13,8 @@ import (
 func TestOffsetCheckpointFormat(t *testing.T) {
 	entries := []PartitionOffset{{"b", 0, 7}, {"a", 10, 0}, {"a", 2, 1 << 40}}
 	got := string(EncodeOffsetCheckpoint(entries))
-	if want := "0\n3\na 2 1099511627776\na 10 0\nb 0 7\n"; got != want {
+	const want = "0\n3\na 2 1099511627776\na 10 0\nb 0 7\n"
+	if got != want {
 		t.Fatalf("encoded %q, want %q", got, want)
 	}
 	dir := t.TempDir()
@@ -22,6 +24,17 @@ func TestOffsetCheckpointFormat(t *testing.T) {
 	back, err := ReadOffsetCheckpoint(dir, ReplicationOffsetCheckpointFile)
 	if err != nil || len(back) != 3 || back[0] != (PartitionOffset{"a", 2, 1 << 40}) {
 		t.Fatalf("read back %v, %v", back, err)
+	}
+	// The streamed file is the encoded one byte for byte; a count other
+	// than announced replaces nothing.
+	if raw, err := os.ReadFile(filepath.Join(dir, ReplicationOffsetCheckpointFile)); err != nil || string(raw) != want {
+		t.Fatalf("written %q (%v), want %q", raw, err, want)
+	}
+	if err := WriteOffsetCheckpointSeq(dir, ReplicationOffsetCheckpointFile, 4, slices.Values(entries)); err == nil {
+		t.Fatal("3 entries written as 4")
+	}
+	if raw, err := os.ReadFile(filepath.Join(dir, ReplicationOffsetCheckpointFile)); err != nil || string(raw) != want {
+		t.Fatalf("after a failed write %q (%v), want %q", raw, err, want)
 	}
 	if none, err := ReadOffsetCheckpoint(dir, "missing"); err != nil || none != nil {
 		t.Fatalf("missing file: %v %v", none, err)

@@ -134,7 +134,7 @@ func abortedBatch(b Batch, aborted []AbortedTxn) bool {
 // scanRecords visits every record of a closed segment's data batches.
 func scanRecords(sg *logSegment, visit func(Batch, rawRecord)) error {
 	var ferr error
-	res, err := ScanSegment(sg.path, sg.base, -1, func(_ BatchInfo, b Batch) {
+	res, err := ScanSegment(sg.path(), sg.base, -1, func(_ BatchInfo, b Batch) {
 		if ferr != nil || b.Control {
 			return
 		}
@@ -146,7 +146,7 @@ func scanRecords(sg *logSegment, visit func(Batch, rawRecord)) error {
 	case ferr != nil:
 		return ferr
 	case res.Valid != res.Total:
-		return fmt.Errorf("%w: compacting %s: %v", ErrCorruptBatch, sg.path, res.Reason)
+		return fmt.Errorf("%w: compacting %s: %v", ErrCorruptBatch, sg.path(), res.Reason)
 	}
 	return nil
 }
@@ -255,7 +255,7 @@ func (l *Log) cleanSegment(sg *logSegment, c *cleaner, stats *CompactStats) erro
 		write(encodeRun(pending))
 		pending = nil
 	}
-	res, err := ScanSegment(sg.path, sg.base, -1, func(_ BatchInfo, b Batch) {
+	res, err := ScanSegment(sg.path(), sg.base, -1, func(_ BatchInfo, b Batch) {
 		if werr != nil {
 			return
 		}
@@ -315,7 +315,7 @@ func (l *Log) cleanSegment(sg *logSegment, c *cleaner, stats *CompactStats) erro
 		err = werr
 	}
 	if err == nil && res.Valid != res.Total {
-		err = fmt.Errorf("%w: compacting %s: %v", ErrCorruptBatch, sg.path, res.Reason)
+		err = fmt.Errorf("%w: compacting %s: %v", ErrCorruptBatch, sg.path(), res.Reason)
 	}
 	if err == nil {
 		err = w.Flush()
@@ -430,7 +430,7 @@ func (l *Log) swapSegment(sg *logSegment, size, end int64, tmp string, removed i
 			return l.fail(err)
 		}
 	}
-	if err := os.Rename(tmp, sg.path); err != nil {
+	if err := os.Rename(tmp, sg.path()); err != nil {
 		return l.fail(err)
 	}
 	if err := SyncDir(l.dir); err != nil {
@@ -444,7 +444,7 @@ func (l *Log) swapSegment(sg *logSegment, size, end int64, tmp string, removed i
 		return l.fail(err)
 	}
 	if fresh.end != sg.end {
-		return l.fail(fmt.Errorf("compacted segment %s ends at %d, was %d", sg.path, fresh.end, sg.end))
+		return l.fail(fmt.Errorf("compacted segment %s ends at %d, was %d", sg.path(), fresh.end, sg.end))
 	}
 	l.segments[i] = fresh
 	stats.Segments++

@@ -174,13 +174,21 @@ func scanEOF(err error, pos int64) error {
 // rename. The caller fsyncs dir (SyncDir) to make the rename durable. Errors are
 // the os package's, naming the path.
 func WriteFileAtomic(dir, name string, data []byte) error {
+	return writeFileAtomicFunc(dir, name, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// writeFileAtomicFunc is WriteFileAtomic with the content written by write.
+func writeFileAtomicFunc(dir, name string, write func(w io.Writer) error) error {
 	path := filepath.Join(dir, name)
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
-	_, werr := f.Write(data)
+	werr := write(f)
 	if werr == nil {
 		werr = fsync(f)
 	}

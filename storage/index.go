@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"strings"
 )
 
 // Kafka's segment indexes are sparse: one entry per index.interval.bytes of log
@@ -46,32 +45,36 @@ type timeEntry struct {
 // creates no index file until it gets an entry. A missing file reads as
 // an empty index for an empty segment (loadIndexes). Once created, its
 // descriptor is in the log's FileCache (closed while unused when the cache
-// is full, reopened by path).
+// is full, reopened by path). Its name and cache are its segment's, passed
+// to the methods that open it, not kept: every hosted partition has two.
 type indexFile struct {
-	segment string // the segment's .log path, which names the index
-	suffix  string // IndexSuffix or TimeIndexSuffix
-	files   *FileCache
-	file    *cachedFile // nil until the first write
-	size    int64       // bytes written
+	file *cachedFile // nil until the first write
+	size int64       // bytes written
+	kind segFileKind // segIndexFile or segTimeIndexFile
 	// opened: open may have created the file since the directory was
 	// last fsynced; the log's next flush fsyncs the directory.
 	opened bool
 }
 
+// name is the file's name as an index of sg.
+func (x *indexFile) name(sg *logSegment) segName {
+	return segName{dir: sg.dir, base: sg.base, kind: x.kind}
+}
+
 // path is the index file's path (derived, not kept: a partition log's
 // index files are rarely opened, and many logs have none).
-func (x *indexFile) path() string { return strings.TrimSuffix(x.segment, LogSuffix) + x.suffix }
+func (x *indexFile) path(sg *logSegment) string { return x.name(sg).path() }
 
-// open creates the file if missing and puts it in the cache.
-func (x *indexFile) open() error {
+// open creates the file if missing and puts it in sg's cache.
+func (x *indexFile) open(sg *logSegment) error {
 	if x.file != nil {
 		return nil
 	}
-	f, err := os.OpenFile(x.path(), os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(x.path(sg), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}
-	x.file, x.opened = x.files.adopt(x.path(), os.O_RDWR, f), true
+	x.file, x.opened = sg.files.adopt(x.name(sg), os.O_RDWR, f), true
 	return nil
 }
 
@@ -80,15 +83,15 @@ func (x *indexFile) open() error {
 // entries): Kafka's layout has both index files beside every segment with
 // batches, and a Kafka broker reading the directory rebuilds a missing
 // one with an error in its log.
-func (x *indexFile) ensureExists() error {
+func (x *indexFile) ensureExists(sg *logSegment) error {
 	if x.file != nil {
 		return nil
 	}
-	f, err := os.OpenFile(x.path(), os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(x.path(sg), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}
-	x.file = x.files.adopt(x.path(), os.O_RDWR, f)
+	x.file = sg.files.adopt(x.name(sg), os.O_RDWR, f)
 	return nil
 }
 
@@ -105,8 +108,8 @@ func (x *indexFile) do(fn func(f *os.File) error) error {
 	return err
 }
 
-func (x *indexFile) append(entry []byte) error {
-	if err := x.open(); err != nil {
+func (x *indexFile) append(sg *logSegment, entry []byte) error {
+	if err := x.open(sg); err != nil {
 		return err
 	}
 	if err := x.do(func(f *os.File) error { _, err := f.WriteAt(entry, x.size); return err }); err != nil {
@@ -118,9 +121,9 @@ func (x *indexFile) append(entry []byte) error {
 
 // reset empties the file, for a rebuild: it is opened (created), so the
 // segment's next sync makes the truncation durable.
-func (x *indexFile) reset() error {
+func (x *indexFile) reset(sg *logSegment) error {
 	x.size = 0
-	if err := x.open(); err != nil {
+	if err := x.open(sg); err != nil {
 		return err
 	}
 	return x.do(func(f *os.File) error { return f.Truncate(0) })
@@ -129,12 +132,12 @@ func (x *indexFile) reset() error {
 // dropStale empties a file a new segment's name may find left over, without
 // creating it when missing (the new segment's file is created at its first
 // entry).
-func (x *indexFile) dropStale() error {
+func (x *indexFile) dropStale(sg *logSegment) error {
 	x.size = 0
 	if x.file != nil {
 		return x.do(func(f *os.File) error { return f.Truncate(0) })
 	}
-	if err := os.Truncate(x.path(), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Truncate(x.path(sg), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	return nil

@@ -122,10 +122,9 @@ type Log struct {
 	hasTopic      bool
 	// created: OpenLog made the directory (a new partition).
 	created bool
-	// listed are the directory's file names while OpenLog runs (nil
-	// after); snapshotsAtOpen its producer snapshot offsets then.
-	listed          map[string]bool
-	snapshotsAtOpen []int64
+	// atOpen is what OpenLog's listing of an existing directory found
+	// (nil for a directory it created: most logs, so not inline).
+	atOpen *openListing
 	// topicUnflushed: topicID was recorded (SetTopicID) and
 	// partition.metadata does not hold it durably yet; flushTopicID writes
 	// it, at the latest before the first batch is written.
@@ -148,13 +147,24 @@ type Log struct {
 	heldRegions atomic.Int64
 }
 
+// openListing is an existing log directory's listing at OpenLog.
+type openListing struct {
+	// names are the directory's file names while OpenLog runs (nil after);
+	// snapshots its producer snapshot offsets then, sorted.
+	names     map[string]bool
+	snapshots []int64
+}
+
 // logSegment is one segment: its .log file, its indexes, and what appends need.
 //
 // INVARIANTS: end == base when empty, else the last batch's offset + 1; size is
 // the end of the last batch; idx and tidx mirror idxFile and tidxFile.
 type logSegment struct {
-	base     int64
-	path     string
+	base int64
+	// dir is the log's directory (its string, not a copy); path derives
+	// the .log file's path from it and base. files is the log's cache.
+	dir      string
+	files    *FileCache
 	file     *segmentFile // shared with Regions read from this segment; nil once closed
 	size     int64
 	end      int64
@@ -203,7 +213,7 @@ func OpenLog(dir string, cfg LogConfig) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer func() { l.listed = nil }() // only for the open
+	defer func() { l.atOpen.names = nil }() // only for the open
 	if err := l.loadTopicID(); err != nil {
 		return nil, err
 	}
@@ -259,9 +269,8 @@ func makeDir(dir string) (created bool, err error) {
 // createSegment creates the empty segment at base of a new directory: its
 // .log file only (no stale file to clear, no transaction index to read).
 func (l *Log) createSegment(base int64) (*logSegment, error) {
-	sg := &logSegment{base: base, end: base, firstTsMs: -1, maxTsMs: -1, maxTsOffset: -1,
-		path: filepath.Join(l.dir, SegmentFileName(base, LogSuffix))}
-	f, err := os.OpenFile(sg.path, os.O_RDWR|os.O_CREATE, 0o644)
+	sg := l.newSegment(base)
+	f, err := os.OpenFile(sg.path(), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -280,23 +289,24 @@ func (l *Log) scanDir() ([]int64, error) {
 		return nil, err
 	}
 	var bases []int64
-	l.listed = make(map[string]bool, len(entries))
+	ls := &openListing{names: make(map[string]bool, len(entries))}
+	l.atOpen = ls
 	for _, e := range entries {
 		name := e.Name()
 		if base, ok := ParseSegmentFileName(name, LogSuffix); ok {
 			bases = append(bases, base)
 		} else if off, ok := ParseSegmentFileName(name, ProducerSnapshotSuffix); ok {
-			l.snapshotsAtOpen = append(l.snapshotsAtOpen, off)
+			ls.snapshots = append(ls.snapshots, off)
 		} else if strings.HasSuffix(name, ".tmp") {
 			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		l.listed[name] = true
+		ls.names[name] = true
 	}
 	slices.Sort(bases)
-	slices.Sort(l.snapshotsAtOpen)
+	slices.Sort(ls.snapshots)
 	return bases, nil
 }
 
@@ -313,7 +323,12 @@ func (l *Log) readListed(name string) ([]byte, error) {
 // directory held when OpenLog listed it, sorted (none for a log whose
 // directory it created): what ProducerSnapshotOffsets would list before
 // anything writes or deletes one, without listing the directory again.
-func (l *Log) ProducerSnapshotsAtOpen() []int64 { return slices.Clone(l.snapshotsAtOpen) }
+func (l *Log) ProducerSnapshotsAtOpen() []int64 {
+	if l.atOpen == nil {
+		return nil
+	}
+	return slices.Clone(l.atOpen.snapshots)
+}
 
 func (l *Log) loadTopicID() error {
 	data, err := l.readListed(PartitionMetadataFile)
@@ -411,15 +426,15 @@ func (l *Log) readEpochCheckpoint() (epochFile, []EpochEntry, error) {
 // rebuildSegment scans sg from scratch, rewriting its indexes and feeding the
 // epoch cache.
 func (l *Log) rebuildSegment(sg *logSegment, next int64, prevEpoch int32) (ScanResult, error) {
-	if err := sg.idxFile.reset(); err != nil {
+	if err := sg.idxFile.reset(sg); err != nil {
 		return ScanResult{}, err
 	}
-	if err := sg.tidxFile.reset(); err != nil {
+	if err := sg.tidxFile.reset(sg); err != nil {
 		return ScanResult{}, err
 	}
 	sg.idx, sg.tidx, sg.size, sg.end, sg.sinceIndex = nil, nil, 0, sg.base, 0
 	var werr error
-	res, err := ScanSegment(sg.path, next, prevEpoch, func(info BatchInfo, _ Batch) {
+	res, err := ScanSegment(sg.path(), next, prevEpoch, func(info BatchInfo, _ Batch) {
 		l.epochs.Assign(info.Epoch, info.BaseOffset)
 		if werr == nil {
 			werr = sg.indexBatch(info, l.cfg.IndexIntervalBytes)
@@ -433,7 +448,7 @@ func (l *Log) rebuildSegment(sg *logSegment, next int64, prevEpoch int32) (ScanR
 }
 
 func (l *Log) repairTail(sg *logSegment, res ScanResult) error {
-	l.logger().Warn("truncating invalid log tail", zap.String("segment", sg.path),
+	l.logger().Warn("truncating invalid log tail", zap.String("segment", sg.path()),
 		zap.Int64("offset", sg.end), zap.Int64("position", res.Valid),
 		zap.Int64("dropped_bytes", res.Total-res.Valid), zap.NamedError("reason", res.Reason))
 	if err := sg.file.truncate(res.Valid); err != nil {
@@ -457,11 +472,10 @@ func (l *Log) dropSegmentFiles(bases []int64) error {
 }
 
 func (l *Log) openSegment(base int64) (*logSegment, error) {
-	sg := &logSegment{base: base, end: base, firstTsMs: -1, maxTsMs: -1, maxTsOffset: -1,
-		path: filepath.Join(l.dir, SegmentFileName(base, LogSuffix))}
+	sg := l.newSegment(base)
 	// The file is opened at its first read or write, not here: a clean
 	// open of a partition that is never read holds no descriptor.
-	st, err := os.Stat(sg.path)
+	st, err := os.Stat(sg.path())
 	if err != nil {
 		return nil, err
 	}
@@ -480,16 +494,26 @@ func (l *Log) openSegment(base int64) (*logSegment, error) {
 // just opened, else opened at first use) and the index files (at their
 // first entry).
 func (l *Log) initSegment(sg *logSegment, f *os.File) {
-	sg.file = &segmentFile{cachedFile: l.cfg.Files.adopt(sg.path, os.O_RDWR, f)}
-	sg.idxFile = indexFile{segment: sg.path, suffix: IndexSuffix, files: l.cfg.Files}
-	sg.tidxFile = indexFile{segment: sg.path, suffix: TimeIndexSuffix, files: l.cfg.Files}
+	sg.file = &segmentFile{}
+	l.cfg.Files.adoptInto(&sg.file.cachedFile, segName{dir: l.dir, base: sg.base, kind: segLogFile}, os.O_RDWR, f)
+}
+
+// newSegment is an empty segment of l at base, without files yet.
+func (l *Log) newSegment(base int64) *logSegment {
+	return &logSegment{base: base, dir: l.dir, files: l.cfg.Files, end: base, firstTsMs: -1, maxTsMs: -1, maxTsOffset: -1,
+		idxFile: indexFile{kind: segIndexFile}, tidxFile: indexFile{kind: segTimeIndexFile}}
+}
+
+// path is the segment's .log file path (derived: see segName).
+func (sg *logSegment) path() string {
+	return segName{dir: sg.dir, base: sg.base, kind: segLogFile}.path()
 }
 
 // withFile runs fn on the segment's .log descriptor, pinned (opened if the
 // cache closed it).
 func (sg *logSegment) withFile(fn func(f *os.File) error) error {
 	if sg.file == nil {
-		return fmt.Errorf("%w: %s", ErrLogClosed, sg.path)
+		return fmt.Errorf("%w: %s", ErrLogClosed, sg.path())
 	}
 	f, err := sg.file.use()
 	if err != nil {
@@ -508,14 +532,16 @@ func (l *Log) logger() *zap.Logger { return l.cfg.Logger.With(zap.String("dir", 
 
 // unlisted reports whether the open's directory listing shows name missing
 // (false outside an open: unknown).
-func (l *Log) unlisted(name string) bool { return l.listed != nil && !l.listed[name] }
+func (l *Log) unlisted(name string) bool {
+	return l.atOpen != nil && l.atOpen.names != nil && !l.atOpen.names[name]
+}
 
 // loadIndexes reads a flushed segment's index files and finds its end by walking
 // the batch headers after the last offset index entry. A missing index file
 // reads as one without entries (files are created at their first entry): the
 // walk then covers the whole segment.
 func (sg *logSegment) loadIndexes(unlisted func(name string) bool) error {
-	data, err := readIndex(sg.idxFile.path(), unlisted)
+	data, err := readIndex(sg.idxFile.path(sg), unlisted)
 	if err != nil {
 		return err
 	}
@@ -523,7 +549,7 @@ func (sg *logSegment) loadIndexes(unlisted func(name string) bool) error {
 		return err
 	}
 	sg.idxFile.size = int64(len(data))
-	if data, err = readIndex(sg.tidxFile.path(), unlisted); err != nil {
+	if data, err = readIndex(sg.tidxFile.path(sg), unlisted); err != nil {
 		return err
 	}
 	if sg.tidx, err = decodeTimeIndex(data); err != nil {
@@ -542,7 +568,7 @@ func (sg *logSegment) loadIndexes(unlisted func(name string) bool) error {
 // walkTail reads the first batch's header and those after the last offset
 // index entry (loadIndexes).
 func (sg *logSegment) walkTail(f *os.File) error {
-	h, err := readHeaderAt(f, sg.path, 0)
+	h, err := readHeaderAt(f, sg.path(), 0)
 	if err != nil {
 		return err
 	}
@@ -552,12 +578,12 @@ func (sg *logSegment) walkTail(f *os.File) error {
 		pos = int64(sg.idx[n-1].pos)
 	}
 	for pos < sg.size {
-		h, err := readHeaderAt(f, sg.path, pos)
+		h, err := readHeaderAt(f, sg.path(), pos)
 		if err != nil {
 			return err
 		}
 		if pos+h.Size > sg.size || h.BaseOffset < sg.base {
-			return fmt.Errorf("%w: batch at byte %d of %s", ErrCorruptBatch, pos, sg.path)
+			return fmt.Errorf("%w: batch at byte %d of %s", ErrCorruptBatch, pos, sg.path())
 		}
 		if h.MaxTimestampMs > sg.maxTsMs {
 			sg.maxTsMs, sg.maxTsOffset = h.MaxTimestampMs, h.LastOffset
@@ -585,7 +611,7 @@ func readIndex(path string, unlisted func(name string) bool) ([]byte, error) {
 // readHeader reads the header of the batch at pos.
 func (sg *logSegment) readHeader(pos int64) (h BatchInfo, err error) {
 	err = sg.withFile(func(f *os.File) error {
-		h, err = readHeaderAt(f, sg.path, pos)
+		h, err = readHeaderAt(f, sg.path(), pos)
 		return err
 	})
 	return h, err
@@ -623,7 +649,7 @@ func (sg *logSegment) indexBatch(info BatchInfo, intervalBytes int64) error {
 	}
 	if sg.sinceIndex > intervalBytes {
 		e := offsetEntry{rel: int32(info.LastOffset - sg.base), pos: int32(info.Position)}
-		if err := sg.idxFile.append(encodeOffsetEntry(e)); err != nil {
+		if err := sg.idxFile.append(sg, encodeOffsetEntry(e)); err != nil {
 			return err
 		}
 		sg.idx = append(sg.idx, e)
@@ -647,7 +673,7 @@ func (sg *logSegment) appendTimeEntry() error {
 	if n := len(sg.tidx); n > 0 && (e.tsMs <= sg.tidx[n-1].tsMs || e.rel <= sg.tidx[n-1].rel) {
 		return nil
 	}
-	if err := sg.tidxFile.append(encodeTimeEntry(e)); err != nil {
+	if err := sg.tidxFile.append(sg, encodeTimeEntry(e)); err != nil {
 		return err
 	}
 	sg.tidx = append(sg.tidx, e)
@@ -657,10 +683,10 @@ func (sg *logSegment) appendTimeEntry() error {
 // ensureIndexFiles gives a segment with batches both index files, in
 // Kafka's layout, even when too little was appended for an entry.
 func (sg *logSegment) ensureIndexFiles() error {
-	if err := sg.idxFile.ensureExists(); err != nil {
+	if err := sg.idxFile.ensureExists(sg); err != nil {
 		return err
 	}
-	return sg.tidxFile.ensureExists()
+	return sg.tidxFile.ensureExists(sg)
 }
 
 func (sg *logSegment) sync() error {
@@ -720,16 +746,15 @@ func (l *Log) syncDir() error {
 // openNewSegment creates an empty active segment at base without fsyncing
 // the directory.
 func (l *Log) openNewSegment(base int64) error {
-	sg := &logSegment{base: base, end: base, firstTsMs: -1, maxTsMs: -1, maxTsOffset: -1,
-		path: filepath.Join(l.dir, SegmentFileName(base, LogSuffix))}
+	sg := l.newSegment(base)
 	// A stale file of that name holds nothing we want.
-	f, err := os.OpenFile(sg.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(sg.path(), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
 	l.initSegment(sg, f)
-	for _, drop := range []func() error{sg.idxFile.dropStale, sg.tidxFile.dropStale} {
-		if err := drop(); err != nil {
+	for _, x := range []*indexFile{&sg.idxFile, &sg.tidxFile} {
+		if err := x.dropStale(sg); err != nil {
 			sg.close()
 			return err
 		}
@@ -1130,7 +1155,7 @@ func (sg *logSegment) span(offset int64, maxBytes int, maxOffset int64) (start, 
 func (sg *logSegment) spanIn(f *os.File, pos, offset int64, maxBytes int, maxOffset int64) (start, stop int64, err error) {
 	start = -1
 	for pos < sg.size {
-		h, err := readHeaderAt(f, sg.path, pos)
+		h, err := readHeaderAt(f, sg.path(), pos)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -1180,7 +1205,7 @@ func (l *Log) WalkBatches(from int64, fn func(BatchInfo) bool) error {
 		stop := false
 		err := sg.withFile(func(f *os.File) error {
 			for pos < sg.size {
-				h, err := readHeaderAt(f, sg.path, pos)
+				h, err := readHeaderAt(f, sg.path(), pos)
 				if err != nil {
 					return err
 				}
@@ -1241,7 +1266,7 @@ func (l *Log) OffsetForTimestamp(tsMs int64) (b Batch, ok bool, err error) {
 		found := false
 		err = sg.withFile(func(f *os.File) error {
 			for pos < sg.size {
-				h, err := readHeaderAt(f, sg.path, pos)
+				h, err := readHeaderAt(f, sg.path(), pos)
 				if err != nil {
 					return err
 				}

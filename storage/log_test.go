@@ -165,7 +165,7 @@ func TestLogRollIndexesAndReopen(t *testing.T) {
 // offset entry points at the start of a batch holding that offset.
 func checkIndexFiles(t *testing.T, sg *logSegment) {
 	t.Helper()
-	data, err := os.ReadFile(sg.idxFile.path())
+	data, err := os.ReadFile(sg.idxFile.path(sg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,15 +174,15 @@ func checkIndexFiles(t *testing.T, sg *logSegment) {
 		t.Fatal(err)
 	}
 	if sg.size > 1500 && len(idx) == 0 {
-		t.Fatalf("%s: no index entry in %d bytes", sg.path, sg.size)
+		t.Fatalf("%s: no index entry in %d bytes", sg.path(), sg.size)
 	}
 	for _, e := range idx {
 		h, err := sg.readHeader(int64(e.pos))
 		if err != nil || h.BaseOffset > sg.base+int64(e.rel) || h.LastOffset < sg.base+int64(e.rel) {
-			t.Fatalf("%s: index entry %+v -> batch [%d, %d] %v", sg.path, e, h.BaseOffset, h.LastOffset, err)
+			t.Fatalf("%s: index entry %+v -> batch [%d, %d] %v", sg.path(), e, h.BaseOffset, h.LastOffset, err)
 		}
 	}
-	tdata, err := os.ReadFile(sg.tidxFile.path())
+	tdata, err := os.ReadFile(sg.tidxFile.path(sg))
 	if err != nil {
 		t.Fatal(err)
 	}

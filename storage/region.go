@@ -45,7 +45,7 @@ var ErrRegionChanged = errors.New("storage: segment file truncated since the rea
 // INVARIANTS: cuts only grows, and is incremented before each truncation
 // of the file.
 type segmentFile struct {
-	*cachedFile
+	cachedFile
 	cuts atomic.Uint64
 }
 
@@ -86,7 +86,7 @@ func (r Region) Section() (*os.File, int64, int64) { return r.File(), r.Pos, r.L
 // (it may be shorter, or hold other batches at Pos now).
 func (r Region) Check() error {
 	if r.file != nil && r.file.cuts.Load() != r.cuts {
-		return fmt.Errorf("%w: %s [%d, %d)", ErrRegionChanged, r.file.path, r.Pos, r.Pos+r.Len)
+		return fmt.Errorf("%w: %s [%d, %d)", ErrRegionChanged, r.file.name.path(), r.Pos, r.Pos+r.Len)
 	}
 	return nil
 }

@@ -74,7 +74,7 @@ func (sg *logSegment) newestMs() int64 {
 	if sg.maxTsMs >= 0 {
 		return sg.maxTsMs
 	}
-	if st, err := os.Stat(sg.path); err == nil {
+	if st, err := os.Stat(sg.path()); err == nil {
 		return st.ModTime().UnixMilli()
 	}
 	return -1

@@ -170,10 +170,10 @@ func (l *Log) cutSegment(sg *logSegment, offset int64) error {
 	size := pos
 	sg.idx, sg.tidx, sg.size, sg.end, sg.sinceIndex, sg.dirty = nil, nil, 0, sg.base, 0, true
 	sg.firstTsMs, sg.maxTsMs, sg.maxTsOffset = -1, -1, -1
-	if err := sg.idxFile.reset(); err != nil {
+	if err := sg.idxFile.reset(sg); err != nil {
 		return err
 	}
-	if err := sg.tidxFile.reset(); err != nil {
+	if err := sg.tidxFile.reset(sg); err != nil {
 		return err
 	}
 	for p := int64(0); p < size; {

@@ -1,0 +1,60 @@
+package replica
+
+import (
+	"runtime"
+	"testing"
+)
+
+// TestApplyAllAllocation pins the bytes ApplyAll allocates to host a new
+// partition, garbage included: a broker catching up on a large create is
+// handed every partition in one publish, and what ApplyAll allocated on
+// top of the partitions it keeps (a copy of the states to put leader moves
+// first, an item of some 300 bytes per partition) was live at once, so the
+// heap, and with it the garbage collector's goal, grew by that much per
+// partition. It was 3,064 bytes per partition (2,048 partitions); 2,671
+// now (2,736 with -race), the states applied applyChunk at a time from
+// reused buffers.
+func TestApplyAllAllocation(t *testing.T) {
+	const n = 2048
+	m, err := New(Config{Dir: t.TempDir(), BrokerID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	states := make([]PartitionState, n)
+	for p := range int32(n) {
+		states[p] = PartitionState{TopicPartition: TopicPartition{"demo", p}, TopicID: topicID, Leader: 1 + p%2,
+			Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if err := m.ApplyAll(states); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	perPartition := float64(after.TotalAlloc-before.TotalAlloc) / n
+	t.Logf("ApplyAll allocated %.0f bytes per new partition", perPartition)
+	if perPartition > 2900 {
+		t.Errorf("ApplyAll allocated %.0f bytes per new partition, want at most 2900", perPartition)
+	}
+	if got := len(m.Hosted()); got != n {
+		t.Fatalf("%d partitions hosted, want %d", got, n)
+	}
+
+	// The three checkpoint files of the hosted partitions (the high
+	// watermarks' are written every 5 s): each file was built whole, its
+	// entries, a sorted copy and its text, 357 bytes per partition for
+	// the three; 74 now, the rows taken once and the files streamed.
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if err := m.WriteCheckpoints(); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	perPartition = float64(after.TotalAlloc-before.TotalAlloc) / n
+	t.Logf("WriteCheckpoints allocated %.0f bytes per partition", perPartition)
+	if perPartition > 150 {
+		t.Errorf("WriteCheckpoints allocated %.0f bytes per partition, want at most 150", perPartition)
+	}
+}
