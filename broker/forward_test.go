@@ -101,12 +101,7 @@ func TestForwardNegotiatesDown(t *testing.T) {
 	active.attach(h.b.Listener(), h.next)
 	h.b.Listener().HandleLeaderChange(quorum.LeaderAndEpoch{LeaderID: 3001, Epoch: 1, EpochStartOffset: -1})
 
-	req := kmsg.NewPtrCreateTopicsRequest()
-	req.SetVersion(7)
-	req.TimeoutMillis = 1000
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "neg", 1, 1
-	req.Topics = append(req.Topics, rt)
+	req := createOneTopic("neg", 1000)
 	resp := h.request(req).(*kmsg.CreateTopicsResponse)
 	active.mu.Lock()
 	got := sentVersion
@@ -249,12 +244,7 @@ func TestForwardMovesToNewController(t *testing.T) {
 		<-reached // the request is stuck at the paused controller
 		h.b.Listener().HandleLeaderChange(quorum.LeaderAndEpoch{LeaderID: 3001, Epoch: 2, EpochStartOffset: -1})
 	}()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	req.SetVersion(7)
-	req.TimeoutMillis = 10000
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "moved", 1, 1
-	req.Topics = append(req.Topics, rt)
+	req := createOneTopic("moved", 10000)
 	start := time.Now()
 	resp := h.request(req).(*kmsg.CreateTopicsResponse)
 	took := time.Since(start)
@@ -291,12 +281,7 @@ func TestForwardAttemptTimeoutAsksOtherControllers(t *testing.T) {
 	h.runPublisher()
 	active.attach(h.b.Listener(), h.next)
 	h.b.Listener().HandleLeaderChange(quorum.LeaderAndEpoch{LeaderID: 3000, Epoch: 1, EpochStartOffset: -1})
-	req := kmsg.NewPtrCreateTopicsRequest()
-	req.SetVersion(7)
-	req.TimeoutMillis = 3000
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "hedged", 1, 1
-	req.Topics = append(req.Topics, rt)
+	req := createOneTopic("hedged", 3000)
 	start := time.Now()
 	resp := h.request(req).(*kmsg.CreateTopicsResponse)
 	took := time.Since(start)
@@ -335,12 +320,7 @@ func TestForwardAttemptTimeoutKeepsSlowController(t *testing.T) {
 	h.runPublisher()
 	slow.attach(h.b.Listener(), h.next)
 	h.b.Listener().HandleLeaderChange(quorum.LeaderAndEpoch{LeaderID: 3000, Epoch: 1, EpochStartOffset: -1})
-	req := kmsg.NewPtrCreateTopicsRequest()
-	req.SetVersion(7)
-	req.TimeoutMillis = 3000
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "slow", 1, 1
-	req.Topics = append(req.Topics, rt)
+	req := createOneTopic("slow", 3000)
 	resp := h.request(req).(*kmsg.CreateTopicsResponse)
 	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
 		t.Fatalf("response %+v, want the slow controller's success", resp.Topics)
@@ -381,12 +361,7 @@ func TestForwardRetriesTheQuorumLeader(t *testing.T) {
 	h.runPublisher()
 	elected.attach(h.b.Listener(), h.next)
 	h.b.Listener().HandleLeaderChange(quorum.LeaderAndEpoch{LeaderID: 3000, Epoch: 2, EpochStartOffset: -1})
-	req := kmsg.NewPtrCreateTopicsRequest()
-	req.SetVersion(7)
-	req.TimeoutMillis = 5000
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "retried", 1, 1
-	req.Topics = append(req.Topics, rt)
+	req := createOneTopic("retried", 5000)
 	start := time.Now()
 	resp := h.request(req).(*kmsg.CreateTopicsResponse)
 	took := time.Since(start)
@@ -427,12 +402,7 @@ func TestForwardFallsBackFromARefusingLeader(t *testing.T) {
 	h.runPublisher()
 	active.attach(h.b.Listener(), h.next)
 	h.b.Listener().HandleLeaderChange(quorum.LeaderAndEpoch{LeaderID: 3000, Epoch: 1, EpochStartOffset: -1})
-	req := kmsg.NewPtrCreateTopicsRequest()
-	req.SetVersion(7)
-	req.TimeoutMillis = 3000
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "fallback", 1, 1
-	req.Topics = append(req.Topics, rt)
+	req := createOneTopic("fallback", 3000)
 	start := time.Now()
 	resp := h.request(req).(*kmsg.CreateTopicsResponse)
 	took := time.Since(start)
@@ -476,12 +446,7 @@ func TestForwardRetriesAnActivatingLeaderAtOnce(t *testing.T) {
 	h.runPublisher()
 	elected.attach(h.b.Listener(), h.next)
 	h.b.Listener().HandleLeaderChange(quorum.LeaderAndEpoch{LeaderID: 3000, Epoch: 2, EpochStartOffset: -1})
-	req := kmsg.NewPtrCreateTopicsRequest()
-	req.SetVersion(7)
-	req.TimeoutMillis = 30_000
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "activating", 1, 1
-	req.Topics = append(req.Topics, rt)
+	req := createOneTopic("activating", 30_000)
 	resp := h.request(req).(*kmsg.CreateTopicsResponse)
 	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
 		t.Fatalf("response %+v, want the elected controller's success", resp.Topics)
@@ -499,4 +464,16 @@ func TestForwardRetriesAnActivatingLeaderAtOnce(t *testing.T) {
 			t.Fatalf("wait %d after the quorum leader's refusal was %v, want at most %v: %v", i, d, activatingBackoff, waits)
 		}
 	}
+}
+
+// createOneTopic is a CreateTopics v7 of one topic (1 partition, replication
+// factor 1) with the given timeout, as the forwarding tests send it.
+func createOneTopic(topic string, timeoutMs int32) *kmsg.CreateTopicsRequest {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(7)
+	req.TimeoutMillis = timeoutMs
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, 1
+	req.Topics = append(req.Topics, rt)
+	return req
 }
