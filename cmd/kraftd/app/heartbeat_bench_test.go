@@ -213,7 +213,7 @@ func BenchmarkHeartbeatDuringCreate100k(b *testing.B) {
 var fencePartitions = flag.Int("hb.partitions", 1_000_000, "partitions BenchmarkHeartbeatWhileFencing creates before fencing")
 
 // BenchmarkHeartbeatWhileFencing: a controller (fsync on) holding
-// -hb.partitions partitions (topics of 100,000, replication factor 1, on 8
+// -hb.partitions partitions (topics of 9,999, replication factor 1, on 8
 // brokers heartbeating every 10 ms) and a ninth broker, the victim, that
 // holds one topic of 1,000 partitions with replication factor 3 next to
 // them. Each iteration measures the 8 brokers' heartbeats for one quiet
@@ -294,8 +294,10 @@ func BenchmarkHeartbeatWhileFencing(b *testing.B) {
 			b.Fatalf("create %s: error %d", name, code)
 		}
 	}
+	// Topics of 9,999: 10,000 records, the most one CreateTopics may write
+	// (Kafka's MAX_RECORDS_PER_USER_OP, controller.max.records.per.user.op).
 	for i, left := 0, *fencePartitions; left > 0; i++ {
-		n := min(left, 100_000)
+		n := min(left, 9_999)
 		create(fmt.Sprintf("bulk-%d", i), int32(n), 1)
 		left -= n
 	}
