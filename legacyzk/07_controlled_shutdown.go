@@ -105,7 +105,7 @@ func (c *controller) moveLeadersOff(id int32, led []TopicPartition) error {
 		return nil
 	}
 	shutting := func(b int32) bool { return c.view.ShuttingDown[b] }
-	changed, _, err := c.changeStates(led, func(tp TopicPartition, cur LeaderIsr, exists bool) (LeaderIsr, bool) {
+	changed, _, err := c.changeStates(led, nil, func(tp TopicPartition, cur LeaderIsr, exists bool) (LeaderIsr, bool) {
 		if !exists || cur.Leader != id {
 			return cur, false
 		}
@@ -137,7 +137,7 @@ func (c *controller) stopFollowers(id int32, followed []TopicPartition) error {
 	if err := c.sendPushes(Translate(&c.view, stop, c.id, c.epoch), nil); err != nil {
 		return err
 	}
-	changed, _, err := c.changeStates(followed, func(tp TopicPartition, cur LeaderIsr, exists bool) (LeaderIsr, bool) {
+	changed, _, err := c.changeStates(followed, nil, func(tp TopicPartition, cur LeaderIsr, exists bool) (LeaderIsr, bool) {
 		if !exists || !slices.Contains(cur.ISR, id) || cur.Leader == id {
 			return cur, false
 		}

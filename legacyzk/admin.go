@@ -574,8 +574,12 @@ func (b *Broker) addPartitions(ctx context.Context, st Store, validateOnly bool,
 	return nil, ""
 }
 
-// DefaultMaxRecordsPerUserOp is Config.MaxRecordsPerUserOp's default, the
-// KRaft controller's default of controller.max.records.per.user.op.
+// DefaultMaxRecordsPerUserOp is Config.MaxRecordsPerUserOp's default:
+// kraftd's bound on one admin request, well above anything ZooKeeper-era
+// Kafka (which had none) was asked for in practice. It is not the KRaft
+// controller's default (Kafka's MAX_RECORDS_PER_USER_OP, 10000): a
+// zk-legacy broker refusing what a ZooKeeper-era broker accepted would be
+// a divergence of its own.
 const DefaultMaxRecordsPerUserOp = 200000
 
 const excessivelyLargeMessage = "Unable to perform excessively large batch operation."

@@ -62,9 +62,9 @@ type Config struct {
 	// topic, validate-only too, before anything is placed or written.
 	// Kafka's ZooKeeper-era brokers had no such cap (a CreateTopics for
 	// 2^31-1 partitions ran them out of memory); this is kraftd's
-	// protection, the same key and value as the KRaft controller's
-	// controller.max.records.per.user.op. Default
-	// DefaultMaxRecordsPerUserOp.
+	// protection, set from controller.max.records.per.user.op when that
+	// key is set (its default, Kafka's KRaft cap of 10000, is not applied
+	// here). Default DefaultMaxRecordsPerUserOp.
 	MaxRecordsPerUserOp int
 
 	// ControlledShutdownMaxRetries (default 3) and

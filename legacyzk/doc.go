@@ -45,8 +45,10 @@
 // that partition's change. New partitions' znodes are created as Kafka's
 // createTopicPartitionStatesRaw does: /partitions per topic, then
 // /partitions/<p> and the state znode per partition, each a fenced create,
-// each step pipelined. A new topic, or partitions added to one, goes
-// through onNewPartitionCreation: only its partitions are read, written and
+// each step pipelined; a partition the controller holds no state for
+// (Kafka's NewPartition) has its state znode created without reading it
+// first. A new topic, or partitions added to one, goes
+// through onNewPartitionCreation: only its partitions are written and
 // pushed (UpdateMetadata carries only them), so a create costs what it
 // creates, not what exists. Controlled shutdown runs through the
 // ControlledShutdown RPC (key 7). A broker names (and sends

@@ -20,13 +20,20 @@ const maxStateRetries = 5
 // changeStates is the partition state machine's write path: re-read the
 // state znodes of tps (pipelined getData), decide, and write each change
 // as a fenced conditional Multi (pipelined, max in flight); partitions
-// whose write lost on BADVERSION are re-read and decided again. The view
-// is updated with what was written. It returns the partitions changed and
-// which of them were created.
-func (c *controller) changeStates(tps []TopicPartition, decide decideFunc) (changed, created map[TopicPartition]bool, err error) {
+// whose write lost on BADVERSION or NODEEXISTS are re-read and decided
+// again. Partitions in unread are not read the first time: the caller
+// knows they have no state znode (Kafka's NewPartition, whose state
+// initializeLeaderAndIsrForPartitions creates without reading it). The
+// view is updated with what was written. It returns the partitions
+// changed and which of them were created.
+func (c *controller) changeStates(tps []TopicPartition, unread map[TopicPartition]bool, decide decideFunc) (changed, created map[TopicPartition]bool, err error) {
 	changed, created = map[TopicPartition]bool{}, map[TopicPartition]bool{}
 	for attempt := 0; len(tps) > 0 && attempt < maxStateRetries; attempt++ {
-		cur, err := c.readStates(tps)
+		read := tps
+		if attempt == 0 && len(unread) > 0 {
+			read = slices.DeleteFunc(slices.Clone(tps), func(tp TopicPartition) bool { return unread[tp] })
+		}
+		cur, err := c.readStates(read)
 		if err != nil {
 			return changed, created, err
 		}
@@ -243,13 +250,22 @@ func (c *controller) onNewPartitionCreation(tps []TopicPartition) error {
 }
 
 // onlinePartitions moves tps to OnlinePartition (decideOnline from their
-// re-read state znodes) and pushes the partitions it changed.
+// re-read state znodes) and pushes the partitions it changed. A partition
+// the controller holds no state for is Kafka's NewPartition: its state
+// znode is created without being read first (a create that finds it
+// there is re-read and decided again).
 func (c *controller) onlinePartitions(tps []TopicPartition) error {
 	slices.SortFunc(tps, compareTP)
 	if len(tps) == 0 {
 		return nil
 	}
-	changed, created, err := c.changeStates(tps, c.decideOnline)
+	unread := map[TopicPartition]bool{}
+	for _, tp := range tps {
+		if _, known := c.view.States[tp]; !known {
+			unread[tp] = true
+		}
+	}
+	changed, created, err := c.changeStates(tps, unread, c.decideOnline)
 	if len(changed) > 0 {
 		b := NewBatch()
 		for _, tp := range sortedTPs(changed) {

@@ -34,11 +34,16 @@ package controller
 //     count against Config.MaxRecordsPerUserOp, Kafka's BoundedList of
 //     MAX_RECORDS_PER_USER_OP: past it the whole request is answered
 //     POLICY_VIOLATION "Unable to perform excessively large batch
-//     operation." for every topic, ValidateOnly or not. kraftd counts a
-//     topic's records before placing or copying anything (NumPartitions
-//     2147483647 costs nothing), so a manual assignment over the cap fails
-//     with POLICY_VIOLATION even where Kafka, which validates the entries
-//     first, would report an invalid one.
+//     operation." for every topic, ValidateOnly or not (Kafka's
+//     BoundedListTooLongException is not caught per topic here, and
+//     EventHandlerExceptionInfo maps it to that PolicyViolationException).
+//     With the default cap (10000) a topic of 9,999 partitions and no
+//     configs is exactly 10,000 records and passes; 10,000 partitions
+//     (10,001 records) are refused with that message, 10,001 with the
+//     partitions message above. kraftd counts a topic's records before
+//     placing anything (NumPartitions 2147483647 costs nothing) and, as
+//     Kafka, after validating every manual assignment entry (they are the
+//     request's own).
 //
 // A created topic is a TopicRecord, its ConfigRecords, then one
 // PartitionRecord per partition with ISR = the active replicas, leader =
@@ -386,9 +391,6 @@ func (c *core) manualAssignment(t kmsg.CreateTopicsRequestTopic, fixed int, budg
 	if t.NumPartitions != -1 {
 		return nil, errf(kerr.InvalidRequest, "A manual partition assignment was specified, but numPartitions was not set to -1.")
 	}
-	if !budget.take(fixed + len(t.ReplicaAssignment)) {
-		return nil, errExcessivelyLarge
-	}
 	byID := make(map[int32][]int32, len(t.ReplicaAssignment))
 	rf := -1
 	for _, a := range t.ReplicaAssignment {
@@ -405,13 +407,19 @@ func (c *core) manualAssignment(t kmsg.CreateTopicsRequestTopic, fixed int, budg
 		}
 		byID[a.Partition] = slices.Clone(a.Replicas)
 	}
-	out := make([][]int32, len(byID))
-	for i := range out {
-		r, ok := byID[int32(i)]
-		if !ok {
+	for i := range int32(len(byID)) {
+		if _, ok := byID[i]; !ok {
 			return nil, errf(kerr.InvalidReplicaAssignment, "partitions should be a consecutive 0-based integer sequence")
 		}
-		out[i] = r
+	}
+	// Kafka adds the topic's records once every entry has passed; byID
+	// holds the request's own lists, so nothing was allocated past it.
+	if !budget.take(fixed + len(byID)) {
+		return nil, errExcessivelyLarge
+	}
+	out := make([][]int32, len(byID))
+	for i := range out {
+		out[i] = byID[int32(i)]
 	}
 	return out, nil
 }

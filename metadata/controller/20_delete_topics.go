@@ -9,10 +9,15 @@ package controller
 // v6 entry with both or neither is INVALID_REQUEST, an unknown name is
 // UNKNOWN_TOPIC_OR_PARTITION, an unknown id UNKNOWN_TOPIC_ID, and a name
 // that resolves to an id also given is INVALID_REQUEST. Each deleted topic
-// is one RemoveTopicRecord (which also drops its configs on replay). More
-// deletions than Config.MaxRecordsPerUserOp answer every topic
-// POLICY_VIOLATION (Kafka's BoundedList of MAX_RECORDS_PER_USER_OP; its
-// DeleteTopics error response carries no message).
+// is one RemoveTopicRecord (which also drops its configs on replay).
+//
+// Deletions past Config.MaxRecordsPerUserOp: Kafka's deleteTopics adds the
+// RemoveTopicRecords to a BoundedList of MAX_RECORDS_PER_USER_OP and
+// catches every exception per topic, so the topics that fit are deleted
+// and each one after them is answered UNKNOWN_SERVER_ERROR with no message
+// (ApiError.fromThrowable of the BoundedListTooLongException); the request
+// as a whole succeeds. kraftd does the same, in request order (Kafka's is
+// that of a HashMap of the ids, and it shuffles its answers).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -64,10 +69,11 @@ func (c *core) deleteTopics(req *kmsg.DeleteTopicsRequest) Result {
 			add(name, id, errf(kerr.InvalidRequest, "The provided topic name maps to an ID that was already supplied."))
 			continue
 		}
-		if !budget.take(1) {
-			return excessivelyLarge(req)
-		}
 		deleted[id] = true
+		if !budget.take(1) {
+			add(name, id, &apiError{code: kerr.UnknownServerError.Code})
+			continue
+		}
 		recs = append(recs, records.Record{Message: &records.RemoveTopicRecord{TopicID: id}})
 		add(name, id, nil)
 	}

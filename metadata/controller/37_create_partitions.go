@@ -13,11 +13,20 @@ package controller
 // PartitionRecords. ValidateOnly writes nothing. A topic named twice is
 // INVALID_REQUEST, as Kafka's ControllerApis reports it.
 //
-// The new partitions count against Config.MaxRecordsPerUserOp as in
-// CreateTopics: they are taken from the request's budget once the count
-// and the replication factor have passed, before anything is placed or
-// copied, and a request over the cap is answered POLICY_VIOLATION
-// "Unable to perform excessively large batch operation." for every topic.
+// The new partitions count against Config.MaxRecordsPerUserOp (Kafka's
+// BoundedList of MAX_RECORDS_PER_USER_OP): they are taken from the
+// request's budget once the count, the replication factor and any manual
+// assignment have passed, before anything is placed. Kafka catches the
+// BoundedListTooLongException per topic, so the topic whose partitions do
+// not fit is answered UNKNOWN_SERVER_ERROR with no message, the topics
+// before it keep theirs, and, its list being full, every later topic that
+// would add a partition is answered the same (ValidateOnly too). Kafka
+// also writes the records of that topic that did fit (the topic grows by
+// fewer partitions than asked while reported failed); kraftd writes none
+// of them. More topics than the cap (names given twice not counted: Kafka's
+// ControllerApis answers them) overflow Kafka's bounded list of results
+// outside that catch: the whole request is answered POLICY_VIOLATION
+// "Unable to perform excessively large batch operation.".
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -32,6 +41,15 @@ func (c *core) createPartitions(req *kmsg.CreatePartitionsRequest) Result {
 	counts := map[string]int{}
 	for _, t := range req.Topics {
 		counts[t.Topic]++
+	}
+	distinct := 0
+	for _, n := range counts {
+		if n == 1 {
+			distinct++
+		}
+	}
+	if distinct > c.cfg.MaxRecordsPerUserOp {
+		return excessivelyLarge(req)
 	}
 	var recs []records.Record
 	budget := recordBudget(c.cfg.MaxRecordsPerUserOp)
@@ -51,9 +69,10 @@ func (c *core) createPartitions(req *kmsg.CreatePartitionsRequest) Result {
 			if recs, err = c.createPartitionsFor(t, recs, &budget); err != nil {
 				budget = left // a topic that fails writes nothing
 			}
-		}
-		if err == errExcessivelyLarge {
-			return excessivelyLarge(req)
+			if err == errExcessivelyLarge {
+				// Kafka's record list is full from here on.
+				err, budget = &apiError{code: kerr.UnknownServerError.Code}, 0
+			}
 		}
 		if err != nil {
 			rt.ErrorCode, rt.ErrorMessage = err.code, err.msg
@@ -89,9 +108,8 @@ func (c *core) createPartitionsFor(t kmsg.CreatePartitionsRequestTopic, recs []r
 	rf := len(p0.Replicas())
 	var assignments [][]int32
 	if t.Assignment != nil {
-		if !budget.take(additional) {
-			return recs, errExcessivelyLarge
-		}
+		// Kafka validates every assignment before it adds a record; they
+		// are the request's own (len(t.Assignment) == additional).
 		assignments = make([][]int32, 0, additional)
 		for i, a := range t.Assignment {
 			if err := c.validateManualAssignment(a.Replicas, rf); err != nil {
@@ -103,6 +121,9 @@ func (c *core) createPartitionsFor(t kmsg.CreatePartitionsRequestTopic, recs []r
 					int(cur)+i)
 			}
 			assignments = append(assignments, a.Replicas)
+		}
+		if !budget.take(additional) {
+			return recs, errExcessivelyLarge
 		}
 	} else {
 		var err *apiError

@@ -49,12 +49,12 @@ const (
 	mvMin   int16 = 4  // 3.3-IV0, the oldest bootstrap level Kafka accepts
 )
 
-// DefaultMaxRecordsPerUserOp is Config.MaxRecordsPerUserOp's default: 20
-// times Kafka's fixed MAX_RECORDS_PER_USER_OP (10000). A CreateTopics is
-// also held to Kafka's 10,000 partitions per request (maxPartitionsPerCreate),
-// so the cap above 10000 matters for its topic and config records, and for
-// CreatePartitions and DeleteTopics.
-const DefaultMaxRecordsPerUserOp = 200000
+// DefaultMaxRecordsPerUserOp is Config.MaxRecordsPerUserOp's default:
+// Kafka's MAX_RECORDS_PER_USER_OP (QuorumController, 10000, not
+// configurable there), so that every request meets Kafka's answer at
+// Kafka's boundary. A CreateTopics of one topic of 10,000 partitions is
+// 10,001 records and is refused, as Kafka refuses it; 9,999 pass.
+const DefaultMaxRecordsPerUserOp = 10000
 
 // Config configures a Controller. Zero values take the defaults noted.
 type Config struct {
@@ -111,15 +111,20 @@ type Config struct {
 	// 8 MiB, the quorum's own limit).
 	MaxBatchBytes int
 	// MaxRecordsPerUserOp caps the records one CreateTopics,
-	// CreatePartitions or DeleteTopics request may produce (default
-	// 200000; zero or negative takes the default). Handlers count a
-	// topic's records before they build them, so a request over the cap
-	// is answered POLICY_VIOLATION "Unable to perform excessively large
-	// batch operation." before anything proportional to it is allocated.
-	// Kafka's cap (MAX_RECORDS_PER_USER_OP, since 3.5) is fixed at 10000;
-	// kraftd's default is above it (an operation over 10000 records is
-	// written as a metadata transaction). Whatever the cap, a CreateTopics
-	// asking for more than 10,000 partitions is refused as Kafka refuses it
+	// CreatePartitions, DeleteTopics, AlterConfigs or
+	// IncrementalAlterConfigs request may produce (default 10000, Kafka's
+	// fixed MAX_RECORDS_PER_USER_OP since 3.5; zero or negative takes the
+	// default). Handlers count a topic's records before they build them,
+	// so nothing proportional to an over-cap request is allocated. Past
+	// the cap Kafka's answers are kept: CreateTopics and the config
+	// requests are refused whole, POLICY_VIOLATION "Unable to perform
+	// excessively large batch operation."; DeleteTopics and
+	// CreatePartitions answer UNKNOWN_SERVER_ERROR (no message) for each
+	// topic that did not fit and keep the others (Kafka catches the
+	// BoundedListTooLongException per topic there). Raising it (a kraftd
+	// extension) lets an operation over 10000 records be written as a
+	// metadata transaction. Whatever the cap, a CreateTopics asking for
+	// more than 10,000 partitions is refused as Kafka refuses it
 	// (maxPartitionsPerCreate).
 	MaxRecordsPerUserOp int
 	// OnFatal, if set, is called once, from the event loop, when a committed

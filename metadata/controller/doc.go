@@ -53,10 +53,13 @@
 // committed, the response waits for the last. A leader change midway keeps
 // the committed part: the next active controller's heartbeat handling
 // computes from the committed image and moves only what is left.
-// Kafka instead refuses user operations over 10000 records
-// (MAX_RECORDS_PER_USER_OP) with POLICY_VIOLATION; kraftd does so over
-// Config.MaxRecordsPerUserOp (default 200000), or over one batch when the
-// metadata.version has no transactions. A CreateTopics asking for more
+// Kafka refuses user operations over 10000 records
+// (MAX_RECORDS_PER_USER_OP); kraftd does so over Config.MaxRecordsPerUserOp,
+// whose default is Kafka's 10000, with Kafka's answers (POLICY_VIOLATION for
+// CreateTopics and the config requests, UNKNOWN_SERVER_ERROR per topic that
+// does not fit for CreatePartitions and DeleteTopics), or over one batch
+// when the metadata.version has no transactions. Only a raised cap lets an
+// operation take more than one batch. A CreateTopics asking for more
 // than 10,000 partitions is refused as in Kafka (MAX_PARTITIONS_PER_BATCH),
 // whatever the record cap: a 100,000-partition create in one request had
 // the quorum leader append 100,000 records in one burst (issue 17). The cap is checked from the
@@ -76,8 +79,11 @@
 //
 // # Where kraftd differs from Kafka (on purpose)
 //
-//   - Operations over 10000 records use a transaction instead of failing,
-//     up to Config.MaxRecordsPerUserOp (above).
+//   - Config.MaxRecordsPerUserOp (Kafka's fixed 10000 by default) can be
+//     raised: operations over 10000 records then use a transaction.
+//   - A CreatePartitions topic whose new partitions overflow the cap
+//     writes none of them (Kafka writes those that fit, and answers the
+//     topic UNKNOWN_SERVER_ERROR as kraftd does).
 //   - No ZkMigrationStateRecord in the bootstrap records (no migration,
 //     and the records package has no codec for it).
 //   - A new broker incarnation replacing one whose session expired before

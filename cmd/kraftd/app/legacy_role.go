@@ -174,7 +174,7 @@ func (c *Config) legacyBrokerConfig(l Endpoint, reg *protocol.Registry) legacyzk
 		Rack:                     rackPtr(c.BrokerRack),
 		NumPartitions:            c.NumPartitions,
 		DefaultReplicationFactor: c.DefaultReplicationFactor,
-		MaxRecordsPerUserOp:      int(c.ControllerMaxRecordsPerUserOp),
+		MaxRecordsPerUserOp:      c.legacyMaxRecordsPerUserOp(),
 		// Zero is legacyzk's "default"; a zero backoff must stay zero.
 		ControlledShutdownMaxRetries:     int(c.ControlledShutdownMaxRetries),
 		ControlledShutdownRetryBackoffMs: max(int(c.ControlledShutdownRetryBackoffMs), 1),
@@ -393,4 +393,16 @@ func (a *App) LegacyReplicas() *replica.Manager {
 		return nil
 	}
 	return a.legacy.Replicas()
+}
+
+// legacyMaxRecordsPerUserOp is the zk-legacy brokers' admin request cap:
+// controller.max.records.per.user.op when it is set, else legacyzk's own
+// default (zero). The key's default is the KRaft controller's, Kafka's
+// MAX_RECORDS_PER_USER_OP; ZooKeeper-era Kafka had no such cap, so a
+// zk-legacy broker only keeps kraftd's bound on what one request allocates.
+func (c *Config) legacyMaxRecordsPerUserOp() int {
+	if !c.explicit["controller.max.records.per.user.op"] {
+		return 0
+	}
+	return int(c.ControllerMaxRecordsPerUserOp)
 }
