@@ -39,6 +39,22 @@ func (g *gatedStorage) hold() chan struct{} {
 	return g.gate
 }
 
+// waitOwnFlush waits until the leader has fsynced everything it appended (its
+// LeaderChange batch) before a test gates its flusher. A leader that committed may
+// still be running that fsync: the followers alone make a majority. Until it
+// completes, the core keeps the epoch's quorum state in flight and sends its Fetch
+// answers only after persisting, so a proposal that wakes parked Fetches comes in a
+// Ready with MessagesAfterPersist, which the driver persists with a synchronous Sync
+// instead of the flusher: the gate would not hold it (a loop under load saw "leader's
+// flushed end 2 covers offset 1 while its fsync is held" through Node.persist's Sync).
+func waitOwnFlush(t *testing.T, lead *testNode) {
+	t.Helper()
+	waitFor(t, "the leader's own fsync of its log", 20*time.Second, func() bool {
+		s, err := lead.node.Status(context.Background())
+		return err == nil && s.FlushedEndOffset == s.LogEndOffset
+	})
+}
+
 // TestLeaderCountsItsAppendOnlyOnceFsynced: the leader replicates a record while its
 // own fsync of it is still running (appendAsync), but the high watermark counts the
 // leader only once that fsync is done. With one follower down the majority is the
@@ -65,6 +81,7 @@ func TestLeaderCountsItsAppendOnlyOnceFsynced(t *testing.T) {
 			c.crash(id)
 		}
 	}
+	waitOwnFlush(t, lead)
 	st, _ := lead.node.Status(context.Background())
 	mu.Lock()
 	gate := stores[lead.id].hold()
@@ -258,6 +275,7 @@ func TestNodeAppendsOnceCommittedDuringItsFsync(t *testing.T) {
 	defer c.closeAll()
 	var lead *testNode
 	waitFor(t, "a leader that committed", 20*time.Second, func() bool { lead = c.leader(); return lead != nil })
+	waitOwnFlush(t, lead)
 	st, _ := lead.node.Status(context.Background())
 	propose := func(v string) int64 {
 		off, err := lead.node.Propose(context.Background(), st.Epoch, []raftlog.Record{{Value: []byte(v)}})
