@@ -340,3 +340,99 @@ func TestNodeAppendsOnceCommittedDuringItsFsync(t *testing.T) {
 		return s.FlushedEndOffset > next
 	})
 }
+
+// TestNewLeaderAppendsAsyncDuringItsLeaderChangeFsync: a new leader's quorum state is
+// durable before its BeginQuorumEpoch leaves (beginEpochAsync), while its
+// LeaderChange batch is fsynced on the flusher. A proposal made meanwhile, once the
+// followers committed the LeaderChange, is appended and replicated at once and
+// commits on the followers' acks although that fsync is still held: its Fetch
+// answers need only the quorum state durable, which it is. Before, the core held
+// them until the whole Ready was advanced, so the append that woke the parked Fetches
+// came with answers to send after persisting, and the driver made it durable
+// synchronously after waiting for the held fsync: the new controller's first
+// records queued behind the LeaderChange fsync.
+func TestNewLeaderAppendsAsyncDuringItsLeaderChangeFsync(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	var mu sync.Mutex
+	stores := map[int32]*gatedStorage{}
+	var gates []chan struct{}
+	c := &testCluster{t: t, addrs: map[int32]string{}, nodes: map[int32]*testNode{}, dirs: map[int32]string{},
+		wrap: func(id int32, s *raftlog.FileStorage) raftlog.Storage {
+			g := &gatedStorage{FileStorage: s}
+			mu.Lock()
+			stores[id] = g
+			gates = append(gates, g.hold()) // every flusher fsync held from the start
+			mu.Unlock()
+			return g
+		},
+		tune: func(cfg *Config) {
+			cfg.AppendLingerMs = 600_000
+			// No election while the leader's fsync is held (see above).
+			cfg.FetchTimeoutMs, cfg.RequestTimeoutMs = 30_000, 5_000
+		}}
+	for i, a := range freeAddrs(t, 3) {
+		id := int32(i + 1)
+		c.addrs[id], c.dirs[id] = a, t.TempDir()
+	}
+	for id := range c.addrs {
+		c.start(id)
+	}
+	release := sync.OnceFunc(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, g := range stores {
+			g.gate = nil
+		}
+		for _, g := range gates {
+			close(g)
+		}
+	})
+	defer c.closeAll()
+	defer release()
+	// status fails the test instead of hanging when a driver is blocked (waiting for
+	// a held fsync answers nothing); release, deferred, then lets it go.
+	status := func(tn *testNode) Status {
+		got := make(chan Status, 1)
+		go func() { s, _ := tn.node.Status(context.Background()); got <- s }()
+		select {
+		case s := <-got:
+			return s
+		case <-time.After(5 * time.Second):
+			t.Fatalf("node %d answers no status within 5 s: its driver waits for a held fsync", tn.id)
+			return Status{}
+		}
+	}
+	var lead *testNode
+	waitFor(t, "a leader whose LeaderChange the followers committed", 20*time.Second, func() bool {
+		for _, tn := range c.nodes {
+			if s := status(tn); s.Role == Leader && s.HighWatermark > s.EpochStartOffset {
+				lead = tn
+				return true
+			}
+		}
+		return false
+	})
+	st := status(lead)
+	if st.FlushedEndOffset > st.EpochStartOffset {
+		t.Fatalf("leader's flushed end %d covers its LeaderChange at %d while every flusher fsync is held",
+			st.FlushedEndOffset, st.EpochStartOffset)
+	}
+	t.Logf("leader %d, epoch %d, LeaderChange at %d, flushed end %d, high watermark %d; proposing",
+		lead.id, st.Epoch, st.EpochStartOffset, st.FlushedEndOffset, st.HighWatermark)
+	off, err := lead.node.Propose(context.Background(), st.Epoch, []raftlog.Record{{Value: []byte("first")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the proposal to commit while the leader's LeaderChange fsync is held", 20*time.Second, func() bool {
+		return lead.rec.committedBatch(off, off) || status(lead).Role != Leader
+	})
+	if s := status(lead); s.Role != Leader || s.FlushedEndOffset > st.EpochStartOffset {
+		t.Fatalf("%s's flushed end %d covers its LeaderChange at %d while its fsync is held",
+			s.Role, s.FlushedEndOffset, st.EpochStartOffset)
+	}
+	release()
+	waitFor(t, "the leader's fsyncs to catch up", 20*time.Second, func() bool {
+		s, _ := lead.node.Status(context.Background())
+		return s.FlushedEndOffset > off
+	})
+}
