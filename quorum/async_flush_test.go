@@ -191,17 +191,42 @@ func TestNewLeaderAnnouncesBeforeItsLogFsync(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	var mu sync.Mutex
 	stores := map[int32]*syncGatedStorage{}
-	c := newTestClusterWrapped(t, 3, func(id int32, s *raftlog.FileStorage) raftlog.Storage {
-		g := &syncGatedStorage{gatedStorage{FileStorage: s}}
-		mu.Lock()
-		stores[id] = g
-		mu.Unlock()
-		return g
-	})
+	c := &testCluster{t: t, addrs: map[int32]string{}, nodes: map[int32]*testNode{}, dirs: map[int32]string{},
+		wrap: func(id int32, s *raftlog.FileStorage) raftlog.Storage {
+			g := &syncGatedStorage{gatedStorage{FileStorage: s}}
+			mu.Lock()
+			stores[id] = g
+			mu.Unlock()
+			return g
+		},
+		// No election before the crash: under load (-race, load 20) the test
+		// cluster's 300 ms fetch timeout let one happen while the test waited for
+		// the followers, and the new leader, elected with fsyncs free, had
+		// delivered its epoch before the gates closed.
+		tune: func(cfg *Config) { cfg.FetchTimeoutMs = 2_000 }}
+	for i, a := range freeAddrs(t, 3) {
+		id := int32(i + 1)
+		c.addrs[id], c.dirs[id] = a, t.TempDir()
+	}
+	for id := range c.addrs {
+		c.start(id)
+	}
 	defer c.closeAll()
 	var lead *testNode
-	waitFor(t, "a leader that committed", 5*time.Second, func() bool { lead = c.leader(); return lead != nil })
+	waitFor(t, "a leader that committed", 20*time.Second, func() bool { lead = c.leader(); return lead != nil })
 	st, _ := lead.node.Status(context.Background())
+	// The leader has committed once one follower made its LeaderChange durable; the
+	// other may still be fetching it. Held, its Sync of that batch would block its
+	// driver, it could grant no vote, and no new leader could be elected after the
+	// crash (a loop under load timed out here 2 times in 60).
+	waitFor(t, "both followers to make the leader's log durable", 20*time.Second, func() bool {
+		for _, tn := range c.nodes {
+			if s, err := tn.node.Status(context.Background()); err != nil || s.FlushedEndOffset < st.LogEndOffset {
+				return false
+			}
+		}
+		return true
+	})
 	var gates []chan struct{}
 	mu.Lock()
 	for id, g := range stores {
@@ -221,7 +246,7 @@ func TestNewLeaderAnnouncesBeforeItsLogFsync(t *testing.T) {
 	// follow (its quorum-state write is not held); the leader's own only after its
 	// epoch start commits.
 	var next LeaderAndEpoch
-	waitFor(t, "a follower to follow the new leader while every log fsync is held", 5*time.Second, func() bool {
+	waitFor(t, "a follower to follow the new leader while every log fsync is held", 20*time.Second, func() bool {
 		for _, tn := range c.nodes {
 			if _, l := tn.rec.snapshot(); l.Epoch > st.Epoch && l.LeaderID >= 0 && l.LeaderID != tn.id {
 				next = l
@@ -234,7 +259,7 @@ func TestNewLeaderAnnouncesBeforeItsLogFsync(t *testing.T) {
 		t.Fatalf("the new leader %d delivered its epoch %d before its LeaderChange fsync", next.LeaderID, next.Epoch)
 	}
 	release()
-	waitFor(t, "the new leader's first commit", 5*time.Second, func() bool {
+	waitFor(t, "the new leader's first commit", 20*time.Second, func() bool {
 		_, l := c.nodes[next.LeaderID].rec.snapshot()
 		return l.Epoch == next.Epoch && l.LeaderID == next.LeaderID
 	})
