@@ -39,6 +39,22 @@ func (g *gatedStorage) hold() chan struct{} {
 	return g.gate
 }
 
+// waitOwnFlush waits until the leader has fsynced everything it appended (its
+// LeaderChange batch) before a test gates its flusher. A leader that committed may
+// still be running that fsync: the followers alone make a majority. Until it
+// completes, the core keeps the epoch's quorum state in flight and sends its Fetch
+// answers only after persisting, so a proposal that wakes parked Fetches comes in a
+// Ready with MessagesAfterPersist, which the driver persists with a synchronous Sync
+// instead of the flusher: the gate would not hold it (a loop under load saw "leader's
+// flushed end 2 covers offset 1 while its fsync is held" through Node.persist's Sync).
+func waitOwnFlush(t *testing.T, lead *testNode) {
+	t.Helper()
+	waitFor(t, "the leader's own fsync of its log", 20*time.Second, func() bool {
+		s, err := lead.node.Status(context.Background())
+		return err == nil && s.FlushedEndOffset == s.LogEndOffset
+	})
+}
+
 // TestLeaderCountsItsAppendOnlyOnceFsynced: the leader replicates a record while its
 // own fsync of it is still running (appendAsync), but the high watermark counts the
 // leader only once that fsync is done. With one follower down the majority is the
@@ -65,6 +81,7 @@ func TestLeaderCountsItsAppendOnlyOnceFsynced(t *testing.T) {
 			c.crash(id)
 		}
 	}
+	waitOwnFlush(t, lead)
 	st, _ := lead.node.Status(context.Background())
 	mu.Lock()
 	gate := stores[lead.id].hold()
@@ -174,17 +191,42 @@ func TestNewLeaderAnnouncesBeforeItsLogFsync(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	var mu sync.Mutex
 	stores := map[int32]*syncGatedStorage{}
-	c := newTestClusterWrapped(t, 3, func(id int32, s *raftlog.FileStorage) raftlog.Storage {
-		g := &syncGatedStorage{gatedStorage{FileStorage: s}}
-		mu.Lock()
-		stores[id] = g
-		mu.Unlock()
-		return g
-	})
+	c := &testCluster{t: t, addrs: map[int32]string{}, nodes: map[int32]*testNode{}, dirs: map[int32]string{},
+		wrap: func(id int32, s *raftlog.FileStorage) raftlog.Storage {
+			g := &syncGatedStorage{gatedStorage{FileStorage: s}}
+			mu.Lock()
+			stores[id] = g
+			mu.Unlock()
+			return g
+		},
+		// No election before the crash: under load (-race, load 20) the test
+		// cluster's 300 ms fetch timeout let one happen while the test waited for
+		// the followers, and the new leader, elected with fsyncs free, had
+		// delivered its epoch before the gates closed.
+		tune: func(cfg *Config) { cfg.FetchTimeoutMs = 2_000 }}
+	for i, a := range freeAddrs(t, 3) {
+		id := int32(i + 1)
+		c.addrs[id], c.dirs[id] = a, t.TempDir()
+	}
+	for id := range c.addrs {
+		c.start(id)
+	}
 	defer c.closeAll()
 	var lead *testNode
-	waitFor(t, "a leader that committed", 5*time.Second, func() bool { lead = c.leader(); return lead != nil })
+	waitFor(t, "a leader that committed", 20*time.Second, func() bool { lead = c.leader(); return lead != nil })
 	st, _ := lead.node.Status(context.Background())
+	// The leader has committed once one follower made its LeaderChange durable; the
+	// other may still be fetching it. Held, its Sync of that batch would block its
+	// driver, it could grant no vote, and no new leader could be elected after the
+	// crash (a loop under load timed out here 2 times in 60).
+	waitFor(t, "both followers to make the leader's log durable", 20*time.Second, func() bool {
+		for _, tn := range c.nodes {
+			if s, err := tn.node.Status(context.Background()); err != nil || s.FlushedEndOffset < st.LogEndOffset {
+				return false
+			}
+		}
+		return true
+	})
 	var gates []chan struct{}
 	mu.Lock()
 	for id, g := range stores {
@@ -204,7 +246,7 @@ func TestNewLeaderAnnouncesBeforeItsLogFsync(t *testing.T) {
 	// follow (its quorum-state write is not held); the leader's own only after its
 	// epoch start commits.
 	var next LeaderAndEpoch
-	waitFor(t, "a follower to follow the new leader while every log fsync is held", 5*time.Second, func() bool {
+	waitFor(t, "a follower to follow the new leader while every log fsync is held", 20*time.Second, func() bool {
 		for _, tn := range c.nodes {
 			if _, l := tn.rec.snapshot(); l.Epoch > st.Epoch && l.LeaderID >= 0 && l.LeaderID != tn.id {
 				next = l
@@ -217,7 +259,7 @@ func TestNewLeaderAnnouncesBeforeItsLogFsync(t *testing.T) {
 		t.Fatalf("the new leader %d delivered its epoch %d before its LeaderChange fsync", next.LeaderID, next.Epoch)
 	}
 	release()
-	waitFor(t, "the new leader's first commit", 5*time.Second, func() bool {
+	waitFor(t, "the new leader's first commit", 20*time.Second, func() bool {
 		_, l := c.nodes[next.LeaderID].rec.snapshot()
 		return l.Epoch == next.Epoch && l.LeaderID == next.LeaderID
 	})
@@ -258,6 +300,7 @@ func TestNodeAppendsOnceCommittedDuringItsFsync(t *testing.T) {
 	defer c.closeAll()
 	var lead *testNode
 	waitFor(t, "a leader that committed", 20*time.Second, func() bool { lead = c.leader(); return lead != nil })
+	waitOwnFlush(t, lead)
 	st, _ := lead.node.Status(context.Background())
 	propose := func(v string) int64 {
 		off, err := lead.node.Propose(context.Background(), st.Epoch, []raftlog.Record{{Value: []byte(v)}})
@@ -320,5 +363,101 @@ func TestNodeAppendsOnceCommittedDuringItsFsync(t *testing.T) {
 	waitFor(t, "the leader's fsync to catch up with the next batch", 20*time.Second, func() bool {
 		s, _ := lead.node.Status(context.Background())
 		return s.FlushedEndOffset > next
+	})
+}
+
+// TestNewLeaderAppendsAsyncDuringItsLeaderChangeFsync: a new leader's quorum state is
+// durable before its BeginQuorumEpoch leaves (beginEpochAsync), while its
+// LeaderChange batch is fsynced on the flusher. A proposal made meanwhile, once the
+// followers committed the LeaderChange, is appended and replicated at once and
+// commits on the followers' acks although that fsync is still held: its Fetch
+// answers need only the quorum state durable, which it is. Before, the core held
+// them until the whole Ready was advanced, so the append that woke the parked Fetches
+// came with answers to send after persisting, and the driver made it durable
+// synchronously after waiting for the held fsync: the new controller's first
+// records queued behind the LeaderChange fsync.
+func TestNewLeaderAppendsAsyncDuringItsLeaderChangeFsync(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	var mu sync.Mutex
+	stores := map[int32]*gatedStorage{}
+	var gates []chan struct{}
+	c := &testCluster{t: t, addrs: map[int32]string{}, nodes: map[int32]*testNode{}, dirs: map[int32]string{},
+		wrap: func(id int32, s *raftlog.FileStorage) raftlog.Storage {
+			g := &gatedStorage{FileStorage: s}
+			mu.Lock()
+			stores[id] = g
+			gates = append(gates, g.hold()) // every flusher fsync held from the start
+			mu.Unlock()
+			return g
+		},
+		tune: func(cfg *Config) {
+			cfg.AppendLingerMs = 600_000
+			// No election while the leader's fsync is held (see above).
+			cfg.FetchTimeoutMs, cfg.RequestTimeoutMs = 30_000, 5_000
+		}}
+	for i, a := range freeAddrs(t, 3) {
+		id := int32(i + 1)
+		c.addrs[id], c.dirs[id] = a, t.TempDir()
+	}
+	for id := range c.addrs {
+		c.start(id)
+	}
+	release := sync.OnceFunc(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, g := range stores {
+			g.gate = nil
+		}
+		for _, g := range gates {
+			close(g)
+		}
+	})
+	defer c.closeAll()
+	defer release()
+	// status fails the test instead of hanging when a driver is blocked (waiting for
+	// a held fsync answers nothing); release, deferred, then lets it go.
+	status := func(tn *testNode) Status {
+		got := make(chan Status, 1)
+		go func() { s, _ := tn.node.Status(context.Background()); got <- s }()
+		select {
+		case s := <-got:
+			return s
+		case <-time.After(5 * time.Second):
+			t.Fatalf("node %d answers no status within 5 s: its driver waits for a held fsync", tn.id)
+			return Status{}
+		}
+	}
+	var lead *testNode
+	waitFor(t, "a leader whose LeaderChange the followers committed", 20*time.Second, func() bool {
+		for _, tn := range c.nodes {
+			if s := status(tn); s.Role == Leader && s.HighWatermark > s.EpochStartOffset {
+				lead = tn
+				return true
+			}
+		}
+		return false
+	})
+	st := status(lead)
+	if st.FlushedEndOffset > st.EpochStartOffset {
+		t.Fatalf("leader's flushed end %d covers its LeaderChange at %d while every flusher fsync is held",
+			st.FlushedEndOffset, st.EpochStartOffset)
+	}
+	t.Logf("leader %d, epoch %d, LeaderChange at %d, flushed end %d, high watermark %d; proposing",
+		lead.id, st.Epoch, st.EpochStartOffset, st.FlushedEndOffset, st.HighWatermark)
+	off, err := lead.node.Propose(context.Background(), st.Epoch, []raftlog.Record{{Value: []byte("first")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the proposal to commit while the leader's LeaderChange fsync is held", 20*time.Second, func() bool {
+		return lead.rec.committedBatch(off, off) || status(lead).Role != Leader
+	})
+	if s := status(lead); s.Role != Leader || s.FlushedEndOffset > st.EpochStartOffset {
+		t.Fatalf("%s's flushed end %d covers its LeaderChange at %d while its fsync is held",
+			s.Role, s.FlushedEndOffset, st.EpochStartOffset)
+	}
+	release()
+	waitFor(t, "the leader's fsyncs to catch up", 20*time.Second, func() bool {
+		s, _ := lead.node.Status(context.Background())
+		return s.FlushedEndOffset > off
 	})
 }

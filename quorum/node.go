@@ -611,7 +611,10 @@ func (n *Node) appendAsync(rd Ready) bool {
 // toward the high watermark only after its fsync, through Advance). Nothing else a
 // leader sends after persisting vouches for its own log: those are BeginQuorumEpoch,
 // EndQuorumEpoch, Vote refusals, and Fetch answers, which may carry records not yet
-// durable here.
+// durable here. The core learns that the state is durable (statePersisted) before
+// the LeaderChange fsync completes, so that its Fetch answers leave at once and a
+// proposal appended meanwhile takes the flusher (appendAsync) instead of waiting
+// for that fsync in joinFlush.
 func (n *Node) beginEpochAsync(rd Ready) bool {
 	async, ok := n.cfg.Storage.(raftlog.AsyncSyncer)
 	if !ok || mutSendFirst || n.raft.role != Leader || rd.QuorumState == nil || len(rd.Append) == 0 || rd.TruncateTo >= 0 ||
@@ -626,6 +629,7 @@ func (n *Node) beginEpochAsync(rd Ready) bool {
 		n.fail(err)
 		return true
 	}
+	n.raft.statePersisted()
 	if err := n.cfg.Storage.Append(rd.Append); err != nil {
 		n.fail(err)
 		return true

@@ -129,7 +129,8 @@ type Raft struct {
 	nowMs         int64
 
 	pendingState *raftlog.QuorumState
-	// stateInFlight: a Ready carried a QuorumState that Advance has not confirmed yet.
+	// stateInFlight: a Ready carried a QuorumState that neither Advance nor
+	// statePersisted has confirmed yet.
 	stateInFlight bool
 	msgs          []Message
 	msgsAfter     []Message

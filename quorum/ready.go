@@ -137,6 +137,14 @@ func (r *Raft) Ready() Ready {
 	return rd
 }
 
+// statePersisted tells the core that the QuorumState of the Ready being handled is
+// durable while its log append is not yet (Node.beginEpochAsync writes a new
+// leader's state at once and fsyncs its LeaderChange batch on the flusher). Only the
+// state held the leader's Fetch answers back (send), so they leave at once from
+// here on, and an append that wakes parked Fetches can take the flusher too; Advance
+// confirms the rest of the Ready.
+func (r *Raft) statePersisted() { r.stateInFlight = false }
+
 // Advance tells the core that everything in rd is durable. For a leader this can move
 // the high watermark (its own flushed offset counts toward the majority), and once
 // nothing appended is left unflushed it appends the proposals that accumulated while
