@@ -152,8 +152,8 @@ func (r *legacyRole) Start(ctx context.Context) error {
 	if cfg.FaultInjectionEnable {
 		// Validate allowed it only on a loopback metrics.listener; the
 		// metrics server checks the bound address again.
-		r.a.metrics.handleLoopbackOnly("POST /faults", faultsHandler(lb))
-		r.a.metrics.handleLoopbackOnly("GET /controller/view", controllerViewHandler(lb))
+		r.a.metrics.handleLoopbackOnly("kraftd.fault.injection.enable", "POST /faults", faultsHandler(lb))
+		r.a.metrics.handleLoopbackOnly("kraftd.fault.injection.enable", "GET /controller/view", controllerViewHandler(lb))
 	}
 	return nil
 }
