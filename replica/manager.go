@@ -289,15 +289,6 @@ const applyWorkers = 16
 // journal, the metadata log's included.
 const flushWorkers = 2
 
-// closeFlushWorkers bounds how many of the partition.metadata files still
-// queued at Close are written at once. Kafka's broker shutdown stops its
-// scheduler first and lets the flush-metadata-file tasks already due run
-// (on background.threads, default 10) before LogManager closes the logs;
-// here they are written before closeAll, as many at once as closeAll
-// closes logs: 64 at once measured no faster than 16 on the bench machine
-// (BenchmarkCloseNewPartitions1k, two fsyncs per partition either way).
-const closeFlushWorkers = applyWorkers
-
 // applyItem is one partition of an ApplyAll.
 type applyItem struct {
 	st PartitionState
@@ -595,20 +586,26 @@ func (m *Manager) flushTopicIDs(ctx context.Context, workers int) int {
 }
 
 // writePendingTopicIDs writes, at Close, the partition.metadata files the
-// background writer did not reach, closeFlushWorkers at once, and logs how
-// many and how long that took: a broker stopped soon after a large
-// CreateTopics spends that time before it exits.
+// background writer did not reach, as one batch with two file system syncs
+// (storage.FlushTopicIDs) rather than two fsyncs each, and logs how many
+// and how long that took: a broker stopped soon after a large CreateTopics
+// spends that time before it exits.
 func (m *Manager) writePendingTopicIDs() {
 	m.unflushedMu.Lock()
-	n := len(m.unflushed)
+	logs := m.unflushed
+	m.unflushed = nil
 	m.unflushedMu.Unlock()
-	if n == 0 {
+	if len(logs) == 0 {
 		return
 	}
 	start := time.Now()
-	wrote := m.flushTopicIDs(context.Background(), closeFlushWorkers)
+	_, errs := storage.FlushTopicIDs(logs)
+	m.pendingTopicIDs.Add(-int64(len(logs)))
+	for _, err := range errs {
+		m.log.Error("writing partition.metadata failed", zap.Error(err))
+	}
 	m.log.Info("wrote the pending partition.metadata files at close",
-		zap.Int("logs", wrote), zap.Duration("took", time.Since(start)))
+		zap.Int("logs", len(logs)), zap.Int("failed", len(errs)), zap.Duration("took", time.Since(start)))
 }
 
 func (m *Manager) newPartitionOn(st PartitionState, l *storage.Log, cfg TopicConfig, hw int64) (*Partition, error) {
