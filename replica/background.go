@@ -80,7 +80,7 @@ func (m *Manager) runTopicIDFlusher(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-m.flushKick:
-			m.flushTopicIDs(ctx, flushWorkers)
+			m.flushTopicIDs(ctx)
 		}
 	}
 }

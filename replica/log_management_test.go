@@ -696,7 +696,7 @@ func TestPendingTopicIDWrites(t *testing.T) {
 	}
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
-	if wrote := m.flushTopicIDs(cancelled, flushWorkers); wrote != 0 {
+	if wrote := m.flushTopicIDs(cancelled); wrote != 0 {
 		t.Fatalf("a cancelled writer went through %d logs", wrote)
 	}
 	if got := m.PendingTopicIDWrites(); got != n {

@@ -546,18 +546,18 @@ func (m *Manager) flushTopicIDsLater(logs []*storage.Log) {
 func (m *Manager) PendingTopicIDWrites() int64 { return m.pendingTopicIDs.Load() }
 
 // flushTopicIDs writes the partition.metadata files flushTopicIDsLater
-// queued, up to workers at once; a failure fails that log (its appends
+// queued, up to flushWorkers at once; a failure fails that log (its appends
 // refuse from then on) and is logged. It stops early when ctx ends and
 // queues what it did not reach again, for Close (writePendingTopicIDs).
 // It returns how many logs it went through.
-func (m *Manager) flushTopicIDs(ctx context.Context, workers int) int {
+func (m *Manager) flushTopicIDs(ctx context.Context) int {
 	m.unflushedMu.Lock()
 	logs := m.unflushed
 	m.unflushed = nil
 	m.unflushedMu.Unlock()
 	work := make(chan *storage.Log)
 	var wg sync.WaitGroup
-	for range min(workers, len(logs)) {
+	for range min(flushWorkers, len(logs)) {
 		wg.Go(func() {
 			for l := range work {
 				if err := l.FlushTopicID(); err != nil {
