@@ -4,6 +4,8 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kraftd/kraftd/replica"
 )
 
 // Collectors returns the broker's Prometheus metrics for the app to
@@ -21,7 +23,7 @@ func (b *Broker) Collectors() []prometheus.Collector {
 			Namespace: "kraftd", Subsystem: "broker", Name: name, Help: help, ConstLabels: labels,
 		}, fn)
 	}
-	return []prometheus.Collector{
+	return append([]prometheus.Collector{
 		gauge("metadata_applied_offset", "Offset of the last metadata record or batch the published image covers.",
 			func() float64 { return float64(b.pub.appliedOffset.Load()) }),
 		gauge("last_applied_record_lag_ms", "Wall-clock time since the append time of the last applied metadata batch.",
@@ -38,6 +40,29 @@ func (b *Broker) Collectors() []prometheus.Collector {
 			func() float64 { return float64(b.life.State()) }),
 		gauge("metadata_apply_failed", "1 once a committed record could not be applied.",
 			func() float64 { return boolFloat(b.pub.failed.Load()) }),
+	}, ReplicaCollectors(b.cfg.NodeID, b.cfg.Replicas)...)
+}
+
+// PendingPartitionFileWritesMetric is the gauge of ReplicaCollectors that
+// kraftd bench waits on before its faults ("logs durable").
+const PendingPartitionFileWritesMetric = "kraftd_broker_partition_metadata_pending_writes"
+
+// ReplicaCollectors returns the gauges of a broker's replica manager (none
+// for nil), for the KRaft broker (Collectors) and the zk-legacy broker alike:
+// the partition.metadata files of new logs not written yet. Those are the
+// only per-partition files written in the background (a new log's first
+// segment becomes durable with its partition.metadata's directory fsync);
+// a broker stopped while some are pending writes them before it exits.
+func ReplicaCollectors(nodeID int32, m *replica.Manager) []prometheus.Collector {
+	if m == nil {
+		return nil
+	}
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        PendingPartitionFileWritesMetric,
+			Help:        "New partition logs whose partition.metadata file (topic id, written with a file and a directory fsync) the background writer has not written yet.",
+			ConstLabels: prometheus.Labels{"node": strconv.Itoa(int(nodeID))},
+		}, func() float64 { return float64(m.PendingTopicIDWrites()) }),
 	}
 }
 

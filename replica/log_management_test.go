@@ -2,6 +2,7 @@ package replica
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -665,4 +666,82 @@ func TestRestartRecoversEveryLog(t *testing.T) {
 	}
 	f.Close()
 	check(newManager(t, dir), 2)
+}
+
+// TestPendingTopicIDWrites: the count the broker exports
+// (PendingTopicIDWrites) covers every queued partition.metadata write until
+// the writer went through it; a writer stopped early (Close cancels it)
+// queues what it did not reach again, and Close writes those before it
+// closes the logs, so none is left pending and every file holds the id.
+func TestPendingTopicIDWrites(t *testing.T) {
+	const n = 30
+	dir := t.TempDir()
+	m := newManager(t, dir) // not started: the test drives the writer
+	states := make([]PartitionState, n)
+	for p := range int32(n) {
+		states[p] = PartitionState{TopicPartition: TopicPartition{"demo", p}, TopicID: topicID, Leader: 1 + p%2,
+			LeaderEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
+	}
+	if err := m.ApplyAll(states); err != nil {
+		t.Fatal(err)
+	}
+	var logs []*storage.Log
+	for _, tp := range m.Hosted() {
+		p, _ := m.Partition(tp)
+		logs = append(logs, p.Log())
+	}
+	m.flushTopicIDsLater(logs)
+	if got := m.PendingTopicIDWrites(); got != n {
+		t.Fatalf("pending after queueing %d: %d", n, got)
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if wrote := m.flushTopicIDs(cancelled); wrote != 0 {
+		t.Fatalf("a cancelled writer went through %d logs", wrote)
+	}
+	if got := m.PendingTopicIDWrites(); got != n {
+		t.Fatalf("pending after a cancelled writer: %d, want %d", got, n)
+	}
+	m.unflushedMu.Lock()
+	requeued := len(m.unflushed)
+	m.unflushedMu.Unlock()
+	if requeued != n {
+		t.Fatalf("%d logs queued again after a cancelled writer, want %d", requeued, n)
+	}
+	for _, l := range logs {
+		if l.TopicIDFlushed() {
+			t.Fatalf("%s: flushed before Close", l.Dir())
+		}
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.PendingTopicIDWrites(); got != 0 {
+		t.Fatalf("pending after Close: %d", got)
+	}
+	for p := range n {
+		data, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("demo-%d", p), storage.PartitionMetadataFile))
+		if err != nil || string(data) != string(storage.EncodePartitionMetadata(topicID)) {
+			t.Fatalf("demo-%d: partition.metadata %q %v", p, data, err)
+		}
+	}
+
+	// Started: the background writer brings the count to zero.
+	m2 := newManager(t, t.TempDir())
+	m2.Start()
+	if err := m2.ApplyAll(states); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for m2.PendingTopicIDWrites() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d partition.metadata writes still pending", m2.PendingTopicIDWrites())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, tp := range m2.Hosted() {
+		if p, _ := m2.Partition(tp); !p.Log().TopicIDFlushed() {
+			t.Fatalf("%s: pending count zero, topic id not flushed", tp)
+		}
+	}
 }

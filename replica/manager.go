@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -152,12 +153,15 @@ type Manager struct {
 	deleteKick chan struct{}
 	// unflushed are new logs whose partition.metadata the background
 	// goroutine writes (Kafka's "flush-metadata-file" task); flushKick
-	// wakes it (capacity 1).
-	unflushedMu sync.Mutex
-	unflushed   []*storage.Log
-	flushKick   chan struct{}
-	fetchers    *fetcherSet
-	isr         *isrLoop
+	// wakes it (capacity 1). pendingTopicIDs counts the logs queued and
+	// not yet gone through a flush (PendingTopicIDWrites).
+	// Invariant: pendingTopicIDs >= len(unflushed).
+	unflushedMu     sync.Mutex
+	unflushed       []*storage.Log
+	flushKick       chan struct{}
+	pendingTopicIDs atomic.Int64
+	fetchers        *fetcherSet
+	isr             *isrLoop
 }
 
 // New creates the log directory if needed. Logs are opened as Apply names them.
@@ -526,6 +530,7 @@ func (m *Manager) flushTopicIDsLater(logs []*storage.Log) {
 	}
 	m.unflushedMu.Lock()
 	m.unflushed = append(m.unflushed, logs...)
+	m.pendingTopicIDs.Add(int64(len(logs)))
 	m.unflushedMu.Unlock()
 	select {
 	case m.flushKick <- struct{}{}:
@@ -533,11 +538,19 @@ func (m *Manager) flushTopicIDsLater(logs []*storage.Log) {
 	}
 }
 
+// PendingTopicIDWrites is how many new logs' partition.metadata files are
+// queued for the background writer and not written yet (a log whose first
+// append or flush wrote its own still counts until the writer reaches it).
+// A broker that stops with some pending writes them in Close, so a large
+// count makes its shutdown slower.
+func (m *Manager) PendingTopicIDWrites() int64 { return m.pendingTopicIDs.Load() }
+
 // flushTopicIDs writes the partition.metadata files flushTopicIDsLater
-// queued, up to flushWorkers at once; a failure fails that log (its
-// appends refuse from then on) and is logged. It stops early when ctx
-// ends: Close flushes the rest as it closes the logs.
-func (m *Manager) flushTopicIDs(ctx context.Context) {
+// queued, up to flushWorkers at once; a failure fails that log (its appends
+// refuse from then on) and is logged. It stops early when ctx ends and
+// queues what it did not reach again, for Close (writePendingTopicIDs).
+// It returns how many logs it went through.
+func (m *Manager) flushTopicIDs(ctx context.Context) int {
 	m.unflushedMu.Lock()
 	logs := m.unflushed
 	m.unflushed = nil
@@ -550,17 +563,49 @@ func (m *Manager) flushTopicIDs(ctx context.Context) {
 				if err := l.FlushTopicID(); err != nil {
 					m.log.Error("writing partition.metadata failed", zap.String("dir", l.Dir()), zap.Error(err))
 				}
+				m.pendingTopicIDs.Add(-1)
 			}
 		})
 	}
+	sent := 0
 	for _, l := range logs {
 		if ctx.Err() != nil {
 			break
 		}
 		work <- l
+		sent++
 	}
 	close(work)
 	wg.Wait()
+	if left := logs[sent:]; len(left) > 0 {
+		m.unflushedMu.Lock()
+		m.unflushed = append(left, m.unflushed...)
+		m.unflushedMu.Unlock()
+	}
+	return sent
+}
+
+// writePendingTopicIDs writes, at Close, the partition.metadata files the
+// background writer did not reach, as one batch with two file system syncs
+// (storage.FlushTopicIDs) rather than two fsyncs each, and logs how many
+// and how long that took: a broker stopped soon after a large CreateTopics
+// spends that time before it exits.
+func (m *Manager) writePendingTopicIDs() {
+	m.unflushedMu.Lock()
+	logs := m.unflushed
+	m.unflushed = nil
+	m.unflushedMu.Unlock()
+	if len(logs) == 0 {
+		return
+	}
+	start := time.Now()
+	_, errs := storage.FlushTopicIDs(logs)
+	m.pendingTopicIDs.Add(-int64(len(logs)))
+	for _, err := range errs {
+		m.log.Error("writing partition.metadata failed", zap.Error(err))
+	}
+	m.log.Info("wrote the pending partition.metadata files at close",
+		zap.Int("logs", len(logs)), zap.Int("failed", len(errs)), zap.Duration("took", time.Since(start)))
 }
 
 func (m *Manager) newPartitionOn(st PartitionState, l *storage.Log, cfg TopicConfig, hw int64) (*Partition, error) {
@@ -827,6 +872,7 @@ func (m *Manager) StopReplication() {
 }
 
 // Close stops replication (StopReplication) and the background goroutine,
+// writes the partition.metadata files still pending (PendingTopicIDWrites),
 // closes every log (flushing it), writes the checkpoint files and, when all
 // of that succeeded and no log of the directory is left unrecovered (a log
 // found after a crash and never opened since), the clean-shutdown marker, so
@@ -841,6 +887,7 @@ func (m *Manager) Close() error {
 		stop()
 		m.wg.Wait()
 	}
+	m.writePendingTopicIDs()
 	m.mu.Lock()
 	parts := make([]*Partition, 0, len(m.parts))
 	for _, p := range m.parts {

@@ -38,6 +38,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kraftd/kraftd/broker"
 	"github.com/kraftd/kraftd/cmd/kraftd/app"
 	"github.com/kraftd/kraftd/cmd/kraftd/internal/probe"
 	"github.com/kraftd/kraftd/legacyzk/zkserver"
@@ -58,8 +59,11 @@ forceSync=yes and --brokers broker processes) at each partition count, every nod
                metrics listener, reaches the controllers' high watermark
                after the last CreateTopics; zk-legacy, the same as visible,
                since a broker's UpdateMetadata is sent only once it answered
-               the LeaderAndIsr that created its logs); every later scenario
-               starts once the logs are ready on every running broker
+               the LeaderAndIsr that created its logs), and until every
+               broker wrote their partition.metadata files (logs durable:
+               each broker's partition_metadata_pending_writes gauge is 0);
+               every later scenario starts once the logs are ready and
+               durable on every running broker
   propagation  a topic create until every broker serves it (p50, p99)
   failover     kill -9 of the active controller: until a new one is known
                (detection) and until a CreateTopics through a broker succeeds
@@ -89,7 +93,11 @@ and after the partitions exist: bytes per partition in a broker and in the
 active controller (in zk-legacy, the controller broker).
 A mode that needs more than --cap at one size is stopped there and marked
 capped for that size and every larger one. Settings are the defaults except
-those given with --override (passed to every node of both modes and printed).`
+those given with --override (passed to every node of both modes and printed).
+--override kraftd.pprof.enable=true serves Go's profiles under /debug/pprof/
+on each node's loopback metrics listener (its port is in the node log's
+"serving metrics" line), e.g. for a goroutine dump during a fault; nothing
+is profiled unless asked.`
 
 // compareOptions are the flags of kraftd bench.
 type compareOptions struct {
@@ -884,7 +892,21 @@ func (c *benchCluster) populate(ctx context.Context, r *modeRun) error {
 		}
 		ready = time.Since(start)
 	}
-	c.progress("visible after %v, logs ready after %v", served.Round(time.Millisecond), ready.Round(time.Millisecond))
+	c.progress("visible after %v, logs ready after %v; waiting for every broker's partition.metadata writes", served.Round(time.Millisecond), ready.Round(time.Millisecond))
+	// The faults measure the steady state: a broker stopped while its
+	// background writer still owes new logs their partition.metadata
+	// writes them before it exits (10,000 partitions: 9-10 s).
+	reported, err := c.waitDurable(ctx)
+	if err != nil {
+		return fmt.Errorf("waiting for every broker's partition.metadata writes: %w", err)
+	}
+	if reported {
+		durable := time.Since(start)
+		r.setDuration("create_logs_durable_ms", durable)
+		c.progress("logs durable after %v", durable.Round(time.Millisecond))
+	} else {
+		r.Note += "The nodes export no " + broker.PendingPartitionFileWritesMetric + " (an older --node-binary): the faults did not wait for the brokers' partition.metadata writes. "
+	}
 	if err := poll(ctx, 20*time.Millisecond, func() (bool, error) {
 		ok, _ := c.servedEverywhere(ctx, []string{probeTopic}, 3)
 		return ok, nil
@@ -979,7 +1001,8 @@ func (c *benchCluster) waitApplied(ctx context.Context, target int64) error {
 }
 
 // waitLogsReady waits until every running broker created the logs the
-// committed metadata gives it and returns how long that took: kraft, until
+// committed metadata gives it and wrote their partition.metadata files
+// (waitDurable), and returns how long that took: kraft, until
 // each broker's applied offset reaches the controllers' committed offset;
 // zk-legacy, until every broker serves every partition with a leader (its
 // UpdateMetadata comes after its LeaderAndIsr's answer, see compareTables).
@@ -1003,6 +1026,9 @@ func (c *benchCluster) waitLogsReady(ctx context.Context) (time.Duration, error)
 			}
 			return false, errors.New("no broker running")
 		})
+		if err == nil {
+			_, err = c.waitDurable(ctx)
+		}
 		return time.Since(start), err
 	}
 	var target int64
@@ -1013,9 +1039,64 @@ func (c *benchCluster) waitLogsReady(ctx context.Context) (time.Duration, error)
 	}); err != nil {
 		return 0, err
 	}
-	err := c.waitApplied(ctx, target)
+	if err := c.waitApplied(ctx, target); err != nil {
+		return 0, err
+	}
+	_, err := c.waitDurable(ctx)
 	return time.Since(start), err
 }
+
+// waitDurable polls until no running broker reports pending
+// partition.metadata writes (broker.PendingPartitionFileWritesMetric,
+// new logs whose topic id file its background writer has not written
+// yet), showing how many are left every 2 s. A broker whose metrics do not
+// answer is asked again, as in waitApplied; one that answers without the
+// gauge (a --node-binary older than it) counts as done. reported is false
+// when no broker has the gauge.
+func (c *benchCluster) waitDurable(ctx context.Context) (reported bool, err error) {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	defer hc.CloseIdleConnections()
+	last := time.Now()
+	var lastErr error
+	err = poll(ctx, 20*time.Millisecond, func() (bool, error) {
+		var pending int64
+		behind, unread, missing := 0, 0, 0
+		bs := c.running(c.brokers())
+		for _, n := range bs {
+			v, err := scrapeGauge(ctx, hc, n.metricsAddr(), broker.PendingPartitionFileWritesMetric)
+			switch {
+			case errors.Is(err, errNoSeries):
+				missing++
+			case err != nil:
+				if ctx.Err() != nil {
+					return false, ctx.Err()
+				}
+				lastErr = fmt.Errorf("broker %d: %w", n.id, err)
+				unread++
+			case v > 0:
+				behind++
+				pending += v
+			}
+		}
+		reported = missing < len(bs)
+		if behind+unread > 0 && time.Since(last) > 2*time.Second {
+			last = time.Now()
+			msg := fmt.Sprintf("%d partition.metadata writes pending on %d brokers", pending, behind)
+			if unread > 0 {
+				msg += fmt.Sprintf(", %d did not answer (%v)", unread, lastErr)
+			}
+			c.progress("%s", msg)
+		}
+		return behind+unread == 0, nil
+	})
+	if err != nil && lastErr != nil {
+		err = fmt.Errorf("%w (last metrics read: %v)", err, lastErr)
+	}
+	return reported, err
+}
+
+// errNoSeries: a metrics page has no series of the name asked for.
+var errNoSeries = errors.New("no such series")
 
 // scrapeGauge reads one gauge from the Prometheus text exposition at
 // addr's /metrics (the first series of that name).
@@ -1047,7 +1128,7 @@ func scrapeGauge(ctx context.Context, hc *http.Client, addr, name string) (int64
 	if err := sc.Err(); err != nil {
 		return 0, err
 	}
-	return 0, fmt.Errorf("%s/metrics has no %s", addr, name)
+	return 0, fmt.Errorf("%s/metrics has no %s: %w", addr, name, errNoSeries)
 }
 
 // rss is every running node's resident set size in bytes, by node id.
@@ -2059,11 +2140,14 @@ var compareTables = []compareTable{
 		"CreateTopics of all partitions until every broker serves them with a leader (visible: brokers answer Metadata before they create the logs, in Kafka's order) " +
 			"and until every broker created the logs of its replicas (logs ready: kraft, every broker's metadata_applied_offset, which advances only after the replica manager applied the image, " +
 			"reaches the controllers' high watermark read after the last CreateTopics; zk-legacy, the same as visible: the controller sends a broker its UpdateMetadata only after that broker answered " +
-			"the LeaderAndIsr, which creates the logs before it answers, one request in flight per broker, as Kafka's RequestSendThread)",
+			"the LeaderAndIsr, which creates the logs before it answers, one request in flight per broker, as Kafka's RequestSendThread), " +
+			"and until every broker wrote its new logs' partition.metadata files (logs durable: every broker's " + broker.PendingPartitionFileWritesMetric + " is 0; " +
+			"Kafka writes them on its scheduler too, flush-metadata-file; every later scenario starts only then, so a stopped broker does not write them on its way out)",
 		[]compareMetric{{key: "create_partitions_per_s", label: "partitions/s, visible", rate: true},
 			{key: "create_served_ms", label: "until visible on every broker"},
 			{key: "create_logs_ready_partitions_per_s", label: "partitions/s, logs ready", rate: true},
-			{key: "create_logs_ready_ms", label: "until logs ready on every broker"}}},
+			{key: "create_logs_ready_ms", label: "until logs ready on every broker"},
+			{key: "create_logs_durable_ms", label: "until logs durable on every broker"}}},
 	{"Memory per partition",
 		"resident memory (VmRSS) the partitions added, divided by their count, read once every broker serves them: " +
 			"a broker (mean over those that are not the zk-legacy controller; each hosts replication factor / brokers of the replicas) and the active controller " +

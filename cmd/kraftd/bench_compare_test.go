@@ -122,6 +122,16 @@ func TestProcessBenchCompareQuick(t *testing.T) {
 	if zk := rep.Runs[1]; zk.Metrics["create_logs_ready_ms"] != zk.Metrics["create_served_ms"] {
 		t.Errorf("zk-legacy: logs ready after %v ms, visible after %v ms: want the same figure", zk.Metrics["create_logs_ready_ms"], zk.Metrics["create_served_ms"])
 	}
+	// Logs durable (every broker wrote its new logs' partition.metadata)
+	// comes last, in both modes.
+	for _, r := range rep.Runs {
+		if r.Metrics["create_logs_durable_ms"] < r.Metrics["create_logs_ready_ms"] {
+			t.Errorf("%s: logs durable after %v ms, before ready after %v ms", r.Mode, r.Metrics["create_logs_durable_ms"], r.Metrics["create_logs_ready_ms"])
+		}
+	}
+	if !strings.Contains(stderr, "kraft 100 partitions: create: logs durable after") {
+		t.Errorf("no progress line for the partition.metadata wait:\n%s", stderr)
+	}
 	if !strings.Contains(stderr, "kraft 100 partitions: create: visible on every broker after") {
 		t.Errorf("no progress line for the kraft logs wait:\n%s", stderr)
 	}

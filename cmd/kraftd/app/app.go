@@ -453,6 +453,9 @@ func (a *App) Start(ctx context.Context) error {
 		a.started++
 	}
 	if a.cfg.MetricsListener != "" {
+		if a.cfg.PprofEnable {
+			a.metrics.handlePprof()
+		}
 		if err := a.metrics.start(a.cfg.MetricsListener); err != nil {
 			return errors.Join(err, a.stopComponents(ctx))
 		}

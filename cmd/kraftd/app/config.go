@@ -275,6 +275,11 @@ type Config struct {
 	// a loopback address. Off by default; for test clusters only. kraftd
 	// extension: "kraftd.fault.injection.enable".
 	FaultInjectionEnable bool
+	// PprofEnable serves Go's net/http/pprof profiles under /debug/pprof/
+	// on MetricsListener, which must then be a loopback address (a CPU
+	// profile or a goroutine dump of a node under test). Off by default.
+	// kraftd extension: "kraftd.pprof.enable".
+	PprofEnable bool
 
 	// Logger receives all logs; nil means zap.NewNop().
 	Logger *zap.Logger

@@ -122,6 +122,7 @@ var keys = []Key{
 	{"controlled.shutdown.max.retries", "3", "zk-legacy mode: ControlledShutdown attempts before a broker stops anyway.", int32Field("controlled.shutdown.max.retries", func(c *Config) *int32 { return &c.ControlledShutdownMaxRetries })},
 	{"controlled.shutdown.retry.backoff.ms", "5000", "zk-legacy mode: pause between ControlledShutdown attempts.", int32Field("controlled.shutdown.retry.backoff.ms", func(c *Config) *int32 { return &c.ControlledShutdownRetryBackoffMs })},
 	{"metrics.listener", "", "kraftd extension: host:port of the Prometheus /metrics endpoint; empty disables it.", stringField(func(c *Config) *string { return &c.MetricsListener })},
+	{"kraftd.pprof.enable", "false", "kraftd extension: serves Go's net/http/pprof profiles under /debug/pprof/ on metrics.listener, which must then be set and bind a loopback address.", boolField("kraftd.pprof.enable", func(c *Config) *bool { return &c.PprofEnable })},
 	{"kraftd.fault.injection.enable", "false", "kraftd extension, zk-legacy mode, for test clusters: arms legacyzk's fault switches and serves POST /faults on metrics.listener, which must then bind a loopback address.", boolField("kraftd.fault.injection.enable", func(c *Config) *bool { return &c.FaultInjectionEnable })},
 }
 

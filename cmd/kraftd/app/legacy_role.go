@@ -144,11 +144,16 @@ func (r *legacyRole) Start(ctx context.Context) error {
 	r.b, r.api, r.replicas, r.fetchClient = lb, api, replicas, fetchClient
 	r.mu.Unlock()
 	r.a.clusterID = clusterID
+	for _, c := range broker.ReplicaCollectors(cfg.NodeID, replicas) {
+		if err := r.a.metrics.registry.Register(c); err != nil {
+			r.a.log.Error("registering the replica manager's metrics", zap.Error(err))
+		}
+	}
 	if cfg.FaultInjectionEnable {
 		// Validate allowed it only on a loopback metrics.listener; the
 		// metrics server checks the bound address again.
-		r.a.metrics.handleLoopbackOnly("POST /faults", faultsHandler(lb))
-		r.a.metrics.handleLoopbackOnly("GET /controller/view", controllerViewHandler(lb))
+		r.a.metrics.handleLoopbackOnly("kraftd.fault.injection.enable", "POST /faults", faultsHandler(lb))
+		r.a.metrics.handleLoopbackOnly("kraftd.fault.injection.enable", "GET /controller/view", controllerViewHandler(lb))
 	}
 	return nil
 }

@@ -154,7 +154,7 @@ func TestMetricsLoopbackOnly(t *testing.T) {
 		t.Skip("no non-loopback IPv4 address to bind")
 	}
 	m := newMetrics(zap.NewNop())
-	m.handleLoopbackOnly("POST /faults", http.NotFoundHandler())
+	m.handleLoopbackOnly("kraftd.fault.injection.enable", "POST /faults", http.NotFoundHandler())
 	if err := m.start(net.JoinHostPort(external, "0")); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("start on %s: %v", external, err)
 	}

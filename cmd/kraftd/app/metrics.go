@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,9 +29,10 @@ type metricsServer struct {
 	// extra are more endpoints (pattern -> handler), added by roles before
 	// start (zk-legacy: POST /faults).
 	extra map[string]http.Handler
-	// loopbackOnly: an endpoint in extra must not be reachable from other
-	// hosts, so start refuses a bound address that is not loopback.
-	loopbackOnly bool
+	// loopbackOnly names the keys whose endpoints in extra must not be
+	// reachable from other hosts; start then refuses a bound address that
+	// is not loopback.
+	loopbackOnly []string
 }
 
 // handle adds an endpoint; it must be called before start.
@@ -40,10 +44,25 @@ func (m *metricsServer) handle(pattern string, h http.Handler) {
 }
 
 // handleLoopbackOnly adds an endpoint that only local processes may reach
-// (legacyzk's fault switches); start then refuses a non-loopback address.
-func (m *metricsServer) handleLoopbackOnly(pattern string, h http.Handler) {
+// (legacyzk's fault switches, pprof), served because of the setting key;
+// start then refuses a non-loopback address.
+func (m *metricsServer) handleLoopbackOnly(key, pattern string, h http.Handler) {
 	m.handle(pattern, h)
-	m.loopbackOnly = true
+	if !slices.Contains(m.loopbackOnly, key) {
+		m.loopbackOnly = append(m.loopbackOnly, key)
+	}
+}
+
+// handlePprof serves net/http/pprof's endpoints under /debug/pprof/
+// (kraftd.pprof.enable): the index and the named profiles (goroutine,
+// heap, ...), cmdline, a CPU profile, symbol and an execution trace.
+func (m *metricsServer) handlePprof() {
+	const key = "kraftd.pprof.enable"
+	m.handleLoopbackOnly(key, "/debug/pprof/", http.HandlerFunc(pprof.Index))
+	m.handleLoopbackOnly(key, "/debug/pprof/cmdline", http.HandlerFunc(pprof.Cmdline))
+	m.handleLoopbackOnly(key, "/debug/pprof/profile", http.HandlerFunc(pprof.Profile))
+	m.handleLoopbackOnly(key, "/debug/pprof/symbol", http.HandlerFunc(pprof.Symbol))
+	m.handleLoopbackOnly(key, "/debug/pprof/trace", http.HandlerFunc(pprof.Trace))
 }
 
 // newMetrics builds the per-node registry with the Go runtime and process
@@ -61,10 +80,10 @@ func (m *metricsServer) start(addr string) error {
 	if err != nil {
 		return fmt.Errorf("app: metrics.listener %s: %w", addr, err)
 	}
-	if tcp, ok := ln.Addr().(*net.TCPAddr); m.loopbackOnly && (!ok || !tcp.IP.IsLoopback()) {
+	if tcp, ok := ln.Addr().(*net.TCPAddr); len(m.loopbackOnly) > 0 && (!ok || !tcp.IP.IsLoopback()) {
 		ln.Close()
 		return fmt.Errorf("%w: metrics.listener %s bound %s, which is not a loopback address; "+
-			"kraftd.fault.injection.enable serves POST /faults only on loopback", ErrInvalidConfig, addr, ln.Addr())
+			"%s serves its endpoints only on loopback", ErrInvalidConfig, addr, ln.Addr(), strings.Join(m.loopbackOnly, " and "))
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))

@@ -122,6 +122,7 @@ func TestRoleMetricsOnACombinedNode(t *testing.T) {
 		"kraftd_controller_topics" + l:                         0,
 		"kraftd_controller_partitions" + l:                     0,
 		"kraftd_broker_fenced" + l:                             0,
+		broker.PendingPartitionFileWritesMetric + l:            0,
 	}
 	for k, v := range want {
 		if got, ok := m[k]; !ok || got != v {

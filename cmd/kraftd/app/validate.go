@@ -22,7 +22,7 @@ func (c *Config) Validate() error {
 	if c.Mode == ModeZKLegacy {
 		roleCheck = c.checkZKLegacy
 	}
-	checks := []func() error{c.checkRanges, c.checkConnections, c.checkDirs, roleCheck, c.checkListeners, c.checkFaultInjection}
+	checks := []func() error{c.checkRanges, c.checkConnections, c.checkDirs, roleCheck, c.checkListeners, c.checkFaultInjection, c.checkPprof}
 	for _, check := range checks {
 		if err := check(); err != nil {
 			return err
@@ -301,6 +301,24 @@ func (c *Config) checkFaultInjection() error {
 	host, _, _ := splitHostPort(c.MetricsListener) // checkRanges parsed it
 	if !loopbackHost(host) {
 		return invalid("kraftd.fault.injection.enable serves POST /faults on metrics.listener, which must then bind "+
+			"a loopback address (127.0.0.1:PORT, [::1]:PORT or localhost:PORT), not %q", c.MetricsListener)
+	}
+	return nil
+}
+
+// checkPprof keeps the profiling endpoints off the network: they are served
+// only on a metrics.listener bound to loopback (App checks the bound
+// address again), as kraftd.fault.injection.enable's.
+func (c *Config) checkPprof() error {
+	if !c.PprofEnable {
+		return nil
+	}
+	if c.MetricsListener == "" {
+		return invalid("kraftd.pprof.enable serves /debug/pprof/ on metrics.listener, which is not set")
+	}
+	host, _, _ := splitHostPort(c.MetricsListener) // checkRanges parsed it
+	if !loopbackHost(host) {
+		return invalid("kraftd.pprof.enable serves /debug/pprof/ on metrics.listener, which must then bind "+
 			"a loopback address (127.0.0.1:PORT, [::1]:PORT or localhost:PORT), not %q", c.MetricsListener)
 	}
 	return nil
