@@ -74,5 +74,8 @@
 // appends and role changes are serialized by the partition's mutex, reads
 // run beside them, and waiters wait on Partition.Changed (high watermark
 // moves: consumers, acks=-1 produces) or Partition.Appended (appends:
-// follower fetches).
+// follower fetches), or register a Waiter for either (WakeOnChange,
+// WakeOnAppend; with a key, the Waiter records which partitions fired: a
+// fetch session reads only those again). Retention and DeleteRecords
+// moving the log start fire both.
 package replica
