@@ -200,6 +200,12 @@ func (fw *followerWait) round(tb testing.TB, i int) (sp kmsg.FetchResponseTopicP
 // wait, wake_us from the append to the answer.
 //
 //	go test ./broker -run '^$' -bench BenchmarkFollowerFetchWake -benchtime 20x
+//
+// In a session, a pass used to read every partition of the session; it
+// reads those that changed since (fetch_sessions.go). Measured 2026-12-02
+// at load 30-50 on 2 cores, session=true, 10 rounds, a371700 vs 52fa821:
+// 1k partitions 51.4 vs 22.0 ms/op, 10k 973 vs 100 ms/op, 30k 1028 vs
+// 21.2 ms/op (park 463 vs 3.1 ms, wake 565 vs 18.0 ms).
 func BenchmarkFollowerFetchWake(b *testing.B) {
 	for _, session := range []bool{false, true} {
 		for _, n := range []int{1000, 10_000, 30_000} {
