@@ -132,7 +132,7 @@ func (c *ClientAPI) fetchSession(ctx context.Context, listener string, fctx fetc
 		body := c.sessions.roundBody(req, r)
 		resp, rs, fr := c.fetchOnce(listener, body, r.watch)
 		if last || fr.bytes >= int(req.MinBytes) || fr.errors || wait <= 0 {
-			r.answered(resp, fr.unsent)
+			r.answered(resp, fr.again)
 			return resp, rs, body, nil
 		}
 		rs.releaseAll() // a later pass reads again
@@ -155,9 +155,12 @@ type fetchRound struct {
 	bytes   int
 	errors  bool
 	watched int // partitions watch was called for
-	// unsent are the indexes (in request order) of the partitions whose
-	// records the byte budget may have left out.
-	unsent []int
+	// again are the indexes (in request order) of the partitions a fetch
+	// session reads again at its next fetch even if nothing wakes them:
+	// those whose records the byte budget may have left out, and those
+	// whose follower the leader owes a state update (not in the ISR:
+	// replica.FollowerRead.OutOfISR).
+	again []int
 }
 
 // fetchOnce reads every requested partition once: records as regions in rs
@@ -206,17 +209,17 @@ func (c *ClientAPI) fetchOnce(listener string, body *kmsg.FetchRequest,
 				}
 				c.fetchReads.Add(1)
 				var n int
-				var skipped bool
+				var again bool
 				if replicaID >= 0 {
-					n, skipped, err = fetchForFollower(p, &sp, rs, body.Version, rp, replicaID, brokerEpoch, limit, minOne)
+					n, again, err = fetchForFollower(p, &sp, rs, body.Version, rp, replicaID, brokerEpoch, limit, minOne)
 					if sp.DivergingEpoch.EndOffset >= 0 {
 						fr.bytes++ // a divergence answers at once
 					}
 				} else {
-					n, skipped, err = fetchPartition(p, &sp, rs, body.Version, rp, limit, minOne, body.IsolationLevel == 1)
+					n, again, err = fetchPartition(p, &sp, rs, body.Version, rp, limit, minOne, body.IsolationLevel == 1)
 				}
-				if skipped || limit <= 0 {
-					fr.unsent = append(fr.unsent, i)
+				if again || limit <= 0 {
+					fr.again = append(fr.again, i)
 				}
 				remaining -= n
 				fr.bytes += n
@@ -321,9 +324,11 @@ func fetchReplica(body *kmsg.FetchRequest) (int32, int64) {
 }
 
 // fetchForFollower reads one partition for a follower into sp and returns
-// the bytes it added (records as in fetchPartition).
+// the bytes it added (records as in fetchPartition), and again: the byte
+// budget left records out, or the follower is outside the ISR (a session
+// reads the partition at its next fetch, fetchRound.again).
 func fetchForFollower(p *replica.Partition, sp *kmsg.FetchResponseTopicPartition, rs fetchRegions, version int16,
-	rp kmsg.FetchRequestTopicPartition, replicaID int32, brokerEpoch int64, limit int, minOne bool) (int, bool, error) {
+	rp kmsg.FetchRequestTopicPartition, replicaID int32, brokerEpoch int64, limit int, minOne bool) (n int, again bool, err error) {
 	ff := replica.FollowerFetch{ReplicaID: replicaID, BrokerEpoch: brokerEpoch, FetchOffset: rp.FetchOffset,
 		LogStartOffset: -1, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1, MaxBytes: max(limit, 0), Region: rs != nil}
 	if version >= 5 {
@@ -336,6 +341,7 @@ func fetchForFollower(p *replica.Partition, sp *kmsg.FetchResponseTopicPartition
 		ff.LastFetchedEpoch = rp.LastFetchedEpoch
 	}
 	rr, err := p.ReadForFollower(ff)
+	again = rr.OutOfISR
 	if err == nil || errors.Is(err, replica.ErrOffsetOutOfRange) {
 		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = rr.HighWatermark, rr.HighWatermark, rr.LogStartOffset
 	}
@@ -346,8 +352,8 @@ func fetchForFollower(p *replica.Partition, sp *kmsg.FetchResponseTopicPartition
 	if d := rr.Diverging; d != nil && version >= 12 {
 		sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset = d.Epoch, d.EndOffset
 		rr.Region.Release()
-		return 0, false, nil
+		return 0, again, nil
 	}
 	n, skipped := setRecords(sp, rs, rr.Records, rr.Region, limit, minOne)
-	return n, skipped, nil
+	return n, skipped || again, nil
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kraftd/kraftd/protocol"
@@ -241,5 +243,153 @@ func TestSessionFetchExpandsISR(t *testing.T) {
 	waitForCond(t, func() bool { return alters.expanded(42) })
 	if hw := fw.parts[42].HighWatermark(); hw != 5 {
 		t.Fatalf("partition 42's high watermark %d after the follower fetched at 5, want 5", hw)
+	}
+}
+
+// fencedFollower is a broker view in which broker 2 (the follower) is
+// fenced until unfenced: a restarted broker's fetches catch up before the
+// leader's metadata shows it unfenced.
+type fencedFollower struct{ unfenced atomic.Bool }
+
+func (v *fencedFollower) ISRBroker(id int32) (int64, bool, bool) {
+	return 10 + int64(id) - 1, id != 2 || v.unfenced.Load(), true
+}
+
+// A follower that reaches the log end of a partition while outside its ISR
+// and while the leader's metadata still has its broker fenced (so the
+// expansion cannot happen yet), and then names nothing in its incremental
+// fetches (it is caught up), is still added once its broker is unfenced:
+// the leader's session reads the partitions whose follower is outside the
+// ISR on every fetch (Kafka updates the follower state of every session
+// partition on each fetch). Before, such a partition was never read again
+// (nothing fires on an unfence), and TestReplicationISRGrowsBackAfterRestart
+// (interop) left a restarted broker out of one ISR. A caught-up follower in
+// the ISR still costs nothing: once it is in, an idle fetch reads nothing.
+func TestSessionFetchAddsCaughtUpFollowerOnceUnfenced(t *testing.T) {
+	fw := newFollowerWait(t, 100, func(i int) []int32 {
+		if i == 42 {
+			return []int32{1}
+		}
+		return []int32{1, 2}
+	})
+	alters := &alterRecorder{}
+	view := &fencedFollower{}
+	if err := fw.m.StartReplication(replica.Replication{Fetch: noFetches{}, AlterPartition: alters,
+		Brokers: view, BrokerEpoch: func() int64 { return 10 }}); err != nil {
+		t.Fatal(err)
+	}
+	fw.openSession(t)
+	if _, err := fw.parts[42].AppendAsLeader(recordBatch(5), replica.AppendOptions{RequiredAcks: 1,
+		MinInsyncReplicas: 1, LogAppendTimeMs: -1}); err != nil {
+		t.Fatal(err)
+	}
+	fw.incremental(0)
+	if sp, ok := answered(fw.fetch(t, context.Background(), fw.req))[42]; !ok || len(sp.RecordBatches) == 0 {
+		t.Fatalf("answer after the append to 42: %+v (present %v), want its records", sp, ok)
+	}
+	// The follower takes the records and fetches at the log end (5) while
+	// fenced: no expansion; then it names nothing.
+	fw.named = 42
+	fw.incremental(0)
+	fw.fetch(t, context.Background(), fw.req)
+	fw.named = -1
+	fw.incremental(0)
+	fw.fetch(t, context.Background(), fw.req)
+
+	view.unfenced.Store(true)
+	before := fw.c.fetchReads.Load()
+	fw.incremental(0)
+	fw.fetch(t, context.Background(), fw.req)
+	if reads := fw.c.fetchReads.Load() - before; reads != 1 {
+		t.Fatalf("an idle fetch read %d of 100 partitions, want 1 (the one whose follower is outside the ISR)", reads)
+	}
+	waitForCond(t, func() bool { return alters.expanded(42) })
+	waitForCond(t, func() bool { return len(fw.parts[42].State().ISR) == 2 })
+	// Read once more (it was outside the ISR when last read), then never.
+	fw.incremental(0)
+	fw.fetch(t, context.Background(), fw.req)
+	before = fw.c.fetchReads.Load()
+	fw.incremental(0)
+	fw.fetch(t, context.Background(), fw.req)
+	if reads := fw.c.fetchReads.Load() - before; reads != 0 {
+		t.Fatalf("an idle fetch of a follower in every ISR read %d partitions, want 0", reads)
+	}
+}
+
+// refusingAlters is an AlterPartition transport that refuses its first
+// refuse expansions (INELIGIBLE_REPLICA: the controller saw the broker
+// fenced) and commits the rest, recording what it committed.
+type refusingAlters struct {
+	mu        sync.Mutex
+	refuse    int
+	refused   int
+	committed []replica.AlterPartitionItem
+}
+
+func (a *refusingAlters) AlterPartition(_ context.Context, _ int32, _ int64, items []replica.AlterPartitionItem) ([]replica.AlterPartitionResult, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]replica.AlterPartitionResult, len(items))
+	for i, it := range items {
+		if a.refused < a.refuse {
+			a.refused++
+			out[i] = replica.AlterPartitionResult{Outcome: replica.AlterRejected, ErrorCode: kerr.IneligibleReplica.Code}
+			continue
+		}
+		a.committed = append(a.committed, it)
+		isr := make([]int32, 0, len(it.NewISR))
+		for _, m := range it.NewISR {
+			isr = append(isr, m.BrokerID)
+		}
+		out[i] = replica.AlterPartitionResult{Outcome: replica.AlterCommitted, LeaderID: 1, LeaderEpoch: it.LeaderEpoch,
+			PartitionEpoch: it.PartitionEpoch + 1, ISR: isr}
+	}
+	return out, nil
+}
+
+func (a *refusingAlters) counts() (refused, committed int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.refused, len(a.committed)
+}
+
+// An ISR expansion the controller refuses is retried by the follower's
+// next fetches although they name nothing (the follower is caught up): the
+// partition is read again while its follower is outside the ISR. Before,
+// the refused partition was never read again and the follower stayed out.
+func TestSessionFetchRetriesRefusedExpansion(t *testing.T) {
+	fw := newFollowerWait(t, 100, func(i int) []int32 {
+		if i == 42 {
+			return []int32{1}
+		}
+		return []int32{1, 2}
+	})
+	alters := &refusingAlters{refuse: 1}
+	view := &fencedFollower{} // no expansion while the session opens at the log end
+	if err := fw.m.StartReplication(replica.Replication{Fetch: noFetches{}, AlterPartition: alters,
+		Brokers: view, BrokerEpoch: func() int64 { return 10 }}); err != nil {
+		t.Fatal(err)
+	}
+	fw.openSession(t)
+	view.unfenced.Store(true)
+	// The follower, at the log end, names 42: the leader proposes adding it,
+	// and the controller refuses.
+	fw.named = 42
+	fw.incremental(0)
+	fw.fetch(t, context.Background(), fw.req)
+	fw.named = -1
+	waitForCond(t, func() bool { refused, _ := alters.counts(); return refused == 1 })
+	if _, committed := alters.counts(); committed != 0 || len(fw.parts[42].State().ISR) != 1 {
+		t.Fatalf("ISR %v (%d committed) after the only expansion was refused", fw.parts[42].State().ISR, committed)
+	}
+	// Idle fetches (naming nothing) until the expansion is proposed again
+	// and committed.
+	waitForCond(t, func() bool {
+		fw.incremental(0)
+		fw.fetch(t, context.Background(), fw.req)
+		return len(fw.parts[42].State().ISR) == 2
+	})
+	if refused, committed := alters.counts(); refused != 1 || committed != 1 {
+		t.Fatalf("%d expansions refused and %d committed, want 1 and 1", refused, committed)
 	}
 }

@@ -39,7 +39,14 @@ import (
 //     or whose records the response's byte budget left out: Kafka reads
 //     every partition at the session's fetch offset, so these are answered
 //     again unless the client moved on (a client that dropped records it
-//     was sent and does not name the partition gets them again). A partition
+//     was sent and does not name the partition gets them again); and, for
+//     a follower, those where it is outside the ISR or an ISR change is in
+//     flight (replica.FollowerRead.OutOfISR): Kafka's leader updates the
+//     follower's state of every session partition on each fetch, and only
+//     these can owe it an action that nothing else wakes (an ISR expansion
+//     that could not happen yet because the leader's metadata still had
+//     the follower's broker fenced, or whose AlterPartition was refused);
+//     a caught-up follower in the ISR still costs nothing per fetch. A partition
 //     read in a pass is registered before the read, so a move after it
 //     fires. Every other partition is unchanged since it was last read, and
 //     Kafka's incremental answer would leave it out too. The passes of one
@@ -476,10 +483,11 @@ func (s *fetchSession) holdBackLocked(cp *cachedPartition) {
 
 // answered holds back for the next fetch the partitions of resp (the
 // answer to the round's last pass, in round order) that answered records,
-// an error or a diverging epoch, or whose records the byte budget left out
-// (unsent: their indexes): nothing would wake them, and Kafka reads them
-// again at the session's fetch offset.
-func (r *sessionRound) answered(resp *kmsg.FetchResponse, unsent []int) {
+// an error or a diverging epoch, or that the pass found must be read again
+// (again: their indexes; records the byte budget left out, a follower
+// outside the ISR): nothing would wake them, and Kafka reads them again at
+// the session's fetch offset.
+func (r *sessionRound) answered(resp *kmsg.FetchResponse, again []int) {
 	r.s.mu.Lock()
 	defer r.s.mu.Unlock()
 	i := 0
@@ -491,7 +499,7 @@ func (r *sessionRound) answered(resp *kmsg.FetchResponse, unsent []int) {
 			i++
 		}
 	}
-	for _, i := range unsent {
+	for _, i := range again {
 		r.s.holdBackLocked(r.cps[i])
 	}
 }
