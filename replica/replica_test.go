@@ -597,3 +597,46 @@ func TestFollowerTruncationSyncedAndLeaderLogStart(t *testing.T) {
 		t.Fatalf("log start %d after the leader's 6, past the high watermark 5", start)
 	}
 }
+
+// A follower's read tells the leader's fetch session whether the leader
+// owes that follower a state update its later fetches must drive although
+// they ask nothing new (FollowerRead.OutOfISR): it is outside the
+// committed ISR (here with no broker view, so it cannot be added), or an
+// ISR change is in flight; a follower in the ISR with nothing in flight is
+// not.
+func TestReadForFollowerReportsOutOfISR(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	st := PartitionState{TopicPartition: TopicPartition{"owe", 0}, TopicID: topicID, Leader: 1, LeaderEpoch: 1,
+		PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 3}}
+	if err := m.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := m.Partition(st.TopicPartition)
+	read := func(replica int32) bool {
+		t.Helper()
+		res, err := p.ReadForFollower(FollowerFetch{ReplicaID: replica, BrokerEpoch: -1, FetchOffset: 0,
+			LogStartOffset: 0, CurrentLeaderEpoch: 1, LastFetchedEpoch: -1, MaxBytes: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.OutOfISR
+	}
+	if !read(2) || read(3) {
+		t.Fatalf("ISR [1 3]: follower 2 out %v, follower 3 out %v; want true, false", read(2), read(3))
+	}
+	// A shrink in flight may take 3 out: its reads keep counting until the
+	// controller answers.
+	p.mu.Lock()
+	p.proposeISRLocked([]int32{1}, []int32{1, 3})
+	p.mu.Unlock()
+	if !read(3) {
+		t.Fatal("follower 3 with an ISR change in flight: not reported")
+	}
+	st.ISR, st.PartitionEpoch = []int32{1, 2, 3}, 2
+	if err := m.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	if read(2) || read(3) {
+		t.Fatal("a follower in the ISR with no change in flight reported out of it")
+	}
+}
