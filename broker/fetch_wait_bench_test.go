@@ -205,7 +205,12 @@ func (fw *followerWait) round(tb testing.TB, i int) (sp kmsg.FetchResponseTopicP
 // reads those that changed since (fetch_sessions.go). Measured 2026-12-02
 // at load 30-50 on 2 cores, session=true, 10 rounds, a371700 vs 52fa821:
 // 1k partitions 51.4 vs 22.0 ms/op, 10k 973 vs 100 ms/op, 30k 1028 vs
-// 21.2 ms/op (park 463 vs 3.1 ms, wake 565 vs 18.0 ms).
+// 21.2 ms/op (park 463 vs 3.1 ms, wake 565 vs 18.0 ms). Again with the
+// ISR fix (a session also reads, on every fetch, the partitions whose
+// follower is outside the ISR; none here), 67e8934 (main, reverted) vs
+// hA2, -benchtime 10x, at load 9-23, runs interleaved: 1k 45.3/27.2 vs
+// 12.4/20.7 ms/op, 10k 241/368 vs 7.2/17.3, 30k 825/481/373 vs
+// 7.3/18.1/4.9 (park 531/276/171 vs 0.04/2.7/0.6 ms).
 func BenchmarkFollowerFetchWake(b *testing.B) {
 	for _, session := range []bool{false, true} {
 		for _, n := range []int{1000, 10_000, 30_000} {
