@@ -76,6 +76,8 @@
 // moves: consumers, acks=-1 produces) or Partition.Appended (appends:
 // follower fetches), or register a Waiter for either (WakeOnChange,
 // WakeOnAppend; with a key, the Waiter records which partitions fired: a
-// fetch session reads only those again). Retention and DeleteRecords
+// fetch session reads only those again, plus those where ReadForFollower
+// said the follower is outside the ISR or an ISR change is in flight:
+// FollowerRead.OutOfISR). Retention and DeleteRecords
 // moving the log start fire both.
 package replica
