@@ -445,6 +445,8 @@ func (p *Partition) appendLocked(b storage.Batch, opts AppendOptions, txnErr err
 			return AppendResult{}, false, err
 		}
 	}
+	nowMs := p.hooks.nowMs()
+	p.followersCaughtUpLocked(nowMs)
 	b.SetBaseOffset(p.log.EndOffset())
 	b.SetLeaderEpoch(p.state.LeaderEpoch)
 	appendTimeMs := int64(-1)
@@ -455,7 +457,7 @@ func (p *Partition) appendLocked(b storage.Batch, opts AppendOptions, txnErr err
 	if err := p.appendBatchLocked(b); err != nil {
 		return AppendResult{}, false, fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
 	}
-	moved := p.maybeAdvanceHW(p.hooks.nowMs())
+	moved := p.maybeAdvanceHW(nowMs)
 	return AppendResult{BaseOffset: b.BaseOffset, LastOffset: b.LastOffset, LogStartOffset: p.log.StartOffset(),
 		LogAppendTimeMs: appendTimeMs}, moved, nil
 }
