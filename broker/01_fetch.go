@@ -38,8 +38,8 @@ import (
 //     MaxWaitMillis for a high watermark move on any fetched partition.
 //   - Incremental fetch sessions (KIP-227, v7+) for consumers and
 //     followers alike: see fetch_sessions.go. The session decides which
-//     partitions are read (all of the session's) and which the answer
-//     carries; errors FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
+//     partitions are read (those that can have news: fetchSession) and
+//     which the answer carries; errors FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
 //     and FETCH_SESSION_TOPIC_ID_ERROR answer with no topics.
 //   - Replica fetches (ReplicaID, or ReplicaState.ID from v15, >= 0) come from
 //     followers (replica.Partition.ReadForFollower): records up to the log
@@ -56,7 +56,14 @@ func (c *ClientAPI) handleFetch(ctx context.Context, req *protocol.Request) (kms
 		resp.ErrorCode = fctx.errCode
 		return resp, nil
 	}
-	resp, rs, err := c.fetchLongPoll(ctx, req.Listener, fctx.body)
+	var resp *kmsg.FetchResponse
+	var rs fetchRegions
+	var err error
+	if fctx.session != nil {
+		resp, rs, fctx.body, err = c.fetchSession(ctx, req.Listener, fctx)
+	} else {
+		resp, rs, err = c.fetchLongPoll(ctx, req.Listener, fctx.body)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +86,13 @@ func (c *ClientAPI) fetchLongPoll(ctx context.Context, listener string, body *km
 		// read: a move after the read wakes it, and the wait is one channel
 		// however many partitions the fetch holds (issue 17).
 		w := replica.NewWaiter()
-		resp, rs, fr := c.fetchOnce(listener, body, w)
+		resp, rs, fr := c.fetchOnce(listener, body, func(_ int, p *replica.Partition, follower bool) {
+			if follower {
+				p.WakeOnAppend(w)
+			} else {
+				p.WakeOnChange(w)
+			}
+		})
 		if fr.bytes >= int(body.MinBytes) || fr.errors || wait <= 0 || fr.watched == 0 {
 			w.Stop()
 			return resp, rs, nil
@@ -103,17 +116,59 @@ func (c *ClientAPI) fetchLongPoll(ctx context.Context, listener string, body *km
 	}
 }
 
+// fetchSession is fetchLongPoll for an incremental fetch in fctx.session:
+// each pass reads only the partitions of the session that can have news
+// (sessionRound, fetch_sessions.go), registering the session's Waiter with
+// them first, and waits on that Waiter. It returns the body its last pass
+// read (the answer's partitions, for finish).
+func (c *ClientAPI) fetchSession(ctx context.Context, listener string, fctx fetchContext) (*kmsg.FetchResponse, fetchRegions, *kmsg.FetchRequest, error) {
+	s, req := fctx.session, fctx.body
+	r := s.beginRound(fctx.named)
+	wait := time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for last := false; ; {
+		r.collect()
+		body := c.sessions.roundBody(req, r)
+		resp, rs, fr := c.fetchOnce(listener, body, r.watch)
+		if last || fr.bytes >= int(req.MinBytes) || fr.errors || wait <= 0 {
+			r.answered(resp, fr.again)
+			return resp, rs, body, nil
+		}
+		rs.releaseAll() // a later pass reads again
+		c.fetchWaiting.Add(1)
+		select {
+		case <-ctx.Done():
+			c.fetchWaiting.Add(-1)
+			r.abandon()
+			return nil, nil, nil, ctx.Err()
+		case <-timer.C:
+			last = true
+		case <-s.w.C():
+		}
+		c.fetchWaiting.Add(-1)
+	}
+}
+
 // fetchRound is what one pass over the request found.
 type fetchRound struct {
 	bytes   int
 	errors  bool
-	watched int // partitions w was registered with
+	watched int // partitions watch was called for
+	// again are the indexes (in request order) of the partitions a fetch
+	// session reads again at its next fetch even if nothing wakes them:
+	// those whose records the byte budget may have left out, and those
+	// whose follower the leader owes a state update (not in the ISR:
+	// replica.FollowerRead.OutOfISR).
+	again []int
 }
 
 // fetchOnce reads every requested partition once: records as regions in rs
-// (nil with copyRecords, then in RecordBatches). w, if not nil, is
-// registered with each partition read before the read.
-func (c *ClientAPI) fetchOnce(listener string, body *kmsg.FetchRequest, w *replica.Waiter) (*kmsg.FetchResponse, fetchRegions, fetchRound) {
+// (nil with copyRecords, then in RecordBatches). watch, if not nil, is
+// called with the index (in request order) of each partition read, before
+// the read, and whether the fetch is a follower's.
+func (c *ClientAPI) fetchOnce(listener string, body *kmsg.FetchRequest,
+	watch func(i int, p *replica.Partition, follower bool)) (*kmsg.FetchResponse, fetchRegions, fetchRound) {
 	resp := body.ResponseKind().(*kmsg.FetchResponse)
 	img := c.cfg.Metadata.Image()
 	var fr fetchRound
@@ -127,11 +182,13 @@ func (c *ClientAPI) fetchOnce(listener string, body *kmsg.FetchRequest, w *repli
 		remaining = int(max(body.MaxBytes, 0))
 	}
 	minOne := true
+	i := -1 // the partition's index in request order
 	for _, rt := range body.Topics {
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
 		t, unknownID := fetchTopic(img, body.Version, rt)
 		for _, rp := range rt.Partitions {
+			i++
 			sp := kmsg.NewFetchResponseTopicPartition()
 			// Kafka answers empty records, never null: librdkafka rejects a
 			// null record set ("invalid MessageSetSize -1").
@@ -145,22 +202,24 @@ func (c *ClientAPI) fetchOnce(listener string, body *kmsg.FetchRequest, w *repli
 				sp.ErrorCode = kerr.UnknownTopicID.Code
 			} else if p, err = c.hostedPartition(img, t, rp.Partition); err == nil {
 				limit := min(int(max(rp.PartitionMaxBytes, 0)), remaining)
+				replicaID, brokerEpoch := fetchReplica(body)
+				if watch != nil {
+					watch(i, p, replicaID >= 0)
+					fr.watched++
+				}
+				c.fetchReads.Add(1)
 				var n int
-				if replicaID, brokerEpoch := fetchReplica(body); replicaID >= 0 {
-					if w != nil {
-						p.WakeOnAppend(w)
-						fr.watched++
-					}
-					n, err = fetchForFollower(p, &sp, rs, body.Version, rp, replicaID, brokerEpoch, limit, minOne)
+				var again bool
+				if replicaID >= 0 {
+					n, again, err = fetchForFollower(p, &sp, rs, body.Version, rp, replicaID, brokerEpoch, limit, minOne)
 					if sp.DivergingEpoch.EndOffset >= 0 {
 						fr.bytes++ // a divergence answers at once
 					}
 				} else {
-					if w != nil {
-						p.WakeOnChange(w)
-						fr.watched++
-					}
-					n, err = fetchPartition(p, &sp, rs, body.Version, rp, limit, minOne, body.IsolationLevel == 1)
+					n, again, err = fetchPartition(p, &sp, rs, body.Version, rp, limit, minOne, body.IsolationLevel == 1)
+				}
+				if again || limit <= 0 {
+					fr.again = append(fr.again, i)
 				}
 				remaining -= n
 				fr.bytes += n
@@ -202,16 +261,16 @@ func fetchTopic(img *image.Image, version int16, rt kmsg.FetchRequestTopic) (t *
 }
 
 // fetchPartition reads one partition into sp and returns the bytes it added.
-// Without minOne, a first batch larger than limit is left out. With rs, the
-// records are a region of the segment file (RecordBatches its placeholder).
+// Without minOne, a first batch larger than limit is left out (skipped). With
+// rs, the records are a region of the segment file (RecordBatches its
+// placeholder).
 func fetchPartition(p *replica.Partition, sp *kmsg.FetchResponseTopicPartition, rs fetchRegions, version int16,
-	rp kmsg.FetchRequestTopicPartition, limit int, minOne, readCommitted bool) (int, error) {
+	rp kmsg.FetchRequestTopicPartition, limit int, minOne, readCommitted bool) (n int, skipped bool, err error) {
 	epoch := int32(-1)
 	if version >= 9 {
 		epoch = rp.CurrentLeaderEpoch
 	}
 	var rr replica.ReadResult
-	var err error
 	if rs != nil {
 		rr, err = p.ReadRegionAsLeader(rp.FetchOffset, max(limit, 0), epoch, readCommitted)
 	} else {
@@ -221,38 +280,38 @@ func fetchPartition(p *replica.Partition, sp *kmsg.FetchResponseTopicPartition, 
 		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = rr.HighWatermark, rr.LastStableOffset, rr.LogStartOffset
 	}
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	n := setRecords(sp, rs, rr.Records, rr.Region, limit, minOne)
+	n, skipped = setRecords(sp, rs, rr.Records, rr.Region, limit, minOne)
 	if n == 0 {
-		return 0, nil
+		return 0, skipped, nil
 	}
 	for _, a := range rr.AbortedTxns {
 		at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
 		at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
 		sp.AbortedTransactions = append(sp.AbortedTransactions, at)
 	}
-	return n, nil
+	return n, false, nil
 }
 
 // setRecords puts what a partition read (records, or with rs a region) into
 // sp and returns its size; a first batch larger than limit is left out (and
-// its region released) unless minOne.
-func setRecords(sp *kmsg.FetchResponseTopicPartition, rs fetchRegions, records []byte, region storage.Region, limit int, minOne bool) int {
+// its region released) unless minOne: skipped.
+func setRecords(sp *kmsg.FetchResponseTopicPartition, rs fetchRegions, records []byte, region storage.Region, limit int, minOne bool) (int, bool) {
 	n := len(records)
 	if rs != nil {
 		n = int(region.Len)
 	}
 	if n == 0 || (n > limit && !minOne) {
 		region.Release()
-		return 0
+		return 0, n > 0
 	}
 	if rs != nil {
 		sp.RecordBatches = rs.add(region)
 	} else {
 		sp.RecordBatches = records
 	}
-	return n
+	return n, false
 }
 
 // fetchReplica is the fetching replica's id and broker epoch: ReplicaState
@@ -265,9 +324,11 @@ func fetchReplica(body *kmsg.FetchRequest) (int32, int64) {
 }
 
 // fetchForFollower reads one partition for a follower into sp and returns
-// the bytes it added (records as in fetchPartition).
+// the bytes it added (records as in fetchPartition), and again: the byte
+// budget left records out, or the follower is outside the ISR (a session
+// reads the partition at its next fetch, fetchRound.again).
 func fetchForFollower(p *replica.Partition, sp *kmsg.FetchResponseTopicPartition, rs fetchRegions, version int16,
-	rp kmsg.FetchRequestTopicPartition, replicaID int32, brokerEpoch int64, limit int, minOne bool) (int, error) {
+	rp kmsg.FetchRequestTopicPartition, replicaID int32, brokerEpoch int64, limit int, minOne bool) (n int, again bool, err error) {
 	ff := replica.FollowerFetch{ReplicaID: replicaID, BrokerEpoch: brokerEpoch, FetchOffset: rp.FetchOffset,
 		LogStartOffset: -1, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1, MaxBytes: max(limit, 0), Region: rs != nil}
 	if version >= 5 {
@@ -280,17 +341,19 @@ func fetchForFollower(p *replica.Partition, sp *kmsg.FetchResponseTopicPartition
 		ff.LastFetchedEpoch = rp.LastFetchedEpoch
 	}
 	rr, err := p.ReadForFollower(ff)
+	again = rr.OutOfISR
 	if err == nil || errors.Is(err, replica.ErrOffsetOutOfRange) {
 		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = rr.HighWatermark, rr.HighWatermark, rr.LogStartOffset
 	}
 	if err != nil {
 		rr.Region.Release()
-		return 0, err
+		return 0, false, err
 	}
 	if d := rr.Diverging; d != nil && version >= 12 {
 		sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset = d.Epoch, d.EndOffset
 		rr.Region.Release()
-		return 0, nil
+		return 0, again, nil
 	}
-	return setRecords(sp, rs, rr.Records, rr.Region, limit, minOne), nil
+	n, skipped := setRecords(sp, rs, rr.Records, rr.Region, limit, minOne)
+	return n, skipped || again, nil
 }

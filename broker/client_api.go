@@ -194,6 +194,9 @@ type ClientAPI struct {
 	// fetchWaiting counts the fetches parked in their long poll (Kafka's
 	// Fetch purgatory size).
 	fetchWaiting atomic.Int64
+	// fetchReads counts the partitions fetch passes read (issue 17: an
+	// incremental session's pass reads what changed, not every partition).
+	fetchReads atomic.Int64
 
 	mu      sync.Mutex
 	stopped bool

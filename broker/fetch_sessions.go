@@ -2,9 +2,12 @@ package broker
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kraftd/kraftd/replica"
 )
 
 // Incremental fetch sessions (KIP-227), as Kafka's FetchSession.scala
@@ -19,12 +22,37 @@ import (
 //     an epoch other than the session's next is INVALID_FETCH_SESSION_EPOCH
 //     (no topics either way). The request's partitions are added to the
 //     session or update their fetch offset and limits, ForgottenTopics
-//     leave it; every partition of the session is read, and the answer holds
-//     only those with records, an error, or a high watermark, last stable
-//     offset or log start offset the client was not told yet. A partition
-//     that returned records moves to the end of the session, so the others
-//     get the response's bytes next (Kafka's fairness). A session left empty
+//     leave it; the answer holds only the partitions with records, an
+//     error, a diverging epoch, or a high watermark, last stable offset or
+//     log start offset the client was not told yet. A session left empty
 //     is closed and the fetch answered without one.
+//   - What an incremental fetch reads (issue 17: a follower's session holds
+//     ~33k partitions at 100k, and each append woke a pass over all of
+//     them): a session keeps one Waiter registered with each of its
+//     partitions (both the change and the append event) across requests,
+//     and each pass reads only the partitions that can have news since the
+//     client was last answered: those the request names (a new fetch
+//     offset moves the follower's high watermark and ISR), those whose
+//     registration fired (the Waiter records which), those never read or
+//     registered yet (all of them at the first incremental fetch), and
+//     those whose last answer had records, an error or a diverging epoch,
+//     or whose records the response's byte budget left out: Kafka reads
+//     every partition at the session's fetch offset, so these are answered
+//     again unless the client moved on (a client that dropped records it
+//     was sent and does not name the partition gets them again); and, for
+//     a follower, those where it is outside the ISR or an ISR change is in
+//     flight (replica.FollowerRead.OutOfISR): Kafka's leader updates the
+//     follower's state of every session partition on each fetch, and only
+//     these can owe it an action that nothing else wakes (an ISR expansion
+//     that could not happen yet because the leader's metadata still had
+//     the follower's broker fenced, or whose AlterPartition was refused);
+//     a caught-up follower in the ISR still costs nothing per fetch. A partition
+//     read in a pass is registered before the read, so a move after it
+//     fires. Every other partition is unchanged since it was last read, and
+//     Kafka's incremental answer would leave it out too. The passes of one
+//     long poll read the same growing set, so the last pass's answer covers
+//     everything read. A fetch that fails (the client went away) puts what
+//     it read back to be read by the next.
 //   - A session keeps the addressing it was created with: a request by
 //     topic id (v13+) on a session by name, or the reverse, is
 //     FETCH_SESSION_TOPIC_ID_ERROR.
@@ -72,30 +100,46 @@ type fetchSessionKey struct {
 }
 
 // cachedPartition is one partition of a session: the fetch parameters last
-// asked, and what the client was last told.
+// asked, and what the client was last told (both guarded by the cache's mu),
+// and how the session watches it (guarded by the session's mu).
 type cachedPartition struct {
 	key                       fetchSessionKey
 	req                       kmsg.FetchRequestTopicPartition
 	hwm, lastStable, logStart int64 // -1: nothing told yet (or an error was)
+
+	removed atomic.Bool // forgotten, or its session closed
+	// watchChange and watchAppend: a registration of the session's Waiter
+	// with the partition is live (not fired yet); queued: in
+	// fetchSession.pending; round: the last sessionRound that read it.
+	watchChange, watchAppend, queued bool
+	round                            uint64
 }
 
 // fetchSession is one client's session.
 //
-// INVARIANTS: len(parts) == len(index); epoch > 0 (the epoch the next
-// incremental request must carry).
+// INVARIANTS: epoch > 0 (the epoch the next incremental request must
+// carry). Every partition of index is, at any time, in pending, or
+// registered with w on both events and unchanged since it was last read
+// (else its registration fired: w.Woken names it), or being read by a
+// fetch of the session. w is stopped once the session is closed.
 type fetchSession struct {
 	id         int32
 	epoch      int32
 	privileged bool // a follower's
 	topicIDs   bool // addressed by topic id (created by Fetch v13+)
-	parts      []*cachedPartition
 	index      map[fetchSessionKey]*cachedPartition
 	lastUsedMs int64
+
+	w *replica.Waiter
+	// mu guards pending, rounds and the partitions' watch fields.
+	mu      sync.Mutex
+	pending []*cachedPartition // to read at the next fetch
+	rounds  uint64
 }
 
 // fetchSessionCache holds the sessions of one broker; safe for concurrent use.
 //
-// INVARIANTS: partitions == the sum of len(s.parts) over sessions, and
+// INVARIANTS: partitions == the sum of len(s.index) over sessions, and
 // <= maxPartitions after every call.
 type fetchSessionCache struct {
 	mu            sync.Mutex
@@ -114,8 +158,12 @@ func newFetchSessionCache(maxSlots int, newID func() int32) *fetchSessionCache {
 // remove closes session id; mu held.
 func (fc *fetchSessionCache) remove(id int32) {
 	if s, ok := fc.sessions[id]; ok {
-		fc.partitions -= len(s.parts)
+		fc.partitions -= len(s.index)
 		delete(fc.sessions, id)
+		s.w.Stop()
+		for _, cp := range s.index {
+			cp.removed.Store(true)
+		}
 	}
 }
 
@@ -125,10 +173,13 @@ type fetchContext struct {
 	// full: the answer lists every partition; create: it may open a
 	// session (epoch 0).
 	full, create bool
-	// session is the incremental request's session.
+	// session is the incremental request's session, and named the
+	// session's partitions the request names.
 	session *fetchSession
+	named   []*cachedPartition
 	// body is the request to read: the request itself, or for an
-	// incremental fetch every partition of the session.
+	// incremental fetch the partitions its last pass read
+	// (ClientAPI.fetchSession).
 	body *kmsg.FetchRequest
 }
 
@@ -153,16 +204,16 @@ func (fc *fetchSessionCache) newContext(body *kmsg.FetchRequest, nowMs int64) fe
 	case s.topicIDs != (body.Version >= 13):
 		return fetchContext{errCode: kerr.FetchSessionTopicIDError.Code}
 	}
-	before := len(s.parts)
-	s.update(body)
-	fc.partitions += len(s.parts) - before
-	if len(s.parts) == 0 || fc.partitions > fc.maxPartitions {
+	before := len(s.index)
+	named := s.update(body)
+	fc.partitions += len(s.index) - before
+	if len(s.index) == 0 || fc.partitions > fc.maxPartitions {
 		fc.remove(s.id)
 		return fetchContext{full: true, body: body}
 	}
 	s.lastUsedMs = nowMs
 	s.epoch = nextSessionEpoch(s.epoch)
-	return fetchContext{session: s, body: s.request(body)}
+	return fetchContext{session: s, named: named, body: body}
 }
 
 // nextSessionEpoch is FetchMetadata.nextEpoch: it wraps to 1, never 0 or -1.
@@ -174,41 +225,33 @@ func nextSessionEpoch(e int32) int32 {
 }
 
 // update adds or refreshes the request's partitions, then drops the
-// forgotten ones (Kafka's FetchSession.update); mu held.
-func (s *fetchSession) update(body *kmsg.FetchRequest) {
+// forgotten ones (Kafka's FetchSession.update), and returns the partitions
+// the request named still in the session; the cache's mu held.
+func (s *fetchSession) update(body *kmsg.FetchRequest) []*cachedPartition {
+	var named []*cachedPartition
 	for _, rt := range body.Topics {
 		for _, rp := range rt.Partitions {
 			key := sessionKey(body.Version, rt.Topic, rt.TopicID, rp.Partition)
-			if cp, ok := s.index[key]; ok {
+			cp, ok := s.index[key]
+			if ok {
 				cp.req = rp
-				continue
+			} else {
+				cp = &cachedPartition{key: key, req: rp, hwm: -1, lastStable: -1, logStart: -1}
+				s.index[key] = cp
 			}
-			s.add(&cachedPartition{key: key, req: rp, hwm: -1, lastStable: -1, logStart: -1})
+			named = append(named, cp)
 		}
 	}
 	for _, ft := range body.ForgottenTopics {
 		for _, p := range ft.Partitions {
 			key := sessionKey(body.Version, ft.Topic, ft.TopicID, p)
-			if _, ok := s.index[key]; ok {
+			if cp, ok := s.index[key]; ok {
 				delete(s.index, key)
-				s.parts = removePart(s.parts, key)
+				cp.removed.Store(true) // its registrations fire into nothing
 			}
 		}
 	}
-}
-
-func (s *fetchSession) add(cp *cachedPartition) {
-	s.index[cp.key] = cp
-	s.parts = append(s.parts, cp)
-}
-
-func removePart(parts []*cachedPartition, key fetchSessionKey) []*cachedPartition {
-	for i, cp := range parts {
-		if cp.key == key {
-			return append(parts[:i], parts[i+1:]...)
-		}
-	}
-	return parts
+	return named
 }
 
 func sessionKey(version int16, topic string, id [16]byte, partition int32) fetchSessionKey {
@@ -216,23 +259,6 @@ func sessionKey(version int16, topic string, id [16]byte, partition int32) fetch
 		return fetchSessionKey{topicID: id, partition: partition}
 	}
 	return fetchSessionKey{topic: topic, partition: partition}
-}
-
-// request is body with the session's partitions, in session order, as its
-// topics (consecutive partitions of a topic share an entry); mu held.
-func (s *fetchSession) request(body *kmsg.FetchRequest) *kmsg.FetchRequest {
-	out := *body
-	out.Topics, out.ForgottenTopics = nil, nil
-	for _, cp := range s.parts {
-		if n := len(out.Topics); n == 0 || out.Topics[n-1].Topic != cp.key.topic || out.Topics[n-1].TopicID != cp.key.topicID {
-			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic, rt.TopicID = cp.key.topic, cp.key.topicID
-			out.Topics = append(out.Topics, rt)
-		}
-		rt := &out.Topics[len(out.Topics)-1]
-		rt.Partitions = append(rt.Partitions, cp.req)
-	}
-	return &out
 }
 
 // finish turns the read of fctx.body into the answer: a full fetch with
@@ -257,7 +283,6 @@ func (fc *fetchSessionCache) finish(fctx fetchContext, resp *kmsg.FetchResponse,
 		return
 	}
 	resp.SessionID = s.id
-	var moved []*cachedPartition
 	topics := resp.Topics[:0]
 	for _, rt := range resp.Topics {
 		parts := rt.Partitions[:0]
@@ -267,9 +292,6 @@ func (fc *fetchSessionCache) finish(fctx fetchContext, resp *kmsg.FetchResponse,
 				continue
 			}
 			parts = append(parts, rp)
-			if len(rp.RecordBatches) > 0 {
-				moved = append(moved, cp)
-			}
 		}
 		if len(parts) > 0 {
 			rt.Partitions = parts
@@ -277,9 +299,6 @@ func (fc *fetchSessionCache) finish(fctx fetchContext, resp *kmsg.FetchResponse,
 		}
 	}
 	resp.Topics = topics
-	for _, cp := range moved {
-		s.parts = append(removePart(s.parts, cp.key), cp)
-	}
 }
 
 // mustRespond reports whether an incremental answer must carry rp, and
@@ -308,7 +327,7 @@ func (fc *fetchSessionCache) create(body *kmsg.FetchRequest, resp *kmsg.FetchRes
 		return nil
 	}
 	s := &fetchSession{epoch: 1, privileged: privileged, topicIDs: body.Version >= 13,
-		index: map[fetchSessionKey]*cachedPartition{}, lastUsedMs: nowMs}
+		index: map[fetchSessionKey]*cachedPartition{}, lastUsedMs: nowMs, w: replica.NewWaiter()}
 	for s.id == 0 || fc.sessions[s.id] != nil {
 		s.id = fc.newID()
 	}
@@ -316,7 +335,10 @@ func (fc *fetchSessionCache) create(body *kmsg.FetchRequest, resp *kmsg.FetchRes
 		for _, rp := range rt.Partitions {
 			key := sessionKey(body.Version, rt.Topic, rt.TopicID, rp.Partition)
 			if s.index[key] == nil {
-				s.add(&cachedPartition{key: key, req: rp, hwm: -1, lastStable: -1, logStart: -1})
+				// Not watched yet: the first incremental fetch reads it.
+				cp := &cachedPartition{key: key, req: rp, hwm: -1, lastStable: -1, logStart: -1, queued: true}
+				s.index[key] = cp
+				s.pending = append(s.pending, cp)
 			}
 		}
 	}
@@ -327,11 +349,11 @@ func (fc *fetchSessionCache) create(body *kmsg.FetchRequest, resp *kmsg.FetchRes
 			}
 		}
 	}
-	if fc.partitions+len(s.parts) > fc.maxPartitions {
+	if fc.partitions+len(s.index) > fc.maxPartitions {
 		return nil
 	}
 	fc.sessions[s.id] = s
-	fc.partitions += len(s.parts)
+	fc.partitions += len(s.index)
 	return s
 }
 
@@ -370,7 +392,7 @@ func evictKey(privileged bool, size int, id int32) sessionValue {
 	return sessionValue{privileged, size, id}
 }
 
-func (s *fetchSession) key() sessionValue { return evictKey(s.privileged, len(s.parts), s.id) }
+func (s *fetchSession) key() sessionValue { return evictKey(s.privileged, len(s.index), s.id) }
 
 func (a sessionValue) less(b sessionValue) bool {
 	if a.privileged != b.privileged {
@@ -380,4 +402,133 @@ func (a sessionValue) less(b sessionValue) bool {
 		return a.size < b.size
 	}
 	return a.id < b.id
+}
+
+// sessionRound is what one incremental fetch of a session reads: the
+// partitions of all its passes so far, in reading order (see the package
+// comment above: held back, named, then woken).
+type sessionRound struct {
+	s   *fetchSession
+	id  uint64
+	cps []*cachedPartition
+}
+
+// beginRound starts an incremental fetch's reading set with the partitions
+// held back for it and those the request names.
+func (s *fetchSession) beginRound(named []*cachedPartition) *sessionRound {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rounds++
+	r := &sessionRound{s: s, id: s.rounds}
+	for _, cp := range s.pending {
+		cp.queued = false
+		r.addLocked(cp)
+	}
+	s.pending = nil
+	for _, cp := range named {
+		r.addLocked(cp)
+	}
+	return r
+}
+
+// collect adds the partitions whose registrations fired since the last
+// collect; those registrations are spent, so the next read registers again.
+func (r *sessionRound) collect() {
+	woken := r.s.w.Woken()
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	for _, wk := range woken {
+		cp := wk.Key.(*cachedPartition)
+		if wk.Append {
+			cp.watchAppend = false
+		} else {
+			cp.watchChange = false
+		}
+		r.addLocked(cp)
+	}
+}
+
+// addLocked adds cp to the round once; s.mu held.
+func (r *sessionRound) addLocked(cp *cachedPartition) {
+	if cp.removed.Load() || cp.round == r.id {
+		return
+	}
+	cp.round = r.id
+	r.cps = append(r.cps, cp)
+}
+
+// watch registers the session's Waiter with p, partition i of the round, on
+// each event it is not registered for yet; called before p is read.
+func (r *sessionRound) watch(i int, p *replica.Partition, _ bool) {
+	cp := r.cps[i]
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	if !cp.watchChange {
+		cp.watchChange = true
+		p.WakeOnChangeKey(r.s.w, cp)
+	}
+	if !cp.watchAppend {
+		cp.watchAppend = true
+		p.WakeOnAppendKey(r.s.w, cp)
+	}
+}
+
+// holdBackLocked queues cp for the session's next fetch; s.mu held.
+func (s *fetchSession) holdBackLocked(cp *cachedPartition) {
+	if !cp.queued && !cp.removed.Load() {
+		cp.queued = true
+		s.pending = append(s.pending, cp)
+	}
+}
+
+// answered holds back for the next fetch the partitions of resp (the
+// answer to the round's last pass, in round order) that answered records,
+// an error or a diverging epoch, or that the pass found must be read again
+// (again: their indexes; records the byte budget left out, a follower
+// outside the ISR): nothing would wake them, and Kafka reads them again at
+// the session's fetch offset.
+func (r *sessionRound) answered(resp *kmsg.FetchResponse, again []int) {
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	i := 0
+	for _, rt := range resp.Topics {
+		for _, sp := range rt.Partitions {
+			if len(sp.RecordBatches) > 0 || sp.ErrorCode != 0 || sp.DivergingEpoch.EndOffset >= 0 {
+				r.s.holdBackLocked(r.cps[i])
+			}
+			i++
+		}
+	}
+	for _, i := range again {
+		r.s.holdBackLocked(r.cps[i])
+	}
+}
+
+// abandon holds back every partition the round read: its answer is not
+// sent, so the client was told none of it.
+func (r *sessionRound) abandon() {
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	for _, cp := range r.cps {
+		r.s.holdBackLocked(cp)
+	}
+}
+
+// roundBody is req with the round's partitions as its topics
+// (consecutive partitions of a topic share an entry).
+func (fc *fetchSessionCache) roundBody(req *kmsg.FetchRequest, r *sessionRound) *kmsg.FetchRequest {
+	out := *req
+	out.Topics, out.ForgottenTopics = nil, nil
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	for _, cp := range r.cps {
+		if n := len(out.Topics); n == 0 || out.Topics[n-1].Topic != cp.key.topic || out.Topics[n-1].TopicID != cp.key.topicID {
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic, rt.TopicID = cp.key.topic, cp.key.topicID
+			out.Topics = append(out.Topics, rt)
+		}
+		rt := &out.Topics[len(out.Topics)-1]
+		rt.Partitions = append(rt.Partitions, cp.req)
+	}
+	return &out
 }

@@ -244,15 +244,32 @@ func fetchedPartitions(in *replica.FetchRequest, resp *kmsg.FetchResponse) ([]re
 	if resp.ErrorCode != 0 {
 		return nil, fmt.Errorf("broker: replica fetch: %w", kerr.ErrorForCode(resp.ErrorCode))
 	}
+	// Topic ids are named from the request as the answer needs them: an
+	// answer names a few of the request's partitions (issue 17: a map of
+	// every requested partition's topic cost O(partitions) each round).
 	names := map[[16]byte]string{}
-	for _, p := range in.Partitions {
-		names[p.TopicID] = p.Topic
+	next := 0 // in.Partitions before next are in names
+	name := func(id [16]byte) string {
+		if n, ok := names[id]; ok {
+			return n
+		}
+		for ; next < len(in.Partitions); next++ {
+			p := in.Partitions[next]
+			if _, ok := names[p.TopicID]; !ok {
+				names[p.TopicID] = p.Topic
+			}
+			if p.TopicID == id {
+				next++
+				return p.Topic
+			}
+		}
+		return ""
 	}
 	var out []replica.FetchedPartition
 	for _, rt := range resp.Topics {
 		topic := rt.Topic
 		if resp.Version >= 13 {
-			topic = names[rt.TopicID]
+			topic = name(rt.TopicID)
 		}
 		for _, rp := range rt.Partitions {
 			a := replica.FetchedPartition{TopicPartition: replica.TopicPartition{Topic: topic, Partition: rp.Partition},

@@ -61,17 +61,22 @@ func (s *followerSession) request(in *replica.FetchRequest, version int16) (*kms
 	if s.id == 0 || s.epoch == 0 {
 		d.full, d.sent = true, in.Partitions
 	} else {
-		asked := make(map[replica.TopicPartition]struct{}, len(in.Partitions))
+		// One lookup per partition; the session's partitions missing from
+		// the request (forgotten) are looked for only when the request
+		// does not hold all of them (issue 17: at ~33k partitions a set of
+		// every asked partition cost as much again each round).
+		held := 0
 		for _, p := range in.Partitions {
-			asked[p.TopicPartition] = struct{}{}
-			if held, ok := s.parts[p.TopicPartition]; !ok || held != p {
+			h, ok := s.parts[p.TopicPartition]
+			if ok {
+				held++
+			}
+			if !ok || h != p {
 				d.sent = append(d.sent, p)
 			}
 		}
-		for tp, p := range s.parts {
-			if _, ok := asked[tp]; !ok {
-				d.forgotten = append(d.forgotten, p)
-			}
+		if held < len(s.parts) { // the fetcher asks each partition once
+			d.forgotten = s.missing(in)
 		}
 	}
 	req := replicaFetchRequest(in, version, d.sent)
@@ -89,6 +94,21 @@ func (s *followerSession) request(in *replica.FetchRequest, version int16) (*kms
 		req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, p.Partition)
 	}
 	return req, d
+}
+
+// missing lists the session's partitions in not asks for.
+func (s *followerSession) missing(in *replica.FetchRequest) []replica.FetchPartition {
+	asked := make(map[replica.TopicPartition]struct{}, len(in.Partitions))
+	for _, p := range in.Partitions {
+		asked[p.TopicPartition] = struct{}{}
+	}
+	var out []replica.FetchPartition
+	for tp, p := range s.parts {
+		if _, ok := asked[tp]; !ok {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // answered moves the session past a request the leader answered without

@@ -63,7 +63,7 @@ func TestReplicaFetchIncrementalSession(t *testing.T) {
 				if !ok {
 					return s.id, -1
 				}
-				return s.id, len(ls.parts)
+				return s.id, len(ls.index)
 			}
 
 			if got := fetch("full"); len(got) != 3 || len(got[0].Records) == 0 {

@@ -406,14 +406,30 @@ func (f *fetcher) request(entries []*fetchEntry, brokerEpoch int64, cfg FetchCon
 // handle applies the leader's answers; entries[i] asked req.Partitions[i].
 func (f *fetcher) handle(ctx context.Context, r *Replication, entries []*fetchEntry, req *FetchRequest,
 	answers []FetchedPartition, log *zap.Logger) {
-	byTP := make(map[TopicPartition]int, len(entries))
+	// An answer names a few of the asked partitions (a session's answer
+	// those with news): index the answers, not the ~33k entries a fetcher
+	// of a 100k-partition cluster asks (issue 17).
+	byTP := make(map[TopicPartition]int, len(answers))
+	for j, a := range answers {
+		byTP[a.TopicPartition] = j
+	}
+	asked := make([]int, len(answers)) // answers[j] is for entries[asked[j]]; -1: none
+	for j := range asked {
+		asked[j] = -1
+	}
 	for i, e := range entries {
-		byTP[e.p.tp] = i
+		if len(byTP) == 0 {
+			break
+		}
+		if j, ok := byTP[e.p.tp]; ok {
+			asked[j] = i
+			delete(byTP, e.p.tp)
+		}
 	}
 	backoffMs := f.set.m.cfg.Fetch.BackoffMs
-	for _, a := range answers {
-		i, ok := byTP[a.TopicPartition]
-		if !ok || !f.current(entries[i]) {
+	for j, a := range answers {
+		i := asked[j]
+		if i < 0 || !f.current(entries[i]) {
 			continue
 		}
 		e, asked := entries[i], req.Partitions[i]

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -40,6 +41,16 @@ type FollowerRead struct {
 	// its last fetched epoch (KIP-595's DivergingEpoch, Fetch v12+): it must
 	// truncate, and no records come with it.
 	Diverging *EpochEndOffset
+	// OutOfISR is set when, after this fetch, the follower is not in the
+	// partition's committed ISR or an ISR change is in flight (which may
+	// take it out), or the partition changed role or follower state under
+	// the read: the leader owes the follower a state update that its later
+	// fetches must drive even when they ask nothing new, such as adding it
+	// to the ISR once its broker may join or once a refused AlterPartition
+	// is out of the way (Kafka's leader updates every session partition's
+	// follower state on each fetch). A fetch session reads such a
+	// partition on every fetch (broker/fetch_sessions.go).
+	OutOfISR bool
 }
 
 // ReadForFollower serves a follower's fetch, as Kafka's Partition.fetchRecords
@@ -71,6 +82,7 @@ func (p *Partition) ReadForFollower(req FollowerFetch) (FollowerRead, error) {
 	p.mu.Lock()
 	var item *AlterPartitionItem
 	moved := false
+	res.OutOfISR = true
 	if p.isLeader() && p.followers[req.ReplicaID] == f {
 		prev, prevStart := f.endOffset, f.startOffset
 		f.updateFetch(req.FetchOffset, req.LogStartOffset, res.LogEndOffset, nowMs, req.BrokerEpoch)
@@ -81,6 +93,7 @@ func (p *Partition) ReadForFollower(req FollowerFetch) (FollowerRead, error) {
 		// A new follower log start may complete a DeleteRecords waiting
 		// for LowWatermark.
 		moved = moved || prevStart != f.startOffset
+		res.OutOfISR = p.pending != nil || !slices.Contains(p.state.ISR, req.ReplicaID)
 	}
 	p.mu.Unlock()
 	if moved {

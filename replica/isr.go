@@ -136,6 +136,27 @@ func (f *followerState) caughtUp(leaderEnd, nowMs, lagMs int64) bool {
 	return f.endOffset == leaderEnd || nowMs-f.lastCaughtUpMs <= lagMs
 }
 
+// followersCaughtUpLocked records, before a leader append moves the log
+// end, that the ISR followers holding the whole log are caught up now; mu
+// held. Kafka's leader learns this from each follower fetch, which names
+// every partition of the session (at most replica.fetch.wait.max.ms
+// apart); a fetch session here reads an idle partition only when it changes
+// (broker/fetch_sessions.go), so a follower's last read of a partition idle
+// for longer than replica.lag.time.max.ms is old, and without this the
+// first append after the idle spell would find the follower out of sync
+// (lagging, last caught up long ago) and shrink the ISR before the
+// follower could fetch the new batch. A follower that stopped fetching is
+// still shrunk replica.lag.time.max.ms after the append (or fenced by the
+// controller sooner).
+func (p *Partition) followersCaughtUpLocked(nowMs int64) {
+	end := p.log.EndOffset()
+	for _, id := range p.state.ISR {
+		if f := p.followers[id]; f != nil && f.endOffset == end {
+			f.lastCaughtUpMs = max(f.lastCaughtUpMs, nowMs)
+		}
+	}
+}
+
 // hwReplica is one follower as the high watermark sees it.
 type hwReplica struct {
 	endOffset int64 // -1: unknown (no fetch in this leader epoch yet)

@@ -84,8 +84,8 @@ type Partition struct {
 	// changeWaiters and appendWaiters are the long-polling fetches
 	// waiting on the same two events (see Waiter), woken and dropped at
 	// the next one.
-	changeWaiters []*Waiter
-	appendWaiters []*Waiter
+	changeWaiters []waitRef
+	appendWaiters []waitRef
 }
 
 // newPartition hosts log with the manager's replication hooks h; hw >= 0 is
@@ -130,9 +130,16 @@ func (p *Partition) deleteOldSegments(nowMs int64) (int, error) {
 	if !cfg.Delete {
 		return 0, nil
 	}
+	start := p.log.StartOffset()
 	n, err := p.log.DeleteOldSegments(nowMs, p.hw.Load(), storage.Retention{Ms: cfg.RetentionMs, Bytes: cfg.RetentionBytes})
 	if n > 0 {
 		p.deleteProducerSnapshotsBelow(p.log.FirstSegmentBase())
+	}
+	if p.log.StartOffset() != start {
+		// Fetch answers carry the log start: the fetch sessions watching
+		// this partition read it again (broker/fetch_sessions.go).
+		p.notify()
+		p.notifyAppend()
 	}
 	return n, err
 }
@@ -191,17 +198,25 @@ func (p *Partition) Appended() <-chan struct{} {
 
 // WakeOnChange registers w to be woken at the next high watermark move or
 // role change (the Changed event).
-func (p *Partition) WakeOnChange(w *Waiter) {
+func (p *Partition) WakeOnChange(w *Waiter) { p.WakeOnChangeKey(w, nil) }
+
+// WakeOnChangeKey is WakeOnChange recording key in w.Woken when it fires
+// (nil: not recorded).
+func (p *Partition) WakeOnChangeKey(w *Waiter, key any) {
 	p.notifyMu.Lock()
-	p.changeWaiters = addWaiter(p.changeWaiters, w)
+	p.changeWaiters = addWaiter(p.changeWaiters, waitRef{w: w, key: key})
 	p.notifyMu.Unlock()
 }
 
 // WakeOnAppend registers w to be woken at the next append or role change
 // (the Appended event).
-func (p *Partition) WakeOnAppend(w *Waiter) {
+func (p *Partition) WakeOnAppend(w *Waiter) { p.WakeOnAppendKey(w, nil) }
+
+// WakeOnAppendKey is WakeOnAppend recording key in w.Woken when it fires
+// (nil: not recorded).
+func (p *Partition) WakeOnAppendKey(w *Waiter, key any) {
 	p.notifyMu.Lock()
-	p.appendWaiters = addWaiter(p.appendWaiters, w)
+	p.appendWaiters = addWaiter(p.appendWaiters, waitRef{w: w, key: key, append: true})
 	p.notifyMu.Unlock()
 }
 
@@ -430,6 +445,8 @@ func (p *Partition) appendLocked(b storage.Batch, opts AppendOptions, txnErr err
 			return AppendResult{}, false, err
 		}
 	}
+	nowMs := p.hooks.nowMs()
+	p.followersCaughtUpLocked(nowMs)
 	b.SetBaseOffset(p.log.EndOffset())
 	b.SetLeaderEpoch(p.state.LeaderEpoch)
 	appendTimeMs := int64(-1)
@@ -440,7 +457,7 @@ func (p *Partition) appendLocked(b storage.Batch, opts AppendOptions, txnErr err
 	if err := p.appendBatchLocked(b); err != nil {
 		return AppendResult{}, false, fmt.Errorf("%w: %s: %w", ErrStorage, p.tp, err)
 	}
-	moved := p.maybeAdvanceHW(p.hooks.nowMs())
+	moved := p.maybeAdvanceHW(nowMs)
 	return AppendResult{BaseOffset: b.BaseOffset, LastOffset: b.LastOffset, LogStartOffset: p.log.StartOffset(),
 		LogAppendTimeMs: appendTimeMs}, moved, nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -595,5 +596,98 @@ func TestFollowerTruncationSyncedAndLeaderLogStart(t *testing.T) {
 	}
 	if start := p.Log().StartOffset(); start != 2 {
 		t.Fatalf("log start %d after the leader's 6, past the high watermark 5", start)
+	}
+}
+
+// A follower's read tells the leader's fetch session whether the leader
+// owes that follower a state update its later fetches must drive although
+// they ask nothing new (FollowerRead.OutOfISR): it is outside the
+// committed ISR (here with no broker view, so it cannot be added), or an
+// ISR change is in flight; a follower in the ISR with nothing in flight is
+// not.
+func TestReadForFollowerReportsOutOfISR(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	st := PartitionState{TopicPartition: TopicPartition{"owe", 0}, TopicID: topicID, Leader: 1, LeaderEpoch: 1,
+		PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 3}}
+	if err := m.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := m.Partition(st.TopicPartition)
+	read := func(replica int32) bool {
+		t.Helper()
+		res, err := p.ReadForFollower(FollowerFetch{ReplicaID: replica, BrokerEpoch: -1, FetchOffset: 0,
+			LogStartOffset: 0, CurrentLeaderEpoch: 1, LastFetchedEpoch: -1, MaxBytes: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.OutOfISR
+	}
+	if !read(2) || read(3) {
+		t.Fatalf("ISR [1 3]: follower 2 out %v, follower 3 out %v; want true, false", read(2), read(3))
+	}
+	// A shrink in flight may take 3 out: its reads keep counting until the
+	// controller answers.
+	p.mu.Lock()
+	p.proposeISRLocked([]int32{1}, []int32{1, 3})
+	p.mu.Unlock()
+	if !read(3) {
+		t.Fatal("follower 3 with an ISR change in flight: not reported")
+	}
+	st.ISR, st.PartitionEpoch = []int32{1, 2, 3}, 2
+	if err := m.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	if read(2) || read(3) {
+		t.Fatal("a follower in the ISR with no change in flight reported out of it")
+	}
+}
+
+// A follower in the ISR that holds the whole log of a partition left idle
+// for longer than replica.lag.time.max.ms, and whose fetches therefore did
+// not read the partition meanwhile (a fetch session reads an idle partition
+// only when it changes), is not out of sync at the first append after the
+// idle spell: it was caught up until that append, and has
+// replica.lag.time.max.ms from it to fetch the batch. Before, its last
+// caught-up time was its last read, long ago, and the ISR check right after
+// the append shrank the ISR (Kafka's follower fetches name every session
+// partition at most replica.fetch.wait.max.ms apart, so Kafka's leader
+// never sees such a gap). One that does not fetch the batch is shrunk.
+func TestIdleCaughtUpFollowerStaysInISRAtNextAppend(t *testing.T) {
+	var nowMs atomic.Int64
+	nowMs.Store(1_000_000)
+	m, err := New(Config{Dir: t.TempDir(), BrokerID: 1, ReplicaLagTimeMaxMs: 30_000,
+		Now: func() time.Time { return time.UnixMilli(nowMs.Load()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	st := PartitionState{TopicPartition: TopicPartition{"idle", 0}, TopicID: topicID, Leader: 1, LeaderEpoch: 1,
+		PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
+	if err := m.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := m.Partition(st.TopicPartition)
+	acks1 := AppendOptions{RequiredAcks: 1, MinInsyncReplicas: 1, LogAppendTimeMs: -1}
+	if _, err := p.AppendAsLeader(batch(2, -1, 0, 0), acks1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.ReadForFollower(FollowerFetch{ReplicaID: 2, BrokerEpoch: -1, FetchOffset: 2, LogStartOffset: 0,
+		CurrentLeaderEpoch: 1, LastFetchedEpoch: 1, MaxBytes: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	nowMs.Add(60_000) // idle, not read
+	if item := p.maybeShrinkISR(nowMs.Load()); item != nil {
+		t.Fatalf("idle partition, follower at the log end: shrink %v", item)
+	}
+	if _, err := p.AppendAsLeader(batch(1, -1, 0, 0), acks1); err != nil {
+		t.Fatal(err)
+	}
+	nowMs.Add(1)
+	if item := p.maybeShrinkISR(nowMs.Load()); item != nil {
+		t.Fatalf("first append after an idle minute: shrink %v, want none (the follower held the whole log until it)", item)
+	}
+	nowMs.Add(30_000) // the follower never fetches the new batch
+	if item := p.maybeShrinkISR(nowMs.Load()); item == nil {
+		t.Fatal("a follower that did not fetch for replica.lag.time.max.ms after the append stays in the ISR")
 	}
 }

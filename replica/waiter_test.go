@@ -61,3 +61,43 @@ func TestWaiterWakeAndBoundedIdleList(t *testing.T) {
 		}
 	}
 }
+
+// Keyed registrations tell the Waiter which fired (a fetch session reads
+// only those again), and retention moving the log start fires a
+// partition's registrations (fetch answers carry the log start; a session
+// would not read the partition again otherwise).
+func TestWaiterKeysAndRetentionWakes(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	p := lead(t, m)
+	cfg := p.Config()
+	cfg.Delete, cfg.RetentionMs, cfg.SegmentBytes = true, 1, 100 // every batch its own segment, all expired
+	p.setConfig(cfg)
+	for range 3 {
+		appendOK(t, p, batch(1, -1, 0, 0))
+	}
+	w := NewWaiter()
+	p.WakeOnChangeKey(w, "change")
+	p.WakeOnAppendKey(w, "append")
+	if got := w.Woken(); len(got) != 0 {
+		t.Fatalf("woken %v before anything moved", got)
+	}
+	start := p.Log().StartOffset()
+	if n, err := p.deleteOldSegments(p.hooks.nowMs()); err != nil || n == 0 {
+		t.Fatalf("retention deleted %d segments (%v), want some", n, err)
+	}
+	if p.Log().StartOffset() == start {
+		t.Fatal("retention left the log start")
+	}
+	select {
+	case <-w.C():
+	default:
+		t.Fatal("retention moved the log start without waking the waiter")
+	}
+	got := w.Woken()
+	if len(got) != 2 || got[0] != (Woken{Key: "change"}) || got[1] != (Woken{Key: "append", Append: true}) {
+		t.Fatalf("woken %v, want the change then the append registration", got)
+	}
+	if got := w.Woken(); len(got) != 0 {
+		t.Fatalf("woken %v again, want each firing reported once", got)
+	}
+}
