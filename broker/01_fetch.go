@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -86,7 +87,7 @@ func (c *ClientAPI) fetchLongPoll(ctx context.Context, listener string, body *km
 		// read: a move after the read wakes it, and the wait is one channel
 		// however many partitions the fetch holds (issue 17).
 		w := replica.NewWaiter()
-		resp, rs, fr := c.fetchOnce(listener, body, func(_ int, p *replica.Partition, follower bool) {
+		resp, rs, fr := c.fetchOnce(listener, body, nil, func(_ int, p *replica.Partition, follower bool) {
 			if follower {
 				p.WakeOnAppend(w)
 			} else {
@@ -107,7 +108,7 @@ func (c *ClientAPI) fetchLongPoll(ctx context.Context, listener string, body *km
 		case <-timer.C:
 			c.fetchWaiting.Add(-1)
 			w.Stop()
-			resp, rs, _ = c.fetchOnce(listener, body, nil)
+			resp, rs, _ = c.fetchOnce(listener, body, nil, nil)
 			return resp, rs, nil
 		case <-w.C():
 			c.fetchWaiting.Add(-1)
@@ -123,14 +124,14 @@ func (c *ClientAPI) fetchLongPoll(ctx context.Context, listener string, body *km
 // read (the answer's partitions, for finish).
 func (c *ClientAPI) fetchSession(ctx context.Context, listener string, fctx fetchContext) (*kmsg.FetchResponse, fetchRegions, *kmsg.FetchRequest, error) {
 	s, req := fctx.session, fctx.body
-	r := s.beginRound(fctx.named)
+	r := s.beginRound(fctx.named, time.Now().UnixMilli())
 	wait := time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for last := false; ; {
 		r.collect()
 		body := c.sessions.roundBody(req, r)
-		resp, rs, fr := c.fetchOnce(listener, body, r.watch)
+		resp, rs, fr := c.fetchOnce(listener, body, &s.fetchedMs, r.watch)
 		if last || fr.bytes >= int(req.MinBytes) || fr.errors || wait <= 0 {
 			r.answered(resp, fr.again)
 			return resp, rs, body, nil
@@ -166,8 +167,11 @@ type fetchRound struct {
 // fetchOnce reads every requested partition once: records as regions in rs
 // (nil with copyRecords, then in RecordBatches). watch, if not nil, is
 // called with the index (in request order) of each partition read, before
-// the read, and whether the fetch is a follower's.
-func (c *ClientAPI) fetchOnce(listener string, body *kmsg.FetchRequest,
+// the read, and whether the fetch is a follower's. sessionMs is the time of
+// the latest fetch of the follower fetch session body comes from (nil for
+// none), handed to the partitions a follower's read reaches
+// (replica.FollowerFetch.SessionFetchMs).
+func (c *ClientAPI) fetchOnce(listener string, body *kmsg.FetchRequest, sessionMs *atomic.Int64,
 	watch func(i int, p *replica.Partition, follower bool)) (*kmsg.FetchResponse, fetchRegions, fetchRound) {
 	resp := body.ResponseKind().(*kmsg.FetchResponse)
 	img := c.cfg.Metadata.Image()
@@ -211,7 +215,7 @@ func (c *ClientAPI) fetchOnce(listener string, body *kmsg.FetchRequest,
 				var n int
 				var again bool
 				if replicaID >= 0 {
-					n, again, err = fetchForFollower(p, &sp, rs, body.Version, rp, replicaID, brokerEpoch, limit, minOne)
+					n, again, err = fetchForFollower(p, &sp, rs, body.Version, rp, replicaID, brokerEpoch, limit, minOne, sessionMs)
 					if sp.DivergingEpoch.EndOffset >= 0 {
 						fr.bytes++ // a divergence answers at once
 					}
@@ -328,9 +332,10 @@ func fetchReplica(body *kmsg.FetchRequest) (int32, int64) {
 // budget left records out, or the follower is outside the ISR (a session
 // reads the partition at its next fetch, fetchRound.again).
 func fetchForFollower(p *replica.Partition, sp *kmsg.FetchResponseTopicPartition, rs fetchRegions, version int16,
-	rp kmsg.FetchRequestTopicPartition, replicaID int32, brokerEpoch int64, limit int, minOne bool) (n int, again bool, err error) {
+	rp kmsg.FetchRequestTopicPartition, replicaID int32, brokerEpoch int64, limit int, minOne bool, sessionMs *atomic.Int64) (n int, again bool, err error) {
 	ff := replica.FollowerFetch{ReplicaID: replicaID, BrokerEpoch: brokerEpoch, FetchOffset: rp.FetchOffset,
-		LogStartOffset: -1, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1, MaxBytes: max(limit, 0), Region: rs != nil}
+		LogStartOffset: -1, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1, MaxBytes: max(limit, 0), Region: rs != nil,
+		SessionFetchMs: sessionMs}
 	if version >= 5 {
 		ff.LogStartOffset = rp.LogStartOffset
 	}

@@ -131,6 +131,10 @@ type fetchSession struct {
 	lastUsedMs int64
 
 	w *replica.Waiter
+	// fetchedMs is the time in ms of the session's latest fetch, stored by
+	// beginRound for a follower's session and read by the leader's
+	// partitions (replica.FollowerFetch.SessionFetchMs).
+	fetchedMs atomic.Int64
 	// mu guards pending, rounds and the partitions' watch fields.
 	mu      sync.Mutex
 	pending []*cachedPartition // to read at the next fetch
@@ -415,7 +419,10 @@ type sessionRound struct {
 
 // beginRound starts an incremental fetch's reading set with the partitions
 // held back for it and those the request names.
-func (s *fetchSession) beginRound(named []*cachedPartition) *sessionRound {
+func (s *fetchSession) beginRound(named []*cachedPartition, nowMs int64) *sessionRound {
+	if s.privileged {
+		s.fetchedMs.Store(nowMs)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rounds++

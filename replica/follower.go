@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 
@@ -27,6 +28,14 @@ type FollowerFetch struct {
 	// Region asks for the records as FollowerRead.Region (no copy; the
 	// caller releases it) instead of Records.
 	Region bool
+	// SessionFetchMs, when the read comes from a follower's incremental
+	// fetch session (KIP-227), holds the time in ms of that session's
+	// latest fetch; the session stores it at each of its fetches, read or
+	// not. The leader keeps it: a session fetch that does not read this
+	// partition still names it in Kafka, whose leader then counts a
+	// follower at the log end as caught up at that fetch
+	// (followersCaughtUpLocked). nil outside a session.
+	SessionFetchMs *atomic.Int64
 }
 
 // FollowerRead is the leader's answer to a follower fetch.
@@ -86,6 +95,7 @@ func (p *Partition) ReadForFollower(req FollowerFetch) (FollowerRead, error) {
 	if p.isLeader() && p.followers[req.ReplicaID] == f {
 		prev, prevStart := f.endOffset, f.startOffset
 		f.updateFetch(req.FetchOffset, req.LogStartOffset, res.LogEndOffset, nowMs, req.BrokerEpoch)
+		f.session = req.SessionFetchMs
 		item = p.maybeExpandISRLocked(req.ReplicaID, f)
 		if prev != f.endOffset || item != nil {
 			moved = p.maybeAdvanceHW(nowMs)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 )
@@ -100,6 +101,10 @@ type followerState struct {
 	lastCaughtUpMs     int64
 	brokerEpoch        int64 // from its fetches (-1: an old Fetch version); valid when hasEpoch
 	hasEpoch           bool
+	// session is the time of the latest fetch of the fetch session this
+	// follower's last read came from (FollowerFetch.SessionFetchMs); nil
+	// when it came from no session.
+	session *atomic.Int64
 }
 
 // newFollowerState is a follower's state when this broker starts leading
@@ -137,22 +142,26 @@ func (f *followerState) caughtUp(leaderEnd, nowMs, lagMs int64) bool {
 }
 
 // followersCaughtUpLocked records, before a leader append moves the log
-// end, that the ISR followers holding the whole log are caught up now; mu
-// held. Kafka's leader learns this from each follower fetch, which names
-// every partition of the session (at most replica.fetch.wait.max.ms
-// apart); a fetch session here reads an idle partition only when it changes
-// (broker/fetch_sessions.go), so a follower's last read of a partition idle
-// for longer than replica.lag.time.max.ms is old, and without this the
-// first append after the idle spell would find the follower out of sync
-// (lagging, last caught up long ago) and shrink the ISR before the
-// follower could fetch the new batch. A follower that stopped fetching is
-// still shrunk replica.lag.time.max.ms after the append (or fenced by the
-// controller sooner).
-func (p *Partition) followersCaughtUpLocked(nowMs int64) {
+// end, that the ISR followers holding the whole log were caught up at their
+// fetch session's latest fetch; mu held. Kafka's leader learns this from
+// each follower fetch, which names every partition of the session (at
+// most replica.fetch.wait.max.ms apart) and sets lastCaughtUpTimeMs to the
+// fetch's time when the follower is at the log end; a fetch session here
+// reads an idle partition only when it changes (broker/fetch_sessions.go),
+// so a follower's last read of a partition idle for longer than
+// replica.lag.time.max.ms is old, and without this the first append after
+// the idle spell would find the follower out of sync (lagging, last caught
+// up long ago) and shrink the ISR before the follower could fetch the new
+// batch. The time is the session's, not now: a follower whose session
+// stopped fetching (a stuck or dead fetcher) is out of sync at the first
+// append, as in Kafka, not only replica.lag.time.max.ms after it. A
+// follower whose last read came from no session has none (its every
+// fetch reads every partition, so its state is current).
+func (p *Partition) followersCaughtUpLocked() {
 	end := p.log.EndOffset()
 	for _, id := range p.state.ISR {
-		if f := p.followers[id]; f != nil && f.endOffset == end {
-			f.lastCaughtUpMs = max(f.lastCaughtUpMs, nowMs)
+		if f := p.followers[id]; f != nil && f.endOffset == end && f.session != nil {
+			f.lastCaughtUpMs = max(f.lastCaughtUpMs, f.session.Load())
 		}
 	}
 }

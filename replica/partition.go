@@ -446,7 +446,7 @@ func (p *Partition) appendLocked(b storage.Batch, opts AppendOptions, txnErr err
 		}
 	}
 	nowMs := p.hooks.nowMs()
-	p.followersCaughtUpLocked(nowMs)
+	p.followersCaughtUpLocked()
 	b.SetBaseOffset(p.log.EndOffset())
 	b.SetLeaderEpoch(p.state.LeaderEpoch)
 	appendTimeMs := int64(-1)

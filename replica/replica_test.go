@@ -653,41 +653,69 @@ func TestReadForFollowerReportsOutOfISR(t *testing.T) {
 // partition at most replica.fetch.wait.max.ms apart, so Kafka's leader
 // never sees such a gap). One that does not fetch the batch is shrunk.
 func TestIdleCaughtUpFollowerStaysInISRAtNextAppend(t *testing.T) {
-	var nowMs atomic.Int64
-	nowMs.Store(1_000_000)
-	m, err := New(Config{Dir: t.TempDir(), BrokerID: 1, ReplicaLagTimeMaxMs: 30_000,
-		Now: func() time.Time { return time.UnixMilli(nowMs.Load()) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close() })
-	st := PartitionState{TopicPartition: TopicPartition{"idle", 0}, TopicID: topicID, Leader: 1, LeaderEpoch: 1,
-		PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
-	if err := m.Apply(st); err != nil {
-		t.Fatal(err)
-	}
-	p, _ := m.Partition(st.TopicPartition)
-	acks1 := AppendOptions{RequiredAcks: 1, MinInsyncReplicas: 1, LogAppendTimeMs: -1}
-	if _, err := p.AppendAsLeader(batch(2, -1, 0, 0), acks1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.ReadForFollower(FollowerFetch{ReplicaID: 2, BrokerEpoch: -1, FetchOffset: 2, LogStartOffset: 0,
-		CurrentLeaderEpoch: 1, LastFetchedEpoch: 1, MaxBytes: 1 << 20}); err != nil {
-		t.Fatal(err)
-	}
-	nowMs.Add(60_000) // idle, not read
-	if item := p.maybeShrinkISR(nowMs.Load()); item != nil {
-		t.Fatalf("idle partition, follower at the log end: shrink %v", item)
-	}
-	if _, err := p.AppendAsLeader(batch(1, -1, 0, 0), acks1); err != nil {
-		t.Fatal(err)
-	}
-	nowMs.Add(1)
-	if item := p.maybeShrinkISR(nowMs.Load()); item != nil {
-		t.Fatalf("first append after an idle minute: shrink %v, want none (the follower held the whole log until it)", item)
-	}
-	nowMs.Add(30_000) // the follower never fetches the new batch
-	if item := p.maybeShrinkISR(nowMs.Load()); item == nil {
-		t.Fatal("a follower that did not fetch for replica.lag.time.max.ms after the append stays in the ISR")
+	// Kafka's follower names every partition of its fetch session at each
+	// fetch, so its leader's lastCaughtUpTimeMs for an idle partition is the
+	// time of the follower's latest fetch. kraftd's session does not read an
+	// idle partition; the partition takes that time from the session's clock
+	// (FollowerFetch.SessionFetchMs) at the next append instead.
+	for _, tc := range []struct {
+		name           string
+		sessionFetches bool // the follower's session keeps fetching while the partition idles
+	}{
+		{"session fetching", true},
+		{"session stopped", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var nowMs, sessionMs atomic.Int64
+			nowMs.Store(1_000_000)
+			m, err := New(Config{Dir: t.TempDir(), BrokerID: 1, ReplicaLagTimeMaxMs: 30_000,
+				Now: func() time.Time { return time.UnixMilli(nowMs.Load()) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = m.Close() })
+			st := PartitionState{TopicPartition: TopicPartition{"idle", 0}, TopicID: topicID, Leader: 1, LeaderEpoch: 1,
+				PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
+			if err := m.Apply(st); err != nil {
+				t.Fatal(err)
+			}
+			p, _ := m.Partition(st.TopicPartition)
+			acks1 := AppendOptions{RequiredAcks: 1, MinInsyncReplicas: 1, LogAppendTimeMs: -1}
+			if _, err := p.AppendAsLeader(batch(2, -1, 0, 0), acks1); err != nil {
+				t.Fatal(err)
+			}
+			sessionMs.Store(nowMs.Load())
+			if _, err := p.ReadForFollower(FollowerFetch{ReplicaID: 2, BrokerEpoch: -1, FetchOffset: 2, LogStartOffset: 0,
+				CurrentLeaderEpoch: 1, LastFetchedEpoch: 1, MaxBytes: 1 << 20, SessionFetchMs: &sessionMs}); err != nil {
+				t.Fatal(err)
+			}
+			nowMs.Add(60_000) // idle, not read
+			if tc.sessionFetches {
+				sessionMs.Store(nowMs.Load() - 400) // the session's latest fetch, 400 ms ago
+			}
+			if item := p.maybeShrinkISR(nowMs.Load()); item != nil {
+				t.Fatalf("idle partition, follower at the log end: shrink %v", item)
+			}
+			if _, err := p.AppendAsLeader(batch(1, -1, 0, 0), acks1); err != nil {
+				t.Fatal(err)
+			}
+			nowMs.Add(1)
+			item := p.maybeShrinkISR(nowMs.Load())
+			if !tc.sessionFetches {
+				// Kafka: last caught up at the last fetch, a minute ago: out of sync
+				// as soon as the log end moves past it.
+				if item == nil {
+					t.Fatal("first append after the follower's session stopped a minute ago: no shrink, want one (Kafka shrinks it)")
+				}
+				return
+			}
+			if item != nil {
+				t.Fatalf("first append after an idle minute: shrink %v, want none (the follower held the whole log at its session's latest fetch)", item)
+			}
+			nowMs.Add(30_000) // the follower never fetches the new batch
+			if item := p.maybeShrinkISR(nowMs.Load()); item == nil {
+				t.Fatal("a follower that did not fetch for replica.lag.time.max.ms after the append stays in the ISR")
+			}
+		})
 	}
 }

@@ -194,7 +194,7 @@ func (p *Partition) appendMarkerLocked(m TxnMarker, nowMs int64) (int64, bool, e
 		}
 	}
 	b := storage.EncodeTxnMarkerBatch(m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, m.Commit, nowMs)
-	p.followersCaughtUpLocked(nowMs)
+	p.followersCaughtUpLocked()
 	b.SetBaseOffset(p.log.EndOffset())
 	b.SetLeaderEpoch(p.state.LeaderEpoch)
 	if err := p.appendBatchLocked(b); err != nil {
