@@ -131,7 +131,7 @@ func (c *ClientAPI) fetchSession(ctx context.Context, listener string, fctx fetc
 	for last := false; ; {
 		r.collect()
 		body := c.sessions.roundBody(req, r)
-		resp, rs, fr := c.fetchOnce(listener, body, &s.fetchedMs, r.watch)
+		resp, rs, fr := c.fetchOnce(listener, body, s.fetchedMs, r.watch)
 		if last || fr.bytes >= int(req.MinBytes) || fr.errors || wait <= 0 {
 			r.answered(resp, fr.again)
 			return resp, rs, body, nil

@@ -133,8 +133,10 @@ type fetchSession struct {
 	w *replica.Waiter
 	// fetchedMs is the time in ms of the session's latest fetch, stored by
 	// beginRound for a follower's session and read by the leader's
-	// partitions (replica.FollowerFetch.SessionFetchMs).
-	fetchedMs atomic.Int64
+	// partitions (replica.FollowerFetch.SessionFetchMs). Allocated on its
+	// own: the partitions keep it after the session is evicted, and it
+	// alone must stay reachable, not the session's partition index.
+	fetchedMs *atomic.Int64
 	// mu guards pending, rounds and the partitions' watch fields.
 	mu      sync.Mutex
 	pending []*cachedPartition // to read at the next fetch
@@ -330,7 +332,7 @@ func (fc *fetchSessionCache) create(body *kmsg.FetchRequest, resp *kmsg.FetchRes
 	if fc.maxSlots <= 0 || size > fc.maxPartitions || len(fc.sessions) >= fc.maxSlots && !fc.evict(privileged, size, nowMs) {
 		return nil
 	}
-	s := &fetchSession{epoch: 1, privileged: privileged, topicIDs: body.Version >= 13,
+	s := &fetchSession{epoch: 1, privileged: privileged, fetchedMs: new(atomic.Int64), topicIDs: body.Version >= 13,
 		index: map[fetchSessionKey]*cachedPartition{}, lastUsedMs: nowMs, w: replica.NewWaiter()}
 	for s.id == 0 || fc.sessions[s.id] != nil {
 		s.id = fc.newID()
