@@ -586,16 +586,16 @@ func startBenchCluster(ctx context.Context, o compareOptions, mode, dir, exe str
 	// once per sample).
 	dc.exits = make(chan *devNode, 4*len(dc.nodes))
 	if !dc.legacy() {
-		// kraft brokers get a loopback metrics listener for
-		// waitLogsReady (zk-legacy ones have theirs already).
+		// kraft nodes get a loopback metrics listener: the brokers' for
+		// waitLogsReady (zk-legacy ones have theirs already), every
+		// node's so that --override kraftd.pprof.enable=true, which needs
+		// one, starts the controllers too.
 		ports, err := devPorts(0, len(dc.nodes))
 		if err != nil {
 			return nil, err
 		}
 		for i, n := range dc.nodes {
-			if n.broker {
-				n.metricsPort = ports[i]
-			}
+			n.metricsPort = ports[i]
 		}
 	}
 	c = &benchCluster{o: o, mode: mode, dc: dc, progress: func(string, ...any) {},
