@@ -78,9 +78,10 @@ func TestFileCacheBoundsDescriptors(t *testing.T) {
 	}
 }
 
-// A never-written partition holds no descriptor after a clean reopen (the
-// broker restart of a cluster with many idle partitions), and a fetch of
-// it (nothing to read) opens none.
+// A never-written partition holds no descriptor, neither once created (a
+// large create: every replica a new directory) nor after a clean reopen
+// (the broker restart of a cluster with many idle partitions), and a fetch
+// of it (nothing to read) opens none.
 func TestFileCacheIdleLogsHoldNothing(t *testing.T) {
 	dir := t.TempDir()
 	files := NewFileCache(0) // no bound: what is open is what the logs keep
@@ -89,6 +90,12 @@ func TestFileCacheIdleLogsHoldNothing(t *testing.T) {
 		l, err := OpenLog(filepath.Join(dir, fmt.Sprintf("idle-%d", i)), LogConfig{Files: files})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if !l.Created() {
+			t.Fatalf("%s: not created", l.Dir())
+		}
+		if got := fdsUnder(t, dir); got != 0 || files.Open() != 0 {
+			t.Fatalf("%d descriptors (cache: %d) open for a new log, want 0", got, files.Open())
 		}
 		if err := l.Close(); err != nil {
 			t.Fatal(err)

@@ -268,13 +268,23 @@ func makeDir(dir string) (created bool, err error) {
 
 // createSegment creates the empty segment at base of a new directory: its
 // .log file only (no stale file to clear, no transaction index to read).
+//
+// The file is closed again at once and opened at its first read or write,
+// as a segment found at a clean open is: most new partitions stay empty
+// for long (every replica of a large create), and a descriptor kept open
+// cost each of them an os.File with its path (some 200 heap bytes) and a
+// kernel file until the FileCache evicted it. Kafka keeps every segment's
+// .log open; kraftd bounds its descriptors instead (see FileCache).
 func (l *Log) createSegment(base int64) (*logSegment, error) {
 	sg := l.newSegment(base)
 	f, err := os.OpenFile(sg.path(), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	l.initSegment(sg, f)
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	l.initSegment(sg, nil)
 	return sg, nil
 }
 
