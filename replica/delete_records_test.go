@@ -44,11 +44,12 @@ func TestDeleteRecordsAndLowWatermark(t *testing.T) {
 		t.Fatalf("low watermark after the follower fetched: %d %v", low, err)
 	}
 
-	p.setConfig(TopicConfig{Compact: true})
+	p.setConfig(&TopicConfig{Compact: true})
 	if _, err := p.DeleteRecords(4); !errors.Is(err, ErrPolicyViolation) {
 		t.Fatalf("compacted topic: %v", err)
 	}
-	p.setConfig(DefaultTopicConfig())
+	cfg := DefaultTopicConfig()
+	p.setConfig(&cfg)
 	st := p.State()
 	st.Leader, st.LeaderEpoch = 2, st.LeaderEpoch+1
 	if err := m.Apply(st); err != nil {

@@ -156,6 +156,62 @@ func TestTopicConfigUpdateAppliesToOpenLog(t *testing.T) {
 	}
 }
 
+// A topic's partitions share one configuration (a pointer each, not a
+// copy: issue 17's memory per hosted partition), and sharing loses no
+// update: SetTopicConfig replaces it in every partition of the topic and
+// in those hosted later, and leaves other topics' alone; an unchanged
+// config keeps the one shared. A deleted topic's config is forgotten: the
+// partitions of a topic created again with that name start from the
+// defaults.
+func TestTopicConfigSharedPerTopic(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	apply := func(topic string, partition int32) *Partition {
+		t.Helper()
+		tp := TopicPartition{topic, partition}
+		if err := m.Apply(PartitionState{TopicPartition: tp, TopicID: topicID, Leader: 1, Replicas: []int32{1}, ISR: []int32{1}}); err != nil {
+			t.Fatal(err)
+		}
+		p, _ := m.Partition(tp)
+		return p
+	}
+	a0, a1, b0 := apply("a", 0), apply("a", 1), apply("b", 0)
+	if a0.cfg.Load() != a1.cfg.Load() || a0.cfg.Load() != b0.cfg.Load() {
+		t.Fatal("partitions without topic configs do not share the default")
+	}
+	cfg := DefaultTopicConfig()
+	cfg.RetentionMs, cfg.MaxMessageBytes = 1000, 500
+	m.SetTopicConfig("a", cfg)
+	shared := a0.cfg.Load()
+	if a1.cfg.Load() != shared || a0.Config() != cfg || a1.Config() != cfg {
+		t.Fatalf("topic a after its update: %+v and %+v (shared %v), want %+v", a0.Config(), a1.Config(), a1.cfg.Load() == shared, cfg)
+	}
+	if b0.Config() != DefaultTopicConfig() {
+		t.Fatalf("topic b changed by topic a's update: %+v", b0.Config())
+	}
+	a2 := apply("a", 2)
+	if a2.cfg.Load() != shared {
+		t.Fatalf("partition hosted after the update: %+v, not the topic's shared config", a2.Config())
+	}
+	m.SetTopicConfig("a", cfg) // unchanged
+	if a0.cfg.Load() != shared {
+		t.Fatal("an unchanged config replaced the shared one")
+	}
+	cfg.RetentionMs = 2000
+	m.SetTopicConfig("a", cfg)
+	for _, p := range []*Partition{a0, a1, a2} {
+		if p.Config() != cfg || p.cfg.Load() != a0.cfg.Load() {
+			t.Fatalf("%s after the second update: %+v, want %+v shared", p.TopicPartition(), p.Config(), cfg)
+		}
+	}
+	if got := m.TopicConfig("a"); got != cfg {
+		t.Fatalf("manager's topic a config %+v, want %+v", got, cfg)
+	}
+	m.ForgetTopicConfig("a")
+	if got := m.TopicConfig("a"); got != DefaultTopicConfig() {
+		t.Fatalf("forgotten topic config %+v, want the defaults", got)
+	}
+}
+
 // Retention through the manager: CleanupLogs deletes by the topic's
 // retention.ms below the high watermark; ListOffsets earliest then answers
 // the new log start offset and a read below it is OFFSET_OUT_OF_RANGE. A

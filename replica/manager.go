@@ -125,13 +125,19 @@ type Manager struct {
 
 	// applyMu serializes Apply, ApplyAll and Remove: ApplyAll opens logs
 	// outside mu, and no other change of the hosted set may interleave.
-	applyMu   sync.Mutex
-	mu        sync.RWMutex
-	parts     map[TopicPartition]*Partition
-	topicCfgs map[string]TopicConfig // SetTopicConfig; absent: cfg.Topic
-	closed    bool
-	stop      context.CancelFunc // ends the background goroutine (Start)
-	wg        sync.WaitGroup     // the background goroutine
+	applyMu sync.Mutex
+	mu      sync.RWMutex
+	parts   map[TopicPartition]*Partition
+	// topicCfgs are the topics' configurations (SetTopicConfig; absent:
+	// defaultTopicCfg, which is &cfg.Topic). Each is shared by every
+	// partition of its topic, never changed: an update replaces it (a new
+	// pointer stored in the topic's partitions), so the partitions cost a
+	// pointer each, not a copy (a million hosted partitions, 80 MB).
+	topicCfgs       map[string]*TopicConfig
+	defaultTopicCfg *TopicConfig
+	closed          bool
+	stop            context.CancelFunc // ends the background goroutine (Start)
+	wg              sync.WaitGroup     // the background goroutine
 	// loaded are the checkpoint files' offsets of the logs not open; the
 	// clean-shutdown marker was found at New (it is removed then).
 	loaded        checkpoints
@@ -173,11 +179,12 @@ func New(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger.Named("replicas"), parts: map[TopicPartition]*Partition{},
-		topicCfgs: map[string]TopicConfig{}, deleteKick: make(chan struct{}, 1), flushKick: make(chan struct{}, 1), unrecovered: map[TopicPartition]struct{}{},
+		topicCfgs: map[string]*TopicConfig{}, deleteKick: make(chan struct{}, 1), flushKick: make(chan struct{}, 1), unrecovered: map[TopicPartition]struct{}{},
 		loadedLogs: map[TopicPartition]*storage.Log{}}
 	if err := m.loadCheckpoints(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
+	m.defaultTopicCfg = &m.cfg.Topic
 	m.hooks = &hooks{log: m.log, now: cfg.Now, lag: cfg.ReplicaLagTimeMaxMs, producerExpiryMs: cfg.ProducerIDExpirationMs}
 	m.fetchers = newFetcherSet(m)
 	m.isr = newISRLoop(m)
@@ -220,14 +227,15 @@ func (m *Manager) DefaultTopicConfig() TopicConfig { return m.cfg.Topic }
 func (m *Manager) TopicConfig(topic string) TopicConfig {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.topicConfigLocked(topic)
+	return *m.topicConfigLocked(topic)
 }
 
-func (m *Manager) topicConfigLocked(topic string) TopicConfig {
+// topicConfigLocked is topic's shared configuration (read only); mu held.
+func (m *Manager) topicConfigLocked(topic string) *TopicConfig {
 	if c, ok := m.topicCfgs[topic]; ok {
 		return c
 	}
-	return m.cfg.Topic
+	return m.defaultTopicCfg
 }
 
 // SetTopicConfig sets topic's effective configuration (from the metadata:
@@ -239,13 +247,14 @@ func (m *Manager) SetTopicConfig(topic string, cfg TopicConfig) {
 	cfg.fillDefaults()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if old, ok := m.topicCfgs[topic]; ok && old == cfg {
+	if old, ok := m.topicCfgs[topic]; ok && *old == cfg {
 		return
 	}
-	m.topicCfgs[topic] = cfg
+	shared := &cfg
+	m.topicCfgs[topic] = shared
 	for tp, p := range m.parts {
 		if tp.Topic == topic {
-			p.setConfig(cfg)
+			p.setConfig(shared)
 		}
 	}
 }
@@ -296,7 +305,7 @@ type applyItem struct {
 	// For a partition not hosted yet, read under mu before the open.
 	dir       string
 	logCfg    storage.LogConfig
-	topicCfg  TopicConfig
+	topicCfg  *TopicConfig
 	hw, start int64
 	hasStart  bool
 	// pre is the log LoadLogs loaded for a partition not hosted yet.
@@ -608,7 +617,7 @@ func (m *Manager) writePendingTopicIDs() {
 		zap.Int("logs", len(logs)), zap.Int("failed", len(errs)), zap.Duration("took", time.Since(start)))
 }
 
-func (m *Manager) newPartitionOn(st PartitionState, l *storage.Log, cfg TopicConfig, hw int64) (*Partition, error) {
+func (m *Manager) newPartitionOn(st PartitionState, l *storage.Log, cfg *TopicConfig, hw int64) (*Partition, error) {
 	p, err := newPartition(st, m.cfg.BrokerID, l, cfg, hw, m.hooks)
 	if err != nil {
 		_ = l.Close()

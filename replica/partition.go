@@ -53,8 +53,11 @@ type Partition struct {
 	tp       TopicPartition
 	brokerID int32
 	log      *storage.Log
-	cfg      atomic.Pointer[TopicConfig] // the topic's configuration; replaced whole
-	hooks    *hooks
+	// cfg is the topic's configuration, shared with the topic's other
+	// partitions (Manager.topicCfgs) and never written through: an update
+	// stores a new one.
+	cfg   atomic.Pointer[TopicConfig]
+	hooks *hooks
 
 	mu         sync.Mutex
 	state      PartitionState
@@ -90,10 +93,11 @@ type Partition struct {
 
 // newPartition hosts log with the manager's replication hooks h; hw >= 0 is
 // the high watermark checkpointed at the last shutdown
-// (replication-offset-checkpoint), kept within the log.
-func newPartition(st PartitionState, brokerID int32, log *storage.Log, cfg TopicConfig, hw int64, h *hooks) (*Partition, error) {
+// (replication-offset-checkpoint), kept within the log. cfg is the topic's
+// shared configuration: the partition only reads it.
+func newPartition(st PartitionState, brokerID int32, log *storage.Log, cfg *TopicConfig, hw int64, h *hooks) (*Partition, error) {
 	p := &Partition{tp: st.TopicPartition, brokerID: brokerID, log: log, hooks: h, epochStart: -1}
-	p.cfg.Store(&cfg)
+	p.cfg.Store(cfg)
 	if hw >= 0 {
 		p.hw.Store(min(max(hw, log.StartOffset()), log.EndOffset()))
 	}
@@ -111,9 +115,10 @@ func newPartition(st PartitionState, brokerID int32, log *storage.Log, cfg Topic
 func (p *Partition) Config() TopicConfig { return *p.cfg.Load() }
 
 // setConfig applies a topic config update to the open log; a lower
-// min.insync.replicas may let the high watermark move.
-func (p *Partition) setConfig(cfg TopicConfig) {
-	p.cfg.Store(&cfg)
+// min.insync.replicas may let the high watermark move. cfg is shared with
+// the topic's other partitions and must not change after.
+func (p *Partition) setConfig(cfg *TopicConfig) {
+	p.cfg.Store(cfg)
 	p.log.SetRollConfig(cfg.SegmentBytes, cfg.SegmentMs)
 	p.mu.Lock()
 	moved := p.maybeAdvanceHW(p.hooks.nowMs())

@@ -71,7 +71,7 @@ func TestWaiterKeysAndRetentionWakes(t *testing.T) {
 	p := lead(t, m)
 	cfg := p.Config()
 	cfg.Delete, cfg.RetentionMs, cfg.SegmentBytes = true, 1, 100 // every batch its own segment, all expired
-	p.setConfig(cfg)
+	p.setConfig(&cfg)
 	for range 3 {
 		appendOK(t, p, batch(1, -1, 0, 0))
 	}
