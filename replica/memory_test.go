@@ -3,6 +3,7 @@ package replica
 import (
 	"runtime"
 	"testing"
+	"unsafe"
 )
 
 // TestApplyAllAllocation pins the bytes ApplyAll allocates to host a new
@@ -56,5 +57,17 @@ func TestApplyAllAllocation(t *testing.T) {
 	t.Logf("WriteCheckpoints allocated %.0f bytes per partition", perPartition)
 	if perPartition > 150 {
 		t.Errorf("WriteCheckpoints allocated %.0f bytes per partition, want at most 150", perPartition)
+	}
+}
+
+// TestPartitionSize pins the Partition struct in the 256-byte size class:
+// a broker hosts one per replica, a million on each broker of issue 17's
+// largest cluster, so each size class it climbs costs tens of megabytes
+// there. It was 368 bytes (the 384-byte class): what few partitions use,
+// their waiters and transactions, now hangs off pointers made at first
+// use.
+func TestPartitionSize(t *testing.T) {
+	if size := unsafe.Sizeof(Partition{}); size > 256 {
+		t.Errorf("Partition is %d bytes, want at most 256 (its size class)", size)
 	}
 }

@@ -49,10 +49,20 @@ type PartitionState struct {
 // epochStart are set only while leading (epochStart is the leader epoch's
 // start offset, -1 otherwise); producers, followers, pending and every append
 // are guarded by mu.
+//
+// There is one per hosted replica (a million on each broker of issue 17's
+// largest cluster), so its fields are packed into 248 bytes (the 256-byte
+// size class; it was 368, in 384): what few partitions use (waiters,
+// transactions) hangs off a pointer allocated at first use.
 type Partition struct {
 	tp       TopicPartition
 	brokerID int32
-	log      *storage.Log
+	// known: state came from metadata (a fresh Partition has none);
+	// stopped: removed or closed, no role any more. Guarded by mu (next
+	// to brokerID to share its word).
+	known   bool
+	stopped bool
+	log     *storage.Log
 	// cfg is the topic's configuration, shared with the topic's other
 	// partitions (Manager.topicCfgs) and never written through: an update
 	// stores a new one.
@@ -61,8 +71,6 @@ type Partition struct {
 
 	mu         sync.Mutex
 	state      PartitionState
-	known      bool // state came from metadata (a fresh Partition has none)
-	stopped    bool // removed or closed: no role any more
 	followers  map[int32]*followerState
 	pending    *pendingISR // the AlterPartition in flight, if any
 	epochStart int64
@@ -73,15 +81,24 @@ type Partition struct {
 	txns    txnTracker
 	// walkAborts collects the aborted transactions a load's walk finds
 	// (non-nil only during the walk).
-	walkAborts []storage.AbortedTxn
+	walkAborts *[]storage.AbortedTxn
 
 	hw atomic.Int64
 
-	// changed is closed when the high watermark moves or the role
-	// changes, appended on every append and role change (follower fetches
-	// wait on it). Each is made when first waited on and dropped when
-	// closed, so that the many partitions nobody waits on cost none.
+	// waits are what waits on the partition's events, made when something
+	// first waits (most partitions of a large broker never see a fetch or
+	// a produce) and kept. Guarded by notifyMu.
 	notifyMu sync.Mutex
+	waits    *partitionWaits
+}
+
+// partitionWaits are the waiters of a partition's two events: the high
+// watermark moving or the role changing (changed), and an append or a role
+// change (appended; follower fetches read up to the log end).
+type partitionWaits struct {
+	// changed and appended are closed at their event. Each is made when
+	// first waited on and dropped when closed, so that the many
+	// partitions nobody waits on cost none.
 	changed  chan struct{}
 	appended chan struct{}
 	// changeWaiters and appendWaiters are the long-polling fetches
@@ -89,6 +106,14 @@ type Partition struct {
 	// the next one.
 	changeWaiters []waitRef
 	appendWaiters []waitRef
+}
+
+// waitsLocked are p's waits, made if none; notifyMu held.
+func (p *Partition) waitsLocked() *partitionWaits {
+	if p.waits == nil {
+		p.waits = &partitionWaits{}
+	}
+	return p.waits
 }
 
 // newPartition hosts log with the manager's replication hooks h; hw >= 0 is
@@ -184,10 +209,11 @@ func (p *Partition) HighWatermark() int64 { return p.hw.Load() }
 func (p *Partition) Changed() <-chan struct{} {
 	p.notifyMu.Lock()
 	defer p.notifyMu.Unlock()
-	if p.changed == nil {
-		p.changed = make(chan struct{})
+	ws := p.waitsLocked()
+	if ws.changed == nil {
+		ws.changed = make(chan struct{})
 	}
-	return p.changed
+	return ws.changed
 }
 
 // Appended returns a channel closed at the next append or role change
@@ -195,10 +221,11 @@ func (p *Partition) Changed() <-chan struct{} {
 func (p *Partition) Appended() <-chan struct{} {
 	p.notifyMu.Lock()
 	defer p.notifyMu.Unlock()
-	if p.appended == nil {
-		p.appended = make(chan struct{})
+	ws := p.waitsLocked()
+	if ws.appended == nil {
+		ws.appended = make(chan struct{})
 	}
-	return p.appended
+	return ws.appended
 }
 
 // WakeOnChange registers w to be woken at the next high watermark move or
@@ -209,7 +236,8 @@ func (p *Partition) WakeOnChange(w *Waiter) { p.WakeOnChangeKey(w, nil) }
 // (nil: not recorded).
 func (p *Partition) WakeOnChangeKey(w *Waiter, key any) {
 	p.notifyMu.Lock()
-	p.changeWaiters = addWaiter(p.changeWaiters, waitRef{w: w, key: key})
+	ws := p.waitsLocked()
+	ws.changeWaiters = addWaiter(ws.changeWaiters, waitRef{w: w, key: key})
 	p.notifyMu.Unlock()
 }
 
@@ -221,27 +249,32 @@ func (p *Partition) WakeOnAppend(w *Waiter) { p.WakeOnAppendKey(w, nil) }
 // (nil: not recorded).
 func (p *Partition) WakeOnAppendKey(w *Waiter, key any) {
 	p.notifyMu.Lock()
-	p.appendWaiters = addWaiter(p.appendWaiters, waitRef{w: w, key: key, append: true})
+	ws := p.waitsLocked()
+	ws.appendWaiters = addWaiter(ws.appendWaiters, waitRef{w: w, key: key, append: true})
 	p.notifyMu.Unlock()
 }
 
 func (p *Partition) notify() {
 	p.notifyMu.Lock()
-	if p.changed != nil {
-		close(p.changed)
-		p.changed = nil
+	if ws := p.waits; ws != nil {
+		if ws.changed != nil {
+			close(ws.changed)
+			ws.changed = nil
+		}
+		ws.changeWaiters = wakeWaiters(ws.changeWaiters)
 	}
-	p.changeWaiters = wakeWaiters(p.changeWaiters)
 	p.notifyMu.Unlock()
 }
 
 func (p *Partition) notifyAppend() {
 	p.notifyMu.Lock()
-	if p.appended != nil {
-		close(p.appended)
-		p.appended = nil
+	if ws := p.waits; ws != nil {
+		if ws.appended != nil {
+			close(ws.appended)
+			ws.appended = nil
+		}
+		ws.appendWaiters = wakeWaiters(ws.appendWaiters)
 	}
-	p.appendWaiters = wakeWaiters(p.appendWaiters)
 	p.notifyMu.Unlock()
 }
 

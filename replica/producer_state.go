@@ -183,12 +183,12 @@ func (p *Partition) loadProducersFromLocked(nowMs int64, offsets []int64) error 
 	}
 	// The walk holds the log's read lock: aborted transactions found on the
 	// way are indexed after it (an entry already there is skipped).
-	p.walkAborts = []storage.AbortedTxn{}
+	var found []storage.AbortedTxn
+	p.walkAborts = &found
 	err := p.log.WalkBatches(from, func(h storage.BatchInfo) bool {
 		p.trackBatchLocked(h)
 		return true
 	})
-	found := p.walkAborts
 	p.walkAborts = nil
 	if err != nil {
 		return err
@@ -229,7 +229,7 @@ func (p *Partition) loadSnapshotLocked(entries []storage.ProducerSnapshotEntry, 
 // A failure leaves the log failed (it refuses writes from then on).
 func (p *Partition) recordAbortLocked(e storage.AbortedTxn) {
 	if p.walkAborts != nil {
-		p.walkAborts = append(p.walkAborts, e)
+		*p.walkAborts = append(*p.walkAborts, e)
 		return
 	}
 	if err := p.log.AppendAbortedTxn(e); err != nil {

@@ -25,20 +25,42 @@ type txnSpan struct {
 }
 
 // txnTracker holds the partition's open transactions and the completed ones
-// whose markers the high watermark has not passed yet.
+// whose markers the high watermark has not passed yet. Its spans are
+// allocated with the first transaction: every hosted partition has a
+// tracker and most never see a transaction, so it costs them a pointer,
+// not two slice headers (issue 17's memory per hosted partition). A
+// partition that had one keeps them, with their capacity, for the next
+// (until reset).
+type txnTracker struct {
+	s *txnSpans
+}
+
+// txnSpans are a txnTracker's transactions.
 //
 // INVARIANTS: ongoing holds at most one span per producer, sorted by first
 // offset, each with lastOffset -1; unreplicated is sorted by first offset,
 // each with lastOffset >= firstOffset.
-type txnTracker struct {
+type txnSpans struct {
 	ongoing      []txnSpan
 	unreplicated []txnSpan
 }
 
-func (t *txnTracker) reset() { t.ongoing, t.unreplicated = nil, nil }
+func (t *txnTracker) reset() { t.s = nil }
+
+// spans are t's spans, allocated if t has none.
+func (t *txnTracker) spans() *txnSpans {
+	if t.s == nil {
+		t.s = &txnSpans{}
+	}
+	return t.s
+}
 
 // begin opens producerID's transaction at firstOffset.
 func (t *txnTracker) begin(producerID, firstOffset int64) {
+	t.spans().begin(producerID, firstOffset)
+}
+
+func (t *txnSpans) begin(producerID, firstOffset int64) {
 	i, _ := slices.BinarySearchFunc(t.ongoing, firstOffset, func(s txnSpan, off int64) int { return cmpInt64(s.firstOffset, off) })
 	t.ongoing = slices.Insert(t.ongoing, i, txnSpan{producerID: producerID, firstOffset: firstOffset, lastOffset: -1})
 }
@@ -49,6 +71,10 @@ func (t *txnTracker) begin(producerID, firstOffset int64) {
 // index records for it (Kafka's lastStableOffset(completedTxn)): the first
 // offset of the earliest other open transaction, else markerOffset + 1.
 func (t *txnTracker) complete(producerID, firstOffset, markerOffset int64) int64 {
+	return t.spans().complete(producerID, firstOffset, markerOffset)
+}
+
+func (t *txnSpans) complete(producerID, firstOffset, markerOffset int64) int64 {
 	t.ongoing = slices.DeleteFunc(t.ongoing, func(s txnSpan) bool { return s.producerID == producerID })
 	span := txnSpan{producerID: producerID, firstOffset: firstOffset, lastOffset: markerOffset}
 	i, _ := slices.BinarySearchFunc(t.unreplicated, firstOffset, func(s txnSpan, off int64) int { return cmpInt64(s.firstOffset, off) })
@@ -62,12 +88,22 @@ func (t *txnTracker) complete(producerID, firstOffset, markerOffset int64) int64
 // onHighWatermark forgets the completed transactions whose markers are
 // below hw.
 func (t *txnTracker) onHighWatermark(hw int64) {
-	t.unreplicated = slices.DeleteFunc(t.unreplicated, func(s txnSpan) bool { return s.lastOffset < hw })
+	if t.s == nil {
+		return
+	}
+	t.s.unreplicated = slices.DeleteFunc(t.s.unreplicated, func(s txnSpan) bool { return s.lastOffset < hw })
 }
 
 // firstUnstable is the first offset of the earliest unstable transaction,
 // -1 when there is none.
 func (t *txnTracker) firstUnstable() int64 {
+	if t.s == nil {
+		return -1
+	}
+	return t.s.firstUnstable()
+}
+
+func (t *txnSpans) firstUnstable() int64 {
 	first := int64(-1)
 	if len(t.ongoing) > 0 {
 		first = t.ongoing[0].firstOffset

@@ -32,8 +32,8 @@ func TestWaiterWakeAndBoundedIdleList(t *testing.T) {
 			t.Fatalf("%s waiter not woken by the append", name)
 		}
 	}
-	if len(p.appendWaiters) != 0 || len(p.changeWaiters) != 0 {
-		t.Fatalf("woken partition keeps %d+%d waiters", len(p.appendWaiters), len(p.changeWaiters))
+	if len(p.waits.appendWaiters) != 0 || len(p.waits.changeWaiters) != 0 {
+		t.Fatalf("woken partition keeps %d+%d waiters", len(p.waits.appendWaiters), len(p.waits.changeWaiters))
 	}
 
 	// 10,000 long polls on an idle partition, each stopped after its pass.
@@ -42,7 +42,7 @@ func TestWaiterWakeAndBoundedIdleList(t *testing.T) {
 		idle.WakeOnAppend(w)
 		w.Stop()
 	}
-	if n := cap(idle.appendWaiters); n > 16 {
+	if n := cap(idle.waits.appendWaiters); n > 16 {
 		t.Fatalf("idle partition holds room for %d waiters after 10,000 stopped ones, want a handful", n)
 	}
 	// Live waiters are never swept.
