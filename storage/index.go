@@ -58,7 +58,7 @@ type indexFile struct {
 
 // name is the file's name as an index of sg.
 func (x *indexFile) name(sg *logSegment) segName {
-	return segName{dir: sg.dir, base: sg.base, kind: x.kind}
+	return segName{dir: sg.l.dir, base: sg.base, kind: x.kind}
 }
 
 // path is the index file's path (derived, not kept: a partition log's
@@ -74,7 +74,7 @@ func (x *indexFile) open(sg *logSegment) error {
 	if err != nil {
 		return err
 	}
-	x.file, x.opened = sg.files.adopt(x.name(sg), os.O_RDWR, f), true
+	x.file, x.opened = sg.l.cfg.Files.adopt(x.name(sg), os.O_RDWR, f), true
 	return nil
 }
 
@@ -91,7 +91,7 @@ func (x *indexFile) ensureExists(sg *logSegment) error {
 	if err != nil {
 		return err
 	}
-	x.file = sg.files.adopt(x.name(sg), os.O_RDWR, f)
+	x.file = sg.l.cfg.Files.adopt(x.name(sg), os.O_RDWR, f)
 	return nil
 }
 

@@ -70,13 +70,7 @@ type LogConfig struct {
 }
 
 func (c *LogConfig) fillDefaults() {
-	if c.SegmentBytes <= 0 {
-		c.SegmentBytes = DefaultLogSegmentBytes
-	}
-	c.SegmentBytes = min(c.SegmentBytes, math.MaxInt32)
-	if c.SegmentMs <= 0 {
-		c.SegmentMs = DefaultLogSegmentMs
-	}
+	c.SegmentBytes, c.SegmentMs = rollDefaults(c.SegmentBytes, c.SegmentMs)
 	if c.IndexIntervalBytes <= 0 {
 		c.IndexIntervalBytes = DefaultIndexIntervalBytes
 	}
@@ -105,9 +99,14 @@ func (c *LogConfig) fillDefaults() {
 // previous segment's end); only the last one is written to; the epoch cache
 // holds the epochs of the batches in the log; every segment's indexes describe
 // its own batches.
+//
+// There is one per hosted replica, a million on each broker of issue 17's
+// largest cluster: its fields are ordered to fit the 208-byte size class
+// (the small ones share the words after topicID; it was 248, in 256), and
+// it keeps of its LogConfig only what outlives OpenLog (logSettings).
 type Log struct {
 	dir string
-	cfg LogConfig
+	cfg logSettings
 
 	mu       sync.RWMutex
 	segments []*logSegment
@@ -118,18 +117,28 @@ type Log struct {
 	// Invariant: recoveryPoint <= end offset.
 	recoveryPoint int64
 	epochs        EpochCache
-	topicID       [16]byte
-	hasTopic      bool
-	// created: OpenLog made the directory (a new partition).
-	created bool
 	// atOpen is what OpenLog's listing of an existing directory found
 	// (nil for a directory it created: most logs, so not inline).
 	atOpen *openListing
+	failed error
+	// cleanedTo is the end of the last segment Compact went over, and
+	// tombstonesDueMs when the oldest tombstone it kept may go: Compact
+	// does nothing until a closed segment ends past cleanedTo or that time
+	// comes.
+	cleanedTo, tombstonesDueMs int64
+	topicID                    [16]byte
+	// heldRegions counts unreleased Regions (ReadRegion).
+	heldRegions atomic.Int32
+	// indexIntervalBytes is index.interval.bytes (an int in Kafka too:
+	// index positions are 32-bit, segments at most math.MaxInt32 bytes).
+	indexIntervalBytes int32
+	hasTopic           bool
+	// created: OpenLog made the directory (a new partition).
+	created bool
 	// topicUnflushed: topicID was recorded (SetTopicID) and
 	// partition.metadata does not hold it durably yet; flushTopicID writes
 	// it, at the latest before the first batch is written.
 	topicUnflushed bool
-	failed         error
 	// dirUnsynced: the directory has an entry (a new log's first segment)
 	// not fsynced yet; the next flush, or partition.metadata's directory fsync,
 	// makes it durable.
@@ -138,13 +147,28 @@ type Log struct {
 	// lacks (AssignEpochStartOffset); written before the recovery point
 	// next moves.
 	epochsUnsaved bool
-	// cleanedTo is the end of the last segment Compact went over, and
-	// tombstonesDueMs when the oldest tombstone it kept may go: Compact
-	// does nothing until a closed segment ends past cleanedTo or that time
-	// comes.
-	cleanedTo, tombstonesDueMs int64
-	// heldRegions counts unreleased Regions (ReadRegion).
-	heldRegions atomic.Int64
+}
+
+// rollDefaults fills in the defaults of segment.bytes and segment.ms (and
+// caps segment.bytes: index positions are 32-bit).
+func rollDefaults(segmentBytes, segmentMs int64) (int64, int64) {
+	if segmentBytes <= 0 {
+		segmentBytes = DefaultLogSegmentBytes
+	}
+	if segmentMs <= 0 {
+		segmentMs = DefaultLogSegmentMs
+	}
+	return min(segmentBytes, math.MaxInt32), segmentMs
+}
+
+// logSettings is what a Log keeps of its LogConfig, defaults filled in,
+// but for IndexIntervalBytes (Log.indexIntervalBytes): RecoveryPoint and
+// CleanShutdown matter only to OpenLog's recovery.
+type logSettings struct {
+	SegmentBytes int64
+	SegmentMs    int64
+	Logger       *zap.Logger
+	Files        *FileCache
 }
 
 // openListing is an existing log directory's listing at OpenLog.
@@ -161,10 +185,11 @@ type openListing struct {
 // the end of the last batch; idx and tidx mirror idxFile and tidxFile.
 type logSegment struct {
 	base int64
-	// dir is the log's directory (its string, not a copy); path derives
-	// the .log file's path from it and base. files is the log's cache.
-	dir      string
-	files    *FileCache
+	// l is the segment's log: path derives the .log file's path from its
+	// directory (immutable) and base, and the files are in its cache (a
+	// pointer, not the directory string and the cache: 16 bytes less, the
+	// segment in the 208-byte size class).
+	l        *Log
 	file     *segmentFile // shared with Regions read from this segment; nil once closed
 	size     int64
 	end      int64
@@ -188,7 +213,8 @@ type logSegment struct {
 // OpenLog opens (creating if missing) the partition directory dir and recovers it.
 func OpenLog(dir string, cfg LogConfig) (*Log, error) {
 	cfg.fillDefaults()
-	l := &Log{dir: dir, cfg: cfg}
+	l := &Log{dir: dir, cfg: logSettings{SegmentBytes: cfg.SegmentBytes, SegmentMs: cfg.SegmentMs, Logger: cfg.Logger, Files: cfg.Files},
+		indexIntervalBytes: int32(min(cfg.IndexIntervalBytes, math.MaxInt32))}
 	created, err := makeDir(dir)
 	if err != nil {
 		return nil, err
@@ -217,7 +243,7 @@ func OpenLog(dir string, cfg LogConfig) (*Log, error) {
 	if err := l.loadTopicID(); err != nil {
 		return nil, err
 	}
-	ef, err := l.recover(bases)
+	ef, err := l.recover(bases, cfg)
 	if err != nil {
 		l.closeFiles()
 		return nil, err
@@ -366,7 +392,7 @@ func (l *Log) loadTopicID() error {
 // every segment when the file is missing or unreadable.
 //
 // It returns leader-epoch-checkpoint as it read it.
-func (l *Log) recover(bases []int64) (epochFile, error) {
+func (l *Log) recover(bases []int64, cfg LogConfig) (epochFile, error) {
 	ef, cached, cerr := l.readEpochCheckpoint()
 	scanAll := cerr != nil
 	if !scanAll {
@@ -387,7 +413,7 @@ func (l *Log) recover(bases []int64) (epochFile, error) {
 			return epochFile{}, err
 		}
 		l.segments = append(l.segments, sg)
-		flushed := l.cfg.CleanShutdown || (!active && bases[i+1] <= l.cfg.RecoveryPoint)
+		flushed := cfg.CleanShutdown || (!active && bases[i+1] <= cfg.RecoveryPoint)
 		// An empty segment has no epoch to give the cache: a scan for a
 		// missing checkpoint skips it (a partition never written to has
 		// no leader-epoch-checkpoint; scanning it rebuilt, and so
@@ -447,7 +473,7 @@ func (l *Log) rebuildSegment(sg *logSegment, next int64, prevEpoch int32) (ScanR
 	res, err := ScanSegment(sg.path(), next, prevEpoch, func(info BatchInfo, _ Batch) {
 		l.epochs.Assign(info.Epoch, info.BaseOffset)
 		if werr == nil {
-			werr = sg.indexBatch(info, l.cfg.IndexIntervalBytes)
+			werr = sg.indexBatch(info, int64(l.indexIntervalBytes))
 		}
 	})
 	if err == nil {
@@ -510,13 +536,13 @@ func (l *Log) initSegment(sg *logSegment, f *os.File) {
 
 // newSegment is an empty segment of l at base, without files yet.
 func (l *Log) newSegment(base int64) *logSegment {
-	return &logSegment{base: base, dir: l.dir, files: l.cfg.Files, end: base, firstTsMs: -1, maxTsMs: -1, maxTsOffset: -1,
+	return &logSegment{base: base, l: l, end: base, firstTsMs: -1, maxTsMs: -1, maxTsOffset: -1,
 		idxFile: indexFile{kind: segIndexFile}, tidxFile: indexFile{kind: segTimeIndexFile}}
 }
 
 // path is the segment's .log file path (derived: see segName).
 func (sg *logSegment) path() string {
-	return segName{dir: sg.dir, base: sg.base, kind: segLogFile}.path()
+	return segName{dir: sg.l.dir, base: sg.base, kind: segLogFile}.path()
 }
 
 // withFile runs fn on the segment's .log descriptor, pinned (opened if the
@@ -801,10 +827,7 @@ func (l *Log) endOffset() int64 {
 func (l *Log) SetRollConfig(segmentBytes, segmentMs int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	cfg := l.cfg
-	cfg.SegmentBytes, cfg.SegmentMs = segmentBytes, segmentMs
-	cfg.fillDefaults()
-	l.cfg = cfg
+	l.cfg.SegmentBytes, l.cfg.SegmentMs = rollDefaults(segmentBytes, segmentMs)
 }
 
 // Dir is the partition directory.
@@ -1016,7 +1039,7 @@ func (l *Log) write(b Batch) error {
 	sg.dirty = true
 	info := BatchInfo{BaseOffset: b.BaseOffset, LastOffset: b.LastOffset, Epoch: b.Epoch,
 		MaxTimestampMs: b.MaxTimestampMs, Position: pos, Size: int64(b.Size())}
-	if err := sg.indexBatch(info, l.cfg.IndexIntervalBytes); err != nil {
+	if err := sg.indexBatch(info, int64(l.indexIntervalBytes)); err != nil {
 		return err
 	}
 	if l.epochs.Assign(b.Epoch, b.BaseOffset) {

@@ -66,7 +66,7 @@ func (sf *segmentFile) truncate(size int64) error {
 type Region struct {
 	file *segmentFile
 	f    *os.File      // file's descriptor, pinned until Release
-	held *atomic.Int64 // the log's count of unreleased Regions
+	held *atomic.Int32 // the log's count of unreleased Regions
 	cuts uint64        // the file's cut count when read
 	Pos  int64
 	Len  int64
@@ -141,4 +141,4 @@ func (l *Log) ReadRegion(offset int64, maxBytes int, maxOffset int64) (Region, e
 
 // HeldRegions is the number of Regions read from the log and not yet
 // released (each keeps a segment file open).
-func (l *Log) HeldRegions() int64 { return l.heldRegions.Load() }
+func (l *Log) HeldRegions() int64 { return int64(l.heldRegions.Load()) }

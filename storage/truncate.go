@@ -181,7 +181,7 @@ func (l *Log) cutSegment(sg *logSegment, offset int64) error {
 		if err != nil {
 			return err
 		}
-		if err := sg.indexBatch(h, l.cfg.IndexIntervalBytes); err != nil {
+		if err := sg.indexBatch(h, int64(l.indexIntervalBytes)); err != nil {
 			return err
 		}
 		p += h.Size

@@ -67,7 +67,7 @@ func DecodeTxnIndex(data []byte) ([]AbortedTxn, int) {
 }
 
 func (sg *logSegment) txnIndexPath() string {
-	return filepath.Join(sg.dir, SegmentFileName(sg.base, TxnIndexSuffix))
+	return filepath.Join(sg.l.dir, SegmentFileName(sg.base, TxnIndexSuffix))
 }
 
 // loadTxnIndex reads the segment's aborted-transaction index, if any; a torn
@@ -101,7 +101,7 @@ func (sg *logSegment) writeTxnIndex() error {
 	for _, e := range sg.txns {
 		data = append(data, EncodeTxnIndexEntry(e)...)
 	}
-	dir := sg.dir
+	dir := sg.l.dir
 	return WriteFileAtomic(dir, filepath.Base(sg.txnIndexPath()), data)
 }
 
