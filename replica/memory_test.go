@@ -71,3 +71,12 @@ func TestPartitionSize(t *testing.T) {
 		t.Errorf("Partition is %d bytes, want at most 256 (its size class)", size)
 	}
 }
+
+// TestFetchEntrySize pins a follower's fetch entry in the 48-byte size
+// class: one per followed replica (two thirds of a broker's at RF 3). It
+// was 56 bytes (in 64), its fields padded.
+func TestFetchEntrySize(t *testing.T) {
+	if size := unsafe.Sizeof(fetchEntry{}); size > 48 {
+		t.Errorf("fetchEntry is %d bytes, want at most 48 (its size class)", size)
+	}
+}
