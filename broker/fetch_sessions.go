@@ -101,10 +101,13 @@ type fetchSessionKey struct {
 
 // cachedPartition is one partition of a session: the fetch parameters last
 // asked, and what the client was last told (both guarded by the cache's mu),
-// and how the session watches it (guarded by the session's mu).
+// and how the session watches it (guarded by the session's mu). A leader
+// holds one per partition it leads per follower session (two per led
+// partition at RF 3), hence the compact req: 112 bytes, it was 152 (in
+// 160).
 type cachedPartition struct {
 	key                       fetchSessionKey
-	req                       kmsg.FetchRequestTopicPartition
+	req                       sessionFetch
 	hwm, lastStable, logStart int64 // -1: nothing told yet (or an error was)
 
 	removed atomic.Bool // forgotten, or its session closed
@@ -113,6 +116,29 @@ type cachedPartition struct {
 	// fetchSession.pending; round: the last sessionRound that read it.
 	watchChange, watchAppend, queued bool
 	round                            uint64
+}
+
+// sessionFetch is what a session partition's fetch last asked: the fields
+// of kmsg.FetchRequestTopicPartition the fetch path reads, not its tagged
+// ones (ReplicaDirectoryID and HighWatermark, which no fetch reads) and
+// their unknown tags: 32 bytes instead of 72.
+type sessionFetch struct {
+	fetchOffset, logStartOffset                             int64
+	currentLeaderEpoch, lastFetchedEpoch, partitionMaxBytes int32
+}
+
+func sessionFetchOf(rp kmsg.FetchRequestTopicPartition) sessionFetch {
+	return sessionFetch{fetchOffset: rp.FetchOffset, logStartOffset: rp.LogStartOffset,
+		currentLeaderEpoch: rp.CurrentLeaderEpoch, lastFetchedEpoch: rp.LastFetchedEpoch, partitionMaxBytes: rp.PartitionMaxBytes}
+}
+
+// request is f as partition's entry of a FetchRequest (the other fields
+// at their defaults).
+func (f sessionFetch) request(partition int32) kmsg.FetchRequestTopicPartition {
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.LogStartOffset = partition, f.fetchOffset, f.logStartOffset
+	rp.CurrentLeaderEpoch, rp.LastFetchedEpoch, rp.PartitionMaxBytes = f.currentLeaderEpoch, f.lastFetchedEpoch, f.partitionMaxBytes
+	return rp
 }
 
 // fetchSession is one client's session.
@@ -240,9 +266,9 @@ func (s *fetchSession) update(body *kmsg.FetchRequest) []*cachedPartition {
 			key := sessionKey(body.Version, rt.Topic, rt.TopicID, rp.Partition)
 			cp, ok := s.index[key]
 			if ok {
-				cp.req = rp
+				cp.req = sessionFetchOf(rp)
 			} else {
-				cp = &cachedPartition{key: key, req: rp, hwm: -1, lastStable: -1, logStart: -1}
+				cp = &cachedPartition{key: key, req: sessionFetchOf(rp), hwm: -1, lastStable: -1, logStart: -1}
 				s.index[key] = cp
 			}
 			named = append(named, cp)
@@ -342,7 +368,7 @@ func (fc *fetchSessionCache) create(body *kmsg.FetchRequest, resp *kmsg.FetchRes
 			key := sessionKey(body.Version, rt.Topic, rt.TopicID, rp.Partition)
 			if s.index[key] == nil {
 				// Not watched yet: the first incremental fetch reads it.
-				cp := &cachedPartition{key: key, req: rp, hwm: -1, lastStable: -1, logStart: -1, queued: true}
+				cp := &cachedPartition{key: key, req: sessionFetchOf(rp), hwm: -1, lastStable: -1, logStart: -1, queued: true}
 				s.index[key] = cp
 				s.pending = append(s.pending, cp)
 			}
@@ -537,7 +563,7 @@ func (fc *fetchSessionCache) roundBody(req *kmsg.FetchRequest, r *sessionRound) 
 			out.Topics = append(out.Topics, rt)
 		}
 		rt := &out.Topics[len(out.Topics)-1]
-		rt.Partitions = append(rt.Partitions, cp.req)
+		rt.Partitions = append(rt.Partitions, cp.req.request(cp.key.partition))
 	}
 	return &out
 }

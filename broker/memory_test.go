@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"testing"
+	"unsafe"
 
 	"go.uber.org/zap"
 
@@ -113,4 +114,15 @@ func liveHeap() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
+}
+
+// TestCachedPartitionSize pins a fetch session's partition in the 112-byte
+// size class: a leader holds one per led partition per follower session
+// (two per led partition at RF 3), and a consumer session one per
+// partition it fetches. It was 152 bytes (in 160), a whole
+// kmsg.FetchRequestTopicPartition kept for the five fields a fetch reads.
+func TestCachedPartitionSize(t *testing.T) {
+	if size := unsafe.Sizeof(cachedPartition{}); size > 112 {
+		t.Errorf("cachedPartition is %d bytes, want at most 112 (its size class)", size)
+	}
 }
