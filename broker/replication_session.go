@@ -31,7 +31,27 @@ type followerSession struct {
 	id      int32 // 0: none
 	epoch   int32 // the next request's; 0 until the leader answered an id
 	// parts are the session's partitions as the leader holds them.
-	parts map[replica.TopicPartition]replica.FetchPartition
+	parts map[replica.TopicPartition]heldFetch
+}
+
+// heldFetch is a session partition as the leader holds it: its
+// replica.FetchPartition without the name the map's key already is (48
+// bytes a value, not 72: one per partition this broker follows).
+type heldFetch struct {
+	topicID                                                 [16]byte
+	fetchOffset, logStartOffset                             int64
+	currentLeaderEpoch, lastFetchedEpoch, partitionMaxBytes int32
+}
+
+func heldFetchOf(p replica.FetchPartition) heldFetch {
+	return heldFetch{topicID: p.TopicID, fetchOffset: p.FetchOffset, logStartOffset: p.LogStartOffset,
+		currentLeaderEpoch: p.CurrentLeaderEpoch, lastFetchedEpoch: p.LastFetchedEpoch, partitionMaxBytes: p.PartitionMaxBytes}
+}
+
+// partition is h, held for tp, as the fetcher's partition.
+func (h heldFetch) partition(tp replica.TopicPartition) replica.FetchPartition {
+	return replica.FetchPartition{TopicPartition: tp, TopicID: h.topicID, FetchOffset: h.fetchOffset, LogStartOffset: h.logStartOffset,
+		CurrentLeaderEpoch: h.currentLeaderEpoch, LastFetchedEpoch: h.lastFetchedEpoch, PartitionMaxBytes: h.partitionMaxBytes}
 }
 
 // sessionDelta is what one request told the leader.
@@ -71,7 +91,7 @@ func (s *followerSession) request(in *replica.FetchRequest, version int16) (*kms
 			if ok {
 				held++
 			}
-			if !ok || h != p {
+			if !ok || h != heldFetchOf(p) {
 				d.sent = append(d.sent, p)
 			}
 		}
@@ -103,9 +123,9 @@ func (s *followerSession) missing(in *replica.FetchRequest) []replica.FetchParti
 		asked[p.TopicPartition] = struct{}{}
 	}
 	var out []replica.FetchPartition
-	for tp, p := range s.parts {
+	for tp, h := range s.parts {
 		if _, ok := asked[tp]; !ok {
-			out = append(out, p)
+			out = append(out, h.partition(tp))
 		}
 	}
 	return out
@@ -119,13 +139,13 @@ func (s *followerSession) answered(d sessionDelta, sessionID int32) {
 		s.id, s.epoch, s.parts = 0, 0, nil // none: the next request is full and asks again
 		return
 	case d.full:
-		s.parts = make(map[replica.TopicPartition]replica.FetchPartition, len(d.sent))
+		s.parts = make(map[replica.TopicPartition]heldFetch, len(d.sent))
 		s.id, s.epoch = sessionID, 1
 	default:
 		s.epoch = nextSessionEpoch(s.epoch)
 	}
 	for _, p := range d.sent {
-		s.parts[p.TopicPartition] = p
+		s.parts[p.TopicPartition] = heldFetchOf(p)
 	}
 	for _, p := range d.forgotten {
 		delete(s.parts, p.TopicPartition)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"reflect"
 	"testing"
 
 	"go.uber.org/zap/zaptest"
@@ -114,5 +115,43 @@ func TestReplicaFetchIncrementalSession(t *testing.T) {
 				t.Fatalf("new session %d (old %d) holding %d partitions, want a new one of 2", id3, id, n)
 			}
 		})
+	}
+}
+
+// A session partition held without its name (heldFetch) gives back every
+// field of the fetcher's partition: a field added to replica.FetchPartition
+// and not held would make every round look unchanged for it (or changed).
+func TestHeldFetchKeepsEveryField(t *testing.T) {
+	var p replica.FetchPartition
+	v := reflect.ValueOf(&p).Elem()
+	for i := range v.NumField() {
+		setNonZero(t, v.Field(i), int64(i+1))
+	}
+	if got := heldFetchOf(p).partition(p.TopicPartition); got != p {
+		t.Fatalf("held and back: %#v, want %#v", got, p)
+	}
+}
+
+// setNonZero sets v (of integer, string, byte array or struct of those
+// kinds) to values derived from n, none zero.
+func setNonZero(t *testing.T, v reflect.Value, n int64) {
+	t.Helper()
+	switch v.Kind() {
+	case reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Int:
+		v.SetInt(n)
+	case reflect.String:
+		v.SetString("t" + string(rune('a'+n)))
+	case reflect.Array:
+		for i := range v.Len() {
+			setNonZero(t, v.Index(i), n+int64(i))
+		}
+	case reflect.Uint8:
+		v.SetUint(uint64(n))
+	case reflect.Struct:
+		for i := range v.NumField() {
+			setNonZero(t, v.Field(i), n*10+int64(i))
+		}
+	default:
+		t.Fatalf("field of kind %s: extend setNonZero", v.Kind())
 	}
 }
