@@ -15,7 +15,8 @@
 // the high watermark to the smallest log end offset in the ISR (not while the
 // ISR is below min.insync.replicas, KAFKA-15583), and serve
 // reads and ListOffsets below it. Log management follows the topic's configs
-// (TopicConfig, updated in place): segment roll by size and time, retention by
+// (TopicConfig: one per topic, shared by its partitions, replaced whole on
+// an update that the open logs follow): segment roll by size and time, retention by
 // time and size (whole segments below the high watermark), the broker-level
 // checkpoint files and clean-shutdown marker, and deleted logs renamed and
 // removed in the background.
