@@ -35,11 +35,11 @@ var (
 // It reports the image's share and the replica manager's (Partition, Log,
 // segment, follower fetch entry, the maps naming them) separately, and pins
 // the sum: at 5,000 partitions it was 1,783 bytes (126 image, 1,657 replica
-// manager), 1,301 now (125, 1,176): the new log's .log closed once created
+// manager), 1,251 now (125, 1,127): the new log's .log closed once created
 // (-196: its os.File and path), one TopicConfig per topic (-81), Partition
 // (-129), Log and segment (-65) and fetch entry (-11) packed into smaller
-// size classes. At the default 1,000 partitions it was 1,891, now about
-// 1,400 (1,365 with -race).
+// size classes, a leader's followers in a slice (-50). At the default
+// 1,000 partitions it was 1,891, now about 1,350.
 //
 //	go test ./broker -run HostedPartitionHeap -v -hosted.n 30000 [-hosted.heapprofile /tmp/heap.pprof]
 func TestHostedPartitionHeap(t *testing.T) {

@@ -55,13 +55,13 @@ func (p *Partition) LowWatermark() (int64, error) {
 		return 0, fmt.Errorf("%w: %s is led by %d", ErrNotLeader, p.tp, p.state.Leader)
 	}
 	low := p.log.StartOffset()
-	for id, f := range p.followers {
+	for _, e := range p.followers.all() {
 		if view != nil {
-			if _, eligible, _ := view.ISRBroker(id); !eligible {
+			if _, eligible, _ := view.ISRBroker(e.id); !eligible {
 				continue
 			}
 		}
-		low = min(low, f.startOffset)
+		low = min(low, e.f.startOffset)
 	}
 	return low, nil
 }

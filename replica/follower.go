@@ -92,7 +92,7 @@ func (p *Partition) ReadForFollower(req FollowerFetch) (FollowerRead, error) {
 	var item *AlterPartitionItem
 	moved := false
 	res.OutOfISR = true
-	if p.isLeader() && p.followers[req.ReplicaID] == f {
+	if p.isLeader() && p.followers.get(req.ReplicaID) == f {
 		prev, prevStart := f.endOffset, f.startOffset
 		f.updateFetch(req.FetchOffset, req.LogStartOffset, res.LogEndOffset, nowMs, req.BrokerEpoch)
 		f.session = req.SessionFetchMs
@@ -127,7 +127,7 @@ func (p *Partition) checkFollowerFetchLocked(req FollowerFetch) (*followerState,
 	if !p.isLeader() {
 		return nil, res, fmt.Errorf("%w: %s is led by %d", ErrNotLeader, p.tp, p.state.Leader)
 	}
-	f := p.followers[req.ReplicaID]
+	f := p.followers.get(req.ReplicaID)
 	if f == nil {
 		return nil, res, fmt.Errorf("%w: fetch from %d, not a replica of %s", ErrNotLeader, req.ReplicaID, p.tp)
 	}

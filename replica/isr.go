@@ -107,6 +107,40 @@ type followerState struct {
 	session *atomic.Int64
 }
 
+// followerMap is a leader's follower states by broker id: a slice, not a
+// Go map, as a partition has a few replicas (a map of two followers was
+// some 190 heap bytes per led partition, this 64: issue 17's memory per
+// hosted partition). Order carries no meaning. A nil *followerMap has
+// no follower (the partition does not lead).
+//
+// INVARIANTS: at most one entry per id; f is never nil.
+type followerMap struct {
+	entries []followerEntry
+}
+
+type followerEntry struct {
+	id int32
+	f  *followerState
+}
+
+// get is follower id's state, nil when it has none.
+func (m *followerMap) get(id int32) *followerState {
+	for _, e := range m.all() {
+		if e.id == id {
+			return e.f
+		}
+	}
+	return nil
+}
+
+// all are the followers (none for a nil m).
+func (m *followerMap) all() []followerEntry {
+	if m == nil {
+		return nil
+	}
+	return m.entries
+}
+
 // newFollowerState is a follower's state when this broker starts leading
 // (Kafka's Replica.resetReplicaState for a new leader): an ISR member counts
 // as caught up now, so it has replica.lag.time.max.ms to fetch.
@@ -160,7 +194,7 @@ func (f *followerState) caughtUp(leaderEnd, nowMs, lagMs int64) bool {
 func (p *Partition) followersCaughtUpLocked() {
 	end := p.log.EndOffset()
 	for _, id := range p.state.ISR {
-		if f := p.followers[id]; f != nil && f.endOffset == end && f.session != nil {
+		if f := p.followers.get(id); f != nil && f.endOffset == end && f.session != nil {
 			f.lastCaughtUpMs = max(f.lastCaughtUpMs, f.session.Load())
 		}
 	}
@@ -234,16 +268,17 @@ func (p *Partition) maybeAdvanceHW(nowMs int64) bool {
 	leaderEnd := p.log.EndOffset()
 	maximal := p.maximalISRLocked()
 	lagMs := p.hooks.lagMs()
-	views := make([]hwReplica, 0, len(p.followers))
-	for id, f := range p.followers {
-		holds := slices.Contains(maximal, id) ||
-			f.caughtUp(leaderEnd, nowMs, lagMs) && p.eligibleLocked(id, f)
-		views = append(views, hwReplica{endOffset: f.endOffset, holds: holds})
+	followers := p.followers.all()
+	views := make([]hwReplica, 0, len(followers))
+	for _, e := range followers {
+		holds := slices.Contains(maximal, e.id) ||
+			e.f.caughtUp(leaderEnd, nowMs, lagMs) && p.eligibleLocked(e.id, e.f)
+		views = append(views, hwReplica{endOffset: e.f.endOffset, holds: holds})
 	}
 	// A member of the ISR that is not among the assigned replicas (metadata
 	// in flux) has no state: it holds the high watermark where it is.
 	for _, id := range maximal {
-		if _, ok := p.followers[id]; !ok && id != p.brokerID {
+		if p.followers.get(id) == nil && id != p.brokerID {
 			views = append(views, hwReplica{endOffset: -1, holds: true})
 		}
 	}
@@ -267,14 +302,14 @@ func (p *Partition) underMinISRLocked() bool {
 // fetch; mu held.
 func (p *Partition) resetFollowersLocked(wasLeader bool, nowMs int64) {
 	old := p.followers
-	p.followers = make(map[int32]*followerState, len(p.state.Replicas))
+	m := &followerMap{entries: make([]followerEntry, 0, max(len(p.state.Replicas)-1, 0))}
 	for _, id := range p.state.Replicas {
 		if id == p.brokerID {
 			continue
 		}
 		inISR := slices.Contains(p.state.ISR, id)
 		f := newFollowerState(inISR, nowMs)
-		if o := old[id]; wasLeader && o != nil {
+		if o := old.get(id); wasLeader && o != nil {
 			*f = *o
 			f.lastFetchLeaderEnd = p.log.EndOffset()
 			if inISR {
@@ -283,8 +318,9 @@ func (p *Partition) resetFollowersLocked(wasLeader bool, nowMs int64) {
 				f.lastFetchMs, f.lastCaughtUpMs = 0, 0
 			}
 		}
-		p.followers[id] = f
+		m.entries = append(m.entries, followerEntry{id: id, f: f})
 	}
+	p.followers = m
 }
 
 // followerInSyncLocked is Kafka's isFollowerInSync: the follower has
@@ -317,7 +353,7 @@ func (p *Partition) outOfSyncLocked(nowMs, lagMs int64) []int32 {
 		if id == p.brokerID {
 			continue
 		}
-		if f := p.followers[id]; f == nil || !f.caughtUp(leaderEnd, nowMs, lagMs) {
+		if f := p.followers.get(id); f == nil || !f.caughtUp(leaderEnd, nowMs, lagMs) {
 			out = append(out, id)
 		}
 	}
@@ -352,7 +388,7 @@ func (p *Partition) proposeISRLocked(isr, maximal []int32) *AlterPartitionItem {
 		m := ISRMember{BrokerID: id, BrokerEpoch: -1}
 		if id == p.brokerID {
 			m.BrokerEpoch = p.hooks.ownBrokerEpoch()
-		} else if f := p.followers[id]; f != nil && f.hasEpoch {
+		} else if f := p.followers.get(id); f != nil && f.hasEpoch {
 			m.BrokerEpoch = f.brokerEpoch
 		}
 		item.NewISR = append(item.NewISR, m)

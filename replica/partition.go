@@ -71,7 +71,7 @@ type Partition struct {
 
 	mu         sync.Mutex
 	state      PartitionState
-	followers  map[int32]*followerState
+	followers  *followerMap
 	pending    *pendingISR // the AlterPartition in flight, if any
 	epochStart int64
 	producers  map[int64]*producerState
@@ -339,14 +339,14 @@ func (p *Partition) stop() {
 // syncFollowersLocked follows an assignment change within a leader epoch:
 // new replicas get a fresh state, removed ones go; mu held.
 func (p *Partition) syncFollowersLocked(nowMs int64) {
-	for id := range p.followers {
-		if !slices.Contains(p.state.Replicas, id) {
-			delete(p.followers, id)
-		}
+	if p.followers == nil {
+		p.followers = &followerMap{}
 	}
+	m := p.followers
+	m.entries = slices.DeleteFunc(m.entries, func(e followerEntry) bool { return !slices.Contains(p.state.Replicas, e.id) })
 	for _, id := range p.state.Replicas {
-		if _, ok := p.followers[id]; !ok && id != p.brokerID {
-			p.followers[id] = newFollowerState(slices.Contains(p.state.ISR, id), nowMs)
+		if m.get(id) == nil && id != p.brokerID {
+			m.entries = append(m.entries, followerEntry{id: id, f: newFollowerState(slices.Contains(p.state.ISR, id), nowMs)})
 		}
 	}
 }
