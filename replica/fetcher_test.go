@@ -110,6 +110,11 @@ type fetchEnv struct {
 }
 
 func newFetchEnv(t *testing.T, n int, backoffMs int64) *fetchEnv {
+	return newFetchEnvWith(t, n, backoffMs, nil)
+}
+
+// newFetchEnvWith is newFetchEnv with prefill run before the fetcher starts.
+func newFetchEnvWith(t *testing.T, n int, backoffMs int64, prefill func(env *fetchEnv)) *fetchEnv {
 	t.Helper()
 	m, err := New(Config{Dir: t.TempDir(), BrokerID: 2, Fetch: FetchConfig{MaxWaitMs: 10, BackoffMs: backoffMs}})
 	if err != nil {
@@ -131,6 +136,9 @@ func newFetchEnv(t *testing.T, n int, backoffMs int64) *fetchEnv {
 			t.Fatalf("partition %d not hosted", i)
 		}
 		env.parts = append(env.parts, p)
+	}
+	if prefill != nil {
+		prefill(env)
 	}
 	if err := m.StartReplication(Replication{Fetch: env.l, AlterPartition: quietController{}, Brokers: eligibleBrokers{},
 		BrokerEpoch: func() int64 { return 1 }}); err != nil {
@@ -177,7 +185,7 @@ func (env *fetchEnv) next(what string) *fetchCall {
 	if !maps.Equal(call.session, truth) {
 		for tp, want := range truth {
 			if got, ok := call.session[tp]; !ok || got != want {
-				env.t.Errorf("%s: the leader's session holds %s as %+v (held %v), its fetch state is %+v", what, tp, got, ok, want)
+				env.t.Errorf("%s: the leader's session holds %s as %s (held %v), its fetch state is %s", what, tp, fetchState(got), ok, fetchState(want))
 			}
 		}
 		for tp := range call.session {
@@ -188,6 +196,25 @@ func (env *fetchEnv) next(what string) *fetchCall {
 		env.t.FailNow()
 	}
 	return call
+}
+
+func fetchState(p FetchPartition) string {
+	return fmt.Sprintf("{offset %d, log start %d, leader epoch %d, last fetched epoch %d}",
+		p.FetchOffset, p.LogStartOffset, p.CurrentLeaderEpoch, p.LastFetchedEpoch)
+}
+
+// prefill appends batches of 2 records in leader epochs epochs to
+// partition i, as its follower, before the fetcher starts.
+func (env *fetchEnv) prefill(i int, epochs ...int32) {
+	env.t.Helper()
+	p := env.parts[i]
+	for _, epoch := range epochs {
+		end := p.log.EndOffset()
+		a := records(i, end, 2, epoch)
+		if err := p.AppendAsFollower(1, end, a.Records, a.HighWatermark, 0); err != nil {
+			env.t.Fatal(err)
+		}
+	}
 }
 
 // round takes the next fetch (checked) and answers it.
@@ -237,9 +264,10 @@ func TestFetcherDirtyAfterAppend(t *testing.T) {
 // A truncation on DivergingEpoch: the next request carries the cut log end
 // and its latest epoch.
 func TestFetcherDirtyAfterDivergence(t *testing.T) {
-	env := newFetchEnv(t, 2, 1000)
+	env := newFetchEnvWith(t, 2, 1000, func(env *fetchEnv) {
+		env.prefill(1, 0, 1) // [0, 2) in epoch 0, [2, 4) in epoch 1
+	})
 	env.round("full")
-	env.appendRounds(1, 0, 1) // [0, 2) in epoch 0, [2, 4) in epoch 1
 	env.round("diverging", FetchedPartition{TopicPartition: TopicPartition{"dirty", 1}, HighWatermark: 2,
 		Diverging: &EpochEndOffset{Epoch: 0, EndOffset: 2}})
 	call := env.next("after the truncation")
@@ -252,7 +280,7 @@ func TestFetcherDirtyAfterDivergence(t *testing.T) {
 // An out-of-range repair: the follower past the leader's log end cuts back
 // to it; the next request carries the new log end.
 func TestFetcherDirtyAfterOutOfRange(t *testing.T) {
-	env := newFetchEnv(t, 2, 1000)
+	env := newFetchEnvWith(t, 2, 1000, func(env *fetchEnv) { env.prefill(0, 0, 0) })
 	env.l.listOffset = func(req ListOffsetRequest) (int64, error) {
 		if req.Timestamp != LatestTimestamp {
 			t.Errorf("ListOffsets at %d, want latest only", req.Timestamp)
@@ -260,7 +288,6 @@ func TestFetcherDirtyAfterOutOfRange(t *testing.T) {
 		return 2, nil
 	}
 	env.round("full")
-	env.appendRounds(0, 0, 0)
 	env.round("out of range", FetchedPartition{TopicPartition: TopicPartition{"dirty", 0}, Err: ErrOffsetOutOfRange})
 	call := env.next("after the repair")
 	if end := env.parts[0].log.EndOffset(); end != 2 {
@@ -325,12 +352,13 @@ func TestFetcherBackoffForgetsAndAsksAgain(t *testing.T) {
 // Retention moving a follower's log start (not the fetcher's doing): the
 // next request carries the new log start.
 func TestFetcherDirtyAfterRetention(t *testing.T) {
-	env := newFetchEnv(t, 2, 1000)
-	cfg := DefaultTopicConfig()
-	cfg.SegmentBytes, cfg.RetentionMs = int64(len(records(0, 0, 2, 0).Records)), 60000
-	env.m.SetTopicConfig("dirty", cfg)
+	env := newFetchEnvWith(t, 2, 1000, func(env *fetchEnv) {
+		cfg := DefaultTopicConfig()
+		cfg.SegmentBytes, cfg.RetentionMs = int64(len(records(0, 0, 2, 0).Records)), 60000
+		env.m.SetTopicConfig("dirty", cfg)
+		env.prefill(0, 0, 0, 0)
+	})
 	env.round("full")
-	env.appendRounds(0, 0, 0, 0)
 	call := env.next("appended")
 	if n := env.m.CleanupLogs(1 << 40); n == 0 {
 		t.Fatal("retention deleted nothing")
