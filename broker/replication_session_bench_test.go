@@ -18,7 +18,13 @@ import (
 // changed); mode=incremental hands it the moved one
 // (replica.FetchRequest.Incremental), as the replica fetchers do.
 //
-//	go test ./broker -run '^$' -bench BenchmarkFollowerSessionRound
+//	go test ./broker -run '^$' -bench BenchmarkFollowerSessionRound -benchtime 300x -benchmem
+//
+// Measured 2026-12-02, load 7-12 on 2 cores, 3 runs interleaved, medians,
+// 807553e (mode=full, then the only one) vs hF mode=incremental: idle 30k
+// 7.37 ms vs 319 ns, 100k 24.4 ms vs 316 ns; active=1 30k 4.40 ms vs 1.74
+// us, 100k 36.7 ms vs 1.41 us; 144 B/op idle, 464 B/op active in both.
+// mode=full on hF is within noise of 807553e.
 func BenchmarkFollowerSessionRound(b *testing.B) {
 	for _, mode := range []string{"full", "incremental"} {
 		for _, active := range []int{0, 1} {
