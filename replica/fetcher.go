@@ -37,9 +37,13 @@ import (
 //   - a backoff starting (forgotten, as before: a backing-off partition is
 //     not asked) or ending (changed);
 //   - the follower's log start moving locally: retention
-//     (Partition.deleteOldSegments calls fetchStateMoved). DeleteRecords
-//     moves only a leader's; a follower's log end and latest epoch move
-//     only through the fetcher; role changes replace or drop the entry.
+//     (Partition.deleteOldSegments calls fetchStateMoved).
+// Nothing else moves a followed log: AppendAsLeader, transaction markers,
+// DeleteRecords and the leader epoch's start (AssignEpochStartOffset) act
+// only while leading (checked under the partition's mu), and a partition
+// that leads is dropped from its fetcher (a later follower role puts a new
+// entry); a checkpointed log start is set when the log opens, before it is
+// followed; compaction moves no log start, end or epoch.
 // Nothing scans all partitions per round: backoffs wait in a min-heap by
 // their end, and only a full request (a session starting or starting
 // over, or a transport without sessions) reads every partition.
