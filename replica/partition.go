@@ -74,6 +74,12 @@ type Partition struct {
 
 	hw atomic.Int64
 
+	// fetching is the follower fetcher's entry for the partition (nil when
+	// no fetcher fetches it): a fetch state change the fetcher does not
+	// make itself (the log start moved by retention) marks it
+	// (fetchStateMoved).
+	fetching atomic.Pointer[fetchEntry]
+
 	// changed is closed when the high watermark moves or the role
 	// changes, appended on every append and role change (follower fetches
 	// wait on it). Each is made when first waited on and dropped when
@@ -137,11 +143,22 @@ func (p *Partition) deleteOldSegments(nowMs int64) (int, error) {
 	}
 	if p.log.StartOffset() != start {
 		// Fetch answers carry the log start: the fetch sessions watching
-		// this partition read it again (broker/fetch_sessions.go).
+		// this partition read it again (broker/fetch_sessions.go); and a
+		// follower's fetches carry it to its leader (LowWatermark).
 		p.notify()
 		p.notifyAppend()
+		p.fetchStateMoved()
 	}
 	return n, err
+}
+
+// fetchStateMoved tells the partition's follower fetcher, if any, that its
+// fetch state (log start, end or latest epoch) moved by other means than
+// the fetcher's own, so that its next incremental request carries it.
+func (p *Partition) fetchStateMoved() {
+	if e := p.fetching.Load(); e != nil {
+		e.f.markDirty(e)
+	}
 }
 
 // compact compacts the log's closed segments below the last stable offset
