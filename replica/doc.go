@@ -73,8 +73,9 @@
 // every log.retention.check.interval.ms (CleanupLogs), the three checkpoint
 // files at their intervals (WriteCheckpoints), and the removal of deleted
 // logs' directories. A second one, started and stopped with it, writes new
-// logs' partition.metadata files (up to 2 at once, each on a goroutine of
-// its own that ends with the batch), as Kafka's UnifiedLog schedules that
+// logs' partition.metadata files (up to background.threads at once,
+// Config.BackgroundThreads, each on a goroutine of its own that ends with
+// the batch), as Kafka's UnifiedLog schedules that
 // flush; Close writes those it did not reach (storage.FlushTopicIDs, on
 // its own goroutine), as Kafka's shutdown lets the scheduler's due
 // flush-metadata-file tasks run before LogManager closes the logs. Between Manager.StartReplication and StopReplication (or

@@ -118,6 +118,22 @@ func (c *memCluster) publishLocked(st PartitionState) {
 	}
 }
 
+// elect makes leader the partition's leader the way the controller does:
+// from the current state, with the leader and partition epochs one past
+// it, published to every replica under the controller lock. A state a test
+// built from its own earlier copy can be stale: under load (-race) the
+// leader's ISR loop may have shrunk and expanded the ISR meanwhile
+// (replica.lag.time.max.ms is 200 ms here), each change a partition epoch,
+// and a replica ignores a state with an older partition epoch than its own.
+func (c *memCluster) elect(leader int32) PartitionState {
+	c.ctl.Lock()
+	defer c.ctl.Unlock()
+	st := c.current()
+	st.Leader, st.LeaderEpoch, st.PartitionEpoch = leader, st.LeaderEpoch+1, st.PartitionEpoch+1
+	c.publishLocked(st)
+	return st
+}
+
 func (c *memCluster) current() PartitionState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -400,8 +416,7 @@ func TestFollowersReplicateAndAdvanceHighWatermark(t *testing.T) {
 		}
 	}
 	// Broker 2 leads now; a retry of the last batch is a duplicate there.
-	st.Leader, st.LeaderEpoch, st.PartitionEpoch = 2, 2, 2
-	c.publish(st)
+	c.elect(2)
 	res, err := c.part(2).AppendAsLeader(batch(3, 7, 0, 57), acksLeader)
 	if err != nil || !res.Duplicate || res.BaseOffset != 57 {
 		t.Fatalf("retry on the new leader: %+v %v", res, err)
