@@ -175,9 +175,10 @@ sim:
 ## and vote grants sent before persisting; nostate: quorum-state never saved; fig8: a
 ## leader counts earlier epochs' entries toward the high watermark; norecovery: a node
 ## repaired after disk damage ignores its recovery marker, as with
-## --unsafe-accept-data-loss, and votes at once; syncedlag: the durable-end record
-## lags one Sync, so a crash leaves the last acknowledged batches unprotected against
-## damage; freshstate: a fresh directory's durable-end record is created before its
+## --unsafe-accept-data-loss, and votes at once; syncedahead: the durable-end record
+## is written before the data's fsync, so a power loss between the two leaves a record
+## above the durable log and an undamaged disk refused; freshstate: a fresh
+## directory's durable-end record is created before its
 ## first quorum-state, which only a crash inside the open reaches;
 ## quorum/raftlog/mutant_*.go; twochanges: the leader accepts a voter change while the
 ## last one is uncommitted; diskack: a replaced disk's Fetch acknowledges for the voter
@@ -187,7 +188,7 @@ sim:
 MUTANT_SEEDS ?= 300
 mutants:
 	@out="$$(mktemp)"; trap 'rm -f "$$out"' EXIT; \
-	for m in sendfirst nostate fig8 norecovery syncedlag freshstate twochanges diskack; do \
+	for m in sendfirst nostate fig8 norecovery syncedahead freshstate twochanges diskack; do \
 		echo "== mutant $$m"; \
 		if $(GO) test -count=1 -tags "mutant_$$m" ./quorum -run 'TestSimulation$$' \
 			-sim.seeds=$(MUTANT_SEEDS) -sim.whitebox=false >"$$out" 2>&1; then \

@@ -38,11 +38,19 @@ func dialFetcher(t *testing.T, addr string) *rawFetcher {
 	return &rawFetcher{t: t, nc: nc, br: bufio.NewReader(nc), f: kmsg.NewRequestFormatter(kmsg.FormatterClientID("splice-test"))}
 }
 
+// rawFetchBackstop bounds a rawFetcher's reads and writes. It is a
+// backstop against a server that never answers, not a timing: under -race
+// with the CPU starved (nice'd beside busy loops, load 16) the copied 6 MiB
+// response of TestFetchSplicedRacingDeletionAndTruncation took 1-4 s and at
+// times past 5 s (the former deadline; 100-150 ms unloaded), slowed as much
+// as the rest of the test (harness setup 0.3 s -> 4-9 s).
+const rawFetchBackstop = time.Minute
+
 // roundTrip returns the whole response frame, size prefix included.
 func (r *rawFetcher) roundTrip(req kmsg.Request) []byte {
 	r.t.Helper()
 	r.corr++
-	r.nc.SetDeadline(time.Now().Add(5 * time.Second))
+	r.nc.SetDeadline(time.Now().Add(rawFetchBackstop))
 	if _, err := r.nc.Write(r.f.AppendRequest(nil, req, r.corr)); err != nil {
 		r.t.Fatal(err)
 	}
@@ -276,7 +284,7 @@ func TestFetchSplicedRacingDeletionAndTruncation(t *testing.T) {
 			// A backstop against a writer that never finishes nor closes, not a
 			// timing: under -race in a loaded fresh-clone CI run the read of the two
 			// 6 MiB frames took over 10 s (1.5-4 s locally at load 26).
-			slow.nc.SetReadDeadline(time.Now().Add(time.Minute))
+			slow.nc.SetReadDeadline(time.Now().Add(rawFetchBackstop))
 			var got []byte
 			var err error
 			if tc.whole {

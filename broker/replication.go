@@ -120,8 +120,27 @@ func (b *Broker) leaderAddr(id int32) (string, error) {
 	return net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port))), nil
 }
 
-// Fetch implements replica.FetchTransport.
+// FetchesIncrementally implements replica.IncrementalFetchTransport: the
+// fetchers hand Fetch only what changed (followerSession).
+func (t *FetchTransport) FetchesIncrementally() {}
+
+// Fetch implements replica.FetchTransport. After an error the connection's
+// session starts over with a full request (FetchRequest.Incremental: the
+// fetcher counts what it handed over as taken), also when the request
+// never left.
 func (t *FetchTransport) Fetch(ctx context.Context, leader int32, in *replica.FetchRequest) ([]replica.FetchedPartition, error) {
+	answers, err := t.fetch(ctx, leader, in)
+	if err != nil {
+		t.mu.Lock()
+		if s := t.sessions[in.ConnID]; s != nil {
+			s.reset()
+		}
+		t.mu.Unlock()
+	}
+	return answers, err
+}
+
+func (t *FetchTransport) fetch(ctx context.Context, leader int32, in *replica.FetchRequest) ([]replica.FetchedPartition, error) {
 	addr, err := t.addr(leader)
 	if err != nil {
 		return nil, err
@@ -156,11 +175,12 @@ func (t *FetchTransport) Fetch(ctx context.Context, leader int32, in *replica.Fe
 			continue
 		}
 		if fr.ErrorCode != 0 {
-			sess.reset()
-		} else {
-			sess.answered(sent, fr.SessionID)
+			return nil, fmt.Errorf("broker: replica fetch: %w", kerr.ErrorForCode(fr.ErrorCode))
 		}
-		return fetchedPartitions(in, fr)
+		// Names first: the answer is to the session as it was.
+		answers := fetchedPartitions(fr, sess.topicName(sent))
+		sess.answered(sent, fr.SessionID)
+		return answers, nil
 	}
 }
 
@@ -238,33 +258,12 @@ func replicaFetchRequest(in *replica.FetchRequest, version int16, parts []replic
 	return req
 }
 
-// fetchedPartitions reads the leader's answer back, by topic name or (v13+)
-// topic id; partitions it did not answer are left out.
-func fetchedPartitions(in *replica.FetchRequest, resp *kmsg.FetchResponse) ([]replica.FetchedPartition, error) {
-	if resp.ErrorCode != 0 {
-		return nil, fmt.Errorf("broker: replica fetch: %w", kerr.ErrorForCode(resp.ErrorCode))
-	}
-	// Topic ids are named from the request as the answer needs them: an
-	// answer names a few of the request's partitions (issue 17: a map of
-	// every requested partition's topic cost O(partitions) each round).
-	names := map[[16]byte]string{}
-	next := 0 // in.Partitions before next are in names
-	name := func(id [16]byte) string {
-		if n, ok := names[id]; ok {
-			return n
-		}
-		for ; next < len(in.Partitions); next++ {
-			p := in.Partitions[next]
-			if _, ok := names[p.TopicID]; !ok {
-				names[p.TopicID] = p.Topic
-			}
-			if p.TopicID == id {
-				next++
-				return p.Topic
-			}
-		}
-		return ""
-	}
+// fetchedPartitions reads the leader's answer (without a top-level error)
+// back, by topic name or (v13+) topic id, named by name (followerSession's
+// topicName: an answer names a few of the session's partitions, and a map
+// of every requested partition's topic cost O(partitions) each round,
+// issue 17); partitions it did not answer are left out.
+func fetchedPartitions(resp *kmsg.FetchResponse, name func(id [16]byte) string) []replica.FetchedPartition {
 	var out []replica.FetchedPartition
 	for _, rt := range resp.Topics {
 		topic := rt.Topic
@@ -281,7 +280,7 @@ func fetchedPartitions(in *replica.FetchRequest, resp *kmsg.FetchResponse) ([]re
 			out = append(out, a)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // fetchErr maps a partition error code to the replica package's errors.

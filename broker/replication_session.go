@@ -24,14 +24,30 @@ import (
 // with a full request that names the old session (epoch 0 closes it on the
 // leader); after a session error that full request goes at once.
 //
+// A fetcher's request is either every partition it asks (the session
+// compares each with what it holds: O(partitions)), or, from the replica
+// fetchers (replica.FetchRequest.Incremental), only those that may have
+// changed and those forgotten, with FetchRequest.Full for a full request:
+// a round then costs O(changed) on this side too (issue 17).
+//
 // Only its fetcher's goroutine uses a session (one request at a time).
 type followerSession struct {
 	leader  int32
 	version int16 // the addressing: by topic id from v13
 	id      int32 // 0: none
 	epoch   int32 // the next request's; 0 until the leader answered an id
-	// parts are the session's partitions as the leader holds them.
-	parts map[replica.TopicPartition]heldFetch
+	// parts are the session's partitions as the leader holds them; topics
+	// names their topic ids, with how many of parts each has (answers from
+	// v13 name topics by id, and an incremental answer names partitions the
+	// request did not carry).
+	parts  map[replica.TopicPartition]heldFetch
+	topics map[[16]byte]*sessionTopic
+}
+
+// sessionTopic is a topic of a follower session's partitions.
+type sessionTopic struct {
+	name  string
+	parts int
 }
 
 // heldFetch is a session partition as the leader holds it: its
@@ -78,9 +94,24 @@ func (t *FetchTransport) session(connID int64, leader int32, version int16) *fol
 // request is in on the wire: in full, or the session's changes.
 func (s *followerSession) request(in *replica.FetchRequest, version int16) (*kmsg.FetchRequest, sessionDelta) {
 	var d sessionDelta
-	if s.id == 0 || s.epoch == 0 {
+	switch {
+	case s.id == 0 || s.epoch == 0:
 		d.full, d.sent = true, in.Partitions
-	} else {
+		if in.Incremental {
+			d.sent = in.Full()
+		}
+	case in.Incremental:
+		for _, p := range in.Partitions {
+			if h, ok := s.parts[p.TopicPartition]; !ok || h != heldFetchOf(p) {
+				d.sent = append(d.sent, p)
+			}
+		}
+		for _, tp := range in.Forgotten {
+			if h, ok := s.parts[tp]; ok {
+				d.forgotten = append(d.forgotten, h.partition(tp))
+			}
+		}
+	default:
 		// One lookup per partition; the session's partitions missing from
 		// the request (forgotten) are looked for only when the request
 		// does not hold all of them (issue 17: at ~33k partitions a set of
@@ -136,25 +167,74 @@ func (s *followerSession) missing(in *replica.FetchRequest) []replica.FetchParti
 func (s *followerSession) answered(d sessionDelta, sessionID int32) {
 	switch {
 	case sessionID == 0 || !d.full && sessionID != s.id:
-		s.id, s.epoch, s.parts = 0, 0, nil // none: the next request is full and asks again
+		s.id, s.epoch, s.parts, s.topics = 0, 0, nil, nil // none: the next request is full and asks again
 		return
 	case d.full:
 		s.parts = make(map[replica.TopicPartition]heldFetch, len(d.sent))
+		s.topics = map[[16]byte]*sessionTopic{}
 		s.id, s.epoch = sessionID, 1
 	default:
 		s.epoch = nextSessionEpoch(s.epoch)
 	}
 	for _, p := range d.sent {
+		if h, ok := s.parts[p.TopicPartition]; ok {
+			s.unrefTopic(h.topicID)
+		}
 		s.parts[p.TopicPartition] = heldFetchOf(p)
+		t := s.topics[p.TopicID]
+		if t == nil {
+			t = &sessionTopic{name: p.Topic}
+			s.topics[p.TopicID] = t
+		}
+		t.parts++
 	}
 	for _, p := range d.forgotten {
-		delete(s.parts, p.TopicPartition)
+		if h, ok := s.parts[p.TopicPartition]; ok {
+			s.unrefTopic(h.topicID)
+			delete(s.parts, p.TopicPartition)
+		}
+	}
+}
+
+// unrefTopic counts one partition of topic id less.
+func (s *followerSession) unrefTopic(id [16]byte) {
+	if t := s.topics[id]; t != nil {
+		if t.parts--; t.parts <= 0 {
+			delete(s.topics, id)
+		}
+	}
+}
+
+// topicName is the name of topic id among the session's partitions and
+// those of request d, "" when neither has it; d's are looked at only when
+// the session does not know the id (a topic new to it).
+func (s *followerSession) topicName(d sessionDelta) func(id [16]byte) string {
+	names := map[[16]byte]string{}
+	next := 0 // d.sent before next are in names
+	return func(id [16]byte) string {
+		if t := s.topics[id]; t != nil {
+			return t.name
+		}
+		if n, ok := names[id]; ok {
+			return n
+		}
+		for ; next < len(d.sent); next++ {
+			p := d.sent[next]
+			if _, ok := names[p.TopicID]; !ok {
+				names[p.TopicID] = p.Topic
+			}
+			if p.TopicID == id {
+				next++
+				return p.Topic
+			}
+		}
+		return ""
 	}
 }
 
 // reset makes the next request full; it names the old session, which the
 // leader then closes.
-func (s *followerSession) reset() { s.epoch, s.parts = 0, nil }
+func (s *followerSession) reset() { s.epoch, s.parts, s.topics = 0, nil, nil }
 
 // sessionError reports a top-level error about the session itself.
 func sessionError(code int16) bool {

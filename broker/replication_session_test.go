@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"testing"
 
@@ -153,5 +154,119 @@ func setNonZero(t *testing.T, v reflect.Value, n int64) {
 		}
 	default:
 		t.Fatalf("field of kind %s: extend setNonZero", v.Kind())
+	}
+}
+
+// The replica fetchers' form of a request (replica.FetchRequest.Incremental:
+// only what changed, Full for a full request), over the real wire against
+// the real leader: Full is read only when a session starts or starts over
+// (after any failed call, also one that never left); an answer naming a
+// partition the request did not carry is read back under its topic (by
+// topic id from v13: the session knows it); forgotten partitions leave the
+// leader's session.
+func TestReplicaFetchIncrementalRequests(t *testing.T) {
+	d := newDataHarness(t, 0)
+	incID := uuid(10)
+	d.commit(topicRecord("inc", incID),
+		partitionRecord(incID, 0, 1, []int32{1, 2}, []int32{1, 2}),
+		partitionRecord(incID, 1, 1, []int32{1, 2}, []int32{1, 2}),
+		partitionRecord(incID, 2, 1, []int32{1, 2}, []int32{1, 2}))
+	for _, v := range []int16{12, 16} {
+		t.Run(map[int16]string{12: "v12", 16: "v16"}[v], func(t *testing.T) {
+			ends := [3]int64{}
+			for p := range int32(3) {
+				pp, ok := d.replicas.Partition(replica.TopicPartition{Topic: "inc", Partition: p})
+				if !ok {
+					t.Fatalf("inc-%d not hosted", p)
+				}
+				ends[p] = pp.Log().EndOffset()
+			}
+			if sp := d.produce(11, 1, "inc", 0, recordBatch(2)); sp.ErrorCode != 0 {
+				t.Fatalf("produce: %+v", sp)
+			}
+			down := false
+			tr := NewReplicaFetchTransport("follower", zaptest.NewLogger(t), func(int32) (string, error) {
+				if down {
+					return "", errors.New("leader unreachable")
+				}
+				return d.addr, nil
+			}, v)
+			defer tr.Close()
+			cur := map[int32]replica.FetchPartition{}
+			for p := range int32(3) {
+				cur[p] = replica.FetchPartition{TopicPartition: replica.TopicPartition{Topic: "inc", Partition: p},
+					TopicID: incID, FetchOffset: ends[p], CurrentLeaderEpoch: -1, LastFetchedEpoch: -1, PartitionMaxBytes: 1 << 20}
+			}
+			fulls := 0
+			in := &replica.FetchRequest{ReplicaID: 2, BrokerEpoch: 11, ConnID: 100 + int64(v), MaxBytes: 1 << 20, MinBytes: 0,
+				Incremental: true, Full: func() []replica.FetchPartition {
+					fulls++
+					var out []replica.FetchPartition
+					for _, p := range cur {
+						out = append(out, p)
+					}
+					return out
+				}}
+			fetch := func(what string, changed []int32, forgotten ...int32) map[int32]replica.FetchedPartition {
+				t.Helper()
+				in.Partitions, in.Forgotten = nil, nil
+				for _, p := range changed {
+					in.Partitions = append(in.Partitions, cur[p])
+				}
+				for _, p := range forgotten {
+					in.Forgotten = append(in.Forgotten, replica.TopicPartition{Topic: "inc", Partition: p})
+				}
+				as, err := tr.Fetch(context.Background(), 1, in)
+				if err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				got := map[int32]replica.FetchedPartition{}
+				for _, a := range as {
+					if a.Err != nil || a.Topic != "inc" {
+						t.Fatalf("%s: answer %+v", what, a)
+					}
+					got[a.Partition] = a
+				}
+				return got
+			}
+			if got := fetch("full", nil); fulls != 1 || len(got) != 3 || len(got[0].Records) == 0 {
+				t.Fatalf("first fetch: Full read %d times, %d partitions answered", fulls, len(got))
+			}
+			p0 := cur[0]
+			p0.FetchOffset = ends[0] + 2
+			cur[0] = p0
+			fetch("partition 0 appended", []int32{0})
+			// New data on partition 1: the idle request's answer names it,
+			// though the request carries nothing.
+			if sp := d.produce(11, 1, "inc", 1, recordBatch(3)); sp.ErrorCode != 0 {
+				t.Fatalf("produce: %+v", sp)
+			}
+			if got := fetch("idle", nil); len(got[1].Records) == 0 {
+				t.Fatalf("idle fetch answered %v, want partition 1's new records", got)
+			}
+			if fulls != 1 {
+				t.Fatalf("Full read %d times in a session, want once", fulls)
+			}
+			p1 := cur[1]
+			p1.FetchOffset = ends[1] + 3
+			cur[1] = p1
+			fetch("forget", []int32{1}, 2)
+			delete(cur, 2)
+			s := tr.sessions[in.ConnID]
+			d.b.api.sessions.mu.Lock()
+			held := len(d.b.api.sessions.sessions[s.id].index)
+			d.b.api.sessions.mu.Unlock()
+			if held != 2 {
+				t.Fatalf("after forgetting partition 2 the leader's session holds %d partitions, want 2", held)
+			}
+			down = true
+			if _, err := tr.Fetch(context.Background(), 1, in); err == nil {
+				t.Fatal("fetch from an unreachable leader succeeded")
+			}
+			down = false
+			if got := fetch("after a failed call", nil); fulls != 2 || len(got) != 2 {
+				t.Fatalf("after a failed call: Full read %d times (want 2), %d partitions answered (want 2)", fulls, len(got))
+			}
+		})
 	}
 }

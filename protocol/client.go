@@ -76,6 +76,9 @@ type peer struct {
 	cc       *clientConn
 	dial     *dialAttempt
 	failures int
+	// failedAt is when the last dial failed (zero: none since the last
+	// connection): the reconnect backoff counts from it.
+	failedAt time.Time
 	// retryAt is when the next dial may start after a failed one
 	// (FailWhileBackingOff only; zero: at once).
 	retryAt time.Time
@@ -317,7 +320,7 @@ func (c *Client) conn(ctx context.Context, addr string) (*clientConn, error) {
 // startDial launches the dialer goroutine unless the client is closed.
 // Holding c.mu while calling wg.Go keeps it from racing Close's wg.Wait.
 func (c *Client) startDial(p *peer, d *dialAttempt) error {
-	delay := c.backoff(p.failures)
+	delay := c.dialDelay(p, time.Now())
 	if c.cfg.FailWhileBackingOff {
 		delay = 0 // requests failed fast until retryAt instead
 	}
@@ -348,19 +351,35 @@ func (c *Client) backoff(failures int) time.Duration {
 	return d/2 + time.Duration(c.rng.Int64N(int64(d/2)+1))
 }
 
+// dialDelay is how long a dial to p starting at now waits: what is left of
+// the backoff after p's failures, counted from the last failure, as Kafka's
+// ClusterConnectionStates blacks a node out for reconnect.backoff.ms after
+// its last connection attempt. A peer that failed long ago is dialed at
+// once: counting the backoff from the new dial held a forwarded request for
+// up to BackoffMax when a controller that had been down came back as the
+// new leader (issue 17: 190 ms of a failover's recovery in
+// BenchmarkControllerFailover). p.mu held.
+func (c *Client) dialDelay(p *peer, now time.Time) time.Duration {
+	if p.failures == 0 {
+		return 0
+	}
+	return max(0, c.backoff(p.failures)-now.Sub(p.failedAt))
+}
+
 func (c *Client) runDial(p *peer, d *dialAttempt, delay time.Duration) {
 	cc, err := c.waitAndDial(p, delay)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {
 		p.failures++
+		p.failedAt = time.Now()
 		d.err = err
 		if c.cfg.FailWhileBackingOff {
 			p.retryAt = time.Now().Add(c.backoff(p.failures))
 		}
 		c.log.Debug("dial failed", zap.String("addr", p.addr), zap.Int("failures", p.failures), zap.Error(err))
 	} else {
-		p.failures = 0
+		p.failures, p.failedAt = 0, time.Time{}
 		p.cc, d.cc = cc, cc
 	}
 	p.dial = nil

@@ -173,6 +173,29 @@ func TestClientBackoff(t *testing.T) {
 	}
 }
 
+// TestClientDialDelayCountsFromLastFailure: the reconnect backoff runs from
+// the last failed dial, as Kafka's reconnect.backoff.ms, so a peer that
+// failed longer ago than its backoff is dialed at once.
+func TestClientDialDelayCountsFromLastFailure(t *testing.T) {
+	c := NewClient(ClientConfig{BackoffMin: time.Minute, BackoffMax: time.Minute})
+	defer c.Close()
+	now := time.Now()
+	p := &peer{addr: "x"}
+	if d := c.dialDelay(p, now); d != 0 {
+		t.Fatalf("no failure: delay %v, want 0", d)
+	}
+	p.failures, p.failedAt = 3, now
+	if d := c.dialDelay(p, now); d < 30*time.Second || d > time.Minute {
+		t.Fatalf("failed just now: delay %v, want in [30s, 1m]", d)
+	}
+	if d := c.dialDelay(p, now.Add(20*time.Second)); d < 10*time.Second || d > 40*time.Second {
+		t.Fatalf("failed 20 s ago: delay %v, want in [10s, 40s]", d)
+	}
+	if d := c.dialDelay(p, now.Add(2*time.Minute)); d != 0 {
+		t.Fatalf("failed 2 min ago: delay %v, want 0 (the backoff is over)", d)
+	}
+}
+
 // TestClientVersionNegotiation: the server advertises Metadata only up to
 // v4, so a negotiated request goes out at v4; pinned versions are checked.
 func TestClientVersionNegotiation(t *testing.T) {

@@ -26,9 +26,10 @@ func (h *sentTo) SendRequest(m Message, to int32, addr string, _ int64) {
 		h.votes = append(h.votes, m)
 	}
 }
-func (h *sentTo) Reply(Message)           {}
-func (h *sentTo) StartFlush(func() error) {}
-func (h *sentTo) WaitFlush() error        { return nil }
+func (h *sentTo) Reply(Message)                         {}
+func (h *sentTo) StartFlush(func() error)               {}
+func (h *sentTo) WaitFlush() error                      { return nil }
+func (h *sentTo) StartRecord(func() error, func(error)) {}
 func (h *sentTo) StartSnapshotWrite(func(func(int) error) error, func(error), func()) {
 }
 

@@ -145,8 +145,9 @@ func BenchmarkCommitLatency(b *testing.B) {
 	}
 }
 
-// BenchmarkCommitLatencyRecord measures what the durable-end record's fdatasync (the
-// second flush of every Sync) costs a commit end to end: two 3-voter loopback
+// BenchmarkCommitLatencyRecord measures what the durable-end record's fdatasync (a
+// second flush per Sync, written after the acknowledgement and overlapping the next
+// flush; it still shares the device) costs a commit end to end: two 3-voter loopback
 // quorums with BenchmarkCommitLatency's default batching run side by side, one with
 // the voters' FileStorage as it is and one with that fdatasync skipped (an FS
 // wrapper; the record is still written, to the page cache only); proposals

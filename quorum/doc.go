@@ -36,6 +36,31 @@
 // A failed outbound request is stepped back as its response type with Message.Err set.
 // Request ids pair requests and responses in both directions (see Message).
 //
+// # The durable-end record and what recovery can detect
+//
+// FileStorage keeps a record of the log's durable end (raftlog.SyncedEndFile): damage
+// found at open below it is disk damage to batches this node may have acknowledged,
+// and stops the node (ErrCorrupt, then `kraftd storage recover`); damage above it is
+// a torn tail and is cut. The record is written off the acknowledgement path
+// (raftlog.EndRecorder): a follower's Sync, or a leader's flush, makes its batches
+// durable and the follower acknowledges them (its next Fetch) or the leader counts
+// them toward the high watermark at once; the driver then hands the record of that
+// end to the host (startRecord, after the Fetch left, or after the flush completed),
+// which writes it while the next flush runs. The storage makes each Sync and flush
+// wait for the record write before it (or do it, if nobody started it) before it
+// counts, and TruncateTo and ResetLog wait for it and lower the record before they
+// cut. Invariants: the record is never above the durable end (it records only ends a
+// completed Sync made durable, and is lowered before any cut below it), and the
+// acknowledged batches it does not cover are at most those of one Sync or flush.
+// What that leaves recovery: after a crash, damage to the batches of that last Sync
+// (from the record to the durable end) is cut as a torn tail, like damage to bytes
+// that were never fsynced; recovery cannot tell it from crash damage, and a voter
+// whose acknowledged batches were cut so could vote as if it never held them. Damage
+// anywhere below the record is still detected, and a crash alone (with or without a
+// power loss, inside the record write included: its two slots alternate, so the
+// previous record stays valid) never makes the open refuse. Kafka keeps no such
+// record and detects none of this.
+//
 // # Roles
 //
 // Unattached (optionally Voted), Prospective (pre-vote at the current epoch), Candidate,
@@ -103,7 +128,10 @@
 // a flusher goroutine (at most one at a time, started by the driver and awaited by it
 // before any other storage work and at stop) fsyncs the batches the driver has just
 // written, so that the driver keeps serving followers meanwhile; the leader's own
-// offset counts toward the high watermark only once that fsync returned.
+// offset counts toward the high watermark only once that fsync returned. A recorder
+// goroutine (at most one at a time, started by the driver; the storage's Sync, cuts
+// and Close wait for it) writes the log's durable-end record after an
+// acknowledgement, overlapping the next flush.
 //
 // # Snapshots (KIP-630)
 //

@@ -99,8 +99,11 @@ type Node struct {
 	listeners []Listener
 	// A leader's appends being fsynced by the host's flusher (flushing) and those
 	// written since, not yet handed to it.
-	flushing      *flush
-	unflushed     []Ready
+	flushing  *flush
+	unflushed []Ready
+	// recording: a write of the log's durable-end record is in flight on the host
+	// (startRecord).
+	recording     bool
 	learned       map[int32]string // leader endpoints advertised to an observer of bootstrap addresses
 	voterGen      uint64           // the core's voter set generation voterAddrs was built from
 	voterWaiters  []*voterWaiter   // voter changes waiting for their record to commit
@@ -503,6 +506,7 @@ func (n *Node) nextDeadlineMs() int64 {
 // left. The host calls it after every event.
 func (n *Node) settle() {
 	n.drainReady()
+	n.startRecord()
 	n.resolveVoterWaiters()
 	n.kraftVersion.Store(int32(n.raft.kraftVersion()))
 	n.gauges.update(n.raft, n.applied)
@@ -688,6 +692,32 @@ func (n *Node) joinFlush() error {
 		n.unflushed = nil
 	}
 	return nil
+}
+
+// startRecord hands the write of the durable-end record, for the end the last
+// completed Sync or flush made durable, to the host (raftlog.EndRecorder): off the
+// acknowledgement path, since settle calls it after every event, so after a follower
+// sent the Fetch that acknowledges its Sync and after a leader's flush completed and
+// counted toward the high watermark. The write overlaps the next flush; the storage
+// itself makes the next Sync or flush wait for it (or do it) before it counts, so the
+// record trails what this node acknowledged by one Sync at most. One write at a
+// time; its completion event settles, which starts the next if the end moved.
+func (n *Node) startRecord() {
+	rec, ok := n.cfg.Storage.(raftlog.EndRecorder)
+	if !ok || n.recording || n.fatal != nil {
+		return
+	}
+	work, finish := rec.PrepareRecord()
+	if work == nil {
+		return
+	}
+	n.recording = true
+	n.host.StartRecord(work, func(error) {
+		n.recording = false
+		if err := finish(); err != nil {
+			n.fail(err)
+		}
+	})
 }
 
 // flush is a leader's fsync in flight on the flusher goroutine.

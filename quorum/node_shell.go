@@ -28,6 +28,11 @@ type NodeHost interface {
 	// WaitFlush waits for the flush in flight and returns its result; no flush event
 	// is delivered for it then.
 	WaitFlush() error
+	// StartRecord runs work, the write of the log's durable-end record
+	// (raftlog.EndRecorder), off the node's loop, then done with its result as an
+	// event on the loop; nothing when the node stopped meanwhile (the storage's Close
+	// waits for the write). At most one is in flight; it may overlap a flush.
+	StartRecord(work func() error, done func(error))
 	// StartSnapshotWrite runs work (encode, write and fsync a snapshot) off the
 	// node's loop, then done with its result as an event on the loop; abandoned
 	// instead when the node stopped meanwhile. work calls pace after each batch it
@@ -80,6 +85,16 @@ func (h *liveHost) Reply(m Message) {
 func (h *liveHost) StartFlush(work func() error) { h.n.wg.Go(func() { h.flushDone <- work() }) }
 
 func (h *liveHost) WaitFlush() error { return <-h.flushDone }
+
+// StartRecord runs the record write on its own goroutine, so that it overlaps the
+// next flush's fsync instead of delaying it.
+func (h *liveHost) StartRecord(work func() error, done func(error)) {
+	n := h.n
+	n.wg.Go(func() {
+		err := work()
+		n.post(func() { done(err) })
+	})
+}
 
 // StartSnapshotWrite runs the writer on its own goroutine. Its pace: while the node
 // is committing, encoding runs at about half a core and writes at most

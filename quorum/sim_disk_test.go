@@ -89,12 +89,13 @@ const (
 	opSnapRename // its Commit: fsync, rename, directory fsync
 	opClean      // log cleaning: SetLogStart, DeleteSnapshotsBefore
 	opResetLog
-	opOpen // OpenFileStorage at a start: recovery and its repairs
+	opOpen   // OpenFileStorage at a start: recovery and its repairs
+	opRecord // the durable-end record written after the acknowledgement (PrepareRecord's work)
 	numDiskOps
 )
 
 var diskOpNames = [numDiskOps]string{"SaveQuorumState", "Append", "TruncateTo", "Sync", "flusher fsync",
-	"CreateSnapshot", "snapshot Write", "snapshot fsync", "snapshot rename", "log cleaning", "ResetLog", "open/recovery"}
+	"CreateSnapshot", "snapshot Write", "snapshot fsync", "snapshot rename", "log cleaning", "ResetLog", "open/recovery", "durable-end record"}
 
 var errSimCrashed = errors.New("sim: process crashed inside a persist")
 
@@ -234,6 +235,12 @@ func (d *simDisk) Sync() error {
 // the log holds now durable; the owner only appends meanwhile.
 func (d *simDisk) PrepareSync() (work func() error, finish func(error) error) {
 	return d.filePrepareSync()
+}
+
+// PrepareRecord implements raftlog.EndRecorder, as FileStorage does: work writes the
+// durable-end record after the acknowledgement; a crash may land inside it.
+func (d *simDisk) PrepareRecord() (work func() error, finish func() error) {
+	return d.filePrepareRecord()
 }
 
 // SaveQuorumState implements raftlog.Storage.

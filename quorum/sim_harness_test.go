@@ -283,6 +283,16 @@ func (h *simHost) WaitFlush() error {
 	return f.work()
 }
 
+// StartRecord runs the durable-end record write one fsync later, as an event of
+// this life (a crash before drops it: the record trails, as after a real crash).
+func (h *simHost) StartRecord(work func() error, done func(error)) {
+	s, n := h.s, h.n
+	life := h.life
+	s.at(s.nowMs+n.lag+n.disk.fsyncLatency(), func() {
+		s.nodeEvent(n, life, func() { done(work()) })
+	})
+}
+
 func (h *simHost) StartSnapshotWrite(work func(pace func(int) error) error, done func(error), abandoned func()) {
 	s, n := h.s, h.n
 	life := h.life

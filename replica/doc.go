@@ -54,15 +54,17 @@
 // whose marker is not yet committed; read_committed reads stop there and
 // carry the aborted transactions of the range.
 //
+// A follower's fetch round costs O(partitions whose fetch state changed)
+// once its transport keeps an incremental session (IncrementalFetchTransport,
+// the broker's): the fetcher marks what its answers, put/drop, backoffs and
+// retention moved, and hands the transport only that (fetcher.go; issue 17:
+// at 100k partitions, ~33k per leader, perf of idle brokers had put the
+// per-round read of every partition's log end, start and latest epoch at
+// 21-30% of their samples). Only a full request (a session starting or
+// starting over) reads them all.
+//
 // Not yet (issue 13): a roll fsyncs the old segment on the appending
-// goroutine. (Issue 17) a follower's fetch round still builds its request
-// over every partition it follows from that leader (fetcher.request: log
-// end, start and latest epoch of each, three read locks), where the
-// leader's side reads only what changed: at 100k partitions (~33k per
-// leader) perf of idle brokers under kraftd bench put fetcher.request with
-// Log.EndOffset and fetcher.ready at 21-30% of their samples, and the
-// bench's steady acks=all producer did not settle (not proven to be the
-// cause).
+// goroutine.
 //
 // # Goroutines
 //
@@ -72,8 +74,9 @@
 // every log.retention.check.interval.ms (CleanupLogs), the three checkpoint
 // files at their intervals (WriteCheckpoints), and the removal of deleted
 // logs' directories. A second one, started and stopped with it, writes new
-// logs' partition.metadata files (up to 2 at once, each on a goroutine of
-// its own that ends with the batch), as Kafka's UnifiedLog schedules that
+// logs' partition.metadata files (up to background.threads at once,
+// Config.BackgroundThreads, each on a goroutine of its own that ends with
+// the batch), as Kafka's UnifiedLog schedules that
 // flush; Close writes those it did not reach (storage.FlushTopicIDs, on
 // its own goroutine), as Kafka's shutdown lets the scheduler's due
 // flush-metadata-file tasks run before LogManager closes the logs. Between Manager.StartReplication and StopReplication (or

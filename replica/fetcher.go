@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -19,9 +20,33 @@ import (
 // getFetcherId), each sending one Fetch at a time for its partitions
 // (long-polled by the leader) and appending the answers. A partition's fetch
 // position is its log end and its last fetched epoch the log's latest epoch,
-// read at every request, so a truncation or a role change needs no
-// bookkeeping here beyond the entry. A fetcher left without partitions (its
-// leader is no longer followed) stops, as Kafka's shutdownIdleFetcherThreads.
+// read when the partition's fetch state may have changed. A fetcher left
+// without partitions (its leader is no longer followed) stops, as Kafka's
+// shutdownIdleFetcherThreads.
+//
+// Incremental rounds (issue 17): with an IncrementalFetchTransport a round
+// costs O(partitions whose fetch state changed), not O(partitions
+// followed), as the transport's fetch session sends only those (KIP-227).
+// A partition's fetch state (offset, log start, last fetched epoch, leader
+// epoch) changes only through:
+//   - the fetcher's own work on an answer: append, truncation on a
+//     DivergingEpoch, out-of-range repair, the leader's log start taken
+//     (handle marks every partition it applied an answer to);
+//   - put and drop (a new or replaced entry is changed, a dropped one
+//     forgotten);
+//   - a backoff starting (forgotten, as before: a backing-off partition is
+//     not asked) or ending (changed);
+//   - the follower's log start moving locally: retention
+//     (Partition.deleteOldSegments calls fetchStateMoved).
+// Nothing else moves a followed log: AppendAsLeader, transaction markers,
+// DeleteRecords and the leader epoch's start (AssignEpochStartOffset) act
+// only while leading (checked under the partition's mu), and a partition
+// that leads is dropped from its fetcher (a later follower role puts a new
+// entry); a checkpointed log start is set when the log opens, before it is
+// followed; compaction moves no log start, end or epoch.
+// Nothing scans all partitions per round: backoffs wait in a min-heap by
+// their end, and only a full request (a session starting or starting
+// over, or a transport without sessions) reads every partition.
 //
 // Backoff: a partition backs off replica.fetch.backoff.ms after an error from
 // a leader it has fetched from at this leader epoch. A partition that has
@@ -43,17 +68,32 @@ import (
 const catchUpRetryMs = 5
 
 // fetchEntry is one partition a fetcher fetches: one per followed replica,
-// its fields ordered to fit 48 bytes (it was 56, in the 64-byte class).
+// its fields ordered to fit 72 bytes (the 80-byte size class; in the order
+// they came it was 88, in 96).
+//
+// INVARIANTS: heapIdx >= 0 exactly while the entry backs off (it is then
+// f.delayed[heapIdx] and not dirty); dirty entries are in f.dirty; asked
+// and fetchOffset are the fetcher goroutine's alone.
 type fetchEntry struct {
 	p       *Partition
+	f       *fetcher // the fetcher holding it; set by put
 	topicID [16]byte
 	// delayUntilMs is the end of a backoff; established is set at the first
 	// answer without an error from the leader at leaderEpoch; retryMs is the
-	// next catch-up retry while not established. Guarded by the fetcher's mu.
+	// next catch-up retry while not established. Guarded by the fetcher's mu,
+	// as are heapIdx (-1: not backing off) and dirty (its fetch state may
+	// have changed since it was last read for a request).
 	delayUntilMs int64
 	retryMs      int64
-	leaderEpoch  int32
-	established  bool
+	heapIdx      int
+	// asked says the entry's state was read for a request; fetchOffset is
+	// the offset read last (what the leader's session holds for it: an
+	// answer appends there). Only the fetcher goroutine uses them.
+	fetchOffset int64
+	leaderEpoch int32
+	established bool
+	dirty       bool
+	asked       bool
 }
 
 // fetcherKey names a fetcher: its leader and its index among the
@@ -66,11 +106,16 @@ type fetcherKey struct {
 // fetcher fetches from one leader.
 //
 // INVARIANTS: parts holds only partitions whose metadata names leader as the
-// leader; an entry is replaced (never mutated but for its backoff fields)
-// when the leader epoch changes, so an answer to a request built from an old
-// entry is recognised and dropped. A fetcher with no parts is removed from
-// its set and its goroutine stopped (cancel); done is closed when the
-// goroutine has returned.
+// leader; an entry is replaced (never mutated but for its backoff and dirty
+// fields) when the leader epoch changes, so an answer to a request built
+// from an old entry is recognised and dropped. ready counts the entries of
+// parts not backing off; delayed is a min-heap by delayUntilMs of those
+// backing off. Every entry of parts whose fetch state differs from what the
+// fetcher last handed the transport for it is dirty (or not ready), and
+// every partition handed over and since dropped or backing off is in
+// forgotten. A fetcher with no parts is removed from its set and its
+// goroutine stopped (cancel); done is closed when the goroutine has
+// returned.
 type fetcher struct {
 	key    fetcherKey
 	connID int64 // FetchRequest.ConnID: unique in the set
@@ -79,9 +124,13 @@ type fetcher struct {
 	cancel context.CancelFunc // nil until the goroutine starts
 	done   chan struct{}
 
-	mu    sync.Mutex
-	parts map[TopicPartition]*fetchEntry
-	wake  chan struct{} // capacity 1: "parts changed"
+	mu        sync.Mutex
+	parts     map[TopicPartition]*fetchEntry
+	ready     int
+	delayed   delayHeap
+	dirty     []*fetchEntry // may hold entries no longer dirty or current: skipped
+	forgotten map[TopicPartition]struct{}
+	wake      chan struct{} // capacity 1: "parts changed"
 	// inflight cancels the fetch being sent (nil when none); interrupted
 	// says put canceled it; reconnect makes the next fetch ask for a new
 	// connection.
@@ -91,6 +140,33 @@ type fetcher struct {
 	// opening is FetchRequest.Opening of the fetch in flight: put does
 	// not interrupt a fetch that opens a session.
 	opening atomic.Bool
+	// visits counts the entries a round looked at (read or scanned), for
+	// the tests that an idle round costs O(1).
+	visits atomic.Int64
+}
+
+// delayHeap orders backing-off entries by the end of their backoff
+// (container/heap); each entry knows its index.
+type delayHeap []*fetchEntry
+
+func (h delayHeap) Len() int           { return len(h) }
+func (h delayHeap) Less(i, j int) bool { return h[i].delayUntilMs < h[j].delayUntilMs }
+func (h delayHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIdx, h[j].heapIdx = i, j
+}
+func (h *delayHeap) Push(x any) {
+	e := x.(*fetchEntry)
+	e.heapIdx = len(*h)
+	*h = append(*h, e)
+}
+func (h *delayHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	e.heapIdx = -1
+	return e
 }
 
 // fetcherSet owns the fetchers of a manager.
@@ -147,12 +223,12 @@ func (s *fetcherSet) add(p *Partition, st PartitionState) {
 	if f == nil {
 		s.conns++
 		f = &fetcher{key: key, connID: s.conns, leader: st.Leader, set: s, parts: map[TopicPartition]*fetchEntry{},
-			wake: make(chan struct{}, 1), done: make(chan struct{})}
+			forgotten: map[TopicPartition]struct{}{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
 		s.byKey[key] = f
 		s.startLocked(f)
 	}
 	s.assigned[st.TopicPartition] = key
-	f.put(&fetchEntry{p: p, leaderEpoch: st.LeaderEpoch, topicID: st.TopicID})
+	f.put(&fetchEntry{p: p, leaderEpoch: st.LeaderEpoch, topicID: st.TopicID, heapIdx: -1})
 }
 
 // remove stops fetching tp.
@@ -229,14 +305,27 @@ func (s *fetcherSet) stop() {
 	s.wg.Wait()
 }
 
-// put adds or replaces e's partition. A new entry interrupts a fetch in
-// flight: the leader may hold that fetch for replica.fetch.wait.max.ms when
-// none of its partitions has data, and the new partition (a leader change:
-// acks=-1 produces wait for it) must not wait behind it.
+// put adds or replaces e's partition, ready and changed. A new entry
+// interrupts a fetch in flight: the leader may hold that fetch for
+// replica.fetch.wait.max.ms when none of its partitions has data, and the
+// new partition (a leader change: acks=-1 produces wait for it) must not
+// wait behind it.
+//
+// The partition points at e (fetchStateMoved) before e is in parts, both
+// under mu: a log start moved before the pointer is read by e's first
+// request, one moved after finds e in parts and marks it.
 func (f *fetcher) put(e *fetchEntry) {
 	f.mu.Lock()
 	if old := f.parts[e.p.tp]; old == nil || old.p != e.p || old.leaderEpoch != e.leaderEpoch {
+		e.f, e.heapIdx = f, -1
+		if old != nil {
+			f.unreadyLocked(old)
+			old.p.fetching.CompareAndSwap(old, nil)
+		}
+		e.p.fetching.Store(e)
 		f.parts[e.p.tp] = e
+		f.ready++
+		f.markDirtyLocked(e)
 		if f.inflight != nil && !f.opening.Load() {
 			f.inflight()
 			f.inflight, f.interrupted = nil, true
@@ -268,14 +357,51 @@ func (f *fetcher) send(ctx context.Context, r *Replication, req *FetchRequest) (
 	return answers, interrupted, err
 }
 
-// drop removes tp and returns how many partitions are left.
+// drop removes tp (forgotten by the next request) and returns how many
+// partitions are left.
 func (f *fetcher) drop(tp TopicPartition) int {
 	f.mu.Lock()
-	delete(f.parts, tp)
+	if e := f.parts[tp]; e != nil {
+		f.unreadyLocked(e)
+		delete(f.parts, tp)
+		e.p.fetching.CompareAndSwap(e, nil)
+	}
 	n := len(f.parts)
 	f.mu.Unlock()
 	f.poke()
 	return n
+}
+
+// unreadyLocked takes e out of the ready count or the backoff heap, and
+// makes the next request forget its partition; mu held.
+func (f *fetcher) unreadyLocked(e *fetchEntry) {
+	if e.heapIdx >= 0 {
+		heap.Remove(&f.delayed, e.heapIdx)
+	} else {
+		f.ready--
+	}
+	e.dirty = false
+	f.forgotten[e.p.tp] = struct{}{}
+}
+
+// markDirtyLocked records that e's fetch state may have changed; a
+// backing-off entry is marked when its backoff ends; mu held.
+func (f *fetcher) markDirtyLocked(e *fetchEntry) {
+	if e.heapIdx >= 0 || e.dirty {
+		return
+	}
+	e.dirty = true
+	f.dirty = append(f.dirty, e)
+	delete(f.forgotten, e.p.tp)
+}
+
+// markDirty is markDirtyLocked for e if it is still its partition's entry.
+func (f *fetcher) markDirty(e *fetchEntry) {
+	f.mu.Lock()
+	if f.parts[e.p.tp] == e {
+		f.markDirtyLocked(e)
+	}
+	f.mu.Unlock()
 }
 
 func (f *fetcher) poke() {
@@ -285,24 +411,17 @@ func (f *fetcher) poke() {
 	}
 }
 
-// current reports whether e is still the entry for its partition.
-func (f *fetcher) current(e *fetchEntry) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.parts[e.p.tp] == e
-}
-
 // run is the fetcher goroutine.
 func (f *fetcher) run(ctx context.Context, r *Replication) {
 	log := f.set.m.log.With(zap.Int32("leader", f.leader), zap.Int("fetcher", f.key.id))
 	cfg := f.set.m.cfg.Fetch
+	_, incremental := r.Fetch.(IncrementalFetchTransport)
 	for ctx.Err() == nil {
-		entries, waitMs := f.ready()
-		if len(entries) == 0 {
+		if waitMs, ready := f.expire(); !ready {
 			f.idle(ctx, waitMs)
 			continue
 		}
-		req := f.request(entries, r.BrokerEpoch(), cfg)
+		req := f.request(incremental, r.BrokerEpoch(), cfg)
 		answers, interrupted, err := f.send(ctx, r, req)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -312,31 +431,32 @@ func (f *fetcher) run(ctx context.Context, r *Replication) {
 				continue // with the new partition, at once
 			}
 			log.Debug("fetch from leader failed", zap.Error(err))
-			f.delay(entries, cfg.BackoffMs)
+			f.delayAll(cfg.BackoffMs)
 			continue
 		}
-		f.handle(ctx, r, entries, req, answers, log)
+		f.handle(ctx, r, answers, log)
 	}
 }
 
-// ready returns the entries not backing off, and how long until the next one
-// is ready (-1: none waits).
-func (f *fetcher) ready() ([]*fetchEntry, int64) {
+// expire ends the backoffs due (those entries are ready and changed) and
+// reports whether an entry is ready, else how long until the next backoff
+// ends (-1: none backs off).
+func (f *fetcher) expire() (int64, bool) {
 	nowMs := f.set.m.hooks.nowMs()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []*fetchEntry
-	waitMs := int64(-1)
-	for _, e := range f.parts {
-		if d := e.delayUntilMs - nowMs; d > 0 {
-			if waitMs < 0 || d < waitMs {
-				waitMs = d
-			}
-			continue
-		}
-		out = append(out, e)
+	for len(f.delayed) > 0 && f.delayed[0].delayUntilMs <= nowMs {
+		e := heap.Pop(&f.delayed).(*fetchEntry)
+		f.ready++
+		f.markDirtyLocked(e)
 	}
-	return out, waitMs
+	if f.ready > 0 {
+		return 0, true
+	}
+	if len(f.delayed) == 0 {
+		return -1, false
+	}
+	return f.delayed[0].delayUntilMs - nowMs, false
 }
 
 // idle waits for a partition change, a backoff's end or ctx.
@@ -354,13 +474,26 @@ func (f *fetcher) idle(ctx context.Context, waitMs int64) {
 	}
 }
 
-// delay backs entries off for backoffMs.
-func (f *fetcher) delay(entries []*fetchEntry, backoffMs int64) {
+// delayLocked backs e off until untilMs; the next request forgets it; mu
+// held.
+func (f *fetcher) delayLocked(e *fetchEntry, untilMs int64) {
+	if e.heapIdx >= 0 {
+		return
+	}
+	f.unreadyLocked(e)
+	e.delayUntilMs = untilMs
+	heap.Push(&f.delayed, e)
+}
+
+// delayAll backs every ready entry off for backoffMs, after a failed send
+// (the transport starts over with a full request).
+func (f *fetcher) delayAll(backoffMs int64) {
 	until := f.set.m.hooks.nowMs() + backoffMs
 	f.mu.Lock()
-	for _, e := range entries {
-		e.delayUntilMs = until
+	for _, e := range f.parts {
+		f.delayLocked(e, until)
 	}
+	f.visits.Add(int64(len(f.parts)))
 	f.mu.Unlock()
 }
 
@@ -371,12 +504,15 @@ func (f *fetcher) failed(e *fetchEntry, err error, backoffMs int64) {
 	nowMs := f.set.m.hooks.nowMs()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.parts[e.p.tp] != e {
+		return
+	}
 	if e.established || !leaderBehind(err) {
-		e.delayUntilMs = nowMs + backoffMs
+		f.delayLocked(e, nowMs+backoffMs)
 		return
 	}
 	e.retryMs = min(max(e.retryMs*2, catchUpRetryMs), backoffMs)
-	e.delayUntilMs = nowMs + e.retryMs
+	f.delayLocked(e, nowMs+e.retryMs)
 }
 
 // served records the leader's first good answer for e.
@@ -392,52 +528,106 @@ func leaderBehind(err error) bool {
 	return errors.Is(err, ErrUnknownLeaderEpoch) || errors.Is(err, ErrNotLeader) || errors.Is(err, ErrUnknownPartition)
 }
 
-func (f *fetcher) request(entries []*fetchEntry, brokerEpoch int64, cfg FetchConfig) *FetchRequest {
+// request is the next Fetch: with an incremental transport the partitions
+// whose fetch state changed and those forgotten since the previous one
+// (Full at hand), else every ready partition.
+func (f *fetcher) request(incremental bool, brokerEpoch int64, cfg FetchConfig) *FetchRequest {
 	req := &FetchRequest{ReplicaID: f.set.m.cfg.BrokerID, BrokerEpoch: brokerEpoch, ConnID: f.connID,
 		MaxWaitMs: cfg.MaxWaitMs, MinBytes: cfg.MinBytes, MaxBytes: cfg.MaxBytes}
-	for _, e := range entries {
-		l := e.p.log
-		req.Partitions = append(req.Partitions, FetchPartition{TopicPartition: e.p.tp, TopicID: e.topicID,
-			FetchOffset: l.EndOffset(), LogStartOffset: l.StartOffset(), CurrentLeaderEpoch: e.leaderEpoch,
-			LastFetchedEpoch: l.LatestEpoch(), PartitionMaxBytes: cfg.PartitionMaxBytes})
+	if !incremental {
+		req.Partitions = f.full(cfg)
+		return req
+	}
+	req.Incremental = true
+	req.Full = func() []FetchPartition { return f.full(cfg) }
+	f.mu.Lock()
+	changed := make([]*fetchEntry, 0, len(f.dirty))
+	for _, e := range f.dirty {
+		// An entry no longer dirty was forgotten, or already taken from
+		// an earlier place in the list; one no longer current was dropped.
+		if e.dirty && f.parts[e.p.tp] == e {
+			e.dirty = false
+			changed = append(changed, e)
+		}
+	}
+	clear(f.dirty)
+	f.dirty = f.dirty[:0]
+	for tp := range f.forgotten {
+		req.Forgotten = append(req.Forgotten, tp)
+	}
+	clear(f.forgotten)
+	f.mu.Unlock()
+	// Read after the marks are cleared: a change from now on marks the
+	// entry again, for the next request.
+	req.Partitions = make([]FetchPartition, len(changed))
+	for i, e := range changed {
+		req.Partitions[i] = f.read(e, cfg)
 	}
 	return req
 }
 
-// handle applies the leader's answers; entries[i] asked req.Partitions[i].
-func (f *fetcher) handle(ctx context.Context, r *Replication, entries []*fetchEntry, req *FetchRequest,
-	answers []FetchedPartition, log *zap.Logger) {
-	// An answer names a few of the asked partitions (a session's answer
-	// those with news): index the answers, not the ~33k entries a fetcher
-	// of a 100k-partition cluster asks (issue 17).
-	byTP := make(map[TopicPartition]int, len(answers))
-	for j, a := range answers {
-		byTP[a.TopicPartition] = j
+// full reads every ready partition: the base of the next request's
+// changes (none dirty, none forgotten).
+func (f *fetcher) full(cfg FetchConfig) []FetchPartition {
+	f.mu.Lock()
+	entries := make([]*fetchEntry, 0, f.ready)
+	for _, e := range f.parts {
+		if e.heapIdx < 0 {
+			e.dirty = false
+			entries = append(entries, e)
+		}
 	}
-	asked := make([]int, len(answers)) // answers[j] is for entries[asked[j]]; -1: none
-	for j := range asked {
-		asked[j] = -1
-	}
+	f.visits.Add(int64(len(f.parts)))
+	clear(f.dirty)
+	f.dirty = f.dirty[:0]
+	clear(f.forgotten)
+	f.mu.Unlock()
+	out := make([]FetchPartition, len(entries))
 	for i, e := range entries {
-		if len(byTP) == 0 {
-			break
-		}
-		if j, ok := byTP[e.p.tp]; ok {
-			asked[j] = i
-			delete(byTP, e.p.tp)
-		}
+		out[i] = f.read(e, cfg)
 	}
+	return out
+}
+
+// read is e's fetch state now, recorded as what its next answer applies
+// to; fetcher goroutine only.
+func (f *fetcher) read(e *fetchEntry, cfg FetchConfig) FetchPartition {
+	f.visits.Add(1)
+	l := e.p.log
+	e.asked, e.fetchOffset = true, l.EndOffset()
+	return FetchPartition{TopicPartition: e.p.tp, TopicID: e.topicID,
+		FetchOffset: e.fetchOffset, LogStartOffset: l.StartOffset(), CurrentLeaderEpoch: e.leaderEpoch,
+		LastFetchedEpoch: l.LatestEpoch(), PartitionMaxBytes: cfg.PartitionMaxBytes}
+}
+
+// answered is the entry an answer for tp applies to: the current one, if
+// a request read it and it does not back off.
+func (f *fetcher) answered(tp TopicPartition) *fetchEntry {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e := f.parts[tp]
+	if e == nil || e.heapIdx >= 0 || !e.asked {
+		return nil
+	}
+	return e
+}
+
+// handle applies the leader's answers, each to the entry it answers (an
+// incremental request's answer also names partitions the request did not
+// carry: the session holds them), and marks each entry applied to as
+// changed: an append, truncation, out-of-range repair or the leader's log
+// start may have moved its fetch state.
+func (f *fetcher) handle(ctx context.Context, r *Replication, answers []FetchedPartition, log *zap.Logger) {
 	backoffMs := f.set.m.cfg.Fetch.BackoffMs
-	for j, a := range answers {
-		i := asked[j]
-		if i < 0 || !f.current(entries[i]) {
+	for _, a := range answers {
+		e := f.answered(a.TopicPartition)
+		if e == nil {
 			continue
 		}
-		e, asked := entries[i], req.Partitions[i]
 		if a.Err == nil {
 			f.served(e)
 		}
-		if err := f.apply(ctx, r, e, asked, a); err != nil {
+		if err := f.apply(ctx, r, e, e.fetchOffset, a); err != nil {
 			if !errors.Is(err, ErrNotLeader) {
 				log.Info("fetch of partition failed; backing off", zap.Stringer("partition", e.p.tp), zap.Error(err))
 			}
@@ -446,17 +636,19 @@ func (f *fetcher) handle(ctx context.Context, r *Replication, entries []*fetchEn
 				cause = err
 			}
 			f.failed(e, cause, backoffMs)
+			continue
 		}
+		f.markDirty(e)
 	}
 }
 
-// apply handles one partition's answer.
-func (f *fetcher) apply(ctx context.Context, r *Replication, e *fetchEntry, asked FetchPartition, a FetchedPartition) error {
+// apply handles one partition's answer to a fetch at fetchOffset.
+func (f *fetcher) apply(ctx context.Context, r *Replication, e *fetchEntry, fetchOffset int64, a FetchedPartition) error {
 	switch {
 	case a.Err == nil && a.Diverging != nil:
 		return e.p.TruncateOnDivergence(e.leaderEpoch, *a.Diverging)
 	case a.Err == nil:
-		return e.p.AppendAsFollower(e.leaderEpoch, asked.FetchOffset, a.Records, a.HighWatermark, a.LogStartOffset)
+		return e.p.AppendAsFollower(e.leaderEpoch, fetchOffset, a.Records, a.HighWatermark, a.LogStartOffset)
 	case errors.Is(a.Err, ErrOffsetOutOfRange):
 		return f.outOfRange(ctx, r, e)
 	}

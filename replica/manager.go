@@ -66,6 +66,12 @@ type Config struct {
 	ProducerIDExpirationCheckIntervalMs int64
 	// Fetch configures the follower fetchers (replica.fetch.*).
 	Fetch FetchConfig
+	// BackgroundThreads is background.threads: how many new logs'
+	// partition.metadata files the background writer writes at once. Kafka
+	// schedules each such write ("flush-metadata-file") on the broker's
+	// scheduler, a pool of background.threads threads, so that is how many
+	// it writes at once too. Zero or negative: DefaultBackgroundThreads.
+	BackgroundThreads int
 	// Now is the wall clock retention compares record timestamps with and
 	// replication's clock (tests); nil is time.Now.
 	Now    func() time.Time
@@ -96,6 +102,9 @@ func (c *Config) Validate() error {
 		c.ReplicaLagTimeMaxMs = DefaultReplicaLagTimeMaxMs
 	}
 	c.Fetch.fillDefaults()
+	if c.BackgroundThreads <= 0 {
+		c.BackgroundThreads = DefaultBackgroundThreads
+	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -283,20 +292,21 @@ func (m *Manager) partitionDir(tp TopicPartition) (string, error) {
 // the same name (another topic id in partition.metadata) is deleted first.
 func (m *Manager) Apply(st PartitionState) error { return m.ApplyAll([]PartitionState{st}) }
 
-// applyWorkers bounds how many partitions ApplyAll opens or moves at once,
-// and how many partition.metadata files the background goroutine flushes
-// at once. Creating a log costs file creations of a millisecond or more
+// applyWorkers bounds how many partitions ApplyAll opens or moves at once.
+// Creating a log costs file creations of a millisecond or more
 // each on a shared disk; done one partition after the other (with nine
 // fsyncs each then), 1,000 new partitions took 23 s on the bench machine.
 // Concurrent fsyncs share the file system's journal commits.
 const applyWorkers = 16
 
-// flushWorkers bounds how many partition.metadata files the background
-// goroutine writes at once. Nothing waits for them (a log's first append,
-// flush or close writes its own), so they need not be fast; each costs two
-// fsyncs, and many at once delay every other fsync on the file system's
-// journal, the metadata log's included.
-const flushWorkers = 2
+// DefaultBackgroundThreads is background.threads' default, Kafka's: how
+// many partition.metadata files the background writer writes at once
+// (Config.BackgroundThreads). Nothing waits for them (a log's first append,
+// flush or close writes its own), but a broker stopped with some pending
+// writes them before it exits; each costs two fsyncs, and many at once delay
+// every other fsync on the file system's journal, the metadata log's
+// included.
+const DefaultBackgroundThreads = 10
 
 // applyItem is one partition of an ApplyAll.
 type applyItem struct {
@@ -547,6 +557,10 @@ func (m *Manager) flushTopicIDsLater(logs []*storage.Log) {
 	}
 }
 
+// BackgroundThreads is how many partition.metadata files the background
+// writer writes at once (Config.BackgroundThreads, defaults filled in).
+func (m *Manager) BackgroundThreads() int { return m.cfg.BackgroundThreads }
+
 // PendingTopicIDWrites is how many new logs' partition.metadata files are
 // queued for the background writer and not written yet (a log whose first
 // append or flush wrote its own still counts until the writer reaches it).
@@ -555,7 +569,7 @@ func (m *Manager) flushTopicIDsLater(logs []*storage.Log) {
 func (m *Manager) PendingTopicIDWrites() int64 { return m.pendingTopicIDs.Load() }
 
 // flushTopicIDs writes the partition.metadata files flushTopicIDsLater
-// queued, up to flushWorkers at once; a failure fails that log (its appends
+// queued, up to Config.BackgroundThreads at once; a failure fails that log (its appends
 // refuse from then on) and is logged. It stops early when ctx ends and
 // queues what it did not reach again, for Close (writePendingTopicIDs).
 // It returns how many logs it went through.
@@ -566,7 +580,7 @@ func (m *Manager) flushTopicIDs(ctx context.Context) int {
 	m.unflushedMu.Unlock()
 	work := make(chan *storage.Log)
 	var wg sync.WaitGroup
-	for range min(flushWorkers, len(logs)) {
+	for range min(m.cfg.BackgroundThreads, len(logs)) {
 		wg.Go(func() {
 			for l := range work {
 				if err := l.FlushTopicID(); err != nil {

@@ -51,8 +51,8 @@ type PartitionState struct {
 // are guarded by mu.
 //
 // There is one per hosted replica (a million on each broker of issue 17's
-// largest cluster), so its fields are packed into 248 bytes (the 256-byte
-// size class; it was 368, in 384): what few partitions use (waiters,
+// largest cluster), so its fields are packed into 256 bytes (its size
+// class; it was 376, in 384): what few partitions use (waiters,
 // transactions) hangs off a pointer allocated at first use.
 type Partition struct {
 	tp       TopicPartition
@@ -84,6 +84,12 @@ type Partition struct {
 	walkAborts *[]storage.AbortedTxn
 
 	hw atomic.Int64
+
+	// fetching is the follower fetcher's entry for the partition (nil when
+	// no fetcher fetches it): a fetch state change the fetcher does not
+	// make itself (the log start moved by retention) marks it
+	// (fetchStateMoved).
+	fetching atomic.Pointer[fetchEntry]
 
 	// waits are what waits on the partition's events, made when something
 	// first waits (most partitions of a large broker never see a fetch or
@@ -167,11 +173,22 @@ func (p *Partition) deleteOldSegments(nowMs int64) (int, error) {
 	}
 	if p.log.StartOffset() != start {
 		// Fetch answers carry the log start: the fetch sessions watching
-		// this partition read it again (broker/fetch_sessions.go).
+		// this partition read it again (broker/fetch_sessions.go); and a
+		// follower's fetches carry it to its leader (LowWatermark).
 		p.notify()
 		p.notifyAppend()
+		p.fetchStateMoved()
 	}
 	return n, err
+}
+
+// fetchStateMoved tells the partition's follower fetcher, if any, that its
+// fetch state (log start, end or latest epoch) moved by other means than
+// the fetcher's own, so that its next incremental request carries it.
+func (p *Partition) fetchStateMoved() {
+	if e := p.fetching.Load(); e != nil {
+		e.f.markDirty(e)
+	}
 }
 
 // compact compacts the log's closed segments below the last stable offset

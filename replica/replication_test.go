@@ -42,6 +42,9 @@ type memCluster struct {
 	// canceled counts their fetches that ended canceled, by follower.
 	opening  map[int32]bool
 	canceled map[int32]int
+	// sessions are the followers' incremental fetch sessions (KIP-227), by
+	// follower and connection: what each leader holds of them.
+	sessions map[[2]int64]map[TopicPartition]FetchPartition
 }
 
 func newMemCluster(t *testing.T, ids ...int32) *memCluster {
@@ -49,9 +52,17 @@ func newMemCluster(t *testing.T, ids ...int32) *memCluster {
 }
 
 func newMemClusterWith(t *testing.T, fetch FetchConfig, ids ...int32) *memCluster {
+	return newMemClusterTransport(t, fetch, true, ids...)
+}
+
+// newMemClusterTransport is newMemClusterWith whose followers fetch in
+// incremental sessions (as over the broker's transport) or, without
+// sessions, every partition each time.
+func newMemClusterTransport(t *testing.T, fetch FetchConfig, sessions bool, ids ...int32) *memCluster {
 	c := &memCluster{t: t, tp: TopicPartition{"rep", 0}, mgrs: map[int32]*Manager{},
 		down: map[int32]bool{}, fenced: map[int32]bool{}, epochs: map[int32]int64{}, partErrs: map[[2]int32]int{},
-		parked: map[[2]int32]int{}, closedFetchers: map[[2]int64]int{}, opening: map[int32]bool{}, canceled: map[int32]int{}}
+		parked: map[[2]int32]int{}, closedFetchers: map[[2]int64]int{}, opening: map[int32]bool{}, canceled: map[int32]int{},
+		sessions: map[[2]int64]map[TopicPartition]FetchPartition{}}
 	for _, id := range ids {
 		m, err := New(Config{Dir: t.TempDir(), BrokerID: id, ReplicaLagTimeMaxMs: 200, Fetch: fetch})
 		if err != nil {
@@ -60,7 +71,11 @@ func newMemClusterWith(t *testing.T, fetch FetchConfig, ids ...int32) *memCluste
 		c.epochs[id] = 100 + int64(id)
 		c.mgrs[id] = m
 		id := id
-		if err := m.StartReplication(Replication{Fetch: fetchAs{c, id}, AlterPartition: c, Brokers: c,
+		var tr FetchTransport = fetchAs{c, id}
+		if sessions {
+			tr = sessionFetchAs{fetchAs{c, id}}
+		}
+		if err := m.StartReplication(Replication{Fetch: tr, AlterPartition: c, Brokers: c,
 			BrokerEpoch: func() int64 { return c.brokerEpoch(id) }}); err != nil {
 			t.Fatal(err)
 		}
@@ -101,6 +116,22 @@ func (c *memCluster) publishLocked(st PartitionState) {
 			c.t.Error(err)
 		}
 	}
+}
+
+// elect makes leader the partition's leader the way the controller does:
+// from the current state, with the leader and partition epochs one past
+// it, published to every replica under the controller lock. A state a test
+// built from its own earlier copy can be stale: under load (-race) the
+// leader's ISR loop may have shrunk and expanded the ISR meanwhile
+// (replica.lag.time.max.ms is 200 ms here), each change a partition epoch,
+// and a replica ignores a state with an older partition epoch than its own.
+func (c *memCluster) elect(leader int32) PartitionState {
+	c.ctl.Lock()
+	defer c.ctl.Unlock()
+	st := c.current()
+	st.Leader, st.LeaderEpoch, st.PartitionEpoch = leader, st.LeaderEpoch+1, st.PartitionEpoch+1
+	c.publishLocked(st)
+	return st
 }
 
 func (c *memCluster) current() PartitionState {
@@ -247,6 +278,51 @@ func (f fetchAs) CloseFetcher(connID int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.closedFetchers[[2]int64{int64(f.id), connID}]++
+	delete(f.sessions, [2]int64{int64(f.id), connID})
+}
+
+// sessionFetchAs is fetchAs with an incremental fetch session per
+// connection, as the broker's transport keeps: the leader is asked every
+// partition of the session, the fetcher hands over what changed.
+type sessionFetchAs struct{ fetchAs }
+
+func (sessionFetchAs) FetchesIncrementally() {}
+
+func (f sessionFetchAs) Fetch(ctx context.Context, leader int32, req *FetchRequest) ([]FetchedPartition, error) {
+	if !req.Incremental {
+		f.t.Error("a fetcher sent a full request to an incremental transport")
+	}
+	key := [2]int64{int64(f.id), req.ConnID}
+	f.mu.Lock()
+	sess := f.sessions[key]
+	f.mu.Unlock()
+	if sess == nil {
+		sess = map[TopicPartition]FetchPartition{}
+		for _, p := range req.Full() {
+			sess[p.TopicPartition] = p
+		}
+	} else {
+		for _, p := range req.Partitions {
+			sess[p.TopicPartition] = p
+		}
+		for _, tp := range req.Forgotten {
+			delete(sess, tp)
+		}
+	}
+	all := *req
+	all.Incremental, all.Partitions, all.Forgotten, all.Full = false, nil, nil, nil
+	for _, p := range sess {
+		all.Partitions = append(all.Partitions, p)
+	}
+	answers, err := f.memCluster.Fetch(ctx, leader, &all)
+	f.mu.Lock()
+	if err != nil {
+		delete(f.sessions, key) // the next request is full
+	} else {
+		f.sessions[key] = sess
+	}
+	f.mu.Unlock()
+	return answers, err
 }
 
 func (c *memCluster) fetcherClosed(follower int32, connID int64) int {
@@ -340,8 +416,7 @@ func TestFollowersReplicateAndAdvanceHighWatermark(t *testing.T) {
 		}
 	}
 	// Broker 2 leads now; a retry of the last batch is a duplicate there.
-	st.Leader, st.LeaderEpoch, st.PartitionEpoch = 2, 2, 2
-	c.publish(st)
+	c.elect(2)
 	res, err := c.part(2).AppendAsLeader(batch(3, 7, 0, 57), acksLeader)
 	if err != nil || !res.Duplicate || res.BaseOffset != 57 {
 		t.Fatalf("retry on the new leader: %+v %v", res, err)

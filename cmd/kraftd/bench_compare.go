@@ -262,7 +262,7 @@ func runBenchCompare(args []string, stdout io.Writer, stderr *os.File) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	b := &comparison{o: o, exe: exe, progress: stderr, rep: compareReport{
+	b := &comparison{o: o, exe: exe, progress: stderr, ports: newPortPicker(), rep: compareReport{
 		Command: "kraftd bench " + strings.Join(args, " "), Started: time.Now().UTC(),
 		Versions: benchVersions(), Settings: benchSettings(o), Overrides: o.overrides,
 		Brokers: o.brokers, ReplicationFactor: o.rf, CapSeconds: o.capPerRun.Seconds(),
@@ -357,6 +357,8 @@ type comparison struct {
 	progress io.Writer
 	rep      compareReport
 	runNo    int // the run under way, from 1
+	// ports hands out every node port of the bench run (none twice).
+	ports *portPicker
 	// cleanup owns the goroutines removing finished runs' data; run waits
 	// for them before it returns.
 	cleanup sync.WaitGroup
@@ -465,7 +467,7 @@ func (b *comparison) runOne(ctx context.Context, r *modeRun) error {
 		b.progressf("%s %d partitions: warning: %s", r.Mode, r.Partitions, r.Note)
 	}
 	b.progressf("%s %d partitions: starting the cluster", r.Mode, r.Partitions)
-	c, err := startBenchCluster(ctx, b.o, r.Mode, dir, b.exe, sink)
+	c, err := b.startCluster(ctx, r, dir, sink)
 	if err != nil {
 		return err
 	}
@@ -524,6 +526,9 @@ type benchCluster struct {
 	progress func(format string, args ...any)
 	// stopDrain ends drainExits once every node stopped (nil before).
 	stopDrain func()
+	// forgotID is the highest id of a joining broker forgotten after its
+	// port was taken (forgetNode); addBroker never reuses it.
+	forgotID int
 }
 
 // drainExits takes every node exit dc's waiter goroutines send, so that no
@@ -571,9 +576,27 @@ func zkSettings(o compareOptions) string {
 	return s
 }
 
-func startBenchCluster(ctx context.Context, o compareOptions, mode, dir, exe string, logw io.Writer) (c *benchCluster, err error) {
+// startCluster starts r's cluster in dir (empty), again on fresh ports
+// and in an emptied dir, up to devPortAttempts starts in all, while a node
+// exits at start because another process took its port (errDevPortInUse):
+// the ports are only known free when picked, seconds before the nodes bind
+// them.
+func (b *comparison) startCluster(ctx context.Context, r *modeRun, dir string, logw io.Writer) (*benchCluster, error) {
+	for attempt := 1; ; attempt++ {
+		c, err := startBenchCluster(ctx, b.o, r.Mode, dir, b.exe, logw, b.ports)
+		if err == nil || !errors.Is(err, errDevPortInUse) || attempt == devPortAttempts {
+			return c, err
+		}
+		b.progressf("%s %d partitions: %v; starting the cluster again on other ports", r.Mode, r.Partitions, err)
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func startBenchCluster(ctx context.Context, o compareOptions, mode, dir, exe string, logw io.Writer, ports *portPicker) (c *benchCluster, err error) {
 	do := devOptions{controllers: 3, brokers: o.brokers, dir: dir, mode: mode, logLevel: o.logLevel,
-		overrides: o.overrides, startTimeout: o.startTimeout, stopTimeout: 30 * time.Second}
+		overrides: o.overrides, startTimeout: o.startTimeout, stopTimeout: 30 * time.Second, ports: ports}
 	if mode == string(app.ModeZKLegacy) {
 		do.controllers = 0
 	}
@@ -590,7 +613,7 @@ func startBenchCluster(ctx context.Context, o compareOptions, mode, dir, exe str
 		// waitLogsReady (zk-legacy ones have theirs already), every
 		// node's so that --override kraftd.pprof.enable=true, which needs
 		// one, starts the controllers too.
-		ports, err := devPorts(0, len(dc.nodes))
+		ports, err := devPorts(0, len(dc.nodes), dc.o.ports)
 		if err != nil {
 			return nil, err
 		}
@@ -2313,25 +2336,51 @@ func (c *benchCluster) brokerRestart(ctx context.Context, r *modeRun) error {
 // brokerJoin starts a broker that was never part of the cluster (the next
 // node id, an empty log directory) and times from its start until it is
 // in (brokerBack). It stays in the cluster afterwards, leading nothing.
+//
+// A broker that exits at start because another process took its port
+// (errDevPortInUse) is forgotten and a fresh one (another id) started on
+// other ports, up to devPortAttempts starts in all.
 func (c *benchCluster) brokerJoin(ctx context.Context, r *modeRun) error {
-	n, start, err := c.addBroker()
-	if err != nil {
-		return err
+	for attempt := 1; ; attempt++ {
+		n, start, err := c.addBroker()
+		if err != nil {
+			return err
+		}
+		err = c.brokerBack(ctx, r, n, start, "join_")
+		if errors.Is(err, errDevPortInUse) && attempt < devPortAttempts {
+			c.progress("broker %d: %v; starting it again on other ports", n.id, err)
+			if err := c.forgetNode(n); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		return c.waitWhole(ctx)
 	}
-	if err := c.brokerBack(ctx, r, n, start, "join_"); err != nil {
-		return err
-	}
-	return c.waitWhole(ctx)
+}
+
+// forgetNode drops n, a broker addBroker started that has exited, from the
+// cluster and removes its directory. The next broker addBroker starts gets
+// another id: n may have registered before it failed to bind (the
+// listeners start after the broker's components), and a controller refuses
+// a second registration of an id until the first one's session expires.
+func (c *benchCluster) forgetNode(n *devNode) error {
+	c.dc.nodes = slices.DeleteFunc(c.dc.nodes, func(m *devNode) bool { return m == n })
+	c.dc.o.brokers--
+	c.forgotID = max(c.forgotID, n.id)
+	return os.RemoveAll(n.dir)
 }
 
 // addBroker starts a broker new to the cluster (the next node id, an empty
 // log directory) and returns it with the time it was started.
 func (c *benchCluster) addBroker() (*devNode, time.Time, error) {
-	ports, err := devPorts(0, 2)
+	ports, err := devPorts(0, 2, c.dc.o.ports)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	id := 0
+	id := c.forgotID
 	for _, n := range c.dc.nodes {
 		id = max(id, n.id)
 	}
@@ -2392,7 +2441,7 @@ func (c *benchCluster) brokerBack(ctx context.Context, r *modeRun, n *devNode, s
 	last := time.Now()
 	err = poll(ctx, 5*time.Millisecond, func() (bool, error) {
 		if n.exited() {
-			return false, fmt.Errorf("broker %d exited: %v", n.id, n.err)
+			return false, n.exitError()
 		}
 		if listed == 0 {
 			for _, w := range witnesses {

@@ -79,6 +79,11 @@ type devOptions struct {
 	stopTimeout          time.Duration
 	// dynamic: a dynamic quorum grown from one standalone controller.
 	dynamic bool
+	// ports is not a flag: where free ports come from (--base-port 0, the
+	// metrics listeners); nil is a picker of the cluster's own. kraftd bench
+	// passes one picker to every cluster of its run, so no two of its nodes
+	// ever get the same port.
+	ports *portPicker
 }
 
 func parseDevFlags(args []string, stderr io.Writer) (devOptions, error) {
@@ -177,8 +182,11 @@ type devNode struct {
 	dir         string
 	cmd         *exec.Cmd
 	logs        [2]*linePrefixer // stdout, stderr
-	done        chan struct{}
-	err         error
+	// portInUse: a line of the node's output said a bind failed on
+	// EADDRINUSE (set by the output's writers, read once done is closed).
+	portInUse atomic.Bool
+	done      chan struct{}
+	err       error
 }
 
 func (n *devNode) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port)) }
@@ -235,7 +243,10 @@ func newDevCluster(o devOptions, exe string, signals <-chan os.Signal, stdout, s
 		return nil, fmt.Errorf("dev: %w", err)
 	}
 	n := o.controllers + o.brokers
-	ports, err := devPorts(o.basePort, n)
+	if o.ports == nil {
+		o.ports = newPortPicker()
+	}
+	ports, err := devPorts(o.basePort, n, o.ports)
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +254,7 @@ func newDevCluster(o devOptions, exe string, signals <-chan os.Signal, stdout, s
 		logs: &lockedWriter{w: stderr}, exits: make(chan *devNode, n)}
 	var metricsPorts []int
 	if o.mode == string(app.ModeZKLegacy) {
-		if metricsPorts, err = devPorts(0, n); err != nil {
+		if metricsPorts, err = devPorts(0, n, o.ports); err != nil {
 			return nil, err
 		}
 	}
@@ -264,23 +275,18 @@ func newDevCluster(o devOptions, exe string, signals <-chan os.Signal, stdout, s
 	return c, nil
 }
 
-// devPorts returns port base+i for node id i, or free ports when base is 0.
-// A free port is found by binding and releasing it; another process could
-// take it in between, which a dev cluster can live with (the node then
-// fails to start and says so).
-func devPorts(base, n int) ([]int, error) {
+// devPorts returns port base+i for node id i, or, when base is 0, n free
+// ports of picker (never handed out before, below the ephemeral range: see
+// portPicker). Another process could still take one before its node binds
+// it: the node then exits with errDevPortInUse in waitReady's error, which
+// kraftd bench retries and kraftd dev reports.
+func devPorts(base, n int, picker *portPicker) ([]int, error) {
+	if base == 0 {
+		return picker.ports(n)
+	}
 	ports := make([]int, n)
 	for i := range ports {
-		if base > 0 {
-			ports[i] = base + i + 1
-			continue
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("dev: finding a free port: %w", err)
-		}
-		ports[i] = ln.Addr().(*net.TCPAddr).Port
-		defer ln.Close() // held until all are chosen, so none repeats
+		ports[i] = base + i + 1
 	}
 	return ports, nil
 }
@@ -393,7 +399,12 @@ func (c *devCluster) start(n *devNode) error {
 		return fmt.Errorf("dev: %w", err)
 	}
 	prefix := fmt.Sprintf("[node-%d] ", n.id)
-	n.logs = [2]*linePrefixer{{prefix: prefix, out: c.logs}, {prefix: prefix, out: c.logs}}
+	watch := func(line []byte) {
+		if isAddrInUse(line) {
+			n.portInUse.Store(true)
+		}
+	}
+	n.logs = [2]*linePrefixer{{prefix: prefix, out: c.logs, watch: watch}, {prefix: prefix, out: c.logs, watch: watch}}
 	if c.o.dynamic {
 		if err := c.formatDynamic(n); err != nil {
 			close(n.done)
@@ -442,7 +453,7 @@ func (c *devCluster) waitReady() error {
 		}
 		select {
 		case n := <-c.exits:
-			return fmt.Errorf("%w during start-up: node %d (%s): %v", errDevNodeExited, n.id, n.role(), n.err)
+			return n.exitError()
 		case <-c.signals:
 			return errDevSignal
 		case <-ctx.Done():
@@ -451,6 +462,15 @@ func (c *devCluster) waitReady() error {
 		}
 	}
 	return nil
+}
+
+// exitError says that n exited during start-up; it wraps errDevPortInUse
+// too when n's output said its port was taken. n has exited.
+func (n *devNode) exitError() error {
+	if n.portInUse.Load() {
+		return fmt.Errorf("%w during start-up: node %d (%s) on %s: %v: %w", errDevNodeExited, n.id, n.role(), n.addr(), n.err, errDevPortInUse)
+	}
+	return fmt.Errorf("%w during start-up: node %d (%s): %v", errDevNodeExited, n.id, n.role(), n.err)
 }
 
 // answers reports whether addr answers an ApiVersions request.
@@ -647,6 +667,8 @@ type linePrefixer struct {
 	prefix string
 	out    *lockedWriter
 	buf    []byte
+	// watch, if not nil, sees every complete line (without the prefix).
+	watch func(line []byte)
 }
 
 func (p *linePrefixer) Write(b []byte) (int, error) {
@@ -666,6 +688,9 @@ func (p *linePrefixer) Write(b []byte) (int, error) {
 }
 
 func (p *linePrefixer) emit(line []byte) {
+	if p.watch != nil {
+		p.watch(line)
+	}
 	out := make([]byte, 0, len(p.prefix)+len(line))
 	p.out.write(append(append(out, p.prefix...), line...))
 }

@@ -2,7 +2,11 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,11 +89,11 @@ func TestDevFlags(t *testing.T) {
 	if err != nil || o.controllers != 0 || o.brokers != 2 || o.mode != "zk-legacy" {
 		t.Fatalf("zk-legacy: %+v %v", o, err)
 	}
-	ports, err := devPorts(19090, 3)
+	ports, err := devPorts(19090, 3, nil)
 	if err != nil || fmt.Sprint(ports) != "[19091 19092 19093]" {
 		t.Errorf("node id i gets base+i: %v %v", ports, err)
 	}
-	ports, err = devPorts(0, 4)
+	ports, err = devPorts(0, 4, newPortPicker())
 	if err != nil || len(ports) != 4 {
 		t.Fatalf("free ports: %v %v", ports, err)
 	}
@@ -99,6 +103,91 @@ func TestDevFlags(t *testing.T) {
 			t.Errorf("free ports %v: bad or repeated", ports)
 		}
 		seen[p] = true
+	}
+}
+
+// fakeListener is a net.Listener bound to nothing, at a given port.
+type fakeListener struct{ port int }
+
+func (l fakeListener) Accept() (net.Conn, error) { return nil, net.ErrClosed }
+func (l fakeListener) Close() error              { return nil }
+func (l fakeListener) Addr() net.Addr            { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: l.port} }
+
+// TestPortPickerNeverRepeats: a picker hands out the free ports of its span
+// (skipping those something listens on), never one twice across calls (the
+// nodes' ports, then their metrics listeners', then a joining broker's), and
+// once the span is used up the kernel's picks, again never one handed out
+// before.
+func TestPortPickerNeverRepeats(t *testing.T) {
+	kernel := []int{40001, 32002, 40001, 40003} // the kernel repeats one, and picks one of the span
+	p := &portPicker{lo: 32000, hi: 32004, handed: map[int]bool{}, rand: rand.New(rand.NewPCG(1, 2)),
+		listen: func(addr string) (net.Listener, error) {
+			switch addr {
+			case "127.0.0.1:32001":
+				return nil, syscall.EADDRINUSE // something else listens there
+			case "127.0.0.1:0":
+				port := kernel[0]
+				kernel = kernel[1:]
+				return fakeListener{port}, nil
+			}
+			_, port, _ := net.SplitHostPort(addr)
+			n, _ := strconv.Atoi(port)
+			return fakeListener{n}, nil
+		}}
+	first, err := p.ports(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := p.ports(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(slices.Values(append(first, second...))); !slices.Equal(got, []int{32000, 32002, 32003}) {
+		t.Fatalf("span ports %v %v, want 32000, 32002 and 32003 (32001 is taken)", first, second)
+	}
+	third, err := p.ports(2)
+	if err != nil || !slices.Equal(third, []int{40001, 40003}) {
+		t.Fatalf("past the span: %v %v, want the kernel's 40001 and 40003 (not 32002 again, nor 40001 twice)", third, err)
+	}
+}
+
+// TestDevNodeExitOnTakenPort: a node whose output says its bind failed on
+// EADDRINUSE (Go's own error text, produced here by binding a port twice)
+// makes waitReady fail with errDevPortInUse, which kraftd bench retries on
+// other ports; a node that exits for another reason does not.
+func TestDevNodeExitOnTakenPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, bindErr := net.Listen("tcp", ln.Addr().String())
+	if bindErr == nil || !isAddrInUse([]byte(bindErr.Error())) {
+		t.Fatalf("second bind: %v, not recognised as EADDRINUSE", bindErr)
+	}
+	for _, tc := range []struct {
+		say   string
+		taken bool
+	}{{bindErr.Error(), true}, {"some other failure", false}} {
+		// A node that prints the line, without a newline, and exits.
+		exe := filepath.Join(t.TempDir(), "node")
+		script := "#!/bin/sh\nprintf '%s' 'kraftd: " + tc.say + "' >&2\nexit 1\n"
+		if err := os.WriteFile(exe, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		c, err := newDevCluster(devOptions{controllers: 1, dir: t.TempDir(), mode: "kraft", logLevel: "info",
+			startTimeout: 30 * time.Second}, exe, nil, io.Discard, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.startAll()
+		if err == nil {
+			err = c.waitReady()
+		}
+		c.wg.Wait()
+		if !errors.Is(err, errDevNodeExited) || errors.Is(err, errDevPortInUse) != tc.taken {
+			t.Errorf("%q: %v, want a node exit, port taken %v", tc.say, err, tc.taken)
+		}
 	}
 }
 

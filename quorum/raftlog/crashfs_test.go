@@ -144,9 +144,13 @@ func TestCrashFSArmedCrashAndFailedSync(t *testing.T) {
 }
 
 // crashWorkload drives a FileStorage the way a voter does (quorum-state saves,
-// appends across segment rolls, Syncs and PrepareSyncs, a truncation) and records
-// what was acknowledged: batches a completed sync covered and the last saved state.
-// It stops at the first error (the crash).
+// appends across segment rolls, Syncs and PrepareSyncs, the durable-end record
+// written after the acknowledgement, a truncation) and records what was
+// acknowledged: batches a completed sync covered and the last saved state. The
+// record writes (PrepareRecord) run at once after a sync (a follower after its
+// ack), after the next append (a leader's recorder while the driver goes on), or
+// never, left to the next Sync, or to the TruncateTo and ResetLog that must wait
+// for them. It stops at the first error (the crash).
 type crashWorkload struct {
 	acked    []Batch
 	state    QuorumState
@@ -154,6 +158,9 @@ type crashWorkload struct {
 	// snaps are the snapshots whose Commit returned, with their bytes.
 	snaps     map[SnapshotID][]byte
 	completed bool
+	// violation: the record was found above the durable end, or trailing the
+	// acknowledged end by more than one sync.
+	violation string
 }
 
 // newFormattedFS is a CrashFS holding the metadata log directory /data, durably, as
@@ -184,6 +191,17 @@ func (w *crashWorkload) run(c *CrashFS) {
 		return true
 	}
 	var written []Batch
+	var recWork, recFinish func() error
+	record := func() bool { // the record write handed out after the last sync, if any
+		work, finish := recWork, recFinish
+		recWork, recFinish = nil, nil
+		if work == nil {
+			return true
+		}
+		err := work()
+		return finish() == nil && err == nil
+	}
+	prevAcked := int64(-1) // the end the sync before the last one acknowledged
 	sync := func(i int) bool {
 		n := len(written)
 		if i%2 == 0 {
@@ -197,7 +215,22 @@ func (w *crashWorkload) run(c *CrashFS) {
 			}
 		}
 		w.acked = append(w.acked[:0], written[:n]...)
-		return true
+		acked := s.EndOffset()
+		if data, ok := c.ReadFile(s.dir + "/" + SyncedEndFile); ok && w.violation == "" {
+			if rec, ok := DecodeSyncedEnd(data); !ok || rec > acked || rec < prevAcked {
+				w.violation = fmt.Sprintf("after the sync of end %d (the one before: %d) the record is at %d (valid %t)",
+					acked, prevAcked, rec, ok)
+			}
+		}
+		prevAcked = acked
+		recWork, recFinish = s.PrepareRecord()
+		switch {
+		case i == 9:
+			recWork, recFinish = nil, nil // never started: the next Sync writes it itself
+		case i%4 == 1:
+			return record() // at once, after the ack
+		}
+		return true // in flight until the next append, or the cut
 	}
 	w.snaps = map[SnapshotID][]byte{}
 	snapshot := func(id SnapshotID) bool {
@@ -235,6 +268,9 @@ func (w *crashWorkload) run(c *CrashFS) {
 		}
 		written = append(written, b)
 		next = b.NextOffset()
+		if i != 8 && !record() {
+			return
+		}
 		if i%2 == 1 && !sync(i) {
 			return
 		}
@@ -246,10 +282,11 @@ func (w *crashWorkload) run(c *CrashFS) {
 			if len(w.acked) > len(written) {
 				w.acked = w.acked[:len(written)]
 			}
-			if s.TruncateTo(cut) != nil {
+			if s.TruncateTo(cut) != nil || !record() {
 				return
 			}
 			next = cut
+			prevAcked = min(prevAcked, cut)
 		}
 	}
 	// A snapshot of the first acknowledged batches, and log cleaning below it.
@@ -264,7 +301,7 @@ func (w *crashWorkload) run(c *CrashFS) {
 		return
 	}
 	w.acked, written = nil, nil
-	if s.ResetLog(far.EndOffset) != nil {
+	if s.ResetLog(far.EndOffset) != nil || !record() {
 		return
 	}
 	b := mkBatch(far.EndOffset, far.Epoch, 2)
@@ -291,8 +328,8 @@ func TestFileStorageCrashAnywhere(t *testing.T) {
 		c := newFormattedFS(1)
 		var w crashWorkload
 		w.run(c)
-		if !w.completed {
-			t.Fatal("the workload fails without a crash")
+		if !w.completed || w.violation != "" {
+			t.Fatalf("the workload fails without a crash (%s)", w.violation)
 		}
 		total = c.Ops - formatOps
 	}
@@ -453,6 +490,9 @@ func (w *crashWorkload) clone() *crashWorkload {
 
 func checkCrashRecovery(t *testing.T, what string, c *CrashFS, w *crashWorkload) Loaded {
 	t.Helper()
+	if w.violation != "" {
+		t.Fatalf("%s: before the crash, %s", what, w.violation)
+	}
 	s, err := OpenFileStorage("/data/__cluster_metadata-0", FileOptions{FS: c})
 	if err != nil {
 		t.Fatalf("%s: reopen: %v", what, err)

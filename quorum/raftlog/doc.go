@@ -31,6 +31,22 @@
 //
 // Damage at or below the durable end (SyncedEndFile) is not a torn tail: open stops
 // with ErrCorrupt naming the file and offset, and so does an unreadable quorum-state.
+// The record of the durable end is written after the data it covers may be
+// acknowledged (EndRecorder: a Sync's data fsync alone makes an append durable; the
+// record follows, off the acknowledgement path), so it trails the durable end:
+//
+//	INVARIANT: record end <= durable end (never above: only ends a completed Sync made
+//	durable are recorded, the open fsyncs the recovered log before recording its end,
+//	and TruncateTo and ResetLog wait for a record write in flight and lower the record
+//	before they cut).
+//	INVARIANT: the acknowledged bytes above the record are those of one Sync at most
+//	(each Sync and PrepareSync finish waits for, or does, the record write of the Sync
+//	before it; Close records the last durable end).
+//
+// Recovery detects damage below the record; damage between the record and the
+// durable end after a crash (the last Sync's batches, already acknowledged) is cut as
+// a torn tail, indistinguishable from crash damage: that window is the price of one
+// fdatasync per Sync instead of two on the acknowledgement path.
 // Recover (`kraftd storage recover`) first makes a RecoveryFile durable holding E, the
 // highest epoch the node may have voted in, then cuts the damage; while the marker
 // exists the quorum core grants no vote and never campaigns (Loaded.Recovery), and the
@@ -45,7 +61,11 @@
 //
 // # Goroutines
 //
-// None. A Storage is used by one goroutine (the quorum driver); MemStorage is
-// additionally safe to Crash from another, and CrashFS serializes its calls. The package imports nothing from the
+// None. A Storage is used by one goroutine (the quorum driver), except for the work
+// PrepareSync and PrepareRecord hand out, which the owner runs on goroutines of its
+// own and which touch only the files they captured (PrepareRecord's work only the
+// record file; the storage waits for it with a sync.Once before it touches that
+// file itself); MemStorage is additionally safe to Crash from another, and CrashFS
+// serializes its calls. The package imports nothing from the
 // project.
 package raftlog

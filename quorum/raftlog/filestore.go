@@ -91,17 +91,24 @@ func (o *FileOptions) fillDefaults() {
 //
 // Torn tail or bit rot: SyncedEndFile records how far the log is durable, and
 // recovery stops the node on damage at or below it instead of cutting it as a torn
-// tail. Each Sync (and PrepareSync's work) first fsyncs the segments, the rewritten
-// leader-epoch-checkpoint and the directory, then writes the end it made durable into
-// the record and fdatasyncs it (a fixed-size file overwritten in place, two slots),
-// and only then counts as done: nothing the node acknowledges lies beyond the record.
-// A crash between the data fsync and the record's leaves the previous, lower record:
-// the bytes between were never acknowledged and are a torn tail, as crash damage
-// must be (a power loss never puts a node in recovery). The record never claims bytes
-// that may not be durable: the open fsyncs the recovered log before recording its end,
-// and cutting the log below the record (TruncateTo, ResetLog) first lowers it. The
-// price is a second, sequential fdatasync per Sync that moved the end (see
-// BenchmarkAppendSync).
+// tail. Each Sync (and PrepareSync's work) fsyncs the segments, the rewritten
+// leader-epoch-checkpoint and the directory, and that alone makes the log durable:
+// the caller may acknowledge what it covered at once. The end it made durable
+// (durable) is recorded afterwards, off the acknowledgement path: PrepareRecord's
+// work writes it into the record and fdatasyncs it (a fixed-size file overwritten in
+// place, two slots), on the caller's flusher or after the caller sent its
+// acknowledgement. One record write at a time, and the next Sync (or PrepareSync's
+// finish) waits for the one in flight, or does it itself if nobody started it, before
+// it counts as done. A crash before the record is written leaves the previous, lower
+// record: the bytes between it and the durable end were acknowledged (one Sync's at
+// most), and damage to them after the crash is cut as a torn tail; recovery cannot
+// tell it from crash damage there (see doc.go). The record never claims bytes that
+// may not be durable: it records only ends a completed Sync made durable, the open
+// fsyncs the recovered log before recording its end (synchronously, as Close records
+// the last durable end), and cutting the log below the record (TruncateTo, ResetLog)
+// first waits for a record write in flight and then lowers the record, synchronously.
+// The price of the record is one fdatasync per Sync that moved the end, off the
+// acknowledgement path (see BenchmarkAppendSyncRecordShare).
 //
 // INVARIANTS: segments is non-empty, sorted by base and contiguous (each base is
 // the previous segment's end offset); only the last (active) segment is appended
@@ -138,11 +145,21 @@ type FileStorage struct {
 
 	// synced records the durable end of the log (SyncedEndFile); hadSynced: it holds
 	// a valid record (at open: recovery can tell a torn tail from damage below it).
-	// Invariant: synced.last.End <= the end the last completed Sync made durable.
 	synced    *syncedEndFile
 	hadSynced bool
-	// lagEnd is the end the mutant_syncedlag build records at the next Sync.
-	lagEnd syncedEnd
+	// durable is the end the last completed Sync made durable (lowered by a cut
+	// below it), unrecorded: it is not yet what the record says and must be
+	// recorded, by rec or by the owner itself. rec is the record write in flight
+	// (PrepareRecord), nil if none.
+	//
+	// INVARIANTS: synced.last.End <= durable.End when unrecorded (the record never
+	// claims more than a completed Sync made durable); rec, when set, writes an end
+	// <= durable.End; every Sync and PrepareSync finish first brings the record to
+	// durable (waitRecord, recordDurable), so the acknowledged bytes the record does
+	// not cover are at most those of the last Sync.
+	durable    syncedEnd
+	unrecorded bool
+	rec        *recordJob
 }
 
 var _ Storage = (*FileStorage)(nil)
@@ -209,7 +226,6 @@ func (s *FileStorage) openLocked() (*FileStorage, error) {
 			return nil, err
 		}
 	}
-	s.lagEnd = s.synced.last
 	if err := s.open(bases); err != nil {
 		_ = s.closeFiles() // leaves the files as they are
 		return nil, err
@@ -244,7 +260,10 @@ func (s *FileStorage) open(bases []int64) error {
 		}
 	}
 	s.dirDirty = true
-	return s.Sync()
+	if err := s.Sync(); err != nil {
+		return err
+	}
+	return s.recordDurable()
 }
 
 // makeDir creates the partition directory if missing and fsyncs its parent, the
@@ -465,45 +484,88 @@ func (s *FileStorage) currentEnd() syncedEnd {
 // sameEnd: the record would not change.
 func sameEnd(a, b syncedEnd) bool { return a.End == b.End && a.Base == b.Base && a.Pos == b.Pos }
 
-// recordEnd makes end, which the caller just made durable, the durable-end record
-// (write + fdatasync), unless the record already says so.
-func (s *FileStorage) recordEnd(end syncedEnd) error {
-	m := s.toRecord(end)
-	if s.hadSynced && sameEnd(m, s.synced.last) {
+// setDurable notes that a Sync made end durable: the record must follow.
+func (s *FileStorage) setDurable(end syncedEnd) {
+	s.durable = end
+	s.unrecorded = !s.hadSynced || !sameEnd(end, s.synced.last)
+}
+
+// waitRecord waits for the record write in flight, or does it now if nobody
+// started it, and applies its outcome.
+func (s *FileStorage) waitRecord() error {
+	j := s.rec
+	if j == nil {
 		return nil
 	}
-	if err := s.synced.write(m); err != nil {
+	s.rec = nil
+	if s.failed != nil {
+		// A failed storage writes nothing: a write not started is dropped; one
+		// another goroutine runs is waited for (it must be done with the file).
+		j.once.Do(func() { j.err = s.failed })
+		return s.failedErr()
+	}
+	if err := j.run(); err != nil {
 		return s.fail(err)
 	}
-	s.hadSynced = true
+	s.synced.last, s.hadSynced = j.m, true
+	if sameEnd(j.m, s.durable) {
+		s.unrecorded = false
+	}
 	return nil
 }
 
-// toRecord is what a Sync that made end durable records: end, or in the
-// mutant_syncedlag build the end of the Sync before (the record lagging one Sync, as
-// it once was to save the second fdatasync; the simulation must catch it).
-func (s *FileStorage) toRecord(end syncedEnd) syncedEnd {
-	if !mutSyncedLag {
-		return end
+// recordDurable brings the record to the durable end, synchronously: after the
+// write in flight, the durable end if it is still unrecorded.
+func (s *FileStorage) recordDurable() error {
+	if err := s.waitRecord(); err != nil {
+		return err
 	}
-	m := s.lagEnd
-	s.lagEnd = end
-	return m
+	if !s.unrecorded {
+		return nil
+	}
+	if err := s.synced.write(s.durable); err != nil {
+		return s.fail(err)
+	}
+	s.hadSynced, s.unrecorded = true, false
+	return nil
 }
 
-// lowerSyncedEnd makes the durable end at most m before the log is cut below it,
-// so that a crash during the cut never leaves a recorded end above the log.
+// PrepareRecord implements EndRecorder: the write of the record for the durable end,
+// unless it is recorded already or a write is in flight.
+func (s *FileStorage) PrepareRecord() (work func() error, finish func() error) {
+	if s.failed != nil || s.rec != nil || !s.unrecorded {
+		return nil, nil
+	}
+	j := &recordJob{sf: s.synced, m: s.synced.next(s.durable)}
+	s.rec = j
+	finish = func() error {
+		if s.rec != j {
+			return nil // the owner waited for it already (waitRecord)
+		}
+		return s.waitRecord()
+	}
+	return j.run, finish
+}
+
+// lowerSyncedEnd makes the record and the durable end at most m before the log is
+// cut below them, so that no record, written or in flight, is above the log after a
+// crash during the cut: it waits for the write in flight, then writes m
+// synchronously if the record is above it.
 func (s *FileStorage) lowerSyncedEnd(m syncedEnd) error {
-	if m.End < s.lagEnd.End {
-		s.lagEnd = m
+	if err := s.waitRecord(); err != nil {
+		return err
+	}
+	if s.durable.End > m.End {
+		s.durable = m
+		s.unrecorded = !s.hadSynced || !sameEnd(m, s.synced.last)
 	}
 	if m.End >= s.synced.last.End && s.hadSynced {
-		return nil // no record, durable or not, is above m
+		return nil // the record is not above m
 	}
 	if err := s.synced.write(m); err != nil {
 		return s.fail(err)
 	}
-	s.hadSynced = true
+	s.hadSynced, s.unrecorded = true, false // durable is at most m now
 	return nil
 }
 
@@ -787,14 +849,26 @@ func (s *FileStorage) endAfterCut(offset int64) syncedEnd {
 }
 
 // Sync implements Storage: fsync every segment written or cut since the last Sync,
-// rewrite leader-epoch-checkpoint if an epoch started or was truncated away, fsync
-// the directory if files were created, renamed or removed, and then record the end
-// now durable in SyncedEndFile (write + fdatasync) before returning.
+// rewrite leader-epoch-checkpoint if an epoch started or was truncated away, and
+// fsync the directory if files were created, renamed or removed. The end it made
+// durable is recorded later (PrepareRecord); first it brings the record to the end
+// the Sync before made durable (waiting for the write in flight, or writing it now
+// if nobody started one), so that the record never trails by more than one Sync.
 func (s *FileStorage) Sync() error {
 	if s.failed != nil {
 		return s.failedErr()
 	}
+	if err := s.recordDurable(); err != nil {
+		return err
+	}
 	end := s.currentEnd()
+	if mutSyncedAhead {
+		// The mutation: the end recorded before the data's fsync.
+		s.setDurable(end)
+		if err := s.recordDurable(); err != nil {
+			return err
+		}
+	}
 	for _, sg := range s.segments {
 		if !sg.dirty {
 			continue
@@ -817,16 +891,19 @@ func (s *FileStorage) Sync() error {
 		}
 		s.dirDirty = false
 	}
-	return s.recordEnd(end)
+	s.setDurable(end)
+	return nil
 }
 
 // PrepareSync implements AsyncSyncer: work fsyncs what Sync would (the dirty segments,
-// a rewritten leader-epoch-checkpoint, the directory) and then writes and fdatasyncs
-// the durable-end record for the end captured now, touching nothing but the files
-// captured now, so it may run on another goroutine while the owner goes on appending;
-// finish, on the owner's goroutine, records the outcome: an error fails the storage
-// as a failed Sync does, success clears the dirty marks unless something changed
-// since PrepareSync. Between the two the owner may only Append.
+// a rewritten leader-epoch-checkpoint, the directory), touching nothing but the files
+// captured now, so it may run on another goroutine while the owner goes on appending
+// (and a record write, PrepareRecord's work, runs on yet another); finish, on the
+// owner's goroutine, records the outcome: an error fails the storage as a failed Sync
+// does; success first brings the record to the end the Sync before made durable
+// (as Sync does, so that it trails by one Sync at most), then notes the end captured
+// now as durable (to be recorded by PrepareRecord), and clears the dirty marks unless
+// something changed since PrepareSync. Between the two the owner may only Append.
 func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error) {
 	if s.failed != nil {
 		err := s.failedErr()
@@ -844,12 +921,14 @@ func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error
 		epochs = EncodeEpochCheckpoint(s.epochs.Entries())
 	}
 	fsys, dir, syncD, mut := s.fs, s.dir, s.dirDirty || epochs != nil, s.mut
-	rec := s.toRecord(s.currentEnd())
-	record := !s.hadSynced || !sameEnd(rec, s.synced.last)
-	if record {
-		rec = s.synced.next(rec)
+	end := s.currentEnd()
+	if mutSyncedAhead {
+		// The mutation: the end recorded before the data's fsync.
+		s.setDurable(end)
+		if err := s.recordDurable(); err != nil {
+			return func() error { return nil }, func(error) error { return err }
+		}
 	}
-	synced := s.synced
 	work = func() error {
 		for _, f := range files {
 			if err := f.Sync(); err != nil {
@@ -866,18 +945,16 @@ func (s *FileStorage) PrepareSync() (work func() error, finish func(error) error
 				return err
 			}
 		}
-		if record {
-			return synced.put(rec)
-		}
 		return nil
 	}
 	finish = func(err error) error {
 		if err != nil {
 			return s.fail(err)
 		}
-		if record {
-			s.synced.last, s.hadSynced = rec, true
+		if err := s.recordDurable(); err != nil {
+			return err
 		}
+		s.setDurable(end)
 		if s.mut == mut {
 			for _, sg := range segs {
 				sg.dirty = false
@@ -915,9 +992,22 @@ func (s *FileStorage) SaveQuorumState(st QuorumState) error {
 	return nil
 }
 
-// Close implements Storage. It does not sync the log, and writes nothing: every
-// completed Sync has recorded its end already. Later calls fail with ErrClosed.
-func (s *FileStorage) Close() error { return s.closeFiles() }
+// Close implements Storage. It does not sync the log; it waits for the record write
+// in flight and records the end the last completed Sync made durable
+// (synchronously), so that a clean stop leaves no acknowledged bytes unprotected.
+// Later calls fail with ErrClosed.
+func (s *FileStorage) Close() error {
+	var first error
+	if s.failed == nil {
+		first = s.recordDurable()
+	} else {
+		_ = s.waitRecord() // a write another goroutine runs must be done with the file
+	}
+	if err := s.closeFiles(); first == nil {
+		first = err
+	}
+	return first
+}
 
 // closeFiles closes every file, writing nothing: what a crash right after the last
 // write would leave.

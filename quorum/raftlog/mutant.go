@@ -4,8 +4,8 @@ package raftlog
 // build: the simulation's replay command names its build tag.
 func Mutant() string {
 	switch {
-	case mutSyncedLag:
-		return "syncedlag"
+	case mutSyncedAhead:
+		return "syncedahead"
 	case mutFreshState:
 		return "freshstate"
 	}

@@ -4,6 +4,6 @@ package raftlog
 
 // The freshstate mutant (see mutant_off.go): make mutants expects the simulation to fail.
 const (
-	mutSyncedLag  = false
-	mutFreshState = true
+	mutSyncedAhead = false
+	mutFreshState  = true
 )

@@ -1,4 +1,4 @@
-//go:build !mutant_syncedlag && !mutant_freshstate
+//go:build !mutant_syncedahead && !mutant_freshstate
 
 package raftlog
 
@@ -6,10 +6,11 @@ package raftlog
 // (mutant_*.go), which `make mutants` builds to check that the simulation catches
 // that broken storage. They are constants, so a normal build carries no trace.
 const (
-	// mutSyncedLag: a Sync records, in SyncedEndFile, the end of the Sync before it
-	// instead of its own (the record lags one Sync), so a crash leaves the last
-	// acknowledged batches unprotected: damaged, they are cut as a torn tail.
-	mutSyncedLag = false
+	// mutSyncedAhead: a Sync (and PrepareSync) records its end in SyncedEndFile
+	// before the data's fsync instead of after it, so the record may claim bytes that
+	// are not durable: a power loss between the two leaves a record above the log,
+	// and the open refuses an undamaged disk as if acknowledged data were lost.
+	mutSyncedAhead = false
 	// mutFreshState: the first open of a fresh directory creates SyncedEndFile before
 	// it writes the initial quorum-state, so a crash between the two leaves a
 	// directory that looks as if its quorum-state was lost, and the node refuses to

@@ -114,6 +114,23 @@ type AsyncSyncer interface {
 	PrepareSync() (work func() error, finish func(error) error)
 }
 
+// EndRecorder is a Storage that keeps a record of its durable end (FileStorage's
+// SyncedEndFile) and writes it off the acknowledgement path: a Sync makes the log
+// durable, and the record of that end is written later, by work from PrepareRecord,
+// after the caller has acknowledged what the Sync covered.
+//
+// PrepareRecord returns the write of the record for the end the last completed Sync
+// made durable, or nil work when the record already says so or a write is in flight
+// (one at a time). work touches only the record file, so it may run on another
+// goroutine while the owner goes on (even Sync, which waits for it first); finish,
+// on the owner's goroutine, applies its outcome: an error fails the storage as a
+// failed Sync does. If the owner already waited for the write (a Sync, TruncateTo,
+// ResetLog or Close does), finish only returns. A caller that never runs work loses
+// nothing but the window: the storage runs it itself when it next waits for it.
+type EndRecorder interface {
+	PrepareRecord() (work func() error, finish func() error)
+}
+
 type Storage interface {
 	// Load reads everything back at start-up.
 	Load() (Loaded, error)

@@ -8,16 +8,20 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 )
 
 // SyncedEndFile records how far the log was durable (fsynced): the one thing that
 // tells a torn tail from bit rot at recovery. After a crash only bytes written since
 // the last completed Sync can be damaged by the crash; any damage at or below the
 // recorded end is a disk fault in records this node may have acknowledged, and
-// silently truncating them would let it vote as if it had never held them. Every
-// Sync records the end it made durable, after its data fsync and before it returns,
-// so before anything it covered is acknowledged (see FileStorage). Kafka keeps no
-// such record (kraftd's own file; Kafka ignores it).
+// silently truncating them would let it vote as if it had never held them. The
+// record trails the log by at most one Sync: a Sync makes the log durable and is
+// acknowledged at once; the end it made durable is recorded afterwards (EndRecorder,
+// off the acknowledgement path), and the next Sync waits for that record before it
+// counts as done. So the record never claims more than the durable log, and the
+// acknowledged bytes it does not yet cover are at most one Sync's (see FileStorage).
+// Kafka keeps no such record (kraftd's own file; Kafka ignores it).
 const SyncedEndFile = "kraftd-synced-end"
 
 // The file holds two slots, each a record written in place: magic, sequence, end
@@ -142,6 +146,25 @@ func (s *syncedEndFile) put(m syncedEnd) error {
 		return ioErr(err)
 	}
 	return nil
+}
+
+// recordJob is one write of the record in flight (FileStorage.PrepareRecord): its
+// work may run on another goroutine while the owner waits for it (run) from its own,
+// and whichever comes first does the write; the other finds it done. The slot it
+// writes is the one the last durable record does not occupy, so a crash inside it
+// leaves the previous record valid.
+type recordJob struct {
+	once sync.Once
+	sf   *syncedEndFile
+	m    syncedEnd // numbered (next)
+	err  error
+}
+
+// run writes the record, or waits for the write another goroutine started, and
+// returns its outcome.
+func (j *recordJob) run() error {
+	j.once.Do(func() { j.err = j.sf.put(j.m) })
+	return j.err
 }
 
 // write makes m durable in the slot after the last one written.

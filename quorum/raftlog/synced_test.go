@@ -33,15 +33,32 @@ func flipByte(t *testing.T, dir string, batches []Batch, i int) {
 	}
 }
 
-// TestDurableEndIsExact: a Sync (or a PrepareSync's work) records the end it made
-// durable before it returns, so before anything it covered is acknowledged. After a
-// crash right after an acknowledged sync, damage to its last batch stops the node
-// (the batch may be counted toward the high watermark on other voters; cutting it as
-// a torn tail would let this voter forget it); damage to a batch written after the
-// last sync (never acknowledged) is still a torn tail. The same holds after Close.
-// With the record lagging one sync (the mutant_syncedlag build) the last synced
-// batch is cut silently.
-func TestDurableEndIsExact(t *testing.T) {
+// recordNow runs the durable-end record write PrepareRecord hands out, as a driver
+// does after it acknowledged what the last Sync covered.
+func recordNow(t *testing.T, s *FileStorage) {
+	t.Helper()
+	work, finish := s.PrepareRecord()
+	if work == nil {
+		return
+	}
+	if err := work(); err != nil {
+		t.Fatal(err)
+	}
+	if err := finish(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDurableEndTrailsOneSync: a Sync (or a PrepareSync) makes its batches durable
+// without writing the durable-end record; the record of that end is written after
+// the acknowledgement (PrepareRecord's work), and the next Sync writes it first if
+// nobody did, so the record trails the acknowledged end by one Sync at most. Once
+// it is written, damage to the last synced batch stops the node (the batch may be
+// counted toward the high watermark on other voters); before, that batch lies in the
+// window recovery cannot tell from a torn tail, and is cut (the accepted cost).
+// Damage to a batch written after the last sync (never acknowledged) is always a
+// torn tail. Close records the last durable end.
+func TestDurableEndTrailsOneSync(t *testing.T) {
 	batches := mkLog(5)
 	for _, tc := range []struct {
 		name string
@@ -56,14 +73,24 @@ func TestDurableEndIsExact(t *testing.T) {
 		}},
 	} {
 		name, sync := tc.name, tc.sync
-		// write: batches 0-1 synced (end 4), batches 2-3 synced (end 8), batch 4 not.
-		write := func(t *testing.T, crash bool) string {
+		// write: batches 0-1 synced (end 4), batches 2-3 synced (end 8), batch 4 not;
+		// the record of end 8 written (record) or not.
+		write := func(t *testing.T, record, crash bool) string {
 			dir := t.TempDir()
 			s := openTest(t, dir, FileOptions{})
 			appendTest(t, s, batches[:2]...)
 			sync(t, s)
+			if got := recordedEnd(t, dir); got != 0 {
+				t.Fatalf("the record is at %d after the first sync, want 0: it is written after the acknowledgement", got)
+			}
 			appendTest(t, s, batches[2:4]...)
-			sync(t, s)
+			sync(t, s) // records end 4 first: nobody ran PrepareRecord's work
+			if got := recordedEnd(t, dir); got != 4 {
+				t.Fatalf("the record is at %d after the second sync, want 4 (it trails one sync at most)", got)
+			}
+			if record {
+				recordNow(t, s)
+			}
 			appendTest(t, s, batches[4])
 			if crash {
 				if err := s.closeFiles(); err != nil {
@@ -74,16 +101,26 @@ func TestDurableEndIsExact(t *testing.T) {
 			}
 			return dir
 		}
-		for _, crash := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%s/crash=%t", name, crash), func(t *testing.T) {
-				dir := write(t, crash)
-				if got := recordedEnd(t, dir); got != 8 {
-					t.Fatalf("the record is at %d, want 8 (the end of the last sync)", got)
+		for _, c := range []struct{ record, crash bool }{{true, true}, {false, true}, {false, false}} {
+			t.Run(fmt.Sprintf("%s/record=%t/crash=%t", name, c.record, c.crash), func(t *testing.T) {
+				dir := write(t, c.record, c.crash)
+				want := int64(8)
+				if !c.record && c.crash {
+					want = 4
+				}
+				if got := recordedEnd(t, dir); got != want {
+					t.Fatalf("the record is at %d, want %d", got, want)
 				}
 				flipByte(t, dir, batches, 3) // the last batch of the last, acknowledged sync
-				openCorrupt(t, dir, FileOptions{}, filepath.Join(dir, segmentName(0)), 6)
+				if want == 8 {
+					openCorrupt(t, dir, FileOptions{}, filepath.Join(dir, segmentName(0)), 6)
+				} else {
+					s := openTest(t, dir, FileOptions{}) // in the unrecorded window: cut as a torn tail
+					sameBatches(t, load(t, s).Batches, batches[:3])
+					closeTest(t, s)
+				}
 
-				dir = write(t, crash)
+				dir = write(t, c.record, c.crash)
 				flipByte(t, dir, batches, 4) // never synced: a torn tail
 				s := openTest(t, dir, FileOptions{})
 				sameBatches(t, load(t, s).Batches, batches[:4])
@@ -96,26 +133,35 @@ func TestDurableEndIsExact(t *testing.T) {
 }
 
 // TestFailedDurableEndWriteIsSticky: a failed write of the durable-end record is
-// an I/O failure like any other: the Sync fails and so does every later write.
+// an I/O failure like any other: the record write (PrepareRecord's), or the next
+// Sync or PrepareSync that writes it because nobody did, fails, and so does every
+// later write.
 func TestFailedDurableEndWriteIsSticky(t *testing.T) {
-	for _, prepare := range []bool{false, true} {
+	for _, how := range []string{"Sync", "PrepareSync", "PrepareRecord"} {
 		s := openTest(t, t.TempDir(), FileOptions{})
 		appendTest(t, s, mkBatch(0, 1, 2))
-		syncTest(t, s)
+		syncTest(t, s)         // end 2 durable, not yet recorded
 		_ = s.synced.f.Close() // every later write of the record fails
 		appendTest(t, s, mkBatch(2, 1, 2))
 		var err error
-		if prepare {
+		switch how {
+		case "PrepareSync":
 			work, finish := s.PrepareSync()
 			err = finish(work())
-		} else {
-			err = s.Sync() // records end 2
+		case "PrepareRecord":
+			work, finish := s.PrepareRecord()
+			if werr := work(); !errors.Is(werr, os.ErrClosed) {
+				t.Fatalf("the record write: %v, want the write's error", werr)
+			}
+			err = finish()
+		default:
+			err = s.Sync() // records end 2 first
 		}
 		if !errors.Is(err, os.ErrClosed) {
-			t.Fatalf("sync (PrepareSync %t) whose record write failed: %v, want the write's error", prepare, err)
+			t.Fatalf("%s whose record write failed: %v, want the write's error", how, err)
 		}
 		if err := s.Append([]Batch{mkBatch(4, 1, 1)}); !errors.Is(err, ErrStorageFailed) {
-			t.Fatalf("append after a failed record write: %v, want the sticky failure", err)
+			t.Fatalf("append after a failed record write (%s): %v, want the sticky failure", how, err)
 		}
 		if err := s.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
 			t.Fatalf("close: %v", err)
@@ -137,6 +183,7 @@ func TestDecodeSyncedEnd(t *testing.T) {
 	batches := mkLog(4)
 	appendTest(t, s, batches[:2]...)
 	syncTest(t, s)
+	recordNow(t, s)
 	appendTest(t, s, batches[2:]...) // not synced: not recorded
 	data, ok := c.ReadFile(dir + "/" + SyncedEndFile)
 	if !ok {
@@ -151,8 +198,93 @@ func TestDecodeSyncedEnd(t *testing.T) {
 	c.FailNextSync()
 	c.ClearFailSync()
 	syncTest(t, s) // fails if the fsync failure is still armed
+	recordNow(t, s)
 	data, _ = c.ReadFile(dir + "/" + SyncedEndFile)
 	if end, ok := DecodeSyncedEnd(data); !ok || end != batches[3].NextOffset() {
 		t.Fatalf("after the second Sync DecodeSyncedEnd = %d, %t; want %d", end, ok, batches[3].NextOffset())
+	}
+}
+
+// TestCutWaitsForRecordWrite: TruncateTo and ResetLog wait for the record write in
+// flight (run by another goroutine, or by nobody yet: they do it themselves) and
+// then lower the record below the cut, so that no record, written or in flight, ends
+// up above the log; the write's finish afterwards changes nothing, and nothing
+// PrepareRecord hands out later is above the log either. Checked on the file after
+// each step, and after a reopen (a record above the log would stop the open).
+func TestCutWaitsForRecordWrite(t *testing.T) {
+	batches := mkLog(4) // ends 2, 4, 6, 8
+	for _, cut := range []string{"TruncateTo", "ResetLog"} {
+		for _, started := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/started=%t", cut, started), func(t *testing.T) {
+				dir := t.TempDir()
+				s := openTest(t, dir, FileOptions{})
+				appendTest(t, s, batches...)
+				syncTest(t, s)
+				work, finish := s.PrepareRecord() // the record of end 8, in flight
+				if work == nil {
+					t.Fatal("no record write for the durable end 8")
+				}
+				if w2, _ := s.PrepareRecord(); w2 != nil {
+					t.Fatal("a second record write while one is in flight")
+				}
+				done := make(chan error, 1)
+				if started {
+					go func() { done <- work() }()
+				}
+				var err error
+				want := int64(4)
+				if cut == "TruncateTo" {
+					err = s.TruncateTo(4)
+				} else {
+					// A restart below the durable end (to test the lowering; a
+					// download's ends above the log), at a committed snapshot.
+					want = 2
+					sw, serr := s.CreateSnapshot(SnapshotID{EndOffset: 2, Epoch: batches[0].Epoch})
+					if serr != nil {
+						t.Fatal(serr)
+					}
+					if _, serr = sw.Write([]byte("snapshot")); serr == nil {
+						if serr = sw.Sync(); serr == nil {
+							serr = sw.Commit()
+						}
+					}
+					if serr != nil {
+						t.Fatal(serr)
+					}
+					err = s.ResetLog(2)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := recordedEnd(t, dir); got != want {
+					t.Fatalf("after %s the record is at %d, want %d", cut, got, want)
+				}
+				if started {
+					if err := <-done; err != nil {
+						t.Fatal(err)
+					}
+				} else if err := work(); err != nil {
+					t.Fatal(err)
+				}
+				if err := finish(); err != nil {
+					t.Fatal(err)
+				}
+				if got := recordedEnd(t, dir); got != want {
+					t.Fatalf("after the write's finish the record is at %d, want %d", got, want)
+				}
+				recordNow(t, s)
+				if got := recordedEnd(t, dir); got > s.EndOffset() {
+					t.Fatalf("a later record write put the record at %d, above the log end %d", got, s.EndOffset())
+				}
+				if err := s.closeFiles(); err != nil {
+					t.Fatal(err)
+				}
+				s = openTest(t, dir, FileOptions{})
+				if end := s.EndOffset(); end < want {
+					t.Fatalf("reopened log ends at %d, want at least %d", end, want)
+				}
+				closeTest(t, s)
+			})
+		}
 	}
 }

@@ -224,6 +224,10 @@ type Config struct {
 	ReplicaFetchResponseMaxBytes int32
 	ReplicaFetchBackoffMs        int32
 	NumReplicaFetchers           int32
+	// BackgroundThreads: background.threads, the broker's background
+	// writers of new logs' partition.metadata files (Kafka's scheduler
+	// threads, which run those writes).
+	BackgroundThreads int32
 	// MaxIncrementalFetchSessionCacheSlots:
 	// max.incremental.fetch.session.cache.slots (0: no sessions).
 	MaxIncrementalFetchSessionCacheSlots int32

@@ -48,6 +48,7 @@ func TestDefaultConfigMatchesKafka(t *testing.T) {
 		{"replica fetch response max bytes", int64(c.ReplicaFetchResponseMaxBytes), 10 << 20},
 		{"replica fetch backoff", int64(c.ReplicaFetchBackoffMs), 1000},
 		{"replica fetchers", int64(c.NumReplicaFetchers), 1},
+		{"background threads", int64(c.BackgroundThreads), 10},
 		{"producer id expiration", c.ProducerIDExpirationMs, 86400000},
 		{"producer id expiration check", c.ProducerIDExpirationCheckIntervalMs, 600000},
 	}
@@ -184,6 +185,7 @@ func TestValidateRejects(t *testing.T) {
 		{"fetch wait above lag", []Setting{{"replica.fetch.wait.max.ms", "30001"}}, "replica.fetch.wait.max.ms"},
 		{"negative fetch backoff", []Setting{{"replica.fetch.backoff.ms", "-1"}}, "replica.fetch.backoff.ms"},
 		{"no replica fetchers", []Setting{{"num.replica.fetchers", "0"}}, "num.replica.fetchers"},
+		{"no background threads", []Setting{{"background.threads", "0"}}, "background.threads"},
 		{"zk without connect", []Setting{{"mode", "zk-legacy"}, {"process.roles", "broker"}}, "zookeeper.connect is required"},
 		{"zk controller", []Setting{{"mode", "zk-legacy"}, {"zookeeper.connect", "127.0.0.1:2181"}}, "KRaft only"},
 	}
@@ -324,5 +326,32 @@ func TestUncleanLeaderElectionKeyReachesController(t *testing.T) {
 		if got := r.controllerConfig().UncleanLeaderElectionEnable; got != tc.want {
 			t.Errorf("%v: controller's UncleanLeaderElectionEnable %v, want %v", tc.extra, got, tc.want)
 		}
+	}
+}
+
+// TestBackgroundThreadsReachTheReplicaManager: background.threads is how many
+// partition.metadata files the broker's replica manager (both modes build it
+// with newReplicaManager) writes at once, 10 by default as in Kafka; the key
+// is applied, not listed among the ignored Kafka settings.
+func TestBackgroundThreadsReachTheReplicaManager(t *testing.T) {
+	for _, tc := range []struct {
+		extra []Setting
+		want  int
+	}{{nil, 10}, {[]Setting{{"background.threads", "3"}}, 3}} {
+		c := embedded(t, append(tc.extra, Setting{"log.dirs", t.TempDir()})...)
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if ignored := c.IgnoredKafkaKeys(); len(ignored) != 0 {
+			t.Errorf("%v: ignored %v", tc.extra, ignored)
+		}
+		m, err := newReplicaManager(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.BackgroundThreads(); got != tc.want {
+			t.Errorf("%v: %d background writers, want %d", tc.extra, got, tc.want)
+		}
+		_ = m.Close()
 	}
 }

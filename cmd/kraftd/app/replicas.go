@@ -27,6 +27,7 @@ func newReplicaManager(cfg *Config) (*replica.Manager, error) {
 		LogStartOffsetCheckpointIntervalMs:  cfg.LogStartOffsetCheckpointIntervalMs,
 		ReplicaLagTimeMaxMs:                 cfg.ReplicaLagTimeMaxMs,
 		Fetch:                               replicaFetchConfig(cfg),
+		BackgroundThreads:                   int(cfg.BackgroundThreads),
 		Logger:                              cfg.Logger,
 	})
 }

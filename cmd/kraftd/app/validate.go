@@ -73,6 +73,7 @@ func (c *Config) checkRanges() error {
 		{"replica.lag.time.max.ms", c.ReplicaLagTimeMaxMs},
 		{"min.insync.replicas", int64(c.MinInsyncReplicas)},
 		{"num.replica.fetchers", int64(c.NumReplicaFetchers)},
+		{"background.threads", int64(c.BackgroundThreads)},
 		{"offsets.topic.num.partitions", int64(c.OffsetsTopicNumPartitions)},
 		{"offsets.topic.replication.factor", int64(c.OffsetsTopicReplicationFactor)},
 		{"offsets.topic.segment.bytes", int64(c.OffsetsTopicSegmentBytes)},
