@@ -144,6 +144,12 @@ type Manager struct {
 	// pointer each, not a copy (a million hosted partitions, 80 MB).
 	topicCfgs       map[string]*TopicConfig
 	defaultTopicCfg *TopicConfig
+	// hostedByTopic counts parts' partitions of each topic (absent: none),
+	// so that SetTopicConfig of a topic this broker hosts nothing of yet (a
+	// new topic, whose config is set as its partitions arrive) does not
+	// scan every hosted partition: at a million hosted partitions a create
+	// of 1,000 topics made that about 5*10^8 map steps.
+	hostedByTopic map[string]int
 	closed          bool
 	stop            context.CancelFunc // ends the background goroutine (Start)
 	wg              sync.WaitGroup     // the background goroutine
@@ -188,7 +194,7 @@ func New(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger.Named("replicas"), parts: map[TopicPartition]*Partition{},
-		topicCfgs: map[string]*TopicConfig{}, deleteKick: make(chan struct{}, 1), flushKick: make(chan struct{}, 1), unrecovered: map[TopicPartition]struct{}{},
+		topicCfgs: map[string]*TopicConfig{}, hostedByTopic: map[string]int{}, deleteKick: make(chan struct{}, 1), flushKick: make(chan struct{}, 1), unrecovered: map[TopicPartition]struct{}{},
 		loadedLogs: map[TopicPartition]*storage.Log{}}
 	if err := m.loadCheckpoints(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStorage, err)
@@ -261,6 +267,9 @@ func (m *Manager) SetTopicConfig(topic string, cfg TopicConfig) {
 	}
 	shared := &cfg
 	m.topicCfgs[topic] = shared
+	if m.hostedByTopic[topic] == 0 {
+		return // its partitions take the config when they are created
+	}
 	for tp, p := range m.parts {
 		if tp.Topic == topic {
 			p.setConfig(shared)
@@ -683,6 +692,7 @@ func (m *Manager) finishApply(items []applyItem) []error {
 		}
 		delete(m.unrecovered, it.st.TopicPartition) // scanned from its recovery point
 		m.parts[it.st.TopicPartition] = it.p
+		m.hostedByTopic[it.st.Topic]++
 		if !it.p.log.TopicIDFlushed() {
 			unflushed = append(unflushed, it.p.log)
 		}
@@ -841,6 +851,9 @@ func (m *Manager) removeLocked(tp TopicPartition, deleteLog bool) error {
 		return m.removeLoadedLog(tp, deleteLog)
 	}
 	delete(m.parts, tp)
+	if m.hostedByTopic[tp.Topic]--; m.hostedByTopic[tp.Topic] <= 0 {
+		delete(m.hostedByTopic, tp.Topic)
+	}
 	p.stop()
 	m.fetchers.remove(tp)
 	if !deleteLog {
@@ -926,6 +939,7 @@ func (m *Manager) Close() error {
 		m.rememberCheckpoints(p)
 	}
 	m.parts = map[TopicPartition]*Partition{}
+	m.hostedByTopic = map[string]int{}
 	errs = append(errs, m.closeLoadedLogs()...)
 	m.mu.Unlock()
 	if err := m.WriteCheckpoints(); err != nil {
