@@ -150,9 +150,9 @@ type Manager struct {
 	// scan every hosted partition: at a million hosted partitions a create
 	// of 1,000 topics made that about 5*10^8 map steps.
 	hostedByTopic map[string]int
-	closed          bool
-	stop            context.CancelFunc // ends the background goroutine (Start)
-	wg              sync.WaitGroup     // the background goroutine
+	closed        bool
+	stop          context.CancelFunc // ends the background goroutine (Start)
+	wg            sync.WaitGroup     // the background goroutine
 	// loaded are the checkpoint files' offsets of the logs not open; the
 	// clean-shutdown marker was found at New (it is removed then).
 	loaded        checkpoints
