@@ -104,6 +104,9 @@ func (s *followerSession) request(in *replica.FetchRequest, version int16) (*kms
 		for _, p := range in.Partitions {
 			if h, ok := s.parts[p.TopicPartition]; !ok || h != heldFetchOf(p) {
 				d.sent = append(d.sent, p)
+				if ok {
+					d.forgetReplaced(h, p, version)
+				}
 			}
 		}
 		for _, tp := range in.Forgotten {
@@ -124,6 +127,9 @@ func (s *followerSession) request(in *replica.FetchRequest, version int16) (*kms
 			}
 			if !ok || h != heldFetchOf(p) {
 				d.sent = append(d.sent, p)
+				if ok {
+					d.forgetReplaced(h, p, version)
+				}
 			}
 		}
 		if held < len(s.parts) { // the fetcher asks each partition once
@@ -132,12 +138,19 @@ func (s *followerSession) request(in *replica.FetchRequest, version int16) (*kms
 	}
 	req := replicaFetchRequest(in, version, d.sent)
 	req.SessionID, req.SessionEpoch = s.id, s.epoch
-	byTopic := map[string]int{}
+	// By name and id: a replaced partition is forgotten under its old
+	// topic id, next to the new one's other forgotten partitions.
+	type topicKey struct {
+		name string
+		id   [16]byte
+	}
+	byTopic := map[topicKey]int{}
 	for _, p := range d.forgotten {
-		i, ok := byTopic[p.Topic]
+		k := topicKey{p.Topic, p.TopicID}
+		i, ok := byTopic[k]
 		if !ok {
 			i = len(req.ForgottenTopics)
-			byTopic[p.Topic] = i
+			byTopic[k] = i
 			ft := kmsg.NewFetchRequestForgottenTopic()
 			ft.Topic, ft.TopicID = p.Topic, p.TopicID
 			req.ForgottenTopics = append(req.ForgottenTopics, ft)
@@ -145,6 +158,20 @@ func (s *followerSession) request(in *replica.FetchRequest, version int16) (*kms
 		req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, p.Partition)
 	}
 	return req, d
+}
+
+// forgetReplaced forgets h, the session's partition p had, when p is h's
+// topic partition under another topic id: its topic was deleted and
+// created again with the same name (KIP-516). From v13 the leader keys a
+// session's partitions by topic id, so (old id, partition) is another
+// partition that would stay in its session until the session ends; as
+// Kafka's FetchSessionHandler ("replaced" partitions) the request forgets
+// it next to sending p. Before v13 the leader keys by name and p simply
+// replaces it. A zero id on either side is not a replacement (Kafka's test).
+func (d *sessionDelta) forgetReplaced(h heldFetch, p replica.FetchPartition, version int16) {
+	if version >= 13 && h.topicID != p.TopicID && h.topicID != [16]byte{} && p.TopicID != [16]byte{} {
+		d.forgotten = append(d.forgotten, h.partition(p.TopicPartition))
+	}
 }
 
 // missing lists the session's partitions in not asks for.
@@ -189,7 +216,9 @@ func (s *followerSession) answered(d sessionDelta, sessionID int32) {
 		t.parts++
 	}
 	for _, p := range d.forgotten {
-		if h, ok := s.parts[p.TopicPartition]; ok {
+		// A replaced partition's new id was just taken from d.sent: only
+		// the old one is forgotten.
+		if h, ok := s.parts[p.TopicPartition]; ok && h.topicID == p.TopicID {
 			s.unrefTopic(h.topicID)
 			delete(s.parts, p.TopicPartition)
 		}

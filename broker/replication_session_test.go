@@ -3,11 +3,14 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/kraftd/kraftd/metadata/records"
 	"github.com/kraftd/kraftd/replica"
 )
 
@@ -267,6 +270,76 @@ func TestReplicaFetchIncrementalRequests(t *testing.T) {
 			if got := fetch("after a failed call", nil); fulls != 2 || len(got) != 2 {
 				t.Fatalf("after a failed call: Full read %d times (want 2), %d partitions answered (want 2)", fulls, len(got))
 			}
+		})
+	}
+}
+
+// A topic deleted and created again under its name has a new topic id: a
+// follower's session, which holds its partitions under the old id, sends
+// them under the new one and forgets the old (topic id, partition) in the
+// same request (Kafka's FetchSessionHandler, "replaced" partitions,
+// KIP-516), so the leader's session, keyed by topic id from v13, holds
+// only the new ones; before, the old stayed there until the session ended.
+// Both request forms: every partition, and only the changed (Incremental).
+func TestReplicaFetchSessionForgetsRecreatedTopicsOldID(t *testing.T) {
+	d := newDataHarness(t, 0)
+	for i, incremental := range []bool{false, true} {
+		t.Run(map[bool]string{false: "all", true: "incremental"}[incremental], func(t *testing.T) {
+			oldID, newID := uuid(byte(20+2*i)), uuid(byte(21+2*i))
+			topic := fmt.Sprintf("again%d", i)
+			d.commit(topicRecord(topic, oldID),
+				partitionRecord(oldID, 0, 1, []int32{1, 2}, []int32{1, 2}),
+				partitionRecord(oldID, 1, 1, []int32{1, 2}, []int32{1, 2}))
+			tr := NewReplicaFetchTransport("follower", zaptest.NewLogger(t), func(int32) (string, error) { return d.addr, nil }, 16)
+			defer tr.Close()
+			cur := make([]replica.FetchPartition, 2)
+			setID := func(id records.UUID) {
+				for p := range cur {
+					cur[p] = replica.FetchPartition{TopicPartition: replica.TopicPartition{Topic: topic, Partition: int32(p)},
+						TopicID: id, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1, PartitionMaxBytes: 1 << 20}
+				}
+			}
+			setID(oldID)
+			in := &replica.FetchRequest{ReplicaID: 2, BrokerEpoch: 11, ConnID: 200 + int64(i), MaxBytes: 1 << 20,
+				Incremental: incremental, Full: func() []replica.FetchPartition { return slices.Clone(cur) }}
+			fetch := func(what string) {
+				t.Helper()
+				in.Partitions = cur
+				if _, err := tr.Fetch(context.Background(), 1, in); err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+			}
+			leaderHolds := func() map[[16]byte]int {
+				s := tr.sessions[in.ConnID]
+				d.b.api.sessions.mu.Lock()
+				defer d.b.api.sessions.mu.Unlock()
+				ls, ok := d.b.api.sessions.sessions[s.id]
+				if !ok {
+					t.Fatalf("the leader has no session %d", s.id)
+				}
+				ids := map[[16]byte]int{}
+				for k := range ls.index {
+					ids[k.topicID]++
+				}
+				return ids
+			}
+			fetch("full")
+			if got := leaderHolds(); len(got) != 1 || got[oldID] != 2 {
+				t.Fatalf("after the full fetch the leader's session holds %v, want 2 partitions of the old id", got)
+			}
+			d.commit(&records.RemoveTopicRecord{TopicID: oldID}, topicRecord(topic, newID),
+				partitionRecord(newID, 0, 1, []int32{1, 2}, []int32{1, 2}),
+				partitionRecord(newID, 1, 1, []int32{1, 2}, []int32{1, 2}))
+			setID(newID)
+			fetch("recreated")
+			if got := leaderHolds(); len(got) != 1 || got[newID] != 2 {
+				t.Fatalf("after the topic was recreated the leader's session holds %v (by topic id), want 2 partitions of the new id only", got)
+			}
+			s := tr.sessions[in.ConnID]
+			if len(s.parts) != 2 || len(s.topics) != 1 || s.topics[newID] == nil || s.topics[newID].parts != 2 {
+				t.Fatalf("the follower's session holds %v under topics %v, want 2 partitions of the new id", s.parts, s.topics)
+			}
+			fetch("idle") // the session is still good
 		})
 	}
 }

@@ -280,7 +280,11 @@ func (d *simDisk) aimAtSnapshot(id raftlog.SnapshotID) {
 	}
 	what, ops := "snapshot", []diskOp{opSnapChunk, opSnapWrite, opSnapRename, opClean, opClean}
 	if download {
-		what, ops = "download", []diskOp{opSnapChunk, opSnapRename, opResetLog, opResetLog, opSync, opSync, opClean}
+		// ResetLog four times in nine (it was two in seven): few downloads are
+		// aimed at (most come with another crash armed, or after the heal),
+		// and at two in seven the seeds 1-200 of one version crashed in it
+		// in none (seeds 1-1000: 21 crashes in it now, 12 before).
+		what, ops = "download", []diskOp{opSnapChunk, opSnapRename, opResetLog, opResetLog, opResetLog, opResetLog, opSync, opSync, opClean}
 	}
 	d.crashOp, d.crashIn = ops[s.rng.IntN(len(ops))], 1
 	if d.crashOp == opSnapChunk {
@@ -729,7 +733,9 @@ func (s *sim) aimAtInstall() {
 		if s.healed {
 			return
 		}
-		if d := f.disk; d.crashIn == 0 && s.rng.IntN(4) == 0 {
+		// One time in two (it was one in four: seeds 1-1000 crashed inside
+		// CreateSnapshot 9 times then, 16 now).
+		if d := f.disk; d.crashIn == 0 && s.rng.IntN(2) == 0 {
 			d.crashIn, d.crashOp = 1, opSnapCreate // the download's first step
 			s.faultf(f.id, "CRASH armed inside the next CreateSnapshot")
 		}

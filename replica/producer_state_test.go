@@ -257,8 +257,7 @@ func TestIdempotentRetryAcrossRestartAndLeaderChange(t *testing.T) {
 	c.mgrs[2] = m
 	c.ctl.Unlock()
 	// ... and is elected leader while the producer retries its last batch.
-	st.Leader, st.LeaderEpoch, st.PartitionEpoch = 2, 2, 2
-	c.publish(st)
+	c.elect(2)
 	c.mu.Lock()
 	c.down[2] = false
 	c.mu.Unlock()

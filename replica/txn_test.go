@@ -207,8 +207,7 @@ func TestLastStableOffsetWaitsForMarkerCommitAndFailover(t *testing.T) {
 	eventually(t, "the marker commits", func() bool { return leader.LastStableOffset() == 4 })
 	want := []storage.AbortedTxn{{ProducerID: 10, FirstOffset: 0, LastOffset: 3, LastStableOffset: 4}}
 	eventually(t, "follower hw 4", func() bool { return c.part(2).HighWatermark() == 4 })
-	st.Leader, st.LeaderEpoch, st.PartitionEpoch = 2, 2, 2
-	c.publish(st)
+	c.elect(2)
 	offs, aborted, lso := readCommitted(t, c.part(2))
 	if !slices.Equal(offs, []int64{0, 2, 3}) || !slices.Equal(aborted, want) || lso != 4 {
 		t.Fatalf("new leader: read_committed %v aborted %+v lso %d", offs, aborted, lso)
