@@ -59,12 +59,19 @@ func newMemClusterWith(t *testing.T, fetch FetchConfig, ids ...int32) *memCluste
 // incremental sessions (as over the broker's transport) or, without
 // sessions, every partition each time.
 func newMemClusterTransport(t *testing.T, fetch FetchConfig, sessions bool, ids ...int32) *memCluster {
+	return newMemClusterLag(t, fetch, sessions, 200, ids...)
+}
+
+// newMemClusterLag is newMemClusterTransport with replica.lag.time.max.ms
+// lagMs: a test that must keep a stopped follower in the ISR for a while
+// (whatever the machine's load) gives a long one.
+func newMemClusterLag(t *testing.T, fetch FetchConfig, sessions bool, lagMs int64, ids ...int32) *memCluster {
 	c := &memCluster{t: t, tp: TopicPartition{"rep", 0}, mgrs: map[int32]*Manager{},
 		down: map[int32]bool{}, fenced: map[int32]bool{}, epochs: map[int32]int64{}, partErrs: map[[2]int32]int{},
 		parked: map[[2]int32]int{}, closedFetchers: map[[2]int64]int{}, opening: map[int32]bool{}, canceled: map[int32]int{},
 		sessions: map[[2]int64]map[TopicPartition]FetchPartition{}}
 	for _, id := range ids {
-		m, err := New(Config{Dir: t.TempDir(), BrokerID: id, ReplicaLagTimeMaxMs: 200, Fetch: fetch})
+		m, err := New(Config{Dir: t.TempDir(), BrokerID: id, ReplicaLagTimeMaxMs: lagMs, Fetch: fetch})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -182,7 +182,10 @@ func TestLastStableOffsetAndAbortedTransactions(t *testing.T) {
 // replicates, so after a failover the new leader answers read_committed the
 // same way.
 func TestLastStableOffsetWaitsForMarkerCommitAndFailover(t *testing.T) {
-	c := newMemCluster(t, 1, 2)
+	// Broker 2 stays in the ISR while it is down for the marker (a 200 ms
+	// lag time under load let the leader shrink it first, and the marker
+	// then committed at once: "hw 4 lso 4").
+	c := newMemClusterLag(t, FetchConfig{MaxWaitMs: 50, BackoffMs: 20}, true, 60_000, 1, 2)
 	st := PartitionState{TopicPartition: c.tp, TopicID: topicID, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1,
 		Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
 	c.publish(st)
