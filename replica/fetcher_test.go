@@ -53,19 +53,7 @@ func (l *scriptedLeader) Fetch(ctx context.Context, _ int32, req *FetchRequest) 
 	delete(l.sessions, req.ConnID) // back only after a good answer
 	l.mu.Unlock()
 	full := sess == nil
-	if full {
-		sess = map[TopicPartition]FetchPartition{}
-		for _, p := range req.Full() {
-			sess[p.TopicPartition] = p
-		}
-	} else {
-		for _, p := range req.Partitions {
-			sess[p.TopicPartition] = p
-		}
-		for _, tp := range req.Forgotten {
-			delete(sess, tp)
-		}
-	}
+	sess = sessionAfter(sess, req)
 	call := &fetchCall{req: req, full: full, session: maps.Clone(sess), reply: make(chan fetchReply, 1)}
 	select {
 	case l.calls <- call:
@@ -416,5 +404,35 @@ func TestFollowersReplicateWithoutSessions(t *testing.T) {
 	}
 	for _, id := range []int32{2, 3} {
 		eventually(t, fmt.Sprintf("follower %d high watermark", id), func() bool { return c.part(id).HighWatermark() == 3 })
+	}
+}
+
+// A leader's answer is untrusted: an answer naming a partition this fetcher
+// does not follow (or a topic id the transport could not name, which comes
+// as an empty topic) is dropped, and a partition answered twice in one
+// response is appended once: the second copy does not start at the log end
+// any more, and is refused rather than written after the first.
+func TestFetcherIgnoresAnswersNotAsked(t *testing.T) {
+	env := newFetchEnv(t, 2, 1000)
+	env.round("full")
+	stranger := records(0, 0, 2, 0)
+	stranger.TopicPartition = TopicPartition{"dirty", 99}
+	unnamed := records(0, 0, 2, 0)
+	unnamed.TopicPartition = TopicPartition{"", 0}
+	call := env.next("hostile answers")
+	off := call.session[TopicPartition{"dirty", 0}].FetchOffset
+	call.reply <- fetchReply{answers: []FetchedPartition{stranger, unnamed, records(0, off, 2, 0), records(0, off, 2, 0)}}
+	// The fetcher sends its next request only once it applied the answers;
+	// that request is checked against the real fetch state (next), and the
+	// logs hold exactly one copy.
+	env.round("after the hostile answers")
+	if end := env.parts[0].log.EndOffset(); end != off+2 {
+		t.Fatalf("partition 0 ends at %d after one batch of 2 answered twice, want %d", end, off+2)
+	}
+	if end := env.parts[1].log.EndOffset(); end != 0 {
+		t.Fatalf("partition 1 ends at %d, answered only under names it does not have", end)
+	}
+	if _, ok := env.m.Partition(TopicPartition{"dirty", 99}); ok {
+		t.Fatal("an answer for a partition not followed made the broker host it")
 	}
 }

@@ -327,19 +327,7 @@ func (f sessionFetchAs) Fetch(ctx context.Context, leader int32, req *FetchReque
 	f.mu.Lock()
 	sess := f.sessions[key]
 	f.mu.Unlock()
-	if sess == nil {
-		sess = map[TopicPartition]FetchPartition{}
-		for _, p := range req.Full() {
-			sess[p.TopicPartition] = p
-		}
-	} else {
-		for _, p := range req.Partitions {
-			sess[p.TopicPartition] = p
-		}
-		for _, tp := range req.Forgotten {
-			delete(sess, tp)
-		}
-	}
+	sess = sessionAfter(sess, req)
 	all := *req
 	all.Incremental, all.Partitions, all.Forgotten, all.Full = false, nil, nil, nil
 	for _, p := range sess {
@@ -761,4 +749,24 @@ func TestSessionOpeningFetchIsNotInterrupted(t *testing.T) {
 	if canceled != 0 {
 		t.Fatalf("%d session-opening fetches of broker 3 were canceled by a new partition", canceled)
 	}
+}
+
+// sessionAfter is what a leader holding sess (nil: none) holds after req, as
+// the broker's fetch sessions do: Full when there is none, else the
+// request's partitions added or replaced and its forgotten ones removed.
+func sessionAfter(sess map[TopicPartition]FetchPartition, req *FetchRequest) map[TopicPartition]FetchPartition {
+	if sess == nil {
+		sess = map[TopicPartition]FetchPartition{}
+		for _, p := range req.Full() {
+			sess[p.TopicPartition] = p
+		}
+		return sess
+	}
+	for _, p := range req.Partitions {
+		sess[p.TopicPartition] = p
+	}
+	for _, tp := range req.Forgotten {
+		delete(sess, tp)
+	}
+	return sess
 }
