@@ -71,8 +71,12 @@ func wantCodes(t *testing.T, what string, got, want map[string]int16) {
 // back moves leadership to it with one fenced write and a push, answered
 // once the receiving broker's cache shows it; each error code; unclean
 // election of an out-of-sync replica when no in-sync one is live.
-func TestMemElectLeaders(t *testing.T) {
-	c := newMemCluster(t, 1, 2, 3)
+func TestMemElectLeaders(t *testing.T) { electLeaders(t, newMemCluster(t, 1, 2, 3)) }
+
+// TestElectLeadersZk runs it on a real ZooKeeper.
+func TestElectLeadersZk(t *testing.T) { electLeaders(t, newZkCluster(t, 1, 2, 3)) }
+
+func electLeaders(t *testing.T, c *cluster) {
 	ctrl := c.controller()
 	c.converged()
 	var others []int32
