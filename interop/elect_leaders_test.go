@@ -27,7 +27,8 @@ type electEnv struct {
 // broker's controlled shutdown and restart, PREFERRED moves leadership of
 // a partition it is the first replica of back to it, and every broker's
 // Metadata shows it; asked again, ELECTION_NOT_NEEDED; an unknown
-// partition UNKNOWN_TOPIC_OR_PARTITION. A partition whose only in-sync
+// partition UNKNOWN_TOPIC_OR_PARTITION; every partition (null) reports
+// none. A partition whose only in-sync
 // replica is gone gets, with UNCLEAN, the out-of-sync replica that is
 // back.
 func TestElectLeadersFranz(t *testing.T) {
@@ -141,6 +142,17 @@ func electLeadersScenario(t *testing.T, e electEnv) {
 	}
 	if err := electOne(t, ctx, adm, kadm.ElectPreferredReplica, "preferred", 7); !errors.Is(err, kerr.UnknownTopicOrPartition) {
 		t.Fatalf("unknown partition: %v", err)
+	}
+	// Every partition (a null topic list): nothing needs an election, and
+	// partitions that need none are left out of the answer.
+	all, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for topic, ps := range all {
+		for p, r := range ps {
+			t.Errorf("every partition: %s-%d answered %v", topic, p, r.Err)
+		}
 	}
 
 	// UNCLEAN: "unclean" on {x, y}; y stops (the ISR is {x}), then x
