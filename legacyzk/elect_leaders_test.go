@@ -174,3 +174,46 @@ func mustTopicID(t *testing.T, b *Broker, name string) [16]byte {
 	}
 	return tp.ID()
 }
+
+// The pure election rules: PREFERRED only ever elects the first replica,
+// keeping the ISR and recovery state; UNCLEAN prefers a live ISR member
+// (keeping the recovery state) and only then takes the first live replica
+// alone, RECOVERING.
+func TestElectPreferredAndUnclean(t *testing.T) {
+	live := func(ids ...int32) func(int32) bool { return func(b int32) bool { return slices.Contains(ids, b) } }
+	cur := LeaderIsr{Leader: 2, LeaderEpoch: 4, ISR: []int32{2, 3}, ControllerEpoch: 1, ZkVersion: 9}
+	for _, tc := range []struct {
+		name     string
+		replicas []int32
+		cur      LeaderIsr
+		eligible func(int32) bool
+		unclean  bool
+		ok       bool
+		want     LeaderIsr
+	}{
+		{"preferred out of the ISR", []int32{1, 2, 3}, cur, live(1, 2, 3), false, false, cur},
+		{"preferred not live", []int32{3, 2, 1}, cur, live(1, 2), false, false, cur},
+		{"preferred back", []int32{3, 2, 1}, cur, live(1, 2, 3), false, true,
+			LeaderIsr{Leader: 3, LeaderEpoch: 5, ISR: []int32{2, 3}, ControllerEpoch: 7, ZkVersion: 9}},
+		{"unclean, a live ISR member", []int32{1, 3}, LeaderIsr{Leader: -1, LeaderEpoch: 4, ISR: []int32{3}, RecoveryState: 1, ZkVersion: 9},
+			live(1, 3), true, true, LeaderIsr{Leader: 3, LeaderEpoch: 5, ISR: []int32{3}, ControllerEpoch: 7, RecoveryState: 1, ZkVersion: 9}},
+		{"unclean, out of sync", []int32{1, 3}, LeaderIsr{Leader: -1, LeaderEpoch: 4, ISR: []int32{3}, ZkVersion: 9},
+			live(1), true, true, LeaderIsr{Leader: 1, LeaderEpoch: 5, ISR: []int32{1}, ControllerEpoch: 7, RecoveryState: 1, ZkVersion: 9}},
+		{"unclean, nobody live", []int32{1, 3}, LeaderIsr{Leader: -1, LeaderEpoch: 4, ISR: []int32{3}, ZkVersion: 9},
+			live(), true, false, LeaderIsr{Leader: -1, LeaderEpoch: 4, ISR: []int32{3}, ZkVersion: 9}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r electionResult
+			if tc.unclean {
+				r = electUnclean(tc.replicas, tc.cur, tc.eligible, 7)
+			} else {
+				r = electPreferred(tc.replicas, tc.cur, tc.eligible, 7)
+			}
+			if r.ok != tc.ok || (tc.ok && (r.state.Leader != tc.want.Leader || r.state.LeaderEpoch != tc.want.LeaderEpoch ||
+				!slices.Equal(r.state.ISR, tc.want.ISR) || r.state.ControllerEpoch != tc.want.ControllerEpoch ||
+				r.state.RecoveryState != tc.want.RecoveryState || r.state.ZkVersion != tc.want.ZkVersion)) {
+				t.Fatalf("got %+v ok=%v, want %+v ok=%v", r.state, r.ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
