@@ -85,9 +85,9 @@ forceSync=yes and --brokers broker processes) at each partition count, every nod
                in zk-legacy) and until it serves every partition with a leader
   join         a fresh broker (new id, empty directory) started: the same
   leaderchange one partition's leader change until every broker serves the
-               new leader (p50, p99): SIGTERM to a broker the bench added
-               that leads only that partition (kraftd serves no ElectLeaders
-               nor AlterPartitionReassignments); started again between samples
+               new leader (p50, p99): ElectLeaders (PREFERRED) moving it back
+               to a broker the bench added, shut down and started again once
+               before the samples
 The create scenario also reads each node's resident memory (VmRSS) before
 and after the partitions exist: bytes per partition in a broker and in the
 active controller (in zk-legacy, the controller broker).
@@ -373,16 +373,15 @@ func (b *comparison) progressf(format string, args ...any) {
 // (kraft) and 40 (zk-legacy) partitions created per second, per scenario
 // about 15 s in kraft and 25 s in zk-legacy (whose kill -9 and SIGSTOP
 // scenarios also wait out zookeeper.session.timeout.ms), and per leader
-// change sample a broker's restart, 1.5 s and 3 s; capped at --cap. A guess
-// to plan by, printed as one.
+// change sample a topic created and deleted and one election, 0.3 s and
+// 0.6 s; capped at --cap. A guess to plan by, printed as one.
 func expectedRun(o compareOptions, mode string, partitions int) time.Duration {
-	rate, perScenario, perLeaderChange := 50.0, 15*time.Second, 1500*time.Millisecond
+	rate, perScenario, perLeaderChange := 50.0, 15*time.Second, 300*time.Millisecond
 	if mode == string(app.ModeZKLegacy) {
-		rate, perScenario, perLeaderChange = 40, 25*time.Second, 3*time.Second
+		rate, perScenario, perLeaderChange = 40, 25*time.Second, 600*time.Millisecond
 	}
 	d := 10*time.Second + time.Duration(float64(partitions)/rate*float64(time.Second)) + time.Duration(len(o.scenarios))*perScenario
 	if slices.Contains(o.scenarios, "leaderchange") {
-		// Each sample restarts a broker.
 		d += time.Duration(o.samples) * perLeaderChange
 	}
 	return min(d, o.capPerRun)
@@ -2155,9 +2154,9 @@ var compareTables = []compareTable{
 		"a single change, request to visible on all brokers",
 		[]compareMetric{{key: "propagation_p50_ms", label: "p50"}, {key: "propagation_p99_ms", label: "p99"}}},
 	{"Metadata propagation of a leader change to every broker",
-		"a single leader change: kraftd serves neither ElectLeaders nor AlterPartitionReassignments, so the change is the controlled shutdown (SIGTERM) of a broker " +
-			"the bench added that leads one partition and hosts nothing else (kraft: a heartbeat asking to shut down, one PartitionChangeRecord; zk-legacy: ControlledShutdown, one state znode, " +
-			"LeaderAndIsr and UpdateMetadata), from the signal until every other broker's Metadata names the new leader; the broker is started again between samples",
+		"a single leader change: ElectLeaders (PREFERRED) moving one partition's leadership back to its first replica, a broker the bench added, shut down (SIGTERM) and started again once " +
+			"before the samples (kraft: forwarded to the controller, one PartitionChangeRecord; zk-legacy: sent to the controller broker, one state znode, LeaderAndIsr and UpdateMetadata), " +
+			"from the request until every broker's Metadata names the new leader",
 		[]compareMetric{{key: "leaderchange_p50_ms", label: "p50"}, {key: "leaderchange_p99_ms", label: "p99"}}},
 	{"Partition creation",
 		"CreateTopics of all partitions until every broker serves them with a leader (visible: brokers answer Metadata before they create the logs, in Kafka's order) " +

@@ -1,17 +1,13 @@
 package main
 
 // Scenario 4's second half: the propagation of one leader change to every
-// broker. kraftd serves neither ElectLeaders (API 43) nor
-// AlterPartitionReassignments (45) in either mode, so a client cannot move
-// one partition's leader on its own; the one request both modes serve that
-// moves exactly one leader is a controlled shutdown of a broker leading
-// exactly one partition (kraft: its BrokerHeartbeat with WantShutDown, the
-// controller writing one PartitionChangeRecord with its registration
-// change; zk-legacy: its ControlledShutdown, the controller writing one
-// partition state znode and sending LeaderAndIsr and UpdateMetadata). The
-// scenario adds a broker of its own that hosts nothing else, so that its
-// shutdown changes the leader of one partition and no other partition's
-// ISR.
+// broker, made as an operator makes it: ElectLeaders (API 43) with the
+// PREFERRED election type (kafka-leader-election.sh, or
+// kadm.Client.ElectLeaders), moving a partition's leadership back to its
+// preferred replica after that broker came back. kraft: the broker
+// forwards it, the controller writes one PartitionChangeRecord; zk-legacy:
+// the controller writes one partition state znode and sends LeaderAndIsr
+// and UpdateMetadata. Each sample touches one partition and no other.
 
 import (
 	"context"
@@ -30,80 +26,94 @@ import (
 // scenario changes, one per sample.
 const leaderChangeTopicPrefix = "bench-leader-"
 
-// leaderChange times --samples leader changes: each sample creates a
-// one-partition topic with replicas [x, a, b], x a broker the scenario
-// added that hosts only that partition, so x leads it; then SIGTERM to x
-// and, from the signal, until every other running broker's Metadata names
-// a leader other than x (a or b). x is then started again and the topic
-// deleted before the next sample, so each shutdown moves one leader and
-// touches no other partition. x stays in the cluster afterwards, hosting
-// nothing.
+// leaderChange times --samples leader changes. A broker x the scenario
+// adds (hosting nothing else) is the first replica of one one-partition
+// topic per sample, replicas [x, a, b], so x leads them all. x is shut down
+// (SIGTERM: its controlled shutdown moves every one of those leaderships
+// to a or b, untimed) and started again, and once it is back in every ISR
+// each sample sends one ElectLeaders (PREFERRED) for one of the partitions
+// and times, from the request, until every running broker's Metadata
+// names x as its leader. In zk-legacy the request goes to the controller
+// broker (where Kafka's clients send it); in kraft to a broker, which
+// forwards it. The topics are deleted at the end; x stays in the cluster,
+// hosting nothing.
 func (c *benchCluster) leaderChange(ctx context.Context, r *modeRun) error {
 	x, _, err := c.addBroker()
 	if err != nil {
 		return err
 	}
-	var samples []float64
-	prev := ""
-	last := time.Now()
-	for i := range c.o.samples {
-		if err := c.waitListed(ctx, x); err != nil {
-			return err
-		}
-		if prev != "" {
-			if err := c.deleteTopic(ctx, prev); err != nil {
-				return err
-			}
-		}
-		others := c.othersThan(x, len(c.dc.nodes))
-		if len(others) < 2 {
-			return errors.New("fewer than two brokers besides the one shut down")
-		}
-		topic := fmt.Sprintf("%s%d", leaderChangeTopicPrefix, i)
+	if err := c.waitListed(ctx, x); err != nil {
+		return err
+	}
+	others := c.othersThan(x, len(c.dc.nodes))
+	if len(others) < 2 {
+		return errors.New("fewer than two brokers besides the one shut down")
+	}
+	topics := make([]string, c.o.samples)
+	for i := range topics {
+		topics[i] = fmt.Sprintf("%s%d", leaderChangeTopicPrefix, i)
 		replicas := []int32{int32(x.id), others[i%len(others)], others[(i+1)%len(others)]}
-		if err := c.createLedTopic(ctx, topic, replicas); err != nil {
+		if err := c.createLedTopic(ctx, topics[i], replicas); err != nil {
 			return fmt.Errorf("sample %d: %w", i, err)
 		}
-		if c.dc.legacy() {
-			// A zk-legacy controller's shutdown would be a failover.
-			if id, _, err := c.activeController(ctx); err == nil && id == x.id {
-				return fmt.Errorf("broker %d, added for the leader change, became the controller", x.id)
-			}
+	}
+	if c.dc.legacy() {
+		// A zk-legacy controller's shutdown would be a failover.
+		if id, _, err := c.activeController(ctx); err == nil && id == x.id {
+			return fmt.Errorf("broker %d, added for the leader change, became the controller", x.id)
 		}
-		var witnesses []*devNode
-		for _, n := range c.running(c.brokers()) {
-			if n != x {
-				witnesses = append(witnesses, n)
-			}
-		}
-		moved := func(p kmsg.MetadataResponseTopicPartition) bool { return p.Leader >= 0 && p.Leader != int32(x.id) }
-		d, err := c.timeUntilServed(ctx, witnesses, topic, moved, func() error { return x.cmd.Process.Signal(syscall.SIGTERM) })
-		if err != nil {
-			return fmt.Errorf("sample %d, the leader of %s after SIGTERM to broker %d: %w", i, topic, x.id, err)
-		}
-		samples = append(samples, float64(d.Microseconds())/1000)
-		select {
-		case <-x.done:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if x.err != nil {
-			return fmt.Errorf("broker %d exited with %v after SIGTERM", x.id, x.err)
-		}
-		if time.Since(last) > 2*time.Second {
-			last = time.Now()
-			c.progress("%d of %d leader changes timed (last %v)", i+1, c.o.samples, d.Round(time.Millisecond))
-		}
-		prev = topic
-		if err := c.restart(x); err != nil {
-			return err
-		}
+	}
+	// Leadership moves away from x, then x comes back into every ISR.
+	if err := x.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	select {
+	case <-x.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if x.err != nil {
+		return fmt.Errorf("broker %d exited with %v after SIGTERM", x.id, x.err)
+	}
+	c.progress("broker %d shut down; starting it again", x.id)
+	if err := c.restart(x); err != nil {
+		return err
 	}
 	if err := c.waitListed(ctx, x); err != nil {
 		return err
 	}
-	if prev != "" {
-		if err := c.deleteTopic(ctx, prev); err != nil {
+	if err := c.waitLedElsewhere(ctx, topics, int32(x.id)); err != nil {
+		return err
+	}
+	var samples []float64
+	last := time.Now()
+	for i, topic := range topics {
+		bs := c.running(c.brokers())
+		to := bs[0].addr()
+		if c.dc.legacy() {
+			id, _, err := c.activeController(ctx)
+			if err != nil {
+				return err
+			}
+			n := c.node(id)
+			if n == nil {
+				return fmt.Errorf("the controller %d is not a node of the bench", id)
+			}
+			to = n.addr()
+		}
+		led := func(p kmsg.MetadataResponseTopicPartition) bool { return p.Leader == int32(x.id) }
+		d, err := c.timeUntilServed(ctx, bs, topic, led, func() error { return c.electPreferred(ctx, to, topic) })
+		if err != nil {
+			return fmt.Errorf("sample %d, %s back to broker %d: %w", i, topic, x.id, err)
+		}
+		samples = append(samples, float64(d.Microseconds())/1000)
+		if time.Since(last) > 2*time.Second {
+			last = time.Now()
+			c.progress("%d of %d leader changes timed (last %v)", i+1, c.o.samples, d.Round(time.Millisecond))
+		}
+	}
+	for _, topic := range topics {
+		if err := c.deleteTopic(ctx, topic); err != nil {
 			return err
 		}
 	}
@@ -113,6 +123,52 @@ func (c *benchCluster) leaderChange(ctx context.Context, r *modeRun) error {
 	r.set("leaderchange_p50_ms", quantile(sorted, 0.50))
 	r.set("leaderchange_p99_ms", quantile(sorted, 0.99))
 	return c.waitWhole(ctx)
+}
+
+// waitLedElsewhere waits until every running broker serves each of topics
+// with a leader other than x and a full ISR (3 replicas, x back in it).
+func (c *benchCluster) waitLedElsewhere(ctx context.Context, topics []string, x int32) error {
+	return poll(ctx, 5*time.Millisecond, func() (bool, error) {
+		for _, n := range c.running(c.brokers()) {
+			v, err := c.metadata(ctx, n.addr(), topics)
+			if err != nil {
+				return false, nil
+			}
+			for _, t := range topics {
+				ps := v.topics[t]
+				if len(ps) != 1 || ps[0].leader < 0 || ps[0].leader == x || ps[0].isr != 3 {
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
+}
+
+// electPreferred sends one ElectLeaders (PREFERRED) for partition 0 of
+// topic to addr; anything but success for it is an error.
+func (c *benchCluster) electPreferred(ctx context.Context, addr, topic string) error {
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	req := kmsg.NewPtrElectLeadersRequest()
+	req.SetVersion(-1)
+	req.TimeoutMillis = 60000
+	req.Topics = []kmsg.ElectLeadersRequestTopic{{Topic: topic, Partitions: []int32{0}}}
+	raw, err := c.cl.Request(rctx, addr, req)
+	if err != nil {
+		return err
+	}
+	resp := raw.(*kmsg.ElectLeadersResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return fmt.Errorf("ElectLeaders: %w", err)
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return fmt.Errorf("ElectLeaders: answer %+v", resp.Topics)
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); err != nil {
+		return fmt.Errorf("ElectLeaders %s-0: %w", topic, err)
+	}
+	return nil
 }
 
 // mergeSamples adds one scenario's raw samples to a run's.
