@@ -93,7 +93,9 @@ and after the partitions exist: bytes per partition in a broker and in the
 active controller (in zk-legacy, the controller broker).
 A mode that needs more than --cap at one size is stopped there and marked
 capped for that size and every larger one. Settings are the defaults except
-those given with --override (passed to every node of both modes and printed).
+those given with --override (passed to every node of both modes and printed);
+every node inherits the bench's environment, and a GOMEMLIMIT, GOGC or
+GOMAXPROCS there is printed with the settings too.
 --override kraftd.pprof.enable=true serves Go's profiles under /debug/pprof/
 on each node's loopback metrics listener (its port is in the node log's
 "serving metrics" line), e.g. for a goroutine dump during a fault; nothing
@@ -2091,6 +2093,14 @@ func benchSettings(o compareOptions) []string {
 			s += " (default)"
 		}
 		out = append(out, s)
+	}
+	// Every node inherits the bench's environment, so a Go runtime memory
+	// or GC setting there (an operator's heap setting, like a Kafka
+	// broker's -Xmx) changes every node's figures: print it.
+	for _, k := range []string{"GOMEMLIMIT", "GOGC", "GOMAXPROCS"} {
+		if v, ok := os.LookupEnv(k); ok {
+			out = append(out, fmt.Sprintf("%s=%s (environment of every node)", k, v))
+		}
 	}
 	out = append(out, "kraft: metadata log appends fsynced before they count (kraftd always does)",
 		"zk-legacy: "+zkSettings(o),

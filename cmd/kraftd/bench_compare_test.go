@@ -794,3 +794,19 @@ func TestBenchDrainExits(t *testing.T) {
 	}
 	stop()
 }
+
+// TestBenchSettingsNamesRuntimeEnv: a GOMEMLIMIT or GOGC in the bench's
+// environment reaches every node, so the printed settings must name it; a
+// setting left unset must not appear.
+func TestBenchSettingsNamesRuntimeEnv(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "6GiB")
+	t.Setenv("GOGC", "") // restored after the test
+	os.Unsetenv("GOGC")
+	got := strings.Join(benchSettings(compareOptions{brokers: 3, rf: 3, topicSize: 1000}), "\n")
+	if !strings.Contains(got, "GOMEMLIMIT=6GiB (environment of every node)") {
+		t.Errorf("settings do not name GOMEMLIMIT:\n%s", got)
+	}
+	if strings.Contains(got, "GOGC") {
+		t.Errorf("settings name an unset GOGC:\n%s", got)
+	}
+}
