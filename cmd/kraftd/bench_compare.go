@@ -274,6 +274,7 @@ func runBenchCompare(args []string, stdout io.Writer, stderr *os.File) int {
 			return report(stderr, exitError, err)
 		}
 	} else {
+		defer b.finishCleanup() // after the results below
 		b.run(ctx)
 	}
 	if o.assertShape {
@@ -390,11 +391,17 @@ func expectedRun(o compareOptions, mode string, partitions int) time.Duration {
 	return min(d, o.capPerRun)
 }
 
+// finishCleanup waits for the partition logs' removal and removes the
+// emptied data directory. At 1M partitions the removal of ~9M files takes
+// a quarter of an hour on this disk, so it runs after the results are
+// written, not before.
+func (b *comparison) finishCleanup() {
+	b.progressf("removing the partition logs under %s (results are written)", filepath.Join(b.o.out, "data"))
+	b.cleanup.Wait()
+	_ = os.Remove(filepath.Join(b.o.out, "data")) // only if empty
+}
+
 func (b *comparison) run(ctx context.Context) {
-	defer func() {
-		b.cleanup.Wait()
-		_ = os.Remove(filepath.Join(b.o.out, "data")) // only if empty
-	}()
 	var expected time.Duration
 	for _, p := range b.o.partitions {
 		for _, mode := range b.o.modes {
