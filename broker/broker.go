@@ -65,6 +65,8 @@ func New(cfg Config) (*Broker, error) {
 	b.life.leadsNothing = func() bool { return b.Image().LeaderCount(cfg.NodeID) == 0 }
 	b.pub.onPublished = func(prev, next *image.Image) {
 		if controlledShutdownMoved(prev, next) {
+			b.log.Info("applied metadata that moves a controlled shutdown; heartbeat now",
+				zap.Int64("offset", next.Provenance().Offset))
 			b.life.heartbeatSoon()
 		}
 	}
