@@ -266,18 +266,27 @@ func (l *lockedRand) fill(p []byte) {
 	}
 }
 
-// controlledShutdownMoved reports whether next, against prev, marks a broker
-// in controlled shutdown or moves the last leadership off one that is: what
-// the active controller waits for every active broker to have applied
-// before it lets a shutting-down broker go (see lifecycle.heartbeatSoon).
+// controlledShutdownMoved reports whether next, applied after prev, may
+// carry part of another broker's controlled shutdown: some broker is in
+// controlled shutdown and not fenced yet in next. The active controller
+// lets that broker go only once every active broker reported an offset at
+// or past the last record of its leadership moves and ISR removals
+// (Kafka's BrokerHeartbeatManager: controlledShutdownOffset against
+// lowestActiveOffset), and this broker cannot tell which applied image
+// holds that record, so it reports each one at once (see
+// lifecycle.heartbeatSoon). It used to report only the mark and the image
+// that moved the last leadership: the ISR removals committed after it (at
+// 100k partitions the moves span several batches, and a broker's last
+// leadership need not be in the last of them) then waited for the next
+// regular heartbeat, up to heartbeat.interval.ms (2 s), of every active
+// broker. A fenced broker keeps its InControlledShutdown flag until it
+// registers again but needs nothing more, so it asks for nothing.
 func controlledShutdownMoved(prev, next *image.Image) bool {
+	if prev == next {
+		return false
+	}
 	for _, b := range next.Brokers() {
-		if !b.InControlledShutdown {
-			continue
-		}
-		p, ok := prev.Broker(b.ID)
-		if !ok || !p.InControlledShutdown ||
-			next.LeaderCount(b.ID) == 0 && prev.LeaderCount(b.ID) > 0 {
+		if b.InControlledShutdown && !b.Fenced {
 			return true
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/kraftd/kraftd/metadata/image"
 	"github.com/kraftd/kraftd/metadata/records"
 	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/quorum"
@@ -339,5 +340,61 @@ func TestRegistrationRetriesAtOnceOnNewLeader(t *testing.T) {
 	}
 	if wait := failed[0].ContextMap()["backoff"]; wait != time.Duration(0) {
 		t.Errorf("after NOT_CONTROLLER with the leader known meanwhile: waited %v, want 0", wait)
+	}
+}
+
+// TestControlledShutdownMovedEveryImage: while another broker is in
+// controlled shutdown and not fenced, every image applied is one to report
+// at once (controlledShutdownMoved), the ISR removals committed after its
+// last leadership moved included: the controller waits for every active
+// broker to report the last record of the shutdown's moves, and those
+// removals used to wait for the next regular heartbeat (2 s). Before the
+// mark and once the broker is fenced (its InControlledShutdown flag stays
+// until it registers again), no image is.
+func TestControlledShutdownMovedEveryImage(t *testing.T) {
+	topic := uuid(9)
+	offset := int64(100) // past testImage's
+	apply := func(prev *image.Image, msgs ...records.Message) *image.Image {
+		t.Helper()
+		d := image.NewDelta(prev)
+		for _, m := range msgs {
+			offset++
+			if err := d.Replay(offset, 1, records.Record{Version: versionFor(m), Message: m}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d.Apply()
+	}
+	change := func(p, leader int32, isr ...int32) *records.PartitionChangeRecord {
+		r := records.NewPartitionChangeRecord()
+		r.TopicID, r.PartitionID, r.Leader, r.ISR = topic, p, leader, isr
+		return r
+	}
+	base := testImage(t, brokerRecord(1, 10, false, nil), brokerRecord(2, 11, false, nil), brokerRecord(3, 12, false, nil),
+		topicRecord("a", topic), partitionRecord(topic, 0, 2, []int32{2, 1, 3}, []int32{2, 1, 3}),
+		partitionRecord(topic, 1, 1, []int32{1, 2, 3}, []int32{1, 2, 3}))
+	steady := apply(base, change(0, records.NoLeaderChange, 2, 1))
+	marked := apply(steady, &records.BrokerRegistrationChangeRecord{BrokerID: 2, BrokerEpoch: 11, InControlledShutdown: 1})
+	lastLeadership := apply(marked, change(0, 1, 1, 3))
+	isrRemoval := apply(lastLeadership, change(1, records.NoLeaderChange, 1, 3))
+	fenced := apply(isrRemoval, &records.BrokerRegistrationChangeRecord{BrokerID: 2, BrokerEpoch: 11, Fenced: records.FenceChangeFence})
+	later := apply(fenced, change(1, records.NoLeaderChange, 1))
+	for _, tc := range []struct {
+		name       string
+		prev, next *image.Image
+		want       bool
+	}{
+		{"no broker in controlled shutdown", base, steady, false},
+		{"the mark", steady, marked, true},
+		{"its last leadership moved", marked, lastLeadership, true},
+		{"an ISR removal after its last leadership moved", lastLeadership, isrRemoval, true},
+		{"the moves applied as one sync", steady, isrRemoval, true},
+		{"the same image", isrRemoval, isrRemoval, false},
+		{"it is fenced", isrRemoval, fenced, false},
+		{"after its fencing", fenced, later, false},
+	} {
+		if got := controlledShutdownMoved(tc.prev, tc.next); got != tc.want {
+			t.Errorf("%s: controlledShutdownMoved %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
