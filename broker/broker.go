@@ -63,6 +63,17 @@ func New(cfg Config) (*Broker, error) {
 	b.pub.now = b.cfg.Now
 	b.life = newLifecycle(&b.cfg, b.ch, b.rnd, b.pub.appliedOffset.Load)
 	b.life.leadsNothing = func() bool { return b.Image().LeaderCount(cfg.NodeID) == 0 }
+	// A broker in controlled shutdown whose image comes to show it leads
+	// nothing asks again at once: the controller's answer to its last
+	// heartbeat may have come before that image (its own publish of the
+	// moves runs behind their commit), and it then slept a whole
+	// heartbeat interval (2 s) before asking at the 50 ms pace
+	// (lifecycle.onHeartbeat), however soon the other brokers reported.
+	b.pub.onVisible = func(img *image.Image) {
+		if b.life.State() == StatePendingControlledShutdown && img.LeaderCount(cfg.NodeID) == 0 {
+			b.life.heartbeatSoon()
+		}
+	}
 	b.pub.onPublished = func(prev, next *image.Image) {
 		if controlledShutdownMoved(prev, next) {
 			b.log.Info("applied metadata that moves a controlled shutdown; heartbeat now",

@@ -250,6 +250,67 @@ func TestHeartbeatSoonOnControlledShutdown(t *testing.T) {
 	})
 }
 
+// TestControlledShutdownAsksAtOnceWhenItLeadsNothing: a broker in controlled
+// shutdown whose heartbeat was answered "not yet" while its image still
+// showed it leading a partition (the controller's moves commit before the
+// broker publishes them) sleeps a heartbeat interval; the publish that shows
+// it leads nothing wakes it, and it asks at once. Before, it asked only at
+// the end of the interval (2 s by default; 60 s here, so the wait for the
+// next heartbeat times out after 5 s without the wake).
+func TestControlledShutdownAsksAtOnceWhenItLeadsNothing(t *testing.T) {
+	h, _, active := lifecycleHarness(t, func(c *Config) { c.HeartbeatIntervalMs = 60000 })
+	if err := h.b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h.b, StateRunning)
+	topic := uuid(7)
+	active.mu.Lock()
+	active.commitLocked(brokerRecord(2, 7, false, nil, ep("PLAINTEXT", 9999)), topicRecord("led", topic),
+		partitionRecord(topic, 0, 1, []int32{1, 2}, []int32{1, 2}))
+	active.holdShutdown = true
+	active.mu.Unlock()
+	asks := func() int {
+		n := 0
+		for _, hb := range active.heartbeats {
+			if hb.WantShutdown {
+				n++
+			}
+		}
+		return n
+	}
+	answered := h.b.life.heartbeats.Load()
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.b.Stop(context.Background()) }()
+	// The first "not yet" brings a second ask 50 ms later; answered while
+	// the broker still leads its partition, that one is followed by the
+	// interval. The moves commit only once the broker took that answer
+	// (onHeartbeat runs right after the count; the sleep covers it), or
+	// it would see them and ask again without the wake.
+	active.waitFor("two heartbeats asking to shut down", func() bool { return asks() >= 2 })
+	for h.b.life.heartbeats.Load() < answered+2 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	active.mu.Lock()
+	before := asks()
+	change := records.NewPartitionChangeRecord()
+	change.TopicID, change.PartitionID, change.Leader, change.ISR = topic, 0, 2, []int32{2}
+	active.commitLocked(change)
+	active.mu.Unlock()
+	active.waitFor("an ask once the image shows it leads nothing", func() bool { return asks() > before })
+	active.mu.Lock()
+	active.holdShutdown = false
+	active.mu.Unlock()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Stop did not return once the controller let the broker go")
+	}
+}
+
 // TestHeartbeatBackoffWithoutController: heartbeats that no controller takes
 // (NOT_CONTROLLER while the new one is being elected, a refused connection
 // to the killed one) are retried within a second however many fail, as

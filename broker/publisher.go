@@ -68,6 +68,10 @@ type publisher struct {
 	// goroutine with the same pair once handlers (and
 	// appliedOffset) see the new one; it must not block.
 	onPublished func(prev, next *image.Image)
+	// onVisible, if set before run starts, is called on the publisher
+	// goroutine with each image as soon as handlers see it, before the
+	// replica manager follows it; it must not block.
+	onVisible func(next *image.Image)
 
 	// now is the wall clock of the stage timings (slowPublishMs).
 	now func() time.Time
@@ -329,6 +333,9 @@ func (p *publisher) openDelta() *image.Delta {
 func (p *publisher) publish(img *image.Image) {
 	p.cur.Store(img)
 	p.logSlow(img.Provenance(), p.now())
+	if p.onVisible != nil {
+		p.onVisible(img)
+	}
 	p.toSync.Store(img)
 	select {
 	case p.syncWake <- struct{}{}:
