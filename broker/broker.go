@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -191,14 +192,22 @@ func (b *Broker) Stop(ctx context.Context) error {
 	started := b.started
 	b.mu.Unlock()
 	var err error
+	start := time.Now()
+	released, replicationStopped := start, start
 	if started {
 		err = b.controlledShutdown(ctx)
+		released = time.Now()
 		b.stopReplication()
+		replicationStopped = time.Now()
 	}
 	b.cancel()
 	b.api.Close()
-	b.wg.Wait()
+	b.wg.Wait() // the replica goroutine finishes the sync under way
 	b.ch.close()
+	ms := func(a, b time.Time) float64 { return float64(b.Sub(a).Microseconds()) / 1000 }
+	b.log.Info("broker stopped", zap.Float64("released_ms", ms(start, released)),
+		zap.Float64("replication_stop_ms", ms(released, replicationStopped)),
+		zap.Float64("goroutines_ms", ms(replicationStopped, time.Now())))
 	return err
 }
 
