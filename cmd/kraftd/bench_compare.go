@@ -78,8 +78,12 @@ forceSync=yes and --brokers broker processes) at each partition count, every nod
   brokerpause  the same with SIGSTOP, SIGCONT afterwards (and how long until
                the cluster is whole again)
   shutdown     SIGTERM of the broker leading the most partitions: until it
-               exits, and the longest time one of its partitions had no other
-               leader visible to clients; with the producer's gap as for loss
+               may exit (kraft: the controller's heartbeat answer with
+               ShouldShutdown, SHUTDOWN_NOW, reached it; zk-legacy: the
+               controller answered ControlledShutdown with no partition
+               remaining; from its node log), until the process exits, and
+               the longest time one of its partitions had no other leader
+               visible to clients; with the producer's gap as for loss
   restart      a broker stopped (SIGTERM) and started again: from its start
                until another broker lists it (unfenced in kraft, registered
                in zk-legacy) and until it serves every partition with a leader
@@ -481,6 +485,7 @@ func (b *comparison) runOne(ctx context.Context, r *modeRun) error {
 		return err
 	}
 	defer func() { c.stop(ctx.Err() != nil) }()
+	c.logs = sink
 	if c.zk != nil {
 		if v := zkVersion(c.zk.Servers[0].Addr); v != "" {
 			b.rep.Versions["zookeeper"] = v
@@ -533,6 +538,9 @@ type benchCluster struct {
 	zk       *zkserver.Ensemble
 	cl       *protocol.Client
 	progress func(format string, args ...any)
+	// logs is the run's node log sink (nil in tests that start a cluster
+	// of their own): the controlled shutdown reads its "may exit" times.
+	logs *benchLogSink
 	// stopDrain ends drainExits once every node stopped (nil before).
 	stopDrain func()
 	// forgotID is the highest id of a joining broker forgotten after its
@@ -1690,6 +1698,8 @@ type leaderMove struct {
 	led, movable          int
 	firstMoved, lastMoved time.Duration
 	exited                time.Duration
+	// signaled is when the signal was sent, the start of every duration.
+	signaled time.Time
 }
 
 // busiestBroker is the running broker leading the most partitions, never
@@ -1818,6 +1828,7 @@ func (c *benchCluster) moveLeaders(ctx context.Context, victim *devNode, v broke
 	}
 	c.progress("%s to broker %d, leader of %d partitions (%d with another in-sync replica)", signalName(sig), victim.id, m.led, m.movable)
 	start := time.Now()
+	m.signaled = start
 	if err := victim.cmd.Process.Signal(sig); err != nil {
 		return m, err
 	}
@@ -1900,10 +1911,12 @@ func (c *benchCluster) brokerFault(ctx context.Context, r *modeRun, sig syscall.
 }
 
 // controlledShutdown sends SIGTERM to the busiest broker and times, from
-// the signal, its exit and the longest a partition it led went without
-// another leader in a surviving broker's Metadata, with the steady
-// producer's gap on a partition it led; then it starts the broker again and
-// waits until the cluster is whole.
+// the signal, until it may exit (its node log's line, see isMayExit: the
+// controller is done with it), until it exits (its own close of every log
+// besides) and the longest a partition it led went without another leader
+// in a surviving broker's Metadata, with the steady producer's gap on a
+// partition it led; then it starts the broker again and waits until the
+// cluster is whole.
 func (c *benchCluster) controlledShutdown(ctx context.Context, r *modeRun) error {
 	m, g, err := c.brokerFault(ctx, r, syscall.SIGTERM, true, "shutdown", "shutdown_")
 	if err != nil {
@@ -1913,6 +1926,13 @@ func (c *benchCluster) controlledShutdown(ctx context.Context, r *modeRun) error
 		return fmt.Errorf("broker %d exited with %v after SIGTERM", m.victim.id, m.victim.err)
 	}
 	r.set("shutdown_led_partitions", float64(m.led))
+	if c.logs != nil {
+		if at, ok := c.logs.mayExitAt(m.victim.id, m.signaled); ok {
+			r.setDuration("shutdown_may_exit_ms", max(at.Sub(m.signaled), 0))
+		} else {
+			r.Note += fmt.Sprintf("broker %d logged no line saying it may exit its controlled shutdown (kraft: SHUTTING_DOWN; zk-legacy: controlled shutdown succeeded): it shut down without the controller's leave. ", m.victim.id)
+		}
+	}
 	r.setDuration("shutdown_exit_ms", m.exited)
 	r.setDuration("shutdown_leaderless_max_ms", m.lastMoved)
 	// The scenarios after this one want the whole cluster.
@@ -2164,7 +2184,8 @@ var compareTables = []compareTable{
 	{"Controlled shutdown (SIGTERM of the broker leading the most partitions)",
 		"anchor: Confluent's 2M-partition figures, 135 s with ZooKeeper vs 32 s with KRaft. " +
 			"It runs before the other faults, so the broker leads about 1/brokers of the partitions (a third with 3 brokers; the bench's own topics included); the producer writes to a partition it led",
-		[]compareMetric{{key: "shutdown_exit_ms", label: "until the process exits"},
+		[]compareMetric{{key: "shutdown_may_exit_ms", label: "until it may exit (kraft: the controller's SHUTDOWN_NOW; zk-legacy: ControlledShutdown answered, none remaining)"},
+			{key: "shutdown_exit_ms", label: "until the process exits (its own close of every log besides)"},
 			{key: "shutdown_leaderless_max_ms", label: "longest a led partition had no other leader"},
 			{key: "shutdown_producer_gap_ms", label: "longest gap, steady acks=all producer on a partition it led"},
 			{key: "shutdown_led_partitions", label: "partitions it led", count: true}}},
