@@ -11,7 +11,7 @@ import (
 // ApiVersions: v0-v5, answered by the protocol package; the broker only
 // decorates the answer (Kafka's DefaultApiVersionManager):
 //   - forwarded APIs (CreateTopics, DeleteTopics, CreatePartitions,
-//     DescribeQuorum) advertise at most the active controller's max, once a
+//     ElectLeaders, DescribeQuorum) advertise at most the active controller's max, once a
 //     controller has been contacted, so a client never picks a version the
 //     controller cannot take (KIP-590);
 //   - SupportedFeatures (v3+, tag 0): the metadata.version range this broker

@@ -37,6 +37,7 @@ type Admin interface {
 	CreateTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) (*kmsg.CreateTopicsResponse, error)
 	DeleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest) (*kmsg.DeleteTopicsResponse, error)
 	CreatePartitions(ctx context.Context, req *kmsg.CreatePartitionsRequest) (*kmsg.CreatePartitionsResponse, error)
+	ElectLeaders(ctx context.Context, req *kmsg.ElectLeadersRequest) (*kmsg.ElectLeadersResponse, error)
 }
 
 // StaticConfig is one static broker setting shown by DescribeConfigs for
@@ -173,7 +174,7 @@ func (c *ClientAPIConfig) validate() error {
 
 // ClientAPI answers the client APIs a broker serves from its metadata
 // (Metadata, DescribeCluster, DescribeConfigs) and hands admin requests
-// (CreateTopics, DeleteTopics, CreatePartitions) to its Admin. It is the
+// (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders) to its Admin. It is the
 // same code for KRaft brokers and for legacyzk brokers, so both modes look
 // alike to clients by construction.
 //
@@ -250,7 +251,8 @@ func (c *ClientAPI) Start() {
 
 // Register serves the client APIs on reg, the registry of a broker
 // listener: Metadata v0-13, CreateTopics v0-7, DeleteTopics v0-6,
-// DescribeConfigs v0-4, CreatePartitions v0-3, DescribeCluster v0-2; with a
+// DescribeConfigs v0-4, CreatePartitions v0-3, ElectLeaders v0-2,
+// DescribeCluster v0-2; with a
 // replica manager also Produce v3-11, Fetch v4-16, ListOffsets v1-8,
 // DeleteRecords v0-2, InitProducerId v0-4, OffsetForLeaderEpoch v0-4,
 // DescribeLogDirs v0-4, WriteTxnMarkers v0-1 and DescribeProducers v0; with the group coordinator (a replica manager and
@@ -331,6 +333,7 @@ var clientAPIs = []struct {
 	{20, 0, 6, needsNothing, func(c *ClientAPI) protocol.Handler { return c.handleDeleteTopics }},
 	{32, 0, 4, needsNothing, func(c *ClientAPI) protocol.Handler { return c.handleDescribeConfigs }},
 	{37, 0, 3, needsNothing, func(c *ClientAPI) protocol.Handler { return c.handleCreatePartitions }},
+	{43, 0, 2, needsNothing, func(c *ClientAPI) protocol.Handler { return c.handleElectLeaders }},
 	{60, 0, 2, needsNothing, func(c *ClientAPI) protocol.Handler { return c.handleDescribeCluster }},
 }
 

@@ -62,6 +62,10 @@ func (a *recordingAdmin) CreatePartitions(context.Context, *kmsg.CreatePartition
 	return nil, a.err
 }
 
+func (a *recordingAdmin) ElectLeaders(context.Context, *kmsg.ElectLeadersRequest) (*kmsg.ElectLeadersResponse, error) {
+	return nil, a.err
+}
+
 // legacyImage is what a ZooKeeper-era cache could hold: brokers 1 and 2
 // unfenced on PLAINTEXT, topic foo with one partition led by 2.
 func legacyImage(t testing.TB) *image.Image {

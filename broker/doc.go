@@ -27,7 +27,8 @@
 //     Metadata (3), CreateTopics (19, forwarded), DeleteTopics (20,
 //     forwarded), InitProducerId (22), OffsetForLeaderEpoch (23),
 //     WriteTxnMarkers (27, from transaction coordinators), DescribeConfigs
-//     (32), CreatePartitions (37, forwarded), DescribeQuorum (55,
+//     (32), CreatePartitions (37, forwarded), ElectLeaders (43,
+//     forwarded), DescribeQuorum (55,
 //     forwarded), DescribeCluster (60), DescribeProducers (61), and
 //     ApiVersions decoration (18); with a replica manager the group APIs
 //     too: OffsetCommit (8), OffsetFetch (9), FindCoordinator (10), JoinGroup
@@ -58,10 +59,10 @@
 //     controller through the controller channel, and the image's broker
 //     registrations for ISR eligibility; Stop (after the controlled
 //     shutdown) and Kill stop them first.
-//   - ClientAPI (client_api.go): the handlers of keys 3, 19, 20, 32, 37 and
-//     60 as a value of their own, built from two small interfaces
+//   - ClientAPI (client_api.go): the handlers of keys 3, 19, 20, 32, 37, 43
+//     and 60 as a value of their own, built from two small interfaces
 //     (MetadataSource: an image; Admin: CreateTopics/DeleteTopics/
-//     CreatePartitions) and a ControllerID policy. A KRaft Broker is both
+//     CreatePartitions/ElectLeaders) and a ControllerID policy. A KRaft Broker is both
 //     interfaces itself (its admin calls forward to the controller); the
 //     ZooKeeper-era broker of package legacyzk is too (its admin calls write
 //     ZooKeeper), so both modes answer clients with the same code without

@@ -60,4 +60,4 @@ func (b *Broker) forward(ctx context.Context, body kmsg.Request, timeoutMs int32
 
 // forwardedApis are the keys whose advertised max is capped by the
 // controller's (ApiVersionsResponse.controllerApiVersions).
-var forwardedApis = []int16{19, 20, 33, 37, 44, 55, 57, 80, 81}
+var forwardedApis = []int16{19, 20, 33, 37, 43, 44, 55, 57, 80, 81}

@@ -63,15 +63,28 @@ func (a echoAdmin) CreatePartitions(_ context.Context, req *kmsg.CreatePartition
 	return resp, nil
 }
 
+func (a echoAdmin) ElectLeaders(_ context.Context, req *kmsg.ElectLeadersRequest) (*kmsg.ElectLeadersResponse, error) {
+	if a.fail {
+		return nil, errAdminFuzz
+	}
+	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewElectLeadersResponseTopic()
+		rt.Topic = t.Topic
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
 // FuzzClientAPI decodes arbitrary bytes as any client API request the
 // broker's ClientAPI serves (Metadata, CreateTopics, DeleteTopics,
-// DescribeConfigs, CreatePartitions, DescribeCluster), at any version its
+// DescribeConfigs, CreatePartitions, DescribeCluster, ElectLeaders), at any version its
 // registry accepts, and runs the registered handler against a cached image
 // (brokers 1 and 2, topic foo) with auto-creation on. Byte 0 picks the API,
 // byte 1 the version, byte 2 whether the admin fails; the rest is the body.
 // Invariants: no panic, and a decoded request gets an answer of its own kind.
 func FuzzClientAPI(f *testing.F) {
-	apis := []int16{3, 19, 20, 32, 37, 60}
+	apis := []int16{3, 19, 20, 32, 37, 60, 43}
 	seeds := clientAPISeeds(apis)
 	if *writeCorpus {
 		dir := filepath.Join("testdata", "fuzz", "FuzzClientAPI")
@@ -176,5 +189,9 @@ func clientAPISeeds(apis []int16) [][]byte {
 	dcl := kmsg.NewPtrDescribeClusterRequest()
 	dcl.Version = 1
 	out = append(out, in(dcl, false))
+	el := kmsg.NewPtrElectLeadersRequest()
+	el.Version, el.ElectionType = 2, 1
+	el.Topics = []kmsg.ElectLeadersRequestTopic{{Topic: "foo", Partitions: []int32{0, 0, -1}}}
+	out = append(out, in(el, false), in(el, true))
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kraftd/kraftd/cmd/kraftd/app"
@@ -53,6 +54,7 @@ var sweepOrder = []struct {
 	{44, sweepIncrementalAlterConfigs},
 	{33, sweepAlterConfigs},
 	{60, sweepDescribeCluster},
+	{43, sweepElectLeaders},
 	{55, sweepDescribeQuorum},
 	{57, sweepUpdateFeatures},
 	{80, sweepAddRaftVoter},
@@ -383,6 +385,35 @@ func sweepDescribeCluster(ctx context.Context, e *sweepEnv, v int16) error {
 	}
 	if v >= 1 && resp.EndpointType != 1 {
 		return fmt.Errorf("endpoint type %d, want 1 (brokers)", resp.EndpointType)
+	}
+	return nil
+}
+
+// sweepElectLeaders asks a preferred election for partition 0 of the sweep
+// topic (its only replica leads: ELECTION_NOT_NEEDED) and for a partition
+// that does not exist (UNKNOWN_TOPIC_OR_PARTITION).
+func sweepElectLeaders(ctx context.Context, e *sweepEnv, v int16) error {
+	req := kmsg.NewPtrElectLeadersRequest()
+	req.TimeoutMillis = 10000
+	req.Topics = []kmsg.ElectLeadersRequestTopic{{Topic: e.topic, Partitions: []int32{0, 999}}}
+	resp, err := request[*kmsg.ElectLeadersResponse](ctx, e, req, v)
+	if err != nil {
+		return err
+	}
+	if resp.ErrorCode != 0 {
+		return kafkaError(resp.ErrorCode, fmt.Errorf("ElectLeaders"))
+	}
+	if len(resp.Topics) != 1 || resp.Topics[0].Topic != e.topic || len(resp.Topics[0].Partitions) != 2 {
+		return fmt.Errorf("topics %+v", resp.Topics)
+	}
+	for _, p := range resp.Topics[0].Partitions {
+		want := kerr.ElectionNotNeeded.Code
+		if p.Partition == 999 {
+			want = kerr.UnknownTopicOrPartition.Code
+		}
+		if p.ErrorCode != want {
+			return fmt.Errorf("partition %d: error %d, want %d", p.Partition, p.ErrorCode, want)
+		}
 	}
 	return nil
 }

@@ -20,6 +20,7 @@
 //	broker.go        the legacy broker: registration, cache, accessors
 //	04_..07_*.go     push handlers (broker side) and ControlledShutdown
 //	56_*.go          AlterPartition on the controller
+//	43_*.go          ElectLeaders: the broker's side and the controller's
 //	data_plane.go    the broker's data plane: replica manager, topic
 //	                 configs, producer id blocks, replication transports
 //	admin.go         CreateTopics / DeleteTopics / CreatePartitions via ZK
@@ -132,7 +133,9 @@
 //
 // # What is not emulated
 //
-// Partition reassignment, preferred-leader election and auto-rebalance,
+// Partition reassignment, auto leader rebalance and the
+// /admin/preferred_replica_election znode (preferred and unclean election
+// are served through ElectLeaders, 43_elect_leaders.go),
 // /isr_change_notification (pre-2.7 ISR propagation; AlterPartition is
 // served), log-dir events, broker-level dynamic configs and AlterConfigs
 // (topic configs are read from /config/topics and /config/changes, which

@@ -389,6 +389,8 @@ func (c *core) dispatch(req kmsg.Request, nowMs int64) Result {
 		return c.allocateProducerIDs(r)
 	case *kmsg.AlterPartitionRequest:
 		return c.alterPartition(r)
+	case *kmsg.ElectLeadersRequest:
+		return c.electLeaders(r)
 	case *featureUpdate:
 		return c.updateFeatures(r)
 	}

@@ -48,7 +48,7 @@
 // That is for atomic operations (Kafka's ControllerResult.atomicOf). The
 // non-atomic ones (ControllerResult.of: what a BrokerHeartbeat writes,
 // controlled-shutdown moves and fencing included, the stale-session
-// fencing, UnregisterBroker, AlterPartition) are cut into plain batches
+// fencing, UnregisterBroker, AlterPartition, ElectLeaders) are cut into plain batches
 // with no markers, any metadata.version; each applies on its own once
 // committed, the response waits for the last. A leader change midway keeps
 // the committed part: the next active controller's heartbeat handling

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kraftd/kraftd/metadata/records"
@@ -117,6 +118,22 @@ func controllerSeeds(tb testing.TB) [][]byte {
 	dc := kmsg.NewPtrDescribeClusterRequest()
 	dc.Version, dc.EndpointType = 1, 2
 	add(dc)
+	// ElectLeaders: every partition (null), unclean with unknown and
+	// repeated names, an unknown election type, v0.
+	all := kmsg.NewPtrElectLeadersRequest()
+	all.Version = 2
+	add(all)
+	el := kmsg.NewPtrElectLeadersRequest()
+	el.Version, el.ElectionType = 2, 1
+	el.Topics = []kmsg.ElectLeadersRequestTopic{{Topic: "t", Partitions: []int32{0, 1, 1, 7, -1}}, {Topic: "nope", Partitions: []int32{0}}}
+	add(el)
+	bad := kmsg.NewPtrElectLeadersRequest()
+	bad.Version, bad.ElectionType = 1, 9
+	bad.Topics = []kmsg.ElectLeadersRequestTopic{{Topic: "t", Partitions: []int32{2}}}
+	add(bad)
+	v0 := kmsg.NewPtrElectLeadersRequest()
+	v0.Topics = []kmsg.ElectLeadersRequestTopic{{Topic: "t", Partitions: []int32{0}}}
+	add(v0)
 	return seeds
 }
 
@@ -192,7 +209,7 @@ func checkWritten(t *testing.T, req kmsg.Request, written int) {
 		validateOnly = r.ValidateOnly
 	case *kmsg.CreatePartitionsRequest:
 		validateOnly = r.ValidateOnly
-	case *kmsg.DeleteTopicsRequest:
+	case *kmsg.DeleteTopicsRequest, *kmsg.ElectLeadersRequest:
 	default:
 		return
 	}
@@ -219,6 +236,17 @@ func checkTopicsAnswered(t *testing.T, req kmsg.Request, resp kmsg.Response) {
 			asked = append(asked, x.Topic)
 		}
 		for _, x := range resp.(*kmsg.CreatePartitionsResponse).Topics {
+			answered = append(answered, x.Topic)
+		}
+	case *kmsg.ElectLeadersRequest:
+		er := resp.(*kmsg.ElectLeadersResponse)
+		if r.Topics == nil || er.ErrorCode == kerr.PolicyViolation.Code {
+			return // every topic, or refused before looking (top-level error only)
+		}
+		for _, x := range r.Topics {
+			asked = append(asked, x.Topic)
+		}
+		for _, x := range er.Topics {
 			answered = append(answered, x.Topic)
 		}
 	default:

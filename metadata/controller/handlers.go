@@ -25,6 +25,7 @@ var servedAPIs = []apiRange{
 	{63, 0, 1}, // BrokerHeartbeat
 	{64, 0, 0}, // UnregisterBroker
 	{67, 0, 0}, // AllocateProducerIds
+	{43, 0, 2}, // ElectLeaders (last: fuzz corpus files pick an API by its index here)
 }
 
 // RegisterHandlers serves the controller APIs on reg (the CONTROLLER

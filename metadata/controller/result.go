@@ -221,6 +221,8 @@ func errorResponseMessage(req kmsg.Request, code int16, msg *string) kmsg.Respon
 			rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = res.ResourceType, res.ResourceName, code, msg
 			r.Resources = append(r.Resources, rr)
 		}
+	case *kmsg.ElectLeadersResponse:
+		electLeadersErrors(req.(*kmsg.ElectLeadersRequest), r, code, msg)
 	case *kmsg.CreatePartitionsResponse:
 		for _, t := range req.(*kmsg.CreatePartitionsRequest).Topics {
 			rt := kmsg.NewCreatePartitionsResponseTopic()
@@ -229,6 +231,30 @@ func errorResponseMessage(req kmsg.Request, code int16, msg *string) kmsg.Respon
 		}
 	}
 	return resp
+}
+
+// maxElectErrorEntries bounds the per-partition results of an ElectLeaders
+// error answer: a request naming more topic and partition entries is
+// answered with the top-level error code only (v1+), so an answer never
+// grows ten times larger than a hostile request that was not even looked at.
+const maxElectErrorEntries = 100_000
+
+// electLeadersErrors is Kafka's ElectLeadersRequest.getErrorResponse: the
+// top-level code and, for each partition named, code and msg (none for a
+// null topic list, nor past maxElectErrorEntries).
+func electLeadersErrors(req *kmsg.ElectLeadersRequest, r *kmsg.ElectLeadersResponse, code int16, msg *string) {
+	r.ErrorCode = code
+	if electLeadersEntries(req) > maxElectErrorEntries {
+		return
+	}
+	for _, t := range req.Topics {
+		rt := kmsg.NewElectLeadersResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rt.Partitions = append(rt.Partitions, partitionResult(p, code, msg))
+		}
+		r.Topics = append(r.Topics, rt)
+	}
 }
 
 func deleteTopicsErrors(req *kmsg.DeleteTopicsRequest, r *kmsg.DeleteTopicsResponse, code int16) {

@@ -30,6 +30,7 @@ import (
 //	incremental-alter-configs, alter-configs: see transcript_configs_test.go
 //	allocate-pids id=N [epoch=N]
 //	describe-cluster [type=N] [v=N]
+//	elect-leaders [type=N] [v=N] [all]   input: NAME P,P,... (all: a null topic list)
 //	advance ms=N             move the clock and run the periodic duties
 //	clock ms=N               move the clock only
 //	image                    the committed image, as a broker replaying the log would publish it
@@ -133,6 +134,8 @@ func (e *env) buildRequest(tc *testCase) kmsg.Request {
 		return req
 	case "alter-partition":
 		return e.alterPartitionRequest(tc)
+	case "elect-leaders":
+		return e.electLeadersRequest(tc)
 	case "describe-cluster":
 		req := kmsg.NewPtrDescribeClusterRequest()
 		req.Version = int16(atoi(e.t, tc.arg("v", "1")))
@@ -341,6 +344,18 @@ func formatResponse(r kmsg.Response) string {
 				b.WriteString("\n")
 			}
 		}
+	case *kmsg.ElectLeadersResponse:
+		fmt.Fprintf(&b, "ElectLeaders: error=%s\n", errName(r.ErrorCode))
+		for _, t := range r.Topics {
+			fmt.Fprintf(&b, "  %s:", t.Topic)
+			if len(t.Partitions) == 0 {
+				b.WriteString(" (none)")
+			}
+			b.WriteString("\n")
+			for _, p := range t.Partitions {
+				fmt.Fprintf(&b, "    %d: error=%s%s\n", p.Partition, errName(p.ErrorCode), msg(p.ErrorMessage))
+			}
+		}
 	case *kmsg.DescribeClusterResponse:
 		fmt.Fprintf(&b, "DescribeCluster: error=%s%s cluster=%s controller=%d type=%d\n",
 			errName(r.ErrorCode), msg(r.ErrorMessage), r.ClusterID, r.ControllerID, r.EndpointType)
@@ -462,4 +477,23 @@ func idIfSet(id [16]byte) string {
 		return ""
 	}
 	return "(" + records.UUID(id).String() + ")"
+}
+
+// electLeadersRequest: elect-leaders [type=N] [v=N] [all]; input lines
+// NAME P,P,... name the partitions (all sends a null topic list).
+func (e *env) electLeadersRequest(tc *testCase) kmsg.Request {
+	req := kmsg.NewPtrElectLeadersRequest()
+	req.Version = int16(atoi(e.t, tc.arg("v", "2")))
+	req.ElectionType = int8(atoi(e.t, tc.arg("type", "0")))
+	if tc.has("all") {
+		return req
+	}
+	req.Topics = []kmsg.ElectLeadersRequestTopic{}
+	for _, line := range tc.input {
+		name, parts, _ := strings.Cut(strings.TrimSpace(line), " ")
+		rt := kmsg.NewElectLeadersRequestTopic()
+		rt.Topic, rt.Partitions = name, int32s(e.t, parts)
+		req.Topics = append(req.Topics, rt)
+	}
+	return req
 }
