@@ -1287,17 +1287,26 @@ func (c *benchCluster) timePropagation(ctx context.Context, bs []*devNode, topic
 // passing ok. Each broker is polled by a goroutine of its own, on a
 // connection of its own, started before the change: polled one after
 // another, a round of six Metadata requests on a loaded machine took
-// several milliseconds, which the samples then included.
+// several milliseconds, which the samples then included. The connections
+// are opened (dial and ApiVersions) before the clock starts, so that their
+// setup on every broker does not run beside the change it measures, nor
+// delay the first poll.
 func (c *benchCluster) timeUntilServed(ctx context.Context, bs []*devNode, topic string, ok func(kmsg.MetadataResponseTopicPartition) bool, change func() error) (time.Duration, error) {
 	pctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	seen := make([]time.Time, len(bs))
+	pollers := make([]*protocol.Client, len(bs))
 	var wg sync.WaitGroup
+	for j, n := range bs {
+		pollers[j] = protocol.NewClient(protocol.ClientConfig{ClientID: "kraftd-bench-poll"})
+		defer pollers[j].Close()
+		wg.Go(func() { _, _ = pollers[j].PeerVersions(pctx, n.addr()) }) // a failure is retried by the first poll
+	}
+	wg.Wait()
 	start := time.Now()
 	for j, n := range bs {
 		wg.Go(func() {
-			cl := protocol.NewClient(protocol.ClientConfig{ClientID: "kraftd-bench-poll"})
-			defer cl.Close()
+			cl := pollers[j]
 			pace := time.NewTicker(propagationPace)
 			defer pace.Stop()
 			for pctx.Err() == nil {
