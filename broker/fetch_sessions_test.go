@@ -158,15 +158,7 @@ func TestFetchSessionCacheEviction(t *testing.T) {
 	if second := open(2, false, 0); first == 0 || second != 0 || fc.partitions != 2 {
 		t.Fatalf("sessions of 2 and 2 partitions under a bound of 3: %d %d, %d cached", first, second, fc.partitions)
 	}
-	grow := kmsg.NewPtrFetchRequest()
-	grow.SetVersion(12)
-	grow.SessionID, grow.SessionEpoch = first, 1
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = "u"
-	rt.Partitions = make([]kmsg.FetchRequestTopicPartition, 2)
-	rt.Partitions[1].Partition = 1
-	grow.Topics = []kmsg.FetchRequestTopic{rt}
-	if fctx := fc.newContext(grow, 0); !fctx.full || fctx.session != nil || len(fc.sessions) != 0 || fc.partitions != 0 {
+	if fctx := fc.newContext(growFetch(first, "u"), 0); !fctx.full || fctx.session != nil || len(fc.sessions) != 0 || fc.partitions != 0 {
 		t.Fatalf("a session grown past the bound: %+v, %d sessions, %d cached", fctx, len(fc.sessions), fc.partitions)
 	}
 	if off := newFetchSessionCache(0, func() int32 { return 1 }); off.maxSlots != 0 {
@@ -238,16 +230,22 @@ func TestFetchSessionCacheEvictsIdleForPartitionBound(t *testing.T) {
 	fc.maxPartitions = 5
 	idle := openSession(fc, "t", 2, true, 0)
 	growing := openSession(fc, "u", 2, true, 0)
-	grow := kmsg.NewPtrFetchRequest()
-	grow.SetVersion(12)
-	grow.SessionID, grow.SessionEpoch = growing, 1
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = "v"
-	rt.Partitions = make([]kmsg.FetchRequestTopicPartition, 2)
-	rt.Partitions[1].Partition = 1
-	grow.Topics = []kmsg.FetchRequestTopic{rt}
-	fctx := fc.newContext(grow, followerSessionIdleMs+1)
+	fctx := fc.newContext(growFetch(growing, "v"), followerSessionIdleMs+1)
 	if fctx.full || fctx.session == nil || fc.sessions[idle] != nil || fc.sessions[growing] == nil || fc.partitions != 4 {
 		t.Fatalf("a session grown past the bound beside an idle one: %+v, sessions %v, %d cached", fctx, fc.sessions, fc.partitions)
 	}
+}
+
+// growFetch is an incremental fetch (epoch 1) in session id adding
+// partitions 0 and 1 of topic.
+func growFetch(id int32, topic string) *kmsg.FetchRequest {
+	grow := kmsg.NewPtrFetchRequest()
+	grow.SetVersion(12)
+	grow.SessionID, grow.SessionEpoch = id, 1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	rt.Partitions = make([]kmsg.FetchRequestTopicPartition, 2)
+	rt.Partitions[1].Partition = 1
+	grow.Topics = []kmsg.FetchRequestTopic{rt}
+	return grow
 }
