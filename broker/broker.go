@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -63,8 +64,21 @@ func New(cfg Config) (*Broker, error) {
 	b.pub.now = b.cfg.Now
 	b.life = newLifecycle(&b.cfg, b.ch, b.rnd, b.pub.appliedOffset.Load)
 	b.life.leadsNothing = func() bool { return b.Image().LeaderCount(cfg.NodeID) == 0 }
+	// A broker in controlled shutdown whose image comes to show it leads
+	// nothing asks again at once: the controller's answer to its last
+	// heartbeat may have come before that image (its own publish of the
+	// moves runs behind their commit), and it then slept a whole
+	// heartbeat interval (2 s) before asking at the 50 ms pace
+	// (lifecycle.onHeartbeat), however soon the other brokers reported.
+	b.pub.onVisible = func(img *image.Image) {
+		if b.life.State() == StatePendingControlledShutdown && img.LeaderCount(cfg.NodeID) == 0 {
+			b.life.heartbeatSoon()
+		}
+	}
 	b.pub.onPublished = func(prev, next *image.Image) {
 		if controlledShutdownMoved(prev, next) {
+			b.log.Info("applied metadata that moves a controlled shutdown; heartbeat now",
+				zap.Int64("offset", next.Provenance().Offset))
 			b.life.heartbeatSoon()
 		}
 	}
@@ -178,14 +192,22 @@ func (b *Broker) Stop(ctx context.Context) error {
 	started := b.started
 	b.mu.Unlock()
 	var err error
+	start := time.Now()
+	released, replicationStopped := start, start
 	if started {
 		err = b.controlledShutdown(ctx)
+		released = time.Now()
 		b.stopReplication()
+		replicationStopped = time.Now()
 	}
 	b.cancel()
 	b.api.Close()
-	b.wg.Wait()
+	b.wg.Wait() // the replica goroutine finishes the sync under way
 	b.ch.close()
+	ms := func(a, b time.Time) float64 { return float64(b.Sub(a).Microseconds()) / 1000 }
+	b.log.Info("broker stopped", zap.Float64("released_ms", ms(start, released)),
+		zap.Float64("replication_stop_ms", ms(released, replicationStopped)),
+		zap.Float64("goroutines_ms", ms(replicationStopped, time.Now())))
 	return err
 }
 
@@ -264,18 +286,27 @@ func (l *lockedRand) fill(p []byte) {
 	}
 }
 
-// controlledShutdownMoved reports whether next, against prev, marks a broker
-// in controlled shutdown or moves the last leadership off one that is: what
-// the active controller waits for every active broker to have applied
-// before it lets a shutting-down broker go (see lifecycle.heartbeatSoon).
+// controlledShutdownMoved reports whether next, applied after prev, may
+// carry part of another broker's controlled shutdown: some broker is in
+// controlled shutdown and not fenced yet in next. The active controller
+// lets that broker go only once every active broker reported an offset at
+// or past the last record of its leadership moves and ISR removals
+// (Kafka's BrokerHeartbeatManager: controlledShutdownOffset against
+// lowestActiveOffset), and this broker cannot tell which applied image
+// holds that record, so it reports each one at once (see
+// lifecycle.heartbeatSoon). It used to report only the mark and the image
+// that moved the last leadership: the ISR removals committed after it (at
+// 100k partitions the moves span several batches, and a broker's last
+// leadership need not be in the last of them) then waited for the next
+// regular heartbeat, up to heartbeat.interval.ms (2 s), of every active
+// broker. A fenced broker keeps its InControlledShutdown flag until it
+// registers again but needs nothing more, so it asks for nothing.
 func controlledShutdownMoved(prev, next *image.Image) bool {
+	if prev == next {
+		return false
+	}
 	for _, b := range next.Brokers() {
-		if !b.InControlledShutdown {
-			continue
-		}
-		p, ok := prev.Broker(b.ID)
-		if !ok || !p.InControlledShutdown ||
-			next.LeaderCount(b.ID) == 0 && prev.LeaderCount(b.ID) > 0 {
+		if b.InControlledShutdown && !b.Fenced {
 			return true
 		}
 	}

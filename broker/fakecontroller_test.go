@@ -43,7 +43,10 @@ type fakeController struct {
 	// producerIDBlock is the AllocateProducerIds block size; 0 refuses
 	// (STALE_BROKER_EPOCH). nextProducerID is the next block's start.
 	producerIDBlock, nextProducerID int64
-	changed                         chan struct{} // closed and replaced on every request
+	// holdShutdown answers WantShutdown without ShouldShutdown (a
+	// controller still waiting for the other brokers) while set.
+	holdShutdown bool
+	changed      chan struct{} // closed and replaced on every request
 }
 
 func newFakeController(t *testing.T, active bool, maxVers map[int16]int16) *fakeController {
@@ -172,6 +175,7 @@ func (f *fakeController) handleHeartbeat(_ context.Context, req *protocol.Reques
 	resp.IsCaughtUp = body.CurrentMetadataOffset >= reg
 	fenced := f.fenced[body.BrokerID]
 	switch {
+	case body.WantShutdown && f.holdShutdown:
 	case body.WantShutdown:
 		if !fenced {
 			f.commitLocked(&records.BrokerRegistrationChangeRecord{BrokerID: body.BrokerID, BrokerEpoch: reg, Fenced: records.FenceChangeFence})

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -64,6 +66,9 @@ import (
 // valuable session (fewest partitions, non-follower first) if it is worth
 // less than the new one; followers' sessions can be evicted only by other
 // followers' sessions. Otherwise the fetch is answered without a session.
+// The partitions of all sessions are bounded too
+// (maxCachedFetchSessionPartitions): a session that would pass the bound
+// first closes idle ones (evictIdle).
 
 // DefaultMaxIncrementalFetchSessionCacheSlots is
 // max.incremental.fetch.session.cache.slots' default.
@@ -239,6 +244,9 @@ func (fc *fetchSessionCache) newContext(body *kmsg.FetchRequest, nowMs int64) fe
 	before := len(s.index)
 	named := s.update(body)
 	fc.partitions += len(s.index) - before
+	if fc.partitions > fc.maxPartitions {
+		fc.evictIdle(fc.partitions-fc.maxPartitions, s, nowMs)
+	}
 	if len(s.index) == 0 || fc.partitions > fc.maxPartitions {
 		fc.remove(s.id)
 		return fetchContext{full: true, body: body}
@@ -381,8 +389,10 @@ func (fc *fetchSessionCache) create(body *kmsg.FetchRequest, resp *kmsg.FetchRes
 			}
 		}
 	}
-	if fc.partitions+len(s.index) > fc.maxPartitions {
-		return nil
+	if over := fc.partitions + len(s.index) - fc.maxPartitions; over > 0 {
+		if fc.evictIdle(over, nil, nowMs); fc.partitions+len(s.index) > fc.maxPartitions {
+			return nil
+		}
 	}
 	fc.sessions[s.id] = s
 	fc.partitions += len(s.index)
@@ -410,6 +420,46 @@ func (fc *fetchSessionCache) evict(privileged bool, size int, nowMs int64) bool 
 		return false
 	}
 	return true
+}
+
+// followerSessionIdleMs is how long a follower's session must go unused
+// before the partition bound (maxPartitions) may close it for a new or
+// growing session. A live replica fetcher sends a Fetch at least every
+// replica.fetch.wait.max.ms (500 ms) plus the time it takes to apply an
+// answer, so a follower session idle this long was abandoned: its fetcher
+// lost the answer that opened it (a timeout, a reset connection) and
+// opened another. Such orphans are as large as the live sessions (at 1M
+// partitions on 3 brokers ~333k each) and, unevicted, kept every later
+// session of that leader from opening: its followers fetched in full each
+// round (O(partitions)) and fell out of the ISR (issue 17's 1M run). A
+// live follower closed by mistake only fetches in full once more.
+const followerSessionIdleMs = 10000
+
+// evictIdle closes idle sessions, least recently used first, until at
+// least need partitions are freed or none is idle: followers' sessions
+// unused for followerSessionIdleMs, others for fetchSessionEvictionMs.
+// keep (the session growing, or nil) is never closed. Kafka's cache is
+// bounded by slots alone (tryEvict); this frees the partition bound the
+// same way. mu held.
+func (fc *fetchSessionCache) evictIdle(need int, keep *fetchSession, nowMs int64) {
+	var idle []*fetchSession
+	for _, s := range fc.sessions {
+		limit := int64(fetchSessionEvictionMs)
+		if s.privileged {
+			limit = followerSessionIdleMs
+		}
+		if s != keep && nowMs-s.lastUsedMs > limit {
+			idle = append(idle, s)
+		}
+	}
+	slices.SortFunc(idle, func(a, b *fetchSession) int { return cmp.Compare(a.lastUsedMs, b.lastUsedMs) })
+	for _, s := range idle {
+		if need <= 0 {
+			return
+		}
+		need -= len(s.index)
+		fc.remove(s.id)
+	}
 }
 
 // sessionValue orders sessions as Kafka's EvictableKey: non-followers

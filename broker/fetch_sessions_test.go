@@ -117,21 +117,7 @@ func TestFetchSessionCacheEviction(t *testing.T) {
 	next := int32(0)
 	fc := newFetchSessionCache(2, func() int32 { next++; return next })
 	open := func(partitions int, follower bool, nowMs int64) int32 {
-		body := kmsg.NewPtrFetchRequest()
-		body.SetVersion(12)
-		body.SessionEpoch = 0
-		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic = "t"
-		for p := range partitions {
-			rp := kmsg.NewFetchRequestTopicPartition()
-			rp.Partition = int32(p)
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		body.Topics = []kmsg.FetchRequestTopic{rt}
-		fctx := fc.newContext(body, nowMs)
-		resp := body.ResponseKind().(*kmsg.FetchResponse)
-		fc.finish(fctx, resp, follower, nowMs)
-		return resp.SessionID
+		return openSession(fc, "t", partitions, follower, nowMs)
 	}
 	a := open(2, false, 0)
 	b := open(3, true, 0)
@@ -172,15 +158,7 @@ func TestFetchSessionCacheEviction(t *testing.T) {
 	if second := open(2, false, 0); first == 0 || second != 0 || fc.partitions != 2 {
 		t.Fatalf("sessions of 2 and 2 partitions under a bound of 3: %d %d, %d cached", first, second, fc.partitions)
 	}
-	grow := kmsg.NewPtrFetchRequest()
-	grow.SetVersion(12)
-	grow.SessionID, grow.SessionEpoch = first, 1
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = "u"
-	rt.Partitions = make([]kmsg.FetchRequestTopicPartition, 2)
-	rt.Partitions[1].Partition = 1
-	grow.Topics = []kmsg.FetchRequestTopic{rt}
-	if fctx := fc.newContext(grow, 0); !fctx.full || fctx.session != nil || len(fc.sessions) != 0 || fc.partitions != 0 {
+	if fctx := fc.newContext(growFetch(first, "u"), 0); !fctx.full || fctx.session != nil || len(fc.sessions) != 0 || fc.partitions != 0 {
 		t.Fatalf("a session grown past the bound: %+v, %d sessions, %d cached", fctx, len(fc.sessions), fc.partitions)
 	}
 	if off := newFetchSessionCache(0, func() int32 { return 1 }); off.maxSlots != 0 {
@@ -188,4 +166,86 @@ func TestFetchSessionCacheEviction(t *testing.T) {
 	} else if fc = off; open(1, false, 0) != 0 {
 		t.Fatal("a disabled cache opened a session")
 	}
+}
+
+// openSession sends fc a full fetch (epoch 0) of topic's partitions 0 to
+// partitions-1, a follower's when follower, and returns the session id
+// answered (0: none).
+func openSession(fc *fetchSessionCache, topic string, partitions int, follower bool, nowMs int64) int32 {
+	body := kmsg.NewPtrFetchRequest()
+	body.SetVersion(12)
+	body.SessionEpoch = 0
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	for p := range partitions {
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = int32(p)
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	body.Topics = []kmsg.FetchRequestTopic{rt}
+	fctx := fc.newContext(body, nowMs)
+	resp := body.ResponseKind().(*kmsg.FetchResponse)
+	fc.finish(fctx, resp, follower, nowMs)
+	return resp.SessionID
+}
+
+// A session abandoned by its follower (the answer that opened it lost) must
+// not hold the partition bound for ever: a follower's session idle for
+// followerSessionIdleMs gives way to a new or growing session, least
+// recently used first; a consumer's only after fetchSessionEvictionMs, and
+// a session in use never. Before, orphans of ~333k partitions each kept
+// every later session from opening at 1M partitions, and the followers
+// fetched in full every round (issue 17).
+func TestFetchSessionCacheEvictsIdleForPartitionBound(t *testing.T) {
+	next := int32(0)
+	fc := newFetchSessionCache(10, func() int32 { next++; return next })
+	fc.maxPartitions = 5
+	orphan := openSession(fc, "t", 3, true, 0)
+	if again := openSession(fc, "t", 3, true, 0); orphan == 0 || again != 0 {
+		t.Fatalf("sessions of 3 and 3 under a bound of 5, both in use: %d %d", orphan, again)
+	}
+	if early := openSession(fc, "t", 3, true, followerSessionIdleMs); early != 0 {
+		t.Fatalf("a follower session idle %d ms was closed for a new one", followerSessionIdleMs)
+	}
+	now := int64(followerSessionIdleMs + 1)
+	renewed := openSession(fc, "t", 3, true, now)
+	if renewed == 0 || fc.sessions[orphan] != nil || fc.partitions != 3 {
+		t.Fatalf("an idle follower session kept the bound: new %d, sessions %v, %d cached", renewed, fc.sessions, fc.partitions)
+	}
+	// A consumer's idle session is closed for the bound only once it is
+	// stale by Kafka's measure.
+	consumer := openSession(fc, "c", 2, false, now)
+	if consumer == 0 || fc.partitions != 5 {
+		t.Fatalf("a consumer session of 2 beside 3: %d, %d cached", consumer, fc.partitions)
+	}
+	fc.sessions[renewed].lastUsedMs = now + fetchSessionEvictionMs // in use
+	if f := openSession(fc, "f", 1, true, now+fetchSessionEvictionMs); f != 0 {
+		t.Fatalf("a consumer session idle %d ms was closed", fetchSessionEvictionMs)
+	}
+	if f := openSession(fc, "f", 1, true, now+fetchSessionEvictionMs+1); f == 0 || fc.sessions[consumer] != nil || fc.sessions[renewed] == nil {
+		t.Fatalf("a stale consumer session kept the bound: %d, sessions %v", f, fc.sessions)
+	}
+	// A session growing past the bound closes idle others, never itself.
+	fc = newFetchSessionCache(10, func() int32 { next++; return next })
+	fc.maxPartitions = 5
+	idle := openSession(fc, "t", 2, true, 0)
+	growing := openSession(fc, "u", 2, true, 0)
+	fctx := fc.newContext(growFetch(growing, "v"), followerSessionIdleMs+1)
+	if fctx.full || fctx.session == nil || fc.sessions[idle] != nil || fc.sessions[growing] == nil || fc.partitions != 4 {
+		t.Fatalf("a session grown past the bound beside an idle one: %+v, sessions %v, %d cached", fctx, fc.sessions, fc.partitions)
+	}
+}
+
+// growFetch is an incremental fetch (epoch 1) in session id adding
+// partitions 0 and 1 of topic.
+func growFetch(id int32, topic string) *kmsg.FetchRequest {
+	grow := kmsg.NewPtrFetchRequest()
+	grow.SetVersion(12)
+	grow.SessionID, grow.SessionEpoch = id, 1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	rt.Partitions = make([]kmsg.FetchRequestTopicPartition, 2)
+	rt.Partitions[1].Partition = 1
+	grow.Topics = []kmsg.FetchRequestTopic{rt}
+	return grow
 }

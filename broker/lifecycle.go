@@ -312,7 +312,9 @@ func (l *lifecycle) onHeartbeat(resp *kmsg.BrokerHeartbeatResponse) (time.Durati
 		// While the controller still waits for other brokers to report
 		// the leader moves, a broker that sees it leads nothing any more
 		// keeps asking at that pace: the answer turns with the others'
-		// next heartbeats (see heartbeatSoon), not with ours.
+		// next heartbeats (see heartbeatSoon), not with ours. One answered
+		// before its image showed that sleeps the interval until the
+		// image's publish wakes it (Broker's onVisible).
 		if !l.gotShutdownAnswer || (l.leadsNothing != nil && l.leadsNothing()) {
 			l.gotShutdownAnswer = true
 			return firstShutdownHeartbeatDelay, false
@@ -412,12 +414,13 @@ func (l *lifecycle) sendHeartbeat(ctx context.Context) (*kmsg.BrokerHeartbeatRes
 
 // heartbeatSoon makes the heartbeat loop send its next heartbeat now
 // instead of at the end of the interval. The broker calls it when it has
-// applied metadata that moves another broker's controlled shutdown (that
-// broker is marked in controlled shutdown, or its last leadership moved):
-// the controller lets the shutting-down broker go only once every active
-// broker has reported an offset past the leader moves, and a heartbeat
-// interval (2 s) of waiting for each to report is most of a controlled
-// shutdown. Never blocks.
+// applied an image while another broker is in controlled shutdown (see
+// controlledShutdownMoved): the controller lets the shutting-down broker go
+// only once every active broker has reported an offset past its leader
+// moves and ISR removals, and a heartbeat interval (2 s) of waiting for
+// each to report is most of a controlled shutdown; and, in controlled
+// shutdown itself, when its image comes to show it leads nothing. Never
+// blocks.
 func (l *lifecycle) heartbeatSoon() {
 	select {
 	case l.kick <- struct{}{}:

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/kraftd/kraftd/metadata/image"
 	"github.com/kraftd/kraftd/metadata/records"
 	"github.com/kraftd/kraftd/protocol"
 	"github.com/kraftd/kraftd/quorum"
@@ -249,6 +250,67 @@ func TestHeartbeatSoonOnControlledShutdown(t *testing.T) {
 	})
 }
 
+// TestControlledShutdownAsksAtOnceWhenItLeadsNothing: a broker in controlled
+// shutdown whose heartbeat was answered "not yet" while its image still
+// showed it leading a partition (the controller's moves commit before the
+// broker publishes them) sleeps a heartbeat interval; the publish that shows
+// it leads nothing wakes it, and it asks at once. Before, it asked only at
+// the end of the interval (2 s by default; 60 s here, so the wait for the
+// next heartbeat times out after 5 s without the wake).
+func TestControlledShutdownAsksAtOnceWhenItLeadsNothing(t *testing.T) {
+	h, _, active := lifecycleHarness(t, func(c *Config) { c.HeartbeatIntervalMs = 60000 })
+	if err := h.b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h.b, StateRunning)
+	topic := uuid(7)
+	active.mu.Lock()
+	active.commitLocked(brokerRecord(2, 7, false, nil, ep("PLAINTEXT", 9999)), topicRecord("led", topic),
+		partitionRecord(topic, 0, 1, []int32{1, 2}, []int32{1, 2}))
+	active.holdShutdown = true
+	active.mu.Unlock()
+	asks := func() int {
+		n := 0
+		for _, hb := range active.heartbeats {
+			if hb.WantShutdown {
+				n++
+			}
+		}
+		return n
+	}
+	answered := h.b.life.heartbeats.Load()
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.b.Stop(context.Background()) }()
+	// The first "not yet" brings a second ask 50 ms later; answered while
+	// the broker still leads its partition, that one is followed by the
+	// interval. The moves commit only once the broker took that answer
+	// (onHeartbeat runs right after the count; the sleep covers it), or
+	// it would see them and ask again without the wake.
+	active.waitFor("two heartbeats asking to shut down", func() bool { return asks() >= 2 })
+	for h.b.life.heartbeats.Load() < answered+2 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	active.mu.Lock()
+	before := asks()
+	change := records.NewPartitionChangeRecord()
+	change.TopicID, change.PartitionID, change.Leader, change.ISR = topic, 0, 2, []int32{2}
+	active.commitLocked(change)
+	active.mu.Unlock()
+	active.waitFor("an ask once the image shows it leads nothing", func() bool { return asks() > before })
+	active.mu.Lock()
+	active.holdShutdown = false
+	active.mu.Unlock()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Stop did not return once the controller let the broker go")
+	}
+}
+
 // TestHeartbeatBackoffWithoutController: heartbeats that no controller takes
 // (NOT_CONTROLLER while the new one is being elected, a refused connection
 // to the killed one) are retried within a second however many fail, as
@@ -339,5 +401,61 @@ func TestRegistrationRetriesAtOnceOnNewLeader(t *testing.T) {
 	}
 	if wait := failed[0].ContextMap()["backoff"]; wait != time.Duration(0) {
 		t.Errorf("after NOT_CONTROLLER with the leader known meanwhile: waited %v, want 0", wait)
+	}
+}
+
+// TestControlledShutdownMovedEveryImage: while another broker is in
+// controlled shutdown and not fenced, every image applied is one to report
+// at once (controlledShutdownMoved), the ISR removals committed after its
+// last leadership moved included: the controller waits for every active
+// broker to report the last record of the shutdown's moves, and those
+// removals used to wait for the next regular heartbeat (2 s). Before the
+// mark and once the broker is fenced (its InControlledShutdown flag stays
+// until it registers again), no image is.
+func TestControlledShutdownMovedEveryImage(t *testing.T) {
+	topic := uuid(9)
+	offset := int64(100) // past testImage's
+	apply := func(prev *image.Image, msgs ...records.Message) *image.Image {
+		t.Helper()
+		d := image.NewDelta(prev)
+		for _, m := range msgs {
+			offset++
+			if err := d.Replay(offset, 1, records.Record{Version: versionFor(m), Message: m}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d.Apply()
+	}
+	change := func(p, leader int32, isr ...int32) *records.PartitionChangeRecord {
+		r := records.NewPartitionChangeRecord()
+		r.TopicID, r.PartitionID, r.Leader, r.ISR = topic, p, leader, isr
+		return r
+	}
+	base := testImage(t, brokerRecord(1, 10, false, nil), brokerRecord(2, 11, false, nil), brokerRecord(3, 12, false, nil),
+		topicRecord("a", topic), partitionRecord(topic, 0, 2, []int32{2, 1, 3}, []int32{2, 1, 3}),
+		partitionRecord(topic, 1, 1, []int32{1, 2, 3}, []int32{1, 2, 3}))
+	steady := apply(base, change(0, records.NoLeaderChange, 2, 1))
+	marked := apply(steady, &records.BrokerRegistrationChangeRecord{BrokerID: 2, BrokerEpoch: 11, InControlledShutdown: 1})
+	lastLeadership := apply(marked, change(0, 1, 1, 3))
+	isrRemoval := apply(lastLeadership, change(1, records.NoLeaderChange, 1, 3))
+	fenced := apply(isrRemoval, &records.BrokerRegistrationChangeRecord{BrokerID: 2, BrokerEpoch: 11, Fenced: records.FenceChangeFence})
+	later := apply(fenced, change(1, records.NoLeaderChange, 1))
+	for _, tc := range []struct {
+		name       string
+		prev, next *image.Image
+		want       bool
+	}{
+		{"no broker in controlled shutdown", base, steady, false},
+		{"the mark", steady, marked, true},
+		{"its last leadership moved", marked, lastLeadership, true},
+		{"an ISR removal after its last leadership moved", lastLeadership, isrRemoval, true},
+		{"the moves applied as one sync", steady, isrRemoval, true},
+		{"the same image", isrRemoval, isrRemoval, false},
+		{"it is fenced", isrRemoval, fenced, false},
+		{"after its fencing", fenced, later, false},
+	} {
+		if got := controlledShutdownMoved(tc.prev, tc.next); got != tc.want {
+			t.Errorf("%s: controlledShutdownMoved %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -68,6 +68,10 @@ type publisher struct {
 	// goroutine with the same pair once handlers (and
 	// appliedOffset) see the new one; it must not block.
 	onPublished func(prev, next *image.Image)
+	// onVisible, if set before run starts, is called on the publisher
+	// goroutine with each image as soon as handlers see it, before the
+	// replica manager follows it; it must not block.
+	onVisible func(next *image.Image)
 
 	// now is the wall clock of the stage timings (slowPublishMs).
 	now func() time.Time
@@ -329,6 +333,9 @@ func (p *publisher) openDelta() *image.Delta {
 func (p *publisher) publish(img *image.Image) {
 	p.cur.Store(img)
 	p.logSlow(img.Provenance(), p.now())
+	if p.onVisible != nil {
+		p.onVisible(img)
+	}
 	p.toSync.Store(img)
 	select {
 	case p.syncWake <- struct{}{}:
@@ -351,7 +358,9 @@ func (p *publisher) syncReplicas(ctx context.Context, prev *image.Image) {
 			continue
 		}
 		if p.onPublish != nil {
+			start := p.now()
 			p.onPublish(prev, next)
+			p.logSlowSync(prev, next, p.now().Sub(start))
 		}
 		prov := next.Provenance()
 		p.appliedOffset.Store(prov.Offset)
@@ -392,6 +401,20 @@ func (p *publisher) waitApplied(ctx context.Context, offset int64) error {
 		case <-ch:
 		}
 	}
+}
+
+// slowReplicaSync: a replica manager sync (onPublish) that takes longer is
+// logged: heartbeats report an image's offset only after it, so a broker's
+// slow sync holds back what the controller waits for (another broker's
+// controlled shutdown, a caught-up check).
+const slowReplicaSync = 50 * time.Millisecond
+
+func (p *publisher) logSlowSync(prev, next *image.Image, d time.Duration) {
+	if d < slowReplicaSync {
+		return
+	}
+	p.log.Info("replica manager applied metadata slowly", zap.Int64("from_offset", prev.Provenance().Offset),
+		zap.Int64("offset", next.Provenance().Offset), zap.Float64("sync_ms", float64(d.Microseconds())/1000))
 }
 
 // slowPublishMs: a published image that became visible to Metadata more than

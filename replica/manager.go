@@ -914,6 +914,7 @@ func (m *Manager) StopReplication() {
 // found after a crash and never opened since), the clean-shutdown marker, so
 // the next start skips the recovery scan. Later Apply calls fail.
 func (m *Manager) Close() error {
+	start := time.Now()
 	m.StopReplication()
 	m.mu.Lock()
 	stop := m.stop
@@ -924,6 +925,7 @@ func (m *Manager) Close() error {
 		m.wg.Wait()
 	}
 	m.writePendingTopicIDs()
+	closeStart := time.Now()
 	m.mu.Lock()
 	parts := make([]*Partition, 0, len(m.parts))
 	for _, p := range m.parts {
@@ -942,9 +944,14 @@ func (m *Manager) Close() error {
 	m.hostedByTopic = map[string]int{}
 	errs = append(errs, m.closeLoadedLogs()...)
 	m.mu.Unlock()
+	ckptStart := time.Now()
 	if err := m.WriteCheckpoints(); err != nil {
 		errs = append(errs, err)
 	}
+	ms := func(a, b time.Time) float64 { return float64(b.Sub(a).Microseconds()) / 1000 }
+	m.log.Info("closed the partition logs", zap.Int("logs", len(parts)),
+		zap.Float64("stop_ms", ms(start, closeStart)), zap.Float64("close_ms", ms(closeStart, ckptStart)),
+		zap.Float64("checkpoints_ms", ms(ckptStart, time.Now())))
 	m.mu.RLock()
 	unrecovered := len(m.unrecovered)
 	m.mu.RUnlock()

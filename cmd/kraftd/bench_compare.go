@@ -78,8 +78,12 @@ forceSync=yes and --brokers broker processes) at each partition count, every nod
   brokerpause  the same with SIGSTOP, SIGCONT afterwards (and how long until
                the cluster is whole again)
   shutdown     SIGTERM of the broker leading the most partitions: until it
-               exits, and the longest time one of its partitions had no other
-               leader visible to clients; with the producer's gap as for loss
+               may exit (kraft: the controller's heartbeat answer with
+               ShouldShutdown, SHUTDOWN_NOW, reached it; zk-legacy: the
+               controller answered ControlledShutdown with no partition
+               remaining; from its node log), until the process exits, and
+               the longest time one of its partitions had no other leader
+               visible to clients; with the producer's gap as for loss
   restart      a broker stopped (SIGTERM) and started again: from its start
                until another broker lists it (unfenced in kraft, registered
                in zk-legacy) and until it serves every partition with a leader
@@ -93,7 +97,9 @@ and after the partitions exist: bytes per partition in a broker and in the
 active controller (in zk-legacy, the controller broker).
 A mode that needs more than --cap at one size is stopped there and marked
 capped for that size and every larger one. Settings are the defaults except
-those given with --override (passed to every node of both modes and printed).
+those given with --override (passed to every node of both modes and printed);
+every node inherits the bench's environment, and a GOMEMLIMIT, GOGC or
+GOMAXPROCS there is printed with the settings too.
 --override kraftd.pprof.enable=true serves Go's profiles under /debug/pprof/
 on each node's loopback metrics listener (its port is in the node log's
 "serving metrics" line), e.g. for a goroutine dump during a fault; nothing
@@ -272,6 +278,7 @@ func runBenchCompare(args []string, stdout io.Writer, stderr *os.File) int {
 			return report(stderr, exitError, err)
 		}
 	} else {
+		defer b.finishCleanup() // after the results below
 		b.run(ctx)
 	}
 	if o.assertShape {
@@ -387,11 +394,17 @@ func expectedRun(o compareOptions, mode string, partitions int) time.Duration {
 	return min(d, o.capPerRun)
 }
 
+// finishCleanup waits for the partition logs' removal and removes the
+// emptied data directory. At 1M partitions the removal of ~9M files takes
+// a quarter of an hour on this disk, so it runs after the results are
+// written, not before.
+func (b *comparison) finishCleanup() {
+	b.progressf("removing the partition logs under %s (results are written)", filepath.Join(b.o.out, "data"))
+	b.cleanup.Wait()
+	_ = os.Remove(filepath.Join(b.o.out, "data")) // only if empty
+}
+
 func (b *comparison) run(ctx context.Context) {
-	defer func() {
-		b.cleanup.Wait()
-		_ = os.Remove(filepath.Join(b.o.out, "data")) // only if empty
-	}()
 	var expected time.Duration
 	for _, p := range b.o.partitions {
 		for _, mode := range b.o.modes {
@@ -471,6 +484,7 @@ func (b *comparison) runOne(ctx context.Context, r *modeRun) error {
 		return err
 	}
 	defer func() { c.stop(ctx.Err() != nil) }()
+	c.logs = sink
 	if c.zk != nil {
 		if v := zkVersion(c.zk.Servers[0].Addr); v != "" {
 			b.rep.Versions["zookeeper"] = v
@@ -523,6 +537,9 @@ type benchCluster struct {
 	zk       *zkserver.Ensemble
 	cl       *protocol.Client
 	progress func(format string, args ...any)
+	// logs is the run's node log sink (nil in tests that start a cluster
+	// of their own): the controlled shutdown reads its "may exit" times.
+	logs *benchLogSink
 	// stopDrain ends drainExits once every node stopped (nil before).
 	stopDrain func()
 	// forgotID is the highest id of a joining broker forgotten after its
@@ -1269,17 +1286,26 @@ func (c *benchCluster) timePropagation(ctx context.Context, bs []*devNode, topic
 // passing ok. Each broker is polled by a goroutine of its own, on a
 // connection of its own, started before the change: polled one after
 // another, a round of six Metadata requests on a loaded machine took
-// several milliseconds, which the samples then included.
+// several milliseconds, which the samples then included. The connections
+// are opened (dial and ApiVersions) before the clock starts, so that their
+// setup on every broker does not run beside the change it measures, nor
+// delay the first poll.
 func (c *benchCluster) timeUntilServed(ctx context.Context, bs []*devNode, topic string, ok func(kmsg.MetadataResponseTopicPartition) bool, change func() error) (time.Duration, error) {
 	pctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	seen := make([]time.Time, len(bs))
+	pollers := make([]*protocol.Client, len(bs))
 	var wg sync.WaitGroup
+	for j, n := range bs {
+		pollers[j] = protocol.NewClient(protocol.ClientConfig{ClientID: "kraftd-bench-poll"})
+		defer pollers[j].Close()
+		wg.Go(func() { _, _ = pollers[j].PeerVersions(pctx, n.addr()) }) // a failure is retried by the first poll
+	}
+	wg.Wait()
 	start := time.Now()
 	for j, n := range bs {
 		wg.Go(func() {
-			cl := protocol.NewClient(protocol.ClientConfig{ClientID: "kraftd-bench-poll"})
-			defer cl.Close()
+			cl := pollers[j]
 			pace := time.NewTicker(propagationPace)
 			defer pace.Stop()
 			for pctx.Err() == nil {
@@ -1680,6 +1706,8 @@ type leaderMove struct {
 	led, movable          int
 	firstMoved, lastMoved time.Duration
 	exited                time.Duration
+	// signaled is when the signal was sent, the start of every duration.
+	signaled time.Time
 }
 
 // busiestBroker is the running broker leading the most partitions, never
@@ -1808,6 +1836,7 @@ func (c *benchCluster) moveLeaders(ctx context.Context, victim *devNode, v broke
 	}
 	c.progress("%s to broker %d, leader of %d partitions (%d with another in-sync replica)", signalName(sig), victim.id, m.led, m.movable)
 	start := time.Now()
+	m.signaled = start
 	if err := victim.cmd.Process.Signal(sig); err != nil {
 		return m, err
 	}
@@ -1890,10 +1919,12 @@ func (c *benchCluster) brokerFault(ctx context.Context, r *modeRun, sig syscall.
 }
 
 // controlledShutdown sends SIGTERM to the busiest broker and times, from
-// the signal, its exit and the longest a partition it led went without
-// another leader in a surviving broker's Metadata, with the steady
-// producer's gap on a partition it led; then it starts the broker again and
-// waits until the cluster is whole.
+// the signal, until it may exit (its node log's line, see isMayExit: the
+// controller is done with it), until it exits (its own close of every log
+// besides) and the longest a partition it led went without another leader
+// in a surviving broker's Metadata, with the steady producer's gap on a
+// partition it led; then it starts the broker again and waits until the
+// cluster is whole.
 func (c *benchCluster) controlledShutdown(ctx context.Context, r *modeRun) error {
 	m, g, err := c.brokerFault(ctx, r, syscall.SIGTERM, true, "shutdown", "shutdown_")
 	if err != nil {
@@ -1903,6 +1934,13 @@ func (c *benchCluster) controlledShutdown(ctx context.Context, r *modeRun) error
 		return fmt.Errorf("broker %d exited with %v after SIGTERM", m.victim.id, m.victim.err)
 	}
 	r.set("shutdown_led_partitions", float64(m.led))
+	if c.logs != nil {
+		if at, ok := c.logs.mayExitAt(m.victim.id, m.signaled); ok {
+			r.setDuration("shutdown_may_exit_ms", max(at.Sub(m.signaled), 0))
+		} else {
+			r.Note += fmt.Sprintf("broker %d logged no line saying it may exit its controlled shutdown (kraft: SHUTTING_DOWN; zk-legacy: controlled shutdown succeeded): it shut down without the controller's leave. ", m.victim.id)
+		}
+	}
 	r.setDuration("shutdown_exit_ms", m.exited)
 	r.setDuration("shutdown_leaderless_max_ms", m.lastMoved)
 	// The scenarios after this one want the whole cluster.
@@ -2091,6 +2129,14 @@ func benchSettings(o compareOptions) []string {
 		}
 		out = append(out, s)
 	}
+	// Every node inherits the bench's environment, so a Go runtime memory
+	// or GC setting there (an operator's heap setting, like a Kafka
+	// broker's -Xmx) changes every node's figures: print it.
+	for _, k := range []string{"GOMEMLIMIT", "GOGC", "GOMAXPROCS"} {
+		if v, ok := os.LookupEnv(k); ok {
+			out = append(out, fmt.Sprintf("%s=%s (environment of every node)", k, v))
+		}
+	}
 	out = append(out, "kraft: metadata log appends fsynced before they count (kraftd always does)",
 		"zk-legacy: "+zkSettings(o),
 		fmt.Sprintf("%d brokers, replication factor %d, %d partitions per topic; kraft: 3 controller processes", o.brokers, o.rf, o.topicSize))
@@ -2146,7 +2192,8 @@ var compareTables = []compareTable{
 	{"Controlled shutdown (SIGTERM of the broker leading the most partitions)",
 		"anchor: Confluent's 2M-partition figures, 135 s with ZooKeeper vs 32 s with KRaft. " +
 			"It runs before the other faults, so the broker leads about 1/brokers of the partitions (a third with 3 brokers; the bench's own topics included); the producer writes to a partition it led",
-		[]compareMetric{{key: "shutdown_exit_ms", label: "until the process exits"},
+		[]compareMetric{{key: "shutdown_may_exit_ms", label: "until it may exit (kraft: the controller's SHUTDOWN_NOW; zk-legacy: ControlledShutdown answered, none remaining)"},
+			{key: "shutdown_exit_ms", label: "until the process exits (its own close of every log besides)"},
 			{key: "shutdown_leaderless_max_ms", label: "longest a led partition had no other leader"},
 			{key: "shutdown_producer_gap_ms", label: "longest gap, steady acks=all producer on a partition it led"},
 			{key: "shutdown_led_partitions", label: "partitions it led", count: true}}},

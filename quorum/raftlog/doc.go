@@ -40,8 +40,9 @@
 //	and TruncateTo and ResetLog wait for a record write in flight and lower the record
 //	before they cut).
 //	INVARIANT: the acknowledged bytes above the record are those of one Sync at most
-//	(each Sync and PrepareSync finish waits for, or does, the record write of the Sync
-//	before it; Close records the last durable end).
+//	(each Sync, after its own data fsync, and each PrepareSync finish wait for, or do,
+//	the record write of the Sync before it, which thus overlaps their flush; Close
+//	records the last durable end).
 //
 // Recovery detects damage below the record; damage between the record and the
 // durable end after a crash (the last Sync's batches, already acknowledged) is cut as

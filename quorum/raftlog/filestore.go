@@ -154,9 +154,9 @@ type FileStorage struct {
 	//
 	// INVARIANTS: synced.last.End <= durable.End when unrecorded (the record never
 	// claims more than a completed Sync made durable); rec, when set, writes an end
-	// <= durable.End; every Sync and PrepareSync finish first brings the record to
-	// durable (waitRecord, recordDurable), so the acknowledged bytes the record does
-	// not cover are at most those of the last Sync.
+	// <= durable.End; every Sync, before it moves durable, and every PrepareSync
+	// finish bring the record to durable (waitRecord, recordDurable), so the
+	// acknowledged bytes the record does not cover are at most those of the last Sync.
 	durable    syncedEnd
 	unrecorded bool
 	rec        *recordJob
@@ -851,15 +851,18 @@ func (s *FileStorage) endAfterCut(offset int64) syncedEnd {
 // Sync implements Storage: fsync every segment written or cut since the last Sync,
 // rewrite leader-epoch-checkpoint if an epoch started or was truncated away, and
 // fsync the directory if files were created, renamed or removed. The end it made
-// durable is recorded later (PrepareRecord); first it brings the record to the end
-// the Sync before made durable (waiting for the write in flight, or writing it now
-// if nobody started one), so that the record never trails by more than one Sync.
+// durable is recorded later (PrepareRecord); before it returns, it brings the record
+// to the end the Sync before made durable (waiting for the write in flight, or
+// writing it now if nobody started one), so that the record never trails by more
+// than one Sync. That wait comes after its own fsyncs, not before: the record write
+// the driver started after the previous acknowledgement then overlaps this Sync's
+// data fsync, as it overlaps a leader's flush (PrepareSync), instead of adding its
+// fdatasync to a follower's next acknowledgement (a batch fetched right after
+// another waited for two flushes of the disk in sequence). The record still only
+// names an end that a completed Sync made durable.
 func (s *FileStorage) Sync() error {
 	if s.failed != nil {
 		return s.failedErr()
-	}
-	if err := s.recordDurable(); err != nil {
-		return err
 	}
 	end := s.currentEnd()
 	if mutSyncedAhead {
@@ -890,6 +893,9 @@ func (s *FileStorage) Sync() error {
 			return s.fail(err)
 		}
 		s.dirDirty = false
+	}
+	if err := s.recordDurable(); err != nil { // the end of the Sync before
+		return err
 	}
 	s.setDurable(end)
 	return nil

@@ -3,9 +3,13 @@ package raftlog
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // recordedEnd reads the durable end SyncedEndFile holds in dir.
@@ -286,5 +290,99 @@ func TestCutWaitsForRecordWrite(t *testing.T) {
 				closeTest(t, s)
 			})
 		}
+	}
+}
+
+// gatedFS is the operating system's FS whose SyncedEndFile Datasync waits until
+// release is closed, and which closes dataSynced at the first Sync of a segment
+// (a data fsync) after armed is set.
+type gatedFS struct {
+	FS
+	release    chan struct{}
+	dataSynced chan struct{}
+	armed      atomic.Bool
+	once       sync.Once
+}
+
+func (g *gatedFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	f, err := g.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &gatedFile{File: f, fs: g, record: filepath.Base(name) == SyncedEndFile}, nil
+}
+
+type gatedFile struct {
+	File
+	fs     *gatedFS
+	record bool
+}
+
+func (f *gatedFile) Sync() error {
+	if !f.record && f.fs.armed.Load() {
+		f.fs.once.Do(func() { close(f.fs.dataSynced) })
+	}
+	return f.File.Sync()
+}
+
+func (f *gatedFile) Datasync() error {
+	if f.record && f.fs.armed.Load() {
+		<-f.fs.release
+	}
+	return f.File.Datasync()
+}
+
+// TestSyncOverlapsRecordWrite: a follower's Sync does not wait for the record write
+// in flight (started after its previous acknowledgement) before its own data fsync;
+// the two flushes run at once, and the Sync returns only once the record covers the
+// end of the Sync before (it trails by one Sync at most, as before). Before, a batch
+// fetched right after another waited for the record's fdatasync and then for its own
+// fsync: two flushes of the disk in sequence on the acknowledgement path.
+func TestSyncOverlapsRecordWrite(t *testing.T) {
+	gfs := &gatedFS{FS: OSFS(), release: make(chan struct{}), dataSynced: make(chan struct{})}
+	dir := t.TempDir()
+	s := openTest(t, dir, FileOptions{FS: gfs})
+	batches := mkLog(2) // ends 2, 4
+	appendTest(t, s, batches[0])
+	syncTest(t, s)
+	gfs.armed.Store(true)
+	work, finish := s.PrepareRecord() // the record of end 2, as the driver starts it after the ack
+	if work == nil {
+		t.Fatal("no record write for the durable end 2")
+	}
+	recorded := make(chan error, 1)
+	go func() { recorded <- work() }()
+	appendTest(t, s, batches[1])
+	synced := make(chan error, 1)
+	go func() { synced <- s.Sync() }()
+	select {
+	case <-gfs.dataSynced:
+	case err := <-synced:
+		t.Fatalf("Sync returned (%v) while the record write it must wait for was held", err)
+	case <-time.After(time.Minute): // a deadlock detector, not a timing bound
+		close(gfs.release)
+		t.Fatal("the Sync's data fsync did not start while the record write was in flight: it waited for the record first")
+	}
+	select {
+	case err := <-synced:
+		t.Fatalf("Sync returned (%v) before the record write it must wait for finished", err)
+	default:
+	}
+	close(gfs.release)
+	if err := <-recorded; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-synced; err != nil {
+		t.Fatal(err)
+	}
+	if err := finish(); err != nil {
+		t.Fatal(err)
+	}
+	if got := recordedEnd(t, dir); got != 2 {
+		t.Fatalf("after the second Sync the record is at %d, want 2 (the end of the Sync before)", got)
+	}
+	recordNow(t, s)
+	if got := recordedEnd(t, dir); got != 4 {
+		t.Fatalf("after the record write of the second Sync's end the record is at %d, want 4", got)
 	}
 }

@@ -475,7 +475,10 @@ func (a *App) Start(ctx context.Context) error {
 
 // Stop drains the listeners (in-flight requests finish until ctx expires,
 // then connections are cut) and stops components in reverse order. It is
-// safe to call more than once and before Start.
+// safe to call more than once and before Start. Its last line says how long
+// each stage took: a controlled shutdown is timed from the signal until
+// the controller lets the broker go and until the process exits, and the
+// difference is this node's own work (issue 17).
 func (a *App) Stop(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -483,6 +486,7 @@ func (a *App) Stop(ctx context.Context) error {
 		return nil
 	}
 	a.state = lifecycleStopped
+	start := time.Now()
 	var errs []error
 	// A broker's controlled shutdown goes first, while every listener still serves:
 	// on a combined node the controller it asks to move leaderships off is this very
@@ -496,16 +500,27 @@ func (a *App) Stop(ctx context.Context) error {
 	}
 	// Shutdown falls back to closing every connection when ctx expires.
 	// The broker listeners go first, the controller listeners last.
+	brokerDone := time.Now()
 	for _, srv := range a.Servers() {
 		if err := srv.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("app: shutting down listeners: %w", err))
 		}
 	}
+	listenersDone := time.Now()
 	errs = append(errs, a.metrics.stop(ctx))
 	errs = append(errs, a.stopComponents(ctx))
-	a.log.Info("kraftd stopped")
+	a.log.Info("kraftd stopped", zap.Float64("controlled_shutdown_ms", msBetween(start, brokerDone)),
+		zap.Float64("listeners_ms", msBetween(brokerDone, listenersDone)),
+		zap.Float64("components_ms", msBetween(listenersDone, time.Now())))
 	return errors.Join(errs...)
 }
+
+// msBetween is b - a in milliseconds, to the microsecond.
+func msBetween(a, b time.Time) float64 { return float64(b.Sub(a).Microseconds()) / 1000 }
+
+// slowComponentStop: a component whose Stop takes longer is logged with
+// its time (stopComponents), to tell a slow shutdown's parts apart.
+const slowComponentStop = 50 * time.Millisecond
 
 // Kill stops the node as kill -9 would, for failure tests: every listener
 // closes at once (in-flight requests are cut), a broker stops without a
@@ -540,8 +555,12 @@ func (a *App) stopComponents(ctx context.Context) error {
 	var errs []error
 	for ; a.started > 0; a.started-- {
 		nc := a.components[a.started-1]
+		start := time.Now()
 		if err := nc.c.Stop(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("app: stopping %s: %w", nc.name, err))
+		}
+		if d := time.Since(start); d >= slowComponentStop {
+			a.log.Info("component stopped slowly", zap.String("component", nc.name), zap.Float64("elapsed_ms", msBetween(start, start.Add(d))))
 		}
 	}
 	return errors.Join(errs...)
